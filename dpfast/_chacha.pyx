@@ -1,0 +1,130 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True
+"""ChaCha20 (RFC 8439) as a ``numpy.random.BitGenerator``.
+
+Being a NumPy bit generator, it feeds every ``numpy.random.Generator`` method and every
+dpfast kernel through the same C interface (``bitgen_t``) as NumPy's own generators.
+"""
+import os
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+from numpy.random cimport BitGenerator
+
+cnp.import_array()
+
+cdef extern from "random/chacha20.hpp" namespace "dpf" nogil:
+    cdef cppclass ChaCha20Stream:
+        uint32_t input[16]
+        uint32_t block[16]
+        int pos
+        void seed(const uint32_t* key, uint64_t nonce, uint64_t counter)
+        void refill()
+        uint64_t next_u64()
+    void chacha20_block(const uint32_t* inp, uint32_t* out)
+
+
+cdef uint64_t _next_u64(void* st) noexcept nogil:
+    return (<ChaCha20Stream*>st).next_u64()
+
+cdef uint32_t _next_u32(void* st) noexcept nogil:
+    return <uint32_t>((<ChaCha20Stream*>st).next_u64() >> 32)
+
+cdef double _next_double(void* st) noexcept nogil:
+    # top 53 bits -> [0, 1) on the grid k * 2^-53, as NumPy's generators do
+    return ((<ChaCha20Stream*>st).next_u64() >> 11) * (1.0 / 9007199254740992.0)
+
+
+def chacha20_block_rfc(key, uint32_t counter, nonce):
+    """The RFC 8439 section 2.3 block function on (key, counter, nonce) -> 64 bytes.
+
+    ``key`` is 32 bytes, ``nonce`` 12 bytes.  Exposed for the RFC's test vectors.
+    """
+    key = bytes(key)
+    nonce = bytes(nonce)
+    if len(key) != 32 or len(nonce) != 12:
+        raise ValueError("key must be 32 bytes and nonce 12 bytes")
+    cdef uint32_t st[16]
+    cdef uint32_t out[16]
+    k = np.frombuffer(key, dtype="<u4")
+    n = np.frombuffer(nonce, dtype="<u4")
+    st[0] = 0x61707865u; st[1] = 0x3320646eu; st[2] = 0x79622d32u; st[3] = 0x6b206574u
+    for i in range(8):
+        st[4 + i] = k[i]
+    st[12] = counter
+    for i in range(3):
+        st[13 + i] = n[i]
+    chacha20_block(st, out)
+    return np.array([out[i] for i in range(16)], dtype="<u4").tobytes()
+
+
+cdef class ChaCha20(BitGenerator):
+    """ChaCha20 keystream as a NumPy bit generator.
+
+    Parameters
+    ----------
+    seed : None, int, array_like or SeedSequence
+        Only used when ``key`` is None.  ``seed=None`` (the default) keys the stream with
+        256 bits from ``os.urandom`` -- the cryptographically secure use.  Any other seed
+        derives the key from a ``SeedSequence`` (reproducible; for tests, not for secrecy).
+    key : bytes, optional
+        An explicit 32-byte key.
+    nonce : int
+        64-bit stream selector.
+
+    Notes
+    -----
+    Words are 64-bit little-endian halves of the RFC 8439 block output; the block counter
+    is 64 bits (words 12-13) and the nonce 64 bits (words 14-15).
+    """
+    cdef ChaCha20Stream rng_state
+
+    def __init__(self, seed=None, *, key=None, nonce=0):
+        BitGenerator.__init__(self, seed)
+        cdef uint32_t k[8]
+        if key is not None:
+            key = bytes(key)
+            if len(key) != 32:
+                raise ValueError(f"key must be 32 bytes, got {len(key)}")
+            words = np.frombuffer(key, dtype="<u4")
+        elif seed is None:
+            words = np.frombuffer(os.urandom(32), dtype="<u4")
+        else:
+            words = self._seed_seq.generate_state(8, np.uint32)
+        for i in range(8):
+            k[i] = int(words[i])
+        nonce = int(nonce)
+        if not 0 <= nonce < 2**64:
+            raise ValueError("nonce must be in [0, 2**64)")
+        self.rng_state.seed(k, nonce, 0)
+        self._bitgen.state = <void*>&self.rng_state
+        self._bitgen.next_uint64 = &_next_u64
+        self._bitgen.next_uint32 = &_next_u32
+        self._bitgen.next_double = &_next_double
+        self._bitgen.next_raw = &_next_u64
+
+    @property
+    def state(self):
+        """State dict (input block, current output block, position), as NumPy's generators do."""
+        inp = np.array([self.rng_state.input[i] for i in range(16)], dtype=np.uint32)
+        blk = np.array([self.rng_state.block[i] for i in range(16)], dtype=np.uint32)
+        return {"bit_generator": type(self).__name__,
+                "state": {"input": inp, "block": blk, "pos": int(self.rng_state.pos)}}
+
+    @state.setter
+    def state(self, value):
+        if not isinstance(value, dict) or value.get("bit_generator") != type(self).__name__:
+            raise ValueError("state must be a dict from ChaCha20.state")
+        st = value["state"]
+        inp = np.asarray(st["input"], dtype=np.uint32)
+        blk = np.asarray(st["block"], dtype=np.uint32)
+        if inp.shape != (16,) or blk.shape != (16,):
+            raise ValueError("state arrays must have 16 words")
+        pos = int(st["pos"])
+        if not 0 <= pos <= 8:
+            raise ValueError("pos must be in [0, 8]")
+        for i in range(16):
+            self.rng_state.input[i] = inp[i]
+            self.rng_state.block[i] = blk[i]
+        self.rng_state.pos = pos

@@ -1,0 +1,100 @@
+"""Validation at the public boundary: one place, clear messages (spec architecture.md).
+
+Native code asserts preconditions but never sees unvalidated input.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_epsilon",
+    "check_delta",
+    "check_positive",
+    "check_values",
+    "check_bounds",
+    "check_neighbours",
+]
+
+
+def _as_float_array(x, name: str) -> np.ndarray:
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number or array of real numbers") from exc
+    return arr
+
+
+def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = False):
+    """``x > 0`` and finite (scalar or array); returns a float or a float64 array."""
+    arr = _as_float_array(x, name)
+    if arr.ndim and not allow_array:
+        raise ValueError(f"{name} must be a scalar, got an array of shape {arr.shape}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must be > 0, got NaN")
+    if not allow_inf and np.isinf(arr).any():
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    if (arr <= 0).any():
+        raise ValueError(f"{name} must be > 0, got {x!r}")
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def check_epsilon(epsilon, *, allow_array: bool = True, name: str = "epsilon"):
+    """epsilon > 0 and finite."""
+    return check_positive(epsilon, name, allow_array=allow_array)
+
+
+def check_delta(delta, *, allow_zero: bool = True, allow_array: bool = False, name: str = "delta"):
+    """0 <= delta < 1 (or 0 < delta < 1 when ``allow_zero`` is False)."""
+    arr = _as_float_array(delta, name)
+    if arr.ndim and not allow_array:
+        raise ValueError(f"{name} must be a scalar, got an array of shape {arr.shape}")
+    lo_ok = (arr >= 0) if allow_zero else (arr > 0)
+    if np.isnan(arr).any() or not (lo_ok & (arr < 1)).all():
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise ValueError(f"{name} must be in {interval}, got {delta!r}")
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def check_values(values, name: str = "values") -> np.ndarray:
+    """A real array without NaN/inf; float32 stays float32, everything else becomes float64."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be numeric, got {type(values).__name__}")
+    arr = np.asarray(values)
+    if arr.dtype == np.float32 or arr.dtype == np.float64:
+        pass
+    elif arr.dtype.kind in "biu":
+        arr = arr.astype(np.float64)
+    elif arr.dtype.kind == "f":  # float16, longdouble
+        arr = arr.astype(np.float64)
+    else:
+        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite entries; DP mechanisms need finite, bounded data")
+    return arr
+
+
+def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
+    """A pair (lower, upper) of finite reals with lower < upper."""
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a pair (lower, upper), got {bounds!r}") from exc
+    if not all(isinstance(b, numbers.Real) or np.ndim(b) == 0 for b in (lo, hi)):
+        raise TypeError(f"{name} must hold two real numbers, got {bounds!r}")
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"{name} must be finite, got {bounds!r}")
+    if not lo < hi:
+        raise ValueError(f"{name} must satisfy lower < upper, got {bounds!r}")
+    return lo, hi
+
+
+def check_neighbours(neighbours: str) -> str:
+    """'add_remove' (default everywhere) or 'replace_one' (spec mechanisms.md, Conventions)."""
+    if neighbours not in ("add_remove", "replace_one"):
+        raise ValueError(f"neighbours must be 'add_remove' or 'replace_one', got {neighbours!r}")
+    return neighbours

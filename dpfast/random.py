@@ -1,0 +1,94 @@
+"""Randomness for dpfast: the ``rng=`` convention and the secure generator.
+
+Every sampler in dpfast takes ``rng``:
+
+* ``None`` -- a fresh ``numpy.random.Generator`` seeded from OS entropy;
+* an ``int`` -- a seed (same seed, same output, on every run);
+* a ``numpy.random.Generator`` -- used as is (its state advances);
+* a :class:`SecureRandom` -- ChaCha20 (RFC 8439) keyed with 256 bits of ``os.urandom``.
+
+Native kernels draw 64-bit words through NumPy's C bit-generator interface, while the
+Python side holds the bit generator's lock, so a Generator shared between threads stays
+consistent even though the kernels release the GIL.
+
+Floating-point safety (spec ``mechanisms.md``, Randomness): under any generator, the
+continuous samplers (``laplace``, ``gaussian``) produce IEEE doubles whose low-order bits
+can leak information (Mironov 2012).  The floating-point-safe samplers are
+``discrete_laplace``, ``discrete_gaussian`` (exact, integer arithmetic only) and
+``snapping``; use them with :class:`SecureRandom` when the threat model includes an
+adversary who sees the exact bits and may predict a non-cryptographic generator.
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+import os
+from typing import Union
+
+import numpy as np
+
+from dpfast._chacha import ChaCha20
+
+__all__ = ["SecureRandom", "ChaCha20", "RandomLike", "check_random_state"]
+
+
+class SecureRandom(np.random.Generator):
+    """A cryptographically secure ``numpy.random.Generator``.
+
+    Its bit generator is ChaCha20 keyed from ``os.urandom(32)``; it cannot be seeded
+    (a seeded stream is not secret).  Being a ``Generator``, it can be passed anywhere a
+    Generator is accepted; dpfast recognises it and its floating-point-safe samplers are the
+    ones to pair it with (see the module docstring).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(ChaCha20(key=os.urandom(32)))
+
+    def __repr__(self) -> str:
+        return "SecureRandom(ChaCha20, key from os.urandom)"
+
+    def __reduce__(self):
+        # Pickling would copy the key; a secure stream must not be duplicated.
+        raise TypeError("SecureRandom cannot be pickled or copied")
+
+
+RandomLike = Union[None, int, np.integer, np.random.Generator, SecureRandom]
+
+
+def check_random_state(rng: RandomLike) -> np.random.Generator:
+    """Turn an ``rng=`` / ``random_state=`` argument into a ``numpy.random.Generator``."""
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError("rng must be None, an int seed, a numpy Generator or SecureRandom; got a bool")
+    if isinstance(rng, numbers.Integral):
+        if int(rng) < 0:
+            raise ValueError(f"rng seed must be a non-negative integer, got {rng}")
+        return np.random.default_rng(int(rng))
+    if isinstance(rng, np.random.RandomState):
+        raise TypeError(
+            "numpy.random.RandomState is not supported (no C stream access); "
+            "pass numpy.random.default_rng(seed) or a seed instead"
+        )
+    raise TypeError(
+        "rng must be None, an int seed, a numpy.random.Generator or dpfast.random.SecureRandom; "
+        f"got {type(rng).__name__}"
+    )
+
+
+def is_secure(gen: np.random.Generator) -> bool:
+    """True when ``gen`` draws from a cryptographically secure stream."""
+    return isinstance(gen, SecureRandom)
+
+
+@contextlib.contextmanager
+def native_stream(gen: np.random.Generator):
+    """Yield the capsule a native kernel draws from, holding the bit generator's lock.
+
+    The kernels release the GIL; the lock keeps other threads off the same state.
+    """
+    bg = gen.bit_generator
+    with bg.lock:
+        yield bg.capsule

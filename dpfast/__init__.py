@@ -1,4 +1,52 @@
-"""dpfast: fast, correct differential privacy."""
-from dpfast import random  # noqa: F401
+"""dpfast: fast, correct differential privacy.
+
+The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_mechanism``,
+...).  Subpackages, imported on first use so that ``import dpfast`` stays light:
+
+* :mod:`dpfast.random` -- the ``rng=`` convention and :class:`~dpfast.random.SecureRandom`;
+* :mod:`dpfast.calibrate` -- noise scales from (epsilon, delta, sensitivity) and back;
+* :mod:`dpfast.mechanisms` -- the mechanisms themselves;
+* :mod:`dpfast.accounting` -- RDP, PLD and GDP accountants, mechanism descriptions;
+* :mod:`dpfast.linear_model` -- private GLMs (output / objective perturbation, AMP);
+* :mod:`dpfast.sgd` -- DP-SGD with native per-example clipping;
+* :mod:`dpfast.public` -- private learners that use public unlabeled data;
+* :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package.
+"""
+import importlib as _importlib
+
+from dpfast import calibrate, mechanisms, random
+from dpfast.mechanisms import *  # noqa: F401,F403  (the public mechanisms, see mechanisms.__all__)
+from dpfast.mechanisms import __all__ as _mechanism_names
 
 __version__ = "0.1.0"
+
+_LAZY_SUBMODULES = ("accounting", "linear_model", "sgd", "public", "datasets")
+
+# Estimators reachable from the top level, imported with their subpackage on first use.
+_LAZY_NAMES = {
+    "LogisticRegression": "linear_model",
+    "LinearRegression": "linear_model",
+    "DPSGDClassifier": "sgd",
+    "DPSGDRegressor": "sgd",
+    "DPMLPClassifier": "sgd",
+    "PublicDataClassifier": "public",
+    "PublicDataRegressor": "public",
+    "RDPAccountant": "accounting",
+    "PLDAccountant": "accounting",
+}
+
+__all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,
+           *_LAZY_SUBMODULES, *_LAZY_NAMES]
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"dpfast.{name}")
+    if name in _LAZY_NAMES:
+        module = _importlib.import_module(f"dpfast.{_LAZY_NAMES[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module 'dpfast' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

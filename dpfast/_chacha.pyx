@@ -17,12 +17,13 @@ cnp.import_array()
 cdef extern from "random/chacha20.hpp" namespace "dpf" nogil:
     cdef cppclass ChaCha20Stream:
         uint32_t input[16]
-        uint32_t block[16]
+        uint32_t buf[64]
         int pos
         void seed(const uint32_t* key, uint64_t nonce, uint64_t counter)
         void refill()
         uint64_t next_u64()
     void chacha20_block(const uint32_t* inp, uint32_t* out)
+    void chacha20_blocks4(const uint32_t* inp, uint32_t* out)
 
 
 cdef uint64_t _next_u64(void* st) noexcept nogil:
@@ -59,6 +60,27 @@ def chacha20_block_rfc(key, uint32_t counter, nonce):
     return np.array([out[i] for i in range(16)], dtype="<u4").tobytes()
 
 
+def chacha20_block_words(state, bint four=False):
+    """Block function on a raw 16-word input state (uint32) -> 16 words (or 64 words, the
+    four blocks at counters c..c+3 of the 64-bit-counter layout, when ``four``).
+
+    Exposed so that tests can check the vectorized four-block kernel against the one-block
+    function, including the carry of the 64-bit block counter.
+    """
+    arr = np.ascontiguousarray(state, dtype=np.uint32)
+    if arr.shape != (16,):
+        raise ValueError("state must have 16 uint32 words")
+    cdef uint32_t st[16]
+    cdef uint32_t out[64]
+    for i in range(16):
+        st[i] = arr[i]
+    if four:
+        chacha20_blocks4(st, out)
+        return np.array([out[i] for i in range(64)], dtype=np.uint32)
+    chacha20_block(st, out)
+    return np.array([out[i] for i in range(16)], dtype=np.uint32)
+
+
 cdef class ChaCha20(BitGenerator):
     """ChaCha20 keystream as a NumPy bit generator.
 
@@ -76,7 +98,9 @@ cdef class ChaCha20(BitGenerator):
     Notes
     -----
     Words are 64-bit little-endian halves of the RFC 8439 block output; the block counter
-    is 64 bits (words 12-13) and the nonce 64 bits (words 14-15).
+    is 64 bits (words 12-13) and the nonce 64 bits (words 14-15).  The keystream is computed
+    four blocks (32 words) at a time by a SIMD kernel; the output equals the one-block
+    function applied to successive counters.
     """
     cdef ChaCha20Stream rng_state
 
@@ -106,25 +130,29 @@ cdef class ChaCha20(BitGenerator):
 
     @property
     def state(self):
-        """State dict (input block, current output block, position), as NumPy's generators do."""
+        """State dict (input block with the next counter, the 4-block output buffer, position
+        of the next unused 64-bit word in it), as NumPy's generators do."""
         inp = np.array([self.rng_state.input[i] for i in range(16)], dtype=np.uint32)
-        blk = np.array([self.rng_state.block[i] for i in range(16)], dtype=np.uint32)
+        buf = np.array([self.rng_state.buf[i] for i in range(64)], dtype=np.uint32)
         return {"bit_generator": type(self).__name__,
-                "state": {"input": inp, "block": blk, "pos": int(self.rng_state.pos)}}
+                "state": {"input": inp, "buffer": buf, "pos": int(self.rng_state.pos)}}
 
     @state.setter
     def state(self, value):
         if not isinstance(value, dict) or value.get("bit_generator") != type(self).__name__:
             raise ValueError("state must be a dict from ChaCha20.state")
-        st = value["state"]
+        st = value.get("state")
+        if not isinstance(st, dict) or not {"input", "buffer", "pos"} <= set(st):
+            raise ValueError("state['state'] must be a dict with keys 'input', 'buffer', 'pos'")
         inp = np.asarray(st["input"], dtype=np.uint32)
-        blk = np.asarray(st["block"], dtype=np.uint32)
-        if inp.shape != (16,) or blk.shape != (16,):
-            raise ValueError("state arrays must have 16 words")
+        buf = np.asarray(st["buffer"], dtype=np.uint32)
+        if inp.shape != (16,) or buf.shape != (64,):
+            raise ValueError("state 'input' must have 16 words and 'buffer' 64 words")
         pos = int(st["pos"])
-        if not 0 <= pos <= 8:
-            raise ValueError("pos must be in [0, 8]")
+        if not 0 <= pos <= 32:
+            raise ValueError(f"state 'pos' must be in [0, 32], got {pos}")
         for i in range(16):
             self.rng_state.input[i] = inp[i]
-            self.rng_state.block[i] = blk[i]
+        for i in range(64):
+            self.rng_state.buf[i] = buf[i]
         self.rng_state.pos = pos

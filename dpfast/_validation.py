@@ -4,6 +4,7 @@ Native code asserts preconditions but never sees unvalidated input.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -28,17 +29,31 @@ def _as_float_array(x, name: str) -> np.ndarray:
     return arr
 
 
+def _example(x, arr: np.ndarray, bad: np.ndarray) -> str:
+    """repr of x for scalars; an offending entry for arrays (never the whole array)."""
+    if arr.ndim == 0:
+        return "None" if x is None else repr(x)
+    return f"{arr[bad].flat[0]!r} (one of {int(np.count_nonzero(bad))} bad entries of an array of shape {arr.shape})"
+
+
 def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = False):
     """``x > 0`` and finite (scalar or array); returns a float or a float64 array."""
+    if type(x) is float or type(x) is int:  # fast path, same result as below
+        v = float(x)
+        if 0.0 < v < math.inf or (allow_inf and v == math.inf):
+            return v
     arr = _as_float_array(x, name)
     if arr.ndim and not allow_array:
         raise ValueError(f"{name} must be a scalar, got an array of shape {arr.shape}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{name} must be > 0, got NaN")
-    if not allow_inf and np.isinf(arr).any():
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    if (arr <= 0).any():
-        raise ValueError(f"{name} must be > 0, got {x!r}")
+    nan = np.isnan(arr)
+    if nan.any():
+        raise ValueError(f"{name} must be > 0, got {'None' if x is None else 'NaN'}")
+    inf = np.isinf(arr) if not allow_inf else np.zeros(arr.shape, dtype=bool)
+    if inf.any():
+        raise ValueError(f"{name} must be finite, got {_example(x, arr, inf)}")
+    nonpos = arr <= 0
+    if nonpos.any():
+        raise ValueError(f"{name} must be > 0, got {_example(x, arr, nonpos)}")
     return float(arr) if arr.ndim == 0 else arr
 
 
@@ -49,18 +64,25 @@ def check_epsilon(epsilon, *, allow_array: bool = True, name: str = "epsilon"):
 
 def check_delta(delta, *, allow_zero: bool = True, allow_array: bool = False, name: str = "delta"):
     """0 <= delta < 1 (or 0 < delta < 1 when ``allow_zero`` is False)."""
+    if type(delta) is float or type(delta) is int:  # fast path, same result as below
+        v = float(delta)
+        if (0.0 <= v if allow_zero else 0.0 < v) and v < 1.0:
+            return v
     arr = _as_float_array(delta, name)
     if arr.ndim and not allow_array:
         raise ValueError(f"{name} must be a scalar, got an array of shape {arr.shape}")
     lo_ok = (arr >= 0) if allow_zero else (arr > 0)
-    if np.isnan(arr).any() or not (lo_ok & (arr < 1)).all():
+    bad = ~(lo_ok & (arr < 1))  # NaN compares False, so it is bad too
+    if bad.any():
         interval = "[0, 1)" if allow_zero else "(0, 1)"
-        raise ValueError(f"{name} must be in {interval}, got {delta!r}")
+        raise ValueError(f"{name} must be in {interval}, got {_example(delta, arr, bad)}")
     return float(arr) if arr.ndim == 0 else arr
 
 
 def check_values(values, name: str = "values") -> np.ndarray:
     """A real array without NaN/inf; float32 stays float32, everything else becomes float64."""
+    if type(values) is float and math.isfinite(values):  # fast path, same result as below
+        return np.asarray(values)
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(values).__name__}")
     arr = np.asarray(values)
@@ -83,9 +105,14 @@ def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
         lo, hi = bounds
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a pair (lower, upper), got {bounds!r}") from exc
-    if not all(isinstance(b, numbers.Real) or np.ndim(b) == 0 for b in (lo, hi)):
+    if not all(isinstance(b, numbers.Real) or np.ndim(b) == 0 for b in (lo, hi)) or any(
+        isinstance(b, (str, bytes)) for b in (lo, hi)
+    ):
         raise TypeError(f"{name} must hold two real numbers, got {bounds!r}")
-    lo, hi = float(lo), float(hi)
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must hold two real numbers, got {bounds!r}") from exc
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError(f"{name} must be finite, got {bounds!r}")
     if not lo < hi:

@@ -5,6 +5,7 @@ dpfast lives here; mechanisms, accountants and estimators call these functions.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from dpfast._validation import check_delta, check_epsilon, check_positive
 
 __all__ = [
     "laplace_scale",
+    "laplace_epsilon",
     "gaussian_sigma",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -21,14 +23,26 @@ __all__ = [
 ]
 
 
-def laplace_scale(epsilon: float, sensitivity: float = 1.0):
-    """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism (lectures B2).
+def laplace_scale(epsilon, sensitivity=1.0):
+    """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 
-    ``sensitivity`` is the l1 sensitivity.  Accepts arrays (broadcast).
+    Spec: ``mechanisms.md`` Samplers/Laplace; ``lectures.md`` B2.  ``sensitivity`` is the
+    l1 sensitivity (> 0, finite); ``epsilon`` > 0 and finite.  Accepts arrays (broadcast);
+    returns a float for scalar input.
     """
     epsilon = check_epsilon(epsilon)
     sensitivity = check_positive(sensitivity, "sensitivity")
     return np.divide(sensitivity, epsilon) if np.ndim(epsilon) or np.ndim(sensitivity) else sensitivity / epsilon
+
+
+def laplace_epsilon(scale, sensitivity=1.0):
+    """epsilon = sensitivity / scale: the (exact, pure) epsilon of Lap(scale) noise.
+
+    Inverse of :func:`laplace_scale` (``lectures.md`` B2).  Accepts arrays (broadcast).
+    """
+    scale = check_positive(scale, "scale")
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    return np.divide(sensitivity, scale) if np.ndim(scale) or np.ndim(sensitivity) else sensitivity / scale
 
 
 def _log_sub_exp(la: float, lb: float) -> float:
@@ -88,6 +102,7 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     return optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-13, maxiter=500)
 
 
+@functools.lru_cache(maxsize=4096)
 def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     target = math.log(delta)
     # log delta decreases in sigma; solve in log(sigma/sensitivity) for scale invariance.
@@ -124,18 +139,28 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
         ``"classical"``: D sqrt(2 ln(1.25/delta)) / eps (Dwork & Roth, Thm A.1; lectures B3),
         valid for epsilon < 1 only, so epsilon >= 1 raises.
 
+    Returns
+    -------
+    float for scalar ``epsilon`` and ``sensitivity``, else an ndarray of their broadcast shape.
+
+    Spec: ``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3, B4, H1.11-13.
     Test fact (spec): eps=1, delta=1e-5, D=1 gives classical 4.8448 and analytic 3.7306.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     sensitivity = check_positive(sensitivity, "sensitivity")
+    if calibration == "analytic" and type(epsilon) is float and type(sensitivity) is float:
+        return _analytic_sigma(epsilon, delta, sensitivity)  # fast path (cached)
     if calibration == "classical":
         if np.any(np.asarray(epsilon) >= 1):
             raise ValueError(
                 "the classical Gaussian calibration holds only for epsilon < 1; "
                 "use calibration='analytic' (exact for every epsilon)"
             )
-        return np.multiply(sensitivity, math.sqrt(2.0 * math.log(1.25 / delta))) / epsilon
+        c = math.sqrt(2.0 * math.log(1.25 / delta))
+        if np.ndim(epsilon) == 0 and np.ndim(sensitivity) == 0:
+            return sensitivity * c / epsilon
+        return np.multiply(sensitivity, c) / epsilon
     if calibration != "analytic":
         raise ValueError(f"calibration must be 'analytic' or 'classical', got {calibration!r}")
     if np.ndim(epsilon) == 0 and np.ndim(sensitivity) == 0:

@@ -1,4 +1,72 @@
 """Differentially private mechanisms with vectorized NumPy inputs (spec ``mechanisms.md``).
 
 One module per family; everything public is re-exported here and at ``dpfast``'s top level.
+
+==========================  ==============================================================
+module                      holds
+==========================  ==============================================================
+``continuous``              Laplace and Gaussian (analytic / classical) noise, fast path
+``randomized_response``     binary and k-ary randomized response, unbiased frequency estimates
+``discrete``                exact discrete Laplace / Gaussian samplers (Canonne, Kamath &
+                            Steinke 2020) and their mechanisms on a lattice
+``snapping``                the snapping mechanism (Mironov 2012) for real-valued Laplace
+``selection``               exponential mechanism (Gumbel-max), report-noisy-max, top-k, streaming
+``quantile``                private quantiles and the median (Smith 2011)
+==========================  ==============================================================
+
+The floating-point-safe samplers (``discrete_*``, ``snapping``) are the ones to pair with
+:class:`dpfast.random.SecureRandom`; see :mod:`dpfast.random`.
 """
+from dpfast.mechanisms.continuous import gaussian, gaussian_noise, laplace, laplace_noise
+from dpfast.mechanisms.discrete import (
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_gaussian_delta,
+    discrete_gaussian_mechanism,
+    discrete_gaussian_sigma2,
+    discrete_laplace,
+    discrete_laplace_mechanism,
+    zcdp_delta,
+)
+from dpfast.mechanisms.quantile import private_median, private_quantile
+from dpfast.mechanisms.randomized_response import (
+    randomized_response,
+    randomized_response_debias,
+    randomized_response_probabilities,
+)
+from dpfast.mechanisms.selection import (
+    ExponentialMechanismStream,
+    exponential_mechanism,
+    exponential_mechanism_stream,
+    report_noisy_max,
+    top_k,
+)
+from dpfast.mechanisms.snapping import snapping, snapping_epsilon, snapping_scale
+
+__all__ = [
+    "laplace",
+    "gaussian",
+    "laplace_noise",
+    "gaussian_noise",
+    "randomized_response",
+    "randomized_response_debias",
+    "randomized_response_probabilities",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "discrete_laplace_mechanism",
+    "discrete_gaussian_mechanism",
+    "discrete_gaussian_sigma2",
+    "discrete_gaussian_delta",
+    "zcdp_delta",
+    "snapping",
+    "snapping_epsilon",
+    "snapping_scale",
+    "exponential_mechanism",
+    "exponential_mechanism_stream",
+    "ExponentialMechanismStream",
+    "report_noisy_max",
+    "top_k",
+    "private_quantile",
+    "private_median",
+]

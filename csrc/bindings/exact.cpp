@@ -1,0 +1,103 @@
+// dpfast._exact: floating-point-safe samplers (kernels in csrc/samplers/{exact_arith,
+// discrete,snapping}.hpp).  Python validates (dpfast.mechanisms.discrete / .snapping); these
+// bindings re-check what the kernels assume, so that bad input raises instead of crashing.
+// 128-bit integers cross the boundary as (hi, lo) pairs of uint64.  Every fill is
+// block-parallel over n_threads threads with per-block ChaCha20 keystreams keyed from the
+// caller's generator (csrc/samplers/exact_arith.hpp, run_exact_blocks): the output does not
+// depend on n_threads.
+#include "bindings/common.hpp"
+#include "samplers/discrete.hpp"
+#include "samplers/snapping.hpp"
+
+using namespace dpf_bind;
+
+namespace {
+
+using dpf::u128;
+template <class T>
+using out_array = py::array_t<T, py::array::c_style>;
+
+u128 join(uint64_t hi, uint64_t lo) { return ((u128)hi << 64) | lo; }
+
+void discrete_laplace_fill(py::capsule cap, uint64_t s, uint64_t t, out_array<int64_t> out, int n_threads) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    if (s == 0 || t == 0) throw py::value_error("s and t must be >= 1");
+    if (t / s > (uint64_t(1) << 40)) throw py::value_error("scale t/s must be <= 2^40");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    int64_t* po = out.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(out.size());
+    py::gil_scoped_release nogil;
+    dpf::fill_discrete_laplace(bg, s, t, po, n, n_threads);
+}
+
+void discrete_gaussian_fill(py::capsule cap, uint64_t n_hi, uint64_t n_lo, uint64_t d_hi,
+                            uint64_t d_lo, uint64_t tau, out_array<int64_t> out, int n_threads) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    const u128 n = join(n_hi, n_lo), d = join(d_hi, d_lo);
+    if (n == 0 || d == 0) throw py::value_error("sigma^2 = n/d needs n, d >= 1");
+    if (tau == 0 || tau > (uint64_t(1) << 40)) throw py::value_error("tau must be in [1, 2^40]");
+    // tau = floor(sqrt(n/d)) + 1  <=>  (tau-1)^2 d <= n < tau^2 d
+    const u128 tt = (u128)tau * tau, tm = (u128)(tau - 1) * (tau - 1);
+    if (d >= ((u128)1 << 62) / tau) throw py::value_error("d * tau must be < 2^62");
+    if (!(tm * d <= n && n < tt * d)) throw py::value_error("tau must be floor(sqrt(n/d)) + 1");
+    // b = 2 n d tau^2 < 2^127
+    const u128 lim = ((u128)1) << 126;
+    if (n >= lim / (d * tt)) throw py::value_error("2 n d tau^2 must be < 2^127");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    const dpf::DiscreteGaussianParams p(n, d, tau);
+    int64_t* po = out.mutable_data();
+    const std::size_t m = static_cast<std::size_t>(out.size());
+    py::gil_scoped_release nogil;
+    dpf::fill_discrete_gaussian(bg, p, po, m, n_threads);
+}
+
+void bernoulli_exp_fill(py::capsule cap, uint64_t num_hi, uint64_t num_lo, uint64_t den_hi,
+                        uint64_t den_lo, out_array<uint8_t> out, int n_threads) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    const u128 num = join(num_hi, num_lo), den = join(den_hi, den_lo);
+    if (den == 0) throw py::value_error("gamma = num/den needs den >= 1");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    uint8_t* po = out.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(out.size());
+    py::gil_scoped_release nogil;
+    dpf::fill_bernoulli_exp(bg, num, den, po, n, n_threads);
+}
+
+void snapping_fill(py::capsule cap, carray<double> x, double lambda, double big_lambda,
+                   double bound, out_array<double> out, int n_threads) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    if (!(lambda > 0) || !std::isfinite(lambda)) throw py::value_error("lambda must be finite and > 0");
+    int e = 0;
+    if (!(big_lambda >= lambda) || !std::isfinite(big_lambda) || std::frexp(big_lambda, &e) != 0.5)
+        throw py::value_error("Lambda must be a power of two >= lambda");
+    if (!(bound > 0) || !std::isfinite(bound)) throw py::value_error("bound must be finite and > 0");
+    if (x.size() != out.size()) throw py::value_error("x and out must have the same size");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    const double* px = x.data();
+    double* po = out.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(out.size());
+    py::gil_scoped_release nogil;
+    dpf::fill_snapping(bg, px, lambda, big_lambda, bound, po, n, n_threads);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_exact, m) {
+    m.doc() = "dpfast._exact: exact discrete samplers (CKS20) and the snapping mechanism (Mironov 2012)";
+    m.attr("EXACT_BLOCK") = dpf::kExactBlock;
+    m.def("discrete_laplace_fill", &discrete_laplace_fill, py::arg("bitgen"), py::arg("s"), py::arg("t"),
+          py::arg("out").noconvert(), py::arg("n_threads") = 1, "out[:] = Lap_Z(t/s) draws (CKS20 Algorithm 2)");
+    m.def("discrete_gaussian_fill", &discrete_gaussian_fill, py::arg("bitgen"), py::arg("n_hi"),
+          py::arg("n_lo"), py::arg("d_hi"), py::arg("d_lo"), py::arg("tau"), py::arg("out").noconvert(), py::arg("n_threads") = 1,
+          "out[:] = N_Z(0, n/d) draws (CKS20 Algorithm 3), tau = floor(sqrt(n/d)) + 1");
+    m.def("bernoulli_exp_fill", &bernoulli_exp_fill, py::arg("bitgen"), py::arg("num_hi"), py::arg("num_lo"),
+          py::arg("den_hi"), py::arg("den_lo"), py::arg("out").noconvert(), py::arg("n_threads") = 1,
+          "out[:] = Bernoulli(exp(-num/den)) draws as 0/1 bytes (CKS20 Algorithm 1)");
+    m.def("snapping_fill", &snapping_fill, py::arg("bitgen"), py::arg("x"), py::arg("lam"),
+          py::arg("big_lambda"), py::arg("bound"), py::arg("out").noconvert(), py::arg("n_threads") = 1,
+          "out = clamp_B(round_Lambda(clamp_B(x) + S*lam*ln(U*))) (Mironov 2012)");
+}

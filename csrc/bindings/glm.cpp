@@ -1,0 +1,204 @@
+// dpfast._glm: GLM losses and the L-BFGS / SAG / SAGA solvers (kernels in csrc/glm/ and
+// csrc/solvers/).  Validation of values (finiteness of y, labels, shapes, dtypes) is done in
+// dpfast/linear_model/_solver.py; this file checks the layout facts a kernel relies on so
+// that a wrong call raises instead of reading out of bounds.
+#include <cstdint>
+#include <string>
+
+#include "bindings/common.hpp"
+#include "solvers/glm_solvers.hpp"
+
+using namespace dpf_bind;
+
+namespace {
+
+enum Layout : int { kC = 0, kF = 1, kCSR = 2 };
+
+void require(bool ok, const char* msg) {
+    if (!ok) throw py::value_error(msg);
+}
+void require(bool ok, const std::string& msg) {
+    if (!ok) throw py::value_error(msg);
+}
+
+int float_bytes(const py::array& a, const char* name) {
+    const auto dt = a.dtype();
+    require(dt.kind() == 'f' && (dt.itemsize() == 4 || dt.itemsize() == 8),
+            std::string(name) + " must be float32 or float64");
+    return (int)dt.itemsize();
+}
+
+const double* opt_ptr(const py::object& o, int64_t len, const char* name) {
+    if (o.is_none()) return nullptr;
+    auto a = py::cast<py::array>(o);
+    require(a.dtype().kind() == 'f' && a.dtype().itemsize() == 8, std::string(name) + " must be float64");
+    require((a.flags() & py::array::c_style) != 0, std::string(name) + " must be C-contiguous");
+    require(a.size() == len, std::string(name) + " has the wrong size");
+    return static_cast<const double*>(a.data());
+}
+
+// Calls fn(view) with the matrix view matching (layout, dtype, index type).
+template <class Fn>
+void with_view(const py::array& X, const py::object& indices, const py::object& indptr, int layout,
+               int64_t n, int64_t d, Fn&& fn) {
+    const int fb = float_bytes(X, "X");
+    if (layout == kC || layout == kF) {
+        require(X.ndim() == 2 && X.shape(0) == n && X.shape(1) == d, "X shape mismatch");
+        const int flag = layout == kC ? py::array::c_style : py::array::f_style;
+        require((X.flags() & flag) != 0, "X is not contiguous in the declared order");
+        if (layout == kC) {
+            if (fb == 8) fn(dpf::glm::DenseC<double>{static_cast<const double*>(X.data()), n, d});
+            else fn(dpf::glm::DenseC<float>{static_cast<const float*>(X.data()), n, d});
+        } else {
+            if (fb == 8) fn(dpf::glm::DenseF<double>{static_cast<const double*>(X.data()), n, d});
+            else fn(dpf::glm::DenseF<float>{static_cast<const float*>(X.data()), n, d});
+        }
+        return;
+    }
+    require(layout == kCSR, "unknown layout");
+    auto ind = py::cast<py::array>(indices);
+    auto ptr = py::cast<py::array>(indptr);
+    require(X.ndim() == 1 && ind.ndim() == 1 && ptr.ndim() == 1, "CSR arrays must be 1-d");
+    require((X.flags() & py::array::c_style) && (ind.flags() & py::array::c_style) &&
+                (ptr.flags() & py::array::c_style),
+            "CSR arrays must be contiguous");
+    require(ptr.shape(0) == n + 1, "indptr must have n + 1 entries");
+    require(ind.dtype().kind() == 'i' && ptr.dtype().kind() == 'i' &&
+                ind.dtype().itemsize() == ptr.dtype().itemsize() &&
+                (ind.dtype().itemsize() == 4 || ind.dtype().itemsize() == 8),
+            "CSR indices and indptr must both be int32 or both int64");
+    require(ind.shape(0) == X.shape(0), "CSR data and indices differ in length");
+    auto go = [&](auto* pind, auto* pptr) {
+        using I = std::remove_const_t<std::remove_pointer_t<decltype(pind)>>;
+        // bounds of indptr and indices (cheap next to a solve, and a kernel relies on them)
+        require(pptr[0] == 0 && (int64_t)pptr[n] == (int64_t)ind.shape(0), "indptr is inconsistent");
+        bool mono = true;
+        for (int64_t i = 0; i < n; ++i) mono &= pptr[i] <= pptr[i + 1];
+        require(mono, "indptr must be non-decreasing");
+        const int64_t nnz = ind.shape(0);
+        bool inrange = true;
+        for (int64_t p = 0; p < nnz; ++p) inrange &= (pind[p] >= 0) & ((int64_t)pind[p] < d);
+        require(inrange, "CSR column index out of range");
+        if (fb == 8) fn(dpf::glm::CSR<double, I>{static_cast<const double*>(X.data()), pind, pptr, n, d});
+        else fn(dpf::glm::CSR<float, I>{static_cast<const float*>(X.data()), pind, pptr, n, d});
+    };
+    if (ind.dtype().itemsize() == 4)
+        go(static_cast<const int32_t*>(ind.data()), static_cast<const int32_t*>(ptr.data()));
+    else
+        go(static_cast<const int64_t*>(ind.data()), static_cast<const int64_t*>(ptr.data()));
+}
+
+dpf::glm::Objective make_objective(int64_t n, int64_t d, const carray<double>& y, const py::object& w,
+                                   int loss, double delta, double alpha, const py::object& linear,
+                                   const py::object& Q) {
+    require(loss >= 0 && loss <= 3, "unknown loss");
+    require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
+    dpf::glm::Objective ob;
+    ob.lp.loss = static_cast<dpf::glm::Loss>(loss);
+    ob.lp.delta = delta;
+    ob.n = n;
+    ob.d = d;
+    ob.y = y.data();
+    ob.w = opt_ptr(w, n, "sample_weight");
+    ob.alpha = alpha;
+    ob.linear = opt_ptr(linear, d, "linear");
+    ob.Q = opt_ptr(Q, d * d, "quadratic");
+    return ob;
+}
+
+py::tuple minimize(py::array X, py::object indices, py::object indptr, int layout, int64_t n, int64_t d,
+                   carray<double> y, py::object w, int loss, double delta, double clip, double alpha,
+                   py::object linear, py::object Q, int method, double tol, int64_t max_iter, int memory,
+                   double step, int step_rule, int nthreads, py::array_t<double, py::array::c_style> theta,
+                   py::object capsule) {
+    require(theta.ndim() == 1 && theta.shape(0) == d, "theta must have d entries");
+    require(method >= 0 && method <= 2, "unknown method");
+    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q);
+    bitgen_t* bg = nullptr;
+    if (method != 0) {
+        require(!capsule.is_none(), "SAG/SAGA need a bit generator capsule");
+        bg = bitgen_from_capsule(py::cast<py::capsule>(capsule));
+    }
+    dpf::solvers::Options o;
+    o.method = method;
+    o.tol = tol;
+    o.max_iter = max_iter;
+    o.memory = memory;
+    o.step = step;
+    o.step_rule = step_rule;
+    o.nthreads = std::max(1, nthreads);
+    o.clip = clip;
+    double* th = theta.mutable_data();
+    dpf::solvers::Result r;
+    with_view(X, indices, indptr, layout, n, d, [&](const auto& view) {
+        py::gil_scoped_release nogil;
+        r = dpf::solvers::solve(view, ob, o, th, bg);
+    });
+    return py::make_tuple(r.n_iter, r.n_eval, r.converged, r.fun, r.grad_norm, r.status, r.step);
+}
+
+py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int layout, int64_t n,
+                        int64_t d, carray<double> y, py::object w, int loss, double delta, double clip,
+                        double alpha, py::object linear, py::object Q, carray<double> theta, int nthreads) {
+    require(theta.ndim() == 1 && theta.shape(0) == d, "theta must have d entries");
+    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q);
+    py::array_t<double> g(d);
+    double* pg = g.mutable_data();
+    const double* th = theta.data();
+    double f = 0.0;
+    bool ok = true;
+    with_view(X, indices, indptr, layout, n, d, [&](const auto& view) {
+        py::gil_scoped_release nogil;
+        ok = dpf::solvers::loss_grad(view, ob, clip, std::max(1, nthreads), th, pg, f);
+    });
+    return py::make_tuple(f, g, ok);
+}
+
+// Elementwise loss value, first and second derivative in the margin (and clipped versions
+// when c is given; c = inf means no clipping).  For tests and for callers that need l(z).
+py::tuple loss_eval(int loss, double delta, carray<double> z, carray<double> y, carray<double> c) {
+    require(loss >= 0 && loss <= 3, "unknown loss");
+    const int64_t n = z.size();
+    require(y.size() == n && (c.size() == n || c.size() == 1), "shape mismatch");
+    dpf::glm::LossParams p;
+    p.loss = static_cast<dpf::glm::Loss>(loss);
+    p.delta = delta;
+    py::array_t<double> v(n), d1(n), d2(n);
+    double *pv = v.mutable_data(), *p1 = d1.mutable_data(), *p2 = d2.mutable_data();
+    const double *pz = z.data(), *py_ = y.data(), *pc = c.data();
+    for (int64_t i = 0; i < n; ++i) {
+        bool cl;
+        const double ci = c.size() == 1 ? pc[0] : pc[i];
+        dpf::glm::clipped_value_deriv(p, pz[i], py_[i], ci, pv[i], p1[i], cl);
+        p2[i] = cl ? 0.0 : dpf::glm::second_deriv(p, pz[i], py_[i]);
+    }
+    return py::make_tuple(v, d1, d2);
+}
+
+py::tuple constants(int loss, double delta) {
+    require(loss >= 0 && loss <= 3, "unknown loss");
+    dpf::glm::LossParams p;
+    p.loss = static_cast<dpf::glm::Loss>(loss);
+    p.delta = delta;
+    double lip, sm;
+    dpf::glm::loss_constants(p, lip, sm);
+    return py::make_tuple(lip, sm);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_glm, m) {
+    m.doc() = "dpfast._glm: GLM losses, L-BFGS and SAG/SAGA solvers (kernels in csrc/glm, csrc/solvers)";
+    m.def("minimize", &minimize, py::arg("X"), py::arg("indices"), py::arg("indptr"), py::arg("layout"),
+          py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"), py::arg("delta"),
+          py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"), py::arg("method"),
+          py::arg("tol"), py::arg("max_iter"), py::arg("memory"), py::arg("step"), py::arg("step_rule"),
+          py::arg("nthreads"), py::arg("theta").noconvert(), py::arg("capsule"));
+    m.def("loss_and_grad", &loss_and_grad, py::arg("X"), py::arg("indices"), py::arg("indptr"),
+          py::arg("layout"), py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"),
+          py::arg("delta"), py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"),
+          py::arg("theta"), py::arg("nthreads"));
+    m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));
+    m.def("constants", &constants, py::arg("loss"), py::arg("delta"));
+    m.attr("has_avx2") = dpf::solvers::use_avx2();
+}

@@ -1,0 +1,134 @@
+// dpfast._pld: PLD discretization and delta/epsilon scans (kernels in csrc/pld/pld.hpp).
+#include <vector>
+
+#include "bindings/common.hpp"
+#include "pld/pld.hpp"
+
+using dpf_bind::carray;
+namespace P = dpf::pld;
+
+static py::tuple subsampled_gaussian_ctd(double sigma, double q, bool remove, double i0, double h,
+                                         std::size_t n) {
+    if (!(sigma > 0) || !(q > 0 && q <= 1) || !(h > 0) || n < 2)
+        throw py::value_error("subsampled_gaussian_ctd: bad arguments");
+    py::array_t<double> pess(n), opt(n);
+    double pinf = 0, shift = 0, excess = 0;
+    {
+        py::gil_scoped_release nogil;
+        std::vector<double> dP(n + 1), dQ(n + 1);
+        P::subsampled_gaussian_bins(sigma, q, remove, i0, h, n, dP.data(), dQ.data());
+        P::ctd_split(dP.data(), dQ.data(), n, i0, h, pess.mutable_data(), opt.mutable_data(), &pinf, &shift, &excess);
+    }
+    return py::make_tuple(pess, opt, pinf, shift, excess);
+}
+
+static py::tuple ctd_split(carray<double> dP, carray<double> dQ, double i0, double h) {
+    std::size_t nb = (std::size_t)dP.size();
+    if (dQ.size() != dP.size() || nb < 3 || !(h > 0)) throw py::value_error("ctd_split: bad arguments");
+    std::size_t n = nb - 1;
+    py::array_t<double> pess(n), opt(n);
+    double pinf = 0, shift = 0, excess = 0;
+    P::ctd_split(dP.data(), dQ.data(), n, i0, h, pess.mutable_data(), opt.mutable_data(), &pinf, &shift, &excess);
+    return py::make_tuple(pess, opt, pinf, shift, excess);
+}
+
+static py::tuple profile_ctd(carray<double> d, double step) {
+    std::size_t n = (std::size_t)d.size();
+    if (n < 2 || !(step > 0)) throw py::value_error("profile_ctd: need >= 2 dots and step > 0");
+    py::array_t<double> out(n);
+    double pinf = 0, worst = 0;
+    worst = P::profile_ctd(d.data(), n, step, out.mutable_data(), &pinf);
+    return py::make_tuple(out, pinf, worst);
+}
+
+// Symmetric (replace-one subset-sampling) profile max(delta_remove, delta_add) on e_j, then CTD.
+static py::tuple symmetric_subsampled_gaussian_ctd(double sigma, double q, double i0, double h,
+                                                   std::size_t n) {
+    if (!(sigma > 0) || !(q > 0 && q <= 1) || !(h > 0) || n < 2)
+        throw py::value_error("symmetric_subsampled_gaussian_ctd: bad arguments");
+    py::array_t<double> out(n);
+    double pinf = 0, worst = 0;
+    {
+        py::gil_scoped_release nogil;
+        std::vector<P::ld> d(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            P::ld e = ((P::ld)i0 + (P::ld)j) * (P::ld)h;
+            P::ld a = P::subsampled_gaussian_delta(e, sigma, q, true);
+            P::ld b = P::subsampled_gaussian_delta(e, sigma, q, false);
+            d[j] = a > b ? a : b;
+        }
+        worst = P::profile_ctd(d.data(), n, h, out.mutable_data(), &pinf);
+    }
+    return py::make_tuple(out, pinf, worst);
+}
+
+static py::array_t<double> subsampled_gaussian_delta(carray<double> eps, double sigma, double q, bool remove) {
+    py::array_t<double> out(eps.size());
+    auto e = eps.data();
+    auto o = out.mutable_data();
+    for (py::ssize_t i = 0; i < eps.size(); ++i) o[i] = (double)P::subsampled_gaussian_delta(e[i], sigma, q, remove);
+    return out;
+}
+
+static py::tuple scan_prepare(carray<double> p, double h) {
+    std::size_t N = (std::size_t)p.size();
+    if (N < 1 || !(h > 0)) throw py::value_error("scan_prepare: bad arguments");
+    py::array_t<double> T(N), D(N);
+    double tm1 = 0, dm1 = 0;
+    {
+        py::gil_scoped_release nogil;
+        P::scan_prepare(p.data(), N, h, T.mutable_data(), D.mutable_data(), &tm1, &dm1);
+    }
+    return py::make_tuple(T, D, tm1, dm1);
+}
+
+static py::array_t<double> scan_delta(carray<double> T, carray<double> D, double tm1, double dm1, double A,
+                                      double h, double pinf, carray<double> eps) {
+    if (T.size() != D.size() || T.size() < 1) throw py::value_error("scan_delta: bad arrays");
+    py::array_t<double> out(eps.size());
+    auto e = eps.data();
+    auto o = out.mutable_data();
+    for (py::ssize_t i = 0; i < eps.size(); ++i)
+        o[i] = P::scan_delta(T.data(), D.data(), tm1, dm1, (std::size_t)T.size(), A, h, pinf, e[i]);
+    return out;
+}
+
+static py::array_t<double> scan_epsilon(carray<double> T, carray<double> D, double tm1, double dm1, double A,
+                                        double h, double pinf, carray<double> delta) {
+    if (T.size() != D.size() || T.size() < 1) throw py::value_error("scan_epsilon: bad arrays");
+    py::array_t<double> out(delta.size());
+    auto d = delta.data();
+    auto o = out.mutable_data();
+    for (py::ssize_t i = 0; i < delta.size(); ++i)
+        o[i] = P::scan_epsilon(T.data(), D.data(), tm1, dm1, (std::size_t)T.size(), A, h, pinf, d[i]);
+    return out;
+}
+
+static py::array_t<double> log_mgf(carray<double> p, double lo, double h, carray<double> ts) {
+    py::array_t<double> out(ts.size());
+    {
+        py::gil_scoped_release nogil;
+        P::log_mgf(p.data(), (std::size_t)p.size(), lo, h, ts.data(), (std::size_t)ts.size(), out.mutable_data());
+    }
+    return out;
+}
+
+static py::tuple pmf_moments(carray<double> p) {
+    double t = 0, m = 0, v = 0;
+    P::pmf_moments(p.data(), (std::size_t)p.size(), &t, &m, &v);
+    return py::make_tuple(t, m, v);
+}
+
+PYBIND11_MODULE(_pld, m) {
+    m.def("pmf_moments", &pmf_moments);
+    m.def("log_mgf", &log_mgf);
+    m.doc() = "dpfast PLD kernels: connect-the-dots discretization and delta/epsilon scans";
+    m.def("subsampled_gaussian_ctd", &subsampled_gaussian_ctd);
+    m.def("ctd_split", &ctd_split);
+    m.def("profile_ctd", &profile_ctd);
+    m.def("symmetric_subsampled_gaussian_ctd", &symmetric_subsampled_gaussian_ctd);
+    m.def("subsampled_gaussian_delta", &subsampled_gaussian_delta);
+    m.def("scan_prepare", &scan_prepare);
+    m.def("scan_delta", &scan_delta);
+    m.def("scan_epsilon", &scan_epsilon);
+}

@@ -1,0 +1,258 @@
+// Private selection kernels: report-noisy-max with Gumbel / exponential / Laplace noise
+// (Gumbel = the exponential mechanism by the Gumbel-max trick), one-shot top-k, and the
+// interval sampler of the private quantile.  Spec: mechanisms.md "Report-noisy-max",
+// "Exponential mechanism", "Private quantiles"; lectures.md B6-B9.
+//
+// Everything works on log-weights ("scores") z_i = c * u_i + log mu_i; nothing is ever
+// exponentiated.  The selected index is argmax_i (z_i + N_i) with N_i i.i.d. noise.
+//
+// Random words: exactly ONE 64-bit word per candidate, consumed in candidate order, and
+// candidate i's noise is a fixed monotone function of its word's top 52 bits m_i:
+//     U_i = (2 m_i + 1) 2^-53  in (0, 1), exactly representable, and so is 1 - U_i.
+// So the result depends only on the word sequence: the same seed gives the same index
+// whether the candidates arrive in one array, in rows, or in chunks of any size.
+//
+// Speed (exact, not an approximation): candidates are taken in blocks of kBlock.  With
+// best = the current record key and zmax an upper bound of z over the block, candidate i
+// can only beat the record if N_i > best - zmax, i.e. if its word m_i is above an integer
+// threshold computed from the noise's survival function.  Words below the threshold are
+// discarded after one integer compare; only the others pay for logarithms.  The threshold
+// is made conservative (a margin in key space, a relative margin in probability and two
+// integer steps), so the decisions equal those of the plain computation of every key.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "random/bitstream.hpp"
+
+namespace dpf {
+namespace sel {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kBlock = 64;
+constexpr std::uint64_t kM = std::uint64_t(1) << 52;  // number of distinct uniforms
+
+// U = (2m+1) 2^-53 and 1 - U, both exact.
+inline double u_of(std::uint64_t m) { return double(2 * m + 1) * 0x1.0p-53; }
+inline double one_minus_u_of(std::uint64_t m) {
+    return double((std::uint64_t(1) << 53) - 2 * m - 1) * 0x1.0p-53;
+}
+
+// Standard Gumbel: F(t) = exp(-exp(-t)); G = -log(-log U).
+struct GumbelNoise {
+    static double quantile(std::uint64_t m) { return -std::log(-std::log(u_of(m))); }
+    static double survival(double t) { return -std::expm1(-std::exp(-t)); }
+};
+
+// Standard (one-sided) exponential: E = -log(1 - U).
+struct ExponentialNoise {
+    static double quantile(std::uint64_t m) { return -std::log(one_minus_u_of(m)); }
+    static double survival(double t) { return t <= 0.0 ? 1.0 : std::exp(-t); }
+};
+
+// Standard Laplace by inversion (monotone in U, symmetric: m and 2^52-1-m give +-L).
+struct LaplaceNoise {
+    static double quantile(std::uint64_t m) {
+        return m < (kM >> 1) ? std::log(2.0 * u_of(m)) : -std::log(2.0 * one_minus_u_of(m));
+    }
+    static double survival(double t) { return t < 0.0 ? 1.0 - 0.5 * std::exp(t) : 0.5 * std::exp(-t); }
+};
+
+// Pre-pass before any random word is drawn: 0 = fine, 1 = NaN, 2 = +-inf, 3 = c * u overflows.
+template <class T>
+inline int scan_utilities(const T* u, std::int64_t n, double c) {
+    double amax = 0.0;
+    bool bad = false;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double a = std::fabs(double(u[i]));
+        bad |= !(a <= std::numeric_limits<double>::max());
+        amax = a > amax ? a : amax;
+    }
+    if (bad) {
+        for (std::int64_t i = 0; i < n; ++i)
+            if (std::isnan(double(u[i]))) return 1;
+        return 2;
+    }
+    return std::isfinite(c * amax) ? 0 : 3;
+}
+
+enum NoiseKind : int { kGumbel = 0, kExponential = 1, kLaplace = 2 };
+
+// Smallest word value m (top 52 bits) that can still give key z + N(m) > best when z <= zmax.
+// All m below it lose for sure.  Conservative by construction (see the header comment).
+template <class Noise>
+inline std::uint64_t skip_threshold(double best, double zmax) {
+    if (!(best > -kInf)) return 0;  // no record yet: evaluate everything
+    if (!(zmax > -kInf)) return kM; // every score is -inf: nobody can win
+    double t = best - zmax;
+    t -= 1e-9 * (1.0 + std::fabs(best) + std::fabs(zmax));
+    const double pass = Noise::survival(t) * 0x1.0p52 * (1.0 + 1e-6) + 2.0;
+    if (!(pass < 0x1.0p52)) return 0;
+    return kM - std::uint64_t(std::ceil(pass));
+}
+
+// Draw the next `count` words of the stream (the indirect calls run back to back).
+inline void fill_words(BitStream& rs, std::uint64_t* words, std::int64_t count) {
+    bitgen_t* bg = rs.bg;
+    for (std::int64_t j = 0; j < count; ++j) words[j] = bg->next_uint64(bg->state);
+}
+
+// Running argmax of z_i + N_i over a stream of candidates (state carried across chunks).
+struct ArgmaxState {
+    double best = -kInf;    // record key
+    std::int64_t index = -1;  // its global index (-1 while no candidate with z > -inf seen)
+    std::int64_t seen = 0;    // candidates consumed so far
+};
+
+// Scores: a functor with z(i) (may be -inf) and bound(i0, i1) >= max_{i0<=i<i1} z(i).
+template <class Noise, class Scores>
+void argmax_update(BitStream& rs, std::int64_t n, const Scores& sc, ArgmaxState& st) {
+    double best = st.best;
+    std::int64_t index = st.index;
+    std::uint64_t words[kBlock];
+    for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
+        const std::int64_t b1 = std::min(n, b0 + kBlock);
+        fill_words(rs, words, b1 - b0);  // the block's words, in candidate order
+        const double zmax = sc.bound(b0, b1);
+        std::uint64_t thr = skip_threshold<Noise>(best, zmax);
+        for (std::int64_t i = b0; i < b1; ++i) {
+            const std::uint64_t m = words[i - b0] >> 12;
+            if (m < thr) continue;
+            const double z = sc.z(i);
+            if (!(z > -kInf)) continue;
+            const double key = z + Noise::quantile(m);
+            if (key > best) {
+                best = key;
+                index = st.seen + i;
+                thr = skip_threshold<Noise>(best, zmax);
+            }
+        }
+    }
+    st.best = best;
+    st.index = index;
+    st.seen += n;
+}
+
+// The k largest keys z_i + N_i (one-shot top-k), kept in a min-heap; ties: earlier index wins.
+struct TopKState {
+    std::int64_t k;
+    std::vector<std::pair<double, std::int64_t>> heap;  // min-heap on (key, -index)
+    std::int64_t seen = 0;
+    explicit TopKState(std::int64_t k_) : k(k_) { heap.reserve(std::size_t(k_)); }
+    double floor_key() const { return std::int64_t(heap.size()) < k ? -kInf : heap.front().first; }
+    static bool greater(const std::pair<double, std::int64_t>& a, const std::pair<double, std::int64_t>& b) {
+        // "a ranks below b" for std heap (max-heap on this order = min-heap on rank)
+        if (a.first != b.first) return a.first > b.first;
+        return a.second < b.second;  // larger index ranks lower
+    }
+    void push(double key, std::int64_t idx) {
+        if (std::int64_t(heap.size()) < k) {
+            heap.emplace_back(key, idx);
+            std::push_heap(heap.begin(), heap.end(), greater);
+        } else if (key > heap.front().first) {
+            std::pop_heap(heap.begin(), heap.end(), greater);
+            heap.back() = {key, idx};
+            std::push_heap(heap.begin(), heap.end(), greater);
+        }
+    }
+    // Indices in decreasing key order (ties: increasing index).
+    std::vector<std::int64_t> sorted_indices() const {
+        auto h = heap;
+        std::sort(h.begin(), h.end(), greater);
+        std::vector<std::int64_t> out(h.size());
+        for (std::size_t j = 0; j < h.size(); ++j) out[j] = h[j].second;
+        return out;
+    }
+};
+
+template <class Noise, class Scores>
+void topk_update(BitStream& rs, std::int64_t n, const Scores& sc, TopKState& st) {
+    std::uint64_t words[kBlock];
+    for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
+        const std::int64_t b1 = std::min(n, b0 + kBlock);
+        fill_words(rs, words, b1 - b0);
+        const double zmax = sc.bound(b0, b1);
+        std::uint64_t thr = skip_threshold<Noise>(st.floor_key(), zmax);
+        for (std::int64_t i = b0; i < b1; ++i) {
+            const std::uint64_t m = words[i - b0] >> 12;
+            if (m < thr) continue;
+            const double z = sc.z(i);
+            if (!(z > -kInf)) continue;
+            const double key = z + Noise::quantile(m);
+            if (key > st.floor_key()) {
+                st.push(key, st.seen + i);
+                thr = skip_threshold<Noise>(st.floor_key(), zmax);
+            }
+        }
+    }
+    st.seen += n;
+}
+
+// z_i = c * u_i (+ logw_i): utilities scaled to log-weights, optional log base measure.
+template <class T>
+struct LinearScores {
+    const T* u;
+    const double* logw;  // may be null
+    double c;
+    double z(std::int64_t i) const {
+        const double v = c * double(u[i]);
+        return logw ? v + logw[i] : v;
+    }
+    double bound(std::int64_t i0, std::int64_t i1) const {
+        double mx = -kInf;
+        for (std::int64_t i = i0; i < i1; ++i) {
+            const double v = z(i);
+            mx = v > mx ? v : mx;
+        }
+        return mx;
+    }
+};
+
+// Quantile intervals (Smith 2011; lectures.md B9): edges e_0 = lo <= e_1 <= ... <= e_{n+1} = hi
+// (the sorted clamped data between the bounds); interval i = [e_i, e_{i+1}] has
+// log-weight log(e_{i+1} - e_i) - c |i - target|, target = q n, c = eps/2 (Delta u = 1).
+// Empty intervals have weight 0 (log = -inf) and are never chosen.
+struct QuantileScores {
+    const double* edges;  // n + 2 values
+    double c;
+    double target;
+    double z(std::int64_t i) const {
+        const double w = edges[i + 1] - edges[i];
+        if (!(w > 0.0)) return -kInf;
+        return std::log(w) - c * std::fabs(double(i) - target);
+    }
+    double bound(std::int64_t i0, std::int64_t i1) const {
+        double wmax = 0.0;
+        for (std::int64_t i = i0; i < i1; ++i) {
+            const double w = edges[i + 1] - edges[i];
+            wmax = w > wmax ? w : wmax;
+        }
+        if (!(wmax > 0.0)) return -kInf;
+        // max over i in [i0, i1) of -c|i - target|: at the integer nearest target in range
+        double inear = std::min(std::max(std::round(target), double(i0)), double(i1 - 1));
+        double dmin = std::fabs(inear - target);
+        // neighbours of the rounded point can be as close when target is a half-integer
+        if (inear - 1 >= double(i0)) dmin = std::min(dmin, std::fabs(inear - 1 - target));
+        if (inear + 1 <= double(i1 - 1)) dmin = std::min(dmin, std::fabs(inear + 1 - target));
+        // small relative slack: log(wmax) is an upper bound only up to rounding of log
+        const double lw = std::log(wmax);
+        return lw + 1e-12 * (1.0 + std::fabs(lw)) - c * dmin;
+    }
+};
+
+template <class Scores>
+void argmax_update_kind(int kind, BitStream& rs, std::int64_t n, const Scores& sc, ArgmaxState& st) {
+    switch (kind) {
+        case kExponential: argmax_update<ExponentialNoise>(rs, n, sc, st); break;
+        case kLaplace: argmax_update<LaplaceNoise>(rs, n, sc, st); break;
+        default: argmax_update<GumbelNoise>(rs, n, sc, st); break;
+    }
+}
+
+}  // namespace sel
+}  // namespace dpf

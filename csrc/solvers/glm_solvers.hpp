@@ -1,0 +1,97 @@
+// L-BFGS and SAG/SAGA for the GLM objective of csrc/glm/data.hpp over dense (C or F
+// order, float32/float64) and CSR rows, with run-time choice between a generic x86-64 /
+// portable build and an AVX2 build of the same code (csrc/solvers/impl.hpp).
+// Spec: objective_perturbation.md ("Algorithm 1", "Computational guarantee").  No Python.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "glm/data.hpp"
+#include "random/bitstream.hpp"
+
+namespace dpf {
+namespace solvers {
+
+struct Options {
+    int method = 0;  // 0 L-BFGS, 1 SAG, 2 SAGA
+    double tol = 1e-6;
+    int64_t max_iter = 1000;  // L-BFGS iterations or SAG/SAGA epochs
+    int memory = 10;          // L-BFGS pairs
+    double step = 0.0;        // SAG/SAGA step on F/n; <= 0: from step_rule
+    int step_rule = 0;        // 0: 1/L_max (SAG), 1/(3 L_max) (SAGA); 1: 1/(16 L_max) (theory)
+    int nthreads = 1;
+    double clip = 0.0;  // > 0: gradient-clipped loss with bound C
+};
+
+struct Result {
+    int64_t n_iter = 0, n_eval = 0;
+    bool converged = false;
+    double fun = 0.0, grad_norm = 0.0, step = 0.0;
+    int status = 0;  // 0 converged, 1 max_iter, 2 line search failed, 3 non-finite F, 4 non-finite X
+};
+
+struct SagOptions {
+    bool saga = false;
+    double step = 0.0;  // on the mean objective F/n
+    double tol = 1e-6;
+    int64_t max_epochs = 1000;
+};
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace generic {
+#include "solvers/impl.hpp"
+}  // namespace generic
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DPF_GLM_HAVE_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "solvers/impl.hpp"
+}  // namespace avx2
+#pragma GCC pop_options
+inline bool use_avx2() {
+    // DPFAST_GLM_NO_AVX2=1 forces the baseline build (to test it on AVX2 machines).
+    static const bool ok = [] {
+        const char* env = std::getenv("DPFAST_GLM_NO_AVX2");
+        if (env && env[0] == '1') return false;
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;
+    }();
+    return ok;
+}
+#else
+inline bool use_avx2() { return false; }
+#endif
+
+// (-Wpsabi stays off: the 32-byte vectors only live inside inlined kernels, never in an ABI.)
+
+template <class View>
+Result solve(const View& X, const glm::Objective& ob, const Options& o, double* th, bitgen_t* bg) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::solve(X, ob, o, th, bg);
+#endif
+    return generic::solve(X, ob, o, th, bg);
+}
+
+template <class View>
+bool loss_grad(const View& X, const glm::Objective& ob, double clip, int nthreads, const double* th,
+               double* g, double& f) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::loss_grad(X, ob, clip, nthreads, th, g, f);
+#endif
+    return generic::loss_grad(X, ob, clip, nthreads, th, g, f);
+}
+
+}  // namespace solvers
+}  // namespace dpf

@@ -1,0 +1,125 @@
+"""f-DP and Gaussian DP: trade-off functions, mu-GDP composition, conversions, CLT.
+
+Spec: ``accounting.md`` ("f-DP / GDP"), lectures D12-D16 and H2.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import optimize, special
+
+from dpfast._validation import check_delta
+from dpfast.calibrate import gaussian_epsilon, gaussian_log_delta
+
+__all__ = [
+    "gaussian_tradeoff",
+    "approx_dp_tradeoff",
+    "gdp_compose",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
+    "CLTResult",
+    "clt_mu_poisson_gaussian",
+]
+
+
+def _mu(mu, name: str = "mu") -> float:
+    v = float(mu)
+    if not (v >= 0) or math.isinf(v):
+        raise ValueError(f"{name} must be finite and >= 0, got {mu!r}")
+    return v
+
+
+def gaussian_tradeoff(alpha, mu: float):
+    """G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu), the mu-GDP trade-off function (lectures D12).
+
+    ``alpha`` in [0, 1] (array or scalar); G_0 = 1 - alpha.
+    """
+    mu = _mu(mu)
+    a = np.asarray(alpha, dtype=np.float64)
+    if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
+        raise ValueError("alpha must lie in [0, 1]")
+    out = special.ndtr(special.ndtri(1.0 - a) - mu)
+    return float(out) if out.ndim == 0 else out
+
+
+def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
+    """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (lectures D12)."""
+    e = float(epsilon)
+    if not e >= 0 or math.isinf(e):
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    d = check_delta(delta)
+    a = np.asarray(alpha, dtype=np.float64)
+    if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
+        raise ValueError("alpha must lie in [0, 1]")
+    out = np.maximum(0.0, np.maximum(1 - d - math.exp(e) * a, math.exp(-e) * (1 - d - a)))
+    return float(out) if out.ndim == 0 else out
+
+
+def gdp_compose(mus) -> float:
+    """G_{mu_1} x ... x G_{mu_k} = G_{sqrt(sum mu_i^2)} (exact; lectures D15)."""
+    m = np.atleast_1d(np.asarray(mus, dtype=np.float64))
+    if np.isnan(m).any() or (m < 0).any() or np.isinf(m).any():
+        raise ValueError("every mu must be finite and >= 0")
+    return float(math.sqrt(float(np.sum(m * m))))
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) of mu-GDP (lectures B4/D13).
+
+    Exact (``dpfast.calibrate.gaussian_log_delta``); mu = 0 gives 0.
+    """
+    mu = _mu(mu)
+    e = float(epsilon)
+    if not e >= 0 or math.isnan(e):
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    if mu == 0:
+        return 0.0
+    return math.exp(gaussian_log_delta(mu, e))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest eps >= 0 with gdp_delta(mu, eps) <= delta (exact inverse; lectures H1.15)."""
+    mu = _mu(mu)
+    delta = check_delta(delta, allow_zero=False)
+    if mu == 0:
+        return 0.0
+    return gaussian_epsilon(1.0 / mu, delta)
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """Largest mu such that mu-GDP is (epsilon, delta)-DP (inverse of :func:`gdp_delta` in mu)."""
+    e = float(epsilon)
+    if not e >= 0 or math.isinf(e) or math.isnan(e):
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    delta = check_delta(delta, allow_zero=False)
+    target = math.log(delta)
+    f = lambda lm: gaussian_log_delta(math.exp(lm), e) - target  # increasing in mu
+    lo, hi = -5.0, 1.0
+    while f(lo) > 0:
+        lo -= 5.0
+    while f(hi) < 0:
+        hi += 1.0
+    return math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
+
+
+class CLTResult(NamedTuple):
+    """mu of the central-limit approximation; ``approximate`` is always True."""
+
+    mu: float
+    approximate: bool
+
+
+def clt_mu_poisson_gaussian(noise_multiplier: float, sample_rate: float, steps: int) -> CLTResult:
+    """CLT approximation mu ~= q sqrt(T (e^{1/sigma^2} - 1)) for DP-SGD (Bu, Dong, Long & Su 2020).
+
+    APPROXIMATE: an asymptotic statement, not a bound -- on the issue's workload it gives an
+    epsilon below the tight one.  Never used by dpfast for certified numbers.
+    """
+    s = float(noise_multiplier)
+    q = float(sample_rate)
+    if not s > 0 or not (0 < q <= 1) or int(steps) < 0:
+        raise ValueError("need noise_multiplier > 0, sample_rate in (0, 1], steps >= 0")
+    return CLTResult(q * math.sqrt(int(steps) * math.expm1(1.0 / s ** 2)), True)

@@ -1,0 +1,455 @@
+"""Privacy of Gaussian objective perturbation and of approximate minima perturbation.
+
+Spec: ``objective_perturbation.md`` (Redberg, Koskela & Wang 2024, arXiv 2401.00583),
+sections "Privacy" and "Algorithm 1".  Every privacy formula of objective perturbation in
+dpfast lives in this module; the estimators of :mod:`dpfast.linear_model` call it.
+
+Setting (spec, "Setting"): add/remove neighbours; a GLM loss l(theta; z) = f(x^T theta; y)
+convex in theta, with ||grad l|| <= L (``lipschitz``) and 0 <= f'' ||x||^2 <= beta
+(``smoothness``); the objective is
+
+    sum_z l(theta; z) + (lambda/2) ||theta||^2 + b^T theta,   b ~ N(0, sigma^2 I_d),
+
+and lambda (``regularization``) must exceed beta.  The tight bounds hold for GLM losses only
+(spec: "Do not offer the tight bounds for non-GLM losses").
+
+Notation: c_J = -log(1 - beta/lambda) (the Jacobian cost) and s = L/sigma.  Both theorems bound
+the privacy loss random variable by the shifted half-normal
+
+    Y = c_J + s^2/2 + |G|,   G ~ N(0, s^2).
+
+Readings of the paper's text (both follow its appendix; spec, "Privacy (Theorem 3.1)"):
+
+* eps~ = eps - |log(1 - beta/lambda)| (the main text prints eps - log(1 - beta/lambda), with the
+  wrong sign);
+* in the case eps < c_J + s^2/2 the profile is 1 - 2 e^(t + s^2/2) Phi(-s), derived from Y (the
+  main text prints H_{e^(L^2/sigma^2)}).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import integrate, optimize, special
+
+from dpfast._validation import check_delta, check_positive
+from dpfast.accounting._descriptions import FromPrivacyProfile
+from dpfast.calibrate import gaussian_log_delta
+
+__all__ = [
+    "jacobian_cost",
+    "objective_perturbation_delta",
+    "objective_perturbation_epsilon",
+    "objective_perturbation_rdp",
+    "objective_perturbation_min_regularization",
+    "kifer_objective_perturbation",
+    "kifer_is_private",
+    "amp_rdp",
+    "amp_delta",
+    "amp_epsilon",
+    "ObjectivePerturbation",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------------
+def _check_constants(noise_std, lipschitz, smoothness, regularization):
+    sigma = check_positive(noise_std, "noise_std", allow_array=False)
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    beta = float(smoothness)
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
+    lam = check_positive(regularization, "regularization", allow_array=False)
+    if not lam > beta:
+        raise ValueError(
+            f"objective perturbation needs regularization lambda > smoothness beta "
+            f"(the Jacobian term -log(1 - beta/lambda) is finite only then); got lambda={lam!r}, "
+            f"beta={beta!r}"
+        )
+    return sigma, L, beta, lam
+
+
+def jacobian_cost(smoothness: float, regularization: float) -> float:
+    """c_J = |log(1 - beta/lambda)| = -log(1 - beta/lambda), the Jacobian (determinant) cost.
+
+    Spec ``objective_perturbation.md``, "Privacy".  Requires lambda > beta >= 0.
+    """
+    beta = float(smoothness)
+    lam = float(regularization)
+    if not (beta >= 0 and lam > beta and math.isfinite(lam)):
+        raise ValueError(f"need 0 <= smoothness < regularization, got beta={smoothness!r}, lambda={regularization!r}")
+    return -math.log1p(-beta / lam)
+
+
+# --------------------------------------------------------------------------------------------
+# privacy profile (Theorem 3.1)
+# --------------------------------------------------------------------------------------------
+def _log_delta_op(epsilon: float, s: float, c_j: float) -> float:
+    """log delta(eps) of the shifted half-normal bound (closed form of Theorem 3.1)."""
+    eps_t = epsilon - c_j  # eps~ (appendix reading)
+    t = eps_t - 0.5 * s * s
+    if t >= 0:
+        # 2 [Phi(-t/s) - e^(t + s^2/2) Phi(-t/s - s)] = 2 H_{e^eps~}(N(L, sigma^2) || N(0, sigma^2))
+        return math.log(2.0) + gaussian_log_delta(s, eps_t)
+    # 1 - 2 e^(t + s^2/2) Phi(-s), computed as log1p(-exp(...)) for accuracy.
+    log_term = math.log(2.0) + eps_t + float(special.log_ndtr(-s))
+    return math.log(-math.expm1(log_term)) if log_term < 0 else -math.inf
+
+
+def objective_perturbation_delta(
+    epsilon,
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+    regularization: float,
+):
+    """Tight privacy profile delta(epsilon) of Gaussian objective perturbation (Theorem 3.1).
+
+    Objective perturbation of a GLM loss with ||grad l|| <= ``lipschitz`` (L), Hessian bound
+    ``smoothness`` (beta), ridge ``regularization`` (lambda > beta) and linear noise
+    b ~ N(0, ``noise_std``^2 I) is (epsilon, delta(epsilon))-DP under add/remove neighbours, for
+    every epsilon >= 0, with (t = eps - c_J - s^2/2, s = L/sigma, c_J = -log(1 - beta/lambda))
+
+        t >= 0:  delta = 2 [Phi(-t/s) - e^(t + s^2/2) Phi(-t/s - s)]
+        t <  0:  delta = 1 - 2 e^(t + s^2/2) Phi(-s),
+
+    i.e. E[(1 - e^(eps - Y))_+] for Y = c_J + s^2/2 + |N(0, s^2)| (spec
+    ``objective_perturbation.md``, "Privacy (Theorem 3.1)"; the appendix's reading of eps~).
+    The exact minimiser of the perturbed objective is assumed (use approximate minima
+    perturbation, :func:`amp_delta`, for a solver's output).
+
+    ``epsilon`` may be a scalar or an array; the result has its shape.
+    """
+    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if np.isnan(eps).any():
+        raise ValueError("epsilon must not be NaN")
+    s = L / sigma
+    c_j = jacobian_cost(beta, lam)
+    out = np.array([math.exp(_log_delta_op(float(e), s, c_j)) if e < math.inf else 0.0 for e in eps.ravel()])
+    out = np.minimum(out, 1.0)
+    return float(out[0]) if eps.ndim == 0 else out.reshape(eps.shape)
+
+
+def objective_perturbation_epsilon(
+    delta: float,
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+    regularization: float,
+) -> float:
+    """Smallest epsilon >= 0 with :func:`objective_perturbation_delta` (epsilon) <= delta.
+
+    Inverse of the tight privacy profile of Theorem 3.1 (spec ``objective_perturbation.md``),
+    solved with ``scipy.optimize.brentq`` in log delta (relative tolerance 1e-13), and then
+    nudged up so that delta(result) <= delta holds exactly as evaluated.
+    """
+    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    delta = check_delta(delta, allow_zero=False)
+    s = L / sigma
+    c_j = jacobian_cost(beta, lam)
+    target = math.log(delta)
+    f = lambda e: _log_delta_op(e, s, c_j) - target  # non-increasing in e
+    if f(0.0) <= 0:
+        return 0.0
+    hi = max(1.0, 2.0 * (c_j + s * s))
+    while f(hi) > 0:
+        hi *= 2.0
+    eps = optimize.brentq(f, 0.0, hi, xtol=1e-14, rtol=1e-13, maxiter=500)
+    while f(eps) > 0:
+        eps = math.nextafter(eps, math.inf)
+    return eps
+
+
+# --------------------------------------------------------------------------------------------
+# RDP (Theorem 3.2)
+# --------------------------------------------------------------------------------------------
+def _check_orders(orders) -> np.ndarray:
+    a = np.asarray(orders, dtype=np.float64)
+    if a.size == 0 or np.isnan(a).any() or not (a > 1).all():
+        raise ValueError(f"RDP orders must be > 1, got {orders!r}")
+    return a
+
+
+def _log_mgf_abs_normal_over(orders: np.ndarray, s: float) -> np.ndarray:
+    """(1/(a-1)) log E[e^((a-1)|X|)], X ~ N(0, s^2) = (1/(a-1)) [log 2 + k^2 s^2/2 + log Phi(k s)], k = a-1."""
+    k = orders - 1.0
+    return (math.log(2.0) + 0.5 * k * k * s * s + special.log_ndtr(k * s)) / k
+
+
+def objective_perturbation_rdp(
+    orders,
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+    regularization: float,
+):
+    """RDP curve of Gaussian objective perturbation (Theorem 3.2), for orders alpha > 1:
+
+        eps(alpha) = c_J + s^2/2 + (1/(alpha-1)) [log 2 + (alpha-1)^2 s^2/2 + log Phi((alpha-1) s)],
+
+    with s = L/sigma and c_J = -log(1 - beta/lambda) (spec ``objective_perturbation.md``,
+    "RDP (Theorem 3.2)"; add/remove neighbours, GLM losses, exact minimiser).
+    Returns a float for a scalar order and an array otherwise.
+    """
+    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    a = _check_orders(orders)
+    s = L / sigma
+    out = jacobian_cost(beta, lam) + 0.5 * s * s + _log_mgf_abs_normal_over(a, s)
+    return float(out) if a.ndim == 0 else out
+
+
+def objective_perturbation_min_regularization(
+    epsilon: float,
+    delta: float,
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+) -> float:
+    """Smallest lambda for which objective perturbation with ``noise_std`` is (epsilon, delta)-DP.
+
+    By the tight profile of Theorem 3.1 (spec ``objective_perturbation.md``): delta(eps) is
+    increasing in c_J, so the answer is lambda = beta / (1 - exp(-c*)) with c* the largest
+    Jacobian cost for which the profile meets delta.  Raises ``ValueError`` when even
+    lambda -> infinity (c_J = 0) is not enough, i.e. when ``noise_std`` is too small.
+    """
+    sigma = check_positive(noise_std, "noise_std", allow_array=False)
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    beta = float(smoothness)
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"smoothness must be finite and >= 0, got {smoothness!r}")
+    epsilon = check_positive(epsilon, "epsilon", allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    s = L / sigma
+    target = math.log(delta)
+    # delta depends on (eps, c_J) only through eps - c_J
+    g = lambda c: _log_delta_op(epsilon - c, s, 0.0) - target  # increasing in c
+    if g(0.0) > 0:
+        raise ValueError(
+            f"objective perturbation with noise_std={sigma!r} and lipschitz={L!r} cannot be "
+            f"({epsilon}, {delta})-DP for any regularization (even lambda -> inf has delta = "
+            f"{math.exp(_log_delta_op(epsilon, s, 0.0)):.3g}); increase noise_std"
+        )
+    if beta == 0:
+        return 0.0
+    hi = epsilon
+    while g(hi) <= 0:
+        hi *= 2.0
+    c_star = optimize.brentq(g, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
+    while c_star > 0 and g(c_star) > 0:
+        c_star = math.nextafter(c_star, 0.0)
+    lam = beta / (-math.expm1(-c_star))
+    while _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) > target:
+        lam = math.nextafter(lam, math.inf)
+    return lam
+
+
+# --------------------------------------------------------------------------------------------
+# Kifer et al. 2012 (for comparison)
+# --------------------------------------------------------------------------------------------
+def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float, smoothness: float):
+    """Kifer, Smith & Thakurta 2012 (Theorem 2.8 in the spec): the parameters it needs.
+
+    Objective perturbation is (epsilon, delta)-DP when lambda >= 2 beta / epsilon and
+    sigma^2 >= L^2 (8 log(2/delta) + 4 epsilon) / epsilon^2 (spec ``objective_perturbation.md``,
+    "Kifer et al. 2012"; for comparison with the tight bounds only).
+    Returns ``(noise_std, regularization)``, the smallest values the theorem allows.
+    """
+    epsilon = check_positive(epsilon, "epsilon", allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    beta = float(smoothness)
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"smoothness must be finite and >= 0, got {smoothness!r}")
+    sigma = L * math.sqrt(8.0 * math.log(2.0 / delta) + 4.0 * epsilon) / epsilon
+    return sigma, 2.0 * beta / epsilon
+
+
+def kifer_is_private(
+    epsilon: float, delta: float, noise_std: float, lipschitz: float, smoothness: float, regularization: float
+) -> bool:
+    """Whether Kifer et al.'s sufficient condition (spec, Theorem 2.8) certifies (epsilon, delta)-DP."""
+    sigma_min, lam_min = kifer_objective_perturbation(epsilon, delta, lipschitz, smoothness)
+    return bool(noise_std >= sigma_min and regularization >= lam_min)
+
+
+# --------------------------------------------------------------------------------------------
+# Approximate minima perturbation with gradient clipping (Algorithm 1, Theorem 4.1)
+# --------------------------------------------------------------------------------------------
+def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
+    sigma, C, beta, lam = _check_constants(noise_std, clip, smoothness, regularization)
+    tau = float(tau)
+    if not (math.isfinite(tau) and tau >= 0):
+        raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
+    so = float(sigma_out)
+    if not so > 0 or math.isnan(so):
+        raise ValueError(f"sigma_out must be > 0 (use inf for no output noise with tau=0), got {sigma_out!r}")
+    if tau > 0 and math.isinf(so):
+        raise ValueError("tau > 0 needs finite output noise sigma_out (Algorithm 1)")
+    return sigma, C, beta, lam, tau, so
+
+
+def amp_output_sensitivity(tau: float, regularization: float) -> float:
+    """l2 sensitivity 2 tau / lambda of the approximate minimiser (spec, Theorem 4.1).
+
+    Strong convexity turns ||grad|| <= tau into ||theta~ - theta^P|| <= tau / lambda on each of
+    the two neighbouring datasets.
+    """
+    return 2.0 * float(tau) / float(regularization)
+
+
+def amp_rdp(
+    orders,
+    noise_std: float,
+    clip: float,
+    smoothness: float,
+    regularization: float,
+    tau: float,
+    sigma_out: float,
+):
+    """RDP curve of Algorithm 1 (approximate minima perturbation with gradient clipping).
+
+    Theorem 4.1 (spec ``objective_perturbation.md``): for alpha > 1,
+
+        eps(alpha) <= c_J + C^2/(2 sigma^2) + (1/(alpha-1)) log E_{X~N(0, C^2/sigma^2)} e^((alpha-1)|X|)
+                      + 2 tau^2 alpha / (sigma_out^2 lambda^2),
+
+    objective perturbation with L = C composed with a Gaussian mechanism of sensitivity
+    2 tau / lambda and noise sigma_out.  ``sigma_out = inf`` with ``tau = 0`` is plain objective
+    perturbation.
+    """
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    a = _check_orders(orders)
+    out = objective_perturbation_rdp(a, sigma, C, beta, lam)
+    if tau > 0:
+        out = out + 2.0 * tau * tau * a / (so * so * lam * lam)
+    return float(out) if a.ndim == 0 else out
+
+
+def _gaussian_hockey(x: float, mu: float) -> float:
+    """E[(1 - e^(x - Z))_+], Z ~ N(mu^2/2, mu^2) (Gaussian PLD): valid for every real x."""
+    if x >= 0:
+        return math.exp(gaussian_log_delta(mu, x))
+    # x < 0: the value is >= 1 - e^x > 0, no cancellation to fear
+    return max(float(special.ndtr(mu / 2.0 - x / mu) - math.exp(x) * special.ndtr(-mu / 2.0 - x / mu)), 0.0)
+
+
+def amp_delta(
+    epsilon: float,
+    noise_std: float,
+    clip: float,
+    smoothness: float,
+    regularization: float,
+    tau: float,
+    sigma_out: float,
+) -> float:
+    """delta(epsilon) of Algorithm 1 by composing the two privacy-loss distributions exactly.
+
+    The privacy loss of objective perturbation is dominated by Y1 = c_J + s^2/2 + s|g|
+    (s = C/sigma, g ~ N(0, 1); spec, Theorem 3.1) and that of the output step by the Gaussian
+    loss Y2 ~ N(mu^2/2, mu^2), mu = (2 tau/lambda)/sigma_out (Theorem 4.1); so
+
+        delta(eps) = E[(1 - e^(eps - Y1 - Y2))_+] = integral_0^inf 2 phi(u) H_mu(eps - c_J - s^2/2 - s u) du,
+
+    H_mu(x) = Phi(mu/2 - x/mu) - e^x Phi(-mu/2 - x/mu) the Gaussian profile extended to all real x.
+    The integral is evaluated with ``scipy.integrate.quad`` (absolute error ~1e-14), a 1-D
+    exact composition that is tighter than any discretised PLD.  ``tau = 0`` gives
+    :func:`objective_perturbation_delta`.
+    """
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    eps = float(epsilon)
+    if math.isnan(eps):
+        raise ValueError("epsilon must not be NaN")
+    if tau == 0:
+        return objective_perturbation_delta(eps, sigma, C, beta, lam)
+    s = C / sigma
+    mu = amp_output_sensitivity(tau, lam) / so
+    a = jacobian_cost(beta, lam) + 0.5 * s * s
+    phi = lambda u: math.exp(-0.5 * u * u) * 0.7978845608028654  # 2 * standard normal density
+    f = lambda u: phi(u) * _gaussian_hockey(eps - a - s * u, mu)
+    # the integrand changes behaviour where eps - a - s u crosses 0
+    knot = max((eps - a) / s, 0.0)
+    upper = max(knot, 0.0) + 40.0
+    pts = [knot] if 0 < knot < upper else None
+    val, _ = integrate.quad(f, 0.0, upper, points=pts, epsabs=1e-15, epsrel=1e-10, limit=200)
+    return float(min(max(val, 0.0), 1.0))
+
+
+def amp_epsilon(
+    delta: float,
+    noise_std: float,
+    clip: float,
+    smoothness: float,
+    regularization: float,
+    tau: float,
+    sigma_out: float,
+) -> float:
+    """Smallest epsilon with :func:`amp_delta` (epsilon) <= delta (exact 1-D composition).
+
+    Spec ``objective_perturbation.md``, Algorithm 1 and Theorem 4.1.  Solved with brentq and
+    nudged so that ``amp_delta(result) <= delta`` as evaluated.
+    """
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    delta = check_delta(delta, allow_zero=False)
+    if tau == 0:
+        return objective_perturbation_epsilon(delta, sigma, C, beta, lam)
+    f = lambda e: amp_delta(e, sigma, C, beta, lam, tau, so) - delta
+    if f(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while f(hi) > 0:
+        hi *= 2.0
+    eps = optimize.brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-10, maxiter=500)
+    while f(eps) > 0:
+        eps = eps * (1 + 1e-12) + 1e-15
+    return eps
+
+
+# --------------------------------------------------------------------------------------------
+# description for the accountants
+# --------------------------------------------------------------------------------------------
+def ObjectivePerturbation(
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+    regularization: float,
+):
+    """Mechanism description of Gaussian objective perturbation, for the accountants.
+
+    Returns a :class:`dpfast.accounting.FromPrivacyProfile` carrying the tight privacy profile
+    of Theorem 3.1 (:func:`objective_perturbation_delta`) and the RDP curve of Theorem 3.2
+    (:func:`objective_perturbation_rdp`), so that ``PLDAccountant`` and ``RDPAccountant`` can
+    compose it with anything else (spec ``objective_perturbation.md``: "the same Y gives a
+    dominating pair (shifted half-normals), so the PLD accountant can compose objective
+    perturbation with anything else").  Add/remove neighbours; GLM losses only.
+    """
+    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    s = L / sigma
+    c_j = jacobian_cost(beta, lam)
+
+    def delta_of_epsilon(epsilon):
+        e = np.asarray(epsilon, dtype=np.float64)
+        out = np.array([math.exp(_log_delta_op(float(v), s, c_j)) if v < math.inf else 0.0 for v in e.ravel()])
+        out = np.minimum(out, 1.0)
+        return float(out[0]) if e.ndim == 0 else out.reshape(e.shape)
+
+    def rdp(orders):
+        # Theorem 3.2 is stated for alpha > 1; other orders are reported unbounded (inf)
+        a = np.asarray(orders, dtype=np.float64)
+        out = np.full(a.shape, np.inf)
+        ok = a > 1
+        if ok.any():
+            out[ok] = objective_perturbation_rdp(a[ok], sigma, L, beta, lam)
+        return float(out) if a.ndim == 0 else out
+
+    name = (
+        f"ObjectivePerturbation(noise_std={sigma!r}, lipschitz={L!r}, smoothness={beta!r}, "
+        f"regularization={lam!r})"
+    )
+    # Theorem 3.1 bounds both orders of every neighbouring pair for eps >= 0.  symmetric=False:
+    # the law of Y has E[e^-Y] = 2 e^(-c_J) Phi(-s) < 1 (it is not the privacy-loss law of a pair
+    # without a mass where one side vanishes), so the reflection 1 - e^eps + e^eps delta(-eps)
+    # would not be a hockey-stick curve (it has a concave kink at 0); the accountant's chord to
+    # delta = 1 at e^eps = 0 is used for eps < 0 instead (an upper bound).
+    return FromPrivacyProfile(delta_of_epsilon, rdp=rdp, name=name, symmetric=False)

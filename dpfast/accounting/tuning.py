@@ -1,0 +1,131 @@
+"""Private hyperparameter tuning (Papernot & Steinke, ICLR 2022): RDP of "run K times, release the best".
+
+Spec: ``objective_perturbation.md`` ("honest DP-SGD": K ~ Poisson(mu)) and ``accounting.md``.
+A base algorithm Q is run K times (K random, independent of the data) and the best output is
+released.  Statements implemented (Papernot & Steinke 2022):
+
+* **Truncated negative binomial** (Theorem 2), K ~ D_{eta,gamma} with eta > -1, 0 < gamma < 1,
+  P[K = k] = (1-gamma)^k / (gamma^-eta - 1) prod_{l<k} (l+eta)/(l+1), k >= 1 (eta = 0: the
+  logarithmic distribution).  If Q is (lambda, eps)-RDP and (lambda_hat, eps_hat)-RDP then the
+  tuned algorithm is (lambda, eps')-RDP with
+      eps' = eps + (1+eta)(1 - 1/lambda_hat) eps_hat + (1+eta) log(1/gamma)/lambda_hat
+             + log(E[K])/(lambda - 1),
+  E[K] = eta (1-gamma) / (gamma (1 - gamma^eta)) (eta != 0), (1/gamma - 1)/log(1/gamma) (eta = 0).
+  lambda_hat is optimized over the accountant's orders (and lambda_hat = 1, where the eps_hat term
+  vanishes).
+* **Poisson** (Theorem 6), K ~ Poisson(mu): if Q is (lambda, eps)-RDP and (eps_hat, delta_hat)-DP
+  with e^eps_hat <= 1 + 1/(lambda - 1), the tuned algorithm is
+  (lambda, eps + mu delta_hat + log(mu)/(lambda - 1))-RDP.  delta_hat is taken at
+  eps_hat = log(1 + 1/(lambda-1)) from the base's own RDP curve (improved conversion), or from a
+  user-supplied ``delta_of_epsilon``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from dpfast.accounting._descriptions import MechanismDescription
+from dpfast.accounting.rdp import DEFAULT_ORDERS, check_orders, rdp_to_delta
+
+__all__ = [
+    "tnb_expected_count",
+    "tuning_rdp_truncated_negative_binomial",
+    "tuning_rdp_poisson",
+    "PrivateHyperparameterTuning",
+]
+
+
+def tnb_expected_count(eta: float, gamma: float) -> float:
+    """E[K] of the truncated negative binomial D_{eta,gamma} (Papernot & Steinke 2022, Sec. 2)."""
+    eta, gamma = float(eta), float(gamma)
+    if not eta > -1 or not 0 < gamma < 1:
+        raise ValueError(f"need eta > -1 and 0 < gamma < 1, got eta={eta!r}, gamma={gamma!r}")
+    if eta == 0:
+        return (1 / gamma - 1) / math.log(1 / gamma)
+    return eta * (1 - gamma) / (gamma * (1 - gamma ** eta))
+
+
+def tuning_rdp_truncated_negative_binomial(orders, base_rdp, eta: float, gamma: float,
+                                           hat_orders=None, hat_rdp=None) -> np.ndarray:
+    """RDP curve of tuning with K ~ D_{eta,gamma} (Theorem 2; see the module docstring).
+
+    ``base_rdp`` is the base algorithm's RDP at ``orders``; lambda_hat ranges over ``hat_orders``
+    (default: ``orders``) with RDP ``hat_rdp`` (default: ``base_rdp``), and lambda_hat = 1.
+    """
+    a = check_orders(orders)
+    r = np.asarray(base_rdp, dtype=np.float64)
+    if r.shape != a.shape:
+        raise ValueError("base_rdp must have one value per order")
+    ek = tnb_expected_count(eta, gamma)
+    ha = a if hat_orders is None else check_orders(hat_orders)
+    hr = r if hat_rdp is None else np.asarray(hat_rdp, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        cand = (1 + eta) * (1 - 1 / ha) * hr + (1 + eta) * math.log(1 / gamma) / ha
+    best = min(float(np.nanmin(cand)), (1 + eta) * math.log(1 / gamma))
+    return r + best + math.log(ek) / (a - 1)
+
+
+def tuning_rdp_poisson(orders, base_rdp, mu: float,
+                       delta_of_epsilon: Optional[Callable[[float], float]] = None) -> np.ndarray:
+    """RDP curve of tuning with K ~ Poisson(mu) (Theorem 6; see the module docstring)."""
+    a = check_orders(orders)
+    r = np.asarray(base_rdp, dtype=np.float64)
+    if r.shape != a.shape:
+        raise ValueError("base_rdp must have one value per order")
+    mu = float(mu)
+    if not mu > 0 or math.isinf(mu):
+        raise ValueError(f"mu must be finite and > 0, got {mu!r}")
+    out = np.empty(a.shape)
+    for k, lam in enumerate(a):
+        if math.isinf(lam):
+            out[k] = math.inf
+            continue
+        eps_hat = math.log1p(1.0 / (lam - 1.0))
+        if delta_of_epsilon is not None:
+            dh = float(delta_of_epsilon(eps_hat))
+        else:
+            dh = rdp_to_delta(a, r, eps_hat)[0]
+        out[k] = r[k] + mu * dh + math.log(mu) / (lam - 1.0)
+    return np.maximum(out, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class PrivateHyperparameterTuning(MechanismDescription):
+    """Description (RDP only) of tuning ``base`` by repeated runs, Papernot & Steinke 2022.
+
+    ``distribution="poisson"`` with ``mean`` (mu), or ``"truncated_negative_binomial"`` with
+    ``eta`` and ``gamma``.  RDP accounting only: the PLD accountant rejects it.
+    """
+
+    base: MechanismDescription
+    distribution: str = "poisson"
+    mean: Optional[float] = None
+    eta: Optional[float] = None
+    gamma: Optional[float] = None
+
+    def __post_init__(self):
+        if not hasattr(self.base, "rdp"):
+            raise TypeError("base must be a mechanism description")
+        if self.distribution == "poisson":
+            if self.mean is None or not float(self.mean) > 0:
+                raise ValueError("distribution='poisson' needs mean > 0")
+        elif self.distribution == "truncated_negative_binomial":
+            tnb_expected_count(self.eta if self.eta is not None else float("nan"),
+                               self.gamma if self.gamma is not None else float("nan"))
+        else:
+            raise ValueError("distribution must be 'poisson' or 'truncated_negative_binomial'")
+        object.__setattr__(self, "neighbours", getattr(self.base, "neighbours", "add_remove"))
+
+    def rdp(self, orders) -> np.ndarray:
+        a = check_orders(orders)
+        r = np.asarray(self.base.rdp(a), dtype=np.float64)
+        if self.distribution == "poisson":
+            return tuning_rdp_poisson(a, r, self.mean)
+        hat = np.unique(np.concatenate([a, DEFAULT_ORDERS]))
+        return tuning_rdp_truncated_negative_binomial(a, r, self.eta, self.gamma, hat, self.base.rdp(hat))
+
+    def _pld(self, h, tail, direction):
+        raise ValueError("PrivateHyperparameterTuning is accounted with RDPAccountant only")

@@ -1,0 +1,426 @@
+"""Choosing (sigma, lambda) from a target (epsilon, delta), and the privacy actually reached.
+
+Spec ``objective_perturbation.md``, "Calibration used in the experiments (Section 5)": with
+sigma_G the noise of the (epsilon, delta)-DP Gaussian mechanism of sensitivity C, set
+sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole mechanism is
+(epsilon, delta)-DP (the paper grows lambda by 5 % steps; dpfast bisects, which is equivalent
+and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
+overridden; when lambda is given and too small the error states the smallest feasible one.
+
+Privacy of approximate minima perturbation (Algorithm 1) is computed twice, as the issue asks:
+from the RDP curve of Theorem 4.1 (converted with :func:`dpfast.accounting.rdp_to_epsilon`) and
+by composing the privacy-loss distributions of objective perturbation and of the Gaussian output
+step in :class:`dpfast.accounting.PLDAccountant`; the smaller epsilon is reported, with its name.
+All formulas are those of :mod:`dpfast.accounting.objective_perturbation`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpfast._validation import check_delta, check_epsilon
+from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
+from dpfast.accounting import objective_perturbation as op
+from dpfast.calibrate import gaussian_sigma
+
+__all__ = [
+    "PrivacyCalibration",
+    "RDP_ORDERS",
+    "amp_privacy",
+    "objective_privacy",
+    "calibrate_amp",
+    "calibrate_objective",
+    "calibrate_output",
+]
+
+#: RDP orders used for the conversions (dense near 1, where small epsilons are decided).
+RDP_ORDERS = np.unique(np.concatenate([1.0 + np.logspace(-3, 0, 60), np.linspace(2.0, 20.0, 73), np.geomspace(20.0, 1024.0, 40)]))
+
+_ACCOUNTANTS = ("best", "pld", "rdp")
+
+
+@dataclass(frozen=True)
+class PrivacyCalibration:
+    """Parameters of a calibrated private ERM mechanism and the privacy it reaches.
+
+    ``epsilon`` is the guarantee reported (with ``delta``) under add/remove neighbours for the
+    ``count``-fold composition (one-vs-rest fits ``count`` models on the same data);
+    ``accountant`` names the bound that gave it; ``epsilon_rdp`` / ``epsilon_pld`` are the two
+    bounds (NaN when not computed).
+    """
+
+    method: str
+    epsilon: float
+    delta: float
+    accountant: str
+    noise_std: float  # sigma of the objective's linear noise (0 for output perturbation)
+    regularization: float  # lambda
+    sigma_out: float  # output noise (inf when none)
+    tau: float  # gradient-norm threshold the solver must reach
+    lipschitz: float  # L (= C after clipping)
+    smoothness: float  # beta
+    count: int
+    target_epsilon: float
+    epsilon_rdp: float = math.nan
+    epsilon_pld: float = math.nan
+    noise_factor: float = math.nan  # f in sigma = f * sigma_G (NaN when sigma was given)
+
+
+def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
+    if accountant not in allowed:
+        raise ValueError(f"accountant must be one of {allowed}, got {accountant!r}")
+    return accountant
+
+
+def _check_count(count) -> int:
+    if isinstance(count, bool) or int(count) != count or int(count) < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    return int(count)
+
+
+# --------------------------------------------------------------------------------------------
+# privacy reached by given parameters
+# --------------------------------------------------------------------------------------------
+def _rdp_epsilon(rdp_curve: np.ndarray, delta: float) -> float:
+    eps, _ = rdp_to_epsilon(RDP_ORDERS, rdp_curve, delta)
+    return float(eps)
+
+
+def _pld_epsilon(descriptions, delta: float, count: int) -> float:
+    acc = PLDAccountant()
+    for d in descriptions:
+        acc.compose(d, count=count)
+    return float(acc.get_epsilon(delta))
+
+
+def _gaussian_description(sigma_out: float, sensitivity: float):
+    return Gaussian(noise_multiplier=sigma_out / sensitivity, sensitivity=sensitivity)
+
+
+def amp_privacy(
+    delta: float,
+    *,
+    noise_std: float,
+    clip: float,
+    smoothness: float,
+    regularization: float,
+    tau: float,
+    sigma_out: float,
+    count: int = 1,
+    accountant: str = "best",
+) -> tuple[float, str, float, float]:
+    """epsilon of ``count`` runs of Algorithm 1 at ``delta`` (spec, Theorem 4.1).
+
+    Returns ``(epsilon, which, epsilon_rdp, epsilon_pld)``: the RDP bound (Theorem 4.1 curve
+    times ``count``, converted with ``rdp_to_epsilon``) and the PLD bound (objective-perturbation
+    PLD and Gaussian PLD of sensitivity 2 tau/lambda, each composed ``count`` times in
+    ``PLDAccountant``); ``accountant="best"`` computes both and reports the smaller.
+    ``tau = 0`` with ``sigma_out = inf`` is plain objective perturbation.
+    """
+    delta = check_delta(delta, allow_zero=False)
+    count = _check_count(count)
+    _check_accountant(accountant)
+    e_rdp = e_pld = math.nan
+    if accountant in ("best", "rdp"):
+        curve = count * op.amp_rdp(RDP_ORDERS, noise_std, clip, smoothness, regularization, tau, sigma_out)
+        e_rdp = _rdp_epsilon(curve, delta)
+    if accountant in ("best", "pld"):
+        descs = [op.ObjectivePerturbation(noise_std, clip, smoothness, regularization)]
+        if tau > 0:
+            sens = op.amp_output_sensitivity(tau, regularization)
+            descs.append(_gaussian_description(sigma_out, sens))
+        e_pld = _pld_epsilon(descs, delta, count)
+    if accountant == "rdp" or (accountant == "best" and e_rdp < e_pld):
+        return e_rdp, "rdp", e_rdp, e_pld
+    return e_pld, "pld", e_rdp, e_pld
+
+
+def objective_privacy(
+    delta: float,
+    *,
+    noise_std: float,
+    lipschitz: float,
+    smoothness: float,
+    regularization: float,
+    count: int = 1,
+    accountant: str = "best",
+) -> tuple[float, str, float, float]:
+    """epsilon of ``count`` runs of objective perturbation (exact minimiser) at ``delta``.
+
+    ``count == 1``: the tight privacy profile of Theorem 3.1 is inverted exactly
+    (:func:`dpfast.accounting.objective_perturbation.objective_perturbation_epsilon`, reported
+    as ``"pld"``: it is the PLD bound without discretisation).  ``count > 1``: composed in
+    ``PLDAccountant``.  RDP: Theorem 3.2.  Same return convention as :func:`amp_privacy`.
+    """
+    delta = check_delta(delta, allow_zero=False)
+    count = _check_count(count)
+    _check_accountant(accountant)
+    e_rdp = e_pld = math.nan
+    if accountant in ("best", "rdp"):
+        curve = count * op.objective_perturbation_rdp(RDP_ORDERS, noise_std, lipschitz, smoothness, regularization)
+        e_rdp = _rdp_epsilon(curve, delta)
+    if accountant in ("best", "pld"):
+        if count == 1:
+            e_pld = op.objective_perturbation_epsilon(delta, noise_std, lipschitz, smoothness, regularization)
+        else:
+            e_pld = _pld_epsilon([op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)], delta, count)
+    if accountant == "rdp" or (accountant == "best" and e_rdp < e_pld):
+        return e_rdp, "rdp", e_rdp, e_pld
+    return e_pld, "pld", e_rdp, e_pld
+
+
+# --------------------------------------------------------------------------------------------
+# smallest lambda
+# --------------------------------------------------------------------------------------------
+def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_value: float = 1e15) -> float:
+    """Smallest x > lo (to relative ``rtol``, rounded up) with ok(x), for ok monotone in x."""
+    hi = max(start, lo * 2.0 if lo > 0 else start)
+    while not ok(hi):
+        lo = hi
+        hi *= 2.0
+        if hi > max_value:
+            raise ValueError("no regularization up to 1e15 gives the requested privacy")
+    while hi - lo > rtol * hi:
+        mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo * hi) if lo > 0 else hi / 16.0)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+        if lo == 0 and hi < 1e-12:
+            break
+    return hi
+
+
+def _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor):
+    f = float(noise_factor)
+    if not (f > 0 and math.isfinite(f)):
+        raise ValueError(f"noise_factor must be finite and > 0, got {noise_factor!r}")
+    # count-fold composition of a Gaussian of sensitivity C = one Gaussian of sensitivity sqrt(count) C
+    return f * gaussian_sigma(epsilon, delta, lipschitz * math.sqrt(count))
+
+
+@functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
+def calibrate_amp(
+    epsilon: float,
+    delta: float,
+    *,
+    clip: float,
+    smoothness: float,
+    tau: float = 0.01,
+    sigma_out: float = 0.15,
+    noise_factor: float = 1.3,
+    noise_std: float | None = None,
+    regularization: float | None = None,
+    count: int = 1,
+    accountant: str = "best",
+) -> PrivacyCalibration:
+    """Calibrate Algorithm 1 (approximate minima perturbation with gradient clipping).
+
+    Spec ``objective_perturbation.md``, Section 5: sigma = ``noise_factor`` * sigma_G with
+    sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip`` (for ``count``
+    one-vs-rest models: sensitivity sqrt(count) * clip, the Gaussian composed count times), and
+    lambda the smallest value (bisection, relative 1e-4, rounded up) for which the privacy of
+    :func:`amp_privacy` is at most ``epsilon``.  ``noise_std`` / ``regularization`` override
+    the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
+    the smallest feasible one.
+    """
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    count = _check_count(count)
+    _check_accountant(accountant)
+    tau = float(tau)
+    if not (tau > 0 and math.isfinite(tau)):
+        raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
+    sigma_out = float(sigma_out)
+    if not (sigma_out > 0 and math.isfinite(sigma_out)):
+        raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
+    beta = float(smoothness)
+    if noise_std is None:
+        sigma = _sigma_from_factor(epsilon, delta, clip, count, noise_factor)
+        f = float(noise_factor)
+    else:
+        sigma, f = float(noise_std), math.nan
+        if not (sigma > 0 and math.isfinite(sigma)):
+            raise ValueError(f"noise_std must be finite and > 0, got {noise_std!r}")
+
+    memo = {}
+
+    def privacy(lam):
+        if lam not in memo:
+            memo[lam] = amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=lam,
+                                    tau=tau, sigma_out=sigma_out, count=count, accountant=accountant)
+        return memo[lam]
+
+    def smallest():
+        # feasibility: lambda -> inf removes the Jacobian cost and the output step
+        big = 1e12 * max(beta, 1.0)
+        quick = count == 1 and accountant in ("best", "pld")
+        if (op.amp_delta(epsilon, sigma, clip, beta, big, tau, sigma_out) > delta) if quick else (privacy(big)[0] > epsilon):
+            raise ValueError(
+                f"Algorithm 1 with noise_std={sigma:.6g} cannot reach epsilon={epsilon} at delta={delta} "
+                f"for any regularization; increase noise_factor (now {noise_factor}) or noise_std"
+            )
+        if quick:
+            # exact 1-D composition (never larger than the PLD accountant's) as a fast guide,
+            # then step up until the reported accountant accepts
+            lam = _smallest_feasible(
+                lambda l: op.amp_delta(epsilon, sigma, clip, beta, l, tau, sigma_out) <= delta,
+                beta, max(2.0 * beta, 1e-3))
+            for _ in range(200):
+                if privacy(lam)[0] <= epsilon:
+                    return lam
+                lam *= 1.002
+            raise RuntimeError("calibration did not converge")  # pragma: no cover
+        if accountant == "rdp":
+            return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3))
+        # several models, "best" or "pld": bracket with the cheap RDP bound, refine coarsely
+        rdp_only = lambda l: amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=l,
+                                         tau=tau, sigma_out=sigma_out, count=count, accountant="rdp")[0] <= epsilon
+        try:
+            upper = _smallest_feasible(rdp_only, beta, max(2.0 * beta, 1e-3))
+        except ValueError:
+            upper = big
+        lo = beta
+        hi = upper
+        while hi - lo > 5e-3 * hi:
+            mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo * hi) if lo > 0 else hi / 16.0)
+            if privacy(mid)[0] <= epsilon:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    if regularization is None:
+        lam = smallest()
+    else:
+        lam = float(regularization)
+        if not (lam > beta and math.isfinite(lam)):
+            raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
+        if privacy(lam)[0] > epsilon:
+            raise ValueError(
+                f"regularization={lam:.6g} is too small for ({epsilon}, {delta})-DP with noise_std={sigma:.6g}; "
+                f"the smallest feasible regularization is {smallest():.6g}"
+            )
+    eps, which, e_rdp, e_pld = privacy(lam)
+    return PrivacyCalibration("amp", eps, delta, which, sigma, lam, sigma_out, tau, float(clip), beta, count,
+                              epsilon, e_rdp, e_pld, f)
+
+
+@functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
+def calibrate_objective(
+    epsilon: float,
+    delta: float,
+    *,
+    lipschitz: float,
+    smoothness: float,
+    noise_factor: float = 1.3,
+    noise_std: float | None = None,
+    regularization: float | None = None,
+    count: int = 1,
+    accountant: str = "best",
+) -> PrivacyCalibration:
+    """Calibrate Gaussian objective perturbation (exact minimiser; spec Theorems 3.1-3.2, 2.8).
+
+    ``accountant``: ``"best"``/``"pld"`` use the tight privacy profile (closed form, exact
+    smallest lambda for one model), ``"rdp"`` the RDP curve, ``"kifer"`` Kifer et al.'s
+    sufficient condition (sigma and lambda = 2 beta/eps from their theorem, ignoring
+    ``noise_factor``; several models split (epsilon, delta) evenly) -- for comparison.
+    """
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    count = _check_count(count)
+    _check_accountant(accountant, _ACCOUNTANTS + ("kifer",))
+    L, beta = float(lipschitz), float(smoothness)
+    if accountant == "kifer":
+        e1, d1 = epsilon / count, delta / count
+        sig_k, lam_k = op.kifer_objective_perturbation(e1, d1, L, beta)
+        sigma = sig_k if noise_std is None else float(noise_std)
+        lam = lam_k if regularization is None else float(regularization)
+        if not op.kifer_is_private(e1, d1, sigma, L, beta, lam):
+            raise ValueError(
+                f"Kifer et al.'s condition needs noise_std >= {sig_k:.6g} and regularization >= {lam_k:.6g} "
+                f"for ({e1:.6g}, {d1:.3g}) per model"
+            )
+        return PrivacyCalibration("objective", epsilon, delta, "kifer", sigma, lam, math.inf, 0.0, L, beta, count,
+                                  epsilon)
+    if noise_std is None:
+        sigma = _sigma_from_factor(epsilon, delta, L, count, noise_factor)
+        f = float(noise_factor)
+    else:
+        sigma, f = float(noise_std), math.nan
+
+    def privacy(lam):
+        return objective_privacy(delta, noise_std=sigma, lipschitz=L, smoothness=beta, regularization=lam,
+                                 count=count, accountant=accountant)
+
+    def smallest():
+        if count == 1 and accountant in ("best", "pld"):
+            return op.objective_perturbation_min_regularization(epsilon, delta, sigma, L, beta)
+        big = 1e12 * max(beta, 1.0)
+        if privacy(big)[0] > epsilon:
+            raise ValueError(
+                f"objective perturbation with noise_std={sigma:.6g} cannot reach epsilon={epsilon} for any "
+                f"regularization; increase noise_factor or noise_std"
+            )
+        return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3),
+                                  rtol=1e-4 if accountant == "rdp" else 5e-3)
+
+    if regularization is None:
+        lam = smallest()
+    else:
+        lam = float(regularization)
+        if not (lam > beta and math.isfinite(lam)):
+            raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
+        if privacy(lam)[0] > epsilon:
+            raise ValueError(
+                f"regularization={lam:.6g} is too small for ({epsilon}, {delta})-DP with noise_std={sigma:.6g}; "
+                f"the smallest feasible regularization is {smallest():.6g}"
+            )
+    eps, which, e_rdp, e_pld = privacy(lam)
+    return PrivacyCalibration("objective", eps, delta, which, sigma, lam, math.inf, 0.0, L, beta, count, epsilon,
+                              e_rdp, e_pld, f)
+
+
+@functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
+def calibrate_output(
+    epsilon: float,
+    delta: float,
+    *,
+    lipschitz: float,
+    tau: float,
+    regularization: float | None = None,
+    sigma_out: float = 0.15,
+    count: int = 1,
+) -> PrivacyCalibration:
+    """Calibrate Gaussian output perturbation of an approximate minimiser.
+
+    Sensitivity (add/remove; lectures.md C1a, spec ``mechanisms.md``): the exact minimisers of
+    neighbouring objectives are within L/lambda, and each approximate minimiser with
+    ||grad F|| <= tau is within tau/lambda of its exact one (strong convexity), so
+    Delta_2 = (L + 2 tau)/lambda.  The noise is the analytic Gaussian sigma for
+    (epsilon, delta) and sensitivity sqrt(count) * Delta_2 (``count`` one-vs-rest models),
+    exact, reported as ``"gaussian"``.  Default lambda (data-independent heuristic): the one
+    that makes the per-coordinate noise equal to ``sigma_out``.
+    """
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    count = _check_count(count)
+    L = float(lipschitz)
+    tau = float(tau)
+    if not (tau >= 0 and math.isfinite(tau)):
+        raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
+    unit = gaussian_sigma(epsilon, delta, math.sqrt(count))
+    if regularization is None:
+        so = float(sigma_out)
+        if not (so > 0 and math.isfinite(so)):
+            raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
+        lam = (L + 2.0 * tau) * unit / so
+    else:
+        lam = float(regularization)
+        if not (lam > 0 and math.isfinite(lam)):
+            raise ValueError(f"regularization must be finite and > 0, got {regularization!r}")
+    sigma = unit * (L + 2.0 * tau) / lam
+    return PrivacyCalibration("output", epsilon, delta, "gaussian", 0.0, lam, sigma, tau, L, 0.0, count, epsilon)

@@ -1,0 +1,499 @@
+"""scikit-learn style private linear models: LogisticRegression and LinearRegression.
+
+Spec ``objective_perturbation.md`` (Algorithm 1, calibration of Section 5) and issue 4
+("Estimators").  Works with ``sklearn.base.clone``, pipelines and ``cross_val_score`` when
+scikit-learn is installed, without importing it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpfast.linear_model._base import ParamsMixin
+from dpfast.linear_model._losses import glm_constants, margin_constants
+from dpfast.linear_model._mechanisms import (
+    METHODS,
+    _fit_calibrated,
+    check_finite_X,
+    check_sample_weight,
+    make_calibration,
+    row_norms,
+)
+from dpfast.random import check_random_state
+
+__all__ = ["LogisticRegression", "LinearRegression"]
+
+_ROW_NORM = ("check", "normalize", "clip")
+
+_COMMON_DOC = """
+    epsilon, delta : float
+        Target privacy, (epsilon, delta)-DP under add/remove neighbours for the whole fit
+        (all one-vs-rest models together).  ``epsilon_`` / ``delta_`` hold what was reached.
+    method : {"amp", "objective", "output"}
+        ``"amp"`` (default): Algorithm 1 of the spec -- gradient-clipped objective
+        perturbation solved to ||grad|| <= tol, then Gaussian output noise ``sigma_out``;
+        (epsilon, delta) from Theorem 4.1's RDP curve or from PLD composition in
+        ``dpfast.accounting.PLDAccountant``, the tighter (``accountant_`` says which).
+        ``"objective"``: objective perturbation, calibrated by the tight privacy profile
+        (Theorem 3.1), its RDP bound (Theorem 3.2, ``accountant="rdp"``) or Kifer et al.
+        (``accountant="kifer"``); the theorem is for the exact minimiser and the solver's error
+        (gradient norm <= tol, default 1e-8) is not charged -- prefer "amp".
+        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
+    solver : {"lbfgs", "sag", "saga"}
+        Native solver (any optimiser costs no privacy).  If it does not certify
+        ||grad F||_2 <= tol, the other of lbfgs/sag is tried from its point with 10x
+        ``max_iter``; if that fails, ``PrivacyConvergenceError`` is raised and nothing is
+        fitted (an output whose privacy is not guaranteed is never returned).
+    tol : float or None
+        The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
+    clip : float or None
+        Gradient clipping threshold C of Algorithm 1 (None: the loss's own bound on rows within
+        the norm bound, sqrt(2) for logistic regression on unit rows plus a bias feature).
+    alpha : float or None
+        The ridge lambda of sum_i l + (lambda/2)||theta||^2 (sum, not mean, over examples).
+        None: the smallest lambda for which the mechanism reaches (epsilon, delta) ("amp",
+        "objective"; bisection), or, for "output", the lambda that makes the output noise equal
+        to ``sigma_out``.  A given lambda that is too small raises ``ValueError`` stating the
+        smallest feasible one.
+    noise_std : float or None
+        sigma of the objective's noise b ~ N(0, sigma^2 I) (None: ``noise_factor`` x the
+        Gaussian mechanism's sigma for sensitivity C at (epsilon, delta)).
+    noise_factor : float
+        f of the paper's rule sigma <= f sigma_G (1.3).
+    sigma_out : float
+        Output noise of Algorithm 1 (0.15).
+    accountant : {"best", "pld", "rdp", "kifer"}
+        Which bound gives epsilon ("kifer" for method="objective" only).
+    norm_bound : float
+        Declared bound R on the rows' l2 norm before the bias feature.
+    row_norm : {"check", "normalize", "clip"}
+        ``"check"`` (default): a row with norm > R raises ``ValueError``.  ``"normalize"``:
+        every non-zero row is scaled to norm R (x R/||x||, the paper's preprocessing; a per-row
+        map that costs no privacy), also in ``predict``.  ``"clip"``: rows longer than R are
+        scaled down to R, also in ``predict``.
+    fit_intercept : bool
+        Append a constant feature ``intercept_scaling`` (its coefficient, times the scaling, is
+        ``intercept_``); rows then have norm <= sqrt(R^2 + intercept_scaling^2).
+    max_iter : int
+        Solver iterations (L-BFGS) or epochs (SAG).
+    random_state : None, int, numpy Generator or dpfast.random.SecureRandom
+        The randomness of the mechanism (scikit-learn's name for ``rng``).
+"""
+
+_ATTR_DOC = """
+    Attributes
+    ----------
+    coef_, intercept_ : the released (private) parameters.
+    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
+    accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
+    sigma_ : noise std of the objective perturbation (0 for "output").
+    sigma_out_ : output noise std (inf for "objective").
+    lambda_ : the ridge coefficient used.
+    n_iter_, grad_norm_ : solver iterations and certified gradient norm (<= tol), per model.
+    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration`.
+"""
+
+
+def _slack(R: float, dtype) -> float:
+    """The norm bound widened by the rounding of a row norm computed in ``dtype``.
+
+    Rows scaled to norm R in float32 can come out at R (1 + 1e-7); the privacy constants are
+    computed for this widened (data-independent) bound, and the check accepts rows within it.
+    """
+    eps = np.finfo(dtype).eps if np.dtype(dtype).kind == "f" else np.finfo(np.float64).eps
+    return float(R) * (1.0 + 8.0 * float(eps))
+
+
+def _check_choice(value, allowed, name):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+class _PrivateLinearModel(ParamsMixin):
+    _loss = "logistic"
+
+    # ------------------------------------------------------------------ preprocessing
+    def _validate_common(self):
+        _check_choice(self.method, METHODS, "method")
+        _check_choice(self.row_norm, _ROW_NORM, "row_norm")
+        R = float(self.norm_bound)
+        if not (R > 0 and math.isfinite(R)):
+            raise ValueError(f"norm_bound must be finite and > 0, got {self.norm_bound!r}")
+        s = float(self.intercept_scaling)
+        if self.fit_intercept and not (s > 0 and math.isfinite(s)):
+            raise ValueError(f"intercept_scaling must be finite and > 0, got {self.intercept_scaling!r}")
+        return R, (s if self.fit_intercept else 0.0)
+
+    @staticmethod
+    def _check_X(X, n_features=None, check_finite=True):
+        import scipy.sparse as sp
+
+        if sp.issparse(X):
+            X = X.tocsr()
+            if X.dtype not in (np.float32, np.float64):
+                X = X.astype(np.float64)
+        else:
+            if isinstance(X, (str, bytes)):
+                raise TypeError("X must be a 2-d numeric array")
+            X = np.asarray(X)
+            if X.dtype.kind not in "biuf":
+                raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
+            if X.dtype not in (np.float32, np.float64):
+                X = X.astype(np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
+        if n_features is not None and X.shape[1] != n_features:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {n_features}")
+        if check_finite:
+            check_finite_X(X)
+        return X
+
+    def _transform_rows(self, X, R, *, fitting):
+        """Row map of ``row_norm`` (returns the scale factors, or None for the identity)."""
+        norms = row_norms(X)
+        if not np.isfinite(norms).all():  # a NaN/inf entry (or an overflowing row) shows in its norm
+            raise ValueError("X contains NaN or infinite entries (or a row whose norm overflows); "
+                             "private ERM needs finite, bounded rows")
+        if self.row_norm == "check":
+            if fitting:
+                worst = float(norms.max())
+                if worst > _slack(R, X.dtype):
+                    i = int(np.argmax(norms))
+                    raise ValueError(
+                        f"row {i} of X has l2 norm {worst:.6g} > norm_bound={R:.6g}; the privacy guarantee needs "
+                        "every row within the declared bound. Use row_norm='normalize' (scale rows to the bound) "
+                        "or row_norm='clip' (shrink longer rows), or declare a larger norm_bound"
+                    )
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.row_norm == "normalize":
+                scale = np.where(norms > 0, R / norms, 1.0)
+            else:  # clip
+                scale = np.where(norms > R, R / np.where(norms > 0, norms, 1.0), 1.0)
+        return scale
+
+    def _design(self, X, R, s, *, fitting):
+        """Rows after the row map, with the bias column appended (one copy at most)."""
+        import scipy.sparse as sp
+
+        scale = self._transform_rows(X, R, fitting=fitting)
+        if sp.issparse(X):
+            if scale is not None:
+                X = sp.csr_matrix(sp.diags(scale.astype(X.dtype)) @ X)
+            if s > 0:
+                X = sp.hstack([X, sp.csr_matrix(np.full((X.shape[0], 1), s, dtype=X.dtype))], format="csr")
+            return X
+        if s == 0:
+            return X if scale is None else X * scale[:, None].astype(X.dtype)
+        n, d = X.shape
+        out = np.empty((n, d + 1), dtype=X.dtype)
+        if scale is None:
+            out[:, :d] = X
+        else:
+            np.multiply(X, scale[:, None].astype(X.dtype), out=out[:, :d])
+        out[:, d] = s
+        return out
+
+    def _constants(self, R, s):
+        total = math.sqrt(R * R + s * s)
+        clip = self.clip
+        if clip is None:
+            lip_m, _ = margin_constants(self._loss_name(), getattr(self, "huber_delta", 1.0))
+            clip = total * (lip_m if math.isfinite(lip_m) else 1.0)
+        return glm_constants(self._loss_name(), total, clip, getattr(self, "huber_delta", 1.0))
+
+    def _loss_name(self):
+        return self._loss
+
+    def _fit_problems(self, X, targets, sample_weight):
+        """Fit one private model per target vector, calibrated for their composition."""
+        R, s = self._validate_common()
+        X = self._check_X(X, check_finite=False)  # finiteness: checked through the row norms
+        n = X.shape[0]
+        for t in targets:
+            if t.shape != (n,):
+                raise ValueError(f"y must have shape ({n},) to match X, got {t.shape}")
+        w = check_sample_weight(sample_weight, n)
+        Xd = self._design(X, R, s, fitting=True)
+        # constants for the bound with the rounding slack of the data type (data-independent)
+        consts = self._constants(_slack(R, X.dtype), s)
+        cal = make_calibration(self.method, self.epsilon, self.delta, consts, tol=self.tol,
+                               regularization=self.alpha, noise_std=self.noise_std,
+                               noise_factor=self.noise_factor, sigma_out=self.sigma_out,
+                               accountant=self.accountant, count=len(targets))
+        gen = check_random_state(self.random_state)
+        results = [
+            _fit_calibrated(Xd, t, self._loss_name(), cal, solver_clip=consts.solver_clip, sample_weight=w,
+                            huber_delta=getattr(self, "huber_delta", 1.0), solver=self.solver,
+                            max_iter=self.max_iter, gen=gen)
+            for t in targets
+        ]
+        coefs = np.vstack([r.coef for r in results])
+        d = X.shape[1]
+        self.n_features_in_ = d
+        if s > 0:
+            self._coef, self._intercept = coefs[:, :d].copy(), coefs[:, d] * s
+        else:
+            self._coef, self._intercept = coefs, np.zeros(len(targets))
+        self.calibration_ = cal
+        self.epsilon_ = cal.epsilon
+        self.delta_ = cal.delta
+        self.accountant_ = cal.accountant
+        self.sigma_ = cal.noise_std
+        self.sigma_out_ = cal.sigma_out
+        self.lambda_ = cal.regularization
+        self.clip_ = consts.lipschitz
+        self.smoothness_ = consts.smoothness
+        self.n_iter_ = np.array([r.n_iter for r in results])
+        self.grad_norm_ = np.array([r.grad_norm for r in results])
+        self.solver_ = tuple(r.solver for r in results)
+        return results
+
+    def _decision(self, X):
+        if not hasattr(self, "coef_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        R, s = self._validate_common()
+        X = self._check_X(X, self.n_features_in_)
+        scale = self._transform_rows(X, R, fitting=False)
+        if scale is not None:
+            import scipy.sparse as sp
+
+            X = sp.csr_matrix(sp.diags(scale) @ X) if sp.issparse(X) else X * scale[:, None]
+        return np.asarray(X @ self._coef.T) + self._intercept
+
+
+class LogisticRegression(_PrivateLinearModel):
+    __doc__ = (
+        """Differentially private logistic regression (binary, or one-vs-rest multiclass).
+
+    Default: Algorithm 1 of Redberg, Koskela & Wang 2024 (spec ``objective_perturbation.md``) with
+    the paper's calibration (sigma = 1.3 sigma_G, smallest feasible lambda, tau = 0.01,
+    sigma_out = 0.15, C = the gradient bound).  Labels: {0, 1} or {-1, +1} (the positive class is
+    1), or the labels listed in ``classes``.  With more than two ``classes``, one binary model
+    per class is fitted on all the data (one-vs-rest); a person's record enters every one of
+    them, so the K fits are calibrated *together* to (epsilon, delta): the noise is set for the
+    K-fold composition (sigma_G for sensitivity sqrt(K) C) and lambda so that K-fold composition
+    meets epsilon.  ``classes`` must be given (public) for multiclass: reading the label set off
+    the data would leak it.
+
+    Parameters
+    ----------"""
+        + _COMMON_DOC
+        + """    classes : sequence or None
+        The public label set (None: binary with labels in {0, 1} or {-1, +1}).
+"""
+        + _ATTR_DOC
+        + """    classes_ : the label set, in the order of predict_proba's columns.
+"""
+    )
+
+    _estimator_type = "classifier"
+    _loss = "logistic"
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        method: str = "amp",
+        solver: str = "lbfgs",
+        tol: float | None = None,
+        clip: float | None = None,
+        alpha: float | None = None,
+        noise_std: float | None = None,
+        noise_factor: float = 1.3,
+        sigma_out: float = 0.15,
+        accountant: str = "best",
+        norm_bound: float = 1.0,
+        row_norm: str = "check",
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        classes=None,
+        max_iter: int = 1000,
+        random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.method = method
+        self.solver = solver
+        self.tol = tol
+        self.clip = clip
+        self.alpha = alpha
+        self.noise_std = noise_std
+        self.noise_factor = noise_factor
+        self.sigma_out = sigma_out
+        self.accountant = accountant
+        self.norm_bound = norm_bound
+        self.row_norm = row_norm
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.classes = classes
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _label_set(self, y):
+        if self.classes is not None:
+            classes = np.asarray(self.classes)
+            if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+                raise ValueError(f"classes must list at least two distinct labels, got {self.classes!r}")
+            bad = ~np.isin(y, classes)
+            if bad.any():
+                raise ValueError(f"y has labels outside classes={classes.tolist()}: {np.unique(y[bad])[:5].tolist()}")
+            return classes
+        if y.dtype.kind not in "biuf":
+            raise ValueError("labels must be in {0, 1} or {-1, +1}; pass classes=[...] for other label sets")
+        if y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinite entries")
+        vals = np.unique(y)
+        if np.isin(vals, [0, 1]).all():
+            return np.array([0, 1])
+        if np.isin(vals, [-1, 1]).all():
+            return np.array([-1, 1])
+        raise ValueError(
+            f"logistic regression labels must be in {{0, 1}} or {{-1, +1}}, got {vals[:5].tolist()}; "
+            "pass classes=[...] (the public label set) for other labels or multiclass"
+        )
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit privately; see the class docstring for the guarantee.  Returns self."""
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d, got shape {y.shape}")
+        classes = self._label_set(y)
+        if classes.size == 2:
+            targets = [np.where(y == classes[1], 1.0, -1.0)]
+        else:
+            targets = [np.where(y == c, 1.0, -1.0) for c in classes]
+        self._fit_problems(X, targets, sample_weight)
+        self.classes_ = classes
+        self.coef_ = self._coef
+        self.intercept_ = self._intercept
+        return self
+
+    def decision_function(self, X):
+        """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest."""
+        d = self._decision(X)
+        return d[:, 0] if d.shape[1] == 1 else d
+
+    def predict_proba(self, X):
+        """Class probabilities (sigmoid; one-vs-rest scores normalised to sum to 1)."""
+        d = self._decision(X)
+        p = 0.5 * (1.0 + np.tanh(0.5 * d))  # stable sigmoid
+        if p.shape[1] == 1:
+            return np.hstack([1.0 - p, p])
+        tot = p.sum(axis=1, keepdims=True)
+        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / p.shape[1])
+
+    def predict(self, X):
+        d = self._decision(X)
+        idx = (d[:, 0] > 0).astype(int) if d.shape[1] == 1 else np.argmax(d, axis=1)
+        return self.classes_[idx]
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy."""
+        y = np.asarray(y)
+        correct = (self.predict(X) == y).astype(float)
+        return float(np.average(correct, weights=sample_weight))
+
+
+class LinearRegression(_PrivateLinearModel):
+    __doc__ = (
+        """Differentially private ridge (squared loss) or Huber regression.
+
+    Default: Algorithm 1 of the spec on the gradient-clipped squared loss (the clipped loss is a
+    Huber loss with threshold C/||x||: convex, GLM, 1-smooth in the margin), calibrated as the
+    paper does for logistic regression.  Labels are any finite reals; clipping bounds each
+    example's gradient whatever the label, but the default C assumes labels roughly in [-1, 1]
+    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip``.
+
+    Parameters
+    ----------"""
+        + _COMMON_DOC
+        + """    loss : {"squared", "huber"}
+    huber_delta : float
+        Threshold of the Huber loss.
+"""
+        + _ATTR_DOC
+    )
+
+    _estimator_type = "regressor"
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        method: str = "amp",
+        loss: str = "squared",
+        huber_delta: float = 1.0,
+        solver: str = "lbfgs",
+        tol: float | None = None,
+        clip: float | None = None,
+        alpha: float | None = None,
+        noise_std: float | None = None,
+        noise_factor: float = 1.3,
+        sigma_out: float = 0.15,
+        accountant: str = "best",
+        norm_bound: float = 1.0,
+        row_norm: str = "check",
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        max_iter: int = 1000,
+        random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.method = method
+        self.loss = loss
+        self.huber_delta = huber_delta
+        self.solver = solver
+        self.tol = tol
+        self.clip = clip
+        self.alpha = alpha
+        self.noise_std = noise_std
+        self.noise_factor = noise_factor
+        self.sigma_out = sigma_out
+        self.accountant = accountant
+        self.norm_bound = norm_bound
+        self.row_norm = row_norm
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _loss_name(self):
+        return _check_choice(self.loss, ("squared", "huber"), "loss")
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit privately; see the class docstring for the guarantee.  Returns self."""
+        y = np.asarray(y)
+        if y.dtype.kind not in "biuf":
+            raise TypeError(f"y must be real numbers, got dtype {y.dtype}")
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d, got shape {y.shape}")
+        y = y.astype(np.float64)
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinite entries")
+        self._fit_problems(X, [y], sample_weight)
+        self.coef_ = self._coef[0]
+        self.intercept_ = float(self._intercept[0])
+        self.n_iter_ = int(self.n_iter_[0])
+        self.grad_norm_ = float(self.grad_norm_[0])
+        return self
+
+    def predict(self, X):
+        return self._decision(X)[:, 0]
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2."""
+        y = np.asarray(y, dtype=np.float64)
+        pred = self.predict(X)
+        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, float)
+        ybar = np.average(y, weights=w)
+        ss_res = float(np.sum(w * (y - pred) ** 2))
+        ss_tot = float(np.sum(w * (y - ybar) ** 2))
+        return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)

@@ -1,0 +1,81 @@
+"""Constants of the GLM losses that the privacy mechanisms need.
+
+Spec ``objective_perturbation.md``, "Setting": for l(theta; z) = f(x^T theta; y) the mechanisms
+need L >= ||grad l|| = |f'| ||x|| and beta >= f'' ||x||^2.  With the gradient-clipped loss of
+Algorithm 1 (|f'_C| <= C/||x||), L = C and beta is unchanged (Theorem F.3: l_C stays convex,
+GLM and beta-smooth).  The losses are those of the solver (``csrc/glm/losses.hpp``):
+
+=================  ==========================  ===================  ===========
+loss               f(u; y)                      sup |f'|             sup f''
+=================  ==========================  ===================  ===========
+logistic           log(1 + exp(-y u)), y=+-1    1                    1/4
+squared            (u - y)^2 / 2                unbounded            1
+huber              Huber(u - y; delta)          delta                1
+smoothed_hinge     Rennie & Srebro 2005         1                    1
+=================  ==========================  ===================  ===========
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants"]
+
+LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
+
+
+def margin_constants(loss: str, huber_delta: float = 1.0) -> tuple[float, float]:
+    """(sup |f'|, sup f'') of the loss in the margin u = x^T theta (labels |y| <= 1)."""
+    if loss == "logistic":
+        return 1.0, 0.25
+    if loss == "squared":
+        return math.inf, 1.0
+    if loss == "huber":
+        d = float(huber_delta)
+        if not (d > 0 and math.isfinite(d)):
+            raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
+        return d, 1.0
+    if loss == "smoothed_hinge":
+        return 1.0, 1.0
+    raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+
+
+@dataclass(frozen=True)
+class GLMConstants:
+    """Privacy constants of a (clipped) GLM loss on rows with ||x|| <= ``row_norm``.
+
+    ``lipschitz`` (L) bounds every per-example gradient norm; ``smoothness`` (beta) bounds
+    f'' ||x||^2; ``solver_clip`` is the clipping threshold to pass to the solver (None when
+    clipping at ``lipschitz`` would never act).
+    """
+
+    loss: str
+    row_norm: float
+    lipschitz: float
+    smoothness: float
+    solver_clip: float | None
+
+
+def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_delta: float = 1.0) -> GLMConstants:
+    """L and beta for the mechanisms (spec ``objective_perturbation.md``, "Setting", Algorithm 1).
+
+    ``row_norm`` bounds ||x|| of every row the solver sees (bias feature included).
+    ``clip`` = C clips each per-example gradient to norm <= C (Algorithm 1, step 1); the loss
+    is then C-Lipschitz.  Without clipping L = sup|f'| * row_norm, which is infinite for the
+    squared loss (a ``ValueError`` then asks for ``clip``).
+    """
+    R = float(row_norm)
+    if not (R > 0 and math.isfinite(R)):
+        raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
+    lip_m, smooth_m = margin_constants(loss, huber_delta)
+    natural = lip_m * R
+    if clip is None:
+        if math.isinf(natural):
+            raise ValueError(f"the {loss} loss has an unbounded gradient; set clip (the gradient clipping threshold C)")
+        return GLMConstants(loss, R, natural, smooth_m * R * R, None)
+    C = float(clip)
+    if not (C > 0 and math.isfinite(C)):
+        raise ValueError(f"clip must be finite and > 0, got {clip!r}")
+    if C >= natural:
+        return GLMConstants(loss, R, natural, smooth_m * R * R, None)
+    return GLMConstants(loss, R, C, smooth_m * R * R, C)

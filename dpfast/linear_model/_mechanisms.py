@@ -1,0 +1,276 @@
+"""Private ERM mechanisms for GLMs: output perturbation, objective perturbation and
+approximate minima perturbation with gradient clipping (Algorithm 1).
+
+Spec ``objective_perturbation.md`` ("The mechanism", "Algorithm 1") and ``mechanisms.md``
+("ERM mechanisms"; output perturbation from lectures.md C1a).  Add/remove neighbours.
+Privacy numbers come from :mod:`dpfast.linear_model._calibration`, which calls the formulas in
+:mod:`dpfast.accounting.objective_perturbation`; the optimisation is
+:func:`dpfast.linear_model._solver.minimize_glm`.
+
+Rule kept here: an output is released only when the solver certified ||grad F||_2 <= tol at
+the returned point (the exact gradient norm of a full pass).  Otherwise the solve is retried
+once from that point with the other solver ("lbfgs" <-> "sag") and 10x the iterations (the
+optimiser costs no privacy: Algorithm 1, step 4); if that fails too,
+:class:`PrivacyConvergenceError` is raised and nothing is released.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpfast.linear_model._calibration import (
+    PrivacyCalibration,
+    calibrate_amp,
+    calibrate_objective,
+    calibrate_output,
+)
+from dpfast.linear_model._losses import glm_constants
+from dpfast.linear_model._solver import minimize_glm
+from dpfast.random import check_random_state
+
+__all__ = [
+    "PrivacyConvergenceError",
+    "PrivateGLMResult",
+    "METHODS",
+    "private_glm",
+    "output_perturbation",
+    "objective_perturbation",
+    "approximate_minima_perturbation",
+]
+
+METHODS = ("amp", "objective", "output")
+#: default gradient-norm threshold per method (amp: the paper's tau = 0.01)
+DEFAULT_TOL = {"amp": 0.01, "output": 0.01, "objective": 1e-8}
+
+
+class PrivacyConvergenceError(RuntimeError):
+    """The solver did not certify ||grad F|| <= tol; no output was released."""
+
+
+@dataclass(frozen=True)
+class PrivateGLMResult:
+    """A private coefficient vector and how it was obtained.
+
+    ``coef`` (d,): the released parameters.  ``calibration``: the
+    :class:`~dpfast.linear_model._calibration.PrivacyCalibration` (epsilon, delta, sigma,
+    lambda, sigma_out, tau, L, beta, accountant).  ``grad_norm``: the certified gradient norm
+    of the (perturbed) objective at the solver's point, before output noise.  ``n_iter``:
+    solver iterations (L-BFGS) or epochs (SAG), summed over a fallback.  ``solver``: the one
+    that certified the point.
+    """
+
+    coef: np.ndarray
+    calibration: PrivacyCalibration
+    grad_norm: float
+    n_iter: int
+    solver: str
+
+
+def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter, gen):
+    res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+                       huber_delta=huber_delta, solver=solver, tol=tol, max_iter=max_iter, rng=gen)
+    n_iter = res.n_iter
+    if not (res.converged and res.grad_norm <= tol):
+        other = "sag" if solver == "lbfgs" else "lbfgs"
+        res2 = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+                            huber_delta=huber_delta, solver=other, tol=tol, max_iter=10 * max_iter,
+                            coef0=res.coef, rng=gen)
+        n_iter += res2.n_iter
+        if not (res2.converged and res2.grad_norm <= tol):
+            raise PrivacyConvergenceError(
+                f"the solvers did not reach ||grad F|| <= tol={tol:.3g} (best {min(res.grad_norm, res2.grad_norm):.3g}; "
+                f"{solver}: {res.message}; {other}: {res2.message}); no output is released because its "
+                "privacy would not be guaranteed. Increase max_iter, or tol (for method='amp' a larger tol "
+                "is charged through the output noise)"
+            )
+        res = res2
+    return res, n_iter
+
+
+def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_weight, huber_delta, solver,
+                    max_iter, gen) -> PrivateGLMResult:
+    """Run the mechanism described by ``cal`` on prepared data (rows within the bound, labels
+    in the solver's convention, bias column appended)."""
+    d = X.shape[1]
+    linear = None
+    if cal.method in ("amp", "objective"):
+        linear = cal.noise_std * gen.standard_normal(d)  # b ~ N(0, sigma^2 I_d)
+    res, n_iter = _minimize_certified(X, y, loss, alpha=cal.regularization, linear=linear, clip=solver_clip,
+                                      sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
+                                      tol=cal.tau if cal.method != "objective" else _objective_tol(cal),
+                                      max_iter=max_iter, gen=gen)
+    coef = np.array(res.coef, dtype=np.float64, copy=True)
+    if cal.method in ("amp", "output"):
+        coef += cal.sigma_out * gen.standard_normal(d)
+    return PrivateGLMResult(coef, cal, float(res.grad_norm), int(n_iter), res.solver)
+
+
+def _objective_tol(cal: PrivacyCalibration) -> float:
+    return cal.tau if cal.tau > 0 else DEFAULT_TOL["objective"]
+
+
+def check_rows(X, norm_bound: float) -> np.ndarray:
+    """Row l2 norms of dense or CSR ``X``; ``ValueError`` when one exceeds ``norm_bound``."""
+    norms = row_norms(X)
+    worst = float(norms.max()) if norms.size else 0.0
+    if worst > norm_bound:
+        i = int(np.argmax(norms))
+        raise ValueError(
+            f"row {i} of X has l2 norm {worst:.6g} > norm_bound={norm_bound:.6g}; the privacy guarantee needs "
+            "every row within the declared bound. Normalise or clip the rows (row_norm='normalize' or "
+            "'clip' in the estimators), or declare a larger norm_bound"
+        )
+    return norms
+
+
+def row_norms(X) -> np.ndarray:
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        Xc = X.tocsr()
+        sq = np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=np.float64).ravel()
+        return np.sqrt(sq)
+    X = np.asarray(X)
+    return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
+
+
+def private_glm(
+    X,
+    y,
+    loss: str = "logistic",
+    *,
+    epsilon: float,
+    delta: float,
+    method: str = "amp",
+    norm_bound: float = 1.0,
+    clip: float | None = None,
+    tol: float | None = None,
+    regularization: float | None = None,
+    noise_std: float | None = None,
+    noise_factor: float = 1.3,
+    sigma_out: float = 0.15,
+    accountant: str = "best",
+    huber_delta: float = 1.0,
+    sample_weight=None,
+    solver: str = "lbfgs",
+    max_iter: int = 1000,
+    count: int = 1,
+    random_state=None,
+) -> PrivateGLMResult:
+    """Fit a GLM privately on rows with ||x_i|| <= ``norm_bound`` (no intercept is added).
+
+    ``method``:
+
+    * ``"amp"`` -- Algorithm 1 of the spec (approximate minima perturbation with gradient
+      clipping): minimise sum l_C + (lambda/2)||theta||^2 + b.theta, b ~ N(0, sigma^2 I), to
+      ||grad|| <= tol (tau, default 0.01), then add N(0, sigma_out^2 I).  (epsilon, delta)-DP by
+      Theorem 4.1 (RDP) or PLD composition, the tighter reported.
+    * ``"objective"`` -- objective perturbation (Theorems 3.1/3.2, or Kifer et al. with
+      ``accountant="kifer"``).  Its theorem covers the *exact* minimiser; dpfast solves to
+      ``tol`` (default 1e-8) and releases that point without output noise, so the guarantee holds
+      up to this solver error, which is not charged.  Prefer ``"amp"``, whose guarantee covers
+      the solver.
+    * ``"output"`` -- Gaussian output perturbation of the regularised minimiser, sensitivity
+      (L + 2 tol)/lambda (covers the solver error).
+
+    ``clip`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
+    squared loss) bounds every per-example gradient; L = min(C, sup|f'| * norm_bound),
+    beta = sup f'' * norm_bound^2 (:func:`dpfast.linear_model._losses.glm_constants`).
+    ``sample_weight`` must lie in [0, 1] (weights above 1 would raise the sensitivity).
+    ``count`` > 1 calibrates for ``count`` such fits on the same data (one-vs-rest).
+    Labels: {-1, +1} for logistic / smoothed hinge.  Raises ``ValueError`` for rows over the
+    bound, NaN/inf, a too small ``regularization`` (stating the smallest feasible one), and
+    :class:`PrivacyConvergenceError` when the solver cannot certify ``tol``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    gen = check_random_state(random_state)
+    norm_bound = float(norm_bound)
+    if not (norm_bound > 0 and math.isfinite(norm_bound)):
+        raise ValueError(f"norm_bound must be finite and > 0, got {norm_bound!r}")
+    check_finite_X(X)
+    dtype = X.dtype if X.dtype.kind == "f" else np.float64
+    norm_bound = norm_bound * (1.0 + 8.0 * float(np.finfo(dtype).eps))  # rounding slack of the norms
+    check_rows(X, norm_bound)
+    sample_weight = check_sample_weight(sample_weight, X.shape[0])
+    consts = glm_constants(loss, norm_bound, clip, huber_delta)
+    cal = make_calibration(method, epsilon, delta, consts, tol=tol, regularization=regularization,
+                           noise_std=noise_std, noise_factor=noise_factor, sigma_out=sigma_out,
+                           accountant=accountant, count=count)
+    return _fit_calibrated(X, np.asarray(y, dtype=np.float64), loss, cal, solver_clip=consts.solver_clip,
+                           sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
+                           max_iter=max_iter, gen=gen)
+
+
+def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noise_std, noise_factor, sigma_out,
+                     accountant, count) -> PrivacyCalibration:
+    """The calibration of ``method`` for the loss constants ``consts`` (see private_glm)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    tau = DEFAULT_TOL[method] if tol is None else float(tol)
+    if not (tau > 0 and math.isfinite(tau)):
+        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    if method == "amp":
+        if accountant == "kifer":
+            raise ValueError("accountant='kifer' applies to method='objective' only")
+        return calibrate_amp(epsilon, delta, clip=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
+                             sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
+                             regularization=regularization, count=count, accountant=accountant)
+    if method == "objective":
+        cal = calibrate_objective(epsilon, delta, lipschitz=consts.lipschitz, smoothness=consts.smoothness,
+                                  noise_factor=noise_factor, noise_std=noise_std, regularization=regularization,
+                                  count=count, accountant=accountant)
+        return _replace(cal, tau=tau)
+    if noise_std is not None:
+        raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its noise from "
+                         "(epsilon, delta, regularization)")
+    return calibrate_output(epsilon, delta, lipschitz=consts.lipschitz, tau=tau, regularization=regularization,
+                            sigma_out=sigma_out, count=count)
+
+
+def _replace(cal, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cal, **kw)
+
+
+def check_finite_X(X) -> None:
+    import scipy.sparse as sp
+
+    data = X.data if sp.issparse(X) else np.asarray(X)
+    if data.dtype.kind not in "biuf":
+        raise TypeError(f"X must hold real numbers, got dtype {data.dtype}")
+    if not np.isfinite(data).all():
+        raise ValueError("X contains NaN or infinite entries; private ERM needs finite, bounded rows")
+
+
+def check_sample_weight(sample_weight, n: int):
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight)
+    if w.dtype.kind not in "biuf":
+        raise TypeError(f"sample_weight must be real numbers, got dtype {w.dtype}")
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    if not np.isfinite(w).all() or (w < 0).any() or (w > 1).any():
+        raise ValueError("sample_weight must lie in [0, 1]: a weight above 1 multiplies the example's "
+                         "sensitivity, which the privacy calibration does not allow")
+    return w
+
+
+def approximate_minima_perturbation(X, y, loss: str = "logistic", **kwargs) -> PrivateGLMResult:
+    """Algorithm 1 of the spec; :func:`private_glm` with ``method="amp"``."""
+    return private_glm(X, y, loss, method="amp", **kwargs)
+
+
+def objective_perturbation(X, y, loss: str = "logistic", **kwargs) -> PrivateGLMResult:
+    """Gaussian objective perturbation; :func:`private_glm` with ``method="objective"``."""
+    return private_glm(X, y, loss, method="objective", **kwargs)
+
+
+def output_perturbation(X, y, loss: str = "logistic", **kwargs) -> PrivateGLMResult:
+    """Gaussian output perturbation; :func:`private_glm` with ``method="output"``."""
+    return private_glm(X, y, loss, method="output", **kwargs)

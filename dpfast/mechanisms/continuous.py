@@ -1,0 +1,315 @@
+"""Laplace and Gaussian mechanisms on real arrays: the fast, vectorized path.
+
+Spec: ``mechanisms.md`` (Conventions; Samplers: Laplace, Gaussian) and ``lectures.md`` B2-B4.
+
+All functions take array-likes of any shape and broadcast their parameters NumPy-style
+(``values``, ``sensitivity`` and ``epsilon`` are broadcast together; the result has the
+broadcast shape).  float32 input gives float32 output, float64 stays float64, integers and
+bools become float64.  The noise is drawn in a native kernel (``dpfast._core``) that releases
+the GIL and uses several threads for large arrays; the output depends only on the random
+stream, never on the number of threads.
+
+Randomness (``rng=``): ``None``, an ``int`` seed, a ``numpy.random.Generator`` or
+:class:`dpfast.random.SecureRandom` (see :func:`dpfast.random.check_random_state`).  The same
+seed gives the same output on every run; a scalar input gives exactly the value a 1-element
+array gives.  For Laplace noise, output ``i`` is a function of the ``i``-th 64-bit word of the
+stream alone, so ``n`` scalar calls on one Generator reproduce one call of length ``n`` (a call
+on Python floats skips the kernel and evaluates the same formula on the same word in Python:
+same double, about 1 microsecond; Gaussian calls on Python floats likewise run the kernel's
+ziggurat in Python on the same words).
+For Gaussian noise (a 256-layer ziggurat), output ``i`` is a function of word ``i`` except for
+the about 1.2% of outputs whose first word the ziggurat rejects: those are finished, in index
+order, with the words that follow the first ``n`` (csrc/samplers/continuous.hpp, add_noise).
+
+.. warning::
+   These samplers are **not floating-point safe**.  They return IEEE doubles built with
+   ``log`` and a ziggurat; the set of representable outputs depends on the input, and an
+   adversary who sees all bits of the output can learn the input (Mironov 2012, "On
+   significance of the least significant bits for differential privacy").  The guarantee
+   below holds for the idealised real-valued mechanism.  When the exact bits are released,
+   use the floating-point-safe samplers in :mod:`dpfast.mechanisms.discrete`
+   (``discrete_laplace``, ``discrete_gaussian``: exact, integer arithmetic) and
+   :mod:`dpfast.mechanisms.snapping` (Mironov's snapping mechanism for real-valued Laplace),
+   paired with :class:`dpfast.random.SecureRandom`.
+
+Threads: the environment variable ``DPFAST_NUM_THREADS`` caps the number of threads used by
+the kernel (default: the number of usable CPUs, at most 4).
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional, Union
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from dpfast import _core
+from dpfast._validation import check_positive, check_values
+from dpfast.calibrate import gaussian_sigma, laplace_scale
+from dpfast.random import RandomLike, check_random_state, native_stream
+
+__all__ = ["laplace", "gaussian", "laplace_noise", "gaussian_noise"]
+
+Result = Union[np.ndarray, np.floating]
+_PY_REAL = (float, int)
+_TWO_M53 = 2.0**-53
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+_CPUS = _cpu_count()
+
+
+def _n_threads(n: int) -> int:
+    """Threads for a kernel call on n values (1 below two blocks: nothing to share)."""
+    if n <= _core.NOISE_BLOCK:
+        return 1
+    env = os.environ.get("DPFAST_NUM_THREADS")
+    if env:
+        try:
+            t = int(env)
+        except ValueError:
+            t = 0
+        if t < 1:
+            raise ValueError(f"DPFAST_NUM_THREADS must be a positive integer, got {env!r}")
+        return t
+    return max(1, min(_CPUS, 4))
+
+
+def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng) -> Result:
+    """out = values + scale * noise with values/scale broadcast to ``shape`` (validated)."""
+    gen = check_random_state(rng)
+    if type(scale) is float:
+        finite = math.isfinite(scale)
+        scale = np.full(1, scale)
+    else:
+        scale = np.asarray(scale, dtype=np.float64)
+        finite = bool(np.isfinite(scale).all())
+    if not finite:
+        raise ValueError("the noise scale overflows (sensitivity / epsilon is not a finite double); "
+                         "epsilon is too small for this sensitivity")
+    if scale.size == 1:
+        scale_arr = scale.reshape(1)
+    else:
+        scale_arr = np.ascontiguousarray(np.broadcast_to(scale, shape))
+    if values is not None:
+        if values.shape != shape:
+            values = np.broadcast_to(values, shape)
+        values = np.ascontiguousarray(values, dtype=dtype)
+    out = np.empty(shape, dtype=dtype)
+    with native_stream(gen) as cap:
+        kernel(cap, out, values, scale_arr, _n_threads(out.size))
+    return out if out.ndim else out[()]
+
+
+def _broadcast_shape(*shapes, names) -> tuple:
+    if all(s == shapes[0] for s in shapes[1:]) or all(not s for s in shapes[1:]):
+        return shapes[0]
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        desc = ", ".join(f"{n} {s}" for n, s in zip(names, shapes))
+        raise ValueError(f"shapes do not broadcast: {desc}") from None
+
+
+def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
+            rng: RandomLike = None) -> Result:
+    """The Laplace mechanism: ``values + Lap(sensitivity / epsilon)`` noise, elementwise.
+
+    Guarantee (``mechanisms.md`` Samplers/Laplace; ``lectures.md`` B2): if ``values`` = f(X)
+    and ``sensitivity`` bounds the **l1** sensitivity ||f(X) - f(X')||_1 over neighbouring
+    data sets (under whichever neighbouring relation the caller used to derive it), the
+    output is (epsilon, 0)-DP.  Noise of scale b = sensitivity / epsilon
+    (:func:`dpfast.calibrate.laplace_scale`) is added to every entry.  With array parameters,
+    entry i gets scale sensitivity_i / epsilon_i; the release is then
+    max_{X~X'} sum_i epsilon_i |f_i(X) - f_i(X')| / sensitivity_i - DP.
+
+    Not floating-point safe (see the module docstring); for exact bits use
+    :mod:`dpfast.mechanisms.snapping` or :mod:`dpfast.mechanisms.discrete`.
+
+    Parameters
+    ----------
+    values : array_like
+        Finite real values (any shape); float32 stays float32, other types become float64.
+    sensitivity : float or array_like
+        l1 sensitivity, > 0 and finite; broadcast against ``values``.
+    epsilon : float or array_like
+        > 0 and finite; broadcast against ``values``.
+    rng : None, int, numpy.random.Generator or SecureRandom
+
+    Returns
+    -------
+    ndarray of the broadcast shape (a NumPy scalar for 0-d input).
+
+    Raises
+    ------
+    ValueError
+        NaN/inf in ``values``; non-positive or non-finite ``sensitivity``/``epsilon``;
+        shapes that do not broadcast.
+    TypeError
+        Non-numeric ``values`` or an ``rng`` of an unsupported type.
+    """
+    if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL:
+        # Python-scalar fast path: the kernel's formula on the same single word (output i of
+        # add_laplace is a function of word i alone), so it returns the identical double.
+        b = float(sensitivity) / float(epsilon) if 0 < epsilon < math.inf and 0 < sensitivity < math.inf else math.nan
+        if math.isfinite(values) and math.isfinite(b):
+            w = int(check_random_state(rng).bit_generator.random_raw())
+            e = -math.log(((w >> 11) + 1) * _TWO_M53)
+            return np.float64(values + b * (-e if w & 1 else e))
+    x = check_values(values)
+    scale = laplace_scale(epsilon, sensitivity)
+    shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "scale"))
+    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng)
+
+
+_ZIG_R = 3.6541528853610087963519472518
+_ZIG_INV_R = 0.27366123732975827203338247596
+_ZIG_V = 4.92867323399e-3
+_ZIG = None
+
+
+def _ziggurat_tables():
+    """The kernel's ziggurat tables (NormalZiggurat in csrc/samplers/continuous.hpp), computed
+    by the same recursion with the same libm: identical doubles."""
+    global _ZIG
+    if _ZIG is None:
+        r, v, m = _ZIG_R, _ZIG_V, 2.0**52
+        k, w, f = [0] * 256, [0.0] * 256, [0.0] * 256
+        dn = tn = r
+        q = v / math.exp(-0.5 * dn * dn)
+        k[0], k[1], w[0], w[255] = int((dn / q) * m), 0, q / m, dn / m
+        f[0], f[255] = 1.0, math.exp(-0.5 * dn * dn)
+        for i in range(254, 0, -1):
+            dn = math.sqrt(-2.0 * math.log(v / dn + math.exp(-0.5 * dn * dn)))
+            k[i + 1] = int((dn / tn) * m)
+            tn = dn
+            f[i] = math.exp(-0.5 * dn * dn)
+            w[i] = dn / m
+        _ZIG = (k, w, f)
+    return _ZIG
+
+
+def _py_std_normal(bg) -> float:
+    """One N(0, 1) draw exactly as the kernel's add_noise with n = 1 (normal_fast, then
+    normal_slow on the following words); used for Python-float scalar calls."""
+    k, w, f = _ziggurat_tables()
+    word = int(bg.random_raw())
+    while True:
+        idx, neg, rabs = word & 0xFF, (word >> 8) & 1, (word >> 9) & 0xFFFFFFFFFFFFF
+        x = rabs * w[idx]
+        if rabs < k[idx]:
+            return -x if neg else x
+        if idx == 0:
+            while True:
+                xx = -_ZIG_INV_R * math.log1p(-((int(bg.random_raw()) >> 11) * _TWO_M53))
+                yy = -math.log1p(-((int(bg.random_raw()) >> 11) * _TWO_M53))
+                if yy + yy > xx * xx:
+                    return -(_ZIG_R + xx) if neg else _ZIG_R + xx
+        if (f[idx - 1] - f[idx]) * ((int(bg.random_raw()) >> 11) * _TWO_M53) + f[idx] < math.exp(-0.5 * x * x):
+            return -x if neg else x
+        word = int(bg.random_raw())
+
+
+def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delta: float,
+             rng: RandomLike = None, calibration: str = "analytic") -> Result:
+    """The Gaussian mechanism: ``values + N(0, sigma^2)`` noise, elementwise.
+
+    Guarantee (``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3-B4): if
+    ``sensitivity`` bounds the **l2** sensitivity ||f(X) - f(X')||_2 over neighbouring data
+    sets (under whichever neighbouring relation the caller used to derive it; replace-one
+    sensitivities are typically twice the add/remove ones, ``mechanisms.md`` Conventions),
+    the output is (epsilon, delta)-DP, with sigma from
+    :func:`dpfast.calibrate.gaussian_sigma`:
+
+    * ``calibration="analytic"`` (default): the smallest sigma whose exact privacy profile
+      Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) is <= delta
+      (Balle & Wang 2018, Theorem 8); valid for every epsilon > 0.
+    * ``calibration="classical"``: sigma = D sqrt(2 ln(1.25/delta)) / epsilon (Dwork & Roth,
+      Theorem A.1); valid for epsilon < 1 only (epsilon >= 1 raises ``ValueError``).
+
+    With array ``epsilon``/``sensitivity``, entry i gets sigma(epsilon_i, delta,
+    sensitivity_i); ``delta`` is a scalar.
+
+    Not floating-point safe (see the module docstring); for exact bits use
+    ``discrete_gaussian`` in :mod:`dpfast.mechanisms.discrete`.
+
+    Parameters
+    ----------
+    values : array_like
+        Finite real values (any shape); float32 stays float32, other types become float64.
+    sensitivity : float or array_like
+        l2 sensitivity, > 0 and finite.
+    epsilon : float or array_like
+        > 0 and finite.
+    delta : float
+        In (0, 1).
+    rng : None, int, numpy.random.Generator or SecureRandom
+    calibration : {"analytic", "classical"}
+
+    Raises
+    ------
+    ValueError
+        Bad ``values``, ``sensitivity``, ``epsilon``, ``delta`` or ``calibration``.
+    """
+    if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL \
+            and math.isfinite(values):
+        # Python-scalar fast path: the kernel's ziggurat in Python, same words, same double.
+        sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)  # validates
+        if type(sigma) is float and math.isfinite(sigma):
+            return np.float64(values + sigma * _py_std_normal(check_random_state(rng).bit_generator))
+    x = check_values(values)
+    sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
+    shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma"))
+    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng)
+
+
+def _noise_dtype(dtype: DTypeLike) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def _noise_shape(scale_shape: tuple, size, name: str) -> tuple:
+    if size is None:
+        return scale_shape
+    shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"size must be non-negative, got {size!r}")
+    try:
+        np.broadcast_to(np.empty(scale_shape, dtype=np.uint8), shape)
+    except ValueError:
+        raise ValueError(f"{name} of shape {scale_shape} does not broadcast to size {shape}") from None
+    return shape
+
+
+def laplace_noise(scale: ArrayLike, size=None, rng: RandomLike = None,
+                  dtype: DTypeLike = np.float64) -> Result:
+    """Laplace(0, scale) noise, like ``numpy.random.Generator.laplace(0, scale, size)``.
+
+    ``scale`` (> 0, finite; array or scalar) is broadcast to ``size`` (default: its own
+    shape).  Same kernel and stream semantics as :func:`laplace` (``laplace_noise(b, n,
+    rng=s)`` equals ``laplace(np.zeros(n), b, 1.0, rng=s)``).  Not floating-point safe.
+    """
+    scale = check_positive(scale, "scale")
+    shape = _noise_shape(np.shape(scale), size, "scale")
+    return _add_noise(_core.add_laplace, None, _noise_dtype(dtype), shape, scale, rng)
+
+
+def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
+                   dtype: DTypeLike = np.float64) -> Result:
+    """N(0, sigma^2) noise, like ``numpy.random.Generator.normal(0, sigma, size)``.
+
+    ``sigma`` (> 0, finite) is broadcast to ``size`` (default: its own shape).  Same kernel
+    and stream semantics as :func:`gaussian`.  Not floating-point safe.
+    """
+    sigma = check_positive(sigma, "sigma")
+    shape = _noise_shape(np.shape(sigma), size, "sigma")
+    return _add_noise(_core.add_normal, None, _noise_dtype(dtype), shape, sigma, rng)

@@ -1,0 +1,251 @@
+"""Randomized response, binary and k-ary, with the unbiased frequency estimator.
+
+Spec: ``mechanisms.md`` (Samplers: Randomized response) and ``lectures.md`` B1, A9, E1.
+
+* Binary (``categories=None``): each bit is reported truthfully with probability
+  p = e^eps / (1 + e^eps) and flipped otherwise (lectures B1: this is the "coin" form with
+  p_coin = 2/(1+e^eps)).  epsilon-local-DP, hence epsilon-DP for each respondent's bit.
+* k-ary (``categories=k`` or a sequence of k labels), EXT (generalised / direct encoding RR,
+  Warner 1965; Kairouz, Oh & Viswanath 2014; Wang et al. 2017 "Locally differentially private
+  protocols for frequency estimation"): the truth with probability p = e^eps/(e^eps + k - 1),
+  each of the other k - 1 categories with probability q = 1/(e^eps + k - 1).  Since
+  p/q = e^eps, each report is epsilon-local-DP.
+
+Sampling (native kernel ``dpfast._core.rr_binary`` / ``rr_kary``, GIL released): one 64-bit
+word w per entry, flipped iff w < floor(P_flip 2^64), so the flip probability is exact to
+2^-64 of the double P_flip (not floating-point exact beyond that); a k-ary flip draws one
+more word for the replacement category (Lemire's unbiased bounded integers).  Entries are
+processed in order, so the same seed gives the same output and n scalar calls on one
+Generator reproduce one call of length n.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import special
+
+from dpfast import _core
+from dpfast._validation import check_epsilon
+from dpfast.random import RandomLike, check_random_state, native_stream
+
+__all__ = [
+    "randomized_response",
+    "randomized_response_debias",
+    "randomized_response_probabilities",
+]
+
+Categories = Union[None, int, Sequence, np.ndarray]
+
+
+def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
+    """(p, q): the probabilities of reporting the true category and one given other category.
+
+    p = e^eps / (e^eps + k - 1), q = 1 / (e^eps + k - 1), so p + (k - 1) q = 1 and
+    p / q = e^eps (``mechanisms.md`` Randomized response).  For k = 2, p = e^eps/(1+e^eps)
+    (``lectures.md`` B1).  Computed as 1/(1 + (k-1) e^-eps) to stay accurate for large eps.
+    Accepts array ``epsilon``.
+    """
+    epsilon = check_epsilon(epsilon)
+    k = _check_k(categories)
+    e = np.asarray(epsilon, dtype=np.float64)
+    # p = 1 / (1 + (k-1) e^{-eps}); q = e^{-eps} p.  For k = 2 use expit (exact to ulp).
+    if k == 2:
+        p = special.expit(e)
+        q = special.expit(-e)
+    else:
+        p = 1.0 / (1.0 + (k - 1) * np.exp(-e))
+        q = np.exp(-e) * p
+    if np.ndim(epsilon) == 0:
+        return float(p), float(q)
+    return p, q
+
+
+def _check_k(k) -> int:
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"categories must be None, an int >= 2 or a sequence of labels, got {k!r}")
+    if k < 2:
+        raise ValueError(f"the number of categories must be >= 2, got {k}")
+    return int(k)
+
+
+def _resolve_categories(categories: Categories):
+    """Return (k, labels or None)."""
+    if categories is None:
+        return 2, None
+    if isinstance(categories, (str, bytes)):
+        raise TypeError("categories must be None, an int >= 2 or a sequence of labels, got a string")
+    if np.ndim(categories) == 0:
+        return _check_k(categories), None
+    try:
+        labels = np.asarray(categories)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise TypeError("categories must be None, an int >= 2 or a sequence of labels") from exc
+    if labels.ndim != 1:
+        raise ValueError(f"categories must be a 1-D sequence of labels, got shape {labels.shape}")
+    if labels.size < 2:
+        raise ValueError(f"categories must hold at least 2 labels, got {labels.size}")
+    if np.unique(labels).size != labels.size:
+        raise ValueError("categories must be distinct labels")
+    return labels.size, labels
+
+
+def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
+    """Category indices in [0, k) of ``values`` (validated).
+
+    With labels: int64 indices into ``labels``.  Without: the input array itself (bool,
+    integer or integral float), checked to lie in [0, k).
+    """
+    if isinstance(values, (str, bytes)) and labels is None:
+        raise TypeError(f"{name} must be an array of {'bits' if binary else 'category indices'}, got a string")
+    arr = np.asarray(values)
+    if labels is not None:
+        order = np.argsort(labels, kind="stable")
+        sorted_labels = labels[order]
+        try:
+            pos = np.searchsorted(sorted_labels, arr)
+        except TypeError as exc:
+            raise TypeError(f"{name} are not comparable with the category labels") from exc
+        pos = np.clip(pos, 0, k - 1)
+        ok = sorted_labels[pos] == arr
+        if not np.all(ok):
+            bad = arr[~np.asarray(ok, dtype=bool)] if arr.ndim else arr
+            raise ValueError(f"{name} contain values that are not among the categories, e.g. {np.ravel(bad)[0]!r}")
+        return order[pos]
+    if arr.dtype == np.bool_:
+        return arr
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contain NaN or infinite entries")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must be integers (category indices), got non-integral floats")
+    elif arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be a bool or integer array, got dtype {arr.dtype}")
+    if arr.size:
+        lo, hi = arr.min(), arr.max()
+        if lo < 0 or hi >= k:
+            allowed = "{0, 1}" if binary else f"{{0, ..., {k - 1}}}"
+            raise ValueError(f"{name} must take values in {allowed}, got values in [{lo}, {hi}]")
+    return arr
+
+
+def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
+                        categories: Categories = None):
+    """Randomized response on every entry of ``bits`` (binary) or of a categorical array.
+
+    Guarantee (``mechanisms.md`` Randomized response; ``lectures.md`` B1, A9): each output
+    entry is epsilon-local-DP with respect to the corresponding input entry (changing one
+    respondent's value changes the probability of any report by a factor at most e^eps).
+    With array ``epsilon`` (broadcast against ``bits``), entry i is epsilon_i-LDP.
+
+    Parameters
+    ----------
+    bits : array_like
+        ``categories=None``: bools or integers in {0, 1}.  ``categories=k``: integers in
+        {0, ..., k-1}.  ``categories=labels``: entries of ``labels``.  Any shape.
+    epsilon : float or array_like
+        > 0 and finite.
+    rng : None, int, numpy.random.Generator or SecureRandom
+    categories : None, int >= 2, or a sequence of >= 2 distinct labels
+        Binary: report the truth w.p. e^eps/(1+e^eps), else the flipped bit.  k-ary: the
+        truth w.p. e^eps/(e^eps+k-1), else a uniformly chosen *other* category.
+
+    Returns
+    -------
+    ndarray of the broadcast shape: bool input gives bool, integer input its integer dtype
+    (Python ints: int64), labels give labels; a NumPy scalar for 0-d input.
+
+    Raises
+    ------
+    ValueError
+        Values outside the allowed set; bad ``epsilon``; fewer than 2 categories;
+        duplicate labels; shapes that do not broadcast.
+    TypeError
+        Non-numeric ``bits`` without labels; ``categories`` of an unsupported type.
+    """
+    k, labels = _resolve_categories(categories)
+    binary = categories is None
+    epsilon = check_epsilon(epsilon)
+    idx = _to_indices(bits, k, labels, binary, "bits" if binary else "values")
+    if np.ndim(epsilon) == 0:
+        shape = idx.shape
+    else:
+        try:
+            shape = np.broadcast_shapes(idx.shape, np.shape(epsilon))
+        except ValueError:
+            raise ValueError(f"shapes do not broadcast: values {idx.shape}, epsilon {np.shape(epsilon)}") from None
+    p, q = randomized_response_probabilities(epsilon, k)
+    flip_prob = (k - 1) * np.asarray(q, dtype=np.float64)  # 1 - p, without cancellation
+    # P(flip) = thr / 2^64 with thr = floor(flip_prob 2^64): exact to 2^-64 (flip_prob < 1).
+    thr = np.floor(np.ldexp(flip_prob, 64)).astype(np.uint64)
+    thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
+    gen = check_random_state(rng)
+    idx_b = idx if idx.shape == shape else np.broadcast_to(idx, shape)
+    if k == 2:
+        if idx_b.dtype == np.bool_ and idx_b.flags.c_contiguous:
+            src = idx_b.view(np.uint8)  # no copy
+        else:
+            src = np.ascontiguousarray(idx_b, dtype=np.uint8)
+        res = np.empty(shape, dtype=np.uint8)
+        with native_stream(gen) as cap:
+            _core.rr_binary(cap, res, src, thr)
+    else:
+        src = np.ascontiguousarray(idx_b, dtype=np.int64)
+        res = np.empty(shape, dtype=np.int64)
+        with native_stream(gen) as cap:
+            _core.rr_kary(cap, res, src, k, thr)
+    if labels is not None:
+        out = labels[res]
+    elif idx.dtype == np.bool_:
+        out = res.view(np.bool_) if k == 2 else res  # bool input with k > 2 reports integers
+    elif np.can_cast(np.min_scalar_type(k - 1), idx.dtype):
+        out = res.astype(idx.dtype, copy=False)
+    else:  # e.g. uint8 input with k > 256: the reports need a wider type
+        out = res
+    return out if np.ndim(out) else out[()]
+
+
+def randomized_response_debias(reports: ArrayLike, epsilon: float,
+                               categories: Categories = None):
+    """Unbiased estimate of the true category frequencies from randomized-response reports.
+
+    With f_j the empirical frequency of category j among the n reports and p, q from
+    :func:`randomized_response_probabilities`,
+
+        pi_j = (f_j - q) / (p - q)
+
+    (``mechanisms.md`` Randomized response; for k = 2 this is ``lectures.md`` B1/E1's
+    theta_hat = (Y_bar - p_coin/2) / (1 - p_coin)).  E[f_j] = q + (p - q) pi_j, so the
+    estimator is unbiased; its entries sum to 1 but may fall outside [0, 1] (clipping would
+    bias it).  Binary variance: (1/n)[e^eps/(e^eps-1)^2 + theta(1-theta)] (lectures B1).
+
+    Parameters
+    ----------
+    reports : array_like
+        Outputs of :func:`randomized_response` (any shape; all entries are pooled).
+    epsilon : float
+        The epsilon the reports were produced with (scalar, > 0).
+    categories : None, int or labels
+        As in :func:`randomized_response`.
+
+    Returns
+    -------
+    float (binary: the estimated proportion of ones) or ndarray of shape (k,) (the
+    estimated frequency of each category, in the order of ``range(k)`` or of the labels).
+    """
+    k, labels = _resolve_categories(categories)
+    binary = categories is None
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    idx = _to_indices(reports, k, labels, binary, "reports")
+    n = idx.size
+    if n == 0:
+        raise ValueError("reports is empty; need at least one report to estimate frequencies")
+    p, q = randomized_response_probabilities(epsilon, k)
+    # p - q = (e^eps - 1)/(e^eps + k - 1) = p * (-expm1(-eps)), without cancellation.
+    gap = p * -np.expm1(-epsilon)
+    if binary:
+        f1 = np.count_nonzero(idx) / n
+        return float((f1 - q) / gap)
+    f = np.bincount(idx.ravel().astype(np.int64, copy=False), minlength=k) / n
+    return (f - q) / gap

@@ -1,0 +1,435 @@
+"""Private selection: report-noisy-max, the exponential mechanism, one-shot top-k, streaming.
+
+Spec: ``mechanisms.md`` sections "Report-noisy-max" and "Exponential mechanism";
+``lectures.md`` B6 (RNM with Laplace noise), B7 (Gumbel-max = exponential mechanism) and
+B8 (exponential mechanism).
+
+All selections run in log space: candidate ``i`` gets the log-weight
+``z_i = c * u_i (+ log mu_i)`` with ``c = epsilon / (2 * sensitivity)``
+(``epsilon / sensitivity`` for monotonic utilities) and the output is
+``argmax_i (z_i + N_i)`` with i.i.d. standard noise ``N_i``.  Nothing is ever exponentiated,
+so utilities of magnitude 1e6 and more are fine, and the native kernel reads each candidate
+once, so 10^8 candidates cost O(chunk) memory when streamed.
+
+Neighbouring relation: ``sensitivity`` is the largest change of any single utility
+``|u(X, r) - u(X', r)|`` between neighbouring data sets X, X' under whichever relation the
+caller uses (add/remove or replace-one, spec ``mechanisms.md`` Conventions); the epsilon-DP
+guarantee holds for that same relation.  "Monotonic" means that for every pair of
+neighbours, all utilities move in the same direction (e.g. counts under add/remove).
+
+Randomness: every candidate consumes exactly one 64-bit word of the ``rng`` stream, in
+candidate order (rows in C order of the remaining axes), so a seed fixes the result, and
+the streaming interface returns the same index as the one-shot call over the concatenated
+chunks.
+
+Floating point: the noise is computed in double precision from 52 random bits per
+candidate, so, like the continuous Laplace mechanism, these samplers are not
+floating-point safe in the sense of Mironov 2012 (see Ilvento 2020, "Implementing the
+exponential mechanism with base-2 differential privacy") even under
+``dpfast.random.SecureRandom``, and the stated laws are exact up to the discretization of
+the uniforms to a grid of 2^52 points.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Union
+
+import numpy as np
+
+from dpfast import _selection
+from dpfast._validation import check_positive
+from dpfast.random import RandomLike, check_random_state
+
+__all__ = [
+    "report_noisy_max",
+    "exponential_mechanism",
+    "top_k",
+    "ExponentialMechanismStream",
+    "exponential_mechanism_stream",
+]
+
+_NOISE = {
+    "gumbel": _selection.GUMBEL,
+    "exponential": _selection.EXPONENTIAL,
+    "laplace": _selection.LAPLACE,
+}
+
+ArrayLike = Union[np.ndarray, list, tuple, float, int]
+
+
+# ----------------------------------------------------------------------------- validation
+def _check_utilities(utilities, name: str) -> np.ndarray:
+    """A float32/float64 array (float32 stays float32); NaN/inf and overflow of
+    epsilon * u / sensitivity are checked by the native kernel before it draws anything."""
+    if isinstance(utilities, (str, bytes)):
+        raise TypeError(f"{name} must be numeric, got {type(utilities).__name__}")
+    arr = np.asarray(utilities)
+    if arr.dtype != np.float64 and arr.dtype != np.float32:
+        if arr.dtype.kind in "biuf":
+            arr = arr.astype(np.float64)
+        else:
+            raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    return arr
+
+
+def _fast_positive(x, name: str) -> float:
+    """x > 0 and finite, for a real scalar; the common case without NumPy overhead."""
+    if isinstance(x, float) or type(x) is int:
+        v = float(x)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {x!r}" if not math.isnan(v) else f"{name} must be > 0, got NaN")
+        if v <= 0:
+            raise ValueError(f"{name} must be > 0, got {x!r}")
+        return v
+    return check_positive(x, name, allow_array=False)
+
+
+def _scale(epsilon, sensitivity, monotonic: bool, k: int = 1) -> float:
+    epsilon = _fast_positive(epsilon, "epsilon")
+    sensitivity = _fast_positive(sensitivity, "sensitivity")
+    if not isinstance(monotonic, (bool, np.bool_)):
+        raise TypeError(f"monotonic must be a bool, got {type(monotonic).__name__}")
+    c = epsilon / (sensitivity * k) if monotonic else epsilon / (2.0 * sensitivity * k)
+    if not (np.isfinite(c) and c > 0):
+        raise ValueError(
+            f"epsilon / sensitivity = {epsilon} / {sensitivity} is not a positive finite number"
+        )
+    return float(c)
+
+
+def _normalize_axis(axis, ndim: int) -> int:
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for utilities with {ndim} dimension(s)")
+    return int(axis) % ndim
+
+
+def _to_rows(u: np.ndarray, axis: int, name: str):
+    """(rows, candidates) C-contiguous view/copy and the output shape of the other axes."""
+    if u.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension (the candidates)")
+    ax = _normalize_axis(axis, u.ndim)
+    n = u.shape[ax]
+    if n == 0:
+        raise ValueError(f"{name} has no candidates along axis {axis}")
+    if u.ndim == 1:
+        return np.ascontiguousarray(u).reshape(1, n), (), 0
+    moved = np.moveaxis(u, ax, -1)
+    out_shape = moved.shape[:-1]
+    return np.ascontiguousarray(moved.reshape(-1, n)), out_shape, ax
+
+
+def _log_base_measure(base_measure, shape, ax: int, n: int) -> np.ndarray:
+    """log of a non-negative base measure broadcast to the utilities, as (rows, n)."""
+    if isinstance(base_measure, (str, bytes)):
+        raise TypeError("base_measure must be numeric")
+    try:
+        mu = np.asarray(base_measure, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError("base_measure must be a real array") from exc
+    if np.isnan(mu).any() or np.isinf(mu).any():
+        raise ValueError("base_measure must be finite (no NaN or inf entries)")
+    if (mu < 0).any():
+        raise ValueError("base_measure must be non-negative")
+    try:
+        mu = np.broadcast_to(mu, shape)
+    except ValueError as exc:
+        raise ValueError(
+            f"base_measure of shape {np.shape(base_measure)} does not broadcast to the "
+            f"utilities' shape {shape}"
+        ) from exc
+    mu = np.moveaxis(mu, ax, -1).reshape(-1, n)
+    if mu.shape[0] and not (mu > 0).any(axis=1).all():
+        raise ValueError("base_measure must have a positive entry for every selection (row)")
+    with np.errstate(divide="ignore"):
+        return np.ascontiguousarray(np.log(mu))
+
+
+def _check_noise(noise) -> int:
+    try:
+        return _NOISE[noise]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"noise must be one of 'gumbel', 'exponential', 'laplace'; got {noise!r}"
+        ) from None
+
+
+def _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, noise, name):
+    kind = _check_noise(noise)
+    c = _scale(epsilon, sensitivity, monotonic)
+    u = _check_utilities(utilities, name)
+    rows, out_shape, ax = _to_rows(u, axis, name)
+    logw = None if base_measure is None else _log_base_measure(base_measure, u.shape, ax, rows.shape[1])
+    gen = check_random_state(rng)
+    bg = gen.bit_generator
+    with bg.lock:  # what dpfast.random.native_stream does, without contextlib's overhead
+        idx = _selection.argmax_rows(bg.capsule, rows, logw, c, kind, name)
+    if not out_shape:
+        return int(idx[0])
+    return idx.reshape(out_shape)
+
+
+# ----------------------------------------------------------------------------- public API
+def report_noisy_max(
+    scores: ArrayLike,
+    sensitivity: float,
+    epsilon: float,
+    axis: int = -1,
+    noise: str = "gumbel",
+    monotonic: bool = False,
+    rng: RandomLike = None,
+):
+    """Index of the largest noisy score along ``axis`` (report-noisy-max), epsilon-DP.
+
+    Each score gets i.i.d. noise of scale ``b = 2 * sensitivity / epsilon``
+    (``sensitivity / epsilon`` when ``monotonic``) and only the argmax is released
+    (spec ``mechanisms.md`` "Report-noisy-max"; ``lectures.md`` B6, B7):
+
+    * ``noise="gumbel"``: Gumbel(0, b) -- exactly the exponential mechanism,
+      ``P(i) = softmax(epsilon * scores / (2 * sensitivity))_i`` (Gumbel-max trick, AW §7.2
+      Prop 7.1; ``epsilon * scores / sensitivity`` when monotonic);
+    * ``noise="exponential"``: one-sided Exponential(b) -- the permute-and-flip mechanism
+      (McKenna & Sheldon 2020; the equivalence is Ding et al. 2021, arXiv:2105.07260), epsilon-DP and
+      never worse in expected utility than the exponential mechanism.  Its law is
+      ``P(i) = p_i * integral_0^1 prod_{j != i} (1 - p_j t) dt`` with
+      ``p_j = exp((s_j - max s) / b)``; it is *not* the softmax law;
+    * ``noise="laplace"``: Laplace(0, b) (AW §5.1 Prop 5.1, Dwork & Roth 2014 Claim 3.9).
+
+    The factor 2 dropped for monotonic scores is valid for all three: the survival function
+    of each noise satisfies ``S(x + d) >= exp(-d / b) S(x)``, which is all the monotone proof
+    (Dwork & Roth, Claim 3.9) uses.
+
+    Parameters
+    ----------
+    scores : array_like, at least 1-D
+        Real, finite scores; the candidates run along ``axis``; one selection is made for
+        every position of the other axes (batched).
+    sensitivity : float
+        ``max |score(X, i) - score(X', i)|`` over candidates i and neighbours X, X' (the
+        l-infinity sensitivity of the score vector), > 0.
+    epsilon : float
+        Privacy budget of one selection (> 0, finite; nats).
+    axis : int
+        Axis of the candidates.
+    noise : {"gumbel", "exponential", "laplace"}
+    monotonic : bool
+        True when on every pair of neighbours all scores move in the same direction.
+    rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
+
+    Returns
+    -------
+    int or ndarray of int64
+        The selected index: an ``int`` for 1-D scores, else an array of the other axes' shape.
+    """
+    return _select(scores, sensitivity, epsilon, axis, monotonic, None, rng, noise, "scores")
+
+
+def exponential_mechanism(
+    utilities: ArrayLike,
+    sensitivity: float,
+    epsilon: float,
+    axis: int = -1,
+    monotonic: bool = False,
+    base_measure: Optional[ArrayLike] = None,
+    rng: RandomLike = None,
+):
+    """The exponential mechanism over a finite set of candidates, epsilon-DP.
+
+    Samples ``i`` with ``P(i) proportional to mu_i * exp(epsilon * u_i / (2 * sensitivity))``
+    (``exp(epsilon * u_i / sensitivity)`` when ``monotonic``) -- spec ``mechanisms.md``
+    "Exponential mechanism", ``lectures.md`` B8 (McSherry & Talwar 2007) -- exactly, by the
+    Gumbel-max trick in log space (``lectures.md`` B7):
+    ``argmax_i [c u_i + log mu_i + G_i]`` with ``G_i`` standard Gumbel.  Utilities are never
+    exponentiated; the kernel skips, with one integer comparison, every candidate whose
+    random word provably cannot beat the running maximum.
+
+    Parameters
+    ----------
+    utilities : array_like, at least 1-D
+        Finite utilities; candidates along ``axis``; batched over the other axes.
+    sensitivity : float
+        ``Delta u = max |u(X, i) - u(X', i)|`` over candidates and neighbours (> 0).
+    epsilon : float
+        Privacy budget of one selection (> 0, finite).
+    axis : int
+    monotonic : bool
+        True when the utilities of all candidates move in the same direction between any
+        neighbours; the mechanism is then epsilon-DP with ``epsilon * u / sensitivity``.
+    base_measure : array_like, optional
+        Non-negative weights ``mu`` broadcastable to ``utilities`` (default: uniform); a
+        candidate with weight 0 is never selected; each selection needs a positive weight.
+    rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
+
+    Returns
+    -------
+    int or ndarray of int64
+    """
+    return _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, "gumbel",
+                   "utilities")
+
+
+def top_k(
+    utilities: ArrayLike,
+    k: int,
+    sensitivity: float,
+    epsilon: float,
+    axis: int = -1,
+    monotonic: bool = False,
+    base_measure: Optional[ArrayLike] = None,
+    rng: RandomLike = None,
+) -> np.ndarray:
+    """Private top-k by one-shot Gumbel noise; epsilon-DP in total (``epsilon`` is the whole budget).
+
+    Adds i.i.d. Gumbel noise of scale ``2 k sensitivity / epsilon`` (``k sensitivity / epsilon``
+    when ``monotonic``) to every utility (plus ``log mu``) and returns the indices of the k
+    largest noisy values, largest first.
+
+    Guarantee (Durfee & Rogers 2019, "Practical differentially private top-k selection with
+    pay-what-you-get composition", NeurIPS; spec ``mechanisms.md`` "One-shot top-k"): the
+    ordered output has exactly the law of k rounds of the *peeling* exponential mechanism,
+    each round an ``(epsilon / k)``-DP exponential mechanism over the candidates not yet
+    chosen.  Basic composition makes the released ordered k-tuple epsilon-DP (pure), under
+    the neighbouring relation that ``sensitivity`` refers to.  For a tighter (eps', delta)
+    statement, account the k rounds of ``(epsilon / k)``-DP exponential mechanisms with an
+    accountant (e.g. bounded-range composition, Dong, Durfee & Rogers 2020).
+
+    Parameters
+    ----------
+    utilities : array_like, at least 1-D
+    k : int
+        1 <= k <= number of candidates (with positive base measure).
+    sensitivity, epsilon, axis, monotonic, base_measure, rng
+        As in :func:`exponential_mechanism`; ``epsilon`` is the total budget of the k picks.
+
+    Returns
+    -------
+    ndarray of int64, shape ``other_axes + (k,)``
+    """
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    k = int(k)
+    c = _scale(epsilon, sensitivity, monotonic, k=max(k, 1))
+    u = _check_utilities(utilities, "utilities")
+    rows, out_shape, ax = _to_rows(u, axis, "utilities")
+    n = rows.shape[1]
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be between 1 and the number of candidates ({n}), got {k}")
+    logw = None
+    if base_measure is not None:
+        logw = _log_base_measure(base_measure, u.shape, ax, n)
+        if rows.shape[0] and int(np.isfinite(logw).sum(axis=1).min()) < k:
+            raise ValueError(f"base_measure must have at least k = {k} positive entries in every row")
+    gen = check_random_state(rng)
+    bg = gen.bit_generator
+    with bg.lock:
+        idx = _selection.topk_rows(bg.capsule, rows, logw, c, k)
+    return idx.reshape(out_shape + (k,))
+
+
+class ExponentialMechanismStream:
+    """Exponential mechanism (or report-noisy-max) over candidates arriving in chunks.
+
+    Memory is O(chunk): the state is the running maximum of the noisy log-weights and its
+    index (spec ``mechanisms.md``, "Streaming: keep the running (max, argmax) over chunks").
+    The result has the same law as :func:`exponential_mechanism` (or
+    :func:`report_noisy_max` with the same ``noise``) over the concatenation of all chunks,
+    and with the same seed it is the same index.  The guarantee is the one of the one-shot
+    call: epsilon-DP for the single index released by :meth:`result`.  Releasing
+    intermediate results is a separate release each time (compose them).
+
+    Example
+    -------
+    >>> s = ExponentialMechanismStream(sensitivity=1.0, epsilon=1.0, rng=0)
+    >>> for chunk in chunks:          # doctest: +SKIP
+    ...     s.update(chunk)
+    >>> s.result()                    # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        sensitivity: float,
+        epsilon: float,
+        *,
+        monotonic: bool = False,
+        noise: str = "gumbel",
+        rng: RandomLike = None,
+    ) -> None:
+        self._kind = _check_noise(noise)
+        self._c = _scale(epsilon, sensitivity, monotonic)
+        self._gen = check_random_state(rng)
+        self._best = -np.inf
+        self._index = -1
+        self._seen = 0
+
+    @property
+    def n_candidates(self) -> int:
+        """Number of candidates consumed so far."""
+        return self._seen
+
+    def update(self, utilities: ArrayLike, base_measure: Optional[ArrayLike] = None):
+        """Consume one 1-D chunk of utilities (optionally with its base measure); returns self."""
+        u = _check_utilities(utilities, "utilities")
+        if u.ndim != 1:
+            raise ValueError(f"a chunk of utilities must be 1-D, got shape {u.shape}")
+        if u.size == 0:
+            return self
+        u = np.ascontiguousarray(u)
+        logw = None
+        if base_measure is not None:
+            if isinstance(base_measure, (str, bytes)):
+                raise TypeError("base_measure must be numeric")
+            mu = np.asarray(base_measure, dtype=np.float64)
+            if mu.ndim == 0:
+                mu = np.broadcast_to(mu, u.shape)
+            if mu.shape != u.shape:
+                raise ValueError(
+                    f"base_measure chunk of shape {mu.shape} does not match the utilities chunk {u.shape}"
+                )
+            if not np.isfinite(mu).all():
+                raise ValueError("base_measure must be finite (no NaN or inf entries)")
+            if (mu < 0).any():
+                raise ValueError("base_measure must be non-negative")
+            with np.errstate(divide="ignore"):
+                logw = np.ascontiguousarray(np.log(mu))
+        bg = self._gen.bit_generator
+        with bg.lock:
+            self._best, self._index, self._seen = _selection.argmax_chunk(
+                bg.capsule, u, logw, self._c, self._kind, self._best, self._index, self._seen
+            )
+        return self
+
+    def result(self) -> int:
+        """The selected global index (0-based position in the concatenated stream)."""
+        if self._index < 0:
+            if self._seen == 0:
+                raise ValueError("no candidates were given to the stream")
+            raise ValueError("base_measure must have a positive entry (all candidates had weight 0)")
+        return int(self._index)
+
+
+def exponential_mechanism_stream(
+    chunks: Iterable,
+    sensitivity: float,
+    epsilon: float,
+    monotonic: bool = False,
+    rng: RandomLike = None,
+    noise: str = "gumbel",
+) -> int:
+    """Exponential mechanism over an iterable of 1-D utility chunks, O(chunk) memory.
+
+    Each item of ``chunks`` is a 1-D array of utilities or a pair ``(utilities,
+    base_measure)``.  Returns the selected index in the concatenation of the chunks; same law
+    (and, for the same seed, same index) as :func:`exponential_mechanism` over the
+    concatenated utilities.  epsilon-DP as the one-shot mechanism (spec ``mechanisms.md``,
+    "Exponential mechanism", streaming).  ``noise`` as in :func:`report_noisy_max`.
+    """
+    stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng)
+    for item in chunks:
+        if isinstance(item, tuple):
+            if len(item) != 2:
+                raise ValueError("a chunk must be an array of utilities or a (utilities, base_measure) pair")
+            stream.update(item[0], item[1])
+        else:
+            stream.update(item)
+    return stream.result()

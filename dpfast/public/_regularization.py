@@ -1,0 +1,422 @@
+"""Regularization learner (Algorithm 3) for linear predictors, with exact Perturb calibration.
+
+Spec: ``public_data.md`` sections 1.6 (sum vs average), 2.3 (Algorithm 3), 3.2 (Lemma 2),
+4.2-4.3 (calibration, linear instantiation), 4.6 (why the paper's constants are not used).
+Block, Bun, Desai, Shetty & Wu 2024, Algorithm 3 + Algorithm 1.
+
+Algorithm (native path, :func:`regularization_learner`)
+---------------------------------------------------------
+Rows x_i in R^p (an intercept column of ones is appended to private and public rows when
+``fit_intercept``), public rows Z (m x p), ``S = Z^T Z / m``, ``M = 2 eta S + r I`` (r = ridge > 0).
+
+1. Clip every private row to ``||x||_{M^{-1}} <= C`` (``x <- x min(1, C / ||x||_{M^{-1}})``): a
+   per-record map fixed by public data, so it preserves neighbouring datasets.  Default C is
+   the median of ``||z_k||_{M^{-1}}`` over the public rows (the largest lets one rare public
+   row -- e.g. a rare one-hot category -- inflate the noise; on Adult the median was better,
+   see benchmarks/results/public.md).
+2. Oracle call 1 (``minimize_glm``, native L-BFGS), the objective **as implemented** (a sum):
+   ``F_D(w) = sum_i l(y_i, <w, x_i>) + (1/2) w^T H w``, ``H = N M``
+   (``quadratic = 2 N eta S``, ``alpha = N r``), i.e. N times Algorithm 3's averaged objective
+   ``L_D(f_w) + eta ||f_w||_m^2`` plus a ridge ``(r/2)||w||^2`` (spec 1.6), with N = n under
+   replace-one (n is public there) and N = ``n_scale`` (a data-independent constant you pass)
+   under add/remove.
+3. Perturb: release ``t = Z w_bar + gamma zeta`` (Gaussian: (eps, delta); Laplace: eps).
+4. Oracle call 2: ``w_hat = argmin ||Z w - t||^2`` (minimum norm; a function of (Z, t) only).
+
+Stability of the objective as implemented (the bound the calibration uses)
+---------------------------------------------------------------------------
+The paper's Lemma 2 (``||f_bar - f_bar'||_m <= 2 / sqrt(eta n)``) needs a loss with range in
+[0, 1] on a bounded class; the unconstrained GLM has neither, so dpfast uses the first-order
+(Lipschitz) argument instead, which needs only |l'(y, v)| <= lam for all y, v
+(``loss_constants``: logistic 1, smoothed hinge 1, Huber delta; squared loss is rejected):
+
+* F_D is 1-strongly convex in ``||u||_H = sqrt(u^T H u)`` (the loss is convex).
+* Let w = argmin F_D, w' = argmin F_D'.  Replace-one (record i -> i'):
+  ``||w - w'||_H^2 <= <grad F_D(w') - grad F_D(w), w' - w> = <grad l_i(w') - grad l_i'(w'), w' - w>
+  <= (||grad l_i(w')||_{H^-1} + ||grad l_i'(w')||_{H^-1}) ||w' - w||_H``, and
+  ``||grad l_i(w)||_{H^-1} = |l'| ||x_i||_{H^-1} <= lam C / sqrt(N)``.  So
+  ``||w - w'||_H <= rho_H = 2 lam C / sqrt(N)``; add/remove: one term, ``rho_H = lam C / sqrt(N)``.
+* Solver slack: at the returned w~ with gradient g, strong convexity gives
+  ``||w~ - w||_H <= ||g||_{H^-1}``.  dpfast requires ``||g||_{H^-1} <= tau = slack * rho_H``
+  (checked exactly; the solver is re-run with more iterations, and a ``RuntimeError`` is raised
+  if it still fails -- an event that has not occurred in our tests but that the guarantee
+  excludes), so ``||w~ - w~'||_H <= rho_H + 2 tau``.
+* Empirical norm: ``||f_u||_m = ||u||_S <= kappa ||u||_H``,
+  ``kappa^2 = lambda_max(H^{-1/2} S H^{-1/2}) = max_j s_j / (N (2 eta s_j + r))`` (s_j the
+  eigenvalues of S).  Hence **rho = kappa (rho_H + 2 tau)**, about ``2 lam C / (N sqrt(2 eta))``
+  -- order 1/n, against the paper's 1/sqrt(eta n) (spec 4.3 "Lipschitz-refined" option, proved
+  here).  Laplace also gets the l1 bound ``||Z u||_1 <= (sum_k ||z_k||_{H^-1}) ||u||_H``; the
+  smaller of that and ``m rho`` is used.
+* Release subset: Perturb may release the predictions at only the first ``release_size`` public
+  rows R (all rows define S, M and C).  The argument above bounds ``||w~ - w~'||_H``, so it holds
+  for any R, with kappa = sigma_max(R H^{-1/2}) / sqrt(|R|) and the l1 sum taken over R
+  (:func:`regularization_stability`).  The Laplace noise grows with |R|, hence its default
+  |R| = min(m, 2p).
+
+Perturb then adds Gaussian noise calibrated to l2 sensitivity ``sqrt(m) rho`` (analytic) or
+Laplace noise to l1 sensitivity (see :mod:`dpfast.public._perturb`).  Everything except the
+private rows enters only through w~, so the released w_hat is (eps, delta)-DP (eps-DP) for
+every public sample Z, whatever the private distribution.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast.calibrate import gaussian_sigma
+from dpfast.public._perturb import _mechanism, perturb, project_linear
+from dpfast.random import RandomLike
+
+__all__ = [
+    "RegularizationResult",
+    "PublicGeometry",
+    "public_geometry",
+    "regularization_stability",
+    "default_eta",
+    "regularization_learner",
+    "regularization_learner_generic",
+    "LIPSCHITZ_LOSSES",
+]
+
+LIPSCHITZ_LOSSES = ("logistic", "smoothed_hinge", "huber")
+
+
+def _solver():
+    from dpfast.linear_model._solver import glm_loss_and_grad, loss_constants, minimize_glm
+
+    return minimize_glm, glm_loss_and_grad, loss_constants
+
+
+@dataclass(frozen=True)
+class PublicGeometry:
+    """Everything Algorithm 3 derives from the public sample (no private data).
+
+    ``S`` public second moment; ``M = 2 eta S + r I``; ``eig_S`` eigenvalues of S and ``U`` its
+    eigenvectors; ``public_norms`` = ||z_k||_{M^{-1}}; ``clip_norm`` C.
+    """
+
+    S: np.ndarray
+    eig_S: np.ndarray
+    U: np.ndarray
+    eta: float
+    ridge: float
+    clip_norm: float
+    public_norms: np.ndarray
+
+    @property
+    def eig_M(self) -> np.ndarray:
+        return 2.0 * self.eta * self.eig_S + self.ridge
+
+    def m_inv_norms(self, X: np.ndarray) -> np.ndarray:
+        """||x||_{M^{-1}} for each row of X."""
+        XU = X @ self.U
+        return np.sqrt(np.einsum("ij,ij->i", XU, XU / self.eig_M))
+
+    def clip(self, X: np.ndarray) -> np.ndarray:
+        """Scale rows to ||x||_{M^{-1}} <= C (a per-record, public-data-defined map)."""
+        norms = self.m_inv_norms(X)
+        scale = np.minimum(1.0, self.clip_norm / np.maximum(norms, 1e-300))
+        return X * scale[:, None]
+
+
+def public_geometry(Z: np.ndarray, eta: float, ridge: Optional[float] = None, clip_norm: Optional[float] = None) -> PublicGeometry:
+    """Public quantities for :func:`regularization_learner`.
+
+    Defaults: ``ridge = 1e-2 * 2 eta * mean eig(S)``; ``clip_norm`` = median of the public rows'
+    ``||z||_{M^-1}``.  Both depend on the public rows only.
+    """
+    m, p = Z.shape
+    S = (Z.T @ Z) / m
+    S = 0.5 * (S + S.T)
+    eig, U = np.linalg.eigh(S)
+    eig = np.maximum(eig, 0.0)
+    eta = check_positive(eta, "eta", allow_array=False)
+    if ridge is None:
+        ridge = 1e-2 * 2.0 * eta * max(float(eig.mean()), 1e-12)
+    ridge = check_positive(ridge, "ridge", allow_array=False)
+    geo = PublicGeometry(S, eig, U, eta, ridge, 1.0, np.zeros(m))
+    norms = geo.m_inv_norms(Z)
+    if clip_norm is None:
+        clip_norm = float(np.median(norms)) if np.median(norms) > 0 else 1.0
+    clip_norm = check_positive(clip_norm, "clip_norm", allow_array=False)
+    return PublicGeometry(S, eig, U, eta, ridge, clip_norm, norms)
+
+
+def regularization_stability(
+    geo: PublicGeometry,
+    n_scale: float,
+    lipschitz: float,
+    neighbours: str = "replace_one",
+    slack: float = 0.01,
+    release_points: Optional[np.ndarray] = None,
+) -> dict:
+    """The stability bounds of the module docstring.
+
+    ``release_points`` (default: all public rows) are the public rows R whose predictions
+    Perturb releases.  Returns a dict with ``rho_H`` (H-norm bound on the exact minimisers),
+    ``tau`` (the required ||grad||_{H^-1} at the returned solution), ``kappa``
+    (= sigma_max(R H^{-1/2}) / sqrt(|R|), the worst ratio ||u||_{m} / ||u||_H on R), ``rho``
+    (the bound on ||f_bar(D) - f_bar(D')||_m over R that Perturb is calibrated to) and ``l1``
+    (= sum_{z in R} ||z||_{H^-1} (rho_H + 2 tau), a bound on the l1 sensitivity of the release).
+    With R = all public rows, kappa^2 = max_j s_j / (N (2 eta s_j + r)).
+    """
+    N = check_positive(n_scale, "n_scale", allow_array=False)
+    if neighbours == "replace_one":
+        k = 2.0
+    elif neighbours == "add_remove":
+        k = 1.0
+    else:
+        raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {neighbours!r}")
+    rho_H = k * lipschitz * geo.clip_norm / math.sqrt(N)
+    tau = slack * rho_H
+    total_H = rho_H + 2.0 * tau
+    if release_points is None:
+        kappa = math.sqrt(float(np.max(geo.eig_S / (N * geo.eig_M))))
+        l1_norms = geo.public_norms
+    else:
+        R = np.asarray(release_points, dtype=np.float64)
+        RW = (R @ geo.U) / np.sqrt(N * geo.eig_M)  # rows z^T H^{-1/2} (in S's eigenbasis)
+        kappa = float(np.linalg.norm(RW, 2)) / math.sqrt(R.shape[0])
+        l1_norms = np.linalg.norm(RW, axis=1) * math.sqrt(N)  # ||z||_{M^-1}
+    l1 = float(np.sum(l1_norms)) / math.sqrt(N) * total_H  # ||z||_{H^-1} = ||z||_{M^-1} / sqrt(N)
+    return {"rho_H": rho_H, "tau": tau, "kappa": kappa, "rho": kappa * total_H, "l1": l1}
+
+
+def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float = 1.0, m: int = 1) -> float:
+    """Data-independent eta (accuracy only): balances the bias ~eta against the noise ~c lam p /(eta n).
+
+    c is the noise multiplier of the release (analytic Gaussian sigma at unit sensitivity, or
+    sqrt(2 m)/eps for Laplace); ``eta = sqrt(2 c lam p / n)`` clipped to [1e-3, 10].  Uses only
+    public quantities (n is public under replace-one).
+    """
+    if delta > 0:
+        c = float(gaussian_sigma(epsilon, delta, 1.0))
+    else:
+        c = math.sqrt(2.0 * m) / epsilon
+    return float(np.clip(math.sqrt(2.0 * c * lipschitz * p / max(n, 1)), 1e-3, 10.0))
+
+
+@dataclass(frozen=True)
+class RegularizationResult:
+    """Released model of Algorithm 3 and its calibration (nothing here depends on w_bar except
+    through the DP release ``public_targets``).
+
+    ``coef``: w_hat (on the augmented features when fit_intercept; the last entry is the
+    intercept); ``public_targets``: the noisy public vector t; ``noise_scale`` gamma;
+    ``stability`` rho; ``sensitivity`` (l2 or l1); ``mechanism``; ``eta``; ``clip_norm``;
+    ``oracle_calls`` (2); ``solver_iterations``; ``fit_intercept``.
+    """
+
+    coef: np.ndarray
+    public_targets: np.ndarray
+    noise_scale: float
+    stability: float
+    sensitivity: float
+    mechanism: str
+    eta: float
+    ridge: float
+    clip_norm: float
+    oracle_calls: int
+    solver_iterations: int
+    fit_intercept: bool
+    neighbours: str = "replace_one"
+
+    def description(self):
+        """The release as a :mod:`dpfast.accounting` description (Gaussian or Laplace), for composition."""
+        from dpfast.accounting import Gaussian, Laplace
+
+        if self.mechanism == "gaussian":
+            return Gaussian(self.noise_scale / self.sensitivity, self.sensitivity, neighbours=self.neighbours)
+        return Laplace(self.noise_scale, self.sensitivity, neighbours=self.neighbours)
+
+    def decision_function(self, X) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if self.fit_intercept:
+            return X @ self.coef[:-1] + self.coef[-1]
+        return X @ self.coef
+
+
+def _augment(X: np.ndarray, fit_intercept: bool) -> np.ndarray:
+    return np.hstack([X, np.ones((X.shape[0], 1))]) if fit_intercept else X
+
+
+def _check_matrix(X, name: str) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (rows x features), got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return X
+
+
+def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack, max_iter, release_points=None):
+    """Oracle call 1 and its exact optimality check.  Private: returns w_bar (never release it)."""
+    minimize_glm, glm_loss_and_grad, _ = _solver()
+    stab = regularization_stability(geo, n_scale, lipschitz, neighbours, slack, release_points)
+    Xc = np.ascontiguousarray(geo.clip(Xa))
+    Q = 2.0 * n_scale * geo.eta * geo.S
+    alpha = n_scale * geo.ridge
+    lam_min_H = n_scale * float(geo.eig_M.min())
+    tol = stab["tau"] * math.sqrt(lam_min_H)  # ||g||_2 <= tol implies ||g||_{H^-1} <= tau
+    coef0 = None
+    iters = 0
+    for attempt in range(3):
+        res = minimize_glm(
+            Xc, y, loss, alpha=alpha, quadratic=Q, huber_delta=huber_delta, tol=tol,
+            max_iter=max_iter * (4 ** attempt), coef0=coef0,
+        )
+        iters += int(res.n_iter)
+        _, g = glm_loss_and_grad(Xc, y, loss, res.coef, alpha=alpha, quadratic=Q, huber_delta=huber_delta)
+        gU = g @ geo.U
+        g_hinv = math.sqrt(float(np.sum(gU * gU / (n_scale * geo.eig_M))))
+        if g_hinv <= stab["tau"]:
+            return np.asarray(res.coef, dtype=np.float64), stab, iters
+        coef0 = res.coef
+    raise RuntimeError(
+        f"the solver did not reach the optimality the privacy calibration assumes (||grad||_H^-1 = {g_hinv:.3g} > "
+        f"tau = {stab['tau']:.3g}); increase max_iter or eta"
+    )
+
+
+def regularization_learner(
+    X_private,
+    y_private,
+    X_public,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    loss: str = "logistic",
+    eta: Optional[float] = None,
+    ridge: Optional[float] = None,
+    clip_norm: Optional[float] = None,
+    fit_intercept: bool = True,
+    huber_delta: float = 1.0,
+    mechanism: Optional[str] = None,
+    neighbours: str = "replace_one",
+    n_scale: Optional[float] = None,
+    slack: float = 0.01,
+    max_iter: int = 1000,
+    release_size: Optional[int] = None,
+    rng: RandomLike = None,
+) -> RegularizationResult:
+    """Algorithm 3 + Perturb for linear predictors f_w(x) = <w, x> (spec 2.3, 4.3).
+
+    Guarantee: (epsilon, delta)-DP (``mechanism="gaussian"``, default when delta > 0) or
+    epsilon-DP (``"laplace"``, default when delta == 0) with respect to one private row under
+    ``neighbours`` ("replace_one", the paper's Definition 1; or "add_remove", which requires a
+    data-independent ``n_scale``), for every public sample.  Derivation: module docstring.
+    Assumes |l'| <= lam (``loss`` in ``LIPSCHITZ_LOSSES``; labels in {-1, +1} for logistic and
+    smoothed hinge) and that the native solver reaches the checked optimality tolerance.
+
+    Needs m >= p public rows (p = number of columns, + 1 with ``fit_intercept``) so that the
+    public points identify a linear predictor.  All m rows define S, M and C; the first
+    ``release_size`` rows (default: all for Gaussian, ``min(m, 2p)`` for Laplace, whose noise
+    grows with the number of released values) carry the Perturb release and the projection.
+    """
+    Xp = _check_matrix(X_private, "X_private")
+    Z = _check_matrix(X_public, "X_public")
+    n, d = Xp.shape
+    if Z.shape[1] != d:
+        raise ValueError(f"X_public has {Z.shape[1]} features but X_private has {d}")
+    y = np.asarray(y_private, dtype=np.float64)
+    if y.shape != (n,) or not np.isfinite(y).all():
+        raise ValueError(f"y_private must be a finite 1-D array of length {n}")
+    if loss not in LIPSCHITZ_LOSSES:
+        raise ValueError(
+            f"loss must be one of {LIPSCHITZ_LOSSES} (the stability bound needs a Lipschitz loss); got {loss!r}"
+        )
+    if loss in ("logistic", "smoothed_hinge") and not ((y == -1.0) | (y == 1.0)).all():
+        raise ValueError(f"{loss} loss needs labels in {{-1, +1}}")
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta)
+    mech = _mechanism(mechanism, delta)
+    Xa = _augment(Xp, fit_intercept)
+    Za = _augment(Z, fit_intercept)
+    m, p = Za.shape
+    if m < p:
+        raise ValueError(
+            f"the regularization learner needs at least {p} public rows (one per coefficient"
+            f"{', intercept included' if fit_intercept else ''}) so that the public points identify a linear "
+            f"predictor; got m={m}"
+        )
+    if neighbours == "replace_one":
+        N = float(n) if n_scale is None else check_positive(n_scale, "n_scale", allow_array=False)
+    elif neighbours == "add_remove":
+        if n_scale is None:
+            raise ValueError(
+                "neighbours='add_remove' needs a data-independent n_scale (the regulariser's scale in records): "
+                "under add/remove the private count n is not public"
+            )
+        N = check_positive(n_scale, "n_scale", allow_array=False)
+    else:
+        raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {neighbours!r}")
+    _, _, loss_constants = _solver()
+    lam = float(loss_constants(loss, huber_delta)[0])
+    if not math.isfinite(lam):
+        raise ValueError(f"loss {loss!r} is not Lipschitz; the stability bound does not apply")
+    if release_size is None:
+        release_size = m if mech == "gaussian" else min(m, 2 * p)
+    if eta is None:
+        eta = default_eta(int(N), p, epsilon, delta if mech == "gaussian" else 0.0, lam, int(release_size))
+    release_size = int(release_size)
+    if not p <= release_size <= m:
+        raise ValueError(f"release_size must be in [{p}, {m}] (p coefficients, m public rows), got {release_size}")
+    R = Za[:release_size]
+    geo = public_geometry(Za, eta, ridge, clip_norm)
+    w_bar, stab, iters = _stage1(
+        Xa, y, geo, N, loss, huber_delta, lam, neighbours, slack, max_iter, None if release_size == m else R
+    )
+    rel = perturb(
+        R @ w_bar, stability=stab["rho"], epsilon=epsilon, delta=delta, mechanism=mech,
+        l1_sensitivity=stab["l1"] if mech == "laplace" else None, rng=rng,
+    )
+    del w_bar
+    coef = project_linear(R, rel.noisy_values)
+    return RegularizationResult(
+        coef, rel.noisy_values, rel.noise_scale, stab["rho"], rel.sensitivity, rel.mechanism, geo.eta,
+        geo.ridge, geo.clip_norm, 2, iters, fit_intercept, neighbours,
+    )
+
+
+def regularization_learner_generic(
+    X_private,
+    y_private,
+    X_public,
+    *,
+    oracle: Callable,
+    project: Callable,
+    epsilon: float,
+    delta: float = 0.0,
+    eta: float,
+    loss_range: float = 1.0,
+    mechanism: Optional[str] = None,
+    rng: RandomLike = None,
+):
+    """Algorithm 3 + Perturb with any ERM oracle (paper Lemma 2 calibration; replace-one only).
+
+    ``oracle(X_private, y_private, X_public, eta) -> f_bar(Z)`` (the m predictions at the public
+    points) must return the **exact** minimiser over a **convex** class F of the averaged
+    objective ``(1/n) sum_i l(f(x_i), y_i) + eta ||f||_m^2`` for a loss l convex in f whose values,
+    over the predictions F can make, lie in an interval of width ``loss_range``.
+    ``project(Z, t) -> model`` is oracle call 2 (least squares on the public points); it must
+    use only its arguments.  Under these assumptions (which dpfast cannot check),
+    ``||f_bar(D) - f_bar(D')||_m <= rho = sqrt(loss_range / (eta n))`` for replace-one neighbours
+    (Lemma 2 of the paper with the sharper strong-convexity modulus 2 eta of eta ||.||_m^2; spec
+    2.3 [MINE]: eta ||f - f*||^2 <= Phi_D(f) - Phi_D(f*) on both sides, and
+    |L_D - L_D'| differences <= 2 loss_range / n).  Returns ``(model, PerturbResult, rho)``.
+    """
+    Xp = np.asarray(X_private)
+    n = len(Xp)
+    Z = _check_matrix(X_public, "X_public")
+    eta = check_positive(eta, "eta", allow_array=False)
+    w = check_positive(loss_range, "loss_range", allow_array=False)
+    rho = math.sqrt(w / (eta * n))
+    v = np.asarray(oracle(X_private, y_private, Z, eta), dtype=np.float64).ravel()
+    if v.shape != (Z.shape[0],):
+        raise ValueError(f"the oracle must return one prediction per public point ({Z.shape[0]}), got shape {v.shape}")
+    rel = perturb(v, stability=rho, epsilon=epsilon, delta=delta, mechanism=mechanism, rng=rng)
+    return project(Z, rel.noisy_values), rel, rho

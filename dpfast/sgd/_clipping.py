@@ -1,0 +1,159 @@
+"""Per-example gradient clipping for users who bring their own gradients.
+
+Spec: ``mechanisms.md``, section "DP-SGD": each per-example gradient g_i is scaled to
+g_i * min(1, C / ||g_i||_2); the sum of the clipped gradients has l2 sensitivity C under
+add/remove neighbours (2C under replace-one), so N(0, (z C)^2 I) noise on it is the Gaussian
+mechanism with noise multiplier z.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from dpfast import _clip
+from dpfast.random import RandomLike, check_random_state
+
+__all__ = ["clip_gradients", "clipped_sum", "per_example_norms"]
+
+ArrayOrList = Union[np.ndarray, Sequence[np.ndarray]]
+
+
+def _check_max_norm(max_norm) -> float:
+    if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"max_norm must be a positive real number, got {type(max_norm).__name__}")
+    c = float(max_norm)
+    if not (np.isfinite(c) and c > 0):
+        raise ValueError(f"max_norm must be a finite number > 0, got {max_norm!r}")
+    return c
+
+
+def _as_grad_array(g, name: str) -> np.ndarray:
+    if isinstance(g, (str, bytes)):
+        raise TypeError(f"{name} must be a numeric array, got {type(g).__name__}")
+    a = np.asarray(g)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {a.dtype}")
+    if a.dtype != np.float32:
+        a = a.astype(np.float64, copy=False)
+    if a.ndim < 1:
+        raise ValueError(f"{name} must have a leading batch axis (shape (B, ...)), got a scalar")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return a
+
+
+def _parts(per_example_grads: ArrayOrList):
+    """Return (list of 2-D C-contiguous (B, P_k) arrays, original shapes, is_list, dtype)."""
+    is_list = isinstance(per_example_grads, (list, tuple))
+    raw = list(per_example_grads) if is_list else [per_example_grads]
+    if is_list and not raw:
+        raise ValueError("per_example_grads is an empty sequence; give at least one (B, ...) array")
+    arrs = [_as_grad_array(g, f"per_example_grads[{k}]" if is_list else "per_example_grads") for k, g in enumerate(raw)]
+    B = arrs[0].shape[0]
+    for k, a in enumerate(arrs):
+        if a.shape[0] != B:
+            raise ValueError(
+                f"all per-example gradient arrays need the same batch size (axis 0); "
+                f"part 0 has {B}, part {k} has {a.shape[0]}"
+            )
+    dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
+    flat = [np.ascontiguousarray(a.reshape(B, -1), dtype=dtype) for a in arrs]
+    return flat, [a.shape for a in arrs], is_list, dtype
+
+
+def _norms(flat) -> np.ndarray:
+    if len(flat) == 1:
+        norms = np.empty(flat[0].shape[0])
+        _clip.clip_rows(flat[0], np.inf, norms, None, None, None)
+        return norms
+    sq = np.zeros(flat[0].shape[0])
+    for a in flat:
+        nk = np.empty(a.shape[0])
+        _clip.clip_rows(a, np.inf, nk, None, None, None)
+        sq += nk * nk
+    return np.sqrt(sq)
+
+
+def _factors(norms: np.ndarray, C: float) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(norms > C, C / np.where(norms > 0, norms, 1.0), 1.0)
+
+
+def per_example_norms(per_example_grads: ArrayOrList) -> np.ndarray:
+    """The l2 norm of each per-example gradient (over all parts when a list is given), float64 (B,)."""
+    flat, _, _, _ = _parts(per_example_grads)
+    return _norms(flat)
+
+
+def clip_gradients(per_example_grads: ArrayOrList, max_norm: float) -> ArrayOrList:
+    """Clip every per-example gradient to l2 norm at most ``max_norm``.
+
+    ``per_example_grads`` is an array of shape (B, ...) (row i is example i's gradient) or a
+    list of such arrays (one per layer), in which case the norm is taken over all of them
+    together ("flat" clipping).  Returns new array(s) of the same shape(s) with
+    g_i * min(1, C / ||g_i||) (spec ``mechanisms.md``, DP-SGD).  Rows with norm <= C are returned
+    bit-for-bit unchanged.  float32 input stays float32 (factors computed in float64); other
+    real dtypes give float64.
+    """
+    C = _check_max_norm(max_norm)
+    flat, shapes, is_list, dtype = _parts(per_example_grads)
+    if len(flat) == 1:
+        out = np.empty_like(flat[0])
+        _clip.clip_rows(flat[0], C, None, None, None, out)
+        res = [out.reshape(shapes[0])]
+    else:
+        f = _factors(_norms(flat), C)
+        res = []
+        for a, shp in zip(flat, shapes):
+            o = a.copy()
+            rows = f < 1.0
+            o[rows] = (a[rows] * f[rows, None]).astype(dtype, copy=False)
+            res.append(o.reshape(shp))
+    return res if is_list else res[0]
+
+
+def clipped_sum(
+    per_example_grads: ArrayOrList,
+    max_norm: float,
+    *,
+    noise_multiplier: Optional[float] = None,
+    rng: RandomLike = None,
+    return_norms: bool = False,
+):
+    """Sum over the batch of the clipped per-example gradients, optionally with Gaussian noise.
+
+    Computes sum_i g_i min(1, C/||g_i||) in one pass without materializing the clipped
+    gradients (spec ``mechanisms.md``, DP-SGD).  With ``noise_multiplier`` z, adds
+    N(0, (z C)^2 I): the Gaussian mechanism on a sum of l2 sensitivity C under add/remove
+    neighbours (replace-one: 2C, i.e. the same noise gives noise multiplier z/2), drawn from
+    ``rng`` (the continuous Gaussian: not floating-point safe, see ``dpfast.random``).
+
+    Returns the sum (shape of one gradient; a list for list input), and the float64 per-example
+    norms too when ``return_norms`` is true.  Divide by the *expected* batch size yourself.
+    """
+    C = _check_max_norm(max_norm)
+    flat, shapes, is_list, dtype = _parts(per_example_grads)
+    if noise_multiplier is not None:
+        if isinstance(noise_multiplier, (bool, np.bool_)) or not isinstance(noise_multiplier, numbers.Real):
+            raise TypeError("noise_multiplier must be a real number >= 0 or None")
+        z = float(noise_multiplier)
+        if not (np.isfinite(z) and z >= 0):
+            raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier!r}")
+    if len(flat) == 1:
+        norms = np.empty(flat[0].shape[0])
+        total = np.empty(flat[0].shape[1], dtype=dtype)
+        _clip.clip_rows(flat[0], C, norms, None, total, None)
+        sums = [total]
+    else:
+        norms = _norms(flat)
+        f = _factors(norms, C).astype(dtype)
+        sums = [f @ a for a in flat]
+    if noise_multiplier is not None and z > 0:
+        gen = check_random_state(rng)
+        for s in sums:
+            s += (z * C) * gen.standard_normal(s.shape[0], dtype=dtype)
+    out = [s.reshape(shp[1:]) for s, shp in zip(sums, shapes)]
+    out = out if is_list else out[0]
+    return (out, norms) if return_norms else out

@@ -1,0 +1,484 @@
+"""DP-SGD estimators with native per-example clipping (spec ``mechanisms.md``, DP-SGD).
+
+Each step: sample a batch (Poisson at rate q = batch_size/n by geometric skips, or a uniform
+fixed-size subset -- both O(batch)); compute every per-example gradient's norm from the
+model's structure (GLM: |l'| ||x_i||; MLP: ghost norms per dense layer) without forming
+per-example gradients; clip to ``max_norm`` C; sum with one weighted matrix product per layer;
+add N(0, (z S)^2 I) with S the sum's sensitivity (C for Poisson/add-remove, 2C for
+fixed-size/replace-one), drawn natively by a ziggurat sampler from ``random_state``'s bit
+generator (the continuous Gaussian, not floating-point safe; see ``dpfast.random``); divide by the *expected* batch size; one optimizer step.
+The run's privacy is accounted in ``dpfast.sgd._privacy`` (see there for which description).
+
+Guarantee: the released parameters (every iterate) are (epsilon_, delta)-DP for the stated
+neighbouring relation, given that the hyperparameters (and ``classes``) do not depend on the
+data.  ``loss_history_`` is computed from the private training data and is *not* private: a
+diagnostic for the user who owns the data, not something to publish.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from dpfast import _clip
+from dpfast._validation import check_delta, check_epsilon
+from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.sgd import _privacy
+
+__all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
+
+_OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
+_LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2
+
+
+def _check_int(v, name, lo=1):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if int(v) < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _check_real(v, name, *, lo=0.0, lo_open=True, hi=math.inf, hi_open=True):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {v!r}")
+    x = float(v)
+    ok = (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi) and not math.isnan(x)
+    if not ok:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ValueError(f"{name} must be in {lb}{lo}, {hi}{rb}, got {v!r}")
+    return x
+
+
+def _check_X(X, name="X") -> np.ndarray:
+    if isinstance(X, (str, bytes)):
+        raise TypeError(f"{name} must be a 2-D numeric array")
+    if hasattr(X, "tocsr") and not isinstance(X, np.ndarray):
+        raise TypeError(f"{name}: sparse matrices are not supported by dpfast.sgd; pass a dense array")
+    a = np.asarray(X)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}")
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"{name} must have at least one row and one column, got shape {a.shape}")
+    dtype = np.float32 if a.dtype == np.float32 else np.float64
+    if a.dtype != dtype or a.strides[1] != a.itemsize or a.strides[0] < 0:
+        a = np.ascontiguousarray(a, dtype=dtype)
+    # Chunked so that the check costs O(chunk) memory, not a boolean copy of X.
+    step = max(1, (1 << 18) // a.shape[1])
+    for i in range(0, a.shape[0], step):
+        if not np.isfinite(a[i:i + step]).all():
+            raise ValueError(f"{name} contains NaN or infinite entries")
+    return a
+
+
+class _DPSGDBase:
+    """Shared hyperparameters, privacy calibration and the training loop."""
+
+    def __init__(
+        self,
+        *,
+        epsilon: Optional[float] = None,
+        delta: float = 1e-5,
+        noise_multiplier: Optional[float] = None,
+        max_norm: float = 1.0,
+        epochs: int = 10,
+        batch_size: int = 256,
+        learning_rate: float = 0.1,
+        optimizer: str = "sgd",
+        momentum: float = 0.9,
+        beta2: float = 0.999,
+        adam_eps: float = 1e-8,
+        alpha: float = 0.0,
+        fit_intercept: bool = True,
+        sampling: str = "poisson",
+        accountant: str = "pld",
+        random_state: RandomLike = None,
+        progress: bool = False,
+        n_threads: Optional[int] = 1,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.max_norm = max_norm
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.beta2 = beta2
+        self.adam_eps = adam_eps
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.sampling = sampling
+        self.accountant = accountant
+        self.random_state = random_state
+        self.progress = progress
+        self.n_threads = n_threads
+
+    # -------------------------------------------------------------- validation / privacy
+    def _validate_params(self, n: int):
+        if (self.epsilon is None) == (self.noise_multiplier is None):
+            raise ValueError("give exactly one of epsilon (noise calibrated by the accountant) or noise_multiplier")
+        delta = check_delta(self.delta, allow_zero=False)
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon, allow_array=False)
+        else:
+            _check_real(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
+        _check_real(self.max_norm, "max_norm")
+        epochs = _check_int(self.epochs, "epochs")
+        bs = _check_int(self.batch_size, "batch_size")
+        if bs > n:
+            raise ValueError(f"batch_size ({bs}) must be <= the number of training examples ({n})")
+        _check_real(self.learning_rate, "learning_rate")
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {self.optimizer!r}")
+        _check_real(self.momentum, "momentum", lo=0.0, lo_open=False, hi=1.0)
+        _check_real(self.beta2, "beta2", lo=0.0, lo_open=False, hi=1.0)
+        _check_real(self.adam_eps, "adam_eps")
+        _check_real(self.alpha, "alpha", lo=0.0, lo_open=False)
+        if self.sampling not in ("poisson", "shuffle"):
+            raise ValueError(f"sampling must be 'poisson' or 'shuffle', got {self.sampling!r}")
+        if self.accountant not in ("pld", "rdp"):
+            raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
+        if self.n_threads is not None:
+            _check_int(self.n_threads, "n_threads")
+        q = bs / n
+        steps_per_epoch = math.ceil(n / bs)
+        return delta, epochs, bs, q, steps_per_epoch
+
+    def _setup_privacy(self, n: int):
+        delta, epochs, bs, q, spe = self._validate_params(n)
+        steps = epochs * spe
+        if self.noise_multiplier is not None:
+            z = float(self.noise_multiplier)
+        else:
+            z = _privacy.calibrate(float(self.epsilon), delta, q, steps, self.sampling, self.accountant)
+        self.noise_multiplier_ = z
+        self.sample_rate_ = q
+        self.steps_ = steps
+        self.epsilon_ = _privacy.run_epsilon(z, q, steps, delta, self.sampling, self.accountant)
+        self.delta_ = delta
+        self.neighbours_ = "add_remove" if self.sampling == "poisson" else "replace_one"
+        return epochs, bs, q, spe
+
+    # ------------------------------------------------------------------------ training
+    def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen) -> None:
+        epochs, bs, q, spe = self._setup_privacy(n)
+        old_threads = _clip.blas_set_num_threads(int(self.n_threads)) if self.n_threads is not None else 0
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            self._loop(n, theta, decay_end, step_fn, gen, epochs, bs, q, spe)
+            self.train_seconds_ = time.perf_counter() - t0
+            self._train_cpu_seconds = time.process_time() - c0  # benchmarks only
+        finally:
+            if old_threads > 0:
+                _clip.blas_set_num_threads(old_threads)
+
+    def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe) -> None:
+        dtype = theta.dtype
+        P = theta.size
+        C = float(self.max_norm)
+        z = self.noise_multiplier_
+        noise_std = z * C * _privacy.sensitivity_factor(self.sampling)
+        inv_batch = 1.0 / (q * n) if self.sampling == "poisson" else 1.0 / bs
+        opt = _OPTIMIZERS[self.optimizer]
+        m = np.zeros(P, dtype) if opt >= 1 else None
+        v = np.zeros(P, dtype) if opt == 2 else None
+        gsum = np.empty(P, dtype)
+        noise = np.empty(P, dtype) if noise_std > 0 else None
+        mark = np.zeros(n, np.uint8) if self.sampling == "shuffle" else None
+        ws = _clip.Workspace()
+        history = []
+        bar = None
+        if self.progress:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError as exc:  # pragma: no cover - optional dependency
+                raise ImportError("progress=True needs the optional package tqdm (pip install tqdm)") from exc
+            bar = tqdm(total=epochs, desc=type(self).__name__, unit="epoch")
+        t = 0
+        n_clipped = 0
+        n_seen = 0
+        for _ in range(epochs):
+            loss_sum = 0.0
+            count = 0
+            for _ in range(spe):
+                with native_stream(gen) as cap:
+                    if mark is None:
+                        idx = _clip.poisson_sample(cap, n, q)
+                    else:
+                        idx = _clip.fixed_sample(cap, n, bs, mark)
+                    if noise is not None:
+                        _clip.fill_normal(cap, noise)  # N(0, 1) by ziggurat, same stream
+                ls, nc = step_fn(ws, idx, gsum)
+                loss_sum += ls
+                count += idx.size
+                n_clipped += nc
+                t += 1
+                _clip.optimizer_step(theta, gsum, noise, noise_std, inv_batch, float(self.alpha), decay_end,
+                                     opt, float(self.learning_rate), float(self.momentum), float(self.beta2),
+                                     float(self.adam_eps), t, m, v)
+            n_seen += count
+            history.append(loss_sum / max(count, 1))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{history[-1]:.4f}")
+        if bar is not None:
+            bar.close()
+        if not np.isfinite(theta).all():
+            raise FloatingPointError("training diverged (non-finite parameters); lower learning_rate")
+        self.loss_history_ = np.asarray(history)
+        self.clipped_fraction_ = n_clipped / max(n_seen, 1)
+        self.n_iter_ = t
+
+
+class _GLMBase(_DPSGDBase):
+    def _fit_glm(self, X, yr, yl, K: int, loss: int):
+        n, d = X.shape
+        gen = check_random_state(self.random_state)
+        dtype = X.dtype
+        fi = bool(self.fit_intercept)
+        P = d * K + (K if fi else 0)
+        theta = np.zeros(P, dtype)
+        gsum_views = {}
+
+        def step(ws, idx, gsum):
+            if "W" not in gsum_views:
+                gsum_views["W"] = gsum[: d * K].reshape(d, K)
+                gsum_views["b"] = gsum[d * K:] if fi else None
+            W = theta[: d * K].reshape(d, K)
+            b = theta[d * K:] if fi else None
+            return _clip.glm_clipped_sum(ws, X, yr, yl, idx, W, b, loss, float(self.max_norm),
+                                         gsum_views["W"], gsum_views["b"], None, None)
+
+        self._train(n, theta, d * K, step, gen)
+        W = theta[: d * K].reshape(d, K)
+        self.coef_ = np.ascontiguousarray(W.T)
+        self.intercept_ = theta[d * K:].copy() if fi else np.zeros(K, dtype)
+        self.n_features_in_ = d
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        X = _check_X(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
+        s = X @ self.coef_.T.astype(X.dtype, copy=False) + self.intercept_.astype(X.dtype, copy=False)
+        return s[:, 0] if s.shape[1] == 1 else s
+
+
+class DPSGDClassifier(_GLMBase):
+    """Differentially private linear classifier trained by DP-SGD.
+
+    Two classes: binary logistic regression (one score, sigmoid); more: multinomial softmax
+    regression.  Per-example gradients are (p_i - y_i) x_i (with the intercept, the row
+    (x_i, 1)), so their norms ||p_i - y_i|| sqrt(||x_i||^2 + 1) are computed without forming
+    them (spec ``mechanisms.md``, DP-SGD, GLMs).
+
+    Privacy: give ``epsilon`` (and ``delta``) to have the noise multiplier calibrated by the
+    accountant, or ``noise_multiplier`` z directly; ``epsilon_`` is the run's epsilon at
+    ``delta`` from ``dpfast.accounting`` (PLD by default, ``accountant="rdp"`` for RDP).
+    ``sampling="poisson"`` (default; add/remove neighbours) or ``"shuffle"`` (fixed-size uniform
+    batches; replace-one) -- see ``dpfast.sgd._privacy``.  The set of classes is taken from
+    ``classes`` when given; otherwise from ``np.unique(y)``, which reveals the label set (pass
+    ``classes`` when the label set itself is private).
+
+    Parameters: ``max_norm`` C, ``epochs``, ``batch_size`` (expected batch size under Poisson),
+    ``learning_rate``, ``optimizer`` in {"sgd", "momentum", "adam"} (``momentum`` is Adam's
+    beta1), ``alpha`` (L2 penalty (alpha/2)||W||^2, intercept unpenalized, data-independent so
+    free), ``random_state`` (seed, Generator or SecureRandom: batches, noise and initialization are
+    drawn from it, so a seed makes the fit reproducible), ``progress`` (tqdm bar per epoch; silent
+    by default), ``n_threads`` (BLAS threads for the per-step matrix products during ``fit``,
+    default 1: per-step products are small and extra BLAS threads only pay on an idle machine;
+    ``None`` leaves the BLAS setting alone; the setting is process-wide while ``fit`` runs).
+    Steps: ``epochs * ceil(n / batch_size)``.
+
+    Attributes after ``fit``: ``coef_`` (K', d) with K' = 1 for binary, ``intercept_``,
+    ``classes_``, ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``sample_rate_``, ``steps_``,
+    ``loss_history_`` (mean training loss per epoch, NOT private), ``clipped_fraction_`` (share of
+    sampled examples whose gradient was clipped, NOT private), ``train_seconds_`` (training loop
+    wall time, excluding validation and accounting), ``neighbours_``.
+    """
+
+    def __init__(self, *, classes: Optional[Sequence] = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.classes = classes
+
+    def fit(self, X, y) -> "DPSGDClassifier":
+        X = _check_X(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
+        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+            raise ValueError(f"need at least two distinct classes, got {classes!r}")
+        lab = np.searchsorted(classes, y) if self.classes is None else None
+        if lab is None:
+            pos = {c: i for i, c in enumerate(classes.tolist())}
+            try:
+                lab = np.fromiter((pos[c] for c in y.tolist()), dtype=np.int64, count=y.size)
+            except KeyError as exc:
+                raise ValueError(f"y contains label {exc.args[0]!r} not in classes") from None
+        lab = np.ascontiguousarray(lab, dtype=np.int64)
+        self.classes_ = classes
+        if classes.size == 2:
+            yr = lab.astype(X.dtype)
+            return self._fit_glm(X, yr, None, 1, _LOGISTIC)
+        return self._fit_glm(X, None, lab, int(classes.size), _SOFTMAX)
+
+    def predict_proba(self, X) -> np.ndarray:
+        s = self.decision_function(X).astype(np.float64)
+        if s.ndim == 1:
+            p1 = 0.5 * (1.0 + np.tanh(0.5 * s))
+            return np.column_stack([1.0 - p1, p1])
+        s = s - s.max(axis=1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, X) -> np.ndarray:
+        s = self.decision_function(X)
+        k = (s > 0).astype(np.int64) if s.ndim == 1 else s.argmax(axis=1)
+        return self.classes_[k]
+
+    def score(self, X, y) -> float:
+        """Accuracy."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+class DPSGDRegressor(_GLMBase):
+    """Differentially private linear regression (squared loss (1/2)(x.w + b - y)^2) by DP-SGD.
+
+    Per-example gradients (x_i.w + b - y_i)(x_i, 1) have norm |r_i| sqrt(||x_i||^2 + 1); they are
+    clipped to ``max_norm`` without being formed (spec ``mechanisms.md``, DP-SGD, GLMs).
+    Parameters, privacy and attributes as :class:`DPSGDClassifier` (``coef_`` has shape (d,),
+    ``intercept_`` is a float).
+    """
+
+    def fit(self, X, y) -> "DPSGDRegressor":
+        X = _check_X(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with one target per row of X ({X.shape[0]}), got shape {y.shape}")
+        if y.dtype.kind not in "biuf" or not np.isfinite(y).all():
+            raise ValueError("y must be finite real numbers")
+        self._fit_glm(X, np.ascontiguousarray(y, dtype=X.dtype), None, 1, _SQUARED)
+        self.coef_ = self.coef_[0]
+        self.intercept_ = float(self.intercept_[0])
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        X = _check_X(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
+        return X @ self.coef_.astype(X.dtype, copy=False) + self.intercept_
+
+    def score(self, X, y) -> float:
+        """Coefficient of determination R^2."""
+        y = np.asarray(y, dtype=np.float64)
+        r = y - self.predict(X)
+        return float(1.0 - (r @ r) / max(((y - y.mean()) ** 2).sum(), 1e-300))
+
+
+class DPMLPClassifier(_DPSGDBase):
+    """Two-layer network dense(hidden) -> activation -> dense -> softmax cross-entropy, by DP-SGD.
+
+    Per-example gradient norms come from ghost norms: a dense layer with input a_i and
+    back-propagated output gradient g_i has per-example gradient norm ||g_i|| sqrt(||a_i||^2 + 1)
+    (bias included); clipping is ``clipping="flat"`` (total norm <= C) or ``"per_layer"`` (each
+    layer <= C/sqrt(2), so the total is <= C too); each layer's clipped sum is A^T diag(c) G
+    (spec ``mechanisms.md``, DP-SGD, ghost norms).  No B x P array is ever formed.
+
+    ``hidden`` (default 256), ``activation`` in {"relu", "tanh"}; initialization (He-uniform for
+    relu, Glorot-uniform for tanh, zero biases) is drawn from ``random_state``.  Everything else
+    as :class:`DPSGDClassifier`.  Attributes: ``coefs_`` [W1 (d, hidden), W2 (hidden, K)],
+    ``intercepts_`` [b1, b2], ``classes_``, ``epsilon_``, ``loss_history_`` (not private), ...
+    """
+
+    def __init__(self, hidden: int = 256, *, activation: str = "relu", clipping: str = "flat",
+                 classes: Optional[Sequence] = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.hidden = hidden
+        self.activation = activation
+        self.clipping = clipping
+        self.classes = classes
+
+    def fit(self, X, y) -> "DPMLPClassifier":
+        X = _check_X(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+        h = _check_int(self.hidden, "hidden")
+        if self.activation not in ("relu", "tanh"):
+            raise ValueError(f"activation must be 'relu' or 'tanh', got {self.activation!r}")
+        if self.clipping not in ("flat", "per_layer"):
+            raise ValueError(f"clipping must be 'flat' or 'per_layer', got {self.clipping!r}")
+        if not self.fit_intercept:
+            raise ValueError("DPMLPClassifier always has biases; fit_intercept=False is not supported")
+        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
+        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+            raise ValueError(f"need at least two distinct classes, got {classes!r}")
+        pos = {c: i for i, c in enumerate(classes.tolist())}
+        try:
+            lab = np.fromiter((pos[c] for c in y.tolist()), dtype=np.int64, count=y.size)
+        except KeyError as exc:
+            raise ValueError(f"y contains label {exc.args[0]!r} not in classes") from None
+        self.classes_ = classes
+        n, d = X.shape
+        K = int(classes.size)
+        gen = check_random_state(self.random_state)
+        act = 0 if self.activation == "relu" else 1
+        theta = self._init_params(d, h, K, act, gen, X.dtype)
+        mode = 0 if self.clipping == "flat" else 1
+        C = float(self.max_norm)
+
+        def step(ws, idx, gsum):
+            return _clip.mlp_clipped_sum(ws, X, lab, idx, h, K, act, theta, C, mode, gsum, None, None)
+
+        self._act = act
+        self._train(n, theta, theta.size, step, gen)
+        self._theta = theta
+        self.n_features_in_ = d
+        W1 = theta[: d * h].reshape(d, h)
+        b1 = theta[d * h: d * h + h]
+        W2 = theta[d * h + h: d * h + h + h * K].reshape(h, K)
+        b2 = theta[d * h + h + h * K:]
+        self.coefs_ = [W1, W2]
+        self.intercepts_ = [b1, b2]
+        return self
+
+    @staticmethod
+    def _init_params(d, h, K, act, gen, dtype):
+        P = d * h + h + h * K + K
+        theta = np.zeros(P, dtype)
+        gain = math.sqrt(6.0 / d) if act == 0 else math.sqrt(6.0 / (d + h))
+        theta[: d * h] = gen.uniform(-gain, gain, d * h)
+        g2 = math.sqrt(6.0 / (h + K))
+        theta[d * h + h: d * h + h + h * K] = gen.uniform(-g2, g2, h * K)
+        return theta
+
+    def decision_function(self, X) -> np.ndarray:
+        X = _check_X(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
+        theta = self._theta.astype(X.dtype, copy=False)
+        out = np.empty((X.shape[0], self.classes_.size), X.dtype)
+        _clip.mlp_forward(X, int(self.hidden), int(self.classes_.size), self._act, theta, out)
+        return out
+
+    def predict_proba(self, X) -> np.ndarray:
+        s = self.decision_function(X).astype(np.float64)
+        s -= s.max(axis=1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[self.decision_function(X).argmax(axis=1)]
+
+    def score(self, X, y) -> float:
+        """Accuracy."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))

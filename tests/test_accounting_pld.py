@@ -1,0 +1,239 @@
+"""PLD accountant (spec accounting.md, "Privacy-loss distributions"; lectures D17-D20, H3.37)."""
+import math
+
+import numpy as np
+import pytest
+
+from dpfast import _pld
+from dpfast.accounting import (
+    FromDominatingPair,
+    FromPrivacyProfile,
+    Gaussian,
+    Laplace,
+    ObjectivePerturbation,
+    PLDAccountant,
+    PoissonSubsampledGaussian,
+    PureDP,
+    RandomizedResponse,
+    RDPAccountant,
+    SampledWithoutReplacementGaussian,
+    calibrate_noise_multiplier,
+)
+from dpfast.calibrate import gaussian_delta, gaussian_epsilon
+
+
+def test_k_fold_gaussian_equals_one_gaussian():
+    k, sigma = 50, 5.0
+    acc = PLDAccountant(1e-3).compose(Gaussian(sigma), count=k)
+    for d in (1e-3, 1e-6, 1e-10):
+        exact = gaussian_epsilon(sigma / math.sqrt(k), d)
+        lo, hi = acc.get_epsilon_bounds(d)
+        assert lo - 1e-9 <= exact <= hi + 1e-9
+        assert hi - exact < 2e-3
+    for e in (0.5, 1.0, 2.0):
+        exact = gaussian_delta(sigma / math.sqrt(k), e)
+        lo, hi = acc.get_delta_bounds(e)
+        assert lo <= exact * (1 + 1e-9) and exact <= hi * (1 + 1e-9)
+        assert hi == pytest.approx(exact, rel=1e-3)
+
+
+def test_heterogeneous_gaussians_compose_like_gdp():
+    acc = PLDAccountant(1e-3).compose(Gaussian(1.0 / 0.3)).compose(Gaussian(1.0 / 0.4), count=1)
+    exact = gaussian_epsilon(1.0 / 0.5, 1e-6)
+    lo, hi = acc.get_epsilon_bounds(1e-6)
+    assert lo - 1e-9 <= exact <= hi + 1e-9 and hi - exact < 1e-3
+
+
+def test_pure_dp_composes_to_at_most_k_eps():
+    acc = PLDAccountant(1e-3).compose(PureDP(0.5), count=10)
+    assert acc.get_delta(5.0) <= 1e-12
+    assert acc.get_epsilon(1e-9) <= 5.0 + 1e-9
+    lap = PLDAccountant(1e-3).compose(Laplace(2.0, 1.0), count=10)
+    assert lap.get_delta(5.0) <= 1e-12
+
+
+def test_randomized_response_pld_is_exact():
+    eps0, k = 1.0, 6
+    acc = PLDAccountant(1e-4).compose(RandomizedResponse(eps0), count=k)
+    p = math.exp(eps0) / (1 + math.exp(eps0))
+    for e in (0.0, 0.3, 1.0, 2.5, 4.0):
+        exact = sum(math.comb(k, j) * p ** j * (1 - p) ** (k - j) * max(0.0, 1 - math.exp(e - (2 * j - k) * eps0))
+                    for j in range(k + 1))
+        assert acc.get_delta(e) == pytest.approx(exact, rel=1e-9, abs=1e-15)
+    # the same mechanism as an explicit dominating pair
+    pair = FromDominatingPair([p, 1 - p], [1 - p, p])
+    acc2 = PLDAccountant(1e-4).compose(pair, count=k)
+    assert acc2.get_delta(1.0) == pytest.approx(acc.get_delta(1.0), rel=1e-9)
+
+
+def test_laplace_single_closed_form():
+    # Laplace, sensitivity/scale t: delta(eps) = 1 - exp((eps - t)/2) for 0 <= eps <= t
+    t = 1.0
+    acc = PLDAccountant(1e-4).compose(Laplace(1.0, 1.0))
+    for e in (0.0, 0.25, 0.5, 0.9):
+        exact = -math.expm1((e - t) / 2)
+        lo, hi = acc.get_delta_bounds(e)
+        assert lo <= exact + 1e-12 and exact <= hi + 1e-12 and hi == pytest.approx(exact, rel=1e-6)
+    assert acc.get_delta(1.0) <= 1e-12
+
+
+def test_subsampled_gaussian_single_step_h3_37():
+    # sigma = 1, eps = 1: delta_remove(0.1) = 2.0712e-4, delta_remove(0.5) = 0.0288676; add = 0 for q <= 0.5
+    assert _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, 0.1, True)[0] == pytest.approx(2.0712e-4, rel=1e-4)
+    assert _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, 0.5, True)[0] == pytest.approx(0.0288676, rel=1e-5)
+    assert _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, 0.5, False)[0] == 0.0
+    for q in (0.1, 0.5):
+        exact = _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, q, True)[0]
+        lo, hi = PLDAccountant(1e-4).compose(PoissonSubsampledGaussian(1.0, q)).get_delta_bounds(1.0)
+        assert lo <= exact * (1 + 1e-9) and exact <= hi * (1 + 1e-9)
+        assert hi == pytest.approx(exact, rel=1e-6)  # connect-the-dots is exact on the grid
+    # q = 1 reduces to the Gaussian
+    g = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 1.0)).get_delta(1.0)
+    assert g == pytest.approx(0.12693673750664392, rel=1e-6)
+
+
+def test_pessimistic_above_optimistic_and_gap_shrinks():
+    d = PoissonSubsampledGaussian(0.8, 0.02)
+    gaps = []
+    for h in (2e-3, 1e-3, 5e-4):
+        acc = PLDAccountant(h).compose(d, count=200)
+        lo, hi = acc.get_epsilon_bounds(1e-6)
+        assert acc.grid_step == h  # no automatic refinement at these steps
+        assert lo <= hi
+        gaps.append(hi - lo)
+    assert gaps[0] > gaps[1] > gaps[2]
+    his = [PLDAccountant(h).compose(d, count=200).get_epsilon(1e-6) for h in (2e-3, 5e-4)]
+    rdp = RDPAccountant().compose(d, count=200).get_epsilon(1e-6)
+    assert his[1] <= his[0] + 1e-9 and his[1] < rdp
+
+
+def test_dpsgd_workload_tight():
+    acc = PLDAccountant(1e-4).compose(PoissonSubsampledGaussian(1.0, 256 / 60000), count=14062)
+    lo, hi = acc.get_epsilon_bounds(1e-5)
+    assert abs(hi - 2.8226) < 0.01 and lo <= hi and hi - lo < 0.05
+
+
+def test_grid_refines_for_narrow_losses():
+    # 10^5 steps at q = 1e-3: the loss spreads over few grid points; the accountant refines h,
+    # and the result stays below the RDP bound and near the refined-by-hand value
+    d = PoissonSubsampledGaussian(1.5, 1e-3)
+    acc = PLDAccountant(1e-3).compose(d, count=20000)
+    e = acc.get_epsilon(1e-6)
+    assert acc.grid_step < 1e-3
+    assert e < RDPAccountant().compose(d, count=20000).get_epsilon(1e-6)
+    lo, hi = acc.get_epsilon_bounds(1e-6)
+    assert lo <= hi and hi - lo < 0.05 * hi
+
+
+def test_conversions_monotone_and_inverse():
+    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.01), count=500)
+    deltas = np.logspace(-15, -1, 15)
+    eps = [acc.get_epsilon(d) for d in deltas]
+    assert all(a > b for a, b in zip(eps, eps[1:]))
+    for d, e in zip(deltas, eps):
+        assert acc.get_delta(e) == pytest.approx(d, rel=1e-9)
+    es = np.linspace(0, 4, 9)
+    ds = [acc.get_delta(e) for e in es]
+    assert all(a >= b for a, b in zip(ds, ds[1:]))
+    for e, d in zip(es[1:], ds[1:]):
+        assert acc.get_epsilon(d) == pytest.approx(e, rel=1e-9, abs=1e-12)
+
+
+def test_large_epsilon_and_tiny_delta_do_not_fail():
+    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(0.5, 0.1), count=1000)
+    e = acc.get_epsilon(1e-5)
+    assert 10 < e < 200 and math.isfinite(e)
+    big = PLDAccountant().compose(PureDP(25.0), count=2)
+    lo, hi = big.get_epsilon_bounds(1e-5)
+    assert lo <= hi <= 50.0 and hi > 49.9
+    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.01), count=1000)
+    e15 = acc.get_epsilon(1e-15)
+    assert math.isfinite(e15) and e15 > acc.get_epsilon(1e-10)
+    lo, hi = acc.get_epsilon_bounds(1e-15)
+    assert lo <= hi <= RDPAccountant().compose(PoissonSubsampledGaussian(1.0, 0.01), count=1000).get_epsilon(1e-15)
+    # tiny deltas stay accurate (tilted FFT): 400-fold Gaussian = one Gaussian with sigma 1
+    g = PLDAccountant(1e-3).compose(Gaussian(20.0), count=400)
+    for d in (1e-12, 1e-15):
+        lo, hi = g.get_epsilon_bounds(d)
+        exact = gaussian_epsilon(1.0, d)
+        assert lo - 1e-9 <= exact <= hi + 1e-9 and hi - exact < 1e-3
+
+
+def test_from_privacy_profile_gaussian():
+    sigma = 2.0
+    prof = np.vectorize(lambda e: gaussian_delta(sigma, e))
+    exact = gaussian_epsilon(sigma / math.sqrt(3), 1e-6)
+    sym = PLDAccountant(1e-4).compose(FromPrivacyProfile(prof, symmetric=True), count=3)
+    lo, hi = sym.get_epsilon_bounds(1e-6)
+    assert lo - 1e-9 <= exact <= hi + 1e-9 and hi - exact < 1e-2
+    chord = PLDAccountant(1e-4).compose(FromPrivacyProfile(prof), count=3).get_epsilon(1e-6)
+    assert chord >= hi - 1e-9  # the chord below eps = 0 is valid but looser
+    with pytest.raises(ValueError):  # not convex in e^eps: not a privacy profile
+        PLDAccountant(1e-3).compose(FromPrivacyProfile(lambda e: np.where(np.asarray(e) < 1, 0.5, 0.0)))
+
+
+def test_objective_perturbation_profile():
+    args = (2.0, 1.0, 0.25, 1.0)
+    from dpfast.accounting.objective_perturbation import objective_perturbation_epsilon
+    exact = objective_perturbation_epsilon(1e-5, *args)
+    lo, hi = PLDAccountant(1e-4).compose(ObjectivePerturbation(*args)).get_epsilon_bounds(1e-5)
+    assert lo - 1e-9 <= exact <= hi + 1e-9 and hi - exact < 1e-4
+
+
+def test_sampled_without_replacement_pld():
+    d = SampledWithoutReplacementGaussian(1.0, 0.05)
+    acc = PLDAccountant(1e-3).compose(d, count=100)
+    lo, hi = acc.get_epsilon_bounds(1e-6)
+    assert lo <= hi < RDPAccountant().compose(d, count=100).get_epsilon(1e-6)
+    # never better than the Poisson pairs composed separately (the profile is their max)
+    p = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.05), count=100).get_epsilon(1e-6)
+    assert hi >= p - 1e-3
+
+
+def test_pld_bad_input():
+    with pytest.raises(ValueError):
+        PLDAccountant(0.0)
+    with pytest.raises(ValueError):
+        PLDAccountant(5.0)
+    acc = PLDAccountant(1e-3).compose(Gaussian(1.0))
+    for bad in (0.0, 1.0, -1e-5, float("nan")):
+        with pytest.raises(ValueError):
+            acc.get_epsilon(bad)
+    with pytest.raises(ValueError):
+        acc.get_delta(-1.0)
+    with pytest.raises(ValueError):
+        acc.compose(Gaussian(1.0), count=-2)
+    with pytest.raises(ValueError):
+        acc.compose(SampledWithoutReplacementGaussian(1.0, 0.1))
+    with pytest.raises(TypeError):
+        acc.compose("gaussian")
+
+
+def test_calibration_rdp_and_pld():
+    q, T, target = 0.01, 1000, 2.0
+    for kind in ("rdp", "pld"):
+        z = calibrate_noise_multiplier(target, 1e-5, q, T, accountant=kind, value_discretization=1e-3)
+        if kind == "rdp":
+            f = lambda s: RDPAccountant().compose(PoissonSubsampledGaussian(s, q), T).get_epsilon(1e-5)
+        else:
+            f = lambda s: PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(s, q), T).get_epsilon(1e-5)
+        assert f(z) <= target
+        assert f(z * (1 - 3e-3)) > target
+    with pytest.raises(ValueError):
+        calibrate_noise_multiplier(-1.0, 1e-5, q, T)
+    with pytest.raises(ValueError):
+        calibrate_noise_multiplier(1.0, 1e-5, 0.0, T)
+    with pytest.raises(ValueError):
+        calibrate_noise_multiplier(1.0, 1e-5, q, T, accountant="prv")
+
+
+def test_asymmetric_dominating_pair_and_lanes():
+    # a pair whose add direction is worse: the accountant must report the worse lane
+    p, q = [0.6, 0.4], [0.4, 0.6]
+    pa, qa = [0.8, 0.2], [0.2, 0.8]
+    d = FromDominatingPair(p, q, p_add=pa, q_add=qa)
+    both = PLDAccountant(1e-3).compose(d, count=3).get_delta(0.5)
+    worse = PLDAccountant(1e-3).compose(FromDominatingPair(pa, qa), count=3).get_delta(0.5)
+    assert both == pytest.approx(worse, rel=1e-6)
+    with pytest.raises(ValueError):
+        FromDominatingPair([0.5, 0.6], [0.5, 0.5])

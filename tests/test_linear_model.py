@@ -1,0 +1,318 @@
+"""Private linear models (dpfast.linear_model): calibration, mechanisms, estimators, bad input.
+
+Expected values are derived independently: noise laws from the closed-form ridge solution
+(the perturbed squared-loss objective is linear in the noise), calibrations from the formulas
+of dpfast.accounting.objective_perturbation and dpfast.calibrate, and solutions from a
+scipy L-BFGS-B reference (tests/_reference_solver.py).
+"""
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpfast.accounting.objective_perturbation import (
+    amp_delta,
+    amp_epsilon,
+    objective_perturbation_delta,
+    objective_perturbation_min_regularization,
+)
+from dpfast.calibrate import gaussian_sigma
+from dpfast.linear_model import (
+    LinearRegression,
+    LogisticRegression,
+    PrivacyConvergenceError,
+    amp_privacy,
+    approximate_minima_perturbation,
+    calibrate_amp,
+    calibrate_objective,
+    calibrate_output,
+    glm_constants,
+    loss_constants,
+    margin_constants,
+    output_perturbation,
+)
+
+from _reference_solver import reference_minimize
+
+SQ2 = math.sqrt(2.0)
+
+
+def _blobs(n=400, d=5, seed=0, classes=2):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(classes, d)) * 1.5
+    y = rng.integers(0, classes, size=n)
+    X = centers[y] + rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X, y
+
+
+# ----------------------------------------------------------------------------- constants
+def test_loss_constants_agree_with_solver():
+    for loss in ("logistic", "squared", "huber", "smoothed_hinge"):
+        assert margin_constants(loss, 0.7) == loss_constants(loss, 0.7)
+
+
+def test_glm_constants():
+    c = glm_constants("logistic", SQ2)
+    assert (c.lipschitz, c.smoothness, c.solver_clip) == (pytest.approx(SQ2), pytest.approx(0.5), None)
+    c = glm_constants("logistic", SQ2, clip=0.5)
+    assert (c.lipschitz, c.solver_clip) == (0.5, 0.5)
+    assert glm_constants("logistic", SQ2, clip=10.0).solver_clip is None
+    with pytest.raises(ValueError, match="clip"):
+        glm_constants("squared", 1.0)
+    assert glm_constants("squared", 2.0, clip=3.0).smoothness == 4.0
+
+
+# ----------------------------------------------------------------------------- calibration
+def test_calibrate_amp_paper_rule_eps1():
+    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    assert cal.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2), rel=1e-12)
+    assert (cal.tau, cal.sigma_out) == (0.01, 0.15)
+    assert cal.epsilon <= 1.0 and cal.accountant in ("pld", "rdp")
+    assert cal.epsilon == min(cal.epsilon_pld, cal.epsilon_rdp)
+    # the exact composition (1-D integral) certifies the reported lambda ...
+    assert amp_delta(1.0, cal.noise_std, SQ2, 0.5, cal.regularization, 0.01, 0.15) <= 1e-5
+    # ... and lambda is (nearly) the smallest the reported accountants accept
+    smaller = cal.regularization / 1.01
+    eps_small, *_ = amp_privacy(1e-5, noise_std=cal.noise_std, clip=SQ2, smoothness=0.5, regularization=smaller,
+                                tau=0.01, sigma_out=0.15)
+    assert eps_small > 1.0
+    # the PLD accountant is pessimistic but close to the exact composition; RDP is looser
+    exact = amp_epsilon(1e-5, cal.noise_std, SQ2, 0.5, cal.regularization, 0.01, 0.15)
+    assert exact <= cal.epsilon_pld <= exact + 0.01
+    assert cal.epsilon_rdp >= exact
+
+
+def test_regularization_too_small_names_smallest_feasible():
+    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    with pytest.raises(ValueError, match=r"smallest feasible regularization is ([0-9.]+)") as info:
+        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=0.9 * cal.regularization)
+    stated = float(info.value.args[0].rsplit(" ", 1)[1])
+    assert stated == pytest.approx(cal.regularization, rel=1e-4)
+    ok = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=2 * cal.regularization)
+    assert ok.regularization == 2 * cal.regularization and ok.epsilon < 1.0
+    with pytest.raises(ValueError, match="noise_factor"):
+        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, noise_factor=0.8)
+
+
+def test_calibrate_objective_accountants():
+    L, beta, sigma = SQ2, 0.5, 1.3 * gaussian_sigma(1.0, 1e-5, SQ2)
+    tight = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta)
+    assert tight.regularization == objective_perturbation_min_regularization(1.0, 1e-5, sigma, L, beta)
+    assert objective_perturbation_delta(1.0, sigma, L, beta, tight.regularization) <= 1e-5
+    rdp = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="rdp")
+    assert rdp.regularization > tight.regularization and rdp.epsilon <= 1.0 and rdp.accountant == "rdp"
+    kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="kifer")
+    assert kifer.noise_std == pytest.approx(L * math.sqrt(8 * math.log(2e5) + 4))
+    assert kifer.regularization == pytest.approx(1.0) and kifer.accountant == "kifer"
+
+
+def test_calibrate_output_and_multiclass_noise():
+    cal = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0)
+    assert cal.sigma_out == pytest.approx(gaussian_sigma(0.5, 1e-5, (SQ2 + 0.02) / 20.0), rel=1e-12)
+    default = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01)
+    assert default.sigma_out == pytest.approx(0.15)
+    three = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, count=3)
+    assert three.sigma_out == pytest.approx(math.sqrt(3) * cal.sigma_out, rel=1e-9)
+    amp3 = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, count=3)
+    assert amp3.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2 * math.sqrt(3)), rel=1e-12)
+    assert amp3.epsilon <= 1.0 and amp3.count == 3
+
+
+# ----------------------------------------------------------------------------- noise laws
+def _ridge_design(n=60, d=3, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X /= 1.5 * np.linalg.norm(X, axis=1, keepdims=True)  # norms 2/3
+    y = 0.1 * np.tanh(X @ np.array([1.0, -0.5, 0.25]))
+    Xb = np.hstack([X, np.ones((n, 1))])
+    return X, y, Xb
+
+
+def test_objective_perturbation_noise_law_is_exact_gaussian():
+    """Squared loss, clipping never active: theta = A^{-1}(X^T y - b), b ~ N(0, sigma^2 I)."""
+    X, y, Xb = _ridge_design()
+    reps = 300
+    coefs = np.empty((reps, Xb.shape[1]))
+    for r in range(reps):
+        m = LinearRegression(1.0, 1e-5, method="objective", clip=100.0, random_state=r).fit(X, y)
+        coefs[r, :3], coefs[r, 3] = m.coef_, m.intercept_
+    lam, sigma = m.lambda_, m.sigma_
+    A = Xb.T @ Xb + lam * np.eye(4)
+    Ainv = np.linalg.inv(A)
+    mean = Ainv @ Xb.T @ y
+    cov = sigma**2 * Ainv @ Ainv
+    # standardised: z = cov^{-1/2} (theta - mean) ~ N(0, I); test mean and variance per coordinate
+    w, V = np.linalg.eigh(cov)
+    z = (coefs - mean) @ V / np.sqrt(w)
+    se = 1 / math.sqrt(reps)
+    assert np.all(np.abs(z.mean(axis=0)) < 4.5 * se)
+    assert np.all(np.abs(z.var(axis=0) - 1) < 4.5 * math.sqrt(2) * se)
+
+
+def test_output_perturbation_noise_law():
+    X, y, Xb = _ridge_design()
+    reps = 300
+    coefs = np.array([
+        LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=r).fit(X, y).coef_
+        for r in range(reps)
+    ])
+    m = LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=0).fit(X, y)
+    assert m.sigma_out_ == pytest.approx(gaussian_sigma(1.0, 1e-5, (100.0 + 0.02) / 5.0))
+    exact = np.linalg.solve(Xb.T @ Xb + 5.0 * np.eye(4), Xb.T @ y)[:3]
+    z = (coefs - exact) / m.sigma_out_
+    se = 1 / math.sqrt(reps)
+    assert np.all(np.abs(z.mean(axis=0)) < 4.5 * se)
+    assert np.all(np.abs(z.var(axis=0) - 1) < 4.5 * math.sqrt(2) * se)
+
+
+def test_amp_matches_reference_solver_before_output_noise():
+    """Algorithm 1 = reference minimiser of the clipped perturbed objective + N(0, sigma_out^2)."""
+    X, y = _blobs(n=300, d=4, seed=3)
+    res = approximate_minima_perturbation(X, 2.0 * y - 1, "logistic", epsilon=1.0, delta=1e-5, clip=0.6,
+                                          random_state=7, tol=1e-6)
+    cal = res.calibration
+    assert res.grad_norm <= 1e-6
+    gen = np.random.default_rng(7)
+    b = cal.noise_std * gen.standard_normal(4)
+    out_noise = cal.sigma_out * gen.standard_normal(4)
+    ref, gnorm = reference_minimize(X, 2.0 * y - 1, "logistic", alpha=cal.regularization, linear=b, clip=0.6)
+    assert gnorm < 1e-7
+    np.testing.assert_allclose(res.coef - out_noise, ref, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- estimators
+def test_logistic_binary_fit_attributes_and_accuracy():
+    X, y = _blobs(n=2000, d=5, seed=0)
+    m = LogisticRegression(epsilon=8.0, random_state=0).fit(X, y)
+    assert m.coef_.shape == (1, 5) and m.intercept_.shape == (1,)
+    assert m.epsilon_ <= 8.0 and m.delta_ == 1e-5 and m.accountant_ in ("pld", "rdp")
+    assert np.all(m.grad_norm_ <= 0.01) and m.n_iter_[0] > 0
+    assert m.sigma_ == pytest.approx(1.3 * gaussian_sigma(8.0, 1e-5, SQ2))
+    assert m.lambda_ > 0.5  # beta = 1/4 * ||x||^2 = 1/2 with the bias feature
+    Xb = np.hstack([X, np.ones((len(X), 1))])
+    ref, _ = reference_minimize(Xb, 2.0 * y - 1, "logistic", alpha=1e-3)
+    assert m.score(X, y) >= np.mean((Xb @ ref > 0) == y) - 0.02  # non-private accuracy 0.8865
+    p = m.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(m.predict(X), (m.decision_function(X) > 0).astype(int))
+    # same seed, same model; another seed, another one
+    m2 = LogisticRegression(epsilon=8.0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(m.coef_, m2.coef_)
+    assert not np.array_equal(m.coef_, LogisticRegression(epsilon=8.0, random_state=1).fit(X, y).coef_)
+    # labels {-1, +1} are the same problem
+    m3 = LogisticRegression(epsilon=8.0, random_state=0).fit(X, 2 * y - 1)
+    np.testing.assert_allclose(m3.coef_, m.coef_)
+    assert set(m3.predict(X)) <= {-1, 1}
+
+
+def test_accountant_choice_and_secure_random():
+    from dpfast.random import SecureRandom
+
+    X, y = _blobs(n=400, d=3, seed=9)
+    m = LogisticRegression(epsilon=1.0, accountant="rdp", random_state=SecureRandom()).fit(X, y)
+    assert m.accountant_ == "rdp" and m.epsilon_ <= 1.0
+    assert m.calibration_.epsilon_rdp == m.epsilon_ and math.isnan(m.calibration_.epsilon_pld)
+    best = LogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert best.lambda_ < m.lambda_  # the tighter accountant allows less regularization
+    k = LogisticRegression(epsilon=1.0, method="objective", accountant="kifer", random_state=0).fit(X, y)
+    assert k.accountant_ == "kifer" and k.lambda_ == pytest.approx(2 * 0.5 / 1.0, rel=1e-9)
+    with pytest.raises(ValueError, match="kifer"):
+        LogisticRegression(epsilon=1.0, accountant="kifer").fit(X, y)
+
+
+def test_multiclass_one_vs_rest_budget():
+    X, y = _blobs(n=1500, d=5, seed=2, classes=3)
+    with pytest.raises(ValueError, match="classes"):
+        LogisticRegression(epsilon=4.0).fit(X, y)
+    m = LogisticRegression(epsilon=4.0, classes=[0, 1, 2], random_state=0).fit(X, y)
+    assert m.coef_.shape == (3, 5) and m.epsilon_ <= 4.0 and m.calibration_.count == 3
+    assert m.sigma_ == pytest.approx(1.3 * gaussian_sigma(4.0, 1e-5, SQ2 * math.sqrt(3)))
+    assert m.score(X, y) > 0.8
+    np.testing.assert_allclose(m.predict_proba(X).sum(axis=1), 1.0)
+
+
+def test_row_norm_options_and_sparse_input():
+    X, y = _blobs(n=500, d=4, seed=4)
+    Xs = 3.0 * X  # norms 3
+    with pytest.raises(ValueError, match="normalize"):
+        LogisticRegression(random_state=0).fit(Xs, y)
+    a = LogisticRegression(row_norm="normalize", random_state=0).fit(Xs, y)
+    b = LogisticRegression(random_state=0).fit(X, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-9)
+    np.testing.assert_allclose(a.decision_function(Xs), b.decision_function(X), atol=1e-9)
+    c = LogisticRegression(row_norm="clip", norm_bound=1.0, random_state=0).fit(Xs, y)
+    np.testing.assert_allclose(c.coef_, b.coef_, atol=1e-9)
+    d = LogisticRegression(random_state=0).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(d.coef_, b.coef_, atol=1e-6)
+    e = LogisticRegression(random_state=0).fit(X.astype(np.float32), y)
+    assert np.all(e.grad_norm_ <= 0.01)
+
+
+def test_linear_regression_amp():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 4))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.clip(X @ np.array([0.8, -0.6, 0.3, 0.0]) + 0.05 * rng.normal(size=3000), -1, 1)
+    m = LinearRegression(epsilon=4.0, random_state=0).fit(X, y)
+    assert m.coef_.shape == (4,) and isinstance(m.intercept_, float)
+    assert m.epsilon_ <= 4.0 and m.grad_norm_ <= 0.01
+    assert m.score(X, y) > 0.6
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_input():
+    X, y = _blobs(n=200, d=3, seed=6)
+    with pytest.raises(ValueError, match=r"\{0, 1\}"):
+        LogisticRegression().fit(X, y + 1)
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        LogisticRegression().fit(Xn, y)
+    with pytest.raises(ValueError, match="NaN"):
+        LinearRegression().fit(X, np.where(y == 1, np.inf, 0.0))
+    with pytest.raises(ValueError, match="sample_weight"):
+        LogisticRegression().fit(X, y, sample_weight=np.full(200, 2.0))
+    with pytest.raises(ValueError, match="smallest feasible regularization"):
+        LogisticRegression(alpha=0.6).fit(X, y)
+    with pytest.raises(ValueError, match="method"):
+        LogisticRegression(method="magic").fit(X, y)
+    with pytest.raises(ValueError, match="norm_bound"):
+        approximate_minima_perturbation(2 * X, 2.0 * y - 1, epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="labels"):
+        output_perturbation(X, y, epsilon=1.0, delta=1e-5)  # {0, 1} labels given to the raw solver API
+    with pytest.raises(AttributeError, match="not fitted"):
+        LogisticRegression().predict(X)
+
+
+def test_solver_that_does_not_reach_tol_releases_nothing():
+    X, y = _blobs(n=300, d=3, seed=7)
+    m = LogisticRegression(tol=1e-13, max_iter=1, random_state=0)
+    with pytest.raises(PrivacyConvergenceError, match="no output is released"):
+        m.fit(X, y)
+    assert not hasattr(m, "coef_")
+
+
+# ----------------------------------------------------------------------------- sklearn
+def test_params_clone_pipeline_cross_val():
+    m = LogisticRegression(epsilon=2.0, method="output", random_state=3)
+    params = m.get_params()
+    assert params["epsilon"] == 2.0 and params["method"] == "output"
+    assert m.set_params(epsilon=4.0) is m and m.epsilon == 4.0
+    with pytest.raises(ValueError, match="invalid parameter"):
+        m.set_params(C=1.0)
+    assert "epsilon=4.0" in repr(m)
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone, is_classifier, is_regressor
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer
+
+    c = clone(m)
+    assert c.get_params() == m.get_params() and c is not m
+    assert is_classifier(m) and is_regressor(LinearRegression())
+    X, y = _blobs(n=600, d=4, seed=8)
+    pipe = make_pipeline(Normalizer(), LogisticRegression(epsilon=8.0, random_state=0))
+    scores = cross_val_score(pipe, 5 * X, y, cv=3)
+    assert scores.shape == (3,) and scores.mean() > 0.85

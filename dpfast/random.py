@@ -99,12 +99,23 @@ def is_secure(gen: np.random.Generator) -> bool:
     return isinstance(gen, SecureRandom)
 
 
-@contextlib.contextmanager
-def native_stream(gen: np.random.Generator):
-    """Yield the capsule a native kernel draws from, holding the bit generator's lock.
+class native_stream:  # noqa: N801  (used like a function: ``with native_stream(gen) as cap``)
+    """Context manager giving the capsule a native kernel draws from, holding the bit
+    generator's lock.
 
-    The kernels release the GIL; the lock keeps other threads off the same state.
+    The kernels release the GIL; the lock keeps other threads off the same state.  A plain
+    class rather than ``contextlib.contextmanager``: that decorator costs a few microseconds
+    per call, which small mechanism calls would feel.
     """
-    bg = gen.bit_generator
-    with bg.lock:
-        yield bg.capsule
+
+    __slots__ = ("_bit_generator",)
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self._bit_generator = gen.bit_generator
+
+    def __enter__(self):
+        self._bit_generator.lock.acquire()
+        return self._bit_generator.capsule
+
+    def __exit__(self, *exc) -> None:
+        self._bit_generator.lock.release()

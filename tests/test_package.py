@@ -1,7 +1,23 @@
-"""The package imports, reports a version, and its native modules load."""
+"""The package's public surface: it imports, every exported name exists and is documented,
+and the native modules load."""
 import importlib
+import inspect
+
+import pytest
 
 import dpfast
+
+SUBPACKAGES = [
+    "dpfast.random",
+    "dpfast.calibrate",
+    "dpfast.mechanisms",
+    "dpfast.accounting",
+    "dpfast.linear_model",
+    "dpfast.sgd",
+    "dpfast.public",
+    "dpfast.datasets",
+]
+NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public"]
 
 
 def test_version_is_pep440_like():
@@ -9,7 +25,36 @@ def test_version_is_pep440_like():
     assert len(parts) >= 2 and all(p.isdigit() for p in parts[:2])
 
 
-def test_native_modules_load():
-    for name in ("dpfast._core", "dpfast._chacha"):
-        mod = importlib.import_module(name)
-        assert mod.__file__.endswith((".so", ".pyd"))
+@pytest.mark.parametrize("name", NATIVE)
+def test_native_modules_load(name):
+    mod = importlib.import_module(f"dpfast.{name}")
+    assert mod.__file__.endswith((".so", ".pyd"))
+
+
+@pytest.mark.parametrize("modname", SUBPACKAGES)
+def test_every_exported_name_exists_and_is_documented(modname):
+    mod = importlib.import_module(modname)
+    assert mod.__doc__ and mod.__doc__.strip(), f"{modname} has no module docstring"
+    names = getattr(mod, "__all__", None)
+    assert names, f"{modname} declares no __all__"
+    for name in names:
+        obj = getattr(mod, name)  # AttributeError: exported but missing
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert inspect.getdoc(obj), f"{modname}.{name} has no docstring"
+
+
+def test_top_level_reexports_the_mechanisms_and_estimators():
+    from dpfast import mechanisms
+
+    for name in mechanisms.__all__:
+        assert getattr(dpfast, name) is getattr(mechanisms, name)
+    for name, sub in [("LogisticRegression", "linear_model"), ("DPSGDClassifier", "sgd"),
+                      ("PublicDataClassifier", "public"), ("PLDAccountant", "accounting")]:
+        assert getattr(dpfast, name) is getattr(importlib.import_module(f"dpfast.{sub}"), name)
+    for name in dpfast.__all__:
+        getattr(dpfast, name)
+
+
+def test_unknown_top_level_name_raises_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute"):
+        dpfast.not_a_mechanism

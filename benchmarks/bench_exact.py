@@ -29,6 +29,17 @@ def _n(benchmark, n):
     benchmark.extra_info["n"] = n
 
 
+def _bench_opendp(benchmark, maker: str, distance):
+    """OpenDP's exact integer sampler ``dp.m.<maker>`` (scale SCALE) on N_PEER zeros."""
+    dp = pytest.importorskip("opendp.prelude")
+    dp.enable_features("contrib")
+    m = getattr(dp.m, maker)(dp.vector_domain(dp.atom_domain(T=int)), distance(dp), scale=float(SCALE))
+    x = [0] * N_PEER
+    _n(benchmark, N_PEER)
+    out = benchmark(m, x)
+    assert len(out) == N_PEER
+
+
 # ---- discrete Laplace ------------------------------------------------------------------------
 @pytest.mark.benchmark(group="exact-discrete-laplace")
 def test_dlap_dpfast_secure(benchmark):
@@ -49,13 +60,7 @@ def test_dlap_mechanism_dpfast_secure(benchmark):
 
 @pytest.mark.benchmark(group="exact-discrete-laplace")
 def test_dlap_opendp(benchmark):
-    dp = pytest.importorskip("opendp.prelude")
-    dp.enable_features("contrib")
-    m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(SCALE))
-    x = [0] * N_PEER
-    _n(benchmark, N_PEER)
-    out = benchmark(m, x)
-    assert len(out) == N_PEER
+    _bench_opendp(benchmark, "make_laplace", lambda dp: dp.l1_distance(T=int))
 
 
 @pytest.mark.benchmark(group="exact-discrete-laplace")
@@ -77,13 +82,7 @@ def test_dgauss_dpfast_secure(benchmark):
 
 @pytest.mark.benchmark(group="exact-discrete-gaussian")
 def test_dgauss_opendp(benchmark):
-    dp = pytest.importorskip("opendp.prelude")
-    dp.enable_features("contrib")
-    m = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=float), scale=float(SCALE))
-    x = [0] * N_PEER
-    _n(benchmark, N_PEER)
-    out = benchmark(m, x)
-    assert len(out) == N_PEER
+    _bench_opendp(benchmark, "make_gaussian", lambda dp: dp.l2_distance(T=float))
 
 
 # ---- snapping (real-valued Laplace) ----------------------------------------------------------

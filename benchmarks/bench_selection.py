@@ -35,6 +35,18 @@ def u_large():
     return np.random.default_rng(1).normal(size=N_LARGE)
 
 
+def _numpy_gumbel_max(u, g, c=EPS / 2):
+    """The NumPy peer: the exponential mechanism (sensitivity 1) by Gumbel-max in one pass."""
+    return int(np.argmax(c * u + g.gumbel(size=u.size)))
+
+
+def _bench_diffprivlib(benchmark, mechanism: str, u):
+    """diffprivlib's ``mechanisms.<mechanism>`` over the utilities ``u`` (sensitivity 1)."""
+    mech_mod = pytest.importorskip("diffprivlib.mechanisms")
+    mech = getattr(mech_mod, mechanism)(epsilon=EPS, sensitivity=1.0, utility=list(u), random_state=0)
+    benchmark(mech.randomise)
+
+
 # ---- one draw over 1000 candidates ---------------------------------------------------------
 @pytest.mark.benchmark(group="select-1000")
 def test_em_1000_dpfast(benchmark, u_small):
@@ -50,27 +62,17 @@ def test_pf_1000_dpfast(benchmark, u_small):
 
 @pytest.mark.benchmark(group="select-1000")
 def test_em_1000_numpy_gumbel_max(benchmark, u_small):
-    g = np.random.default_rng(0)
-    c = EPS / 2
-
-    def run():
-        return int(np.argmax(c * u_small + g.gumbel(size=u_small.size)))
-
-    benchmark(run)
+    benchmark(_numpy_gumbel_max, u_small, np.random.default_rng(0))
 
 
 @pytest.mark.benchmark(group="select-1000")
 def test_em_1000_diffprivlib(benchmark, u_small):
-    mech_mod = pytest.importorskip("diffprivlib.mechanisms")
-    mech = mech_mod.Exponential(epsilon=EPS, sensitivity=1.0, utility=list(u_small), random_state=0)
-    benchmark(mech.randomise)
+    _bench_diffprivlib(benchmark, "Exponential", u_small)
 
 
 @pytest.mark.benchmark(group="select-1000")
 def test_pf_1000_diffprivlib(benchmark, u_small):
-    mech_mod = pytest.importorskip("diffprivlib.mechanisms")
-    mech = mech_mod.PermuteAndFlip(epsilon=EPS, sensitivity=1.0, utility=list(u_small), random_state=0)
-    benchmark(mech.randomise)
+    _bench_diffprivlib(benchmark, "PermuteAndFlip", u_small)
 
 
 def _opendp_noisy_max(n):
@@ -108,13 +110,7 @@ def test_em_large_dpfast_stream(benchmark, u_large):
 
 @pytest.mark.benchmark(group="select-1e7")
 def test_em_large_numpy_gumbel_max(benchmark, u_large):
-    g = np.random.default_rng(0)
-    c = EPS / 2
-
-    def run():
-        return int(np.argmax(c * u_large + g.gumbel(size=u_large.size)))
-
-    benchmark.pedantic(run, rounds=5, iterations=1)
+    benchmark.pedantic(_numpy_gumbel_max, args=(u_large, np.random.default_rng(0)), rounds=5, iterations=1)
 
 
 @pytest.mark.benchmark(group="select-1e7")

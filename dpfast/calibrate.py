@@ -99,7 +99,11 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     hi = max(1.0, mu * mu)
     while f(hi) > 0:
         hi *= 2.0
-    return optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-13, maxiter=500)
+    eps = optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-13, maxiter=500)
+    # brentq may land a hair below the root; the smallest *valid* epsilon is what is promised.
+    while f(eps) > 0:
+        eps = math.nextafter(eps, math.inf)
+    return eps
 
 
 @functools.lru_cache(maxsize=4096)

@@ -237,3 +237,17 @@ def test_asymmetric_dominating_pair_and_lanes():
     assert both == pytest.approx(worse, rel=1e-6)
     with pytest.raises(ValueError):
         FromDominatingPair([0.5, 0.6], [0.5, 0.5])
+
+
+def test_large_epsilon_rr_and_all_infinite_loss_do_not_crash():
+    """Regression: RandomizedResponse(800) overflowed in math.exp (OverflowError), and a
+    mechanism whose whole loss mass is +inf crashed the Chernoff window (ceil(-inf)).
+    Correct answers: RR(50) composed 3 times is exactly 150-DP (delta = 0 above 150, and the
+    +-50 atoms are grid points); an all-+inf pair has delta(eps) = 1 for every eps."""
+    a = PLDAccountant(0.5).compose(RandomizedResponse(50.0), 3)  # +-50 on the grid
+    assert a.get_epsilon(1e-5) <= 150.0 + 1e-9
+    assert a.get_delta(150.0) <= 1e-12  # 0 exactly; FFT round-off allowed
+    b = PLDAccountant().compose(RandomizedResponse(800.0))  # lo underflows: pessimistic inf
+    assert b.get_epsilon(1e-5) == math.inf
+    c = PLDAccountant().compose(FromDominatingPair([1.0, 0.0], [0.0, 1.0]), 2).compose(Gaussian(1.0))
+    assert c.get_delta(5.0) == 1.0 and c.get_epsilon(0.5) == math.inf

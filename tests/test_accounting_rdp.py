@@ -210,3 +210,56 @@ def test_tuning_poisson_description():
     tnb = PrivateHyperparameterTuning(base, "truncated_negative_binomial", eta=0.0, gamma=0.05)
     r = RDPAccountant().compose(tnb).rdp
     assert (r >= RDPAccountant().compose(base).rdp).all() and np.isfinite(r).all()
+
+
+def test_tuning_poisson_formula_and_domain():
+    """Papernot & Steinke 2022, Theorem 6, recomputed independently for a sigma = 2 Gaussian:
+    delta_hat at eps_hat = log(1 + 1/(lambda-1)) from the improved conversion (min over
+    orders, written out here), eps' = eps + mu delta_hat + log(mu)/(lambda-1)."""
+    from dpfast.accounting.tuning import tuning_rdp_poisson
+
+    o = np.array([2.0, 3.0, 5.0, 10.0])
+    r = o / 8.0  # sigma = 2
+    mu = 15.4
+    got = tuning_rdp_poisson(o, r, mu)
+    for lam, g, rl in zip(o, got, r):
+        eh = math.log(1 + 1 / (lam - 1))
+        dh = min(min(1.0, math.exp((a - 1) * (ra - eh) + (a - 1) * math.log(1 - 1 / a) - math.log(a)),
+                     math.sqrt(1 - math.exp(-ra))) for a, ra in zip(o, r))
+        assert g == pytest.approx(rl + mu * dh + math.log(mu) / (lam - 1), rel=1e-12)
+    # Regression: mu < 1 gave a negative bound, clipped to 0, i.e. "0-RDP" for a leaking
+    # mechanism (impossible); the theorem is only used for mu >= 1 now.
+    with pytest.raises(ValueError, match="mu"):
+        tuning_rdp_poisson(o, r, 0.1)
+    with pytest.raises(ValueError, match="mean"):
+        PrivateHyperparameterTuning(Gaussian(2.0), "poisson", mean=0.5)
+
+
+def test_tnb_expected_count_by_series():
+    # E[K] of D_{eta,gamma} summed directly from the pmf (Papernot & Steinke 2022, Sec. 2)
+    for eta, gamma in [(0.5, 0.2), (-0.5, 0.3), (2.5, 0.05), (0.0, 0.1)]:
+        k = np.arange(1, 20000, dtype=np.float64)
+        from scipy.special import gammaln
+        if eta == 0:
+            logp = k * math.log(1 - gamma) - np.log(k) - math.log(math.log(1 / gamma))
+        else:
+            # prod_{l<k} (l+eta)/(l+1) = Gamma(k+eta) / (Gamma(eta) Gamma(k+1)), sign of Gamma(eta)
+            logp = (k * math.log(1 - gamma) + gammaln(k + eta) - gammaln(k + 1) - gammaln(eta + 1)
+                    + math.log(abs(eta)) - math.log(abs(gamma ** -eta - 1)))
+        p = np.exp(logp)
+        assert p.sum() == pytest.approx(1.0, rel=1e-9)
+        assert tnb_expected_count(eta, gamma) == pytest.approx(float((k * p).sum()), rel=1e-9)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: poisson_subsampled_gaussian_rdp([2.0, 2.5], -1.0, 0.1),   # sigma^2 hid the sign
+    lambda: poisson_subsampled_gaussian_rdp([2.0, 2.5], 1.0, float("nan")),
+    lambda: poisson_subsampled_gaussian_rdp([2.0], 1.0, 0.0),
+    lambda: sampled_without_replacement_gaussian_rdp([2.0, 3.0], 1.0, 1.5),
+    lambda: laplace_rdp([2.0], -1.0),                                 # gave a negative RDP
+])
+def test_rdp_curves_validate_parameters(call):
+    # Regression: these public curves computed garbage (negative RDP, silently a different
+    # mechanism) instead of raising.
+    with pytest.raises(ValueError):
+        call()

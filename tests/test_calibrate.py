@@ -219,3 +219,24 @@ def test_other_errors():
         gaussian_sigma(None, 1e-5)
     with pytest.raises(TypeError):
         gaussian_sigma("0.5", 1e-5)
+
+
+def test_gaussian_epsilon_and_gdp_mu_are_on_the_safe_side():
+    """Regression: the brentq root was returned as is, so about half the time the returned
+    epsilon (resp. mu) had a delta a few ulps *above* the requested one.  The promise is the
+    smallest epsilon (largest mu) that is valid: delta(result) <= delta exactly."""
+    from dpfast.accounting.gdp import gdp_mu
+    from dpfast.calibrate import gaussian_epsilon, gaussian_log_delta
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        sigma = float(np.exp(rng.uniform(-3, 4)))
+        delta = float(10 ** rng.uniform(-12, -1))
+        eps = gaussian_epsilon(sigma, delta)
+        assert eps == 0.0 or gaussian_log_delta(1 / sigma, eps) <= math.log(delta)
+        # and it is the smallest such epsilon up to a relative 1e-12
+        if eps > 0:
+            assert gaussian_log_delta(1 / sigma, eps * (1 - 1e-12)) > math.log(delta) - 1e-9
+        e = float(np.exp(rng.uniform(-3, 3)))
+        mu = gdp_mu(e, delta)
+        assert gaussian_log_delta(mu, e) <= math.log(delta)

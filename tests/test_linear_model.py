@@ -10,6 +10,10 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Normalizer
 
 from dpfast.accounting.objective_perturbation import (
     amp_delta,
@@ -303,11 +307,6 @@ def test_params_clone_pipeline_cross_val():
     with pytest.raises(ValueError, match="invalid parameter"):
         m.set_params(C=1.0)
     assert "epsilon=4.0" in repr(m)
-    sklearn = pytest.importorskip("sklearn")
-    from sklearn.base import clone, is_classifier, is_regressor
-    from sklearn.model_selection import cross_val_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import Normalizer
 
     c = clone(m)
     assert c.get_params() == m.get_params() and c is not m

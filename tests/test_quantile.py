@@ -156,3 +156,13 @@ def test_bad_inputs():
         private_median(["a"], 1.0, BOUNDS)
     with pytest.raises(ValueError, match="epsilon"):
         private_median(X, 0, BOUNDS)
+
+
+def test_bounds_whose_width_overflows_are_rejected():
+    # Regression: with bounds spanning more than DBL_MAX, the interval between -1e308 and
+    # 1e308 had width inf, so log-weight +inf: it won whatever the utilities (not eps-DP),
+    # and the "uniform point" in it was always its upper end.
+    with pytest.raises(ValueError, match="finite width"):
+        private_quantile([-1e308, 1e308, 0.0], 0.9, 1.0, (-1.7e308, 1.7e308), rng=0)
+    # a wide but finite range still works
+    assert -5e307 <= private_quantile([0.0, 1.0], 0.5, 1.0, (-5e307, 5e307), rng=0) <= 5e307

@@ -220,7 +220,7 @@ def test_binary_is_a_function_of_the_words():
     bits = np.arange(5000) % 3 == 0
     words = np.random.default_rng(77).bit_generator.random_raw(bits.size)
     q = 1 / (1 + math.exp(eps))
-    thr = np.uint64(int(q * 2**64))  # floor(q 2^64): P(flip) = thr / 2^64
+    thr = np.uint64(math.ceil(q * 2**64))  # ceil(q 2^64): P(flip) = thr / 2^64 >= q
     np.testing.assert_array_equal(randomized_response(bits, eps, rng=77), bits ^ (words < thr))
 
 
@@ -246,3 +246,24 @@ def test_native_rr_checks_sizes():
         _core.rr_kary(cap, np.empty(3, np.int64), np.zeros(3, np.int64), 1, np.zeros(1, np.uint64))
     with pytest.raises(ValueError):
         _core.rr_kary(cap, np.empty(3, np.int64), np.zeros(4, np.int64), 3, np.zeros(1, np.uint64))
+
+
+@pytest.mark.parametrize("k", [2, 3, 7])
+@pytest.mark.parametrize("eps", [0.5, 8.0, 20.0, 40.0, 44.0, 45.0, 60.0, 800.0])
+def test_flip_threshold_never_exceeds_epsilon(k, eps):
+    """Regression: the flip threshold was floor(P_flip 2^64); for eps > ~44.4 that is 0 (the
+    truth is always reported: infinite epsilon), and for eps ~ 40 it already exceeded eps.
+    The sampled law keeps the truth w.p. 1 - thr/2^64 and each other category w.p.
+    thr/(2^64 (k-1)); its privacy loss, computed exactly with integers, must be <= eps."""
+    from fractions import Fraction
+
+    from dpfast.mechanisms.randomized_response import _flip_threshold
+
+    _, q = randomized_response_probabilities(eps, k)
+    thr = int(_flip_threshold(np.array([(k - 1) * q]))[0])
+    assert 1 <= thr < 2**64
+    ratio = Fraction((2**64 - thr) * (k - 1), thr)  # P(truth) / P(a given other category)
+    # log(ratio) <= eps, allowing only the double rounding of P_flip (relative 1e-15)
+    assert math.log(ratio.numerator) - math.log(ratio.denominator) <= eps * (1 + 1e-15) + 1e-15
+    # and the flip probability is not needlessly larger than the target (one unit of 2^-64)
+    assert Fraction(thr, 2**64) - Fraction((k - 1) * q) <= Fraction(1, 2**64) or thr == 1

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import optimize, special
+from sklearn import linear_model as sklm
 
 from dpfast import _glm
 from dpfast.linear_model._solver import (
@@ -268,7 +269,6 @@ def test_quadratic_term():
 
 
 def test_matches_sklearn_logistic_and_ridge():
-    sklm = pytest.importorskip("sklearn.linear_model")
     X, y = make_data(2000, 10, "logistic", seed=10)
     alpha = 0.5
     clf = sklm.LogisticRegression(C=1.0 / alpha, fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y)

@@ -414,6 +414,34 @@ struct Evaluator {
 };
 
 // ---------------------------------------------------------------------------------------
+// Stopping rule and result of the three solvers (checked before every iteration / epoch).
+
+// True when the solver must stop, with the Result status: 3 non-finite F or gradient,
+// 0 converged (||grad F||_2 <= tol), 1 out of iterations (it >= max_it).
+inline bool stop_status(double f, double gn, double tol, int64_t it, int64_t max_it, int& status) {
+    if (!std::isfinite(f) || !std::isfinite(gn)) {
+        status = 3;
+        return true;
+    }
+    if (gn <= tol) {
+        status = 0;
+        return true;
+    }
+    if (it >= max_it) {
+        status = 1;
+        return true;
+    }
+    return false;
+}
+
+inline void finish(Result& res, int64_t it, double f, double gn) {
+    res.n_iter = it;
+    res.fun = f;
+    res.grad_norm = gn;
+    res.converged = res.status == 0;
+}
+
+// ---------------------------------------------------------------------------------------
 // L-BFGS (Nocedal & Wright 2006, Alg. 7.4/7.5) with a strong-Wolfe line search
 // (Alg. 3.5/3.6, cubic interpolation) that also accepts Hager & Zhang's approximate Wolfe
 // point when F's decrease is below its rounding error.  Stops on ||grad F||_2 <= tol.
@@ -512,20 +540,7 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m)
     double gn = std::sqrt(dotd(g.data(), g.data(), d));
     int k = 0, head = 0;  // stored pairs, next slot
     int64_t it = 0;
-    res.status = 1;
-    for (;;) {
-        if (!std::isfinite(f) || !std::isfinite(gn)) {
-            res.status = 3;
-            break;
-        }
-        if (gn <= tol) {
-            res.status = 0;
-            break;
-        }
-        if (it >= max_iter) {
-            res.status = 1;
-            break;
-        }
+    while (!stop_status(f, gn, tol, it, max_iter, res.status)) {
         // two-loop recursion: p = -H g
         for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
         for (int c = 0; c < k; ++c) {
@@ -583,10 +598,7 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m)
         f = ls.ft;
         gn = std::sqrt(dotd(g.data(), g.data(), d));
     }
-    res.n_iter = it;
-    res.fun = f;
-    res.grad_norm = gn;
-    res.converged = res.status == 0;
+    finish(res, it, f, gn);
     return res;
 }
 
@@ -611,18 +623,15 @@ Result sag_dense(const View& X, const glm::Objective& ob, Evaluator<View>& ev, d
         if (mem[i] != 0.0) row_axpy(X, i, mem[i], G.data());
     double gn = std::sqrt(dotd(g.data(), g.data(), d));
     const double eta = o.step, beta = eta / (double)n, a = 1.0 - eta * ob.alpha / (double)n;
+    // theta <- a theta - beta (G + linear): the regularizer's shrink and the averaged gradient
+    auto dense_step = [th, Gp = G.data(), lin = ob.linear, a, beta, d]() {
+        if (lin)
+            for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * (Gp[j] + lin[j]);
+        else
+            for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * Gp[j];
+    };
     int64_t ep = 0;
-    res.status = 1;
-    for (;;) {
-        if (!std::isfinite(f) || !std::isfinite(gn)) {
-            res.status = 3;
-            break;
-        }
-        if (gn <= o.tol) {
-            res.status = 0;
-            break;
-        }
-        if (ep >= o.max_epochs) break;
+    while (!stop_status(f, gn, o.tol, ep, o.max_epochs, res.status)) {
         for (int64_t k = 0; k < n; ++k) {
             const int64_t i = (int64_t)rs.bounded((uint64_t)n);
             double v, dl;
@@ -631,30 +640,21 @@ Result sag_dense(const View& X, const glm::Objective& ob, Evaluator<View>& ev, d
             mem[i] = dl;
             if (o.saga) {
                 // theta -= eta * (delta x_i + (G + linear + alpha theta) / n); then G += delta x_i
-                if (ob.linear)
-                    for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * (G[j] + ob.linear[j]);
-                else
-                    for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * G[j];
+                dense_step();
                 if (delta != 0.0) {
                     row_axpy(X, i, -eta * delta, th);
                     row_axpy(X, i, delta, G.data());
                 }
             } else {
                 if (delta != 0.0) row_axpy(X, i, delta, G.data());
-                if (ob.linear)
-                    for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * (G[j] + ob.linear[j]);
-                else
-                    for (int64_t j = 0; j < d; ++j) th[j] = a * th[j] - beta * G[j];
+                dense_step();
             }
         }
         ++ep;
         f = ev(th, g.data());
         gn = std::sqrt(dotd(g.data(), g.data(), d));
     }
-    res.n_iter = ep;
-    res.fun = f;
-    res.grad_norm = gn;
-    res.converged = res.status == 0;
+    finish(res, ep, f, gn);
     return res;
 }
 
@@ -691,17 +691,7 @@ Result sag_sparse(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<g
         cum = 0.0;
     };
     int64_t ep = 0;
-    res.status = 1;
-    for (;;) {
-        if (!std::isfinite(f) || !std::isfinite(gn)) {
-            res.status = 3;
-            break;
-        }
-        if (gn <= o.tol) {
-            res.status = 0;
-            break;
-        }
-        if (ep >= o.max_epochs) break;
+    while (!stop_status(f, gn, o.tol, ep, o.max_epochs, res.status)) {
         for (int64_t k = 0; k < n; ++k) {
             const int64_t i = (int64_t)rs.bounded((uint64_t)n);
             const int64_t p0 = (int64_t)X.indptr[i], p1 = (int64_t)X.indptr[i + 1];
@@ -740,10 +730,7 @@ Result sag_sparse(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<g
         f = ev(th, g.data());
         gn = std::sqrt(dotd(g.data(), g.data(), d));
     }
-    res.n_iter = ep;
-    res.fun = f;
-    res.grad_norm = gn;
-    res.converged = res.status == 0;
+    finish(res, ep, f, gn);
     return res;
 }
 

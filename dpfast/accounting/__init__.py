@@ -17,6 +17,7 @@ Spec: ``accounting.md`` (and ``objective_perturbation.md`` for objective perturb
 Neighbouring relation: ``neighbours="add_remove"`` is the default everywhere (the DP-SGD
 convention); descriptions stated for ``"replace_one"`` say so.
 """
+from dpfast.accounting import _descriptions, gdp, tuning  # for their __all__ lists
 from dpfast.accounting._descriptions import (
     ExponentialMechanism,
     FromDominatingPair,
@@ -58,17 +59,7 @@ from dpfast.accounting.tuning import (
 )
 
 __all__ = [
-    "MechanismDescription",
-    "Gaussian",
-    "Laplace",
-    "RandomizedResponse",
-    "PureDP",
-    "ExponentialMechanism",
-    "ReportNoisyMax",
-    "PoissonSubsampledGaussian",
-    "SampledWithoutReplacementGaussian",
-    "FromPrivacyProfile",
-    "FromDominatingPair",
+    *_descriptions.__all__,
     "ObjectivePerturbation",
     "RDPAccountant",
     "PLDAccountant",
@@ -77,16 +68,6 @@ __all__ = [
     "rdp_to_epsilon_classic",
     "rdp_to_delta",
     "calibrate_noise_multiplier",
-    "gaussian_tradeoff",
-    "approx_dp_tradeoff",
-    "gdp_compose",
-    "gdp_delta",
-    "gdp_epsilon",
-    "gdp_mu",
-    "CLTResult",
-    "clt_mu_poisson_gaussian",
-    "PrivateHyperparameterTuning",
-    "tnb_expected_count",
-    "tuning_rdp_poisson",
-    "tuning_rdp_truncated_negative_binomial",
+    *gdp.__all__,
+    *tuning.__all__,
 ]

@@ -136,8 +136,11 @@ class Laplace(MechanismDescription):
 
 def _rr_pair(epsilon: float, k: int):
     """Worst-case pair of k-ary randomized response: P = M(x), Q = M(x')."""
-    z = math.exp(epsilon) + k - 1
-    hi, lo = math.exp(epsilon) / z, 1.0 / z
+    # hi = e^eps / (e^eps + k - 1), lo = 1 / (e^eps + k - 1), without overflow for large eps
+    # (lo underflows to 0 above eps ~ 745: then an infinite loss atom, a pessimistic answer)
+    em = math.exp(-epsilon)
+    hi = 1.0 / (1.0 + (k - 1) * em)
+    lo = em * hi
     p = [hi, lo] + [lo] * (k - 2)
     q = [lo, hi] + [lo] * (k - 2)
     return np.array(p), np.array(q)

@@ -102,7 +102,11 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         lo -= 5.0
     while f(hi) < 0:
         hi += 1.0
-    return math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
+    mu = math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
+    # brentq may land a hair above the root; the returned mu must satisfy the (eps, delta) bound.
+    while gaussian_log_delta(mu, e) > target:
+        mu = math.nextafter(mu, 0.0)
+    return mu
 
 
 class CLTResult(NamedTuple):

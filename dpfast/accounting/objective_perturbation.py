@@ -54,12 +54,17 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # validation helpers
 # --------------------------------------------------------------------------------------------
-def _check_constants(noise_std, lipschitz, smoothness, regularization):
-    sigma = check_positive(noise_std, "noise_std", allow_array=False)
-    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+def _check_smoothness(smoothness) -> float:
     beta = float(smoothness)
     if not (math.isfinite(beta) and beta >= 0):
         raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
+    return beta
+
+
+def _check_constants(noise_std, lipschitz, smoothness, regularization):
+    sigma = check_positive(noise_std, "noise_std", allow_array=False)
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    beta = _check_smoothness(smoothness)
     lam = check_positive(regularization, "regularization", allow_array=False)
     if not lam > beta:
         raise ValueError(
@@ -97,6 +102,13 @@ def _log_delta_op(epsilon: float, s: float, c_j: float) -> float:
     return math.log(-math.expm1(log_term)) if log_term < 0 else -math.inf
 
 
+def _profile(eps: np.ndarray, s: float, c_j: float):
+    """delta(eps) of Theorem 3.1 elementwise (0 at eps = inf, at most 1); a float for a 0-d eps."""
+    out = np.array([math.exp(_log_delta_op(float(e), s, c_j)) if e < math.inf else 0.0 for e in eps.ravel()])
+    out = np.minimum(out, 1.0)
+    return float(out[0]) if eps.ndim == 0 else out.reshape(eps.shape)
+
+
 def objective_perturbation_delta(
     epsilon,
     noise_std: float,
@@ -125,11 +137,7 @@ def objective_perturbation_delta(
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any():
         raise ValueError("epsilon must not be NaN")
-    s = L / sigma
-    c_j = jacobian_cost(beta, lam)
-    out = np.array([math.exp(_log_delta_op(float(e), s, c_j)) if e < math.inf else 0.0 for e in eps.ravel()])
-    out = np.minimum(out, 1.0)
-    return float(out[0]) if eps.ndim == 0 else out.reshape(eps.shape)
+    return _profile(eps, L / sigma, jacobian_cost(beta, lam))
 
 
 def objective_perturbation_epsilon(
@@ -216,9 +224,7 @@ def objective_perturbation_min_regularization(
     """
     sigma = check_positive(noise_std, "noise_std", allow_array=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = float(smoothness)
-    if not (math.isfinite(beta) and beta >= 0):
-        raise ValueError(f"smoothness must be finite and >= 0, got {smoothness!r}")
+    beta = _check_smoothness(smoothness)
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
@@ -259,9 +265,7 @@ def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float,
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = float(smoothness)
-    if not (math.isfinite(beta) and beta >= 0):
-        raise ValueError(f"smoothness must be finite and >= 0, got {smoothness!r}")
+    beta = _check_smoothness(smoothness)
     sigma = L * math.sqrt(8.0 * math.log(2.0 / delta) + 4.0 * epsilon) / epsilon
     return sigma, 2.0 * beta / epsilon
 
@@ -429,10 +433,7 @@ def ObjectivePerturbation(
     c_j = jacobian_cost(beta, lam)
 
     def delta_of_epsilon(epsilon):
-        e = np.asarray(epsilon, dtype=np.float64)
-        out = np.array([math.exp(_log_delta_op(float(v), s, c_j)) if v < math.inf else 0.0 for v in e.ravel()])
-        out = np.minimum(out, 1.0)
-        return float(out[0]) if e.ndim == 0 else out.reshape(e.shape)
+        return _profile(np.asarray(epsilon, dtype=np.float64), s, c_j)
 
     def rdp(orders):
         # Theorem 3.2 is stated for alpha > 1; other orders are reported unbounded (inf)

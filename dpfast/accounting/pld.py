@@ -155,8 +155,10 @@ def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimi
     logtol = math.log(tol)
     b_t = (K_up - logtol) / _T_GRID
     a_t = -(K_dn - logtol) / _T_GRID
-    hi_idx = min(hi_sum, math.ceil(np.min(b_t) / h) + 1)
-    lo_idx = max(lo_sum, math.floor(np.max(a_t) / h) - 1)
+    b_min, a_max = float(np.min(b_t)), float(np.max(a_t))
+    # no finite mass at all (every loss is +inf): K = -inf, keep the exact (trivial) support
+    hi_idx = min(hi_sum, math.ceil(b_min / h) + 1) if math.isfinite(b_min) else hi_sum
+    lo_idx = max(lo_sum, math.floor(a_max / h) - 1) if math.isfinite(a_max) else lo_sum
     if hi_idx < lo_idx:  # degenerate (all mass at +inf or numerical): keep exact support
         lo_idx, hi_idx = lo_sum, max(hi_sum, lo_sum)
     with np.errstate(over="ignore"):

@@ -48,9 +48,24 @@ def check_orders(orders) -> np.ndarray:
     return a
 
 
+def _param(x, name: str, *, rate: bool = False) -> float:
+    """A finite real > 0 (``rate``: in (0, 1]); these curves are public, so no garbage in."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+    if rate:
+        if not 0.0 < v <= 1.0:
+            raise ValueError(f"{name} must be in (0, 1], got {x!r}")
+    elif not 0.0 < v < math.inf:
+        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return v
+
+
 def gaussian_rdp(orders, noise_multiplier: float) -> np.ndarray:
     """RDP of the Gaussian mechanism: alpha / (2 z^2), z = sigma/sensitivity (lectures D10)."""
     a = check_orders(orders)
+    noise_multiplier = _param(noise_multiplier, "noise_multiplier")
     return a / (2.0 * noise_multiplier ** 2)
 
 
@@ -61,7 +76,7 @@ def laplace_rdp(orders, scale: float, sensitivity: float = 1.0) -> np.ndarray:
     + (alpha-1)/(2alpha-1) e^(-alpha t) ) / (alpha-1), evaluated in log space; t at alpha = inf.
     """
     a = check_orders(orders)
-    t = sensitivity / scale
+    t = _param(sensitivity, "sensitivity") / _param(scale, "scale")
     out = np.full(a.shape, t)
     f = np.isfinite(a)
     af = a[f]
@@ -96,6 +111,7 @@ def discrete_pair_rdp(orders, p: np.ndarray, q: np.ndarray) -> np.ndarray:
 def pure_dp_rdp_bound(orders, epsilon: float) -> np.ndarray:
     """min(eps, alpha eps^2/2): the RDP bound of any pure eps-DP mechanism (lectures D9)."""
     a = check_orders(orders)
+    epsilon = _param(epsilon, "epsilon")
     return np.minimum(epsilon, a * epsilon ** 2 / 2.0)
 
 
@@ -180,7 +196,8 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
     gives inf for q > 0.
     """
     a = check_orders(orders)
-    sigma, q = float(noise_multiplier), float(sample_rate)
+    sigma = _param(noise_multiplier, "noise_multiplier")
+    q = _param(sample_rate, "sample_rate", rate=True)
     if q == 1.0:
         return gaussian_rdp(a, sigma)
     out = np.empty(a.shape)
@@ -227,7 +244,8 @@ def sampled_without_replacement_gaussian_rdp(orders, noise_multiplier: float, sa
     as (alpha-1) eps(alpha) is convex).  Capped by the unsampled Gaussian alpha/(2 z^2).
     """
     a = check_orders(orders)
-    sigma, q = float(noise_multiplier), float(sample_rate)
+    sigma = _param(noise_multiplier, "noise_multiplier")
+    q = _param(sample_rate, "sample_rate", rate=True)
     if q == 1.0:
         return gaussian_rdp(a, sigma)
     cache = {}

@@ -15,7 +15,8 @@ released.  Statements implemented (Papernot & Steinke 2022):
   vanishes).
 * **Poisson** (Theorem 6), K ~ Poisson(mu): if Q is (lambda, eps)-RDP and (eps_hat, delta_hat)-DP
   with e^eps_hat <= 1 + 1/(lambda - 1), the tuned algorithm is
-  (lambda, eps + mu delta_hat + log(mu)/(lambda - 1))-RDP.  delta_hat is taken at
+  (lambda, eps + mu delta_hat + log(mu)/(lambda - 1))-RDP (mu >= 1 required here: below 1
+  the bound can go negative).  delta_hat is taken at
   eps_hat = log(1 + 1/(lambda-1)) from the base's own RDP curve (improved conversion), or from a
   user-supplied ``delta_of_epsilon``.
 """
@@ -76,8 +77,11 @@ def tuning_rdp_poisson(orders, base_rdp, mu: float,
     if r.shape != a.shape:
         raise ValueError("base_rdp must have one value per order")
     mu = float(mu)
-    if not mu > 0 or math.isinf(mu):
-        raise ValueError(f"mu must be finite and > 0, got {mu!r}")
+    if not mu >= 1 or math.isinf(mu):
+        # For mu < 1 the bound eps + mu delta_hat + log(mu)/(lambda - 1) can be negative (it
+        # would certify 0-RDP for a mechanism that leaks), so it cannot hold there; mu >= 1 is
+        # also the domain of dp-accounting's implementation of this theorem.
+        raise ValueError(f"mu must be finite and >= 1, got {mu!r}")
     out = np.empty(a.shape)
     for k, lam in enumerate(a):
         if math.isinf(lam):
@@ -110,8 +114,8 @@ class PrivateHyperparameterTuning(MechanismDescription):
         if not hasattr(self.base, "rdp"):
             raise TypeError("base must be a mechanism description")
         if self.distribution == "poisson":
-            if self.mean is None or not float(self.mean) > 0:
-                raise ValueError("distribution='poisson' needs mean > 0")
+            if self.mean is None or not 1 <= float(self.mean) < math.inf:
+                raise ValueError("distribution='poisson' needs a finite mean >= 1")
         elif self.distribution == "truncated_negative_binomial":
             tnb_expected_count(self.eta if self.eta is not None else float("nan"),
                                self.gamma if self.gamma is not None else float("nan"))

@@ -100,6 +100,13 @@ def _gaussian_description(sigma_out: float, sensitivity: float):
     return Gaussian(noise_multiplier=sigma_out / sensitivity, sensitivity=sensitivity)
 
 
+def _report(accountant: str, e_rdp: float, e_pld: float) -> tuple[float, str, float, float]:
+    """(epsilon, which, e_rdp, e_pld): the RDP bound if asked for (or smaller under "best"), else PLD."""
+    if accountant == "rdp" or (accountant == "best" and e_rdp < e_pld):
+        return e_rdp, "rdp", e_rdp, e_pld
+    return e_pld, "pld", e_rdp, e_pld
+
+
 def amp_privacy(
     delta: float,
     *,
@@ -133,9 +140,7 @@ def amp_privacy(
             sens = op.amp_output_sensitivity(tau, regularization)
             descs.append(_gaussian_description(sigma_out, sens))
         e_pld = _pld_epsilon(descs, delta, count)
-    if accountant == "rdp" or (accountant == "best" and e_rdp < e_pld):
-        return e_rdp, "rdp", e_rdp, e_pld
-    return e_pld, "pld", e_rdp, e_pld
+    return _report(accountant, e_rdp, e_pld)
 
 
 def objective_privacy(
@@ -167,22 +172,17 @@ def objective_privacy(
             e_pld = op.objective_perturbation_epsilon(delta, noise_std, lipschitz, smoothness, regularization)
         else:
             e_pld = _pld_epsilon([op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)], delta, count)
-    if accountant == "rdp" or (accountant == "best" and e_rdp < e_pld):
-        return e_rdp, "rdp", e_rdp, e_pld
-    return e_pld, "pld", e_rdp, e_pld
+    return _report(accountant, e_rdp, e_pld)
 
 
 # --------------------------------------------------------------------------------------------
 # smallest lambda
 # --------------------------------------------------------------------------------------------
-def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_value: float = 1e15) -> float:
-    """Smallest x > lo (to relative ``rtol``, rounded up) with ok(x), for ok monotone in x."""
-    hi = max(start, lo * 2.0 if lo > 0 else start)
-    while not ok(hi):
-        lo = hi
-        hi *= 2.0
-        if hi > max_value:
-            raise ValueError("no regularization up to 1e15 gives the requested privacy")
+def _bisect(ok, lo: float, hi: float, rtol: float) -> float:
+    """Shrink [lo, hi] with ok(hi) true to relative width ``rtol``; returns hi (ok monotone in x).
+
+    Geometric steps while hi/lo >= 4, arithmetic ones after; stops at hi < 1e-12 when lo == 0.
+    """
     while hi - lo > rtol * hi:
         mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo * hi) if lo > 0 else hi / 16.0)
         if ok(mid):
@@ -194,12 +194,49 @@ def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_valu
     return hi
 
 
+def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_value: float = 1e15) -> float:
+    """Smallest x > lo (to relative ``rtol``, rounded up) with ok(x), for ok monotone in x."""
+    hi = max(start, lo * 2.0 if lo > 0 else start)
+    while not ok(hi):
+        lo = hi
+        hi *= 2.0
+        if hi > max_value:
+            raise ValueError("no regularization up to 1e15 gives the requested privacy")
+    return _bisect(ok, lo, hi, rtol)
+
+
 def _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor):
     f = float(noise_factor)
     if not (f > 0 and math.isfinite(f)):
         raise ValueError(f"noise_factor must be finite and > 0, got {noise_factor!r}")
     # count-fold composition of a Gaussian of sensitivity C = one Gaussian of sensitivity sqrt(count) C
     return f * gaussian_sigma(epsilon, delta, lipschitz * math.sqrt(count))
+
+
+def _noise_std(epsilon, delta, lipschitz, count, noise_factor, noise_std) -> tuple[float, float]:
+    """(sigma, f): ``noise_std`` when given (f = NaN), else f * sigma_G with f = ``noise_factor``."""
+    if noise_std is None:
+        return _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor), float(noise_factor)
+    sigma = float(noise_std)
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"noise_std must be finite and > 0, got {noise_std!r}")
+    return sigma, math.nan
+
+
+def _regularization(regularization, beta: float, privacy, smallest, epsilon, delta, sigma) -> float:
+    """The smallest feasible lambda when ``regularization`` is None, else the given one, checked:
+    it must exceed beta and reach ``epsilon`` (the error names the smallest feasible lambda)."""
+    if regularization is None:
+        return smallest()
+    lam = float(regularization)
+    if not (lam > beta and math.isfinite(lam)):
+        raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
+    if privacy(lam)[0] > epsilon:
+        raise ValueError(
+            f"regularization={lam:.6g} is too small for ({epsilon}, {delta})-DP with noise_std={sigma:.6g}; "
+            f"the smallest feasible regularization is {smallest():.6g}"
+        )
+    return lam
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
@@ -238,13 +275,7 @@ def calibrate_amp(
     if not (sigma_out > 0 and math.isfinite(sigma_out)):
         raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
     beta = float(smoothness)
-    if noise_std is None:
-        sigma = _sigma_from_factor(epsilon, delta, clip, count, noise_factor)
-        f = float(noise_factor)
-    else:
-        sigma, f = float(noise_std), math.nan
-        if not (sigma > 0 and math.isfinite(sigma)):
-            raise ValueError(f"noise_std must be finite and > 0, got {noise_std!r}")
+    sigma, f = _noise_std(epsilon, delta, clip, count, noise_factor, noise_std)
 
     memo = {}
 
@@ -283,27 +314,9 @@ def calibrate_amp(
             upper = _smallest_feasible(rdp_only, beta, max(2.0 * beta, 1e-3))
         except ValueError:
             upper = big
-        lo = beta
-        hi = upper
-        while hi - lo > 5e-3 * hi:
-            mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo * hi) if lo > 0 else hi / 16.0)
-            if privacy(mid)[0] <= epsilon:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        return _bisect(lambda l: privacy(l)[0] <= epsilon, beta, upper, 5e-3)
 
-    if regularization is None:
-        lam = smallest()
-    else:
-        lam = float(regularization)
-        if not (lam > beta and math.isfinite(lam)):
-            raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
-        if privacy(lam)[0] > epsilon:
-            raise ValueError(
-                f"regularization={lam:.6g} is too small for ({epsilon}, {delta})-DP with noise_std={sigma:.6g}; "
-                f"the smallest feasible regularization is {smallest():.6g}"
-            )
+    lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
     eps, which, e_rdp, e_pld = privacy(lam)
     return PrivacyCalibration("amp", eps, delta, which, sigma, lam, sigma_out, tau, float(clip), beta, count,
                               epsilon, e_rdp, e_pld, f)
@@ -346,11 +359,7 @@ def calibrate_objective(
             )
         return PrivacyCalibration("objective", epsilon, delta, "kifer", sigma, lam, math.inf, 0.0, L, beta, count,
                                   epsilon)
-    if noise_std is None:
-        sigma = _sigma_from_factor(epsilon, delta, L, count, noise_factor)
-        f = float(noise_factor)
-    else:
-        sigma, f = float(noise_std), math.nan
+    sigma, f = _noise_std(epsilon, delta, L, count, noise_factor, noise_std)
 
     def privacy(lam):
         return objective_privacy(delta, noise_std=sigma, lipschitz=L, smoothness=beta, regularization=lam,
@@ -368,17 +377,7 @@ def calibrate_objective(
         return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3),
                                   rtol=1e-4 if accountant == "rdp" else 5e-3)
 
-    if regularization is None:
-        lam = smallest()
-    else:
-        lam = float(regularization)
-        if not (lam > beta and math.isfinite(lam)):
-            raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
-        if privacy(lam)[0] > epsilon:
-            raise ValueError(
-                f"regularization={lam:.6g} is too small for ({epsilon}, {delta})-DP with noise_std={sigma:.6g}; "
-                f"the smallest feasible regularization is {smallest():.6g}"
-            )
+    lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
     eps, which, e_rdp, e_pld = privacy(lam)
     return PrivacyCalibration("objective", eps, delta, which, sigma, lam, math.inf, 0.0, L, beta, count, epsilon,
                               e_rdp, e_pld, f)

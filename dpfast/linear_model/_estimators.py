@@ -91,6 +91,9 @@ _ATTR_DOC = """
     sigma_out_ : output noise std (inf for "objective").
     lambda_ : the ridge coefficient used.
     n_iter_, grad_norm_ : solver iterations and certified gradient norm (<= tol), per model.
+        These (and ``solver_``) are diagnostics computed from the private data *without* noise:
+        they are not covered by the privacy guarantee (only ``coef_``/``intercept_`` and the
+        calibration are); do not publish them with the model.
     calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration`.
 """
 
@@ -219,8 +222,10 @@ class _PrivateLinearModel(ParamsMixin):
                 raise ValueError(f"y must have shape ({n},) to match X, got {t.shape}")
         w = check_sample_weight(sample_weight, n)
         Xd = self._design(X, R, s, fitting=True)
-        # constants for the bound with the rounding slack of the data type (data-independent)
-        consts = self._constants(_slack(R, X.dtype), s)
+        # constants for the bound with the rounding slack of the data type (data-independent);
+        # the bias column is stored in X's dtype too, so s gets the same slack (float32(s) may
+        # exceed s: with intercept_scaling=10.1 and float32 rows the bound was otherwise broken)
+        consts = self._constants(_slack(R, X.dtype), _slack(s, X.dtype) if s > 0 else 0.0)
         cal = make_calibration(self.method, self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,

@@ -27,7 +27,7 @@ from dpfast.linear_model._calibration import (
     calibrate_output,
 )
 from dpfast.linear_model._losses import glm_constants
-from dpfast.linear_model._solver import minimize_glm
+from dpfast.linear_model._solver import _vector, minimize_glm
 from dpfast.random import check_random_state
 
 __all__ = [
@@ -247,15 +247,8 @@ def check_finite_X(X) -> None:
 
 
 def check_sample_weight(sample_weight, n: int):
-    if sample_weight is None:
-        return None
-    w = np.asarray(sample_weight)
-    if w.dtype.kind not in "biuf":
-        raise TypeError(f"sample_weight must be real numbers, got dtype {w.dtype}")
-    w = np.ascontiguousarray(w, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any() or (w > 1).any():
+    w = _vector(sample_weight, n, "sample_weight")
+    if w is not None and ((w < 0).any() or (w > 1).any()):
         raise ValueError("sample_weight must lie in [0, 1]: a weight above 1 multiplies the example's "
                          "sensitivity, which the privacy calibration does not allow")
     return w

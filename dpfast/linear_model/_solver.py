@@ -47,13 +47,12 @@ time (``dpfast._glm.has_avx2``).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
 
-from dpfast import _glm
+from dpfast import _glm, _threads
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = ["GLMResult", "minimize_glm", "glm_loss_and_grad", "loss_constants", "LOSSES", "SOLVERS"]
@@ -90,14 +89,6 @@ class GLMResult:
     n_eval: int = 0
     message: str = ""
     step_size: Optional[float] = None
-
-
-def _default_threads() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, n)
 
 
 def loss_constants(loss: str, huber_delta: float = 1.0) -> Tuple[float, float]:
@@ -144,7 +135,8 @@ def _scalar(value, name: str, *, positive: bool = False, allow_zero: bool = True
     return v
 
 
-def _vector(value, n: int, name: str) -> Optional[np.ndarray]:
+def _vector(value, n: int, name: str, *, shape_note: str = "") -> Optional[np.ndarray]:
+    """A finite float64 C-contiguous vector of shape (n,) (None stays None)."""
     if value is None:
         return None
     arr = np.asarray(value)
@@ -152,7 +144,7 @@ def _vector(value, n: int, name: str) -> Optional[np.ndarray]:
         raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+        raise ValueError(f"{name} must have shape ({n},){shape_note}, got {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinite entries")
     return arr
@@ -217,14 +209,7 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     layout, data, indices, indptr, n, d = _prepare_X(X)
     if n == 0 or d == 0:
         raise ValueError(f"X must have at least one row and one column, got shape ({n}, {d})")
-    yv = np.asarray(y)
-    if yv.dtype.kind not in "biuf":
-        raise TypeError(f"y must be real numbers, got dtype {yv.dtype}")
-    yv = np.ascontiguousarray(yv, dtype=np.float64)
-    if yv.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) to match X, got {yv.shape}")
-    if not np.isfinite(yv).all():
-        raise ValueError("y contains NaN or infinite entries")
+    yv = _vector(y, n, "y", shape_note=" to match X")
     if loss in ("logistic", "smoothed_hinge"):
         bad = (yv != 1.0) & (yv != -1.0)
         if bad.any():
@@ -287,7 +272,7 @@ def glm_loss_and_grad(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
     th = _vector(coef, d, "coef")
-    nt = _default_threads() if n_threads is None else max(1, int(n_threads))
+    nt = _threads.cpu_count() if n_threads is None else max(1, int(n_threads))
     f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q, th, nt)
     if not ok:
         _raise_bad_X(4)
@@ -370,7 +355,7 @@ def minimize_glm(
         theta = np.zeros(d, dtype=np.float64)
     else:
         theta = _vector(coef0, d, "coef0").copy()
-    nt = _default_threads() if n_threads is None else int(n_threads)
+    nt = _threads.cpu_count() if n_threads is None else int(n_threads)
     if nt < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads!r}")
     args = (data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q,

@@ -38,13 +38,13 @@ the kernel (default: the number of usable CPUs, at most 4).
 from __future__ import annotations
 
 import math
-import os
 from typing import Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
+from dpfast._threads import default_threads
 from dpfast._validation import check_positive, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.random import RandomLike, check_random_state, native_stream
@@ -56,30 +56,11 @@ _PY_REAL = (float, int)
 _TWO_M53 = 2.0**-53
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
-
-
-_CPUS = _cpu_count()
-
-
 def _n_threads(n: int) -> int:
     """Threads for a kernel call on n values (1 below two blocks: nothing to share)."""
     if n <= _core.NOISE_BLOCK:
         return 1
-    env = os.environ.get("DPFAST_NUM_THREADS")
-    if env:
-        try:
-            t = int(env)
-        except ValueError:
-            t = 0
-        if t < 1:
-            raise ValueError(f"DPFAST_NUM_THREADS must be a positive integer, got {env!r}")
-        return t
-    return max(1, min(_CPUS, 4))
+    return default_threads()
 
 
 def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng) -> Result:

@@ -31,7 +31,6 @@ vector draw from the same state.
 from __future__ import annotations
 
 import math
-import os
 from fractions import Fraction
 from typing import Optional, Sequence, Union
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from dpfast import _exact
 from dpfast._rational import RationalLike, fit_rational, to_fraction
+from dpfast._threads import default_threads
 from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.random import RandomLike, check_random_state, native_stream
 
@@ -59,32 +59,13 @@ _MAX_SCALE = Fraction(2**40)  # discrete Laplace scale t/s (keeps |Y| < 2^62 w.p
 _MAX_LATTICE = 2**53  # |lattice coordinate| of mechanism inputs
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
-
-
-_CPUS = _cpu_count()
-
-
 def _n_threads(n: int) -> int:
     """Threads for an exact kernel on n draws.  The output does not depend on it: each block
     of ``_exact.EXACT_BLOCK`` draws has its own ChaCha20 keystream keyed, in order, from the
     caller's generator.  ``DPFAST_NUM_THREADS`` overrides the default (up to 4 cores)."""
     if n <= _exact.EXACT_BLOCK:
         return 1
-    env = os.environ.get("DPFAST_NUM_THREADS")
-    if env:
-        try:
-            t = int(env)
-        except ValueError:
-            t = 0
-        if not 1 <= t <= 256:
-            raise ValueError(f"DPFAST_NUM_THREADS must be an integer in [1, 256], got {env!r}")
-        return t
-    return max(1, min(_CPUS, 4))
+    return default_threads(upper=256)  # the kernels accept [1, 256]
 
 
 def _split128(v: int) -> tuple[int, int]:
@@ -111,6 +92,15 @@ def _result(out: np.ndarray, size: Size):
 
 # ----------------------------------------------------------------------------- parameters
 
+def _fit(fr: Fraction, fits, from_float: bool, *, mode: str, name: str, limits: str) -> Fraction:
+    """``fit_rational`` for a sampler parameter; ``mode="nearest"`` only rounds float input (an
+    exact rational must fit as it is).  Raises ValueError naming the native ``limits``."""
+    res = fit_rational(fr, fits, mode=("exact" if (mode == "nearest" and not from_float) else mode))
+    if res is None:
+        raise ValueError(f"{name} = {fr} does not fit the native sampler{limits}")
+    return res
+
+
 def _laplace_fits(fr: Fraction) -> bool:
     return fr.numerator < 2**64 and fr.denominator < 2**64 and fr <= _MAX_SCALE
 
@@ -119,12 +109,9 @@ def _laplace_params(scale: Fraction, from_float: bool, *, mode: str, name: str) 
     """(s, t) with t/s = the scale to sample (exactly ``scale`` when it fits)."""
     if scale > _MAX_SCALE:
         raise ValueError(f"{name} must be <= 2**40 (got {float(scale):.6g}); such noise swamps any int64 output")
-    fr = fit_rational(scale, _laplace_fits, mode=("exact" if (mode == "nearest" and not from_float) else mode))
-    if fr is None:
-        raise ValueError(
-            f"{name} = {scale} does not fit the native sampler: numerator and denominator must be "
-            "< 2**64 and the value at least 2**-63; pass a simpler fraction"
-        )
+    fr = _fit(scale, _laplace_fits, from_float, mode=mode, name=name,
+              limits=": numerator and denominator must be < 2**64 and the value at least 2**-63; "
+                     "pass a simpler fraction")
     return fr.denominator, fr.numerator
 
 
@@ -141,13 +128,9 @@ def _gauss_fits(fr: Fraction) -> bool:
 def _gauss_params(sigma2: Fraction, from_float: bool, *, mode: str, name: str) -> tuple[int, int, int]:
     if sigma2 >= 2**62:
         raise ValueError(f"{name} must be < 2**62 (got {float(sigma2):.6g})")
-    fr = fit_rational(sigma2, _gauss_fits, mode=("exact" if (mode == "nearest" and not from_float) else mode))
-    if fr is None:
-        raise ValueError(
-            f"{name} = {sigma2} does not fit the native sampler (need tau = floor(sigma)+1 <= 2**40, "
-            "denominator * tau < 2**62 and 2 * numerator * denominator * tau**2 < 2**127); "
-            "pass a fraction with a smaller denominator"
-        )
+    fr = _fit(sigma2, _gauss_fits, from_float, mode=mode, name=name,
+              limits=" (need tau = floor(sigma)+1 <= 2**40, denominator * tau < 2**62 and "
+                     "2 * numerator * denominator * tau**2 < 2**127); pass a fraction with a smaller denominator")
     return fr.numerator, fr.denominator, _tau(fr)
 
 

@@ -6,6 +6,7 @@ statistical estimation with optimal convergence rates" (STOC).
 """
 from __future__ import annotations
 
+import math
 from typing import Tuple, Union
 
 import numpy as np
@@ -83,6 +84,10 @@ def private_quantile(
     """
     epsilon = _fast_positive(epsilon, "epsilon")
     lo, hi = check_bounds(bounds)
+    if not math.isfinite(hi - lo):
+        # interval widths would overflow to inf: an infinite log-weight wins whatever the
+        # utilities, which breaks the exponential mechanism's guarantee
+        raise ValueError(f"bounds must have a finite width upper - lower, got {bounds!r}")
     qa = _check_levels(q)
     xs = check_values(x, "x").astype(np.float64, copy=False).ravel()
     n = xs.size

@@ -12,14 +12,16 @@ Spec: ``mechanisms.md`` (Samplers: Randomized response) and ``lectures.md`` B1, 
   p/q = e^eps, each report is epsilon-local-DP.
 
 Sampling (native kernel ``dpfast._core.rr_binary`` / ``rr_kary``, GIL released): one 64-bit
-word w per entry, flipped iff w < floor(P_flip 2^64), so the flip probability is exact to
-2^-64 of the double P_flip (not floating-point exact beyond that); a k-ary flip draws one
+word w per entry, flipped iff w < ceil(P_flip 2^64) (at least 1), so the flip probability is
+the double P_flip rounded *up* to a multiple of 2^-64 (the rounding only adds privacy; not
+floating-point exact beyond the rounding of P_flip itself); a k-ary flip draws one
 more word for the replacement category (Lemire's unbiased bounded integers).  Entries are
 processed in order, so the same seed gives the same output and n scalar calls on one
 Generator reproduce one call of length n.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -130,6 +132,19 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
     return arr
 
 
+def _flip_threshold(flip_prob) -> np.ndarray:
+    """thr with P(flip) = thr / 2^64 = ceil(flip_prob 2^64) / 2^64, and thr >= 1.
+
+    Rounded *up*: a flip probability at least (k-1)/(e^eps + k - 1) keeps the ratio of the
+    truth's probability to any other report's at most e^eps (rounding down would exceed it;
+    for eps above about 44 it would give thr = 0, i.e. the truth always, infinite epsilon).
+    thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where flip_prob underflows.
+    flip_prob <= (k-1)/k < 1, so thr < 2^64.
+    """
+    thr = np.ceil(np.ldexp(np.asarray(flip_prob, dtype=np.float64), 64))
+    return np.clip(thr, 1.0, math.nextafter(2.0**64, 0.0)).astype(np.uint64)
+
+
 def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
                         categories: Categories = None):
     """Randomized response on every entry of ``bits`` (binary) or of a categorical array.
@@ -177,8 +192,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
             raise ValueError(f"shapes do not broadcast: values {idx.shape}, epsilon {np.shape(epsilon)}") from None
     p, q = randomized_response_probabilities(epsilon, k)
     flip_prob = (k - 1) * np.asarray(q, dtype=np.float64)  # 1 - p, without cancellation
-    # P(flip) = thr / 2^64 with thr = floor(flip_prob 2^64): exact to 2^-64 (flip_prob < 1).
-    thr = np.floor(np.ldexp(flip_prob, 64)).astype(np.uint64)
+    thr = _flip_threshold(flip_prob)
     thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
     gen = check_random_state(rng)
     idx_b = idx if idx.shape == shape else np.broadcast_to(idx, shape)

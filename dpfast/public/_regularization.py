@@ -202,8 +202,10 @@ def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float =
 
 @dataclass(frozen=True)
 class RegularizationResult:
-    """Released model of Algorithm 3 and its calibration (nothing here depends on w_bar except
-    through the DP release ``public_targets``).
+    """Released model of Algorithm 3 and its calibration (nothing here depends on the private
+    data except through the DP release ``public_targets``, with one exception:
+    ``solver_iterations`` counts the stage-1 solver's iterations on the private data, a
+    non-private diagnostic that is not covered by the guarantee -- do not publish it).
 
     ``coef``: w_hat (on the augmented features when fit_intercept; the last entry is the
     intercept); ``public_targets``: the noisy public vector t; ``noise_scale`` gamma;

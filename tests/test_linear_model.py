@@ -205,10 +205,27 @@ def test_logistic_binary_fit_attributes_and_accuracy():
     m2 = LogisticRegression(epsilon=8.0, random_state=0).fit(X, y)
     np.testing.assert_array_equal(m.coef_, m2.coef_)
     assert not np.array_equal(m.coef_, LogisticRegression(epsilon=8.0, random_state=1).fit(X, y).coef_)
-    # labels {-1, +1} are the same problem
-    m3 = LogisticRegression(epsilon=8.0, random_state=0).fit(X, 2 * y - 1)
+    # labels {-1, +1} are the same problem, once the label set is declared (public schema)
+    m3 = LogisticRegression(epsilon=8.0, random_state=0, classes=[-1, 1]).fit(X, 2 * y - 1)
     np.testing.assert_allclose(m3.coef_, m.coef_)
     assert set(m3.predict(X)) <= {-1, 1}
+    with pytest.raises(ValueError, match=r"classes=\[-1, 1\]"):
+        LogisticRegression(epsilon=8.0, random_state=0).fit(X, 2 * y - 1)
+
+
+def test_label_set_is_not_read_off_the_private_labels():
+    # Neighbours: all labels 1, and the same with one label -1.  If classes_ followed the
+    # data ({0, 1} for the first, {-1, +1} for the second), the output would tell them apart
+    # with certainty.  Without classes=, the label set is {0, 1} whatever the data.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.ones(200, dtype=int)
+    assert list(LogisticRegression(epsilon=1.0, random_state=0).fit(X, y).classes_) == [0, 1]
+    y_neighbour = y.copy()
+    y_neighbour[0] = -1
+    with pytest.raises(ValueError, match="label set is"):
+        LogisticRegression(epsilon=1.0, random_state=0).fit(X, y_neighbour)
 
 
 def test_accountant_choice_and_secure_random():

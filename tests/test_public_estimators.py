@@ -105,9 +105,13 @@ def test_bad_input(data):
         clf.fit(X, np.full(len(X), "maybe"), Z)
     with pytest.raises(ValueError, match="classes="):
         PublicDataClassifier().fit(X, y, Z)  # string labels need the public label set
-    with pytest.raises(ValueError, match="binary"):
+    with pytest.raises(ValueError, match="label set is"):
         PublicDataClassifier().fit(X, np.arange(len(X)) % 3, Z)
-    assert list(PublicDataClassifier(random_state=0).fit(X, (y == "yes") * 2 - 1, Z).classes_) == [-1, 1]
+    # +-1 labels: the label set is declared, never guessed from the private labels
+    with pytest.raises(ValueError, match=r"classes=\[-1, 1\]"):
+        PublicDataClassifier(random_state=0).fit(X, (y == "yes") * 2 - 1, Z)
+    pm = PublicDataClassifier(random_state=0, classes=[-1, 1]).fit(X, (y == "yes") * 2 - 1, Z)
+    assert list(pm.classes_) == [-1, 1]
     with pytest.raises(ValueError, match="method"):
         PublicDataClassifier(method="dpsgd").fit(X, y, Z)
     with pytest.raises(ValueError, match="method"):

@@ -277,8 +277,9 @@ class LogisticRegression(_PrivateLinearModel):
 
     Default: Algorithm 1 of Redberg, Koskela & Wang 2024 (spec ``objective_perturbation.md``) with
     the paper's calibration (sigma = 1.3 sigma_G, smallest feasible lambda, tau = 0.01,
-    sigma_out = 0.15, C = the gradient bound).  Labels: {0, 1} or {-1, +1} (the positive class is
-    1), or the labels listed in ``classes``.  With more than two ``classes``, one binary model
+    sigma_out = 0.15, C = the gradient bound).  Labels: {0, 1} (the positive class is 1), or the
+    labels listed in ``classes`` (e.g. ``classes=[-1, 1]``).  The label set is public schema,
+    never inferred from the private labels.  With more than two ``classes``, one binary model
     per class is fitted on all the data (one-vs-rest); a person's record enters every one of
     them, so the K fits are calibrated *together* to (epsilon, delta): the noise is set for the
     K-fold composition (sigma_G for sensitivity sqrt(K) C) and lambda so that K-fold composition
@@ -289,7 +290,7 @@ class LogisticRegression(_PrivateLinearModel):
     ----------"""
         + _COMMON_DOC
         + """    classes : sequence or None
-        The public label set (None: binary with labels in {0, 1} or {-1, +1}).
+        The public label set (None: binary with labels in {0, 1}; give ``[-1, 1]`` for +-1 labels).
 """
         + _ATTR_DOC
         + """    classes_ : the label set, in the order of predict_proba's columns.
@@ -350,18 +351,19 @@ class LogisticRegression(_PrivateLinearModel):
                 raise ValueError(f"y has labels outside classes={classes.tolist()}: {np.unique(y[bad])[:5].tolist()}")
             return classes
         if y.dtype.kind not in "biuf":
-            raise ValueError("labels must be in {0, 1} or {-1, +1}; pass classes=[...] for other label sets")
+            raise ValueError("labels must be numbers in {0, 1}; pass classes=[...] (the public label set) for other labels")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y contains NaN or infinite entries")
-        vals = np.unique(y)
-        if np.isin(vals, [0, 1]).all():
-            return np.array([0, 1])
-        if np.isin(vals, [-1, 1]).all():
-            return np.array([-1, 1])
-        raise ValueError(
-            f"logistic regression labels must be in {{0, 1}} or {{-1, +1}}, got {vals[:5].tolist()}; "
-            "pass classes=[...] (the public label set) for other labels or multiclass"
-        )
+        # The label set is part of the public schema: without ``classes`` it is {0, 1}, never
+        # a convention guessed from the labels (an all-ones dataset and its neighbour with one
+        # -1 would otherwise report different ``classes_``, telling them apart with certainty).
+        bad = (y != 0) & (y != 1)
+        if bad.any():
+            hint = ("; for labels in {-1, +1} pass classes=[-1, 1]"
+                    if ((y == -1) | (y == 1)).all() else
+                    "; pass classes=[...] (the public label set) for other labels or multiclass")
+            raise ValueError("with classes=None the label set is {0, 1}, but y has other labels" + hint)
+        return np.array([0, 1])
 
     def fit(self, X, y, sample_weight=None):
         """Fit privately; see the class docstring for the guarantee.  Returns self."""

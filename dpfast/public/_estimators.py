@@ -189,8 +189,8 @@ class PublicDataClassifier(_Base):
         Standardise features with the public mean and standard deviation (free: public data).
     fit_intercept : bool
     classes : pair, optional
-        The public label set ``[negative, positive]``; default: labels in {0, 1} or {-1, +1}
-        (the label set is never read off the private labels).
+        The public label set ``[negative, positive]``; default ``[0, 1]`` (give ``[-1, 1]``
+        for +-1 labels: the label set is never read off the private labels).
 
     Attributes: ``classes_``, ``coef_``/``intercept_`` (regularization), ``hypothesis_`` (rrspm),
     ``oracle_calls_`` (2), ``noise_scale_``, ``n_public_used_``, ``result_``.
@@ -286,7 +286,7 @@ class PublicDataClassifier(_Base):
         return self
 
     def _label_set(self, y: np.ndarray) -> np.ndarray:
-        """The public label set: ``classes`` if given, else {0, 1} or {-1, +1}.
+        """The public label set: ``classes`` if given, else {0, 1}.
 
         Never read off the private labels (that would release them)."""
         if self.classes is not None:
@@ -298,17 +298,16 @@ class PublicDataClassifier(_Base):
                 raise ValueError(f"y_private has labels outside classes={classes.tolist()}")
             return classes
         if y.dtype.kind not in "biuf":
-            raise ValueError("labels must be in {0, 1} or {-1, +1}; pass classes=[negative, positive] for other labels")
+            raise ValueError("labels must be numbers in {0, 1}; pass classes=[negative, positive] for other labels")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y_private contains NaN or infinite entries")
+        # Public schema, never guessed from the labels: an all-ones dataset and its neighbour
+        # with one -1 would otherwise report different ``classes_``.
         if ((y == 0) | (y == 1)).all():
             return np.array([0, 1])
-        if ((y == -1) | (y == 1)).all():
-            return np.array([-1, 1])
-        raise ValueError(
-            "PublicDataClassifier is binary: labels must be in {0, 1} or {-1, +1}, or pass "
-            "classes=[negative, positive] (the public label set)"
-        )
+        hint = ("; for labels in {-1, +1} pass classes=[-1, 1]" if ((y == -1) | (y == 1)).all()
+                else "; pass classes=[negative, positive] (the public label set) for other labels")
+        raise ValueError("with classes=None the label set is {0, 1}, but y_private has other labels" + hint)
 
     def decision_function(self, X) -> np.ndarray:
         self._check_fitted()

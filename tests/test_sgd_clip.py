@@ -320,3 +320,87 @@ def test_fill_normal_is_standard_normal():
     with pytest.raises(TypeError):
         with native_stream(np.random.default_rng(0)) as cap:
             _clip.fill_normal(cap, np.empty(3, np.int64))
+
+
+def _ziggurat_lattices_2_31():
+    """Layer widths / 2^31 of the 128-layer Marsaglia-Tsang ziggurat (the abscissa lattices of a
+    32-bit ziggurat: every value such a sampler accepts is an integer multiple of one of them)."""
+    vn, dn = 9.91256303526217e-3, 3.442619855899
+    q = vn / np.exp(-0.5 * dn * dn)
+    w = [q, dn]
+    for _ in range(126, 0, -1):
+        dn = np.sqrt(-2.0 * np.log(vn / dn + np.exp(-0.5 * dn * dn)))
+        w.append(dn)
+    return np.array(w) / 2.0 ** 31
+
+
+def _fraction_on_lattices(x, lattices, tol=1e-4):
+    k = np.abs(np.asarray(x, np.float64))[:, None] / lattices[None, :]
+    return float((np.abs(k - np.round(k)) < tol).any(axis=1).mean())
+
+
+def test_fill_normal_is_not_on_a_coarse_lattice():
+    # Regression: the DP-SGD noise used a 32-bit abscissa, so every draw was a multiple of one of
+    # 128 spacings ~1e-9 (a floating-point side channel, see the estimator test
+    # test_one_step_release_resists_lattice_attack).  With a 52-bit abscissa a draw lands within
+    # 1e-4 of a 2^31-lattice point by chance only: probability 1 - (1 - 2e-4)^128 ~ 2.5%.
+    out = np.empty(20_000)
+    with native_stream(np.random.default_rng(5)) as cap:
+        _clip.fill_normal(cap, out)
+    frac = _fraction_on_lattices(out, _ziggurat_lattices_2_31())
+    assert frac < 0.05, frac
+
+
+def test_poisson_gaps_have_full_resolution_in_the_tail():
+    # Regression: gaps were floor(log U / log(1-q)) with U on the grid j 2^-53, so a stream whose
+    # first 64 bits are zero (probability 2^-64, U < 2^-64 for any sampler reading the bits as a
+    # binary expansion) gave the gap of U = 2^-53: P(G >= k) was 0 instead of (1-q)^k beyond
+    # (1-q)^k = 2^-53, and off by up to 100% in relative terms just before.  With full relative
+    # precision the first gap is >= 64 ln 2 / -log(1-q).  MT19937 with pos = 0 outputs the
+    # tempered key words in order (tempering maps 0 to 0), so two zero key words = one zero u64.
+    bg = np.random.MT19937(0)
+    st = bg.state
+    key = np.array(st["state"]["key"], dtype=np.uint32)
+    key[:2] = 0
+    st["state"]["key"], st["state"]["pos"] = key, 0
+    bg.state = st
+    n, q = 10 ** 6, 1e-3
+    with native_stream(np.random.Generator(bg)) as cap:
+        idx = _clip.poisson_sample(cap, n, q)
+    assert idx.size == 0 or idx[0] >= np.floor(64 * np.log(2) / -np.log1p(-q))
+
+
+@pytest.mark.parametrize("dtype,big", [(np.float32, 3e38), (np.float64, 1.7e308)])
+def test_one_extreme_record_changes_the_clipped_sum_by_at_most_C(dtype, big):
+    # Regression: a record with huge (finite) features overflowed its score or norm; clipping by
+    # scaling then computed inf * 0 = NaN and the whole batch sum became NaN (unbounded
+    # sensitivity: the record's presence was visible).  Now such an example contributes 0.
+    rng = np.random.default_rng(0)
+    n, d, C = 20, 4, 1.0
+    X = rng.standard_normal((n, d)).astype(dtype)
+    X[0] = big
+    full, rest = np.arange(n, dtype=np.int64), np.arange(1, n, dtype=np.int64)
+    with np.errstate(all="ignore"):
+        for loss, K in [(0, 1), (1, 1), (2, 3)]:
+            W, b = np.ones((d, K), dtype), np.zeros(K, dtype)
+            yr = rng.integers(0, 2, n).astype(dtype) if loss != 2 else None
+            yl = rng.integers(0, K, n).astype(np.int64) if loss == 2 else None
+            sums = []
+            for idx in (full, rest):
+                gW, gb = np.empty((d, K), dtype), np.empty(K, dtype)
+                _clip.glm_clipped_sum(_clip.Workspace(), X, yr, yl, idx, W, b, loss, C, gW, gb, None, None)
+                sums.append(np.concatenate([gW.ravel(), gb]).astype(np.float64))
+            assert np.isfinite(sums[0]).all(), loss
+            assert np.linalg.norm(sums[0] - sums[1]) <= C * (1 + 1e-5), loss
+        h, K = 5, 3
+        P = d * h + h + h * K + K
+        params = rng.standard_normal(P).astype(dtype)
+        y = rng.integers(0, K, n).astype(np.int64)
+        for mode in (0, 1):
+            sums = []
+            for idx in (full, rest):
+                g = np.empty(P, dtype)
+                _clip.mlp_clipped_sum(_clip.Workspace(), X, y, idx, h, K, 0, params, C, mode, g, None, None)
+                sums.append(g.astype(np.float64))
+            assert np.isfinite(sums[0]).all(), mode
+            assert np.linalg.norm(sums[0] - sums[1]) <= C * (1 + 1e-5), mode

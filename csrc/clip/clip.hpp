@@ -45,8 +45,33 @@ inline void gemm_rm(gemm_t<T> f, bool ta, bool tb, int M, int N, int K, T alpha,
 
 // ---------------------------------------------------------------------------------- sampling
 
+// Uniform real on (0, 1) rounded down to a double, with full relative precision at every scale
+// (Mironov 2012's U*): binade [2^-e, 2^-e+1) with probability 2^-e from the leading zeros of
+// random words, then a 52-bit uniform mantissa.  P(U <= u) = u up to a relative 2^-52 for every
+// double u; it can be 0 only with probability < 2^-1074.
+inline double uniform_fine(BitStream& rs) {
+    int e = 1;
+    for (;;) {
+        const uint64_t w = rs.u64();
+        if (w != 0) {
+            e += __builtin_clzll(w);
+            break;
+        }
+        e += 64;
+        if (e > 1100) break;
+    }
+    const uint64_t mant = rs.u64() >> 12;  // 52 uniform bits
+    return std::ldexp(static_cast<double>((uint64_t(1) << 52) | mant), -52 - e);
+}
+
 // Poisson subsampling of {0..n-1} at rate q: the gaps between selected indices are geometric,
-// G = floor(log U / log(1-q)) with U uniform on (0,1], P(G >= k) = (1-q)^k.  O(expected batch).
+// G = floor(log U / log(1-q)) with U uniform on (0,1), P(G >= k) = (1-q)^k.  O(expected batch).
+// U has full relative precision (uniform_fine), so P(G >= k) = (1-q)^k holds to a relative
+// error ~ (k |log(1-q)| + 1) 2^-51 at every k (rounding of log and of the division) and each
+// example is included with probability q up to that relative error.  With the 53-bit grid
+// U = j 2^-53 used before, the tails were off by up to 2^-53 in absolute terms, i.e. a
+// relative error ~1e-16 / (1-q)^k that reaches 100% near (1-q)^k = 2^-53 (per-gap total
+// variation ~6e-16 / q, e.g. 1.5e-13 at q = 256/60000, measured exactly).
 inline void poisson_sample(int64_t n, double q, BitStream& rs, std::vector<int64_t>& out) {
     out.clear();
     if (n <= 0 || !(q > 0)) return;
@@ -58,7 +83,8 @@ inline void poisson_sample(int64_t n, double q, BitStream& rs, std::vector<int64
     const double log1mq = std::log1p(-q);
     int64_t pos = -1;
     for (;;) {
-        const double g = std::floor(std::log(rs.uniform_pos()) / log1mq);  // >= 0
+        // >= 0; +inf when U == 0 (log(0) = -inf), which ends the sample
+        const double g = std::floor(std::log(uniform_fine(rs)) / log1mq);
         if (!(g < static_cast<double>(n - 1 - pos))) break;                // next index >= n
         pos += 1 + static_cast<int64_t>(g);
         out.push_back(pos);
@@ -192,7 +218,7 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         T* zi = Z + i * K;
         if (b)
             for (int k = 0; k < K; ++k) zi[k] += b[k];
-        double gn2;
+        double gn2, g1 = 0.0;  // g1: the K == 1 output gradient, in double
         if (loss == SOFTMAX) {
             st.loss_sum += softmax_grad_row(zi, K, yl[idx[i]]);
             gn2 = row_sq(zi, K);
@@ -202,20 +228,29 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             const double sp = zz > 0 ? zz + std::log1p(std::exp(-zz)) : std::log1p(std::exp(zz));
             st.loss_sum += sp - y * zz;
             const double p = zz >= 0 ? 1.0 / (1.0 + std::exp(-zz)) : std::exp(zz) / (1.0 + std::exp(zz));
-            const double g = p - y;
-            zi[0] = static_cast<T>(g);
-            gn2 = g * g;
+            g1 = p - y;
+            zi[0] = static_cast<T>(g1);
+            gn2 = g1 * g1;
         } else {  // SQUARED: 0.5 (z - y)^2
-            const double g = static_cast<double>(zi[0]) - yr[idx[i]];
-            st.loss_sum += 0.5 * g * g;
-            zi[0] = static_cast<T>(g);
-            gn2 = g * g;
+            g1 = static_cast<double>(zi[0]) - yr[idx[i]];
+            st.loss_sum += 0.5 * g1 * g1;
+            zi[0] = static_cast<T>(g1);
+            gn2 = g1 * g1;
         }
         const double nrm = std::sqrt(gn2 * (ws.xn2[i] + bias_term));
-        const double c = clip_factor(nrm, C);
+        // A norm that overflowed (or is NaN from an overflowed score) cannot be clipped by
+        // scaling (inf * 0 = NaN would poison the whole sum): the example contributes 0, which
+        // keeps the sensitivity bound.  K == 1: scale the double g1, not its float rounding
+        // (which may be inf in float32).
+        const double c = std::isfinite(nrm) ? clip_factor(nrm, C) : 0.0;
         if (c < 1.0) {
             ++st.n_clipped;
-            for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(zi[k] * c);
+            if (c == 0.0)
+                for (int k = 0; k < K; ++k) zi[k] = T(0);
+            else if (loss != SOFTMAX)
+                zi[0] = static_cast<T>(g1 * c);
+            else
+                for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(zi[k] * c);
         }
         if (norms) norms[i] = nrm;
         if (factors) factors[i] = c;
@@ -315,7 +350,13 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             norms[2 * i + 1] = n2;
         }
         double f1, f2;
-        if (mode == 1) {
+        if (!(std::isfinite(n1) && std::isfinite(n2))) {
+            // Overflow (or NaN from an overflowed activation): the example contributes 0 to
+            // both layers (scaling would give inf * 0 = NaN); its H row is zeroed too, since
+            // the layer-2 product H^T Z would otherwise meet inf * 0.
+            f1 = f2 = 0.0;
+            std::fill(H + i * h, H + (i + 1) * h, T(0));
+        } else if (mode == 1) {
             f1 = clip_factor(n1, Cl);
             f2 = clip_factor(n2, Cl);
         } else {
@@ -330,11 +371,11 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         }
         if (f1 < 1.0) {
             T* gi = G1 + i * h;
-            for (int j = 0; j < h; ++j) gi[j] = static_cast<T>(gi[j] * f1);
+            for (int j = 0; j < h; ++j) gi[j] = f1 == 0.0 ? T(0) : static_cast<T>(gi[j] * f1);
         }
         if (f2 < 1.0) {
             T* zi = Z + i * K;
-            for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(zi[k] * f2);
+            for (int k = 0; k < K; ++k) zi[k] = f2 == 0.0 ? T(0) : static_cast<T>(zi[k] * f2);
         }
     }
     // Clipped sums: one weighted matrix product per layer.
@@ -408,19 +449,29 @@ int64_t clip_rows(const T* G, int64_t B, int64_t P, double C, double* norms, dou
 // ------------------------------------------------------------------------- Gaussian noise
 
 // Standard normal variates by the ziggurat method (Marsaglia & Tsang 2000, "The ziggurat
-// method for generating random variables", 128 layers), with the layer index and the value
-// taken from disjoint bits of one 64-bit word (avoiding the correlation noted by Leong, Zhang,
-// Lee, Luk & Villasenor 2005).  Exact up to floating-point rounding; the tail beyond r is
-// sampled by Marsaglia's exponential rejection.  The continuous Gaussian: not floating-point
-// safe (see dpfast.random).
+// method for generating random variables", 128 layers), with the layer index, the sign and
+// the abscissa taken from disjoint bits of one 64-bit word (avoiding the correlation noted by
+// Leong, Zhang, Lee, Luk & Villasenor 2005): bits 0-6 the layer, bits 11-63 a signed 53-bit
+// abscissa (sign and 52-bit magnitude, the resolution of NumPy's ziggurat).  Exact up to
+// floating-point rounding; the tail beyond r is sampled by Marsaglia's exponential rejection.
+// The continuous Gaussian: not floating-point safe (see dpfast.random).
+//
+// Why 52 bits: with the original 32-bit abscissa every accepted value lies on one of 128
+// lattices of spacing x_i / 2^31 (about 1e-9), far coarser than a double's resolution, so a
+// released iterate theta - lr (sum + sd x) / b determines which candidate clipped sum was used
+// (the noise implied by the wrong one is off every lattice): a one-step DP-GD release was
+// perfectly distinguishable between neighbouring datasets (regression test in
+// tests/test_sgd_clip.py).  With 52 bits the lattice spacing is within a few ulps of |x|'s own
+// resolution, the level of NumPy's Generator.standard_normal.
 struct Ziggurat {
-    double kn[128], wn[128], fn[128];
+    uint64_t kn[128];  // fast acceptance thresholds on |abscissa| (52-bit scale)
+    double wn[128], fn[128];
     static constexpr double R = 3.442619855899;
     Ziggurat() {
-        const double m1 = 2147483648.0, vn = 9.91256303526217e-3;
+        const double m1 = 0x1.0p52, vn = 9.91256303526217e-3;
         double dn = R, tn = dn;
         const double q = vn / std::exp(-0.5 * dn * dn);
-        kn[0] = (dn / q) * m1;
+        kn[0] = static_cast<uint64_t>((dn / q) * m1);
         kn[1] = 0;
         wn[0] = q / m1;
         wn[127] = dn / m1;
@@ -428,7 +479,7 @@ struct Ziggurat {
         fn[127] = std::exp(-0.5 * dn * dn);
         for (int i = 126; i >= 1; --i) {
             dn = std::sqrt(-2.0 * std::log(vn / dn + std::exp(-0.5 * dn * dn)));
-            kn[i + 1] = (dn / tn) * m1;
+            kn[i + 1] = static_cast<uint64_t>((dn / tn) * m1);
             tn = dn;
             fn[i] = std::exp(-0.5 * dn * dn);
             wn[i] = dn / m1;
@@ -441,10 +492,11 @@ struct Ziggurat {
     double sample(BitStream& rs) const {
         for (;;) {
             const uint64_t w = rs.u64();
-            const int32_t hz = static_cast<int32_t>(static_cast<uint32_t>(w >> 32));
             const int iz = static_cast<int>(w & 127u);
-            const double x = hz * wn[iz];
-            if (static_cast<double>(hz < 0 ? -(int64_t)hz : (int64_t)hz) < kn[iz]) return x;
+            // signed 53-bit abscissa from bits 11-63 (arithmetic shift), disjoint from bits 0-6
+            const int64_t hz = static_cast<int64_t>(w) >> 11;
+            const double x = static_cast<double>(hz) * wn[iz];
+            if (static_cast<uint64_t>(hz < 0 ? -hz : hz) < kn[iz]) return x;
             if (iz == 0) {  // tail |x| > R
                 double xt, y;
                 do {

@@ -125,3 +125,42 @@ def check_neighbours(neighbours: str) -> str:
     if neighbours not in ("add_remove", "replace_one"):
         raise ValueError(f"neighbours must be 'add_remove' or 'replace_one', got {neighbours!r}")
     return neighbours
+
+
+def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndarray, np.ndarray]:
+    """``(classes, indices)``: the public label set and each label's index in it.
+
+    The label set is public schema, never read off the private labels: ``classes=None`` means
+    ``[0, 1]``.  (Inferring it, e.g. by ``np.unique(y)``, lets a single record change the
+    output's structure: an all-ones dataset and its neighbour with one label 2 would train
+    models with different numbers of classes.)  Labels outside the set raise ``ValueError``.
+    """
+    if classes is None:
+        classes = np.array([0, 1])
+        implicit = True
+    else:
+        classes = np.asarray(classes)
+        implicit = False
+        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+            raise ValueError(f"classes must list at least two distinct labels, got {classes.tolist()!r}")
+    y = np.asarray(y)
+    idx = None
+    try:  # vectorized lookup (numbers, strings); falls back to a dict for mixed objects
+        order = np.argsort(classes, kind="stable")
+        sorted_classes = classes[order]
+        at = np.clip(np.searchsorted(sorted_classes, y), 0, classes.size - 1)
+        if np.all(sorted_classes[at] == y):
+            idx = order[at].astype(np.int64)
+    except TypeError:
+        pos = {c: i for i, c in enumerate(classes.tolist())}
+        try:
+            idx = np.fromiter((pos[c] for c in y.tolist()), dtype=np.int64, count=y.size)
+        except (KeyError, TypeError):
+            idx = None
+    if idx is None:
+        if implicit:
+            raise ValueError(
+                f"with classes=None the label set is {{0, 1}}, but {name} has other labels; pass "
+                "classes=[...] (the public label set, e.g. [-1, 1] or all K classes)")
+        raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
+    return classes, idx

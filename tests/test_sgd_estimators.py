@@ -55,7 +55,8 @@ def test_epsilon_matches_direct_accountant_call():
 
 def test_calibrated_epsilon_is_met():
     X, y = _blobs(2000, 5, 3, 1)
-    m = DPSGDClassifier(epsilon=1.0, delta=1e-5, batch_size=100, epochs=2, random_state=0).fit(X, y)
+    m = DPSGDClassifier(epsilon=1.0, delta=1e-5, batch_size=100, epochs=2, classes=[0, 1, 2],
+                        random_state=0).fit(X, y)
     assert 0.97 <= m.epsilon_ <= 1.0
     direct = PLDAccountant().compose(PoissonSubsampledGaussian(m.noise_multiplier_, 0.05), count=40).get_epsilon(1e-5)
     assert m.epsilon_ == pytest.approx(direct, rel=1e-12)
@@ -63,7 +64,8 @@ def test_calibrated_epsilon_is_met():
 
 def test_deterministic_under_seed():
     X, y = _blobs(500, 6, 3, 2)
-    kw = dict(noise_multiplier=1.0, batch_size=32, epochs=2, optimizer="adam", learning_rate=0.05)
+    kw = dict(noise_multiplier=1.0, batch_size=32, epochs=2, optimizer="adam", learning_rate=0.05,
+              classes=[0, 1, 2])
     a = DPSGDClassifier(random_state=11, **kw).fit(X, y)
     b = DPSGDClassifier(random_state=11, **kw).fit(X, y)
     c = DPSGDClassifier(random_state=12, **kw).fit(X, y)
@@ -133,11 +135,11 @@ def test_softmax_and_mlp_learn_blobs():
     X, y = _blobs(3000, 10, 4, 5)
     X /= np.linalg.norm(X, axis=1, keepdims=True).max()
     m = DPSGDClassifier(epsilon=4.0, batch_size=128, epochs=5, learning_rate=0.5, optimizer="momentum",
-                        random_state=0).fit(X, y)
+                        classes=[0, 1, 2, 3], random_state=0).fit(X, y)
     assert m.coef_.shape == (4, 10) and m.score(X, y) > 0.9
     assert m.predict_proba(X[:5]).sum(1) == pytest.approx(np.ones(5))
     mlp = DPMLPClassifier(32, epsilon=4.0, batch_size=128, epochs=5, learning_rate=0.01, optimizer="adam",
-                          clipping="per_layer", random_state=0).fit(X.astype(np.float32), y)
+                          clipping="per_layer", classes=[0, 1, 2, 3], random_state=0).fit(X.astype(np.float32), y)
     assert mlp.score(X.astype(np.float32), y) > 0.9
     assert mlp.epsilon_ <= 4.0
 
@@ -180,3 +182,43 @@ def test_data_validation():
     fitted = DPSGDClassifier(noise_multiplier=1.0, batch_size=10, epochs=1).fit(X, y)
     with pytest.raises(ValueError):
         fitted.predict(X[:, :2])
+
+
+def test_one_step_release_resists_lattice_attack():
+    # Floating-point side channel (Mironov 2012 style) on the Gaussian noise: one DP-GD step
+    # (full batch, one epoch, no intercept) releases theta = -lr (s + z C x) / n with s the clipped
+    # sum.  An attacker who knows the dataset up to one record recovers the noise
+    # x = (-theta n / lr - s) / (z C) implied by each hypothesis.  A 32-bit ziggurat puts x (for the
+    # true hypothesis only) on one of 128 lattices of spacing ~1e-9 -- a perfect distinguisher;
+    # a 52-bit abscissa leaves x on such a lattice only by chance (~2.5% of coordinates).
+    from test_sgd_clip import _fraction_on_lattices, _ziggurat_lattices_2_31
+
+    rng = np.random.default_rng(0)
+    n, d, C, z = 200, 64, 1.0, 5.0
+    X = rng.uniform(-1, 1, (n, d)) / np.sqrt(d)
+    y = rng.uniform(-1, 1, n)
+    G = -y[:, None] * X  # per-example gradients of (1/2)(x.w - y)^2 at w = 0
+    s = (G * np.minimum(1, C / np.linalg.norm(G, axis=1))[:, None]).sum(0)
+    m = DPSGDRegressor(noise_multiplier=z, max_norm=C, batch_size=n, epochs=1, learning_rate=1.0,
+                       fit_intercept=False, random_state=1).fit(X, y)
+    assert m.steps_ == 1
+    x = (-m.coef_ * n - s) / (z * C)
+    assert abs(x.std() - 1) < 0.5  # the recovered noise is the noise
+    assert _fraction_on_lattices(x, _ziggurat_lattices_2_31()) < 0.25
+
+
+def test_label_set_is_public_schema_not_read_off_the_labels():
+    # Neighbours: all labels 0/1 and the same with one label 2.  Inferring classes from the
+    # data would train a 2-class model on one and a 3-class model on the other.
+    X, y = _blobs(300, 4, 2, 7)
+    m = DPSGDClassifier(noise_multiplier=1.0, batch_size=32, epochs=1, random_state=0).fit(X, y)
+    assert list(m.classes_) == [0, 1]
+    y2 = y.copy()
+    y2[0] = 2
+    with pytest.raises(ValueError, match="label set is"):
+        DPSGDClassifier(noise_multiplier=1.0, batch_size=32, epochs=1, random_state=0).fit(X, y2)
+    with pytest.raises(ValueError, match="label set is"):
+        DPMLPClassifier(4, noise_multiplier=1.0, batch_size=32, epochs=1, random_state=0).fit(X, y2)
+    m3 = DPSGDClassifier(noise_multiplier=1.0, batch_size=32, epochs=1, classes=[0, 1, 2],
+                         random_state=0).fit(X, y2)
+    assert m3.coef_.shape == (3, 4)

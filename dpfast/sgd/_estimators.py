@@ -11,8 +11,12 @@ The run's privacy is accounted in ``dpfast.sgd._privacy`` (see there for which d
 
 Guarantee: the released parameters (every iterate) are (epsilon_, delta)-DP for the stated
 neighbouring relation, given that the hyperparameters (and ``classes``) do not depend on the
-data.  ``loss_history_`` is computed from the private training data and is *not* private: a
-diagnostic for the user who owns the data, not something to publish.
+data.  The number of training examples n is treated as public, as in Opacus and TF Privacy: it
+sets q = batch_size / n and the number of steps, which the accountant takes as fixed (under
+add/remove neighbours n itself differs by one between neighbours).  ``loss_history_``,
+``clipped_fraction_`` and ``train_seconds_`` are computed from the private training data and
+are *not* private (nor is the loss shown by ``progress=True``): diagnostics for the user who
+owns the data, not something to publish.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from dpfast import _clip
-from dpfast._validation import check_delta, check_epsilon
+from dpfast._validation import check_delta, check_epsilon, check_label_set
 from dpfast.random import RandomLike, check_random_state, native_stream
 from dpfast.sgd import _privacy
 
@@ -284,9 +288,9 @@ class DPSGDClassifier(_GLMBase):
     accountant, or ``noise_multiplier`` z directly; ``epsilon_`` is the run's epsilon at
     ``delta`` from ``dpfast.accounting`` (PLD by default, ``accountant="rdp"`` for RDP).
     ``sampling="poisson"`` (default; add/remove neighbours) or ``"shuffle"`` (fixed-size uniform
-    batches; replace-one) -- see ``dpfast.sgd._privacy``.  The set of classes is taken from
-    ``classes`` when given; otherwise from ``np.unique(y)``, which reveals the label set (pass
-    ``classes`` when the label set itself is private).
+    batches; replace-one) -- see ``dpfast.sgd._privacy``.  The label set is public schema:
+    ``classes`` (all K labels for multinomial), default ``[0, 1]``; it is never read off the
+    private labels (that would let one record change the model's shape).
 
     Parameters: ``max_norm`` C, ``epochs``, ``batch_size`` (expected batch size under Poisson),
     ``learning_rate``, ``optimizer`` in {"sgd", "momentum", "adam"} (``momentum`` is Adam's
@@ -302,7 +306,7 @@ class DPSGDClassifier(_GLMBase):
     ``classes_``, ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``sample_rate_``, ``steps_``,
     ``loss_history_`` (mean training loss per epoch, NOT private), ``clipped_fraction_`` (share of
     sampled examples whose gradient was clipped, NOT private), ``train_seconds_`` (training loop
-    wall time, excluding validation and accounting), ``neighbours_``.
+    wall time, excluding validation and accounting; NOT private), ``neighbours_``.
     """
 
     def __init__(self, *, classes: Optional[Sequence] = None, **kwargs) -> None:
@@ -314,16 +318,7 @@ class DPSGDClassifier(_GLMBase):
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
-        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
-        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
-            raise ValueError(f"need at least two distinct classes, got {classes!r}")
-        lab = np.searchsorted(classes, y) if self.classes is None else None
-        if lab is None:
-            pos = {c: i for i, c in enumerate(classes.tolist())}
-            try:
-                lab = np.fromiter((pos[c] for c in y.tolist()), dtype=np.int64, count=y.size)
-            except KeyError as exc:
-                raise ValueError(f"y contains label {exc.args[0]!r} not in classes") from None
+        classes, lab = check_label_set(y, self.classes)
         lab = np.ascontiguousarray(lab, dtype=np.int64)
         self.classes_ = classes
         if classes.size == 2:
@@ -419,14 +414,7 @@ class DPMLPClassifier(_DPSGDBase):
             raise ValueError(f"clipping must be 'flat' or 'per_layer', got {self.clipping!r}")
         if not self.fit_intercept:
             raise ValueError("DPMLPClassifier always has biases; fit_intercept=False is not supported")
-        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
-        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
-            raise ValueError(f"need at least two distinct classes, got {classes!r}")
-        pos = {c: i for i, c in enumerate(classes.tolist())}
-        try:
-            lab = np.fromiter((pos[c] for c in y.tolist()), dtype=np.int64, count=y.size)
-        except KeyError as exc:
-            raise ValueError(f"y contains label {exc.args[0]!r} not in classes") from None
+        classes, lab = check_label_set(y, self.classes)
         self.classes_ = classes
         n, d = X.shape
         K = int(classes.size)

@@ -34,6 +34,7 @@ if __name__ == "__main__":  # run as a script: the checkout's dpfast
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dpfast.linear_model import LogisticRegression
+from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 EPS, DELTA = 1.0, 1e-5
 
@@ -132,15 +133,6 @@ def test_adult_light():
 
 
 # ----------------------------------------------------------------------------- script
-def _time(fn, repeat=3):
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def speed_table(cases):
     from dpfast.linear_model import calibrate_amp
 
@@ -153,18 +145,18 @@ def speed_table(cases):
     for name, X, y, Xt, yt, peers in cases:
         dpfast_fit(X[:100], y[:100])  # warm calibration (bias slack identical)
         rows = []
-        t, m = _time(lambda: dpfast_fit(X, y))
+        t, m = best_time(lambda: dpfast_fit(X, y))
         rows.append(("dpfast AMP lbfgs (eps=1)", t, m.n_iter_[0], m.grad_norm_[0], m.score(Xt, yt)))
         if "sag" in peers:
-            t, m = _time(lambda: dpfast_fit(X, y, "sag"))
+            t, m = best_time(lambda: dpfast_fit(X, y, "sag"))
             rows.append(("dpfast AMP sag (eps=1)", t, m.n_iter_[0], m.grad_norm_[0], m.score(Xt, yt)))
-        t, m = _time(lambda: sklearn_fit(X, y), repeat=2)
+        t, m = best_time(lambda: sklearn_fit(X, y), repeat=2)
         rows.append(("sklearn lbfgs (non-private)", t, int(m.n_iter_[0]), float("nan"), m.score(Xt, yt)))
         if "sksag" in peers:
-            t, m = _time(lambda: sklearn_fit(X, y, "sag", 1e-6), repeat=1)
+            t, m = best_time(lambda: sklearn_fit(X, y, "sag", 1e-6), repeat=1)
             rows.append(("sklearn sag tol=1e-6 (non-private)", t, int(m.n_iter_[0]), float("nan"), m.score(Xt, yt)))
         if "dpl" in peers:
-            t, m = _time(lambda: diffprivlib_fit(X, y), repeat=2)
+            t, m = best_time(lambda: diffprivlib_fit(X, y), repeat=2)
             rows.append(("diffprivlib (eps=1)", t, int(np.max(m.n_iter_)), float("nan"), m.score(Xt, yt)))
         for fitter, t, it, g, acc in rows:
             print(f"| {name} | {fitter} | {t:.3f} | {it} | {g:.3g} | {100 * acc:.2f} % |")
@@ -216,9 +208,9 @@ if __name__ == "__main__":
         X, y = make_sparse(1_000_000, 10_000, 0.01)
         Xt, yt = X[-20_000:], y[-20_000:]
         X, y = X[:-20_000], y[:-20_000]
-        t, m = _time(lambda: dpfast_fit(X, y), repeat=1)
+        t, m = best_time(lambda: dpfast_fit(X, y), repeat=1)
         print(f"| sparse CSR 980k x 10^4, 1% | dpfast AMP lbfgs (eps=1) | {t:.3f} | {m.n_iter_[0]} | "
               f"{m.grad_norm_[0]:.3g} | {100 * m.score(Xt, yt):.2f} % |")
-        t, m = _time(lambda: sklearn_fit(X, y), repeat=1)
+        t, m = best_time(lambda: sklearn_fit(X, y), repeat=1)
         print(f"| sparse CSR 980k x 10^4, 1% | sklearn lbfgs (non-private) | {t:.3f} | {int(m.n_iter_[0])} | nan | "
               f"{100 * m.score(Xt, yt):.2f} % |")

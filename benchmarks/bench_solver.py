@@ -28,6 +28,7 @@ except ImportError:  # run as a script from the repo root
     from conftest import FULL, size
 
 from dpfast.linear_model._solver import glm_loss_and_grad, minimize_glm
+from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 ALPHA = 1.0
 
@@ -116,15 +117,6 @@ def test_dpfast_lbfgs_csr(benchmark):
 # ----------------------------------------------------------------------------- script
 
 
-def _best(fn, repeat):
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def main():  # pragma: no cover - manual full benchmark
     from scipy import optimize
     from sklearn.linear_model import LogisticRegression
@@ -136,20 +128,20 @@ def main():  # pragma: no cover - manual full benchmark
     for n, d in cases:
         X, y = make_logistic(n, d)
         rep = 3 if n <= 200_000 else 2
-        t_dp, r = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=tol), rep)
-        t_dp1, _ = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=tol, n_threads=1), rep)
+        t_dp, r = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=tol), rep)
+        t_dp1, _ = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=tol, n_threads=1), rep)
         clf = LogisticRegression(C=1 / ALPHA, fit_intercept=False, tol=tol / n, max_iter=1000)
-        t_sk, _ = _best(lambda: clf.fit(X, y), rep)
+        t_sk, _ = best_time(lambda: clf.fit(X, y), rep)
         g_sk = gradnorm(X, y, clf.coef_[0])
         clf4 = LogisticRegression(C=1 / ALPHA, fit_intercept=False, max_iter=1000)  # default tol 1e-4
-        t_sk4, _ = _best(lambda: clf4.fit(X, y), rep)
+        t_sk4, _ = best_time(lambda: clf4.fit(X, y), rep)
         g_sk4 = gradnorm(X, y, clf4.coef_[0])
 
         def f_scipy(t):
             m = y * (X @ t)
             return np.logaddexp(0, -m).sum() + 0.5 * ALPHA * t @ t, X.T @ (-y / (1 + np.exp(m))) + ALPHA * t
 
-        t_sp, rs = _best(lambda: optimize.minimize(f_scipy, np.zeros(d), jac=True, method="L-BFGS-B",
+        t_sp, rs = best_time(lambda: optimize.minimize(f_scipy, np.zeros(d), jac=True, method="L-BFGS-B",
                                                    options=dict(gtol=tol / np.sqrt(d), maxiter=1000)), rep)
         rows.append(
             f"| {n:,} x {d} | lbfgs | dpfast {t_dp:.3f} s (1 thread {t_dp1:.3f}) , {r.n_iter} it, "
@@ -161,10 +153,10 @@ def main():  # pragma: no cover - manual full benchmark
         print(rows[-1], flush=True)
         if n <= 200_000:
             sag = LogisticRegression(C=1 / ALPHA, fit_intercept=False, solver="sag", tol=1e-6, max_iter=1000)
-            t_sag, _ = _best(lambda: sag.fit(X, y), 1)
+            t_sag, _ = best_time(lambda: sag.fit(X, y), 1)
             g_sag = gradnorm(X, y, sag.coef_[0])
-            t_ds, rd = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="sag", tol=g_sag, rng=0), 1)
-            t_dsa, rda = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="saga", tol=g_sag, rng=0), 1)
+            t_ds, rd = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="sag", tol=g_sag, rng=0), 1)
+            t_dsa, rda = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="saga", tol=g_sag, rng=0), 1)
             rows.append(
                 f"| {n:,} x {d} | sag | dpfast sag {t_ds:.3f} s ({rd.n_iter} epochs, ||g|| {rd.grad_norm:.1e}); "
                 f"saga {t_dsa:.3f} s ({rda.n_iter} epochs) | sklearn sag tol=1e-6 {t_sag:.3f} s "
@@ -174,15 +166,15 @@ def main():  # pragma: no cover - manual full benchmark
     # sparse
     ns, ds = (1_000_000, 10_000) if FULL else (50_000, 2_000)
     X, y = make_sparse(ns, ds, 0.01)
-    t_sp, r = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=1e-3), 1)
+    t_sp, r = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, tol=1e-3), 1)
     clf = LogisticRegression(C=1 / ALPHA, fit_intercept=False, tol=1e-3 / ns, max_iter=1000)
-    t_sk, _ = _best(lambda: clf.fit(X, y), 1)
+    t_sk, _ = best_time(lambda: clf.fit(X, y), 1)
     rows.append(
         f"| CSR {ns:,} x {ds:,}, 1% | lbfgs | dpfast {t_sp:.3f} s ({r.n_iter} it, ||g|| {r.grad_norm:.1e}) | "
         f"sklearn {t_sk:.3f} s (||g|| {gradnorm(X, y, clf.coef_[0]):.1e}) | | {t_sp / t_sk:.2f} | |"
     )
     print(rows[-1], flush=True)
-    t_ss, r = _best(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="sag", tol=1e-3, rng=0), 1)
+    t_ss, r = best_time(lambda: minimize_glm(X, y, "logistic", alpha=ALPHA, solver="sag", tol=1e-3, rng=0), 1)
     rows.append(f"| CSR {ns:,} x {ds:,}, 1% | sag | dpfast {t_ss:.3f} s ({r.n_iter} epochs, ||g|| {r.grad_norm:.1e}) | | | | |")
     print(rows[-1], flush=True)
 

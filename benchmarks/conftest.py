@@ -5,6 +5,7 @@ CI runs every benchmark once at smoke size (``--benchmark-disable``); set
 (``pip install -e ".[bench]"``): a missing peer skips only its side of a comparison.
 """
 import os
+import time
 
 import pytest
 
@@ -19,3 +20,13 @@ def size(smoke: int, full: int) -> int:
 @pytest.fixture
 def bench_size():
     return size
+
+
+def best_time(fn, repeat: int = 3):
+    """(best wall time over ``repeat`` calls, last result) -- for the scripts that print tables."""
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out

@@ -103,13 +103,75 @@ def test_regularization_too_small_names_smallest_feasible():
 def test_calibrate_objective_accountants():
     L, beta, sigma = SQ2, 0.5, 1.3 * gaussian_sigma(1.0, 1e-5, SQ2)
     tight = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta)
-    assert tight.regularization == objective_perturbation_min_regularization(1.0, 1e-5, sigma, L, beta)
-    assert objective_perturbation_delta(1.0, sigma, L, beta, tight.regularization) <= 1e-5
+    # the output step costs privacy: lambda is at least the exact-minimiser one, and barely more
+    lam_exact = objective_perturbation_min_regularization(1.0, 1e-5, sigma, L, beta)
+    assert lam_exact <= tight.regularization <= 1.005 * lam_exact
+    assert amp_delta(1.0, sigma, L, beta, tight.regularization, tight.tau, tight.sigma_out) <= 1e-5
     rdp = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="rdp")
     assert rdp.regularization > tight.regularization and rdp.epsilon <= 1.0 and rdp.accountant == "rdp"
+    # Kifer et al. (comparison), certified by basic composition: (1 - r) of the budget for the
+    # objective perturbation, r for the Gaussian output step of sensitivity 2 tau / lambda
+    r = 1e-3
     kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="kifer")
-    assert kifer.noise_std == pytest.approx(L * math.sqrt(8 * math.log(2e5) + 4))
-    assert kifer.regularization == pytest.approx(1.0) and kifer.accountant == "kifer"
+    e1, d1 = 1.0 - r, (1.0 - r) * 1e-5
+    assert kifer.noise_std == pytest.approx(L * math.sqrt(8 * math.log(2 / d1) + 4 * e1) / e1, rel=1e-12)
+    assert kifer.regularization == pytest.approx(2 * beta / e1, rel=1e-12) and kifer.accountant == "kifer"
+    assert kifer.sigma_out == pytest.approx(gaussian_sigma(r, r * 1e-5, 2e-8 / kifer.regularization), rel=1e-12)
+    assert kifer.tau == 1e-8 and kifer.epsilon == 1.0
+
+
+def test_objective_method_is_certified_as_amp_with_tiny_tau():
+    """method="objective" releases an approximate minimiser, so it is charged as Algorithm 1:
+    tau = 1e-8, sigma_out = z * 2 tau / lambda with z = sqrt(1024 / (2e-3 eps)) (the output
+    step's RDP term <= 0.1 % of eps at every order <= 1024), and the reported epsilon is that of
+    the composition, recomputed here with the accountants directly."""
+    from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
+    from dpfast.accounting.objective_perturbation import ObjectivePerturbation, objective_perturbation_rdp
+    from dpfast.linear_model import objective_output_multiplier, objective_privacy
+    from dpfast.linear_model._calibration import RDP_ORDERS
+
+    delta = 1e-5
+    for eps in (0.1, 1.0, 8.0):
+        cal = calibrate_objective(eps, delta, lipschitz=SQ2, smoothness=0.5)
+        sigma, lam, tau, so = cal.noise_std, cal.regularization, cal.tau, cal.sigma_out
+        z = math.sqrt(1024 / (2e-3 * eps))
+        assert objective_output_multiplier(eps) == pytest.approx(z, rel=1e-12)
+        sens = 2 * tau / lam
+        assert tau == 1e-8 and so == pytest.approx(z * sens, rel=1e-12)
+        assert 1024 * (sens / so) ** 2 / 2 == pytest.approx(1e-3 * eps, rel=1e-9)  # the RDP tau-term at alpha = 1024
+        pld = PLDAccountant().compose(ObjectivePerturbation(sigma, SQ2, 0.5, lam))
+        pld.compose(Gaussian(noise_multiplier=so / sens, sensitivity=sens))
+        e_pld = pld.get_epsilon(delta)
+        rdp = objective_perturbation_rdp(RDP_ORDERS, sigma, SQ2, 0.5, lam) + RDP_ORDERS * (sens / so) ** 2 / 2
+        e_rdp, _ = rdp_to_epsilon(RDP_ORDERS, rdp, delta)
+        assert cal.epsilon == pytest.approx(min(e_pld, e_rdp), rel=1e-12) and cal.epsilon <= eps
+        assert amp_delta(cal.epsilon, sigma, SQ2, 0.5, lam, tau, so) <= delta  # exact 1-D composition
+        # the tau term is charged (the exact-minimiser profile alone is smaller), and it is cheap
+        exact_only = objective_privacy(delta, noise_std=sigma, lipschitz=SQ2, smoothness=0.5, regularization=lam)[0]
+        assert exact_only < amp_epsilon(delta, sigma, SQ2, 0.5, lam, tau, so) <= exact_only * (1 + 1e-3)
+    with pytest.raises(ValueError, match="sigma_out"):
+        calibrate_objective(1.0, delta, lipschitz=SQ2, smoothness=0.5, sigma_out=0.0)
+
+
+def test_objective_estimator_releases_noisy_certified_point():
+    X, y = _blobs(n=300, d=4, seed=3)
+    m = LogisticRegression(epsilon=1.0, method="objective", random_state=7).fit(X, y)
+    cal = m.calibration_
+    assert 0 < m.sigma_out_ < 1e-4 and math.isfinite(m.sigma_out_)
+    assert m.calibration_.tau == 1e-8 and np.all(m.grad_norm_ <= 1e-8) and m.epsilon_ <= 1.0
+    assert cal == calibrate_objective(1.0, 1e-5, lipschitz=m.clip_, smoothness=m.smoothness_)
+    # released = reference minimiser of the perturbed objective + N(0, sigma_out^2 I)
+    Xb = np.hstack([X, np.ones((len(X), 1))])
+    gen = np.random.default_rng(7)
+    b = cal.noise_std * gen.standard_normal(5)
+    out_noise = cal.sigma_out * gen.standard_normal(5)
+    ref, gnorm = reference_minimize(Xb, 2.0 * y - 1, "logistic", alpha=cal.regularization, linear=b)
+    assert gnorm < 1e-6  # so |ref - argmin| <= gnorm / lambda < 4e-7 (strong convexity)
+    coef = np.append(m.coef_[0], m.intercept_[0])
+    np.testing.assert_allclose(coef - out_noise, ref, atol=1e-6)
+    # a given sigma_out is used as given and charged: less output noise, more regularization
+    small = LogisticRegression(epsilon=1.0, method="objective", sigma_out=1e-7, random_state=7).fit(X, y)
+    assert small.sigma_out_ == 1e-7 and small.lambda_ > 1.01 * m.lambda_ and small.epsilon_ <= 1.0
 
 
 def test_calibrate_output_and_multiclass_noise():
@@ -135,18 +197,19 @@ def _ridge_design(n=60, d=3, seed=1):
 
 
 def test_objective_perturbation_noise_law_is_exact_gaussian():
-    """Squared loss, clipping never active: theta = A^{-1}(X^T y - b), b ~ N(0, sigma^2 I)."""
+    """Squared loss, clipping never active: theta = A^{-1}(X^T y - b) + e, b ~ N(0, sigma^2 I),
+    e ~ N(0, sigma_out^2 I) (up to the solver error <= tol/lambda, 1e-8 scale)."""
     X, y, Xb = _ridge_design()
     reps = 300
     coefs = np.empty((reps, Xb.shape[1]))
     for r in range(reps):
         m = LinearRegression(1.0, 1e-5, method="objective", clip=100.0, random_state=r).fit(X, y)
         coefs[r, :3], coefs[r, 3] = m.coef_, m.intercept_
-    lam, sigma = m.lambda_, m.sigma_
+    lam, sigma, so = m.lambda_, m.sigma_, m.sigma_out_
     A = Xb.T @ Xb + lam * np.eye(4)
     Ainv = np.linalg.inv(A)
     mean = Ainv @ Xb.T @ y
-    cov = sigma**2 * Ainv @ Ainv
+    cov = sigma**2 * Ainv @ Ainv + so**2 * np.eye(4)  # + the tiny output noise certifying tol
     # standardised: z = cov^{-1/2} (theta - mean) ~ N(0, I); test mean and variance per coordinate
     w, V = np.linalg.eigh(cov)
     z = (coefs - mean) @ V / np.sqrt(w)
@@ -238,7 +301,8 @@ def test_accountant_choice_and_secure_random():
     best = LogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
     assert best.lambda_ < m.lambda_  # the tighter accountant allows less regularization
     k = LogisticRegression(epsilon=1.0, method="objective", accountant="kifer", random_state=0).fit(X, y)
-    assert k.accountant_ == "kifer" and k.lambda_ == pytest.approx(2 * 0.5 / 1.0, rel=1e-9)
+    assert k.accountant_ == "kifer" and k.lambda_ == pytest.approx(2 * 0.5 / (1.0 - 1e-3), rel=1e-9)
+    assert 0 < k.sigma_out_ < 1e-3
     with pytest.raises(ValueError, match="kifer"):
         LogisticRegression(epsilon=1.0, accountant="kifer").fit(X, y)
 
@@ -310,9 +374,15 @@ def test_bad_input():
 def test_solver_that_does_not_reach_tol_releases_nothing():
     X, y = _blobs(n=300, d=3, seed=7)
     m = LogisticRegression(tol=1e-13, max_iter=1, random_state=0)
-    with pytest.raises(PrivacyConvergenceError, match="no output is released"):
+    with pytest.raises(PrivacyConvergenceError, match="no output is released") as info:
         m.fit(X, y)
     assert not hasattr(m, "coef_")
+    # the message names only public quantities (tol, max_iter, remedies): the same for other data
+    X2, y2 = _blobs(n=300, d=3, seed=8)
+    with pytest.raises(PrivacyConvergenceError) as info2:
+        LogisticRegression(tol=1e-13, max_iter=1, random_state=0).fit(X2, y2)
+    assert str(info.value) == str(info2.value)
+    assert "tol=1e-13" in str(info.value) and "max_iter=1" in str(info.value)
 
 
 # ----------------------------------------------------------------------------- sklearn

@@ -99,15 +99,16 @@ def test_public_regularization_rho_is_attained_up_to_the_solver_slack():
 
 
 def test_two_model_objective_calibration_against_exact_composition():
-    """count=2 (one-vs-rest with two models): the reported epsilon must bound the exact 2-fold
-    composition of the Theorem 3.1 privacy-loss law Y = c_J + s^2/2 + s|G|, computed here by a
-    1-D quadrature with the inner half-normal expectation in closed form."""
+    """count=2 (one-vs-rest with two models): the exact-minimiser epsilon (objective_privacy) must
+    bound the exact 2-fold composition of the Theorem 3.1 privacy-loss law Y = c_J + s^2/2 + s|G|,
+    computed here by a 1-D quadrature with the inner half-normal expectation in closed form; the
+    certified calibration (which also charges the output step for the solver's error) reports more."""
     import math
 
     from scipy import integrate
     from scipy.special import ndtr
 
-    from dpfast.linear_model import calibrate_objective
+    from dpfast.linear_model import calibrate_objective, objective_privacy
 
     delta = 1e-5
     cal = calibrate_objective(1.0, delta, lipschitz=math.sqrt(2), smoothness=0.5, count=2)
@@ -124,6 +125,8 @@ def test_two_model_objective_calibration_against_exact_composition():
         val, _ = integrate.quad(f, 0, 40, points=[max((eps - 2 * a) / s, 0.0)], epsabs=1e-16, epsrel=1e-11, limit=400)
         return val
 
-    assert cal.epsilon <= 1.0
-    assert exact_delta(cal.epsilon) <= delta
-    assert exact_delta(0.995 * cal.epsilon) > delta  # the reported bound is nearly tight
+    e_op = objective_privacy(delta, noise_std=cal.noise_std, lipschitz=cal.lipschitz, smoothness=cal.smoothness,
+                             regularization=cal.regularization, count=2)[0]
+    assert e_op < cal.epsilon <= 1.0
+    assert exact_delta(e_op) <= delta
+    assert exact_delta(0.995 * e_op) > delta  # the reported bound is nearly tight

@@ -9,6 +9,7 @@ from dpfast.linear_model._calibration import (
     calibrate_amp,
     calibrate_objective,
     calibrate_output,
+    objective_output_multiplier,
     objective_privacy,
 )
 from dpfast.linear_model._estimators import LinearRegression, LogisticRegression
@@ -38,6 +39,7 @@ __all__ = [
     "calibrate_output",
     "amp_privacy",
     "objective_privacy",
+    "objective_output_multiplier",
     "GLMConstants",
     "glm_constants",
     "margin_constants",

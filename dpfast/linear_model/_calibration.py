@@ -12,6 +12,12 @@ from the RDP curve of Theorem 4.1 (converted with :func:`dpfast.accounting.rdp_t
 by composing the privacy-loss distributions of objective perturbation and of the Gaussian output
 step in :class:`dpfast.accounting.PLDAccountant`; the smaller epsilon is reported, with its name.
 All formulas are those of :mod:`dpfast.accounting.objective_perturbation`.
+
+``method="objective"`` is calibrated by the same code (:func:`calibrate_objective` calls the
+Algorithm 1 calibration with tau = 1e-8 and a tiny output noise from the data-independent rule
+:func:`objective_output_multiplier`): Theorems 3.1-3.2 hold only for the exact minimiser, which
+no solver returns, so the released point is certified as approximate minima perturbation.
+:func:`objective_privacy` (exact minimiser) remains as the formula, not as a release path.
 """
 from __future__ import annotations
 
@@ -33,6 +39,8 @@ __all__ = [
     "objective_privacy",
     "calibrate_amp",
     "calibrate_objective",
+    "objective_output_multiplier",
+    "OBJECTIVE_CERTIFICATION_SHARE",
     "calibrate_output",
 ]
 
@@ -155,6 +163,9 @@ def objective_privacy(
 ) -> tuple[float, str, float, float]:
     """epsilon of ``count`` runs of objective perturbation (exact minimiser) at ``delta``.
 
+    The theorem's privacy of the *exact* minimiser (no release of dpfast uses it alone: see
+    :func:`calibrate_objective`, which certifies the solver's error by Algorithm 1).
+
     ``count == 1``: the tight privacy profile of Theorem 3.1 is inverted exactly
     (:func:`dpfast.accounting.objective_perturbation.objective_perturbation_epsilon`, reported
     as ``"pld"``: it is the PLD bound without discretisation).  ``count > 1``: composed in
@@ -264,6 +275,19 @@ def calibrate_amp(
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
     the smallest feasible one.
     """
+    sigma_out = float(sigma_out)
+    if not (sigma_out > 0 and math.isfinite(sigma_out)):
+        raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
+    return _calibrate_amp(epsilon, delta, clip=clip, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
+                          out_multiplier=None, noise_factor=noise_factor, noise_std=noise_std,
+                          regularization=regularization, count=count, accountant=accountant, method="amp")
+
+
+def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_multiplier, noise_factor, noise_std,
+                   regularization, count, accountant, method) -> PrivacyCalibration:
+    """Algorithm 1 calibration (see :func:`calibrate_amp`).  The output noise is ``sigma_out``
+    when ``out_multiplier`` is None, else ``out_multiplier`` times the output step's
+    sensitivity 2 tau / lambda at each candidate lambda (a fixed noise multiplier)."""
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = _check_count(count)
@@ -271,25 +295,26 @@ def calibrate_amp(
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
-    sigma_out = float(sigma_out)
-    if not (sigma_out > 0 and math.isfinite(sigma_out)):
-        raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
     beta = float(smoothness)
     sigma, f = _noise_std(epsilon, delta, clip, count, noise_factor, noise_std)
+
+    def sigma_out_at(lam):
+        return sigma_out if out_multiplier is None else out_multiplier * op.amp_output_sensitivity(tau, lam)
 
     memo = {}
 
     def privacy(lam):
         if lam not in memo:
             memo[lam] = amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=lam,
-                                    tau=tau, sigma_out=sigma_out, count=count, accountant=accountant)
+                                    tau=tau, sigma_out=sigma_out_at(lam), count=count, accountant=accountant)
         return memo[lam]
 
     def smallest():
-        # feasibility: lambda -> inf removes the Jacobian cost and the output step
+        # feasibility: lambda -> inf removes the Jacobian cost (and, with a fixed sigma_out, the output step)
         big = 1e12 * max(beta, 1.0)
         quick = count == 1 and accountant in ("best", "pld")
-        if (op.amp_delta(epsilon, sigma, clip, beta, big, tau, sigma_out) > delta) if quick else (privacy(big)[0] > epsilon):
+        exact = lambda l: op.amp_delta(epsilon, sigma, clip, beta, l, tau, sigma_out_at(l))
+        if (exact(big) > delta) if quick else (privacy(big)[0] > epsilon):
             raise ValueError(
                 f"Algorithm 1 with noise_std={sigma:.6g} cannot reach epsilon={epsilon} at delta={delta} "
                 f"for any regularization; increase noise_factor (now {noise_factor}) or noise_std"
@@ -297,9 +322,7 @@ def calibrate_amp(
         if quick:
             # exact 1-D composition (never larger than the PLD accountant's) as a fast guide,
             # then step up until the reported accountant accepts
-            lam = _smallest_feasible(
-                lambda l: op.amp_delta(epsilon, sigma, clip, beta, l, tau, sigma_out) <= delta,
-                beta, max(2.0 * beta, 1e-3))
+            lam = _smallest_feasible(lambda l: exact(l) <= delta, beta, max(2.0 * beta, 1e-3))
             for _ in range(200):
                 if privacy(lam)[0] <= epsilon:
                     return lam
@@ -309,7 +332,8 @@ def calibrate_amp(
             return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3))
         # several models, "best" or "pld": bracket with the cheap RDP bound, refine coarsely
         rdp_only = lambda l: amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=l,
-                                         tau=tau, sigma_out=sigma_out, count=count, accountant="rdp")[0] <= epsilon
+                                         tau=tau, sigma_out=sigma_out_at(l), count=count,
+                                         accountant="rdp")[0] <= epsilon
         try:
             upper = _smallest_feasible(rdp_only, beta, max(2.0 * beta, 1e-3))
         except ValueError:
@@ -318,8 +342,28 @@ def calibrate_amp(
 
     lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
     eps, which, e_rdp, e_pld = privacy(lam)
-    return PrivacyCalibration("amp", eps, delta, which, sigma, lam, sigma_out, tau, float(clip), beta, count,
+    return PrivacyCalibration(method, eps, delta, which, sigma, lam, sigma_out_at(lam), tau, float(clip), beta, count,
                               epsilon, e_rdp, e_pld, f)
+
+
+#: share of the privacy budget that method="objective" spends on certifying the solver's error
+OBJECTIVE_CERTIFICATION_SHARE = 1e-3
+
+
+def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
+    """Noise multiplier z of the output step of method="objective" (data-independent rule).
+
+    The output noise is sigma_out = z * 2 tau / lambda, z times the l2 sensitivity of the
+    approximate minimiser (spec ``objective_perturbation.md``, Algorithm 1 / Theorem 4.1).  The
+    output step's term of the Theorem 4.1 RDP curve, composed ``count`` times, is then
+    count * alpha / (2 z^2), whatever tau and lambda are; z is the smallest value for which it
+    is at most :data:`OBJECTIVE_CERTIFICATION_SHARE` * epsilon at every RDP order used
+    (alpha <= max(:data:`RDP_ORDERS`) = 1024): z = sqrt(count * 1024 / (2 * 1e-3 * epsilon)).
+    So at fixed (sigma, lambda) the RDP bound grows by at most 0.1 % of the budget.
+    """
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    count = _check_count(count)
+    return math.sqrt(count * float(RDP_ORDERS.max()) / (2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon))
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
@@ -329,26 +373,52 @@ def calibrate_objective(
     *,
     lipschitz: float,
     smoothness: float,
+    tau: float = 1e-8,
+    sigma_out: float | None = None,
     noise_factor: float = 1.3,
     noise_std: float | None = None,
     regularization: float | None = None,
     count: int = 1,
     accountant: str = "best",
 ) -> PrivacyCalibration:
-    """Calibrate Gaussian objective perturbation (exact minimiser; spec Theorems 3.1-3.2, 2.8).
+    """Calibrate objective perturbation as released by dpfast: solved to ||grad|| <= ``tau``
+    (default 1e-8), plus a tiny Gaussian output noise that certifies the solver's error.
 
-    ``accountant``: ``"best"``/``"pld"`` use the tight privacy profile (closed form, exact
-    smallest lambda for one model), ``"rdp"`` the RDP curve, ``"kifer"`` Kifer et al.'s
-    sufficient condition (sigma and lambda = 2 beta/eps from their theorem, ignoring
-    ``noise_factor``; several models split (epsilon, delta) evenly) -- for comparison.
+    The objective-perturbation theorems (spec ``objective_perturbation.md``, "Privacy",
+    Theorems 3.1-3.2) cover only the *exact* minimiser, which no solver returns.  dpfast
+    therefore runs objective perturbation as Algorithm 1 (approximate minima perturbation,
+    Theorem 4.1) with a tiny ``tau`` and accounts it exactly like :func:`calibrate_amp` (same
+    code): the total (epsilon, delta) includes the output step.  Output noise (unless
+    ``sigma_out`` is given): sigma_out = z * 2 tau / lambda with the data-independent noise
+    multiplier z = :func:`objective_output_multiplier` (epsilon, count), chosen so that the
+    output step's RDP term is at most 0.1 % of epsilon; lambda is then the smallest one for
+    which the whole composition reaches (epsilon, delta).  ``accountant``: ``"best"``, ``"pld"``
+    or ``"rdp"`` as in :func:`calibrate_amp`.  sigma_out is proportional to ``tau``: the rule is
+    meant for a tiny one (for a large ``tau`` use :func:`calibrate_amp`).  A given ``sigma_out``
+    is used as given (and charged).
+
+    ``accountant="kifer"``: Kifer et al.'s sufficient condition (Theorem 2.8; sigma and
+    lambda = 2 beta / eps1 from their theorem, ignoring ``noise_factor``), for comparison with the
+    literature, certified the same way by basic composition: each of the ``count`` models gets
+    (eps1, delta1) = (1 - r)(epsilon, delta)/count for the objective perturbation and
+    r (epsilon, delta)/count for the Gaussian output step of sensitivity 2 tau / lambda
+    (analytic Gaussian sigma_out), r = :data:`OBJECTIVE_CERTIFICATION_SHARE` = 1e-3.
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = _check_count(count)
     _check_accountant(accountant, _ACCOUNTANTS + ("kifer",))
+    tau = float(tau)
+    if not (tau > 0 and math.isfinite(tau)):
+        raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
+    if sigma_out is not None:
+        sigma_out = float(sigma_out)
+        if not (sigma_out > 0 and math.isfinite(sigma_out)):
+            raise ValueError(f"sigma_out must be finite and > 0 (or None for the default rule), got {sigma_out!r}")
     L, beta = float(lipschitz), float(smoothness)
     if accountant == "kifer":
-        e1, d1 = epsilon / count, delta / count
+        r = OBJECTIVE_CERTIFICATION_SHARE
+        e1, d1 = (1.0 - r) * epsilon / count, (1.0 - r) * delta / count
         sig_k, lam_k = op.kifer_objective_perturbation(e1, d1, L, beta)
         sigma = sig_k if noise_std is None else float(noise_std)
         lam = lam_k if regularization is None else float(regularization)
@@ -357,30 +427,18 @@ def calibrate_objective(
                 f"Kifer et al.'s condition needs noise_std >= {sig_k:.6g} and regularization >= {lam_k:.6g} "
                 f"for ({e1:.6g}, {d1:.3g}) per model"
             )
-        return PrivacyCalibration("objective", epsilon, delta, "kifer", sigma, lam, math.inf, 0.0, L, beta, count,
+        # the output step's own (r epsilon / count, r delta / count) share; a given sigma_out must cover it
+        need = gaussian_sigma(r * epsilon / count, r * delta / count, op.amp_output_sensitivity(tau, lam))
+        if sigma_out is not None and sigma_out < need:
+            raise ValueError(f"with accountant='kifer' sigma_out must be >= {need:.6g} (the Gaussian output step's "
+                             f"share r={r} of the budget), got {sigma_out!r}")
+        so = need if sigma_out is None else sigma_out
+        return PrivacyCalibration("objective", epsilon, delta, "kifer", sigma, lam, so, tau, L, beta, count,
                                   epsilon)
-    sigma, f = _noise_std(epsilon, delta, L, count, noise_factor, noise_std)
-
-    def privacy(lam):
-        return objective_privacy(delta, noise_std=sigma, lipschitz=L, smoothness=beta, regularization=lam,
-                                 count=count, accountant=accountant)
-
-    def smallest():
-        if count == 1 and accountant in ("best", "pld"):
-            return op.objective_perturbation_min_regularization(epsilon, delta, sigma, L, beta)
-        big = 1e12 * max(beta, 1.0)
-        if privacy(big)[0] > epsilon:
-            raise ValueError(
-                f"objective perturbation with noise_std={sigma:.6g} cannot reach epsilon={epsilon} for any "
-                f"regularization; increase noise_factor or noise_std"
-            )
-        return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3),
-                                  rtol=1e-4 if accountant == "rdp" else 5e-3)
-
-    lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
-    eps, which, e_rdp, e_pld = privacy(lam)
-    return PrivacyCalibration("objective", eps, delta, which, sigma, lam, math.inf, 0.0, L, beta, count, epsilon,
-                              e_rdp, e_pld, f)
+    return _calibrate_amp(epsilon, delta, clip=L, smoothness=beta, tau=tau, sigma_out=sigma_out,
+                          out_multiplier=objective_output_multiplier(epsilon, count) if sigma_out is None else None,
+                          noise_factor=noise_factor, noise_std=noise_std, regularization=regularization,
+                          count=count, accountant=accountant, method="objective")
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set

@@ -35,10 +35,14 @@ _COMMON_DOC = """
         perturbation solved to ||grad|| <= tol, then Gaussian output noise ``sigma_out``;
         (epsilon, delta) from Theorem 4.1's RDP curve or from PLD composition in
         ``dpfast.accounting.PLDAccountant``, the tighter (``accountant_`` says which).
-        ``"objective"``: objective perturbation, calibrated by the tight privacy profile
-        (Theorem 3.1), its RDP bound (Theorem 3.2, ``accountant="rdp"``) or Kifer et al.
-        (``accountant="kifer"``); the theorem is for the exact minimiser and the solver's error
-        (gradient norm <= tol, default 1e-8) is not charged -- prefer "amp".
+        ``"objective"``: objective perturbation, certified.  Its theorems (3.1/3.2) cover only
+        the exact minimiser, so it is run as Algorithm 1 with a tiny tol (default 1e-8) and a
+        tiny output noise sigma_out = z * 2 tol / lambda, z a data-independent noise multiplier
+        for which the output step's RDP term is <= 0.1 % of epsilon
+        (``dpfast.linear_model.calibrate_objective``, spec ``objective_perturbation.md``,
+        "Algorithm 1"); ``epsilon_`` is the total of the composition, accounted as for "amp".
+        ``accountant="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
+        composition with 0.1 % of the budget for the output step.
         ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
     solver : {"lbfgs", "sag", "saga"}
         Native solver (any optimiser costs no privacy).  If it does not certify
@@ -54,15 +58,16 @@ _COMMON_DOC = """
         The ridge lambda of sum_i l + (lambda/2)||theta||^2 (sum, not mean, over examples).
         None: the smallest lambda for which the mechanism reaches (epsilon, delta) ("amp",
         "objective"; bisection), or, for "output", the lambda that makes the output noise equal
-        to ``sigma_out``.  A given lambda that is too small raises ``ValueError`` stating the
-        smallest feasible one.
+        to ``sigma_out`` (0.15 when None).  A given lambda that is too small raises
+        ``ValueError`` stating the smallest feasible one.
     noise_std : float or None
         sigma of the objective's noise b ~ N(0, sigma^2 I) (None: ``noise_factor`` x the
         Gaussian mechanism's sigma for sensitivity C at (epsilon, delta)).
     noise_factor : float
         f of the paper's rule sigma <= f sigma_G (1.3).
-    sigma_out : float
-        Output noise of Algorithm 1 (0.15).
+    sigma_out : float or None
+        Output noise of Algorithm 1 (None: 0.15 for "amp"; for "objective" the negligible-cost
+        rule above; for "output" it only sets the default lambda, see ``alpha``).
     accountant : {"best", "pld", "rdp", "kifer"}
         Which bound gives epsilon ("kifer" for method="objective" only).
     norm_bound : float
@@ -88,7 +93,7 @@ _ATTR_DOC = """
     epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
     accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
     sigma_ : noise std of the objective perturbation (0 for "output").
-    sigma_out_ : output noise std (inf for "objective").
+    sigma_out_ : output noise std (tiny for "objective": it certifies the solver's error).
     lambda_ : the ridge coefficient used.
     n_iter_, grad_norm_ : solver iterations and certified gradient norm (<= tol), per model.
         These (and ``solver_``) are diagnostics computed from the private data *without* noise:
@@ -312,7 +317,7 @@ class LogisticRegression(_PrivateLinearModel):
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
-        sigma_out: float = 0.15,
+        sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
         row_norm: str = "check",
@@ -443,7 +448,7 @@ class LinearRegression(_PrivateLinearModel):
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
-        sigma_out: float = 0.15,
+        sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
         row_norm: str = "check",

@@ -11,7 +11,10 @@ Rule kept here: an output is released only when the solver certified ||grad F||_
 the returned point (the exact gradient norm of a full pass).  Otherwise the solve is retried
 once from that point with the other solver ("lbfgs" <-> "sag") and 10x the iterations (the
 optimiser costs no privacy: Algorithm 1, step 4); if that fails too,
-:class:`PrivacyConvergenceError` is raised and nothing is released.
+:class:`PrivacyConvergenceError` is raised and nothing is released.  Every method ends with
+Gaussian output noise: ``"objective"`` is run as Algorithm 1 with a tiny tau (1e-8) and a tiny
+sigma_out, because the objective-perturbation theorems cover only the exact minimiser
+(:func:`~dpfast.linear_model._calibration.calibrate_objective`).
 """
 from __future__ import annotations
 
@@ -79,11 +82,13 @@ def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber
                             coef0=res.coef, rng=gen)
         n_iter += res2.n_iter
         if not (res2.converged and res2.grad_norm <= tol):
+            # the message names only public quantities: the residual gradient norm, the iteration
+            # counts and the solvers' stop reasons depend on the private data and are not released
             raise PrivacyConvergenceError(
-                f"the solvers did not reach ||grad F|| <= tol={tol:.3g} (best {min(res.grad_norm, res2.grad_norm):.3g}; "
-                f"{solver}: {res.message}; {other}: {res2.message}); no output is released because its "
-                "privacy would not be guaranteed. Increase max_iter, or tol (for method='amp' a larger tol "
-                "is charged through the output noise)"
+                f"the solvers did not certify ||grad F||_2 <= tol={tol:.3g} ({solver} with max_iter={max_iter}, "
+                f"then {other} with max_iter={10 * max_iter}); no output is released because its privacy would "
+                "not be guaranteed. Increase max_iter, or tol (a larger tol is charged through the output "
+                "noise and costs privacy or accuracy)"
             )
         res = res2
     return res, n_iter
@@ -99,16 +104,11 @@ def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_
         linear = cal.noise_std * gen.standard_normal(d)  # b ~ N(0, sigma^2 I_d)
     res, n_iter = _minimize_certified(X, y, loss, alpha=cal.regularization, linear=linear, clip=solver_clip,
                                       sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
-                                      tol=cal.tau if cal.method != "objective" else _objective_tol(cal),
-                                      max_iter=max_iter, gen=gen)
+                                      tol=cal.tau, max_iter=max_iter, gen=gen)
     coef = np.array(res.coef, dtype=np.float64, copy=True)
-    if cal.method in ("amp", "output"):
-        coef += cal.sigma_out * gen.standard_normal(d)
+    # every method ends with Gaussian output noise ("objective": the tiny noise certifying tau)
+    coef += cal.sigma_out * gen.standard_normal(d)
     return PrivateGLMResult(coef, cal, float(res.grad_norm), int(n_iter), res.solver)
-
-
-def _objective_tol(cal: PrivacyCalibration) -> float:
-    return cal.tau if cal.tau > 0 else DEFAULT_TOL["objective"]
 
 
 def check_rows(X, norm_bound: float) -> np.ndarray:
@@ -150,7 +150,7 @@ def private_glm(
     regularization: float | None = None,
     noise_std: float | None = None,
     noise_factor: float = 1.3,
-    sigma_out: float = 0.15,
+    sigma_out: float | None = None,
     accountant: str = "best",
     huber_delta: float = 1.0,
     sample_weight=None,
@@ -165,13 +165,18 @@ def private_glm(
 
     * ``"amp"`` -- Algorithm 1 of the spec (approximate minima perturbation with gradient
       clipping): minimise sum l_C + (lambda/2)||theta||^2 + b.theta, b ~ N(0, sigma^2 I), to
-      ||grad|| <= tol (tau, default 0.01), then add N(0, sigma_out^2 I).  (epsilon, delta)-DP by
-      Theorem 4.1 (RDP) or PLD composition, the tighter reported.
-    * ``"objective"`` -- objective perturbation (Theorems 3.1/3.2, or Kifer et al. with
-      ``accountant="kifer"``).  Its theorem covers the *exact* minimiser; dpfast solves to
-      ``tol`` (default 1e-8) and releases that point without output noise, so the guarantee holds
-      up to this solver error, which is not charged.  Prefer ``"amp"``, whose guarantee covers
-      the solver.
+      ||grad|| <= tol (tau, default 0.01), then add N(0, sigma_out^2 I) (``sigma_out`` None:
+      0.15).  (epsilon, delta)-DP by Theorem 4.1 (RDP) or PLD composition, the tighter reported.
+    * ``"objective"`` -- objective perturbation, certified: its theorems (3.1/3.2) cover only
+      the exact minimiser, so dpfast runs it as Algorithm 1 with a tiny tau = ``tol`` (default
+      1e-8) and a tiny output noise sigma_out = z * 2 tau / lambda (z from the data-independent
+      rule :func:`~dpfast.linear_model._calibration.objective_output_multiplier`: the output
+      step's RDP term is <= 0.1 % of epsilon), accounted by Theorem 4.1 / PLD composition like
+      ``"amp"`` (spec ``objective_perturbation.md``, "Algorithm 1"); the reported (epsilon,
+      delta) is the total.  The rule is meant for a tiny ``tol``: sigma_out grows with it (use
+      ``"amp"`` for a large one).  ``accountant="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
+      comparison, certified the same way by basic composition (0.1 % of the budget for the
+      output step).
     * ``"output"`` -- Gaussian output perturbation of the regularised minimiser, sensitivity
       (L + 2 tol)/lambda (covers the solver error).
 
@@ -213,27 +218,22 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tol must be finite and > 0, got {tol!r}")
     if method == "amp":
+        sigma_out = 0.15 if sigma_out is None else sigma_out
         if accountant == "kifer":
             raise ValueError("accountant='kifer' applies to method='objective' only")
         return calibrate_amp(epsilon, delta, clip=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
                              sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
                              regularization=regularization, count=count, accountant=accountant)
     if method == "objective":
-        cal = calibrate_objective(epsilon, delta, lipschitz=consts.lipschitz, smoothness=consts.smoothness,
-                                  noise_factor=noise_factor, noise_std=noise_std, regularization=regularization,
-                                  count=count, accountant=accountant)
-        return _replace(cal, tau=tau)
+        # sigma_out None: the negligible-cost rule of calibrate_objective
+        return calibrate_objective(epsilon, delta, lipschitz=consts.lipschitz, smoothness=consts.smoothness,
+                                   tau=tau, sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
+                                   regularization=regularization, count=count, accountant=accountant)
     if noise_std is not None:
         raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its noise from "
                          "(epsilon, delta, regularization)")
     return calibrate_output(epsilon, delta, lipschitz=consts.lipschitz, tau=tau, regularization=regularization,
-                            sigma_out=sigma_out, count=count)
-
-
-def _replace(cal, **kw):
-    import dataclasses
-
-    return dataclasses.replace(cal, **kw)
+                            sigma_out=0.15 if sigma_out is None else sigma_out, count=count)
 
 
 def check_finite_X(X) -> None:

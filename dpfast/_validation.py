@@ -159,8 +159,9 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
             idx = None
     if idx is None:
         if implicit:
-            raise ValueError(
-                f"with classes=None the label set is {{0, 1}}, but {name} has other labels; pass "
-                "classes=[...] (the public label set, e.g. [-1, 1] or all K classes)")
+            plus_minus = y.dtype.kind in "biuf" and bool(np.all((y == -1) | (y == 1)))
+            hint = ("for labels in {-1, +1} pass classes=[-1, 1]" if plus_minus else
+                    "pass classes=[...] (the public label set: all K labels for multiclass)")
+            raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels; {hint}")
         raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
     return classes, idx

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from dpfast._validation import check_label_set
 from dpfast.linear_model._base import ParamsMixin
 from dpfast.linear_model._losses import glm_constants, margin_constants
 from dpfast.linear_model._mechanisms import (
@@ -347,28 +348,9 @@ class LogisticRegression(_PrivateLinearModel):
         self.random_state = random_state
 
     def _label_set(self, y):
-        if self.classes is not None:
-            classes = np.asarray(self.classes)
-            if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
-                raise ValueError(f"classes must list at least two distinct labels, got {self.classes!r}")
-            bad = ~np.isin(y, classes)
-            if bad.any():
-                raise ValueError(f"y has labels outside classes={classes.tolist()}: {np.unique(y[bad])[:5].tolist()}")
-            return classes
-        if y.dtype.kind not in "biuf":
-            raise ValueError("labels must be numbers in {0, 1}; pass classes=[...] (the public label set) for other labels")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y contains NaN or infinite entries")
-        # The label set is part of the public schema: without ``classes`` it is {0, 1}, never
-        # a convention guessed from the labels (an all-ones dataset and its neighbour with one
-        # -1 would otherwise report different ``classes_``, telling them apart with certainty).
-        bad = (y != 0) & (y != 1)
-        if bad.any():
-            hint = ("; for labels in {-1, +1} pass classes=[-1, 1]"
-                    if ((y == -1) | (y == 1)).all() else
-                    "; pass classes=[...] (the public label set) for other labels or multiclass")
-            raise ValueError("with classes=None the label set is {0, 1}, but y has other labels" + hint)
-        return np.array([0, 1])
+        return check_label_set(y, self.classes)[0]  # public schema, never read off y
 
     def fit(self, X, y, sample_weight=None):
         """Fit privately; see the class docstring for the guarantee.  Returns self."""

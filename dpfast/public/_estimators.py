@@ -37,7 +37,7 @@ from typing import Callable, Optional, Union
 
 import numpy as np
 
-from dpfast._validation import check_delta, check_epsilon
+from dpfast._validation import check_delta, check_epsilon, check_label_set
 from dpfast.public._regularization import regularization_learner
 from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size
 from dpfast.random import check_random_state
@@ -289,25 +289,11 @@ class PublicDataClassifier(_Base):
         """The public label set: ``classes`` if given, else {0, 1}.
 
         Never read off the private labels (that would release them)."""
-        if self.classes is not None:
-            classes = np.asarray(self.classes)
-            if classes.shape != (2,) or classes[0] == classes[1]:
-                raise ValueError(f"classes must list the two (public) labels, got {self.classes!r}")
-            bad = ~((y == classes[0]) | (y == classes[1]))
-            if bad.any():
-                raise ValueError(f"y_private has labels outside classes={classes.tolist()}")
-            return classes
-        if y.dtype.kind not in "biuf":
-            raise ValueError("labels must be numbers in {0, 1}; pass classes=[negative, positive] for other labels")
+        if self.classes is not None and np.asarray(self.classes).shape != (2,):
+            raise ValueError(f"classes must list the two (public) labels, got {self.classes!r}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y_private contains NaN or infinite entries")
-        # Public schema, never guessed from the labels: an all-ones dataset and its neighbour
-        # with one -1 would otherwise report different ``classes_``.
-        if ((y == 0) | (y == 1)).all():
-            return np.array([0, 1])
-        hint = ("; for labels in {-1, +1} pass classes=[-1, 1]" if ((y == -1) | (y == 1)).all()
-                else "; pass classes=[negative, positive] (the public label set) for other labels")
-        raise ValueError("with classes=None the label set is {0, 1}, but y_private has other labels" + hint)
+        return check_label_set(y, self.classes, name="y_private")[0]
 
     def decision_function(self, X) -> np.ndarray:
         self._check_fitted()

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "random/bitstream.hpp"
+#include "random/uniform.hpp"
 
 namespace dpf {
 namespace clip {
@@ -45,28 +46,9 @@ inline void gemm_rm(gemm_t<T> f, bool ta, bool tb, int M, int N, int K, T alpha,
 
 // ---------------------------------------------------------------------------------- sampling
 
-// Uniform real on (0, 1) rounded down to a double, with full relative precision at every scale
-// (Mironov 2012's U*): binade [2^-e, 2^-e+1) with probability 2^-e from the leading zeros of
-// random words, then a 52-bit uniform mantissa.  P(U <= u) = u up to a relative 2^-52 for every
-// double u; it can be 0 only with probability < 2^-1074.
-inline double uniform_fine(BitStream& rs) {
-    int e = 1;
-    for (;;) {
-        const uint64_t w = rs.u64();
-        if (w != 0) {
-            e += __builtin_clzll(w);
-            break;
-        }
-        e += 64;
-        if (e > 1100) break;
-    }
-    const uint64_t mant = rs.u64() >> 12;  // 52 uniform bits
-    return std::ldexp(static_cast<double>((uint64_t(1) << 52) | mant), -52 - e);
-}
-
 // Poisson subsampling of {0..n-1} at rate q: the gaps between selected indices are geometric,
 // G = floor(log U / log(1-q)) with U uniform on (0,1), P(G >= k) = (1-q)^k.  O(expected batch).
-// U has full relative precision (uniform_fine), so P(G >= k) = (1-q)^k holds to a relative
+// U has full relative precision (uniform_all_doubles), so P(G >= k) = (1-q)^k holds to a relative
 // error ~ (k |log(1-q)| + 1) 2^-51 at every k (rounding of log and of the division) and each
 // example is included with probability q up to that relative error.  With the 53-bit grid
 // U = j 2^-53 used before, the tails were off by up to 2^-53 in absolute terms, i.e. a
@@ -84,7 +66,7 @@ inline void poisson_sample(int64_t n, double q, BitStream& rs, std::vector<int64
     int64_t pos = -1;
     for (;;) {
         // >= 0; +inf when U == 0 (log(0) = -inf), which ends the sample
-        const double g = std::floor(std::log(uniform_fine(rs)) / log1mq);
+        const double g = std::floor(std::log(uniform_all_doubles(rs)) / log1mq);
         if (!(g < static_cast<double>(n - 1 - pos))) break;                // next index >= n
         pos += 1 + static_cast<int64_t>(g);
         out.push_back(pos);

@@ -14,26 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "random/uniform.hpp"
 #include "samplers/exact_arith.hpp"
 
 namespace dpf {
-
-// U* of Mironov 2012: P[U* in [2^-e, 2^-e+1)] = 2^-e, mantissa uniform within the binade.
-template <class R>
-inline double uniform_all_doubles(R& r) {
-    int e = 1;
-    for (;;) {
-        const uint64_t w = r.u64();
-        if (w != 0) {
-            e += __builtin_clzll(w);
-            break;
-        }
-        e += 64;
-        if (e > 1100) break;  // probability 2^-1088: lands in the subnormal range below
-    }
-    const uint64_t mant = r.u64() >> 12;  // 52 uniform bits
-    return std::ldexp(static_cast<double>((uint64_t(1) << 52) | mant), -52 - e);
-}
 
 inline double clamp_sym(double x, double bound) { return x < -bound ? -bound : (x > bound ? bound : x); }
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from dpfast._safe_root import smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon, check_positive
 
 __all__ = [
@@ -93,17 +94,8 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     delta = check_delta(delta, allow_zero=False)
     mu = sensitivity / sigma
     target = math.log(delta)
-    if gaussian_log_delta(mu, 0.0) <= target:
-        return 0.0
-    f = lambda e: gaussian_log_delta(mu, e) - target  # decreasing in e
-    hi = max(1.0, mu * mu)
-    while f(hi) > 0:
-        hi *= 2.0
-    eps = optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-13, maxiter=500)
-    # brentq may land a hair below the root; the smallest *valid* epsilon is what is promised.
-    while f(eps) > 0:
-        eps = math.nextafter(eps, math.inf)
-    return eps
+    return smallest_safe_root(lambda e: gaussian_log_delta(mu, e) - target,  # decreasing in e
+                              max(1.0, mu * mu), xtol=1e-300, rtol=1e-13)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -32,6 +32,7 @@ import math
 import numpy as np
 from scipy import integrate, optimize, special
 
+from dpfast._safe_root import smallest_safe_root
 from dpfast._validation import check_delta, check_positive
 from dpfast.accounting._descriptions import FromPrivacyProfile
 from dpfast.calibrate import gaussian_log_delta
@@ -158,16 +159,8 @@ def objective_perturbation_epsilon(
     s = L / sigma
     c_j = jacobian_cost(beta, lam)
     target = math.log(delta)
-    f = lambda e: _log_delta_op(e, s, c_j) - target  # non-increasing in e
-    if f(0.0) <= 0:
-        return 0.0
-    hi = max(1.0, 2.0 * (c_j + s * s))
-    while f(hi) > 0:
-        hi *= 2.0
-    eps = optimize.brentq(f, 0.0, hi, xtol=1e-14, rtol=1e-13, maxiter=500)
-    while f(eps) > 0:
-        eps = math.nextafter(eps, math.inf)
-    return eps
+    return smallest_safe_root(lambda e: _log_delta_op(e, s, c_j) - target,  # non-increasing in e
+                              max(1.0, 2.0 * (c_j + s * s)), xtol=1e-14, rtol=1e-13)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,16 +391,9 @@ def amp_epsilon(
     delta = check_delta(delta, allow_zero=False)
     if tau == 0:
         return objective_perturbation_epsilon(delta, sigma, C, beta, lam)
-    f = lambda e: amp_delta(e, sigma, C, beta, lam, tau, so) - delta
-    if f(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while f(hi) > 0:
-        hi *= 2.0
-    eps = optimize.brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-10, maxiter=500)
-    while f(eps) > 0:
-        eps = eps * (1 + 1e-12) + 1e-15
-    return eps
+    # amp_delta is a quadrature (noise ~1e-14): nudge in relative steps, not by single doubles
+    return smallest_safe_root(lambda e: amp_delta(e, sigma, C, beta, lam, tau, so) - delta, 1.0,
+                              xtol=1e-12, rtol=1e-10, nudge=lambda e: e * (1 + 1e-12) + 1e-15)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,8 +16,10 @@ pair of neighbouring private datasets, then
 dpfast calibrates these exactly (spec 4.2, "tight mode"): Gaussian ``gamma`` is the smallest
 standard deviation that makes N(0, gamma^2 I_m) (eps, delta)-DP at l2 sensitivity Delta_2
 (analytic Gaussian mechanism, Balle & Wang 2018, via :func:`dpfast.calibrate.gaussian_sigma`);
-Laplace ``gamma = Delta_1 / eps`` (pure eps-DP).  The paper's own conditions (eqs. 14/15) are
-available as ``calibration="paper"`` for comparison only; they are valid but loose.
+Laplace ``gamma = Delta_1 / eps`` (pure eps-DP).  This is the only calibration offered.  The
+paper's Gaussian condition (eq. 14, Lemma 3/9) is *not* offered: it drops a factor and its tail
+event has probability about sqrt(delta) for small m, so it under-reports epsilon (m = 1, rho = 1,
+eps = 1, delta = 1e-5 gives gamma ~ 1.95, whose true delta(1) is ~ 7.9e-3).
 
 **Privacy requirement on the projection (spec 2.1):** its output must be a function of the
 public points and the noisy vector only -- no warm start from f_bar, no f_bar tie-breaks.
@@ -37,7 +39,11 @@ from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.calibrate import gaussian_sigma
 from dpfast.random import RandomLike, check_random_state
 
+#: The calibrations :func:`perturb_noise_scale` offers; each is a proven (eps, delta) guarantee.
+CALIBRATIONS = ("exact",)
+
 __all__ = [
+    "CALIBRATIONS",
     "PerturbResult",
     "perturb_noise_scale",
     "perturb",
@@ -114,30 +120,30 @@ def perturb_noise_scale(
     l1_sensitivity : float, optional
         Laplace only: a (smaller) proven bound on ``||f_bar(D)(Z) - f_bar(D')(Z)||_1``; the
         default is ``m * rho``.  The minimum of the two is used.
-    calibration : {"exact", "paper"}
-        ``"exact"`` (default): Gaussian mechanism on R^m with l2 sensitivity sqrt(m)*rho,
-        analytic calibration; Laplace with l1 sensitivity m*rho (spec 4.2 tight mode).
-        ``"paper"``: the smallest gamma satisfying eq. (14)
-        ``(m / (2 gamma^2)) (1 + gamma sqrt(ln(1/delta))) rho <= eps`` (Gaussian) or eq. (15)
-        ``m^{3/2} rho / gamma <= eps`` (Laplace) of the paper (Lemma 3/9; spec 3.2).  Valid but
-        loose; for comparison.
+    calibration : {"exact"}
+        The only value: Gaussian mechanism on R^m with l2 sensitivity sqrt(m)*rho and the
+        analytic calibration of Balle & Wang (2018), i.e. the smallest gamma with
+        ``Phi(D/(2 gamma) - eps gamma/D) - e^eps Phi(-D/(2 gamma) - eps gamma/D) <= delta``,
+        D = sqrt(m) rho; Laplace with l1 sensitivity m*rho (Dwork, McSherry, Nissim & Smith
+        2006).  The paper's eq. (14) calibration (Block et al. 2024, Lemma 3/9) was removed:
+        it is not a valid (eps, delta) guarantee (see the module docstring).
+
+    Guarantee: releasing ``f_bar(Z) + gamma * zeta`` is (epsilon, delta)-DP (Gaussian) or
+    epsilon-DP (Laplace) whenever ``stability`` bounds ``||f_bar(D) - f_bar(D')||_m``.
     """
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
+        raise TypeError(f"m (the number of public points) must be an integer, got {type(m).__name__}")
     m = int(m)
     if m < 1:
-        raise ValueError(f"need at least one public point, got m={m}")
+        raise ValueError(f"m (the number of public points) must be >= 1, got m={m}")
     rho = check_positive(stability, "stability", allow_array=False)
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta)
     mech = _mechanism(mechanism, delta)
-    if calibration == "paper":
-        if mech == "gaussian":
-            # eps g^2 - a g - b >= 0 with a = (m rho / 2) sqrt(ln(1/delta)), b = m rho / 2
-            a = 0.5 * m * rho * math.sqrt(math.log(1.0 / delta))
-            b = 0.5 * m * rho
-            return (a + math.sqrt(a * a + 4.0 * epsilon * b)) / (2.0 * epsilon), math.sqrt(m) * rho
-        return m ** 1.5 * rho / epsilon, m * rho
-    if calibration != "exact":
-        raise ValueError(f"calibration must be 'exact' or 'paper', got {calibration!r}")
+    if calibration not in CALIBRATIONS:
+        hint = (" (the paper's eq. (14) Gaussian calibration was removed: it under-reports epsilon)"
+                if calibration == "paper" else "")
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}{hint}")
     if mech == "gaussian":
         sens = math.sqrt(m) * rho
         return _gaussian_sigma_cached(epsilon, delta, sens), sens

@@ -81,6 +81,23 @@ def chacha20_block_words(state, bint four=False):
     return np.array([out[i] for i in range(16)], dtype=np.uint32)
 
 
+def _unpickle_chacha20(state):
+    bg = ChaCha20(key=bytes(32))
+    bg.state = state
+    return bg
+
+
+def _check_n_children(n_children):
+    """A non-negative int count of children (TypeError / ValueError otherwise)."""
+    import numbers
+    if isinstance(n_children, (bool, np.bool_)) or not isinstance(n_children, numbers.Integral):
+        raise TypeError(f"n_children must be a non-negative int, got {type(n_children).__name__}")
+    n = int(n_children)
+    if n < 0:
+        raise ValueError(f"n_children must be >= 0, got {n}")
+    return n
+
+
 cdef class ChaCha20(BitGenerator):
     """ChaCha20 keystream as a NumPy bit generator.
 
@@ -103,10 +120,14 @@ cdef class ChaCha20(BitGenerator):
     function applied to successive counters.
     """
     cdef ChaCha20Stream rng_state
+    cdef bint _secret
 
     def __init__(self, seed=None, *, key=None, nonce=0):
         BitGenerator.__init__(self, seed)
         cdef uint32_t k[8]
+        # Keyed from os.urandom (no seed, no key): the key exists nowhere else, so nothing may
+        # export it (state, pickle, copy) -- a copied key replays the whole secret stream.
+        self._secret = key is None and seed is None
         if key is not None:
             key = bytes(key)
             if len(key) != 32:
@@ -129,9 +150,69 @@ cdef class ChaCha20(BitGenerator):
         self._bitgen.next_raw = &_next_u64
 
     @property
+    def secret(self):
+        """True when the key came from ``os.urandom`` (``seed=None`` and no ``key``): such a
+        stream refuses state export, pickling and copying, and spawns freshly keyed children."""
+        return bool(self._secret)
+
+    def _refuse(self, what):
+        raise TypeError(
+            f"{what} is refused for a secret ChaCha20 stream (keyed from os.urandom): it would "
+            "duplicate (or replace) the key and so replay the secret stream; use spawn(n) for independent, freshly "
+            "keyed streams, or ChaCha20(seed=...) for a reproducible (non-secret) one")
+
+    def __copy__(self):
+        if self._secret:
+            self._refuse("copying")
+        return self.__deepcopy__({})
+
+    def __deepcopy__(self, memo):
+        if self._secret:
+            self._refuse("copying")
+        clone = type(self)(key=bytes(32))
+        clone.state = self.state
+        return clone
+
+    def __reduce__(self):
+        if self._secret:
+            self._refuse("pickling")
+        # rebuilt as a non-secret stream (a placeholder key, then the state): NumPy's default
+        # constructor would build a secret one, which refuses the state
+        return (_unpickle_chacha20, (self.state,))
+
+    def __reduce_ex__(self, protocol):
+        return self.__reduce__()
+
+    def __getstate__(self):
+        if self._secret:
+            self._refuse("exporting the state")
+        return BitGenerator.__getstate__(self)
+
+    def __setstate__(self, state):
+        if self._secret:
+            self._refuse("setting the state")
+        BitGenerator.__setstate__(self, state)
+
+    def spawn(self, n_children):
+        """``n_children`` independent child bit generators.
+
+        A secret stream's children are keyed afresh from ``os.urandom`` (deriving them from
+        this generator's ``SeedSequence`` would make them computable from its public
+        ``seed_seq.entropy``); a seeded stream spawns reproducibly through its ``SeedSequence``
+        as NumPy's generators do.
+        """
+        n = _check_n_children(n_children)
+        if self._secret:
+            return [type(self)() for _ in range(n)]
+        return BitGenerator.spawn(self, n)
+
+    @property
     def state(self):
         """State dict (input block with the next counter, the 4-block output buffer, position
-        of the next unused 64-bit word in it), as NumPy's generators do."""
+        of the next unused 64-bit word in it), as NumPy's generators do.  Refused (TypeError)
+        for a secret stream: the input block holds the key."""
+        if self._secret:
+            self._refuse("exporting the state")
         inp = np.array([self.rng_state.input[i] for i in range(16)], dtype=np.uint32)
         buf = np.array([self.rng_state.buf[i] for i in range(64)], dtype=np.uint32)
         return {"bit_generator": type(self).__name__,
@@ -139,6 +220,8 @@ cdef class ChaCha20(BitGenerator):
 
     @state.setter
     def state(self, value):
+        if self._secret:
+            self._refuse("setting the state")
         if not isinstance(value, dict) or value.get("bit_generator") != type(self).__name__:
             raise ValueError("state must be a dict from ChaCha20.state")
         st = value.get("state")

@@ -43,7 +43,7 @@ from typing import Union
 
 import numpy as np
 
-from dpfast._chacha import ChaCha20
+from dpfast._chacha import ChaCha20, _check_n_children
 
 __all__ = ["SecureRandom", "ChaCha20", "RandomLike", "check_random_state", "is_secure", "native_stream"]
 
@@ -55,17 +55,44 @@ class SecureRandom(np.random.Generator):
     (a seeded stream is not secret).  Being a ``Generator``, it can be passed anywhere a
     Generator is accepted; dpfast recognises it and its floating-point-safe samplers are the
     ones to pair it with (see the module docstring).
+
+
+    A secret stream must never be duplicated: pickling or copying the generator, and
+    copying, pickling or reading/setting the ``state`` of its bit generator, raise
+    ``TypeError`` (each would copy the key and replay the stream).  Independent streams come
+    from :meth:`spawn`, whose children are keyed afresh from ``os.urandom``.
     """
 
     def __init__(self) -> None:
-        super().__init__(ChaCha20(key=os.urandom(32)))
+        # ChaCha20() with neither seed nor key draws its key from os.urandom(32) and marks
+        # itself secret (no state export, pickling or copying).
+        super().__init__(ChaCha20())
 
     def __repr__(self) -> str:
         return "SecureRandom(ChaCha20, key from os.urandom)"
 
     def __reduce__(self):
         # Pickling would copy the key; a secure stream must not be duplicated.
-        raise TypeError("SecureRandom cannot be pickled or copied")
+        raise TypeError("SecureRandom cannot be pickled or copied (it would replay the secret stream); "
+                        "use spawn(n) for independent generators")
+
+    def __copy__(self):
+        self.__reduce__()
+
+    def __deepcopy__(self, memo):
+        self.__reduce__()
+
+    def __getstate__(self):
+        self.__reduce__()
+
+    def __setstate__(self, state):
+        self.__reduce__()
+
+    def spawn(self, n_children: int) -> list:
+        """``n_children`` independent :class:`SecureRandom` generators, each keyed with fresh
+        256-bit ``os.urandom`` entropy (so no child is computable from this generator's state or
+        from another child's), as secure as this one."""
+        return [SecureRandom() for _ in range(_check_n_children(n_children))]
 
 
 RandomLike = Union[None, int, np.integer, np.random.Generator, SecureRandom]

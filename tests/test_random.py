@@ -244,3 +244,84 @@ def test_check_random_state_accepts_documented_forms():
 def test_check_random_state_errors(bad, exc, match):
     with pytest.raises(exc, match=match):
         check_random_state(bad)
+
+
+# ----------------------------------------------------------------------------- no duplication of secret streams
+# Regression (issue 15, item 6): copy.deepcopy / copy.copy / pickle of the bit generator and its
+# ``state`` copied the ChaCha20 key and replayed the secret stream.
+
+@pytest.mark.parametrize("route", [
+    lambda bg: copy.deepcopy(bg),
+    lambda bg: copy.copy(bg),
+    lambda bg: pickle.dumps(bg),
+    lambda bg: pickle.dumps(bg, protocol=2),
+    lambda bg: bg.state,
+    lambda bg: bg.__getstate__(),
+    lambda bg: bg.__reduce_ex__(4),
+])
+def test_secret_bit_generator_refuses_every_copy_route(route):
+    for bg in (SecureRandom().bit_generator, ChaCha20()):
+        assert bg.secret
+        with pytest.raises(TypeError, match="secret ChaCha20 stream"):
+            route(bg)
+
+
+def test_secret_bit_generator_refuses_state_setting():
+    bg = SecureRandom().bit_generator
+    known = ChaCha20(seed=1).state
+    with pytest.raises(TypeError, match="setting the state"):
+        bg.state = known
+    with pytest.raises(TypeError, match="setting the state"):
+        bg.__setstate__(known)
+
+
+def test_secure_random_refuses_its_own_copy_routes():
+    g = SecureRandom()
+    for route in (copy.copy, copy.deepcopy, pickle.dumps, lambda x: x.__getstate__()):
+        with pytest.raises(TypeError, match="cannot be pickled or copied"):
+            route(g)
+
+
+def test_seeded_chacha20_still_copies_reproducibly():
+    bg = ChaCha20(seed=3)
+    assert not bg.secret
+    bg.random_raw(5)
+    clone = copy.deepcopy(bg)
+    np.testing.assert_array_equal(clone.random_raw(40), bg.random_raw(40))
+
+
+@pytest.mark.parametrize("spawn", [
+    lambda g, n: g.spawn(n),
+    lambda g, n: [np.random.Generator(b) for b in g.bit_generator.spawn(n)],
+])
+def test_secure_spawn_gives_fresh_independent_streams(spawn):
+    g = SecureRandom()
+    kids = spawn(g, 3)
+    assert len(kids) == 3
+    for k in kids:
+        assert k.bit_generator.secret  # children are secret too: no copy route opens
+    words = [k.bit_generator.random_raw(8) for k in kids] + [g.bit_generator.random_raw(8)]
+    # 4 streams x 512 bits: two of them agree with probability < 2^-500 unless they share a key
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert not np.array_equal(words[i], words[j])
+    assert all(isinstance(k, SecureRandom) for k in g.spawn(2))
+    assert g.spawn(0) == []
+
+
+def test_spawn_count_is_validated():
+    g = SecureRandom()
+    with pytest.raises(ValueError, match="n_children must be >= 0"):
+        g.spawn(-1)
+    for bad in (1.5, "2", True, None):
+        with pytest.raises(TypeError, match="n_children"):
+            g.spawn(bad)
+    with pytest.raises(ValueError, match="n_children"):
+        g.bit_generator.spawn(-2)
+
+
+def test_seeded_chacha20_spawns_reproducibly():
+    a = [b.random_raw(4) for b in ChaCha20(seed=9).spawn(2)]
+    b = [b.random_raw(4) for b in ChaCha20(seed=9).spawn(2)]
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a[0], a[1])

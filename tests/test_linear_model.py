@@ -371,20 +371,6 @@ def test_bad_input():
         LogisticRegression().predict(X)
 
 
-def test_solver_that_does_not_reach_tol_releases_nothing():
-    X, y = _blobs(n=300, d=3, seed=7)
-    m = LogisticRegression(tol=1e-13, max_iter=1, random_state=0)
-    with pytest.raises(PrivacyConvergenceError, match="no output is released") as info:
-        m.fit(X, y)
-    assert not hasattr(m, "coef_")
-    # the message names only public quantities (tol, max_iter, remedies): the same for other data
-    X2, y2 = _blobs(n=300, d=3, seed=8)
-    with pytest.raises(PrivacyConvergenceError) as info2:
-        LogisticRegression(tol=1e-13, max_iter=1, random_state=0).fit(X2, y2)
-    assert str(info.value) == str(info2.value)
-    assert "tol=1e-13" in str(info.value) and "max_iter=1" in str(info.value)
-
-
 # ----------------------------------------------------------------------------- sklearn
 def test_params_clone_pipeline_cross_val():
     m = LogisticRegression(epsilon=2.0, method="output", random_state=3)

@@ -46,10 +46,14 @@ _COMMON_DOC = """
         composition with 0.1 % of the budget for the output step.
         ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
     solver : {"lbfgs", "sag", "saga"}
-        Native solver (any optimiser costs no privacy).  If it does not certify
-        ||grad F||_2 <= tol, the other of lbfgs/sag is tried from its point with 10x
-        ``max_iter``; if that fails, ``PrivacyConvergenceError`` is raised and nothing is
-        fitted (an output whose privacy is not guaranteed is never returned).
+        Native solver (any optimiser costs no privacy).  If it has not certified
+        ||grad F||_2 <= tol within ``max_iter``, Nesterov's accelerated gradient method
+        continues from its point for an iteration count proved sufficient for every data set
+        (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
+        refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
+        float64 cannot certify for the number of rows raises ``ValueError`` before the rows
+        are read; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
+        arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
     clip : float or None
@@ -82,7 +86,8 @@ _COMMON_DOC = """
         Append a constant feature ``intercept_scaling`` (its coefficient, times the scaling, is
         ``intercept_``); rows then have norm <= sqrt(R^2 + intercept_scaling^2).
     max_iter : int
-        Solver iterations (L-BFGS) or epochs (SAG).
+        Iterations (L-BFGS) or epochs (SAG) of the first solver; it bounds speed, not the
+        outcome (see ``solver``).
     random_state : None, int, numpy Generator or dpfast.random.SecureRandom
         The randomness of the mechanism (scikit-learn's name for ``rng``).
 """

@@ -7,11 +7,14 @@ Privacy numbers come from :mod:`dpfast.linear_model._calibration`, which calls t
 :mod:`dpfast.accounting.objective_perturbation`; the optimisation is
 :func:`dpfast.linear_model._solver.minimize_glm`.
 
-Rule kept here: an output is released only when the solver certified ||grad F||_2 <= tol at
-the returned point (the exact gradient norm of a full pass).  Otherwise the solve is retried
-once from that point with the other solver ("lbfgs" <-> "sag") and 10x the iterations (the
-optimiser costs no privacy: Algorithm 1, step 4); if that fails too,
-:class:`PrivacyConvergenceError` is raised and nothing is released.  Every method ends with
+Rule kept here: the released point always has a certified ||grad F||_2 <= tol (the exact
+gradient norm of a full pass), on every data set.  The chosen solver runs with ``max_iter``;
+when it has not certified tol, Nesterov's accelerated gradient method continues from its point
+for an iteration count proved sufficient for any data (:mod:`dpfast.linear_model._certify`).
+A refusal would be a data-dependent event observable by the user, which the privacy proofs do
+not cover (an abort channel); the optimiser itself costs no privacy (Algorithm 1, step 4).
+:class:`PrivacyConvergenceError` remains only for a floating-point failure (impossible in
+exact arithmetic; a tol too small for float64 is refused before the data are read).  Every method ends with
 Gaussian output noise: ``"objective"`` is run as Algorithm 1 with a tiny tau (1e-8) and a tiny
 sigma_out, because the objective-perturbation theorems cover only the exact minimiser
 (:func:`~dpfast.linear_model._calibration.calibrate_objective`).
@@ -29,8 +32,9 @@ from dpfast.linear_model._calibration import (
     calibrate_objective,
     calibrate_output,
 )
+from dpfast.linear_model._certify import PrivacyConvergenceError, certified_descent, check_certifiable
 from dpfast.linear_model._losses import glm_constants
-from dpfast.linear_model._solver import _vector, minimize_glm
+from dpfast.linear_model._solver import _vector, glm_gradient_oracle, loss_constants, minimize_glm
 from dpfast.random import check_random_state
 
 __all__ = [
@@ -46,10 +50,6 @@ __all__ = [
 METHODS = ("amp", "objective", "output")
 #: default gradient-norm threshold per method (amp: the paper's tau = 0.01)
 DEFAULT_TOL = {"amp": 0.01, "output": 0.01, "objective": 1e-8}
-
-
-class PrivacyConvergenceError(RuntimeError):
-    """The solver did not certify ||grad F|| <= tol; no output was released."""
 
 
 @dataclass(frozen=True)
@@ -71,27 +71,31 @@ class PrivateGLMResult:
     solver: str
 
 
-def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter, gen):
+def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter, gen,
+                        lipschitz):
+    """A point with ||grad F||_2 <= tol, on every data set (no data-dependent refusal).
+
+    The chosen solver runs first with ``max_iter``; if it has not certified tol, Nesterov's
+    accelerated gradient method continues from its point for as many iterations as provably
+    suffice (:func:`dpfast.linear_model._certify.certified_descent`: F is alpha-strongly convex
+    and (alpha + beta sum_i w_i ||x_i||^2)-smooth, beta the loss's curvature bound).
+    """
+    n = X.shape[0]
+    b_norm = 0.0 if linear is None else float(np.linalg.norm(linear))
+    # public quantities only (n, L, the data-independent noise b): refuse a tol float64 cannot certify
+    check_certifiable(tol, 2.0 * (n * lipschitz + b_norm))
     res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
                        huber_delta=huber_delta, solver=solver, tol=tol, max_iter=max_iter, rng=gen)
-    n_iter = res.n_iter
-    if not (res.converged and res.grad_norm <= tol):
-        other = "sag" if solver == "lbfgs" else "lbfgs"
-        res2 = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
-                            huber_delta=huber_delta, solver=other, tol=tol, max_iter=10 * max_iter,
-                            coef0=res.coef, rng=gen)
-        n_iter += res2.n_iter
-        if not (res2.converged and res2.grad_norm <= tol):
-            # the message names only public quantities: the residual gradient norm, the iteration
-            # counts and the solvers' stop reasons depend on the private data and are not released
-            raise PrivacyConvergenceError(
-                f"the solvers did not certify ||grad F||_2 <= tol={tol:.3g} ({solver} with max_iter={max_iter}, "
-                f"then {other} with max_iter={10 * max_iter}); no output is released because its privacy would "
-                "not be guaranteed. Increase max_iter, or tol (a larger tol is charged through the output "
-                "noise and costs privacy or accuracy)"
-            )
-        res = res2
-    return res, n_iter
+    if res.converged and res.grad_norm <= tol:
+        return res.coef, res.grad_norm, res.n_iter, res.solver
+    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+                                   huber_delta=huber_delta)
+    curvature = loss_constants(loss, huber_delta)[1]
+    sq = row_norms(X) ** 2
+    weighted = float(sq.sum() if sample_weight is None else np.dot(sample_weight, sq))
+    coef, gnorm, passes = certified_descent(lambda th: evaluate(th)[1], res.coef, tol=tol, strong_convexity=alpha,
+                                            smoothness=alpha + curvature * weighted)
+    return coef, gnorm, res.n_iter + passes, "nesterov"
 
 
 def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_weight, huber_delta, solver,
@@ -102,13 +106,13 @@ def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_
     linear = None
     if cal.method in ("amp", "objective"):
         linear = cal.noise_std * gen.standard_normal(d)  # b ~ N(0, sigma^2 I_d)
-    res, n_iter = _minimize_certified(X, y, loss, alpha=cal.regularization, linear=linear, clip=solver_clip,
-                                      sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
-                                      tol=cal.tau, max_iter=max_iter, gen=gen)
-    coef = np.array(res.coef, dtype=np.float64, copy=True)
+    coef, gnorm, n_iter, used = _minimize_certified(
+        X, y, loss, alpha=cal.regularization, linear=linear, clip=solver_clip, sample_weight=sample_weight,
+        huber_delta=huber_delta, solver=solver, tol=cal.tau, max_iter=max_iter, gen=gen, lipschitz=cal.lipschitz)
+    coef = np.array(coef, dtype=np.float64, copy=True)
     # every method ends with Gaussian output noise ("objective": the tiny noise certifying tau)
     coef += cal.sigma_out * gen.standard_normal(d)
-    return PrivateGLMResult(coef, cal, float(res.grad_norm), int(n_iter), res.solver)
+    return PrivateGLMResult(coef, cal, float(gnorm), int(n_iter), used)
 
 
 def check_rows(X, norm_bound: float) -> np.ndarray:

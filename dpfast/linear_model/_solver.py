@@ -55,7 +55,7 @@ import numpy as np
 from dpfast import _glm, _threads
 from dpfast.random import RandomLike, check_random_state, native_stream
 
-__all__ = ["GLMResult", "minimize_glm", "glm_loss_and_grad", "loss_constants", "LOSSES", "SOLVERS"]
+__all__ = ["GLMResult", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
 
 LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
 SOLVERS = ("lbfgs", "sag", "saga")
@@ -268,15 +268,40 @@ def glm_loss_and_grad(
     Spec ``objective_perturbation.md`` ("The mechanism"; l_C of Algorithm 1 when ``clip`` is
     given).
     """
+    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, quadratic=quadratic,
+                                   sample_weight=sample_weight, clip=clip, huber_delta=huber_delta,
+                                   n_threads=n_threads)
+    return evaluate(coef)
+
+
+def glm_gradient_oracle(
+    X,
+    y,
+    loss: str,
+    *,
+    alpha: float = 0.0,
+    linear=None,
+    quadratic=None,
+    sample_weight=None,
+    clip: Optional[float] = None,
+    huber_delta: float = 1.0,
+    n_threads: Optional[int] = None,
+):
+    """``evaluate(coef) -> (F(coef), grad F(coef))`` for the objective of :func:`minimize_glm`,
+    with the inputs validated and prepared once (for loops that evaluate many points)."""
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
-    th = _vector(coef, d, "coef")
     nt = _threads.cpu_count() if n_threads is None else max(1, int(n_threads))
-    f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q, th, nt)
-    if not ok:
-        _raise_bad_X(4)
-    return float(f), g
+
+    def evaluate(coef) -> Tuple[float, np.ndarray]:
+        th = _vector(coef, d, "coef")
+        f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q, th, nt)
+        if not ok:
+            _raise_bad_X(4)
+        return float(f), g
+
+    return evaluate
 
 
 def minimize_glm(

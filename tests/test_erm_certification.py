@@ -1,0 +1,112 @@
+"""No data-dependent refusal in private ERM (issue 15, item 3).
+
+On 0.1, whether a private fit raised ``PrivacyConvergenceError`` depended on the data: with
+``LinearRegression(method="objective", max_iter=1, fit_intercept=False)`` 100 zero rows never
+aborted while the neighbour with one row e_1 aborted in about 19 of 60 seeds, an observable
+event no epsilon covers.  Now every fit releases a point with a certified gradient norm, and the
+only refusal left (a tol float64 cannot certify) is decided before the rows are read.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
+from dpfast.linear_model._certify import certified_descent, check_certifiable, iterations_needed
+
+
+def _neighbours():
+    X0 = np.zeros((100, 3))
+    X1 = X0.copy()
+    X1[0, 0] = 1.0  # one record changed to e_1 (norm 1, within the bound)
+    return X0, X1, np.zeros(100)
+
+
+@pytest.mark.parametrize("method", ["objective", "amp", "output"])
+def test_audit_reproducer_never_aborts_and_always_certifies(method):
+    X0, X1, y = _neighbours()
+    for X in (X0, X1):
+        for seed in range(60):
+            m = LinearRegression(method=method, max_iter=1, fit_intercept=False, random_state=seed).fit(X, y)
+            assert m.grad_norm_ <= m.calibration_.tau
+            assert np.isfinite(m.coef_).all()
+
+
+def test_classifier_with_no_solver_iterations_still_certifies():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 4))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] > 0).astype(int)
+    for method in ("amp", "objective", "output"):
+        m = LogisticRegression(method=method, max_iter=0, random_state=1).fit(X, y)
+        assert m.grad_norm_[0] <= m.calibration_.tau
+        assert m.solver_ == ("nesterov",)  # max_iter=0: the first solver did nothing
+
+
+def test_tol_below_float64_floor_is_refused_before_the_rows_are_read():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] > 0).astype(int)
+    messages = []
+    for data in (X, -X):  # different private data, same public settings and seed
+        with pytest.raises(ValueError, match="below what float64 arithmetic can certify") as info:
+            LogisticRegression(tol=1e-13, random_state=0).fit(data, y)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
+def test_check_certifiable_floor():
+    eps = np.finfo(np.float64).eps
+    check_certifiable(8.0 * 1e4 * eps, 1e4)
+    with pytest.raises(ValueError, match="use tol >="):
+        check_certifiable(7.9 * 1e4 * eps, 1e4)
+
+
+def _logistic_ridge(n=2000, d=6, lam=1e-3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-3 * X[:, 0])), 1.0, -1.0)
+    b = rng.normal(size=d)
+
+    def grad(w):  # independent NumPy gradient of sum log(1 + e^{-y x.w}) + lam/2 ||w||^2 + b.w
+        return -(X.T @ (y / (1.0 + np.exp(y * (X @ w))))) + lam * w + b
+
+    return X, grad, lam + 0.25 * float(np.sum(X * X))
+
+
+@pytest.mark.parametrize("lam", [1e-3, 1.0, 100.0])
+def test_certified_descent_reaches_tol_within_the_proved_count(lam):
+    X, grad, smooth = _logistic_ridge(lam=lam)
+    x0 = np.zeros(X.shape[1])
+    tol = 1e-6
+    w, gnorm, passes = certified_descent(grad, x0, tol=tol, strong_convexity=lam, smoothness=smooth)
+    assert np.linalg.norm(grad(w)) <= tol and gnorm <= tol
+    k_star = iterations_needed(smooth / lam, float(np.linalg.norm(grad(x0))), tol)
+    assert passes <= k_star + 2  # k* steps, the initial gradient and the final check at x_{k*}
+
+
+def test_certified_descent_with_a_preconditioner():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(5, 5))
+    P = A @ A.T + 5 * np.eye(5)  # F(x) = 1/2 x^T P x - c.x is 1-strongly convex and 1-smooth in ||.||_P
+    c = rng.normal(size=5)
+    w, gnorm, passes = certified_descent(lambda x: P @ x - c, np.zeros(5), tol=1e-10, strong_convexity=1.0,
+                                         smoothness=1.0, solve=lambda g: np.linalg.solve(P, g))
+    assert np.allclose(w, np.linalg.solve(P, c), atol=1e-9)
+    assert passes <= 3
+
+
+def test_rounding_failure_is_reported_without_private_quantities():
+    # a gradient that never gets small (not a convex function: stands for rounding noise)
+    with pytest.raises(PrivacyConvergenceError, match="floating-point failure") as info:
+        certified_descent(lambda x: np.ones(2), np.zeros(2), tol=1e-3, strong_convexity=1.0, smoothness=4.0)
+    assert "tol=0.001" in str(info.value) and not any(ch.isdigit() for ch in str(info.value).split("tol=")[0])
+
+
+def test_iterations_needed_matches_the_bound():
+    kappa, g0, tol = 400.0, 10.0, 1e-4
+    k = iterations_needed(kappa, g0, tol)
+    bound = lambda j: 2 * kappa * (1 - 1 / math.sqrt(kappa)) ** j * g0 ** 2
+    assert bound(k) <= tol ** 2 < bound(k - 1)

@@ -1,4 +1,6 @@
 // dpfast._pld: PLD discretization and delta/epsilon scans (kernels in csrc/pld/pld.hpp).
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "bindings/common.hpp"
@@ -82,9 +84,16 @@ static py::tuple scan_prepare(carray<double> p, double h) {
     return py::make_tuple(T, D, tm1, dm1);
 }
 
+// The scans index the grid with (eps / h - A): A and h must be finite (h > 0) and pinf a mass.
+static void check_scan_grid(const char* who, double A, double h, double pinf) {
+    if (!std::isfinite(A) || !(h > 0) || !std::isfinite(h) || !(pinf >= 0 && pinf <= 1))
+        throw py::value_error(std::string(who) + ": need finite A, finite h > 0 and pinf in [0, 1]");
+}
+
 static py::array_t<double> scan_delta(carray<double> T, carray<double> D, double tm1, double dm1, double A,
                                       double h, double pinf, carray<double> eps) {
     if (T.size() != D.size() || T.size() < 1) throw py::value_error("scan_delta: bad arrays");
+    check_scan_grid("scan_delta", A, h, pinf);  // any eps is fine (NaN gives NaN, +-inf are clamped)
     py::array_t<double> out(eps.size());
     auto e = eps.data();
     auto o = out.mutable_data();
@@ -96,8 +105,11 @@ static py::array_t<double> scan_delta(carray<double> T, carray<double> D, double
 static py::array_t<double> scan_epsilon(carray<double> T, carray<double> D, double tm1, double dm1, double A,
                                         double h, double pinf, carray<double> delta) {
     if (T.size() != D.size() || T.size() < 1) throw py::value_error("scan_epsilon: bad arrays");
-    py::array_t<double> out(delta.size());
+    check_scan_grid("scan_epsilon", A, h, pinf);
     auto d = delta.data();
+    for (py::ssize_t i = 0; i < delta.size(); ++i)
+        if (std::isnan(d[i])) throw py::value_error("scan_epsilon: delta must not be NaN");
+    py::array_t<double> out(delta.size());
     auto o = out.mutable_data();
     for (py::ssize_t i = 0; i < delta.size(); ++i)
         o[i] = P::scan_epsilon(T.data(), D.data(), tm1, dm1, (std::size_t)T.size(), A, h, pinf, d[i]);

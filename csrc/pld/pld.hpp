@@ -213,8 +213,12 @@ inline void scan_prepare(const double* p, std::size_t N, double h, double* T, do
 inline double scan_delta(const double* T, const double* D, double Tm1, double Dm1, std::size_t N,
                          double A, double h, double pinf, double eps) {
     if (std::isnan(eps)) return std::numeric_limits<double>::quiet_NaN();
-    ld pos = (ld)eps / (ld)h - (ld)A;  // fractional grid index
-    long long m = (long long)std::floor(pos);
+    ld pos = (ld)eps / (ld)h - (ld)A;  // fractional grid index (may be +-inf or huge)
+    // Compare in floating point before converting: a float -> integer conversion out of range
+    // (eps = inf, 1e300, -1e300) is undefined behaviour.  Above the last grid point only the
+    // +inf atom is left; below the first one the virtual index -1 applies.
+    if (!(pos < (ld)N - 1.0L)) return pinf;
+    long long m = pos < 0 ? -1 : (long long)std::floor(pos);
     if (m >= (long long)N - 1) return pinf;
     ld Tm, Dm, lm;
     if (m < 0) {

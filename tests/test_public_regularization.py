@@ -229,3 +229,12 @@ def test_unconverged_first_solver_still_gives_a_certified_point(monkeypatch):
     # and the learner releases a model (no exception) with the lazy first solver
     out = regularization_learner(X, y, Z, epsilon=1.0, delta=1e-5, rng=0)
     assert np.isfinite(out.coef).all()
+
+def test_public_geometry_same_for_boolean_and_float_public_rows():
+    """A boolean Z must give the numeric second moment (0.1 computed a logical Z^T Z)."""
+    Zb = np.random.default_rng(4).random((50, 4)) < 0.5
+    a = public_geometry(Zb, 0.5)
+    b = public_geometry(Zb.astype(np.float64), 0.5)
+    np.testing.assert_array_equal(a.S, b.S)
+    assert a.clip_norm == b.clip_norm
+    np.testing.assert_allclose(a.S, (Zb.T.astype(float) @ Zb.astype(float)) / 50, rtol=0, atol=0)

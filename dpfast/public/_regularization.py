@@ -130,6 +130,7 @@ def public_geometry(Z: np.ndarray, eta: float, ridge: Optional[float] = None, cl
     Defaults: ``ridge = 1e-2 * 2 eta * mean eig(S)``; ``clip_norm`` = median of the public rows'
     ``||z||_{M^-1}``.  Both depend on the public rows only.
     """
+    Z = _check_matrix(Z, "Z")  # float64: a boolean Z would otherwise give a logical, not a numeric, Z^T Z
     m, p = Z.shape
     S = (Z.T @ Z) / m
     S = 0.5 * (S + S.T)

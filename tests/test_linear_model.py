@@ -388,3 +388,13 @@ def test_params_clone_pipeline_cross_val():
     pipe = make_pipeline(Normalizer(), LogisticRegression(epsilon=8.0, random_state=0))
     scores = cross_val_score(pipe, 5 * X, y, cv=3)
     assert scores.shape == (3,) and scores.mean() > 0.85
+
+
+def test_subnormal_delta_calibrates_or_raises_value_error():
+    """0.1 raised a bare RuntimeError('calibration did not converge') for delta=1e-320."""
+    X, y = _blobs(n=50, d=3, seed=0)
+    try:
+        m = LogisticRegression(delta=1e-320, random_state=0).fit(X, y)
+    except ValueError:
+        return
+    assert m.epsilon_ <= 1.0 and m.delta_ == 1e-320

@@ -327,7 +327,9 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
                 if privacy(lam)[0] <= epsilon:
                     return lam
                 lam *= 1.002
-            raise RuntimeError("calibration did not converge")  # pragma: no cover
+            # the guide and the reported accountant disagree (e.g. a delta near the float64 underflow):
+            # search on the reported accountant itself (ValueError when no lambda up to 1e15 works)
+            return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, lam, lam)
         if accountant == "rdp":
             return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3))
         # several models, "best" or "pld": bracket with the cheap RDP bound, refine coarsely

@@ -190,8 +190,10 @@ def private_glm(
     ``sample_weight`` must lie in [0, 1] (weights above 1 would raise the sensitivity).
     ``count`` > 1 calibrates for ``count`` such fits on the same data (one-vs-rest).
     Labels: {-1, +1} for logistic / smoothed hinge.  Raises ``ValueError`` for rows over the
-    bound, NaN/inf, a too small ``regularization`` (stating the smallest feasible one), and
-    :class:`PrivacyConvergenceError` when the solver cannot certify ``tol``.
+    bound, NaN/inf, a too small ``regularization`` (stating the smallest feasible one) or a
+    ``tol`` below what float64 can certify (decided before the rows are read).  The fit never
+    refuses for lack of solver iterations (module docstring); :class:`PrivacyConvergenceError`
+    is left only for a rounding failure that exact arithmetic excludes.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

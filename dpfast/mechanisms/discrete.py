@@ -31,6 +31,7 @@ vector draw from the same state.
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 from typing import Optional, Sequence, Union
 
@@ -57,6 +58,7 @@ Size = Union[None, int, Sequence[int]]
 
 _MAX_SCALE = Fraction(2**40)  # discrete Laplace scale t/s (keeps |Y| < 2^62 w.p. 1 - exp(-2^21))
 _MAX_LATTICE = 2**53  # |lattice coordinate| of mechanism inputs
+_INT64_MAX = 2**63 - 1
 
 
 def _n_threads(n: int) -> int:
@@ -101,6 +103,22 @@ def _fit(fr: Fraction, fits, from_float: bool, *, mode: str, name: str, limits: 
     return res
 
 
+def _fmt(fr: Fraction) -> str:
+    """A short decimal rendering of a rational of any size (``float()`` overflows past 1e308)."""
+    try:
+        return f"{float(fr):.6g}"
+    except OverflowError:
+        return f"about 10**{len(str(fr.numerator // fr.denominator)) - 1}"
+
+
+def _check_close(fr: Fraction, fitted: Fraction, rel: Fraction, name: str, hint: str) -> None:
+    """Refuse an approximation of ``fr`` with relative error above ``rel`` (e.g. a scale of 1e-30
+    that would become 2**-63: a different noise law than the one asked for)."""
+    if abs(fitted - fr) > rel * fr:
+        raise ValueError(f"{name} = {_fmt(fr)} cannot be represented by the native sampler within "
+                         f"relative error {_fmt(rel)}; {hint}")
+
+
 def _laplace_fits(fr: Fraction) -> bool:
     return fr.numerator < 2**64 and fr.denominator < 2**64 and fr <= _MAX_SCALE
 
@@ -108,10 +126,14 @@ def _laplace_fits(fr: Fraction) -> bool:
 def _laplace_params(scale: Fraction, from_float: bool, *, mode: str, name: str) -> tuple[int, int]:
     """(s, t) with t/s = the scale to sample (exactly ``scale`` when it fits)."""
     if scale > _MAX_SCALE:
-        raise ValueError(f"{name} must be <= 2**40 (got {float(scale):.6g}); such noise swamps any int64 output")
+        raise ValueError(f"{name} must be <= 2**40 (got {_fmt(scale)}); such noise swamps any int64 output")
     fr = _fit(scale, _laplace_fits, from_float, mode=mode, name=name,
               limits=": numerator and denominator must be < 2**64 and the value at least 2**-63; "
                      "pass a simpler fraction")
+    if mode == "nearest":
+        _check_close(scale, fr, Fraction(1, 2**62), name,
+                     "it must be at least about 2**-60 (below that Lap_Z(scale) is 0 with probability "
+                     "> 1 - 2**-(2**60) anyway)")
     return fr.denominator, fr.numerator
 
 
@@ -127,10 +149,14 @@ def _gauss_fits(fr: Fraction) -> bool:
 
 def _gauss_params(sigma2: Fraction, from_float: bool, *, mode: str, name: str) -> tuple[int, int, int]:
     if sigma2 >= 2**62:
-        raise ValueError(f"{name} must be < 2**62 (got {float(sigma2):.6g})")
+        raise ValueError(f"{name} must be < 2**62 (got {_fmt(sigma2)})")
     fr = _fit(sigma2, _gauss_fits, from_float, mode=mode, name=name,
               limits=" (need tau = floor(sigma)+1 <= 2**40, denominator * tau < 2**62 and "
                      "2 * numerator * denominator * tau**2 < 2**127); pass a fraction with a smaller denominator")
+    if mode == "nearest":
+        _check_close(sigma2, fr, Fraction(1, 2**40), name,
+                     "it must be at least about 2**-20 (below that N_Z(0, sigma2) is 0 with probability "
+                     "> 1 - 2**-(2**19) anyway)")
     return fr.numerator, fr.denominator, _tau(fr)
 
 
@@ -168,7 +194,8 @@ def discrete_laplace(scale: RationalLike, size: Size = None, rng: RandomLike = N
     V ~ Geometric(1 - e^-1), then Y = floor(X/s) with a uniform sign (the draw -0 is rejected).
     No floating point is used.  ``scale`` is an exact rational in (0, 2**40] with numerator and
     denominator < 2**64 (a float too fine for that is approximated to the nearest such
-    fraction, relative error < 2**-62).  Variance: 2p/(1-p)^2.
+    fraction, relative error < 2**-62; a float that cannot be, i.e. below about 2**-60, raises
+    ``ValueError`` instead of silently sampling another scale).  Variance: 2p/(1-p)^2.
 
     Returns an int (``size=None``) or an int64 array of shape ``size``.
     Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian).
@@ -189,7 +216,8 @@ def discrete_gaussian(sigma2: RationalLike, size: Size = None, rng: RandomLike =
     exp(-(|Y| - sigma^2/tau)^2 / (2 sigma^2)), that exponent being an exact rational evaluated
     with 128/256-bit integers.  ``sigma2`` (the variance parameter sigma^2, an exact rational)
     needs floor(sigma) < 2**40, denominator * tau < 2**62 and 2 n d tau^2 < 2**127 for
-    sigma^2 = n/d; a float that does not fit is approximated to the nearest fraction that does.
+    sigma^2 = n/d; a float that does not fit is approximated to the nearest fraction that does
+    (relative error < 2**-40; a float that cannot be, i.e. below about 2**-20, raises ``ValueError``).
     The variance of N_Z(0, sigma^2) is slightly below sigma^2 (CKS20; checked in the tests).
 
     Returns an int (``size=None``) or an int64 array of shape ``size``.
@@ -215,9 +243,24 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     valid delta, so an inexact minimizer only over-reports delta).
     """
     rho = check_positive(rho, "rho", allow_array=False)
+    epsilon = _check_nonneg_epsilon(epsilon)
+    return _zcdp_delta(rho, epsilon)
+
+
+def _check_nonneg_epsilon(epsilon) -> float:
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"epsilon must be a real number >= 0, got {type(epsilon).__name__}")
     epsilon = float(epsilon)
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    return epsilon
+
+
+def _zcdp_delta(rho: float, epsilon: float) -> float:
+    """:func:`zcdp_delta` on validated input; ``rho = inf`` (a sensitivity whose square
+    overflows) gives the trivial delta 1."""
+    if not rho < math.inf:
+        return 1.0
     from scipy.optimize import minimize_scalar
 
     def log_delta(log_am1: float) -> float:
@@ -230,9 +273,11 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     # also try the optimum of the leading term, alpha* = (epsilon + rho) / (2 rho)
     a0 = (epsilon + rho) / (2 * rho)
     best = float(res.fun)
-    if a0 > 1.0:
+    if a0 > 1.0 and math.isfinite(a0):
         best = min(best, log_delta(math.log(a0 - 1.0)))
-    return float(min(1.0, math.exp(best)))
+    if not best < 0.0:  # also NaN (inf - inf in an overflowing term): the trivial bound
+        return 1.0
+    return float(math.exp(best))
 
 
 def _dg_tail(sigma2: float, a: float) -> tuple[float, float]:
@@ -262,14 +307,18 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
     s2 = float(fr)
     if s2 > 1e10:
         raise ValueError("discrete_gaussian_delta supports sigma2 <= 1e10; use zcdp_delta for larger sigma")
-    if isinstance(sensitivity, (bool, np.bool_)) or int(sensitivity) != sensitivity or sensitivity < 1:
-        raise ValueError(f"sensitivity must be a positive integer (lattice units), got {sensitivity!r}")
+    if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (numbers.Real, np.number)):
+        raise TypeError(f"sensitivity must be a positive integer (lattice units), got {type(sensitivity).__name__}")
+    if not (math.isfinite(sensitivity) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
+        raise ValueError(f"sensitivity must be an integer in [1, 2**53] (lattice units), got {sensitivity!r}")
     delta_ = int(sensitivity)
-    epsilon = float(epsilon)
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    epsilon = _check_nonneg_epsilon(epsilon)
     p1, _ = _dg_tail(s2, epsilon * s2 / delta_ - delta_ / 2.0)
     p2, _ = _dg_tail(s2, epsilon * s2 / delta_ + delta_ / 2.0)
+    if p2 == 0.0:  # e^epsilon may overflow; the term is 0
+        return p1
+    if epsilon > 700.0:  # e^epsilon would overflow; e^epsilon * p2 <= 1 does not when p2 > 0 matters
+        return max(0.0, p1 - math.exp(min(epsilon + math.log(p2), 0.0)))
     return max(0.0, p1 - math.exp(epsilon) * p2)
 
 
@@ -305,16 +354,17 @@ def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *
             return discrete_gaussian_delta(sig * sig, int(sens), epsilon)
     else:
         def dfun(sig: float) -> float:
-            return zcdp_delta(sens * sens / (2 * sig * sig), epsilon)
+            return _zcdp_delta(sens * sens / (2 * sig * sig), epsilon)  # overflow to inf: delta 1
 
     target = delta * (1 - 1e-9)
-    lo, hi = 1e-3, max(1.0, sens) * 1.0
+    lo, hi = 1e-3, min(max(1.0, sens), 2.0**31)
     while dfun(hi) > target:
         lo, hi = hi, hi * 2
         if hi > 1e6 and method == "exact":
             raise ValueError("method='exact' supports sigma <= 1e5; use method='zcdp'")
         if hi > 2**31:
-            raise ValueError("the required sigma exceeds 2**31; epsilon/delta too small")
+            raise ValueError(f"the required sigma exceeds 2**31 (the sampler's limit): sensitivity={sens!r} "
+                             f"is too large or epsilon={epsilon!r} / delta={delta!r} too small")
     for _ in range(60):
         mid = math.sqrt(lo * hi)
         if dfun(mid) > target:
@@ -329,36 +379,45 @@ def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *
 # ----------------------------------------------------------------------------- mechanisms
 
 def _lattice_coords(values, g: Fraction, name: str = "values") -> tuple[np.ndarray, np.ndarray]:
-    """Integer lattice coordinates k with values = k * g, and the array of values."""
+    """Integer lattice coordinates k with values = k * g (|k| < 2**53), and the array of values.
+
+    Every range check is exact: integer inputs are bounded through their extremes as Python
+    ints (``abs`` of an int64 -2**63 wraps to itself in NumPy) before any int64 product is
+    formed, and the products formed afterwards are proven not to overflow by those bounds.
+    """
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(values).__name__}")
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of numbers: {exc}") from None
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be an integer or float array, got dtype {arr.dtype}")
+    p, q = g.numerator, g.denominator  # g = p / q, both < 2**62
     if arr.dtype.kind in "iu":
-        a = arr.astype(np.int64)
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
-            raise ValueError(f"{name} must be < 2**63")
-        if g.denominator == 1:
-            if g.numerator != 1:
-                if arr.size and np.any(a % g.numerator):
-                    raise ValueError(f"{name} must be multiples of granularity={g}")
-                a = a // g.numerator
-            k = a
-        else:
-            if arr.size and int(np.abs(a).max()) >= 2**62 // g.denominator:
-                raise ValueError(f"{name} too large for granularity={g}")
-            num = a * g.denominator
-            if arr.size and np.any(num % g.numerator):
+        if arr.size:
+            mag = max(abs(int(arr.min())), abs(int(arr.max())))  # exact, as Python ints
+            # |k| = |v| q / p < 2**53  <=>  |v| q < 2**53 p
+            if mag * q >= _MAX_LATTICE * p:
+                raise ValueError(f"{name}/granularity must be < 2**53 in magnitude "
+                                 f"(got |{name}| up to {mag} with granularity={g})")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > _INT64_MAX:
+            raise ValueError(f"{name} must be < 2**63 (int64 lattice arithmetic and output)")
+        a = arr.astype(np.int64)  # exact: every entry is in the int64 range
+        if p != 1:
+            if arr.size and np.any(a % p):
                 raise ValueError(f"{name} must be multiples of granularity={g}")
-            k = num // g.numerator
+            a = a // p
+        # |a| = |v| / p < 2**53 / q, so a * q cannot overflow
+        k = a * q if q != 1 else a
     else:
         a = arr.astype(np.float64)
         if not np.isfinite(a).all():
             raise ValueError(f"{name} contains NaN or infinite entries")
-        kf = a / float(g)
+        with np.errstate(over="ignore"):
+            kf = a / float(g)  # may overflow to inf: caught by the bound below
         k = np.rint(kf)
-        if arr.size and np.abs(k).max() >= _MAX_LATTICE:
+        if arr.size and not np.abs(k).max() < _MAX_LATTICE:
             raise ValueError(f"{name}/granularity must be < 2**53 in magnitude")
         if arr.size and np.any(np.abs(kf - k) > 1e-9 * np.maximum(1.0, np.abs(kf))):
             raise ValueError(
@@ -366,14 +425,20 @@ def _lattice_coords(values, g: Fraction, name: str = "values") -> tuple[np.ndarr
                 "first, and account for the rounding in the sensitivity"
             )
         k = k.astype(np.int64)
-    if k.size and np.abs(k).max() >= _MAX_LATTICE:
-        raise ValueError(f"{name}/granularity must be < 2**53 in magnitude")
     return k, arr
 
 
 def _from_lattice(k: np.ndarray, arr: np.ndarray, g: Fraction):
+    """k * g in the output dtype.  |k| < 2**53 + 2**62 < 2**63 (the samplers redraw |Y| >= 2**62),
+    so the sum k + noise never wraps.  For int64 output the product k * p can exceed int64; it is
+    saturated to the largest multiples of the granularity that int64 holds (a clamp applied to the
+    released noisy value: post-processing, so the privacy guarantee is unchanged)."""
     if arr.dtype.kind in "iu" and g.denominator == 1:
-        res = k * g.numerator
+        p = g.numerator
+        if p != 1:
+            lim = _INT64_MAX // p
+            k = np.clip(k, -lim, lim)
+        res = k * p
     else:
         dt = arr.dtype if arr.dtype.kind == "f" else np.float64
         res = (k.astype(np.float64) * float(g)).astype(dt, copy=False)

@@ -6,11 +6,6 @@
 
 #include <Python.h>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <dlfcn.h>
-#define DPF_HAVE_DLFCN 1
-#endif
-
 using namespace dpf_bind;
 namespace clip = dpf::clip;
 
@@ -31,66 +26,35 @@ clip::gemm_t<T> get_gemm() {
     return fn;
 }
 
-// OpenBLAS thread control for the BLAS behind get_gemm: its set/get functions are found in the
-// dependency tree of the module that holds the gemm pointer (dladdr + dlopen(RTLD_NOLOAD)).
-// Unknown BLAS or platform: both stay null and the calls below are no-ops.
-struct BlasThreads {
-    void (*set)(int) = nullptr;
-    int (*get)() = nullptr;
-};
-
-BlasThreads& blas_threads() {
-    static BlasThreads bt;
-    static bool tried = false;
-    if (!tried) {
-        tried = true;
-#ifdef DPF_HAVE_DLFCN
-        Dl_info info;
-        void* fn = reinterpret_cast<void*>(get_gemm<double>());
-        if (dladdr(fn, &info) && info.dli_fname) {
-            void* h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-            if (h) {
-                const char* sets[] = {"scipy_openblas_set_num_threads", "openblas_set_num_threads",
-                                      "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"};
-                const char* gets[] = {"scipy_openblas_get_num_threads", "openblas_get_num_threads",
-                                      "scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_"};
-                for (int k = 0; k < 4 && !(bt.set && bt.get); ++k) {
-                    bt.set = reinterpret_cast<void (*)(int)>(dlsym(h, sets[k]));
-                    bt.get = reinterpret_cast<int (*)()>(dlsym(h, gets[k]));
-                }
-                if (!(bt.set && bt.get)) bt.set = nullptr, bt.get = nullptr;
-            }
-        }
-#endif
-    }
-    return bt;
-}
-
-// Current BLAS thread count, or 0 when it cannot be controlled.
-int blas_get_num_threads() {
-    auto& bt = blas_threads();
-    return bt.get ? bt.get() : 0;
-}
-
-// Set the BLAS thread count (n >= 1); returns the previous count (0 = not controllable).
-int blas_set_num_threads(int n) {
-    if (n < 1) throw py::value_error("n must be >= 1");
-    auto& bt = blas_threads();
-    if (!bt.get) return 0;
-    const int old = bt.get();
-    bt.set(n);
-    return old;
+// dtypes are compared by value (np.dtype ==: kind, size and byte order), not by identity: an
+// unpickled array carries an equal but distinct dtype object.
+template <class T>
+bool is_dtype(const py::array& a) {
+    return a.dtype().equal(py::dtype::of<T>());
 }
 
 template <class T>
-T* data(py::array& a, const char* name, py::ssize_t size = -1) {
-    if (!a.dtype().is(py::dtype::of<T>()))
-        throw py::type_error(std::string(name) + ": unexpected dtype");
+void check_arr(const py::array& a, const char* name, py::ssize_t size) {
+    if (!is_dtype<T>(a)) throw py::type_error(std::string(name) + ": unexpected dtype " + std::string(py::str(a.dtype())));
     if (!(a.flags() & py::array::c_style))
         throw py::value_error(std::string(name) + ": must be C-contiguous");
     if (size >= 0 && a.size() != size)
         throw py::value_error(std::string(name) + ": wrong size");
+}
+
+// Output (written) arrays.
+template <class T>
+T* data(py::array& a, const char* name, py::ssize_t size = -1) {
+    check_arr<T>(a, name, size);
+    if (!a.writeable()) throw py::value_error(std::string(name) + ": must be writeable");
     return static_cast<T*>(a.mutable_data());
+}
+
+// Input (read-only) arrays: read-only arrays are accepted and never written.
+template <class T>
+const T* cdata(const py::array& a, const char* name, py::ssize_t size = -1) {
+    check_arr<T>(a, name, size);
+    return static_cast<const T*>(a.data());
 }
 
 template <class T>
@@ -100,17 +64,27 @@ T* opt_data(py::object o, const char* name, py::ssize_t size) {
     return data<T>(a, name, size);
 }
 
-// X: 2-D with unit column stride; returns (pointer, row stride in elements).
 template <class T>
-std::pair<const T*, int64_t> matrix(py::array& X) {
+const T* opt_cdata(py::object o, const char* name, py::ssize_t size) {
+    if (o.is_none()) return nullptr;
+    py::array a = o.cast<py::array>();
+    return cdata<T>(a, name, size);
+}
+
+// X: 2-D with unit column stride; returns (pointer, row stride in elements).  The row stride is
+// honoured as it is, including 0 (np.broadcast_to) and strides below d (overlapping rows, as
+// in sliding_window_view): the kernels read row i at X + i * ld, which is exactly the memory
+// NumPy's view addresses.  (Replacing a short stride by d read past the buffer.)
+template <class T>
+std::pair<const T*, int64_t> matrix(const py::array& X) {
     if (X.ndim() != 2) throw py::value_error("X must be 2-D");
-    if (!X.dtype().is(py::dtype::of<T>())) throw py::type_error("X: unexpected dtype");
+    if (!is_dtype<T>(X)) throw py::type_error("X: unexpected dtype");
     if (X.shape(1) > 1 && X.strides(1) != (py::ssize_t)sizeof(T))
         throw py::value_error("X rows must be contiguous");
     if (X.strides(0) % (py::ssize_t)sizeof(T) != 0 || X.strides(0) < 0)
         throw py::value_error("X: unsupported row stride");
     int64_t ld = X.strides(0) / (py::ssize_t)sizeof(T);
-    if (ld < X.shape(1)) ld = X.shape(1);  // n == 1 may report any stride
+    if (X.shape(0) <= 1) ld = X.shape(1);  // one row: any stride is reported, none is used
     return {static_cast<const T*>(X.data()), ld};
 }
 
@@ -152,12 +126,12 @@ void fill_normal(py::capsule cap, py::array out) {
     if (!(out.flags() & py::array::c_style)) throw py::value_error("out must be C-contiguous");
     if (!out.writeable()) throw py::value_error("out must be writeable");
     const int64_t n = out.size();
-    if (out.dtype().is(py::dtype::of<float>())) {
+    if (is_dtype<float>(out)) {
         float* p = static_cast<float*>(out.mutable_data());
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
         clip::fill_normal(p, n, rs);
-    } else if (out.dtype().is(py::dtype::of<double>())) {
+    } else if (is_dtype<double>(out)) {
         double* p = static_cast<double*>(out.mutable_data());
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
@@ -179,7 +153,7 @@ template <>
 clip::Workspace<double>& Workspace::get<double>() { return d; }
 
 void check_idx(py::array& idx, int64_t n) {
-    const int64_t* p = data<int64_t>(idx, "idx");
+    const int64_t* p = cdata<int64_t>(idx, "idx");
     for (py::ssize_t i = 0; i < idx.size(); ++i)
         if (p[i] < 0 || p[i] >= n) throw py::index_error("idx out of range");
 }
@@ -200,17 +174,17 @@ py::tuple glm_impl(Workspace& ws, py::array X, py::object yr, py::object yl, py:
     const int64_t* ylp = nullptr;
     if (loss == clip::SOFTMAX) {
         py::array a = yl.cast<py::array>();
-        ylp = data<int64_t>(a, "y labels", n);
+        ylp = cdata<int64_t>(a, "y labels", n);
         for (py::ssize_t i = 0; i < B; ++i) {
             const int64_t lab = ylp[static_cast<const int64_t*>(idx.data())[i]];
             if (lab < 0 || lab >= K) throw py::value_error("label out of range");
         }
     } else {
         py::array a = yr.cast<py::array>();
-        yrp = data<T>(a, "y", n);
+        yrp = cdata<T>(a, "y", n);
     }
-    const T* Wp = data<T>(W, "W", d * K);
-    const T* bp = opt_data<T>(b, "b", K);
+    const T* Wp = cdata<T>(W, "W", d * K);
+    const T* bp = opt_cdata<T>(b, "b", K);
     T* gWp = data<T>(gW, "gW", d * K);
     T* gbp = opt_data<T>(gb, "gb", K);
     if ((bp == nullptr) != (gbp == nullptr)) throw py::value_error("b and gb go together");
@@ -230,7 +204,7 @@ py::tuple glm_impl(Workspace& ws, py::array X, py::object yr, py::object yl, py:
 py::tuple glm_clipped_sum(Workspace& ws, py::array X, py::object yr, py::object yl,
                           py::array idx, py::array W, py::object b, int loss, double C,
                           py::array gW, py::object gb, py::object norms, py::object factors) {
-    if (X.dtype().is(py::dtype::of<float>()))
+    if (is_dtype<float>(X))
         return glm_impl<float>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors);
     return glm_impl<double>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors);
 }
@@ -247,11 +221,11 @@ py::tuple mlp_impl(Workspace& ws, py::array X, py::array yl, py::array idx, int 
     check_idx(idx, n);
     const int64_t B = idx.size();
     const int64_t P = d * h + h + (int64_t)h * K + K;
-    const int64_t* ylp = data<int64_t>(yl, "y labels", n);
+    const int64_t* ylp = cdata<int64_t>(yl, "y labels", n);
     const int64_t* ip = static_cast<const int64_t*>(idx.data());
     for (int64_t i = 0; i < B; ++i)
         if (ylp[ip[i]] < 0 || ylp[ip[i]] >= K) throw py::value_error("label out of range");
-    const T* pp = data<T>(params, "params", P);
+    const T* pp = cdata<T>(params, "params", P);
     T* gp = data<T>(grad, "grad", P);
     double* np_ = opt_data<double>(norms, "norms", 2 * B);
     double* fp = opt_data<double>(factors, "factors", 2 * B);
@@ -268,17 +242,21 @@ py::tuple mlp_impl(Workspace& ws, py::array X, py::array yl, py::array idx, int 
 py::tuple mlp_clipped_sum(Workspace& ws, py::array X, py::array yl, py::array idx, int h, int K,
                           int act, py::array params, double C, int mode, py::array grad,
                           py::object norms, py::object factors) {
-    if (X.dtype().is(py::dtype::of<float>()))
+    if (is_dtype<float>(X))
         return mlp_impl<float>(ws, X, yl, idx, h, K, act, params, C, mode, grad, norms, factors);
     return mlp_impl<double>(ws, X, yl, idx, h, K, act, params, C, mode, grad, norms, factors);
 }
 
 template <class T>
 void mlp_forward_impl(py::array X, int h, int K, int act, py::array params, py::array out) {
+    // The BLAS needs a leading dimension >= d: overlapping rows (stride < d, e.g. a broadcast
+    // X) are copied to a C-contiguous array first.
+    if (X.ndim() == 2 && X.shape(0) > 1 && X.strides(0) < X.shape(1) * (py::ssize_t)sizeof(T))
+        X = py::module_::import("numpy").attr("ascontiguousarray")(X);
     auto [Xp, ldx] = matrix<T>(X);
     const int64_t n = X.shape(0), d = X.shape(1);
     const int64_t P = d * h + h + (int64_t)h * K + K;
-    const T* pp = data<T>(params, "params", P);
+    const T* pp = cdata<T>(params, "params", P);
     T* op = data<T>(out, "out", n * K);
     auto gemm = get_gemm<T>();
     std::vector<T> buf;
@@ -287,7 +265,7 @@ void mlp_forward_impl(py::array X, int h, int K, int act, py::array params, py::
 }
 
 void mlp_forward(py::array X, int h, int K, int act, py::array params, py::array out) {
-    if (X.dtype().is(py::dtype::of<float>())) return mlp_forward_impl<float>(X, h, K, act, params, out);
+    if (is_dtype<float>(X)) return mlp_forward_impl<float>(X, h, K, act, params, out);
     return mlp_forward_impl<double>(X, h, K, act, params, out);
 }
 
@@ -296,7 +274,7 @@ int64_t clip_rows_impl(py::array G, double C, py::object norms, py::object facto
                        py::object clipped) {
     if (G.ndim() != 2) throw py::value_error("per-example gradients must be 2-D (B, P)");
     const int64_t B = G.shape(0), P = G.shape(1);
-    const T* gp = data<T>(G, "G");
+    const T* gp = cdata<T>(G, "G");
     double* np_ = opt_data<double>(norms, "norms", B);
     double* fp = opt_data<double>(factors, "factors", B);
     T* op = opt_data<T>(out, "out", P);
@@ -307,7 +285,7 @@ int64_t clip_rows_impl(py::array G, double C, py::object norms, py::object facto
 
 int64_t clip_rows(py::array G, double C, py::object norms, py::object factors, py::object out,
                   py::object clipped) {
-    if (G.dtype().is(py::dtype::of<float>())) return clip_rows_impl<float>(G, C, norms, factors, out, clipped);
+    if (is_dtype<float>(G)) return clip_rows_impl<float>(G, C, norms, factors, out, clipped);
     return clip_rows_impl<double>(G, C, norms, factors, out, clipped);
 }
 
@@ -317,8 +295,8 @@ void opt_impl(py::array theta, py::array gsum, py::object noise, double noise_st
               double adam_eps, int64_t t, py::object m, py::object v) {
     const int64_t P = theta.size();
     T* th = data<T>(theta, "theta");
-    const T* gs = data<T>(gsum, "gsum", P);
-    const T* nz = opt_data<T>(noise, "noise", P);
+    const T* gs = cdata<T>(gsum, "gsum", P);
+    const T* nz = opt_cdata<T>(noise, "noise", P);
     T* mp = opt_data<T>(m, "m", P);
     T* vp = opt_data<T>(v, "v", P);
     if (opt < 0 || opt > 2) throw py::value_error("unknown optimizer");
@@ -333,7 +311,7 @@ void opt_impl(py::array theta, py::array gsum, py::object noise, double noise_st
 void optimizer_step(py::array theta, py::array gsum, py::object noise, double noise_std,
                     double inv_batch, double wd, int64_t decay_end, int opt, double lr, double mom,
                     double beta2, double adam_eps, int64_t t, py::object m, py::object v) {
-    if (theta.dtype().is(py::dtype::of<float>()))
+    if (is_dtype<float>(theta))
         return opt_impl<float>(theta, gsum, noise, noise_std, inv_batch, wd, decay_end, opt, lr, mom, beta2, adam_eps, t, m, v);
     return opt_impl<double>(theta, gsum, noise, noise_std, inv_batch, wd, decay_end, opt, lr, mom, beta2, adam_eps, t, m, v);
 }
@@ -343,12 +321,16 @@ void optimizer_step(py::array theta, py::array gsum, py::object noise, double no
 PYBIND11_MODULE(_clip, m) {
     m.doc() = "dpfast._clip: fused per-example clipping, ghost norms, O(batch) subsampling "
               "(kernels in csrc/clip/clip.hpp)";
-    m.def("blas_get_num_threads", &blas_get_num_threads,
-          "Threads of the BLAS used by these kernels (0: not controllable).");
-    m.def("blas_set_num_threads", &blas_set_num_threads, py::arg("n"),
-          "Set the BLAS thread count; returns the previous one (0: not controllable).");
     py::class_<Workspace>(m, "Workspace", "Scratch buffers reused across steps (not thread-safe).")
-        .def(py::init<>());
+        .def(py::init<>())
+        .def_property(
+            "n_threads", [](const Workspace& w) { return w.f.nthreads; },
+            [](Workspace& w, int n) {
+                if (n < 1) throw py::value_error("n_threads must be >= 1");
+                w.f.nthreads = w.d.nthreads = n;
+            },
+            "Threads for the fixed-block matrix products (results do not depend on it; the BLAS "
+            "must be limited to one thread by the caller).");
     m.def("poisson_sample", &poisson_sample, py::arg("bitgen"), py::arg("n"), py::arg("q"));
     m.def("fill_normal", &fill_normal, py::arg("bitgen"), py::arg("out"),
           "Fill out with standard normal variates (ziggurat, csrc/clip/clip.hpp).");

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <thread>
 #include <vector>
 
 #include "random/bitstream.hpp"
@@ -42,6 +44,46 @@ inline void gemm_rm(gemm_t<T> f, bool ta, bool tb, int M, int N, int K, T alpha,
     char cta = ta ? 'T' : 'N', ctb = tb ? 'T' : 'N';
     f(&ctb, &cta, &N, &M, &K, &alpha, const_cast<T*>(B), &ldb, const_cast<T*>(A), &lda, &beta, C,
       &ldc);
+}
+
+// The same product computed in fixed row blocks of C, the blocks spread over `nthreads`
+// threads (the BLAS itself must run single-threaded: the caller limits it).  Why: a BLAS's
+// result depends on its own thread count (OpenBLAS blocks the inner dimension differently in
+// its threaded driver; a DPMLPClassifier fit differed by 1e-8 in float32 between 1 and 2
+// threads), whereas here the block boundaries depend only on (M, N, K), each block is one
+// single-threaded BLAS call, and so every entry of C is bit-identical for any nthreads.
+constexpr int kGemmRowBlock = 128;
+constexpr int64_t kGemmMinWork = int64_t(1) << 21;  // M N K below this: one call, one thread
+
+template <class T>
+inline void gemm_rm_fixed(gemm_t<T> f, int nthreads, bool ta, bool tb, int M, int N, int K, T alpha,
+                          const T* A, int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+    const int64_t work = (int64_t)M * N * K;
+    if (M <= kGemmRowBlock || work < kGemmMinWork) {
+        gemm_rm<T>(f, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const int nb = (M + kGemmRowBlock - 1) / kGemmRowBlock;
+    // Rows r0..r0+m of C use rows r0.. of op(A): A itself (row r of A at A + r lda) when not
+    // transposed, columns r0.. of A (A + r0) when transposed.
+    auto run = [&](int blk) {
+        const int r0 = blk * kGemmRowBlock, m = std::min(kGemmRowBlock, M - r0);
+        const T* Ab = ta ? A + r0 : A + (int64_t)r0 * lda;
+        gemm_rm<T>(f, ta, tb, m, N, K, alpha, Ab, lda, B, ldb, beta, C + (int64_t)r0 * ldc, ldc);
+    };
+    const int nt = std::max(1, std::min(nthreads, nb));
+    if (nt == 1) {
+        for (int blk = 0; blk < nb; ++blk) run(blk);
+        return;
+    }
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(nt - 1));
+    for (int t = 1; t < nt; ++t)
+        pool.emplace_back([&, t] {
+            for (int blk = t; blk < nb; blk += nt) run(blk);
+        });
+    for (int blk = 0; blk < nb; blk += nt) run(blk);
+    for (auto& th : pool) th.join();
 }
 
 // ---------------------------------------------------------------------------------- sampling
@@ -116,7 +158,8 @@ inline double dot(const T* a, const T* b, int64_t len) {
 template <class T>
 struct Workspace {
     std::vector<T> xb, h, z, g1;
-    std::vector<double> xn2, c1, c2;
+    std::vector<double> xn2, c1, c2, hn2;
+    int nthreads = 1;  // threads for the fixed-block matrix products (gemm_rm_fixed)
 };
 
 // Gather rows idx of X (row stride ldx) into xb (B x d), squared norms into xn2.
@@ -133,10 +176,70 @@ inline void gather_rows(const T* X, int64_t ldx, int64_t d, const int64_t* idx, 
     }
 }
 
-inline double clip_factor(double norm, double C) {
-    // C <= 0 or infinite: no clipping.  norm == 0: factor 1 (nothing to clip).
-    if (!(C > 0) || std::isinf(C) || !(norm > C)) return 1.0;
-    return C / norm;
+// ------------------------------------------------------- clipping that is safe after rounding
+//
+// The sensitivity of a clipped sum is max_i ||clipped g_i|| in exact arithmetic, over the
+// values actually stored.  The naive factor C / ||g|| misses it in three ways: ||g|| is a
+// rounded sum of squares; the factor and the products c g_j round (up, possibly); and a scaled
+// entry that lands in T's subnormal range has an absolute error up to half the smallest
+// subnormal eta_T, which is a large relative error (float32: 1.0067 x C was observed for a row
+// of 1e5 entries 3.07e38 clipped to 0.01).  Below, every bound is an upper bound that holds
+// for every input; constants are generous (about 2x) so that the rounding of the bounds
+// themselves is covered.
+//
+// (a) Norm bound.  row_sq sums m = len terms into 8 accumulators of <= len/8 + 1 terms each,
+//     then 3 pairwise levels, all in double (u = 2^-53); float squares are exact in double,
+//     double squares round once.  For non-negative terms the computed S satisfies
+//     |S - S_exact| <= gamma_k S_exact, k = len/8 + 5 (Higham, "Accuracy and Stability of
+//     Numerical Algorithms", 2nd ed., Sec. 4.2), so sqrt(S_exact) <= sqrt(S) (1 + rho) with
+//     rho = (len/8 + 16) 2^-52 (which also covers sqrt's rounding).  A double square can
+//     underflow (absolute error <= 2^-1074 per term): + sqrt(len) 2^-537 on the norm, which
+//     covers it; float32 squares never underflow in double.  An overflowed S is +inf and the
+//     caller treats it as such.
+// (b) Factor.  For an example whose gradient is u_i (x) a_i (stored u_i, exact a_i; one
+//     factor c scales u_i, each entry rounded to T), the stored clipped gradient has
+//       ||round_T(c u)|| ||a|| <= [c ||u|| (1 + u_d)(1 + u_T) + sqrt(len_u) eta_T / 2] ||a||
+//     (round to nearest: relative u_T in the normal range, absolute eta_T / 2 below it).  With
+//     ub >= ||u|| ||a|| from (a), the factor c = t / ub, rounded (1 + u_d), and the target
+//       t = C (1 - 8 u_T) - 2 sqrt(len_u) eta_T A,   A >= ||a||,
+//     give ||clipped|| <= t (1 + 4 u_T) + sqrt(len_u) eta_T A / 2 <= C.  If t <= 0 the
+//     example contributes 0.  Rows with ub <= C are left untouched (their exact norm is
+//     <= ub <= C); rows with ub > C are scaled by c < 1 (so a row within a few ulps of C may
+//     be scaled by 1 - O(len 2^-53) although its computed norm is <= C).
+template <class T>
+struct Rounding {
+    static constexpr double u = std::numeric_limits<T>::epsilon() / 2;      // unit roundoff
+    static constexpr double eta = std::numeric_limits<T>::denorm_min();     // smallest subnormal
+    static constexpr bool sq_underflows = std::is_same<T, double>::value;  // squares in double
+};
+
+// Upper bound on the exact l2 norm of a length-`len` vector of T whose row_sq gave sq.
+template <class T>
+inline double norm_upper(double sq, int64_t len) {
+    const double rho = (static_cast<double>(len) / 8.0 + 16.0) * 0x1p-52;
+    double ub = std::sqrt(sq) * (1.0 + rho);
+    if (Rounding<T>::sq_underflows) ub += std::sqrt(static_cast<double>(len)) * 0x1p-537;
+    return ub;
+}
+
+// The target t of (b): C (1 - 8 u_T) minus the subnormal slack, for len_u scaled entries
+// multiplied by factors of norm at most A.  May be <= 0 (then the example is dropped).
+template <class T>
+inline double clip_target(double C, double sub_slack) {
+    return C * (1.0 - 8.0 * Rounding<T>::u) - sub_slack;
+}
+template <class T>
+inline double subnormal_slack(int64_t len_u, double A) {
+    return 2.0 * std::sqrt(static_cast<double>(len_u)) * Rounding<T>::eta * A;
+}
+
+// Safe factor for an example with norm upper bound ub and target t: 1 when no clipping is
+// needed (C <= 0 or infinite means no clipping), 0 when the bound is not finite or t <= 0.
+inline double safe_factor(double ub, double C, double t) {
+    if (!(C > 0) || std::isinf(C)) return 1.0;
+    if (!std::isfinite(ub)) return 0.0;
+    if (!(ub > C)) return 1.0;
+    return t > 0 ? t / ub : 0.0;
 }
 
 // Softmax cross-entropy on one row z (length K), label y: z <- p - e_y; returns the loss.
@@ -193,7 +296,7 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
     if (K == 1) {
         for (int64_t i = 0; i < B; ++i) Z[i] = static_cast<T>(dot(ws.xb.data() + i * d, W, d));
     } else {
-        gemm_rm<T>(gemm, false, false, (int)B, K, (int)d, T(1), ws.xb.data(), (int)d, W, K, T(0), Z, K);
+        gemm_rm_fixed<T>(gemm, ws.nthreads, false, false, (int)B, K, (int)d, T(1), ws.xb.data(), (int)d, W, K, T(0), Z, K);
     }
     const double bias_term = b ? 1.0 : 0.0;
     for (int64_t i = 0; i < B; ++i) {
@@ -220,11 +323,16 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             gn2 = g1 * g1;
         }
         const double nrm = std::sqrt(gn2 * (ws.xn2[i] + bias_term));
-        // A norm that overflowed (or is NaN from an overflowed score) cannot be clipped by
+        // Safe factor (see "clipping that is safe after rounding"): the example's gradient is
+        // u (x) (x_i, 1) with u = the output gradient (K == 1: the double g1, exact).  A norm
+        // bound that overflowed (or is NaN from an overflowed score) cannot be clipped by
         // scaling (inf * 0 = NaN would poison the whole sum): the example contributes 0, which
         // keeps the sensitivity bound.  K == 1: scale the double g1, not its float rounding
         // (which may be inf in float32).
-        const double c = std::isfinite(nrm) ? clip_factor(nrm, C) : 0.0;
+        const double A = norm_upper<T>(ws.xn2[i] + bias_term, d + 1);
+        const double ub_u = loss != SOFTMAX ? std::fabs(g1) : norm_upper<T>(gn2, K);
+        const double ub = ub_u * A * (1.0 + 0x1p-51);
+        const double c = safe_factor(ub, C, clip_target<T>(C, subnormal_slack<T>(K, A)));
         if (c < 1.0) {
             ++st.n_clipped;
             if (c == 0.0)
@@ -232,7 +340,7 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             else if (loss != SOFTMAX)
                 zi[0] = static_cast<T>(g1 * c);
             else
-                for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(zi[k] * c);
+                for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(static_cast<double>(zi[k]) * c);
         }
         if (norms) norms[i] = nrm;
         if (factors) factors[i] = c;
@@ -246,7 +354,7 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             for (int64_t j = 0; j < d; ++j) gW[j] += gi * xi[j];
         }
     } else {
-        gemm_rm<T>(gemm, true, false, (int)d, K, (int)B, T(1), ws.xb.data(), (int)d, Z, K, T(0), gW, K);
+        gemm_rm_fixed<T>(gemm, ws.nthreads, true, false, (int)d, K, (int)B, T(1), ws.xb.data(), (int)d, Z, K, T(0), gW, K);
     }
     if (gb) colsum(Z, B, K, gb);
     return st;
@@ -286,11 +394,12 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
     ws.g1.resize(static_cast<size_t>(B * h));
     ws.c1.resize(static_cast<size_t>(B));
     ws.c2.resize(static_cast<size_t>(B));
+    ws.hn2.resize(static_cast<size_t>(B));
     T* H = ws.h.data();
     T* Z = ws.z.data();
     T* G1 = ws.g1.data();
     // Forward.
-    gemm_rm<T>(gemm, false, false, (int)B, h, (int)d, T(1), ws.xb.data(), (int)d, W1, h, T(0), H, h);
+    gemm_rm_fixed<T>(gemm, ws.nthreads, false, false, (int)B, h, (int)d, T(1), ws.xb.data(), (int)d, W1, h, T(0), H, h);
     for (int64_t i = 0; i < B; ++i) {
         T* hi = H + i * h;
         if (act == RELU) {
@@ -302,16 +411,17 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             for (int j = 0; j < h; ++j) hi[j] = static_cast<T>(std::tanh(hi[j] + b1[j]));
         }
     }
-    gemm_rm<T>(gemm, false, false, (int)B, K, h, T(1), H, h, W2, K, T(0), Z, K);
+    gemm_rm_fixed<T>(gemm, ws.nthreads, false, false, (int)B, K, h, T(1), H, h, W2, K, T(0), Z, K);
     // Output-layer gradients and their ghost norms: ||g2_i||^2 (||h_i||^2 + 1).
     for (int64_t i = 0; i < B; ++i) {
         T* zi = Z + i * K;
         for (int k = 0; k < K; ++k) zi[k] += b2[k];
         st.loss_sum += softmax_grad_row(zi, K, yl[idx[i]]);
-        ws.c2[i] = row_sq(zi, K) * (row_sq(H + i * h, h) + 1.0);  // squared norm, for now
+        ws.c2[i] = row_sq(zi, K);  // ||g2_i||^2
+        ws.hn2[i] = row_sq(H + i * h, h);
     }
     // Back-propagate the unclipped output gradient: G1 = (G2 W2^T) * act'(pre).
-    gemm_rm<T>(gemm, false, true, (int)B, h, K, T(1), Z, K, W2, K, T(0), G1, h);
+    gemm_rm_fixed<T>(gemm, ws.nthreads, false, true, (int)B, h, K, T(1), Z, K, W2, K, T(0), G1, h);
     for (int64_t i = 0; i < B; ++i) {
         T* gi = G1 + i * h;
         const T* hi = H + i * h;
@@ -321,12 +431,19 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         } else {
             for (int j = 0; j < h; ++j) gi[j] *= T(1) - hi[j] * hi[j];
         }
-        ws.c1[i] = row_sq(gi, h) * (ws.xn2[i] + 1.0);
+        ws.c1[i] = row_sq(gi, h);  // ||g1_i||^2
     }
     // Clip factors.
-    const double Cl = mode == 1 ? C / std::sqrt(2.0) : C;
+    // Per-layer: C / sqrt(2) rounded down (0.70710678118654746 < 1/sqrt(2)); the target's
+    // 8 u_T margin covers the rounding of the product.  Safe factors as in "clipping that is
+    // safe after rounding": layer 1 is g1 (x) (x, 1), layer 2 is g2 (x) (h, 1).
+    const double Cl = mode == 1 ? C * 0.70710678118654746 : C;
     for (int64_t i = 0; i < B; ++i) {
-        const double n1 = std::sqrt(ws.c1[i]), n2 = std::sqrt(ws.c2[i]);
+        const double n1 = std::sqrt(ws.c1[i] * (ws.xn2[i] + 1.0)), n2 = std::sqrt(ws.c2[i] * (ws.hn2[i] + 1.0));
+        const double A1 = norm_upper<T>(ws.xn2[i] + 1.0, d + 1), A2 = norm_upper<T>(ws.hn2[i] + 1.0, h + 1);
+        const double ub1 = norm_upper<T>(ws.c1[i], h) * A1 * (1.0 + 0x1p-51);
+        const double ub2 = norm_upper<T>(ws.c2[i], K) * A2 * (1.0 + 0x1p-51);
+        const double s1 = subnormal_slack<T>(h, A1), s2 = subnormal_slack<T>(K, A2);
         if (norms) {
             norms[2 * i] = n1;
             norms[2 * i + 1] = n2;
@@ -339,10 +456,13 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
             f1 = f2 = 0.0;
             std::fill(H + i * h, H + (i + 1) * h, T(0));
         } else if (mode == 1) {
-            f1 = clip_factor(n1, Cl);
-            f2 = clip_factor(n2, Cl);
+            f1 = safe_factor(ub1, Cl, clip_target<T>(Cl, s1));
+            f2 = safe_factor(ub2, Cl, clip_target<T>(Cl, s2));
         } else {
-            f1 = f2 = clip_factor(std::sqrt(ws.c1[i] + ws.c2[i]), C);
+            // ||(c u1 (x) a1, c u2 (x) a2)|| <= c sqrt(ub1^2 + ub2^2) (+ the subnormal slacks)
+            const double ub = std::sqrt(ub1 * ub1 + ub2 * ub2) * (1.0 + 0x1p-50);
+            f1 = f2 = safe_factor(ub, C, clip_target<T>(C, s1 + s2));
+            if (!std::isfinite(ub)) std::fill(H + i * h, H + (i + 1) * h, T(0));
         }
         if (f1 < 1.0 || f2 < 1.0) ++st.n_clipped;
         ws.c1[i] = f1;
@@ -353,17 +473,17 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         }
         if (f1 < 1.0) {
             T* gi = G1 + i * h;
-            for (int j = 0; j < h; ++j) gi[j] = f1 == 0.0 ? T(0) : static_cast<T>(gi[j] * f1);
+            for (int j = 0; j < h; ++j) gi[j] = f1 == 0.0 ? T(0) : static_cast<T>(static_cast<double>(gi[j]) * f1);
         }
         if (f2 < 1.0) {
             T* zi = Z + i * K;
-            for (int k = 0; k < K; ++k) zi[k] = f2 == 0.0 ? T(0) : static_cast<T>(zi[k] * f2);
+            for (int k = 0; k < K; ++k) zi[k] = f2 == 0.0 ? T(0) : static_cast<T>(static_cast<double>(zi[k]) * f2);
         }
     }
     // Clipped sums: one weighted matrix product per layer.
-    gemm_rm<T>(gemm, true, false, (int)d, h, (int)B, T(1), ws.xb.data(), (int)d, G1, h, T(0), gW1, h);
+    gemm_rm_fixed<T>(gemm, ws.nthreads, true, false, (int)d, h, (int)B, T(1), ws.xb.data(), (int)d, G1, h, T(0), gW1, h);
     colsum(G1, B, h, gb1);
-    gemm_rm<T>(gemm, true, false, h, K, (int)B, T(1), H, h, Z, K, T(0), gW2, K);
+    gemm_rm_fixed<T>(gemm, ws.nthreads, true, false, h, K, (int)B, T(1), H, h, Z, K, T(0), gW2, K);
     colsum(Z, B, K, gb2);
     return st;
 }
@@ -396,31 +516,98 @@ void mlp_forward(gemm_t<T> gemm, const T* X, int64_t ldx, int64_t n, int64_t d, 
 
 // ------------------------------------------------------------- user-supplied gradients
 
+// dst[j] (+)= round_T((g_j scale) c).  The bound of "clipping that is safe after rounding" needs
+// |stored| <= |c g_j| (1 + 3 u_T) + eta_T / 2 per entry.  Products in double, rounded once to
+// T, give (1 + u_d)(1 + u_T).  For float32 with a normal float32 factor (c >= 2^-126) and no
+// scaling, the float product of the rounded factor gives (1 + u_T)^2 (+ eta/2 when the result
+// is subnormal): the same bound, at twice the SIMD width; a subnormal float32 factor (the
+// case that overshot C by 0.7%) always goes through double.
+template <bool Accumulate, class T>
+inline void scale_row(const T* g, int64_t P, double scale, double c, T* dst) {
+    if (std::is_same<T, float>::value && scale == 1.0 && c >= 0x1p-126) {
+        const T cf = static_cast<T>(c);
+        for (int64_t j = 0; j < P; ++j) {
+            if (Accumulate) dst[j] += cf * g[j];
+            else dst[j] = cf * g[j];
+        }
+        return;
+    }
+    for (int64_t j = 0; j < P; ++j) {
+        const T v = static_cast<T>((static_cast<double>(g[j]) * scale) * c);
+        if (Accumulate) dst[j] += v;
+        else dst[j] = v;
+    }
+}
+
 // Rows of G (B x P): norms (B), factors (B); sum_i c_i G_i into out (P) when out != nullptr,
-// the clipped rows written to clipped (B x P) when clipped != nullptr.
+// the clipped rows written to clipped (B x P) when clipped != nullptr.  Factors are the safe
+// factors of "clipping that is safe after rounding" (the stored clipped row has exact norm
+// <= C); products c g_ij in double, rounded once to T.  A float64 row whose sum of squares
+// overflows is measured again scaled by a power of two (exact), so that it is clipped, not
+// dropped; its reported norm is then +inf only if the norm itself exceeds DBL_MAX.
 template <class T>
 int64_t clip_rows(const T* G, int64_t B, int64_t P, double C, double* norms, double* factors,
                   T* out, T* clipped) {
     int64_t nclip = 0;
     if (out) std::fill(out, out + P, T(0));
+    const double t = clip_target<T>(C, subnormal_slack<T>(P, 1.0));
     for (int64_t i = 0; i < B; ++i) {
         const T* gi = G + i * P;
-        const double nrm = std::sqrt(row_sq(gi, P));
-        const double c = clip_factor(nrm, C);
+        const double sq = row_sq(gi, P);
+        double nrm = std::sqrt(sq), c;
+        double scale = 1.0;  // rows measured scaled: products (g 2^-e) * c', both exact powers
+        if (std::isinf(sq) && std::is_same<T, double>::value) {
+            // sum of squares overflowed: measure g 2^-e with max |g 2^-e| in [0.5, 1).
+            double mx = 0;
+            for (int64_t j = 0; j < P; ++j) mx = std::max(mx, std::fabs(static_cast<double>(gi[j])));
+            int e;
+            std::frexp(mx, &e);
+            scale = std::ldexp(1.0, -e);
+            double s2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t j = 0;
+            for (; j + 8 <= P; j += 8)
+                for (int u = 0; u < 8; ++u) {
+                    const double v = static_cast<double>(gi[j + u]) * scale;
+                    s2[u] += v * v;
+                }
+            for (; j < P; ++j) {
+                const double v = static_cast<double>(gi[j]) * scale;
+                s2[0] += v * v;
+            }
+            const double ss = ((s2[0] + s2[1]) + (s2[2] + s2[3])) + ((s2[4] + s2[5]) + (s2[6] + s2[7]));
+            nrm = std::ldexp(std::sqrt(ss), e);  // may be +inf: the true norm is > DBL_MAX
+            // g min(1, C / ||g||) = g_s min(2^-e, C / ||g_s||) with g_s = g 2^-e: the factor on
+            // the scaled row is t / ub_s (the target t as in the unscaled case), and the row is
+            // left alone only if ub_s <= C 2^-e (exact: C 2^-e is normal whenever it can hold,
+            // since ub_s >= 0.5).  Entries g 2^-e that are subnormal carry an absolute error
+            // <= 2^-1075 each, i.e. relative <= sqrt(P) 2^-1074 of the scaled norm (>= 0.5):
+            // inside rho's slack of at least 2^-48.
+            const double ub = norm_upper<T>(ss, P);
+            const double Cs = std::ldexp(C, -e);
+            if (!(C > 0) || std::isinf(C)) c = 1.0;
+            else if (!std::isfinite(ub)) c = 0.0;
+            else if (ub <= Cs) c = 1.0;
+            else c = t > 0 ? t / ub : 0.0;
+            if (c == 1.0) scale = 1.0;  // not clipped: copied unchanged
+        } else {
+            scale = 1.0;
+            c = safe_factor(norm_upper<T>(sq, P), C, t);
+        }
         nclip += c < 1.0;
         if (norms) norms[i] = nrm;
-        if (factors) factors[i] = c;
+        // factors: the factor applied to g (c * scale; may underflow to 0 in double when the
+        // row was measured scaled, the applied product below does not)
+        if (factors) factors[i] = c * scale;
         if (out) {
-            const T cf = static_cast<T>(c);
             if (c < 1.0)
-                for (int64_t j = 0; j < P; ++j) out[j] += cf * gi[j];
+                scale_row<true>(gi, P, scale, c, out);
             else
                 for (int64_t j = 0; j < P; ++j) out[j] += gi[j];
         }
         if (clipped) {
             T* ci = clipped + i * P;
             if (c < 1.0)
-                for (int64_t j = 0; j < P; ++j) ci[j] = static_cast<T>(gi[j] * c);
+                scale_row<false>(gi, P, scale, c, ci);
             else
                 std::memcpy(ci, gi, sizeof(T) * static_cast<size_t>(P));
         }

@@ -32,7 +32,10 @@ def _check_max_norm(max_norm) -> float:
 def _as_grad_array(g, name: str) -> np.ndarray:
     if isinstance(g, (str, bytes)):
         raise TypeError(f"{name} must be a numeric array, got {type(g).__name__}")
-    a = np.asarray(g)
+    try:
+        a = np.asarray(g)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise ValueError(f"{name} must be a rectangular numeric array: {exc}") from None
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be a real numeric array, got dtype {a.dtype}")
     if a.dtype != np.float32:
@@ -45,8 +48,22 @@ def _as_grad_array(g, name: str) -> np.ndarray:
 
 
 def _parts(per_example_grads: ArrayOrList):
-    """Return (list of 2-D C-contiguous (B, P_k) arrays, original shapes, is_list, dtype)."""
+    """Return (list of 2-D C-contiguous (B, P_k) arrays, original shapes, is_list, dtype).
+
+    The contract for sequences: a list or tuple whose elements are all NumPy arrays is a list of
+    layers (each (B, ...), same B); a list or tuple without any array element (e.g. nested lists
+    of numbers) is one array, converted by ``np.asarray``; a mix of both is refused.
+    """
     is_list = isinstance(per_example_grads, (list, tuple))
+    if is_list and per_example_grads:
+        n_arr = sum(isinstance(g, np.ndarray) for g in per_example_grads)
+        if n_arr == 0:
+            is_list = False  # nested numbers: one (B, ...) array
+        elif n_arr != len(per_example_grads):
+            raise TypeError(
+                "per_example_grads: a list means one (B, ...) NumPy array per layer; got a mix of "
+                "arrays and other objects (pass np.asarray(...) for a single array of numbers)"
+            )
     raw = list(per_example_grads) if is_list else [per_example_grads]
     if is_list and not raw:
         raise ValueError("per_example_grads is an empty sequence; give at least one (B, ...) array")
@@ -59,6 +76,8 @@ def _parts(per_example_grads: ArrayOrList):
                 f"part 0 has {B}, part {k} has {a.shape[0]}"
             )
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
+    # Copies only what the kernel cannot read in place (non-contiguous, byte-swapped, other
+    # dtypes); read-only inputs are read, never written.
     flat = [np.ascontiguousarray(a.reshape(B, -1), dtype=dtype) for a in arrs]
     return flat, [a.shape for a in arrs], is_list, dtype
 
@@ -91,11 +110,19 @@ def clip_gradients(per_example_grads: ArrayOrList, max_norm: float) -> ArrayOrLi
     """Clip every per-example gradient to l2 norm at most ``max_norm``.
 
     ``per_example_grads`` is an array of shape (B, ...) (row i is example i's gradient) or a
-    list of such arrays (one per layer), in which case the norm is taken over all of them
-    together ("flat" clipping).  Returns new array(s) of the same shape(s) with
-    g_i * min(1, C / ||g_i||) (spec ``mechanisms.md``, DP-SGD).  Rows with norm <= C are returned
-    bit-for-bit unchanged.  float32 input stays float32 (factors computed in float64); other
-    real dtypes give float64.
+    list of such NumPy arrays (one per layer), in which case the norm is taken over all of them
+    together ("flat" clipping); a list without NumPy arrays (nested numbers) is one array.
+    Returns new array(s) of the same shape(s) with g_i * min(1, C / ||g_i||) (Abadi et al. 2016,
+    "Deep Learning with Differential Privacy", Algorithm 1).
+
+    Guarantee: every returned row has exact l2 norm <= C *after rounding* (the norm of the
+    stored float32/float64 values, computed exactly), for every finite input, including huge,
+    subnormal and mixed rows: the factor is computed in float64 from a rigorous upper bound on
+    the row norm and a target shrunk by a few ulps (plus the worst-case subnormal rounding);
+    see ``csrc/clip/clip.hpp``.  Rows whose norm is certified <= C are returned bit-for-bit
+    unchanged; rows within O(P 2^-53) relative of C may be scaled by 1 - O(P 2^-53).  float32
+    input stays float32; other real dtypes give float64.  The input is never written
+    (read-only arrays are fine).
     """
     C = _check_max_norm(max_norm)
     flat, shapes, is_list, dtype = _parts(per_example_grads)
@@ -129,6 +156,9 @@ def clipped_sum(
     N(0, (z C)^2 I): the Gaussian mechanism on a sum of l2 sensitivity C under add/remove
     neighbours (replace-one: 2C, i.e. the same noise gives noise multiplier z/2), drawn from
     ``rng`` (the continuous Gaussian: not floating-point safe, see ``dpfast.random``).
+
+    Each summand has exact l2 norm <= C after rounding (see :func:`clip_gradients`), so one
+    example changes the exact sum of the stored clipped gradients by at most C.
 
     Returns the sum (shape of one gradient; a list for list input), and the float64 per-example
     norms too when ``return_norms`` is true.  Divide by the *expected* batch size yourself.

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from dpfast import _clip
+from dpfast._threads import default_threads, single_threaded_blas
 from dpfast._validation import check_delta, check_epsilon, check_label_set
 from dpfast.random import RandomLike, check_random_state, native_stream
 from dpfast.sgd import _privacy
@@ -35,6 +36,11 @@ from dpfast.sgd import _privacy
 __all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
 
 _OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
+# Documented cap on the number of DP-SGD steps (epochs * ceil(n / batch_size)), checked before
+# anything is allocated or accounted: 10**9 steps is far beyond any practical run (days at
+# ~10 us a step) and keeps the step counter, the accountant's composition count and the loop
+# bounded.
+MAX_STEPS = 10**9
 _LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2
 
 
@@ -71,7 +77,12 @@ def _check_X(X, name="X") -> np.ndarray:
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise ValueError(f"{name} must have at least one row and one column, got shape {a.shape}")
     dtype = np.float32 if a.dtype == np.float32 else np.float64
-    if a.dtype != dtype or a.strides[1] != a.itemsize or a.strides[0] < 0:
+    # The kernels honour any non-negative row stride that is a multiple of the item size
+    # (0 for np.broadcast_to, < d for sliding_window_view: rows are read where the view puts
+    # them); anything else (byte-swapped, unaligned, column-strided, reversed) is copied.
+    if (a.dtype != dtype or not a.dtype.isnative or not a.flags.aligned
+            or (a.shape[1] > 1 and a.strides[1] != a.itemsize)
+            or a.strides[0] < 0 or a.strides[0] % a.itemsize):
         a = np.ascontiguousarray(a, dtype=dtype)
     # Chunked so that the check costs O(chunk) memory, not a boolean copy of X.
     step = max(1, (1 << 18) // a.shape[1])
@@ -153,7 +164,12 @@ class _DPSGDBase:
         if self.n_threads is not None:
             _check_int(self.n_threads, "n_threads")
         q = bs / n
-        steps_per_epoch = math.ceil(n / bs)
+        steps_per_epoch = -(-n // bs)
+        if epochs > MAX_STEPS // steps_per_epoch:
+            raise ValueError(
+                f"epochs * ceil(n / batch_size) = {epochs} * {steps_per_epoch} steps exceeds the "
+                f"supported maximum of {MAX_STEPS} steps; lower epochs or raise batch_size"
+            )
         return delta, epochs, bs, q, steps_per_epoch
 
     def _setup_privacy(self, n: int):
@@ -174,17 +190,17 @@ class _DPSGDBase:
     # ------------------------------------------------------------------------ training
     def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen) -> None:
         epochs, bs, q, spe = self._setup_privacy(n)
-        old_threads = _clip.blas_set_num_threads(int(self.n_threads)) if self.n_threads is not None else 0
-        try:
+        n_threads = default_threads() if self.n_threads is None else int(self.n_threads)
+        # The BLAS runs single-threaded (a scoped, re-entrant limit restored exactly on exit,
+        # also with concurrent fits); the kernels split each product into fixed row blocks over
+        # n_threads threads, so the result is bit-identical for every n_threads.
+        with single_threaded_blas():
             t0, c0 = time.perf_counter(), time.process_time()
-            self._loop(n, theta, decay_end, step_fn, gen, epochs, bs, q, spe)
+            self._loop(n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads)
             self.train_seconds_ = time.perf_counter() - t0
             self._train_cpu_seconds = time.process_time() - c0  # benchmarks only
-        finally:
-            if old_threads > 0:
-                _clip.blas_set_num_threads(old_threads)
 
-    def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe) -> None:
+    def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads) -> None:
         dtype = theta.dtype
         P = theta.size
         C = float(self.max_norm)
@@ -198,6 +214,7 @@ class _DPSGDBase:
         noise = np.empty(P, dtype) if noise_std > 0 else None
         mark = np.zeros(n, np.uint8) if self.sampling == "shuffle" else None
         ws = _clip.Workspace()
+        ws.n_threads = n_threads
         history = []
         bar = None
         if self.progress:
@@ -235,6 +252,12 @@ class _DPSGDBase:
                 bar.set_postfix(loss=f"{history[-1]:.4f}")
         if bar is not None:
             bar.close()
+        # Raised after private data was read, yet it leaks nothing beyond epsilon_: theta is
+        # the released final iterate, a function of the initialization, the hyperparameters and
+        # the noisy clipped sums (post-processing of the Gaussian mechanism outputs).  Whether
+        # it is finite is a function of that released value, so the decision (raise or return)
+        # is post-processing too.  (Raising withholds theta from the caller but reveals only
+        # "theta has a non-finite entry", which anyone holding theta could compute.)
         if not np.isfinite(theta).all():
             raise FloatingPointError("training diverged (non-finite parameters); lower learning_rate")
         self.loss_history_ = np.asarray(history)

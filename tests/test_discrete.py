@@ -308,9 +308,10 @@ def test_discrete_laplace_rejects_bad_scale(scale, exc, match):
         discrete_laplace(scale, size=3, rng=0)
 
 
-def test_float_scale_too_fine_is_approximated_not_rejected():
-    x = discrete_laplace(1e-30, size=1000, rng=0)  # float: nearest fitting fraction (2^-63)
-    assert np.all(x == 0)
+def test_float_scale_too_fine_is_rejected_not_changed():
+    # issue 15 item 14: approximating 1e-30 by 2^-63 silently changed the law; it now raises
+    with pytest.raises(ValueError, match="scale = 1e-30 cannot be represented"):
+        discrete_laplace(1e-30, size=1000, rng=0)
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_discrete_accounting_helpers_extremes():
     assert zcdp_delta(1e308, 1.0) == 1.0
     with pytest.raises(TypeError, match="sensitivity"):
         discrete_gaussian_delta(1, [1], 1.0)
-    with pytest.raises(ValueError, match=r"sensitivity must be an integer in \[1, 2\*\*53\]"):
+    with pytest.raises(ValueError, match=r"sensitivity must be a positive integer in \[1, 2\*\*53\]"):
         discrete_gaussian_delta(1, float("nan"), 1.0)
     with pytest.raises(TypeError, match="epsilon"):
         zcdp_delta(0.5, "1")

@@ -310,7 +310,7 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
     if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (numbers.Real, np.number)):
         raise TypeError(f"sensitivity must be a positive integer (lattice units), got {type(sensitivity).__name__}")
     if not (math.isfinite(sensitivity) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
-        raise ValueError(f"sensitivity must be an integer in [1, 2**53] (lattice units), got {sensitivity!r}")
+        raise ValueError(f"sensitivity must be a positive integer in [1, 2**53] (lattice units), got {sensitivity!r}")
     delta_ = int(sensitivity)
     epsilon = _check_nonneg_epsilon(epsilon)
     p1, _ = _dg_tail(s2, epsilon * s2 / delta_ - delta_ / 2.0)
@@ -395,14 +395,14 @@ def _lattice_coords(values, g: Fraction, name: str = "values") -> tuple[np.ndarr
         raise TypeError(f"{name} must be an integer or float array, got dtype {arr.dtype}")
     p, q = g.numerator, g.denominator  # g = p / q, both < 2**62
     if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > _INT64_MAX:
+            raise ValueError(f"{name} must be < 2**63 (int64 lattice arithmetic and output)")
         if arr.size:
             mag = max(abs(int(arr.min())), abs(int(arr.max())))  # exact, as Python ints
             # |k| = |v| q / p < 2**53  <=>  |v| q < 2**53 p
             if mag * q >= _MAX_LATTICE * p:
                 raise ValueError(f"{name}/granularity must be < 2**53 in magnitude "
                                  f"(got |{name}| up to {mag} with granularity={g})")
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > _INT64_MAX:
-            raise ValueError(f"{name} must be < 2**63 (int64 lattice arithmetic and output)")
         a = arr.astype(np.int64)  # exact: every entry is in the int64 range
         if p != 1:
             if arr.size and np.any(a % p):

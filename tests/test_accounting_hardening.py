@@ -83,3 +83,124 @@ def test_native_scans_validate_grid_arguments():
             _pld.scan_epsilon(T, D, tm1, dm1, A, h, pinf, np.array([0.1]))
     with pytest.raises(ValueError, match="NaN"):
         _pld.scan_epsilon(T, D, tm1, dm1, 0.0, 0.1, 0.0, np.array([math.nan]))
+
+
+# ----------------------------------------------------------------------------- item 9: threads
+def _run_threads(target, n=8):
+    errors = []
+
+    def wrap(i):
+        try:
+            target(i)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show up
+    try:
+        ts = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+
+
+def test_rdp_accountant_shared_by_8_threads_equals_sequential():
+    """Issue 15 item 9: 8 threads x 2000 composes reported epsilon 1647 instead of 2312."""
+    d = PoissonSubsampledGaussian(1.0, 0.01)
+    shared = RDPAccountant()
+    _run_threads(lambda i: [shared.compose(d) for _ in range(2000)])
+    seq = RDPAccountant()
+    for _ in range(16000):
+        seq.compose(d)
+    # every increment is the same curve, so any interleaving gives the same sums exactly
+    np.testing.assert_array_equal(shared.rdp, seq.rdp)
+    assert shared.get_epsilon(1e-5) == seq.get_epsilon(1e-5)
+    # and it is 16000 times the single curve (up to summation round-off)
+    np.testing.assert_allclose(shared.rdp, 16000 * RDPAccountant().compose(d).rdp, rtol=1e-12)
+
+
+def test_pld_accountants_in_8_threads_equal_sequential_and_cache_stays_bounded():
+    """Issue 15 item 9: the step cache raised 'dictionary changed size during iteration' when
+    threads filled it concurrently (it summed its entries' sizes by iterating over it)."""
+    from dpfast.accounting import pld as pld_mod
+
+    getattr(acc, "clear_cache", lambda: None)()
+
+    def desc(i, k):
+        return Laplace(1.0 + 0.01 * (40 * i + k)) if k % 4 else Gaussian(1.0 + 0.01 * (40 * i + k))
+
+    def work(i):
+        out = []
+        for k in range(40):
+            a = PLDAccountant(5e-3).compose(desc(i, k), 2)
+            out.append((a.get_delta(1.0), a.get_epsilon(1e-6)))
+            assert pld_mod._STEP_CACHE.nbytes <= pld_mod.STEP_CACHE_BYTES
+        results[i] = out
+
+    results = {}
+    _run_threads(work)
+    acc.clear_cache()
+    for i in range(8):
+        for k in (0, 1, 17, 39):
+            a = PLDAccountant(5e-3).compose(desc(i, k), 2)
+            assert (a.get_delta(1.0), a.get_epsilon(1e-6)) == results[i][k]
+    info = acc.cache_info()["pld discretizations"]
+    assert 0 < info["nbytes"] <= info["max_bytes"] == pld_mod.STEP_CACHE_BYTES == 32 * 2 ** 20
+
+
+def test_pld_accountant_shared_by_8_threads_equals_sequential():
+    d1, d2 = PoissonSubsampledGaussian(1.5, 0.02), Laplace(20.0)
+    shared = PLDAccountant(1e-3)
+    eps = []
+
+    def work(i):
+        for k in range(50):
+            shared.compose(d1 if (i + k) % 2 else d2)
+            if k % 10 == 0:
+                eps.append(shared.get_epsilon(1e-5))
+
+    _run_threads(work)
+    seq = PLDAccountant(1e-3).compose(d1, 200).compose(d2, 200)
+    assert shared.get_epsilon(1e-5) == seq.get_epsilon(1e-5)
+    assert shared.get_delta(2.0) == seq.get_delta(2.0)
+    assert len(eps) == 40 and max(eps) <= seq.get_epsilon(1e-5)
+
+
+def test_byte_bounded_cache_evicts_lru_and_refuses_oversized_entries():
+    from dpfast.accounting._cache import ByteBoundedCache
+
+    c = ByteBoundedCache("test", 100, lambda k, v: v.nbytes)
+    try:
+        for k in range(5):
+            c.put(k, np.zeros(4))  # 32 bytes each: three fit
+        assert len(c) == 3 and c.nbytes == 96 and c.get(0) is None and c.get(2) is not None
+        c.put(5, np.zeros(4))  # 2 was used last, so 3 is evicted
+        assert c.get(3) is None and c.get(2) is not None and c.nbytes == 96
+        c.put(6, np.zeros(13))  # 104 bytes > bound: not cached, nothing evicted
+        assert c.get(6) is None and len(c) == 3
+        with pytest.raises(TypeError):
+            c.get([1])
+        acc.clear_cache()
+        assert len(c) == 0 and c.nbytes == 0
+    finally:
+        from dpfast.accounting import _cache
+
+        _cache._REGISTRY.remove(c)
+
+
+def test_accountants_pickle_and_copy_without_their_locks():
+    import copy
+    import pickle
+
+    r = RDPAccountant().compose(Gaussian(2.0), 3)
+    p = PLDAccountant(1e-3).compose(Gaussian(2.0), 3)
+    for a in (r, p):
+        b = pickle.loads(pickle.dumps(a))
+        c = copy.deepcopy(a)
+        assert b.get_epsilon(1e-5) == c.get_epsilon(1e-5) == a.get_epsilon(1e-5)
+        b.compose(Gaussian(2.0))  # the copy has a working lock of its own
+        assert b.get_epsilon(1e-5) > a.get_epsilon(1e-5)

@@ -13,6 +13,8 @@ Spec: ``accounting.md`` (and ``objective_perturbation.md`` for objective perturb
 * Conversions: :func:`rdp_to_epsilon`, :func:`rdp_to_delta`; GDP / f-DP in
   :mod:`dpfast.accounting.gdp`; private hyperparameter tuning in :mod:`dpfast.accounting.tuning`;
   :func:`calibrate_noise_multiplier`.
+* Accountants are safe to share between threads; their process-wide caches are bounded in bytes
+  (RDP curves 8 MiB, discretized PLDs 32 MiB): :func:`cache_info`, :func:`clear_cache`.
 
 Neighbouring relation: ``neighbours="add_remove"`` is the default everywhere (the DP-SGD
 convention); descriptions stated for ``"replace_one"`` say so.
@@ -31,6 +33,7 @@ from dpfast.accounting._descriptions import (
     ReportNoisyMax,
     SampledWithoutReplacementGaussian,
 )
+from dpfast.accounting._cache import cache_info, clear_cache
 from dpfast.accounting.calibration import calibrate_noise_multiplier
 from dpfast.accounting.gdp import (
     CLTResult,
@@ -68,6 +71,8 @@ __all__ = [
     "rdp_to_epsilon_classic",
     "rdp_to_delta",
     "calibrate_noise_multiplier",
+    "clear_cache",
+    "cache_info",
     *gdp.__all__,
     *tuning.__all__,
 ]

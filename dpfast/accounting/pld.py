@@ -35,7 +35,9 @@ margin; the pessimistic connect-the-dots error is second order in h.
 """
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -44,29 +46,38 @@ from scipy import special
 
 from dpfast import _pld
 from dpfast._validation import check_delta
+from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._discretize import MAX_POINTS, StepPMF
 from dpfast.accounting.rdp import _check_count
 
 __all__ = ["PLDAccountant", "ComposedPLD"]
 
 _T_GRID = 2.0 ** np.arange(-6.0, 8.01, 1.0)
-_STEP_CACHE: Dict = {}
+#: Discretized PLDs of descriptions (process-wide; thread-safe, LRU, at most 32 MiB of masses;
+#: one larger than that is not cached process-wide, only by the accountant that uses it;
+#: :func:`dpfast.accounting.clear_cache` empties it).
+STEP_CACHE_BYTES = 32 * 2 ** 20
+_STEP_CACHE = ByteBoundedCache("pld discretizations", STEP_CACHE_BYTES,
+                               lambda key, v: v.p.nbytes + v.opt.nbytes + 200)
 
 
-def _step_pmf(description, h: float, tail: float, direction: str) -> StepPMF:
+def _step_pmf(description, h: float, tail: float, direction: str, local: Optional[dict] = None) -> StepPMF:
+    """The description's discretization; ``local``: the calling accountant's own memo, which
+    keeps what it uses alive (and avoids recomputing entries evicted from the shared cache)."""
     key = (description, h, tail, direction)
     try:
-        hit = _STEP_CACHE.get(key)
-    except TypeError:
+        hit = local.get(key) if local is not None else None
+        if hit is None:
+            hit = _STEP_CACHE.get(key)
+    except TypeError:  # unhashable description
         return description._pld(h, tail, direction)
     if hit is None:
         hit = description._pld(h, tail, direction)
-        _STEP_CACHE[key] = hit
-        # bounded memory: at most 64 entries and 2e7 stored masses (FIFO eviction)
-        while len(_STEP_CACHE) > 1 and (
-            len(_STEP_CACHE) > 64 or sum(v.p.size + v.opt.size for v in _STEP_CACHE.values()) > 2e7
-        ):
-            _STEP_CACHE.pop(next(iter(_STEP_CACHE)))
+        hit.p.setflags(write=False)  # shared between accountants and threads
+        hit.opt.setflags(write=False)
+        _STEP_CACHE.put(key, hit)
+    if local is not None:
+        local[key] = hit
     return hit
 
 
@@ -272,6 +283,15 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     return _finish(comp, lo_idx, ctx)
 
 
+def _locked(method):
+    """Run ``method`` holding the accountant's (re-entrant) lock."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
 class PLDAccountant:
     """Privacy-loss-distribution accountant with FFT composition (spec ``accounting.md``).
 
@@ -301,6 +321,12 @@ class PLDAccountant:
     (pessimistic); ``get_epsilon_bounds`` / ``get_delta_bounds`` return (optimistic,
     pessimistic).  epsilon is ``inf`` exactly when the +inf loss atom (a real one, e.g. of a
     pair with q = 0 < p, or a pessimistic truncation mass ~1e-22) exceeds delta.
+
+    Thread-safe: one accountant may be shared between threads (``compose`` and the queries
+    hold a per-accountant lock, so every composition is counted once and results equal the
+    sequential ones); accountants in different threads share the bounded discretization
+    cache (:data:`STEP_CACHE_BYTES`).  Each accountant also keeps the discretizations its
+    events use at its current grid, for its own lifetime.
     """
 
     def __init__(self, value_discretization: float = 1e-4, *, tail_mass: float = 1e-30,
@@ -325,6 +351,17 @@ class PLDAccountant:
         self._events: List[Tuple[object, int]] = []
         self.neighbours: Optional[str] = None
         self._cache: Optional[dict] = None
+        self._memo: dict = {}  # this accountant's discretizations (see _step_pmf)
+        self._lock = threading.RLock()
+
+    def __getstate__(self):  # picklable / deep-copyable: the lock is not state
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ composition
     def compose(self, description, count: int = 1) -> "PLDAccountant":
@@ -332,26 +369,28 @@ class PLDAccountant:
         if not hasattr(description, "_pld"):
             raise TypeError(f"expected a mechanism description, got {type(description).__name__}")
         nb = getattr(description, "neighbours", "add_remove")
-        if self.neighbours is not None and nb != self.neighbours:
-            raise ValueError(f"cannot compose a {nb!r} description with {self.neighbours!r} ones")
-        if count:
-            # validate (and cache) the discretization now, so that errors surface here
-            _step_pmf(description, self.value_discretization, self.tail_mass, "remove")
-            for k, (d, c) in enumerate(self._events):
-                if d is description or _same(d, description):
-                    self._events[k] = (d, c + count)
-                    break
-            else:
-                self._events.append((description, count))
-            self.neighbours = nb
-            self._cache = None
+        with self._lock:
+            if self.neighbours is not None and nb != self.neighbours:
+                raise ValueError(f"cannot compose a {nb!r} description with {self.neighbours!r} ones")
+            if count:
+                for k, (d, c) in enumerate(self._events):
+                    if d is description or _same(d, description):
+                        self._events[k] = (d, c + count)
+                        break
+                else:
+                    # a new description: validate (and cache) its discretization now, so that
+                    # errors surface here
+                    _step_pmf(description, self.value_discretization, self.tail_mass, "remove", self._memo)
+                    self._events.append((description, count))
+                self.neighbours = nb
+                self._cache = None
         return self
 
     def _steps(self, direction: str, h: float):
         steps = []
         for d, c in self._events:
             dd = direction if not d.symmetric else "remove"
-            steps.append((_step_pmf(d, h, self.tail_mass, dd), c))
+            steps.append((_step_pmf(d, h, self.tail_mass, dd, self._memo), c))
         if not steps:
             steps = [(StepPMF(h, 0, np.ones(1), 0.0, 0, np.ones(1), 0.0), 1)]
         return steps
@@ -400,6 +439,8 @@ class PLDAccountant:
                     raise
                 h = min(self.value_discretization, 2 * h)
         self.grid_step = h
+        # keep only what the current grids use (earlier refinements' grids are stale)
+        self._memo = {k: v for k, v in self._memo.items() if k[1] in (h, self.value_discretization)}
         out = {}
         for direction in dirs:
             out[direction] = {"pess": _compose_lane(steps[direction], h, self.window_mass, False,
@@ -413,6 +454,7 @@ class PLDAccountant:
             lane["opt"] = _compose_lane(self._steps(direction, h), h, self.window_mass, True, self.workers)
         return lane["opt"]
 
+    @_locked
     def composed(self) -> Dict[str, ComposedPLD]:
         """The pessimistic composed PLD of each lane ('remove' and, if needed, 'add')."""
         return {k: v["pess"] for k, v in self._lanes().items()}
@@ -449,17 +491,20 @@ class PLDAccountant:
             d = f(self._tilt_for(pld, eps))
         return d
 
+    @_locked
     def get_delta(self, epsilon: float) -> float:
         """Certified (pessimistic) delta at ``epsilon`` (max over the lanes)."""
         e = _check_eps(epsilon)
         return float(max(self._lane_delta(l["pess"], e, False) for l in self._lanes().values()))
 
+    @_locked
     def get_epsilon(self, delta: float) -> float:
         """Certified (pessimistic) smallest epsilon >= 0 at ``delta`` (max over the lanes)."""
         delta = check_delta(delta, allow_zero=False)
         e = max(self._lane_eps(l["pess"], delta, False) for l in self._lanes().values())
         return max(e, 0.0)
 
+    @_locked
     def get_delta_bounds(self, epsilon: float) -> Tuple[float, float]:
         """(optimistic, pessimistic) delta at ``epsilon``: the true delta lies between."""
         e = _check_eps(epsilon)
@@ -467,6 +512,7 @@ class PLDAccountant:
         lo = max(self._lane_delta(self._opt(l, k), e, True) for k, l in lanes.items())
         return lo, self.get_delta(e)
 
+    @_locked
     def get_epsilon_bounds(self, delta: float) -> Tuple[float, float]:
         """(optimistic, pessimistic) epsilon at ``delta``: the true epsilon lies between."""
         delta = check_delta(delta, allow_zero=False)

@@ -6,12 +6,14 @@ orders alpha > 1 (``inf`` allowed) and return float64 arrays of the same shape.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Optional, Tuple
 
 import numpy as np
 from scipy import special
 
 from dpfast._validation import check_delta
+from dpfast.accounting._cache import ByteBoundedCache
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -342,10 +344,13 @@ def rdp_to_delta(orders, rdp, epsilon: float) -> Tuple[float, float]:
 # ----------------------------------------------------------------------------------------------
 # Accountant
 # ----------------------------------------------------------------------------------------------
-_CURVE_CACHE: dict = {}
+#: RDP curves of descriptions at order grids (process-wide; thread-safe, LRU, <= 8 MiB counting
+#: each curve and its order key; :func:`dpfast.accounting.clear_cache` empties it).
+CURVE_CACHE_BYTES = 8 * 2 ** 20
+_CURVE_CACHE = ByteBoundedCache("rdp curves", CURVE_CACHE_BYTES, lambda key, v: v.nbytes + len(key[1]) + 200)
 
 
-def _curve(description, orders: np.ndarray, key) -> np.ndarray:
+def _curve(description, orders: np.ndarray, key: bytes) -> np.ndarray:
     try:
         ck = (description, key)
         hit = _CURVE_CACHE.get(ck)
@@ -353,9 +358,8 @@ def _curve(description, orders: np.ndarray, key) -> np.ndarray:
         return np.asarray(description.rdp(orders), dtype=np.float64)
     if hit is None:
         hit = np.asarray(description.rdp(orders), dtype=np.float64)
-        if len(_CURVE_CACHE) > 4096:
-            _CURVE_CACHE.clear()
-        _CURVE_CACHE[ck] = hit
+        hit.setflags(write=False)  # shared between accountants and threads
+        _CURVE_CACHE.put(ck, hit)
     return hit
 
 
@@ -366,28 +370,46 @@ class RDPAccountant:
     ``orders`` (default :data:`DEFAULT_ORDERS`); ``get_epsilon(delta)`` / ``get_delta(epsilon)``
     use the improved conversion (``conversion="classic"`` for the classic one).  All composed
     descriptions must use the same neighbouring relation.
+
+    Thread-safe: one accountant may be shared between threads; every ``compose`` is applied
+    exactly once (the update is made under a lock), so the result equals the sequential one.
     """
 
     def __init__(self, orders=None, conversion: str = "improved"):
         self.orders = check_orders(orders)
+        self.orders.setflags(write=False)
         if conversion not in ("improved", "classic"):
             raise ValueError(f"conversion must be 'improved' or 'classic', got {conversion!r}")
         self.conversion = conversion
         self._rdp = np.zeros_like(self.orders)
-        self._key = tuple(self.orders.tolist())
+        self._key = self.orders.tobytes()
         self.neighbours: Optional[str] = None
+        self._lock = threading.Lock()
 
     def compose(self, description, count: int = 1) -> "RDPAccountant":
         count = _check_count(count)
         if not hasattr(description, "rdp"):
             raise TypeError(f"expected a mechanism description, got {type(description).__name__}")
         nb = getattr(description, "neighbours", "add_remove")
-        if self.neighbours is not None and nb != self.neighbours:
-            raise ValueError(f"cannot compose a {nb!r} description with {self.neighbours!r} ones")
         if count:
-            self._rdp = self._rdp + count * _curve(description, self.orders, self._key)
-            self.neighbours = nb
+            curve = _curve(description, self.orders, self._key)  # outside the lock (may be slow)
+            add = curve if count == 1 else count * curve
+        with self._lock:
+            if self.neighbours is not None and nb != self.neighbours:
+                raise ValueError(f"cannot compose a {nb!r} description with {self.neighbours!r} ones")
+            if count:
+                self._rdp = self._rdp + add
+                self.neighbours = nb
         return self
+
+    def __getstate__(self):  # picklable / deep-copyable: the lock is not state
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def rdp(self) -> np.ndarray:
@@ -396,7 +418,7 @@ class RDPAccountant:
 
     def get_epsilon_and_order(self, delta: float) -> Tuple[float, float]:
         f = rdp_to_epsilon if self.conversion == "improved" else rdp_to_epsilon_classic
-        return f(self.orders, self._rdp, delta)
+        return f(self.orders, self._rdp, delta)  # self._rdp is replaced, never mutated in place
 
     def get_epsilon(self, delta: float) -> float:
         """Smallest epsilon certified at ``delta`` (inf only when every order's RDP is inf)."""

@@ -588,25 +588,28 @@ int64_t clip_rows(const T* G, int64_t B, int64_t P, double C, double* norms, dou
             else if (!std::isfinite(ub)) c = 0.0;
             else if (ub <= Cs) c = 1.0;
             else c = t > 0 ? t / ub : 0.0;
-            if (c == 1.0) scale = 1.0;  // not clipped: copied unchanged
         } else {
             scale = 1.0;
             c = safe_factor(norm_upper<T>(sq, P), C, t);
         }
-        nclip += c < 1.0;
+        // Scaled rows: c multiplies g 2^-e and may exceed 1 (the applied factor is c scale);
+        // c == 1 there means "not clipped" (the row is copied unchanged).
+        if (scale != 1.0 && c == 1.0) scale = 1.0;
+        const bool clip = scale != 1.0 || c < 1.0;
+        nclip += clip;
         if (norms) norms[i] = nrm;
         // factors: the factor applied to g (c * scale; may underflow to 0 in double when the
         // row was measured scaled, the applied product below does not)
         if (factors) factors[i] = c * scale;
         if (out) {
-            if (c < 1.0)
+            if (clip)
                 scale_row<true>(gi, P, scale, c, out);
             else
                 for (int64_t j = 0; j < P; ++j) out[j] += gi[j];
         }
         if (clipped) {
             T* ci = clipped + i * P;
-            if (c < 1.0)
+            if (clip)
                 scale_row<false>(gi, P, scale, c, ci);
             else
                 std::memcpy(ci, gi, sizeof(T) * static_cast<size_t>(P));

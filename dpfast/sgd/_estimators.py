@@ -17,6 +17,14 @@ add/remove neighbours n itself differs by one between neighbours).  ``loss_histo
 ``clipped_fraction_`` and ``train_seconds_`` are computed from the private training data and
 are *not* private (nor is the loss shown by ``progress=True``): diagnostics for the user who
 owns the data, not something to publish.
+
+Exceptions after the data is read: ``fit`` raises ``FloatingPointError("training diverged")``
+when the final parameters are not finite.  This leaks nothing beyond ``epsilon_``: the final
+parameters are a function of the initialization, the hyperparameters and the released noisy
+clipped sums (post-processing of the Gaussian mechanism, Abadi et al. 2016, "Deep Learning with
+Differential Privacy"; Dwork & Roth 2014, Prop. 2.1), and whether they are finite is a function
+of them, so the raise-or-return decision is post-processing as well.  Every other error is
+raised by validation before any private value is read (or depends only on public shapes).
 """
 from __future__ import annotations
 
@@ -295,7 +303,11 @@ class _GLMBase(_DPSGDBase):
         X = _check_X(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
-        s = X @ self.coef_.T.astype(X.dtype, copy=False) + self.intercept_.astype(X.dtype, copy=False)
+        # C-contiguous so that the product (NumPy's BLAS or its own loop) is the same for every
+        # layout of X; intercept_ is a float for the regressor
+        X = np.ascontiguousarray(X)
+        coef = np.atleast_2d(np.asarray(self.coef_, dtype=X.dtype))
+        s = X @ coef.T + np.asarray(self.intercept_, dtype=X.dtype)
         return s[:, 0] if s.shape[1] == 1 else s
 
 
@@ -320,10 +332,16 @@ class DPSGDClassifier(_GLMBase):
     beta1), ``alpha`` (L2 penalty (alpha/2)||W||^2, intercept unpenalized, data-independent so
     free), ``random_state`` (seed, Generator or SecureRandom: batches, noise and initialization are
     drawn from it, so a seed makes the fit reproducible), ``progress`` (tqdm bar per epoch; silent
-    by default), ``n_threads`` (BLAS threads for the per-step matrix products during ``fit``,
-    default 1: per-step products are small and extra BLAS threads only pay on an idle machine;
-    ``None`` leaves the BLAS setting alone; the setting is process-wide while ``fit`` runs).
-    Steps: ``epochs * ceil(n / batch_size)``.
+    by default), ``n_threads`` (threads for the per-step matrix products during ``fit``, default
+    1: per-step products are small and extra threads only pay on an idle machine; ``None``: the
+    ``DPFAST_NUM_THREADS`` setting or min(usable CPUs, 4)).  The products are split into fixed
+    row blocks, each one single-threaded BLAS call, so the fit is bit-identical for every
+    ``n_threads``; while any dpfast fit runs, the BLAS is limited to one thread (a scoped,
+    re-entrant limit through threadpoolctl that restores each BLAS's thread count exactly when
+    the last concurrent fit ends).  Same seed => bit-identical fit for C/F-ordered, strided,
+    read-only or unpickled ``X``.
+    Steps: ``epochs * ceil(n / batch_size)``, at most ``MAX_STEPS`` = 10**9 (ValueError before
+    anything is allocated).
 
     Attributes after ``fit``: ``coef_`` (K', d) with K' = 1 for binary, ``intercept_``,
     ``classes_``, ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``sample_rate_``, ``steps_``,
@@ -393,7 +411,7 @@ class DPSGDRegressor(_GLMBase):
         X = _check_X(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
-        return X @ self.coef_.astype(X.dtype, copy=False) + self.intercept_
+        return np.ascontiguousarray(X) @ self.coef_.astype(X.dtype, copy=False) + self.intercept_
 
     def score(self, X, y) -> float:
         """Coefficient of determination R^2."""

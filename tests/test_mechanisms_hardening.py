@@ -137,3 +137,66 @@ def test_discrete_accounting_helpers_extremes():
 def test_ragged_values_are_a_type_error():
     with pytest.raises(TypeError, match="values must be a rectangular array"):
         discrete_laplace_mechanism([[1, 2], [3]], 1, 1.0, rng=0)
+
+
+# ----------------------------------------------------------------------------- item 8: large utility offsets
+
+from dpfast.mechanisms import (  # noqa: E402
+    ExponentialMechanismStream,
+    exponential_mechanism,
+    private_quantile,
+    report_noisy_max,
+    top_k,
+)
+
+OFFSET_U = np.array([0.0, 16.0, 32.0]) + 1e17  # issue 15 item 8; doubles near 1e17 are 16 apart
+OFFSET_P = np.exp(np.array([0.0, 16.0, 32.0]) / 32.0)  # softmax of eps u / (2 Delta), Delta = 16, eps = 1
+OFFSET_P /= OFFSET_P.sum()  # (0.186, 0.307, 0.506)
+N_DRAWS = 20000
+ALPHA = 1e-4
+
+
+def _chi2_ok(counts: np.ndarray, p: np.ndarray) -> tuple[bool, float]:
+    stat = float(((counts - counts.sum() * p) ** 2 / (counts.sum() * p)).sum())
+    return stat < stats.chi2.ppf(1 - ALPHA, df=p.size - 1), stat
+
+
+def test_chi_square_has_power_against_the_biased_law():
+    # The biased frequencies of the issue, (0.23, 0.33, 0.44): at N_DRAWS the expected statistic
+    # is N * sum (b - p)^2 / p ~ 400, far above the critical value (~18.4): the test can fail.
+    biased = np.array([0.23, 0.33, 0.44])
+    assert not _chi2_ok(np.round(biased * N_DRAWS), OFFSET_P)[0]
+
+
+@pytest.mark.parametrize("how", ["exponential_mechanism", "report_noisy_max", "top_k", "stream", "stream_rising"])
+def test_selection_with_large_offset_follows_softmax(how):
+    rng = np.random.default_rng(20240515)
+    if how == "exponential_mechanism":
+        idx = exponential_mechanism(np.broadcast_to(OFFSET_U, (N_DRAWS, 3)), 16.0, 1.0, rng=rng)
+    elif how == "report_noisy_max":  # Gumbel noise: the same law
+        idx = report_noisy_max(np.broadcast_to(OFFSET_U, (N_DRAWS, 3)), 16.0, 1.0, rng=rng)
+    elif how == "top_k":  # the first pick of one-shot top-1 is the exponential mechanism
+        idx = top_k(np.broadcast_to(OFFSET_U, (N_DRAWS, 3)), 1, 16.0, 1.0, rng=rng)[:, 0]
+    else:
+        idx = np.empty(N_DRAWS, dtype=np.int64)
+        for t in range(N_DRAWS):
+            s = ExponentialMechanismStream(16.0, 1.0, rng=rng)
+            if how == "stream":
+                s.update(OFFSET_U[:2]).update(OFFSET_U[2:])
+            else:  # one candidate per chunk: the reference utility moves up twice
+                s.update(OFFSET_U[:1]).update(OFFSET_U[1:2]).update(OFFSET_U[2:])
+            idx[t] = s.result()
+    counts = np.bincount(idx, minlength=3)
+    ok, stat = _chi2_ok(counts, OFFSET_P)
+    assert ok, (counts / N_DRAWS, stat)
+
+
+def test_quantile_with_huge_epsilon_keeps_the_width_weights():
+    # x = [0.3] on [0, 1], q = 0.5: both intervals are at distance 0.5 from the target, so the
+    # interval is chosen with probability proportional to its width (0.3, 0.7) for EVERY epsilon.
+    # With eps/2 = 5e299 the keys were -2.5e299 + noise = -2.5e299: the noise was lost and the
+    # first interval always won.
+    rng = np.random.default_rng(7)
+    n = 4000
+    below = sum(private_quantile([0.3], 0.5, 1e300, (0.0, 1.0), rng=rng) < 0.3 for _ in range(n))
+    assert stats.binomtest(int(below), n, 0.3).pvalue > ALPHA

@@ -56,7 +56,9 @@ py::array_t<std::int64_t> argmax_rows(py::capsule cap, carray<T> u, py::object l
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
         for (py::ssize_t r = 0; r < m; ++r) {
-            sel::LinearScores<T> sc{pu + r * n, lw ? lw + r * n : nullptr, c};
+            const T* ur = pu + r * n;
+            const double* lr = lw ? lw + r * n : nullptr;
+            sel::LinearScores<T> sc{ur, lr, c, sel::row_shift(ur, lr, n)};
             sel::ArgmaxState st;
             sel::argmax_update_kind(noise, rs, n, sc, st);
             po[r] = st.index;
@@ -65,12 +67,13 @@ py::array_t<std::int64_t> argmax_rows(py::capsule cap, carray<T> u, py::object l
     return out;
 }
 
-// One chunk of a streamed selection; the state (best key, index, seen) goes in and out.
+// One chunk of a streamed selection; the state (best key, index, seen, shift) goes in and out.
+// `shift` is the utility the record key is relative to (-inf before the first candidate); a
+// chunk with a larger selectable utility moves it there (sel::rebase) before its keys are formed.
 template <class T>
-std::tuple<double, std::int64_t, std::int64_t> argmax_chunk(py::capsule cap, carray<T> u,
-                                                            py::object logw, double c, int noise,
-                                                            double best, std::int64_t index,
-                                                            std::int64_t seen, const std::string& name) {
+std::tuple<double, std::int64_t, std::int64_t, double> argmax_chunk(
+        py::capsule cap, carray<T> u, py::object logw, double c, int noise, double best,
+        std::int64_t index, std::int64_t seen, double shift, const std::string& name) {
     bitgen_t* bg = bitgen_from_capsule(cap);
     if (u.ndim() != 1) throw py::value_error("a chunk of utilities must be 1-D");
     const py::ssize_t n = u.shape(0);
@@ -87,14 +90,21 @@ std::tuple<double, std::int64_t, std::int64_t> argmax_chunk(py::capsule cap, car
     st.best = best;
     st.index = index;
     st.seen = seen;
+    st.shift = shift;
     const T* pu = u.data();
     {
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
-        sel::LinearScores<T> sc{pu, lw, c};
+        bool any = false;  // a selectable candidate in this chunk
+        for (py::ssize_t i = 0; i < n && !any; ++i) any = !lw || lw[i] > -sel::kInf;
+        if (any) {
+            const double cs = sel::row_shift(pu, lw, n);
+            if (cs > st.shift) sel::rebase(st, c, cs);
+        }
+        sel::LinearScores<T> sc{pu, lw, c, st.shift > -sel::kInf ? st.shift : 0.0};
         sel::argmax_update_kind(noise, rs, n, sc, st);
     }
-    return {st.best, st.index, st.seen};
+    return {st.best, st.index, st.seen, st.shift};
 }
 
 // One-shot top-k with Gumbel noise per row: (m, k) indices in decreasing noisy-score order.
@@ -116,7 +126,9 @@ py::array_t<std::int64_t> topk_rows(py::capsule cap, carray<T> u, py::object log
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
         for (py::ssize_t r = 0; r < m; ++r) {
-            sel::LinearScores<T> sc{pu + r * n, lw ? lw + r * n : nullptr, c};
+            const T* ur = pu + r * n;
+            const double* lr = lw ? lw + r * n : nullptr;
+            sel::LinearScores<T> sc{ur, lr, c, sel::row_shift(ur, lr, n)};
             sel::TopKState st(k);
             sel::topk_update<sel::GumbelNoise>(rs, n, sc, st);
             const auto idx = st.sorted_indices();
@@ -147,6 +159,7 @@ py::array_t<double> quantile_draws(py::capsule cap, carray<double> edges, carray
         dpf::BitStream rs(bg);
         for (py::ssize_t j = 0; j < nq; ++j) {
             sel::QuantileScores sc{pe, c, pt[j]};
+            sc.set_shift(ne - 1);
             sel::ArgmaxState st;
             sel::argmax_update<sel::GumbelNoise>(rs, ne - 1, sc, st);
             if (st.index < 0) { failed = true; po[j] = 0.0; continue; }
@@ -173,10 +186,10 @@ PYBIND11_MODULE(_selection, m) {
           py::arg("logw"), py::arg("c"), py::arg("noise"), py::arg("name") = "utilities");
     m.def("argmax_chunk", &argmax_chunk<double>, py::arg("bitgen"), py::arg("u").noconvert(),
           py::arg("logw"), py::arg("c"), py::arg("noise"), py::arg("best"), py::arg("index"),
-          py::arg("seen"), py::arg("name") = "utilities");
+          py::arg("seen"), py::arg("shift"), py::arg("name") = "utilities");
     m.def("argmax_chunk", &argmax_chunk<float>, py::arg("bitgen"), py::arg("u").noconvert(),
           py::arg("logw"), py::arg("c"), py::arg("noise"), py::arg("best"), py::arg("index"),
-          py::arg("seen"), py::arg("name") = "utilities");
+          py::arg("seen"), py::arg("shift"), py::arg("name") = "utilities");
     m.def("topk_rows", &topk_rows<double>, py::arg("bitgen"), py::arg("u").noconvert(),
           py::arg("logw"), py::arg("c"), py::arg("k"), py::arg("name") = "utilities");
     m.def("topk_rows", &topk_rows<float>, py::arg("bitgen"), py::arg("u").noconvert(),

@@ -81,6 +81,15 @@ inline int scan_utilities(const T* u, std::int64_t n, double c) {
     return std::isfinite(c * amax) ? 0 : 3;
 }
 
+// c * (a - b) for finite a, b; a - b may overflow (|a|, |b| near DBL_MAX): then c * a - c * b,
+// both finite because the pre-pass checked c * |u| (it is -inf only where the weight is 0
+// to double precision anyway).
+inline double scaled_diff(double c, double a, double b) {
+    const double d = a - b;
+    if (std::fabs(d) <= std::numeric_limits<double>::max()) return c * d;
+    return c * a - c * b;
+}
+
 enum NoiseKind : int { kGumbel = 0, kExponential = 1, kLaplace = 2 };
 
 // Smallest word value m (top 52 bits) that can still give key z + N(m) > best when z <= zmax.
@@ -107,7 +116,16 @@ struct ArgmaxState {
     double best = -kInf;    // record key
     std::int64_t index = -1;  // its global index (-1 while no candidate with z > -inf seen)
     std::int64_t seen = 0;    // candidates consumed so far
+    double shift = -kInf;     // streams: the utility the keys are relative to (-inf: none yet)
 };
+
+// Streams: move the record key to a new reference utility `to` (>= the current one), so that
+// keys of later chunks, relative to `to`, compare with it.  key_old = c (u - from) + N becomes
+// c (u - to) + N = key_old + c (from - to).
+inline void rebase(ArgmaxState& st, double c, double to) {
+    if (st.shift > -kInf && st.best > -kInf) st.best += scaled_diff(c, st.shift, to);
+    st.shift = to;
+}
 
 // Scores: a functor with z(i) (may be -inf) and bound(i0, i1) >= max_{i0<=i<i1} z(i).
 template <class Noise, class Scores>
@@ -193,14 +211,33 @@ void topk_update(BitStream& rs, std::int64_t n, const Scores& sc, TopKState& st)
     st.seen += n;
 }
 
-// z_i = c * u_i (+ logw_i): utilities scaled to log-weights, optional log base measure.
+// Reference utility of a row: the largest u_i among candidates that can be selected
+// (logw_i > -inf); 0 when there is none (then every score is -inf anyway).
+template <class T>
+inline double row_shift(const T* u, const double* logw, std::int64_t n) {
+    double mx = -kInf;
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (logw && !(logw[i] > -kInf)) continue;
+        const double v = double(u[i]);
+        mx = v > mx ? v : mx;
+    }
+    return mx > -kInf ? mx : 0.0;
+}
+
+// z_i = c * (u_i - shift) (+ logw_i): utilities scaled to log-weights relative to the row's
+// largest utility, optional log base measure.  Subtracting the shift BEFORE scaling and adding
+// noise matters (issue: utilities [0, 16, 32] + 1e17): at 1e17 the spacing of doubles (16)
+// exceeds the noise's resolution, so c * u_i + N_i rounds the noise away and biases the
+// selection; u_i - shift is exact for nearby utilities (Sterbenz) and small, so the keys keep
+// the noise's full precision.  The law is unchanged: it is invariant under a common shift.
 template <class T>
 struct LinearScores {
     const T* u;
     const double* logw;  // may be null
     double c;
+    double shift = 0.0;
     double z(std::int64_t i) const {
-        const double v = c * double(u[i]);
+        const double v = scaled_diff(c, double(u[i]), shift);
         return logw ? v + logw[i] : v;
     }
     double bound(std::int64_t i0, std::int64_t i1) const {
@@ -217,14 +254,30 @@ struct LinearScores {
 // (the sorted clamped data between the bounds); interval i = [e_i, e_{i+1}] has
 // log-weight log(e_{i+1} - e_i) - c |i - target|, target = q n, c = eps/2 (Delta u = 1).
 // Empty intervals have weight 0 (log = -inf) and are never chosen.
+// Keys are relative to the largest log-weight's two parts (log of the widest interval, and the
+// smallest distance dmin of an index to the target), for the same reason as LinearScores'
+// shift: with eps/2 = 1e300, -c |i - target| is -5e299 for both intervals around target = 0.5,
+// and the noise added to it would round away.
 struct QuantileScores {
     const double* edges;  // n + 2 values
     double c;
     double target;
+    double lwmax = 0.0;   // log of the widest interval
+    double dmin = 0.0;    // min over i in [0, n] of |i - target|
+    void set_shift(std::int64_t n_intervals) {
+        double wmax = 0.0;
+        for (std::int64_t i = 0; i < n_intervals; ++i) {
+            const double w = edges[i + 1] - edges[i];
+            wmax = w > wmax ? w : wmax;
+        }
+        lwmax = wmax > 0.0 ? std::log(wmax) : 0.0;
+        const double inear = std::min(std::max(std::round(target), 0.0), double(n_intervals - 1));
+        dmin = std::fabs(inear - target);
+    }
     double z(std::int64_t i) const {
         const double w = edges[i + 1] - edges[i];
         if (!(w > 0.0)) return -kInf;
-        return std::log(w) - c * std::fabs(double(i) - target);
+        return (std::log(w) - lwmax) - c * (std::fabs(double(i) - target) - dmin);
     }
     double bound(std::int64_t i0, std::int64_t i1) const {
         double wmax = 0.0;
@@ -235,13 +288,13 @@ struct QuantileScores {
         if (!(wmax > 0.0)) return -kInf;
         // max over i in [i0, i1) of -c|i - target|: at the integer nearest target in range
         double inear = std::min(std::max(std::round(target), double(i0)), double(i1 - 1));
-        double dmin = std::fabs(inear - target);
+        double dmin_block = std::fabs(inear - target);
         // neighbours of the rounded point can be as close when target is a half-integer
-        if (inear - 1 >= double(i0)) dmin = std::min(dmin, std::fabs(inear - 1 - target));
-        if (inear + 1 <= double(i1 - 1)) dmin = std::min(dmin, std::fabs(inear + 1 - target));
+        if (inear - 1 >= double(i0)) dmin_block = std::min(dmin_block, std::fabs(inear - 1 - target));
+        if (inear + 1 <= double(i1 - 1)) dmin_block = std::min(dmin_block, std::fabs(inear + 1 - target));
         // small relative slack: log(wmax) is an upper bound only up to rounding of log
-        const double lw = std::log(wmax);
-        return lw + 1e-12 * (1.0 + std::fabs(lw)) - c * dmin;
+        const double lw = std::log(wmax) - lwmax;
+        return lw + 1e-12 * (1.0 + std::fabs(lw) + std::fabs(lwmax)) - c * (dmin_block - this->dmin);
     }
 };
 

@@ -22,6 +22,13 @@ candidate order (rows in C order of the remaining axes), so a seed fixes the res
 the streaming interface returns the same index as the one-shot call over the concatenated
 chunks.
 
+Large offsets: the keys are formed relative to the row's largest (selectable) utility U,
+``c * (u_i - U) + log mu_i + N_i``, which has the same law (a common shift) but keeps the
+noise's precision: with utilities ``[0, 16, 32] + 1e17`` the spacing of doubles at ``c * u``
+would otherwise round the noise away and bias the selection.  Streams use the largest utility
+seen so far and move the running record when it grows; the streamed index equals the one-shot
+index for the same seed except when two keys are within a few ulps of each other.
+
 Floating point: the noise is computed in double precision from 52 random bits per
 candidate, so, like the continuous Laplace mechanism, these samplers are not
 floating-point safe in the sense of Mironov 2012 (see Ilvento 2020, "Implementing the
@@ -361,6 +368,7 @@ class ExponentialMechanismStream:
         self._best = -np.inf
         self._index = -1
         self._seen = 0
+        self._shift = -np.inf  # utility the record key is relative to (see csrc/samplers/selection.hpp)
 
     @property
     def n_candidates(self) -> int:
@@ -394,8 +402,8 @@ class ExponentialMechanismStream:
                 logw = np.ascontiguousarray(np.log(mu))
         bg = self._gen.bit_generator
         with bg.lock:
-            self._best, self._index, self._seen = _selection.argmax_chunk(
-                bg.capsule, u, logw, self._c, self._kind, self._best, self._index, self._seen
+            self._best, self._index, self._seen, self._shift = _selection.argmax_chunk(
+                bg.capsule, u, logw, self._c, self._kind, self._best, self._index, self._seen, self._shift
             )
         return self
 

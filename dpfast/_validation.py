@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 
 import numpy as np
 
@@ -16,6 +17,7 @@ __all__ = [
     "check_values",
     "check_bounds",
     "check_neighbours",
+    "check_size",
 ]
 
 
@@ -165,3 +167,35 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
             raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels; {hint}")
         raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
     return classes, idx
+
+
+def check_size(size, name: str = "size"):
+    """``None`` or a shape: an int or a sequence of ints, each >= 0, as a tuple.
+
+    Sizes must be integers (``operator.index``): 2.7 or (2, 1.5) raise ``TypeError`` instead of
+    being truncated; bools and strings are refused too.
+    """
+    if size is None:
+        return None
+
+    def one(s):
+        if isinstance(s, (bool, np.bool_, str, bytes)):
+            raise TypeError(f"{name} must be None, an int or a tuple of ints, got {size!r}")
+        try:
+            v = operator.index(s)
+        except TypeError:
+            raise TypeError(f"{name} must be None, an int or a tuple of ints, got {size!r}") from None
+        if v < 0:
+            raise ValueError(f"{name} must be non-negative, got {size!r}")
+        return v
+
+    if isinstance(size, (str, bytes)):
+        raise TypeError(f"{name} must be None, an int or a tuple of ints, got {size!r}")
+    if np.ndim(size) == 0 and not isinstance(size, (list, tuple)):
+        return (one(size),)
+    try:
+        return tuple(one(s) for s in size)
+    except TypeError as exc:
+        if "must be None" in str(exc):
+            raise
+        raise TypeError(f"{name} must be None, an int or a tuple of ints, got {size!r}") from None

@@ -55,14 +55,29 @@ def _log_sub_exp(la: float, lb: float) -> float:
     return la + math.log(-math.expm1(lb - la))
 
 
+def _check_log_delta_args(mu, epsilon) -> None:
+    for name, v in (("mu", mu), ("epsilon", epsilon)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a real number >= 0, got {type(v).__name__}")
+        if not v >= 0:
+            raise ValueError(f"{name} must be >= 0, got {v!r}")
+
+
 def gaussian_log_delta(mu: float, epsilon: float) -> float:
     """log delta(eps) of the Gaussian mechanism with mu = sensitivity / sigma.
 
     delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)  (Balle & Wang 2018, Thm 8;
     lectures B4; equivalently the mu-GDP privacy profile, lectures D13).  Evaluated in log
-    space so that it stays accurate for delta down to 1e-300.
+    space so that it stays accurate for delta down to 1e-300.  ``mu`` must be >= 0 (``mu = 0``,
+    infinite noise: delta = 0, log delta = -inf) and ``epsilon`` >= 0 (``inf`` allowed).
     """
-    if epsilon == math.inf:
+    try:
+        ok = mu >= 0.0 and epsilon >= 0.0  # False for NaN
+    except TypeError:
+        ok = False
+    if not ok:
+        _check_log_delta_args(mu, epsilon)
+    if epsilon == math.inf or mu == 0.0:
         return -math.inf
     a = mu / 2.0 - epsilon / mu
     b = -mu / 2.0 - epsilon / mu
@@ -93,6 +108,12 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     mu = sensitivity / sigma
+    if mu == math.inf:
+        raise ValueError(f"sensitivity / sigma = {sensitivity!r} / {sigma!r} overflows: with (almost) no "
+                         "noise no finite epsilon holds; sigma must be > sensitivity * 1e-150")
+    if mu > 1e150:  # delta(eps) ~ Phi(mu/2 - eps/mu): the root is ~ mu^2/2 > 1e299, beyond the search
+        raise ValueError(f"sensitivity / sigma = {mu:.6g} is too large (epsilon would exceed 1e299); "
+                         "sigma must be > sensitivity * 1e-150")
     target = math.log(delta)
     return smallest_safe_root(lambda e: gaussian_log_delta(mu, e) - target,  # decreasing in e
                               max(1.0, mu * mu), xtol=1e-300, rtol=1e-13)
@@ -110,6 +131,9 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
         hi += 2.0
     t = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
     sigma = sensitivity * math.exp(t)
+    if not sigma < math.inf:
+        raise ValueError(f"the Gaussian noise sigma for sensitivity={sensitivity!r}, epsilon={epsilon!r}, "
+                         f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)")
     # brentq may land a hair on the wrong side; the smallest *valid* sigma is what is promised.
     while gaussian_log_delta(sensitivity / sigma, epsilon) > target:
         sigma = math.nextafter(sigma, math.inf)
@@ -155,8 +179,9 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
             )
         c = math.sqrt(2.0 * math.log(1.25 / delta))
         if np.ndim(epsilon) == 0 and np.ndim(sensitivity) == 0:
-            return sensitivity * c / epsilon
-        return np.multiply(sensitivity, c) / epsilon
+            return _finite_sigma(sensitivity * c / epsilon)
+        with np.errstate(over="ignore"):
+            return _finite_sigma(np.multiply(sensitivity, c) / epsilon)
     if calibration != "analytic":
         raise ValueError(f"calibration must be 'analytic' or 'classical', got {calibration!r}")
     if np.ndim(epsilon) == 0 and np.ndim(sensitivity) == 0:
@@ -165,4 +190,13 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     # sigma is linear in the sensitivity: solve once per distinct epsilon.
     uniq, inv = np.unique(eps_b, return_inverse=True)
     unit = np.array([_analytic_sigma(float(e), delta, 1.0) for e in uniq])
-    return unit[inv].reshape(eps_b.shape) * sens_b
+    with np.errstate(over="ignore"):
+        return _finite_sigma(unit[inv].reshape(eps_b.shape) * sens_b)
+
+
+def _finite_sigma(sigma):
+    """sigma, refusing a value that overflowed (sensitivity / epsilon too large for a double)."""
+    if not np.all(np.isfinite(sigma)):
+        raise ValueError("the Gaussian noise sigma overflows a double (sensitivity / epsilon too large); "
+                         "rescale the query")
+    return sigma

@@ -200,3 +200,88 @@ def test_quantile_with_huge_epsilon_keeps_the_width_weights():
     n = 4000
     below = sum(private_quantile([0.3], 0.5, 1e300, (0.0, 1.0), rng=rng) < 0.3 for _ in range(n))
     assert stats.binomtest(int(below), n, 0.3).pvalue > ALPHA
+
+
+# ----------------------------------------------------------------------------- items 13, 14: continuous, calibrate, snapping
+
+from dpfast import calibrate  # noqa: E402
+from dpfast.mechanisms import gaussian, gaussian_noise, laplace, laplace_noise, snapping  # noqa: E402
+
+
+@pytest.mark.parametrize("call", [
+    lambda: gaussian(1.0, 1e308, 1.0, 1e-5, rng=0),
+    lambda: gaussian(np.ones(2), 1e308, 1.0, 1e-5, rng=0),
+    lambda: calibrate.gaussian_sigma(1.0, 1e-5, 1e308),
+    lambda: calibrate.gaussian_sigma([1.0, 2.0], 1e-5, 1e308),
+    lambda: calibrate.gaussian_sigma(0.5, 1e-5, 1e308, calibration="classical"),
+])
+def test_gaussian_sigma_overflow_is_a_value_error(call):
+    # Regression: ZeroDivisionError (sigma = inf, then sensitivity / sigma = 0 divided into epsilon)
+    with pytest.raises(ValueError, match="overflows a double"):
+        call()
+
+
+def test_gaussian_log_delta_domain():
+    # Regression: mu = -1 returned -inf (delta 0, "perfect privacy"); mu = 0 raised ZeroDivisionError.
+    with pytest.raises(ValueError, match="mu must be >= 0"):
+        calibrate.gaussian_log_delta(-1.0, 1.0)
+    with pytest.raises(ValueError, match="epsilon must be >= 0"):
+        calibrate.gaussian_log_delta(1.0, float("nan"))
+    with pytest.raises(TypeError, match="mu must be a real number"):
+        calibrate.gaussian_log_delta("1", 1.0)
+    assert calibrate.gaussian_log_delta(0.0, 1.0) == -math.inf  # infinite noise: delta = 0
+    # the Balle-Wang formula at a regular point, from scipy.stats.norm
+    mu, eps = 1.3, 0.7
+    ref = stats.norm.cdf(mu / 2 - eps / mu) - math.exp(eps) * stats.norm.cdf(-mu / 2 - eps / mu)
+    assert math.exp(calibrate.gaussian_log_delta(mu, eps)) == pytest.approx(ref, rel=1e-12)
+
+
+def test_gaussian_epsilon_of_vanishing_noise_is_a_value_error():
+    # Regression: RuntimeError from the root search (sigma = 1e-320: mu = inf)
+    for sigma in (1e-320, 1e-200):
+        with pytest.raises(ValueError, match="sensitivity / sigma"):
+            calibrate.gaussian_epsilon(sigma, 1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(bound=1e308), dict(sensitivity=1e-320)])
+def test_snapping_huge_bound_ratio_is_a_value_error(kw):
+    # Regression: OverflowError from float(Fraction)
+    args = dict(values=1.0, sensitivity=1.0, epsilon=1.0, bound=1.0, rng=0) | kw
+    with pytest.raises(ValueError, match="exceeds the double range"):
+        snapping(**args)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: laplace_noise(1.0, size=2.7, rng=0),
+    lambda: gaussian_noise(1.0, size=(2, 1.5), rng=0),
+    lambda: laplace_noise(1.0, size="3", rng=0),
+    lambda: laplace_noise(1.0, size=True, rng=0),
+    lambda: discrete_laplace(1, size=(2, 1.5), rng=0),
+])
+def test_non_integer_sizes_are_type_errors(call):
+    # Regression: sizes were truncated by int() (2.7 -> 2, (2, 1.5) -> (2, 1))
+    with pytest.raises(TypeError, match="size must be None, an int or a tuple of ints"):
+        call()
+
+
+def test_integer_like_sizes_still_work():
+    assert laplace_noise(1.0, size=np.int64(3), rng=0).shape == (3,)
+    assert gaussian_noise(1.0, size=[2, np.int32(2)], rng=0).shape == (2, 2)
+    with pytest.raises(ValueError, match="non-negative"):
+        laplace_noise(1.0, size=-1, rng=0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: laplace_noise(3e38, size=1000, rng=0, dtype=np.float32),
+    lambda: gaussian_noise(1e38, size=1000, rng=0, dtype=np.float32),
+    lambda: laplace(np.zeros(3, np.float32), 1.0, 1e-37, rng=0),
+    lambda: laplace(1.0, 1e307, 1.0, rng=0),
+])
+def test_scales_whose_noise_overflows_the_dtype_are_refused(call):
+    # Regression: float32 laplace_noise(3e38) returned +-inf entries.  Laplace noise reaches
+    # 53 ln 2 = 36.7 scales (uniforms on the 2^-53 grid), so 3e38 * 36.7 overflows float32.
+    with pytest.raises(ValueError, match="too large for float"):
+        call()
+    # the largest accepted float32 scale never gives inf
+    top = float(np.finfo(np.float32).max) / 40.0
+    assert np.isfinite(laplace_noise(top, size=10000, rng=1, dtype=np.float32)).all()

@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
 from dpfast._threads import default_threads
-from dpfast._validation import check_positive, check_values
+from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.random import RandomLike, check_random_state, native_stream
 
@@ -54,6 +54,8 @@ __all__ = ["laplace", "gaussian", "laplace_noise", "gaussian_noise"]
 Result = Union[np.ndarray, np.floating]
 _PY_REAL = (float, int)
 _TWO_M53 = 2.0**-53
+_MAX_NOISE_UNITS = 40.0
+_MAX_SCALE_F64 = float(np.finfo(np.float64).max) / _MAX_NOISE_UNITS
 
 
 def _n_threads(n: int) -> int:
@@ -75,6 +77,15 @@ def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng) -
     if not finite:
         raise ValueError("the noise scale overflows (sensitivity / epsilon is not a finite double); "
                          "epsilon is too small for this sensitivity")
+    # The largest noise the kernels can return is below _MAX_NOISE_UNITS * scale (Laplace:
+    # 53 ln 2 = 36.7 from the 2^-53 grid of uniforms; the ziggurat's Gaussian tail is shorter).
+    # Refuse scales for which it could overflow the output dtype (float32 laplace_noise(3e38) gave
+    # +-inf): a check on the public scale only, never on the data.
+    if float(np.max(scale)) > np.finfo(dtype).max / _MAX_NOISE_UNITS:
+        raise ValueError(f"the noise scale {float(np.max(scale)):.6g} is too large for {np.dtype(dtype).name} "
+                         f"output: noise up to {_MAX_NOISE_UNITS:g} x scale would overflow to inf; "
+                         f"use {'float64 or ' if np.dtype(dtype) != np.float64 else ''}a scale "
+                         f"<= {np.finfo(dtype).max / _MAX_NOISE_UNITS:.6g}")
     if scale.size == 1:
         scale_arr = scale.reshape(1)
     else:
@@ -140,7 +151,7 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
         # Python-scalar fast path: the kernel's formula on the same single word (output i of
         # add_laplace is a function of word i alone), so it returns the identical double.
         b = float(sensitivity) / float(epsilon) if 0 < epsilon < math.inf and 0 < sensitivity < math.inf else math.nan
-        if math.isfinite(values) and math.isfinite(b):
+        if math.isfinite(values) and b <= _MAX_SCALE_F64:  # False for NaN / inf
             w = int(check_random_state(rng).bit_generator.random_raw())
             e = -math.log(((w >> 11) + 1) * _TWO_M53)
             return np.float64(values + b * (-e if w & 1 else e))
@@ -243,7 +254,7 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
             and math.isfinite(values):
         # Python-scalar fast path: the kernel's ziggurat in Python, same words, same double.
         sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)  # validates
-        if type(sigma) is float and math.isfinite(sigma):
+        if type(sigma) is float and sigma <= _MAX_SCALE_F64:
             return np.float64(values + sigma * _py_std_normal(check_random_state(rng).bit_generator))
     x = check_values(values)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
@@ -259,11 +270,9 @@ def _noise_dtype(dtype: DTypeLike) -> np.dtype:
 
 
 def _noise_shape(scale_shape: tuple, size, name: str) -> tuple:
-    if size is None:
+    shape = check_size(size)
+    if shape is None:
         return scale_shape
-    shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"size must be non-negative, got {size!r}")
     try:
         np.broadcast_to(np.empty(scale_shape, dtype=np.uint8), shape)
     except ValueError:

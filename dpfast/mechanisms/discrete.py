@@ -40,7 +40,7 @@ import numpy as np
 from dpfast import _exact
 from dpfast._rational import RationalLike, fit_rational, to_fraction
 from dpfast._threads import default_threads
-from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast._validation import check_delta, check_epsilon, check_positive, check_size
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = [
@@ -75,17 +75,13 @@ def _split128(v: int) -> tuple[int, int]:
 
 
 def _out(size: Size, dtype) -> np.ndarray:
-    if size is None:
+    shape = check_size(size)
+    if shape is None:
         return np.empty((), dtype=dtype)
-    if isinstance(size, (str, bytes, float, bool, np.bool_)):
-        raise TypeError(f"size must be None, an int or a tuple of ints, got {size!r}")
     try:
-        shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"size must be None, an int or a tuple of ints, got {size!r}") from exc
-    if any(s < 0 for s in shape):
-        raise ValueError(f"size must be non-negative, got {size!r}")
-    return np.empty(shape, dtype=dtype)
+        return np.empty(shape, dtype=dtype)
+    except ValueError as exc:  # "array is too big" / "maximum supported dimension"
+        raise ValueError(f"size {size!r} is too large: {exc}") from None
 
 
 def _result(out: np.ndarray, size: Size):

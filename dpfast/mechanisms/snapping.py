@@ -32,13 +32,25 @@ _ETA = Fraction(1, 2**53)  # unit roundoff of IEEE double
 _MAX_RATIO = 2**46  # Mironov 2012 Theorem 1 needs B < 2^46 lambda
 
 
+def _to_float(fr: Fraction) -> float:
+    try:
+        f = float(fr)
+    except OverflowError:
+        f = math.inf
+    if not f < math.inf:
+        raise ValueError(
+            f"bound / sensitivity (or the noise scale it implies) exceeds the double range (about "
+            f"10**{len(str(fr.numerator // fr.denominator)) - 1}); use a smaller bound or a larger sensitivity")
+    return f
+
+
 def _float_up(fr: Fraction) -> float:
-    f = float(fr)
+    f = _to_float(fr)
     return math.nextafter(f, math.inf) if Fraction(f) < fr else f
 
 
 def _float_down(fr: Fraction) -> float:
-    f = float(fr)
+    f = _to_float(fr)
     return math.nextafter(f, -math.inf) if Fraction(f) > fr else f
 
 

@@ -285,3 +285,48 @@ def test_scales_whose_noise_overflows_the_dtype_are_refused(call):
     # the largest accepted float32 scale never gives inf
     top = float(np.finfo(np.float32).max) / 40.0
     assert np.isfinite(laplace_noise(top, size=10000, rng=1, dtype=np.float32)).all()
+
+
+# ----------------------------------------------------------------------------- item 15: memory
+
+import tracemalloc  # noqa: E402
+
+from dpfast.mechanisms import private_median  # noqa: E402
+
+
+def _peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_scalar_base_measure_is_not_materialized():
+    # Regression: a scalar base_measure was broadcast, copied and logged at the utilities' full
+    # shape (8 bytes per utility, twice).  4e6 float32 utilities = 16 MB; the float64 copies
+    # alone would be 32 MB each.
+    u = np.zeros((2000, 2000), dtype=np.float32)
+    peak = _peak_bytes(lambda: exponential_mechanism(u, 1.0, 1.0, base_measure=2.0, rng=0))
+    assert peak < 8 * u.size / 4, peak  # well below one float64 copy
+    # same law as the uniform measure: the same index for the same seed
+    v = np.random.default_rng(0).normal(size=(50, 30))
+    np.testing.assert_array_equal(exponential_mechanism(v, 1.0, 1.0, base_measure=3.0, rng=4),
+                                  exponential_mechanism(v, 1.0, 1.0, rng=4))
+    assert top_k(v, 3, 1.0, 1.0, base_measure=np.full(30, 2.0), rng=1).shape == (50, 3)
+    with pytest.raises(ValueError, match="positive entry"):
+        exponential_mechanism(v, 1.0, 1.0, base_measure=0.0, rng=0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        exponential_mechanism(v, 1.0, 1.0, base_measure=np.ones(7), rng=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_private_median_copies_its_input_at_most_once(dtype):
+    # Regression: clip and sort each made a copy (plus a float64 conversion for float32).  One
+    # float64 buffer of n + 2 edges is the only allocation of the data's size.
+    x = np.random.default_rng(0).normal(size=1_000_000).astype(dtype)
+    xs = x[::1]
+    peak = _peak_bytes(lambda: private_median(xs, 1.0, (-5.0, 5.0), rng=0))
+    one_copy = 8 * x.size
+    assert peak < 1.5 * one_copy, peak / one_copy

@@ -89,11 +89,15 @@ def private_quantile(
         # utilities, which breaks the exponential mechanism's guarantee
         raise ValueError(f"bounds must have a finite width upper - lower, got {bounds!r}")
     qa = _check_levels(q)
-    xs = check_values(x, "x").astype(np.float64, copy=False).ravel()
-    n = xs.size
+    xa = check_values(x, "x")  # float32/float64 kept as they are (no copy)
+    n = xa.size
     edges = np.empty(n + 2, dtype=np.float64)
     edges[0], edges[-1] = lo, hi
-    edges[1:-1] = np.sort(np.clip(xs, lo, hi))
+    # the only copy of the data: clamped straight into the edge buffer (any layout, float32
+    # widened on the fly), then sorted in place
+    inner = edges[1:-1]
+    np.clip(xa, lo, hi, out=inner.reshape(xa.shape))
+    inner.sort()
     targets = np.ascontiguousarray(qa.ravel() * n)
     c = 0.5 * epsilon / qa.size
     gen = check_random_state(rng)

@@ -127,8 +127,10 @@ def _to_rows(u: np.ndarray, axis: int, name: str):
     return np.ascontiguousarray(moved.reshape(-1, n)), out_shape, ax
 
 
-def _log_base_measure(base_measure, shape, ax: int, n: int) -> np.ndarray:
-    """log of a non-negative base measure broadcast to the utilities, as (rows, n)."""
+def _log_base_measure(base_measure, shape, ax: int, n: int) -> Optional[np.ndarray]:
+    """log of a non-negative base measure broadcast to the utilities, as (rows, n); None for a
+    constant positive measure (a scalar, say), which is the uniform one: the law is invariant
+    under a common factor, so nothing of the utilities' size is allocated for it."""
     if isinstance(base_measure, (str, bytes)):
         raise TypeError("base_measure must be numeric")
     try:
@@ -139,6 +141,19 @@ def _log_base_measure(base_measure, shape, ax: int, n: int) -> np.ndarray:
         raise ValueError("base_measure must be finite (no NaN or inf entries)")
     if (mu < 0).any():
         raise ValueError("base_measure must be non-negative")
+    try:
+        np.broadcast_shapes(mu.shape, shape)
+        if mu.size and np.broadcast_shapes(mu.shape, shape) != tuple(shape):
+            raise ValueError
+    except ValueError as exc:
+        raise ValueError(
+            f"base_measure of shape {np.shape(base_measure)} does not broadcast to the "
+            f"utilities' shape {shape}"
+        ) from exc
+    if mu.size and int(np.prod(shape)) and (mu == mu.flat[0]).all():
+        if mu.flat[0] > 0:
+            return None  # uniform
+        raise ValueError("base_measure must have a positive entry for every selection (row)")
     try:
         mu = np.broadcast_to(mu, shape)
     except ValueError as exc:
@@ -325,7 +340,7 @@ def top_k(
     logw = None
     if base_measure is not None:
         logw = _log_base_measure(base_measure, u.shape, ax, n)
-        if rows.shape[0] and int(np.isfinite(logw).sum(axis=1).min()) < k:
+        if logw is not None and rows.shape[0] and int(np.isfinite(logw).sum(axis=1).min()) < k:
             raise ValueError(f"base_measure must have at least k = {k} positive entries in every row")
     gen = check_random_state(rng)
     bg = gen.bit_generator

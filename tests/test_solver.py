@@ -517,3 +517,21 @@ def test_baseline_build_agrees_with_dispatched_one():
         res[flag] = json.loads(p.stdout)
     assert res["1"][0] is False
     np.testing.assert_allclose(np.array(res["0"][1]), np.array(res["1"][1]), atol=1e-8)
+
+
+@pytest.mark.parametrize("scale, C", [(1e-170, 1e-300), (1.0, 0.3), (1e150, 1e-10), (3.0, 1e-300)])
+def test_clipped_per_example_gradient_within_C_after_rounding(scale, C):
+    """Algorithm 1's bound |l_C'| ||x|| <= C holds for the exact norm of x, also when the float64 sum of
+    squares underflows (0.1 did not clip at all then: entries 1e-170 gave gradients of norm 2e-170 for C=1e-300)."""
+    from fractions import Fraction
+
+    d = 7
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        x = scale * rng.uniform(0.5, 1.0, size=(1, d)) * rng.choice([-1.0, 1.0], size=(1, d))
+        theta = rng.normal(size=d) / scale
+        _, g = glm_loss_and_grad(x, np.array([1e3]), "squared", theta, alpha=0.0, clip=C, n_threads=1)
+        der = g / x[0]  # g = l_C' x exactly up to one rounding per entry; bound the exact norm of the output
+        exact_sq = sum(Fraction(float(v)) ** 2 for v in g)
+        assert exact_sq <= Fraction(C) ** 2, (trial, float(exact_sq) ** 0.5 / C)
+        assert np.all(np.isfinite(der))

@@ -306,6 +306,14 @@ void sqnorm_chunk(const glm::CSR<T, I>& X, int64_t a, int64_t b, double* sq) {
     }
 }
 
+// Number of squares summed for row i's norm (the rounding bound of prepare() grows with it).
+template <class T>
+inline int64_t row_terms(const glm::DenseC<T>& X, int64_t) { return X.d; }
+template <class T>
+inline int64_t row_terms(const glm::DenseF<T>& X, int64_t) { return X.d; }
+template <class T, class I>
+inline int64_t row_terms(const glm::CSR<T, I>& X, int64_t i) { return (int64_t)X.indptr[i + 1] - (int64_t)X.indptr[i]; }
+
 template <class T>
 inline int64_t work_of(const glm::DenseC<T>& X) { return X.n * X.d; }
 template <class T>
@@ -745,9 +753,21 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
     for (int64_t i = 0; i < X.n; ++i)
         if (!std::isfinite(sq[i])) return false;
     if (clip > 0.0) {
+        // Algorithm 1 needs |l_C'| ||x_i|| <= C for the exact norm, so the bound divides by a
+        // rigorous upper bound of ||x_i||: a float64 sum of m squares (m = the row's terms) has
+        // relative error <= m u / (1 - m u) (u = 2^-53; Higham 2002, eq. 4.4) plus, for squares
+        // below the normal range, an absolute error <= m 2^-1074; the square root halves the
+        // relative part and adds one rounding.  (m + 8) u covers the relative part for any
+        // m < 2^50, and the target C (1 - 8u) the rounding of the division.  sq == 0 means every
+        // entry is 0 or below 2^-537 in magnitude: the bound then comes from the absolute term.
+        const double u = 0x1p-53;
+        const double target = clip * (1.0 - 8.0 * u);
         cb.resize((size_t)X.n);
-        for (int64_t i = 0; i < X.n; ++i)
-            cb[i] = sq[i] > 0.0 ? clip / std::sqrt(sq[i]) : std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < X.n; ++i) {
+            const double m = static_cast<double>(row_terms(X, i));
+            const double ub = std::sqrt(sq[i]) * (1.0 + (m + 8.0) * u) + std::sqrt(m) * 0x1p-537;
+            cb[i] = ub > 0.0 ? target / ub : std::numeric_limits<double>::infinity();  // ub == 0: an all-zero row
+        }
         ob.cbound = cb.data();
     } else {
         ob.cbound = nullptr;

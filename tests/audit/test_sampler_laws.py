@@ -41,6 +41,8 @@ from dpfast.mechanisms import (
 )
 from dpfast.random import SecureRandom
 
+from _audit_stats import chi_square_ok as _chi_square_ok
+
 ALPHA = 1e-5
 N = 200_000
 
@@ -54,38 +56,7 @@ def _make(kind, seed):
 
 
 def chi_square_ok(observed, probs, alpha=ALPHA):
-    """Pearson's goodness-of-fit of integer ``observed`` counts to probabilities ``probs``
-    (summing to 1); returns (ok, message)."""
-    observed = np.asarray(observed, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert observed.shape == probs.shape
-    assert abs(probs.sum() - 1) < 1e-9, probs.sum()
-    n = observed.sum()
-    exp = n * probs
-    big = exp >= 5
-    msgs = []
-    o_small, e_small, p_small = observed[~big].sum(), exp[~big].sum(), probs[~big].sum()
-    o_cells, e_cells = list(observed[big]), list(exp[big])
-    if (~big).any():
-        if e_small >= 5:
-            o_cells.append(o_small)
-            e_cells.append(e_small)
-        else:
-            tail = stats.binom.sf(o_small - 1, int(n), min(p_small, 1.0)) if o_small > 0 else 1.0
-            msgs.append(f"rare cells: observed {o_small:g}, expected {e_small:.3g}, P(>=) = {tail:.3g}")
-            if tail < alpha / 2:
-                return False, "; ".join(msgs)
-            if o_cells:
-                k = int(np.argmin(e_cells))  # merge into the smallest kept cell
-                o_cells[k] += o_small
-                e_cells[k] += e_small
-    o_cells, e_cells = np.array(o_cells), np.array(e_cells)
-    if o_cells.size < 2:
-        return True, "; ".join(msgs + ["single cell"])
-    chi2 = float(np.sum((o_cells - e_cells) ** 2 / e_cells))
-    crit = float(stats.chi2.isf(alpha / (2 if msgs else 1), o_cells.size - 1))
-    msgs.append(f"chi2 = {chi2:.4g} on {o_cells.size - 1} df, critical {crit:.4g}")
-    return chi2 <= crit, "; ".join(msgs)
+    return _chi_square_ok(observed, probs, alpha)
 
 
 def _integer_law_check(samples, pmf_of, lo, hi):

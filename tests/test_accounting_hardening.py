@@ -204,3 +204,94 @@ def test_accountants_pickle_and_copy_without_their_locks():
         assert b.get_epsilon(1e-5) == c.get_epsilon(1e-5) == a.get_epsilon(1e-5)
         b.compose(Gaussian(2.0))  # the copy has a working lock of its own
         assert b.get_epsilon(1e-5) > a.get_epsilon(1e-5)
+
+
+# ----------------------------------------------------------------------------- item 12: searches end
+def _returns_within(fn, seconds=120.0):
+    """Run fn in a daemon thread; the outcome (value or exception), or fail if it is still running."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "did not return (no iteration cap?)"
+    return box
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_calibrate_tiny_rtol_is_refused_not_a_hang(accountant):
+    """Issue 15 item 12: rtol=1e-17 never returned (bisection below the spacing of doubles)."""
+    out = _returns_within(lambda: calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, accountant, rtol=1e-17))
+    assert isinstance(out.get("error"), ValueError) and "rtol" in str(out["error"])
+    for bad in (0.0, -1e-3, math.nan, 0.5):
+        with pytest.raises(ValueError, match="rtol"):
+            calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, accountant, rtol=bad)
+    with pytest.raises(TypeError, match="rtol"):
+        calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, accountant, rtol="small")
+
+
+def test_calibrate_finest_rtol_and_extreme_targets_return_verified_values():
+    z = _returns_within(lambda: calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, "rdp", rtol=1e-12))["value"]
+    eps = RDPAccountant().compose(PoissonSubsampledGaussian(z, 0.01), 100).get_epsilon(1e-5)
+    assert eps <= 1.0 < RDPAccountant().compose(PoissonSubsampledGaussian(z * (1 - 1e-9), 0.01), 100).get_epsilon(1e-5)
+    # a huge target is met at the smallest multiplier searched (verified there)
+    z = _returns_within(lambda: calibrate_noise_multiplier(1e300, 1e-5, 0.01, 100))["value"]
+    assert z == 1e-6
+    # a tiny target: no OverflowError; a verified value or a ValueError naming the limit
+    out = _returns_within(lambda: calibrate_noise_multiplier(1e-300, 1e-5, 0.01, 100, "rdp"))
+    if "error" in out:
+        assert isinstance(out["error"], ValueError)
+    else:
+        assert RDPAccountant().compose(PoissonSubsampledGaussian(out["value"], 0.01), 100).get_epsilon(1e-5) <= 1e-300
+    out = _returns_within(lambda: calibrate_noise_multiplier(1.0, 1e-5, 1.0, 10 ** 18, "rdp"))
+    assert isinstance(out["error"], ValueError) and "1e+08" in str(out["error"])
+    with pytest.raises(TypeError, match="target_epsilon"):
+        calibrate_noise_multiplier("1", 1e-5, 0.01, 100)
+    with pytest.raises(TypeError, match="sample_rate"):
+        calibrate_noise_multiplier(1.0, 1e-5, [0.01], 100)
+
+
+# ----------------------------------------------------------------------------- item 15: RDP orders
+def test_huge_rdp_orders_use_bounded_memory():
+    """Issue 15 item 15: orders=[1e8] allocated arrays linear in the order (GBs)."""
+    import tracemalloc
+
+    from dpfast.accounting.rdp import (
+        MAX_EXPANDED_ORDER,
+        poisson_subsampled_gaussian_rdp,
+        sampled_without_replacement_gaussian_rdp,
+    )
+
+    orders = [1e8, 1e8 + 0.5, 1e300, 2 * MAX_EXPANDED_ORDER]
+    tracemalloc.start()
+    try:
+        for f in (poisson_subsampled_gaussian_rdp, sampled_without_replacement_gaussian_rdp):
+            r = _returns_within(lambda: f(orders, 2.0, 0.01), 60)["value"]
+            # beyond the exact expansion: the unsampled Gaussian alpha / (2 z^2), an upper bound
+            np.testing.assert_array_equal(r, np.array(orders) / 8.0)
+        a = RDPAccountant(orders=[1e8, 32]).compose(PoissonSubsampledGaussian(2.0, 0.01), 10)
+        assert math.isfinite(a.get_epsilon(1e-5))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50e6
+
+
+def test_fractional_orders_above_1024_are_upper_bounds():
+    from dpfast.accounting.rdp import _log_a_int, poisson_subsampled_gaussian_rdp
+
+    z, q = 1.0, 0.01
+    for al in (1500.5, 2048.25):
+        got = float(poisson_subsampled_gaussian_rdp([al], z, q)[0])
+        lo, hi = math.floor(al), math.ceil(al)
+        # (alpha - 1) eps(alpha) is convex: the chord between the exact integer orders is above it,
+        # and the value lies between the neighbouring integer orders' RDP (eps(alpha) increases)
+        ylo, yhi = _log_a_int(np.array([lo, hi], float), q, z)
+        assert got == pytest.approx((ylo + (al - lo) * (yhi - ylo)) / (al - 1), rel=1e-12)
+        assert ylo / (lo - 1) <= got <= yhi / (hi - 1)

@@ -38,6 +38,11 @@ DEFAULT_ORDERS = np.array(
 )
 
 
+#: Largest order whose subsampled-Gaussian RDP is expanded exactly (time and memory linear in the
+#: order); larger finite orders get the unsampled Gaussian bound alpha / (2 z^2).
+MAX_EXPANDED_ORDER = 100_000
+
+
 def check_orders(orders) -> np.ndarray:
     """A 1-d float64 array of RDP orders, each > 1 (``inf`` allowed)."""
     if orders is None:
@@ -195,7 +200,10 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
     Add/remove neighbours, sensitivity 1, noise std ``noise_multiplier``, rate q.  Exact at
     integer orders (binomial expansion), the MTZ19 fractional series elsewhere (spec
     ``accounting.md``, "Poisson-subsampled Gaussian").  q = 1 gives alpha/(2 z^2); alpha = inf
-    gives inf for q > 0.
+    gives inf for q > 0.  Fractional orders above 1024 use the linear interpolation of
+    (alpha-1) eps(alpha) between the neighbouring integers (an upper bound: it is convex in
+    alpha, van Erven & Harremoes 2014); orders above :data:`MAX_EXPANDED_ORDER` (whose exact
+    expansion costs time and memory linear in alpha) get the unsampled bound alpha/(2 z^2).
     """
     a = check_orders(orders)
     sigma = _param(noise_multiplier, "noise_multiplier")
@@ -205,11 +213,21 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
     out = np.empty(a.shape)
     inf = np.isinf(a)
     out[inf] = np.inf
-    fin = ~inf
+    big = ~inf & (a > MAX_EXPANDED_ORDER)
+    out[big] = np.inf  # capped below by the unsampled Gaussian (no allocation linear in alpha)
+    fin = ~inf & ~big
     isint = fin & (a == np.round(a))
     if isint.any():
         out[isint] = _log_a_int(a[isint], q, sigma) / (a[isint] - 1)
     fr = fin & ~isint
+    mid = fr & (a > 1024)  # beyond the series' truncation (4096 terms): interpolate, an upper bound
+    if mid.any():
+        al = a[mid]
+        lo, hi = np.floor(al), np.ceil(al)
+        ylo = np.where(lo >= 2, _log_a_int(np.maximum(lo, 2.0), q, sigma), 0.0)  # (alpha-1) eps(alpha)
+        yhi = _log_a_int(hi, q, sigma)
+        out[mid] = (ylo + (al - lo) * (yhi - ylo)) / (al - 1)
+    fr &= ~mid
     if fr.any():
         out[fr] = _log_a_frac(a[fr], q, sigma) / (a[fr] - 1)
     out = np.where(np.isnan(out), np.inf, out)
@@ -243,7 +261,8 @@ def sampled_without_replacement_gaussian_rdp(orders, noise_multiplier: float, sa
     Wang, Balle & Kasiviswanathan 2019, Theorem 9 (general upper bound) at integer orders with
     eps(j) = j/(2 z^2) (z relative to the replace-one sensitivity); at fractional orders the
     linear interpolation of (alpha-1) eps(alpha) between neighbouring integers (an upper bound,
-    as (alpha-1) eps(alpha) is convex).  Capped by the unsampled Gaussian alpha/(2 z^2).
+    as (alpha-1) eps(alpha) is convex).  Capped by the unsampled Gaussian alpha/(2 z^2), which
+    is all that orders above :data:`MAX_EXPANDED_ORDER` get.
     """
     a = check_orders(orders)
     sigma = _param(noise_multiplier, "noise_multiplier")
@@ -259,7 +278,7 @@ def sampled_without_replacement_gaussian_rdp(orders, noise_multiplier: float, sa
 
     out = np.empty(a.shape)
     for idx, al in enumerate(a):
-        if math.isinf(al):
+        if math.isinf(al) or al > MAX_EXPANDED_ORDER:  # capped below (no work linear in alpha)
             out[idx] = np.inf
             continue
         lo, hi = math.floor(al), math.ceil(al)

@@ -330,3 +330,10 @@ def test_private_median_copies_its_input_at_most_once(dtype):
     peak = _peak_bytes(lambda: private_median(xs, 1.0, (-5.0, 5.0), rng=0))
     one_copy = 8 * x.size
     assert peak < 1.5 * one_copy, peak / one_copy
+
+
+def test_ragged_utilities_are_a_type_error_naming_the_argument():
+    with pytest.raises(TypeError, match="utilities must be a rectangular array"):
+        exponential_mechanism([[1, 2], [3]], 1.0, 1.0, rng=0)
+    with pytest.raises(TypeError, match="scores must be a rectangular array"):
+        report_noisy_max([[1, 2], [3]], 1.0, 1.0, rng=0)

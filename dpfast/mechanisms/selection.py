@@ -70,7 +70,10 @@ def _check_utilities(utilities, name: str) -> np.ndarray:
     epsilon * u / sensitivity are checked by the native kernel before it draws anything."""
     if isinstance(utilities, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(utilities).__name__}")
-    arr = np.asarray(utilities)
+    try:
+        arr = np.asarray(utilities)
+    except ValueError:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of numbers (got ragged nested sequences)") from None
     if arr.dtype != np.float64 and arr.dtype != np.float32:
         if arr.dtype.kind in "biuf":
             arr = arr.astype(np.float64)

@@ -295,3 +295,37 @@ def test_fractional_orders_above_1024_are_upper_bounds():
         ylo, yhi = _log_a_int(np.array([lo, hi], float), q, z)
         assert got == pytest.approx((ylo + (al - lo) * (yhi - ylo)) / (al - 1), rel=1e-12)
         assert ylo / (lo - 1) <= got <= yhi / (hi - 1)
+
+
+# ----------------------------------------------------------------------------- item 5: amp_delta
+def _amp_delta_mpmath(eps, sigma, C, beta, lam, tau, sigma_out):
+    """delta(eps) of approximate minima perturbation, 40-digit mpmath quadrature of
+    integral_0^inf 2 phi(u) H_mu(eps - c_J - s^2/2 - s u) du (Redberg, Koskela & Wang 2024,
+    Thm 4.1 composed exactly), with breakpoints around H_mu's transition; independent of dpfast."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        s = mpmath.mpf(C) / sigma
+        mu = 2 * mpmath.mpf(tau) / lam / sigma_out
+        a = -mpmath.log1p(-mpmath.mpf(beta) / lam) + s * s / 2
+        H = lambda x: mpmath.ncdf(mu / 2 - x / mu) - mpmath.exp(x) * mpmath.ncdf(-mu / 2 - x / mu)
+        knot = (eps - a) / s
+        pts = [mpmath.mpf(0)]
+        if knot > 0:
+            pts += [max(knot - 30 * mu / s, 0), knot, knot + 30 * mu / s]
+        pts.append(max(knot, 0) + 40)
+        return mpmath.quad(lambda u: 2 * mpmath.npdf(u) * H(eps - a - s * u), sorted(set(pts)))
+
+
+def test_amp_delta_is_an_upper_bound_for_tiny_output_noise_terms():
+    """Issue 15 item 5: with mu = (2 tau / lambda) / sigma_out tiny, quad missed H_mu's narrow
+    transition at the knot and under-reported delta by up to ~1e-8 relative (mu = 1e-5)."""
+    from dpfast.accounting.objective_perturbation import amp_delta
+
+    for mu in (1e-9, 1e-6, 1e-5, 1e-3):
+        for eps in (0.5, 1.0, 3.0):
+            args = (eps, 2.0, 1.0, 0.25, 1.0, mu / 2, 1.0)
+            got = amp_delta(*args)
+            true = _amp_delta_mpmath(*args)
+            assert got >= true, (mu, eps, got, float(true))
+            assert got <= true * (1 + 1e-9), (mu, eps, got, float(true))

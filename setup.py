@@ -16,6 +16,10 @@ Environment switches:
 * ``DPFAST_NATIVE_ARCH=1`` adds ``-march=native`` (off by default so that wheels run on any
   x86-64 / aarch64 machine).
 * ``DPFAST_BUILD_ONLY=_core,_pld`` builds only the named extensions (development).
+* ``DPFAST_SANITIZE=1`` builds with AddressSanitizer and UndefinedBehaviorSanitizer
+  (``-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  -O1 -g``, compile and link).  For ``.ci/sanitize`` only, which builds a copy of the tree:
+  the modules need ``LD_PRELOAD`` of the ASan runtime to import.
 """
 import glob
 import os
@@ -31,6 +35,12 @@ CXX_FLAGS = ["-O3", "-std=c++17", "-fvisibility=hidden", "-fno-math-errno", "-ff
 if os.environ.get("DPFAST_NATIVE_ARCH") == "1":
     CXX_FLAGS.append("-march=native")
 LINK_FLAGS = ["-pthread"]
+if os.environ.get("DPFAST_SANITIZE") == "1":
+    SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                "-fno-sanitize-recover=undefined", "-g"]
+    # -O1 replaces -O3: readable reports, and the sanitizers' overhead stays moderate.
+    CXX_FLAGS = [f for f in CXX_FLAGS if not f.startswith("-O")] + ["-O1"] + SANITIZE
+    LINK_FLAGS = LINK_FLAGS + SANITIZE
 
 # A header change must rebuild every module (kernels are header-only).
 HEADERS = sorted(glob.glob("csrc/**/*.hpp", recursive=True))
@@ -69,6 +79,7 @@ if wanted("_chacha"):
                 depends=HEADERS,
                 language="c++",
                 extra_compile_args=CXX_FLAGS,
+                extra_link_args=LINK_FLAGS,
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
             )
         ],

@@ -110,3 +110,55 @@ def test_iterations_needed_matches_the_bound():
     k = iterations_needed(kappa, g0, tol)
     bound = lambda j: 2 * kappa * (1 - 1 / math.sqrt(kappa)) ** j * g0 ** 2
     assert bound(k) <= tol ** 2 < bound(k - 1)
+
+
+# ----------------------------------------------------------------------------- layouts and bad input
+def test_release_functions_are_layout_independent():
+    """Same seed, same data in C or Fortran order: bit-identical releases (0.1 differed by ~1e-16,
+    because the C and Fortran kernels round differently)."""
+    import dpfast.linear_model as LM
+    import dpfast.public as P
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 3)) / 3
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    y = np.where(X[:, 0] >= 0, 1.0, -1.0)
+    for f in (LM.private_glm, LM.approximate_minima_perturbation, LM.objective_perturbation, LM.output_perturbation):
+        a = f(X, y, epsilon=1.0, delta=1e-5, random_state=3).coef
+        b = f(np.asfortranarray(X), y, epsilon=1.0, delta=1e-5, random_state=3).coef
+        np.testing.assert_array_equal(a, b)
+    Z = rng.normal(size=(30, 3))
+    a = P.regularization_learner(X, y, Z, epsilon=1.0, delta=1e-5, rng=1).coef
+    for Xl, Zl in ((np.asfortranarray(X), Z), (X, np.asfortranarray(Z)), (X[::1, :], Z[:, ::1].copy(order="F"))):
+        np.testing.assert_array_equal(a, P.regularization_learner(Xl, y, Zl, epsilon=1.0, delta=1e-5, rng=1).coef)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda LM, P: LM.private_glm(0, np.array([-1, 1]), "logistic", epsilon=1.0, delta=1e-5), TypeError, "X must be"),
+    (lambda LM, P: LM.calibrate_output(1.0, 1e-5, lipschitz=float("nan"), tau=1e-3), ValueError, "lipschitz"),
+    (lambda LM, P: LM.objective_output_multiplier(1.0, count=float("inf")), ValueError, "count"),
+    (lambda LM, P: LM.objective_output_multiplier(1.0, count="2"), TypeError, "count"),
+    (lambda LM, P: LM.calibrate_amp(1.0, 1e-5, clip=-1.0, smoothness=0.25), ValueError, "clip"),
+    (lambda LM, P: LM.minimize_glm(np.eye(3), np.ones(3), "logistic", alpha=0.1, n_threads=float("inf")), TypeError,
+     "n_threads"),
+    (lambda LM, P: LM.minimize_glm(np.eye(3), np.ones(3), "logistic", alpha=0.1, n_threads=0), ValueError, "n_threads"),
+    (lambda LM, P: P.rrspm(np.zeros((5, 1)), np.array([0, 1, 0, 1, 0]), 0, epsilon=1.0, rng=1), ValueError, "X_public"),
+    (lambda LM, P: P.rrspm_public_size(1000, epsilon=1e308), ValueError, "public size"),
+    (lambda LM, P: P.regularization_stability(P.public_geometry(np.eye(3), 0.1), 100.0, 1.0, "replace_one",
+                                              slack=float("nan")), ValueError, "slack"),
+])
+def test_bad_input_gets_value_or_type_error(call, exc, match):
+    """Fuzz findings of issue 15 (items 13-14): 0.1 raised AttributeError, OverflowError, IndexError or
+    silently returned NaN for these."""
+    import dpfast.linear_model as LM
+    import dpfast.public as P
+
+    with pytest.raises(exc, match=match):
+        call(LM, P)
+
+
+def test_tiny_smoothness_calibrates_without_division_by_zero():
+    from dpfast.linear_model import calibrate_objective
+
+    cal = calibrate_objective(1.0, 1e-5, lipschitz=1.0, smoothness=1e-300)
+    assert cal.regularization > 1e-300 and cal.epsilon <= 1.0

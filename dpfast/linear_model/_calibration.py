@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from dpfast._validation import check_delta, check_epsilon
+from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
 from dpfast.accounting import objective_perturbation as op
 from dpfast.calibrate import gaussian_sigma
@@ -84,9 +85,18 @@ def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
 
 
 def _check_count(count) -> int:
-    if isinstance(count, bool) or int(count) != count or int(count) < 1:
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (numbers.Integral, numbers.Real)):
+        raise TypeError(f"count must be a positive integer, got {type(count).__name__}")
+    if not (math.isfinite(count) and count >= 1 and int(count) == count):
         raise ValueError(f"count must be a positive integer, got {count!r}")
     return int(count)
+
+
+def _loss_constant(value, name: str, *, allow_zero: bool = False) -> float:
+    """A loss constant (Lipschitz bound, smoothness): finite and > 0 (>= 0 with ``allow_zero``)."""
+    if allow_zero and isinstance(value, (int, float, np.integer, np.floating)) and value == 0:
+        return 0.0
+    return check_positive(value, name, allow_array=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,7 +205,7 @@ def _bisect(ok, lo: float, hi: float, rtol: float) -> float:
     Geometric steps while hi/lo >= 4, arithmetic ones after; stops at hi < 1e-12 when lo == 0.
     """
     while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo * hi) if lo > 0 else hi / 16.0)
+        mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo) * math.sqrt(hi) if lo > 0 else hi / 16.0)
         if ok(mid):
             hi = mid
         else:
@@ -295,7 +305,8 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
-    beta = float(smoothness)
+    beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
+    clip = _loss_constant(clip, "clip")
     sigma, f = _noise_std(epsilon, delta, clip, count, noise_factor, noise_std)
 
     def sigma_out_at(lam):
@@ -417,7 +428,7 @@ def calibrate_objective(
         sigma_out = float(sigma_out)
         if not (sigma_out > 0 and math.isfinite(sigma_out)):
             raise ValueError(f"sigma_out must be finite and > 0 (or None for the default rule), got {sigma_out!r}")
-    L, beta = float(lipschitz), float(smoothness)
+    L, beta = _loss_constant(lipschitz, "lipschitz"), _loss_constant(smoothness, "smoothness", allow_zero=True)
     if accountant == "kifer":
         r = OBJECTIVE_CERTIFICATION_SHARE
         e1, d1 = (1.0 - r) * epsilon / count, (1.0 - r) * delta / count
@@ -467,7 +478,7 @@ def calibrate_output(
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = _check_count(count)
-    L = float(lipschitz)
+    L = _loss_constant(lipschitz, "lipschitz")
     tau = float(tau)
     if not (tau >= 0 and math.isfinite(tau)):
         raise ValueError(f"tau must be finite and >= 0, got {tau!r}")

@@ -201,6 +201,7 @@ def private_glm(
     norm_bound = float(norm_bound)
     if not (norm_bound > 0 and math.isfinite(norm_bound)):
         raise ValueError(f"norm_bound must be finite and > 0, got {norm_bound!r}")
+    X = _as_matrix(X)
     check_finite_X(X)
     dtype = X.dtype if X.dtype.kind == "f" else np.float64
     norm_bound = norm_bound * (1.0 + 8.0 * float(np.finfo(dtype).eps))  # rounding slack of the norms
@@ -240,6 +241,21 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
                          "(epsilon, delta, regularization)")
     return calibrate_output(epsilon, delta, lipschitz=consts.lipschitz, tau=tau, regularization=regularization,
                             sigma_out=0.15 if sigma_out is None else sigma_out, count=count)
+
+
+def _as_matrix(X):
+    """A 2-d dense array in C order (a copy for other layouts: the solvers' C and Fortran kernels
+    round differently, and a release must not depend on the memory layout) or a sparse matrix."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        return X
+    if isinstance(X, (str, bytes)) or np.isscalar(X) or X is None:
+        raise TypeError(f"X must be a 2-d array of real numbers or a scipy.sparse matrix, got {type(X).__name__}")
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-d array (n_samples, n_features), got shape {X.shape}")
+    return np.ascontiguousarray(X)
 
 
 def check_finite_X(X) -> None:

@@ -242,6 +242,14 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c
 
 
+def _check_threads(n_threads) -> int:
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)):
+        raise TypeError(f"n_threads must be a positive integer or None, got {n_threads!r}")
+    if not 1 <= n_threads <= 4096:
+        raise ValueError(f"n_threads must be in [1, 4096], got {n_threads!r}")
+    return int(n_threads)
+
+
 def _raise_bad_X(status: int) -> None:
     if status == 4:
         raise ValueError("X contains NaN or infinite entries (or a row whose squared norm overflows float64)")
@@ -292,7 +300,7 @@ def glm_gradient_oracle(
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
-    nt = _threads.cpu_count() if n_threads is None else max(1, int(n_threads))
+    nt = _threads.cpu_count() if n_threads is None else _check_threads(n_threads)
 
     def evaluate(coef) -> Tuple[float, np.ndarray]:
         th = _vector(coef, d, "coef")
@@ -380,9 +388,7 @@ def minimize_glm(
         theta = np.zeros(d, dtype=np.float64)
     else:
         theta = _vector(coef0, d, "coef0").copy()
-    nt = _threads.cpu_count() if n_threads is None else int(n_threads)
-    if nt < 1:
-        raise ValueError(f"n_threads must be >= 1, got {n_threads!r}")
+    nt = _threads.cpu_count() if n_threads is None else _check_threads(n_threads)
     args = (data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q,
             _SOLVER_CODE[solver], t, int(max_iter), int(memory), step, rule, nt, theta)
     if solver == "lbfgs":

@@ -173,6 +173,7 @@ def regularization_stability(
         k = 1.0
     else:
         raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {neighbours!r}")
+    slack = check_positive(slack, "slack", allow_array=False)
     rho_H = k * lipschitz * geo.clip_norm / math.sqrt(N)
     tau = slack * rho_H
     total_H = rho_H + 2.0 * tau
@@ -249,7 +250,8 @@ def _augment(X: np.ndarray, fit_intercept: bool) -> np.ndarray:
 
 
 def _check_matrix(X, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
+    # C order: BLAS products round differently on other layouts, and a release must not depend on it
+    X = np.ascontiguousarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"{name} must be 2-D (rows x features), got shape {X.shape}")
     if not np.isfinite(X).all():

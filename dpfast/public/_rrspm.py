@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from dpfast._validation import check_epsilon
+from dpfast._validation import check_epsilon, check_positive
 from dpfast.public._oracles import as_hypothesis, stump_oracle, threshold_oracle
 from dpfast.random import RandomLike, check_random_state
 
@@ -91,7 +91,14 @@ def rrspm_public_size(n: int, epsilon: float, vc_dim: float = 1.0) -> int:
     ``m ~ (eps n)^{2/5} d^{1/5}``; the constant 0.5 was set on synthetic thresholds (see
     benchmarks/results/public.md).  Uses only n (public under replace-one), eps and d.
     """
-    return max(4, int(math.ceil(0.5 * (epsilon * n) ** 0.4 * vc_dim ** 0.2)))
+    n = check_positive(n, "n", allow_array=False)
+    epsilon = check_positive(epsilon, "epsilon", allow_array=False)
+    vc_dim = check_positive(vc_dim, "vc_dim", allow_array=False)
+    # in logs: (eps n) overflows float64 for eps, n near 1e308
+    size = 0.5 * math.exp(0.4 * (math.log(epsilon) + math.log(n)) + 0.2 * math.log(vc_dim))
+    if not size < 2.0 ** 62:
+        raise ValueError(f"the default public size for n={n:g}, epsilon={epsilon:g} exceeds 2**62; pass a public size")
+    return max(4, int(math.ceil(size)))
 
 
 def _resolve_oracle(oracle: OracleLike, p: int) -> Callable:
@@ -148,6 +155,11 @@ def rrspm(
         Xp = Xp[:, None]
     if Z.ndim == 1:
         Z = Z[:, None]
+    for name, A in (("X_private", Xp), ("X_public", Z)):
+        if A.ndim != 2:
+            raise ValueError(f"{name} must be a 1-d or 2-d array of features, got shape {A.shape}")
+    if Xp.shape[1] != Z.shape[1]:
+        raise ValueError(f"X_public has {Z.shape[1]} features but X_private has {Xp.shape[1]}")
     y = np.asarray(y_private)
     n, p = Xp.shape
     m = Z.shape[0]

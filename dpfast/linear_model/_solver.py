@@ -32,7 +32,9 @@ When alpha > 0 the step is further capped at n/(2 alpha), so that the regularize
 factor 1 - step*alpha/n per step stays >= 1/2 (it only binds when alpha/n dominates L_max).
 The step size costs no privacy (any optimizer may be used in step 4 of Algorithm 1).
 
-X is never copied when it is a float32/float64 ndarray in C or Fortran order, or a scipy
+X is never copied when it is a float32/float64 ndarray in C or Fortran order (the two layouts
+have their own kernels, whose results agree to rounding, not bit for bit; the private releases
+built on these solvers copy to C order so that they do not depend on the layout), or a scipy
 CSR matrix/array with float32/float64 data, int32/int64 indices and no duplicate entries;
 anything else is converted once (documented copy).  The GIL is released and the passes over
 the rows run on ``n_threads`` threads over a fixed partition of the rows (it depends on n and

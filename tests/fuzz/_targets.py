@@ -1,0 +1,556 @@
+"""The fuzz targets: every name in ``dpfast.__all__`` and in each public subpackage's ``__all__``
+(``dpfast.datasets`` excluded: it reads a file), with a baseline call that succeeds.
+
+``EXCLUDED`` lists the public names that are not entry points (type aliases, constants, result
+containers, exception types) with the reason; ``test_every_public_name_is_covered`` checks that
+each public name is either a target or excluded, so a new public function cannot be forgotten.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+import dpfast
+from dpfast import accounting as A
+from dpfast import calibrate as CAL
+from dpfast import linear_model as LM
+from dpfast import mechanisms as M
+from dpfast import public as P
+from dpfast import random as R
+from dpfast import sgd as S
+
+from _fuzzlib import Target
+
+SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public"]
+
+EXCLUDED = {
+    "__version__": "a string",
+    "calibrate": "subpackage (its names are targets)",
+    "mechanisms": "subpackage", "random": "subpackage", "accounting": "subpackage",
+    "linear_model": "subpackage", "sgd": "subpackage", "public": "subpackage",
+    "datasets": "subpackage excluded by the brief (reads a data file)",
+    "RandomLike": "a typing alias",
+    "DEFAULT_ORDERS": "a constant array",
+    "MechanismDescription": "abstract base class of the descriptions (each description is a target)",
+    "PrivacyConvergenceError": "an exception type",
+    "CLTResult": "result container returned by clt_mu_poisson_gaussian (no validation by design)",
+    "PrivateGLMResult": "result container", "PrivacyCalibration": "result container",
+    "GLMConstants": "result container", "GLMResult": "result container",
+    "PerturbResult": "result container", "RegularizationResult": "result container",
+    "RRSPMResult": "result container", "Stump": "result container of the oracles",
+}
+
+_rng = np.random.default_rng(12345)
+X1 = np.round(_rng.standard_normal(8), 3)
+X2 = _rng.standard_normal((12, 3))
+X2 = np.round(X2 / (1.01 * np.linalg.norm(X2, axis=1).max()), 3)  # rows with norm < 1
+Y01 = np.array([0, 1] * 6)
+YPM = 2 * Y01 - 1
+YREG = np.round(np.clip(_rng.standard_normal(12) / 3, -1, 1), 3)
+XPUB = np.round(_rng.standard_normal((5, 3)) / 3.0, 3)
+G2 = np.round(_rng.standard_normal((6, 4)), 3)
+
+
+def _mk(name, fn, base, **kw):
+    kw.setdefault("weight", getattr(fn, "weight", 1.0))
+    return Target(name, fn, base, **kw)
+
+
+# --- mechanisms -------------------------------------------------------------------------------
+
+def _stream(chunk1, chunk2, sensitivity, epsilon, monotonic, rng, noise):
+    return M.exponential_mechanism_stream([chunk1, chunk2], sensitivity, epsilon,
+                                          monotonic=monotonic, rng=rng, noise=noise)
+
+
+def _stream_obj(sensitivity, epsilon, monotonic, noise, rng, utilities, base_measure):
+    s = M.ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng)
+    s.update(utilities, base_measure)
+    s.update(np.arange(3.0))
+    return s.result()
+
+
+MECHANISMS = [
+    _mk("laplace", M.laplace, dict(values=X1, sensitivity=1.0, epsilon=1.0, rng=1),
+        seed="rng", data=("values",)),
+    _mk("gaussian", M.gaussian, dict(values=X1, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=1,
+                                     calibration="analytic"), seed="rng", data=("values",),
+        examples=(dict(sensitivity=1e308),)),
+    _mk("laplace_noise", M.laplace_noise, dict(scale=1.0, size=(3, 2), rng=1, dtype=np.float64),
+        seed="rng", examples=(dict(size=2.7), dict(scale=3e38, dtype=np.float32))),
+    _mk("gaussian_noise", M.gaussian_noise, dict(sigma=1.0, size=(3, 2), rng=1, dtype=np.float64),
+        seed="rng", examples=(dict(size=(2, 1.5)),)),
+    _mk("randomized_response", M.randomized_response,
+        dict(bits=np.array([0, 1, 1, 0, 1]), epsilon=1.0, rng=1, categories=None),
+        seed="rng", data=("bits",)),
+    _mk("randomized_response_k", M.randomized_response,
+        dict(bits=np.array([0, 2, 1, 3, 1]), epsilon=1.0, rng=1, categories=4),
+        seed="rng", data=("bits",)),
+    _mk("randomized_response_debias", M.randomized_response_debias,
+        dict(reports=np.array([0, 1, 1, 0, 1]), epsilon=1.0, categories=None), data=("reports",)),
+    _mk("randomized_response_probabilities", M.randomized_response_probabilities,
+        dict(epsilon=1.0, categories=3)),
+    _mk("bernoulli_exp", M.bernoulli_exp, dict(gamma=0.5, size=5, rng=1), seed="rng"),
+    _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng",
+        examples=(dict(scale=1e-30),)),
+    _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng"),
+    _mk("discrete_laplace_mechanism", M.discrete_laplace_mechanism,
+        dict(values=np.array([1, -3, 7]), sensitivity=1, epsilon=1.0, rng=1, granularity=1),
+        seed="rng", data=("values",),
+        examples=(dict(values=np.array([-2**63])), dict(epsilon=1e-320))),
+    _mk("discrete_gaussian_mechanism", M.discrete_gaussian_mechanism,
+        dict(values=np.array([1, -3, 7]), sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=1,
+             granularity=1, method=None), seed="rng", data=("values",)),
+    _mk("discrete_gaussian_sigma2", M.discrete_gaussian_sigma2,
+        dict(sensitivity=1.0, epsilon=1.0, delta=1e-5, method="zcdp")),
+    _mk("discrete_gaussian_delta", M.discrete_gaussian_delta,
+        dict(sigma2=4.0, sensitivity=1, epsilon=1.0)),
+    _mk("zcdp_delta", M.zcdp_delta, dict(rho=0.5, epsilon=1.0)),
+    _mk("snapping", M.snapping, dict(values=X1, sensitivity=1.0, epsilon=1.0, bound=10.0, rng=1),
+        seed="rng", data=("values",), examples=(dict(bound=1e308),)),
+    _mk("snapping_epsilon", M.snapping_epsilon, dict(scale=1.0, bound=10.0)),
+    _mk("snapping_scale", M.snapping_scale, dict(epsilon=1.0, bound=10.0, sensitivity=1.0)),
+    _mk("exponential_mechanism", M.exponential_mechanism,
+        dict(utilities=X2, sensitivity=1.0, epsilon=1.0, axis=-1, monotonic=False,
+             base_measure=None, rng=1), seed="rng", data=("utilities",),
+        examples=(dict(utilities=np.array([0.0, 16.0, 32.0]) + 1e17, sensitivity=16.0),)),
+    _mk("exponential_mechanism_stream", _stream,
+        dict(chunk1=X1, chunk2=np.array([0.5, 2.0]), sensitivity=1.0, epsilon=1.0,
+             monotonic=False, rng=1, noise="gumbel"), seed="rng", data=("chunk1",)),
+    _mk("ExponentialMechanismStream", _stream_obj,
+        dict(sensitivity=1.0, epsilon=1.0, monotonic=False, noise="gumbel", rng=1, utilities=X1,
+             base_measure=None), seed="rng", data=("utilities",)),
+    _mk("report_noisy_max", M.report_noisy_max,
+        dict(scores=X2, sensitivity=1.0, epsilon=1.0, axis=-1, noise="gumbel", monotonic=False,
+             rng=1), seed="rng", data=("scores",)),
+    _mk("top_k", M.top_k, dict(utilities=X1, k=3, sensitivity=1.0, epsilon=1.0, axis=-1,
+                                monotonic=False, base_measure=None, rng=1),
+        seed="rng", data=("utilities",)),
+    _mk("private_quantile", M.private_quantile,
+        dict(x=X1, q=0.3, epsilon=1.0, bounds=(-5.0, 5.0), rng=1), seed="rng", data=("x",)),
+    _mk("private_median", M.private_median, dict(x=X1, epsilon=1.0, bounds=(-5.0, 5.0), rng=1),
+        seed="rng", data=("x",)),
+]
+
+# --- calibrate --------------------------------------------------------------------------------
+
+CALIBRATE = [
+    _mk("laplace_scale", CAL.laplace_scale, dict(epsilon=1.0, sensitivity=1.0)),
+    _mk("laplace_epsilon", CAL.laplace_epsilon, dict(scale=1.0, sensitivity=1.0)),
+    _mk("gaussian_sigma", CAL.gaussian_sigma,
+        dict(epsilon=1.0, delta=1e-5, sensitivity=1.0, calibration="analytic"),
+        examples=(dict(sensitivity=1e308),)),
+    _mk("gaussian_delta", CAL.gaussian_delta, dict(sigma=2.0, epsilon=1.0, sensitivity=1.0)),
+    _mk("gaussian_epsilon", CAL.gaussian_epsilon, dict(sigma=2.0, delta=1e-5, sensitivity=1.0)),
+    _mk("gaussian_log_delta", CAL.gaussian_log_delta, dict(mu=1.0, epsilon=1.0),
+        examples=(dict(mu=-1),)),
+]
+
+# --- random -----------------------------------------------------------------------------------
+
+
+def _secure_random(n):
+    g = R.SecureRandom()
+    return g.random(n).shape
+
+
+def _chacha(seed, n):
+    g = np.random.Generator(R.ChaCha20(seed))
+    return g.random(n)
+
+
+def _check_random_state(rng, n):
+    return R.check_random_state(rng).random(n)
+
+
+def _is_secure(rng):
+    return R.is_secure(R.check_random_state(rng))
+
+
+def _caches(noise_multiplier):
+    A.clear_cache()
+    A.RDPAccountant().compose(A.Gaussian(noise_multiplier)).get_epsilon(1e-5)
+    info = A.cache_info()
+    A.clear_cache()
+    assert all(v["nbytes"] == 0 for v in A.cache_info().values())
+    return info
+
+
+def _native_stream(rng):
+    g = R.check_random_state(rng)
+    with R.native_stream(g) as s:
+        return type(s).__name__
+
+
+RANDOM = [
+    _mk("SecureRandom", _secure_random, dict(n=3), fixed=("n",)),
+    _mk("ChaCha20", _chacha, dict(seed=1, n=3), seed="seed", fixed=("n",)),
+    _mk("check_random_state", _check_random_state, dict(rng=1, n=3), seed="rng", fixed=("n",)),
+    _mk("is_secure", _is_secure, dict(rng=1)),
+    _mk("clear_cache", _caches, dict(noise_multiplier=1.0), fixed=("noise_multiplier",)),
+    _mk("native_stream", _native_stream, dict(rng=1)),
+]
+
+# --- accounting -------------------------------------------------------------------------------
+
+
+def _describe(cls):
+    def run(**kw):
+        d = cls(**kw)
+        eps = A.RDPAccountant().compose(d, 3).get_epsilon(1e-5)
+        return d.rdp(np.array([1.5, 2.0, 8.0])), eps
+    return run
+
+
+def _describe_pld(cls):
+    def run(**kw):
+        d = cls(**kw)
+        return A.PLDAccountant(1e-2).compose(d, 2).get_epsilon(1e-5)
+    return run
+
+
+def _from_profile(sigma, epsilon_min, profile_step, symmetric):
+    d = A.FromPrivacyProfile(lambda e: CAL.gaussian_delta(sigma, e), symmetric=symmetric,
+                             epsilon_min=epsilon_min, profile_step=profile_step)
+    return A.PLDAccountant(1e-2).compose(d).get_epsilon(1e-5)
+
+
+def _from_pair(p, q):
+    d = A.FromDominatingPair(p, q)
+    return A.PLDAccountant(1e-2).compose(d, 2).get_epsilon(1e-5), \
+        A.RDPAccountant().compose(d, 2).get_epsilon(1e-5)
+
+
+def _hp_tuning(noise_multiplier, distribution, mean, eta, gamma):
+    d = A.PrivateHyperparameterTuning(A.Gaussian(noise_multiplier), distribution, mean=mean,
+                                      eta=eta, gamma=gamma)
+    return A.RDPAccountant().compose(d).get_epsilon(1e-5)
+
+
+def _rdp_acct(orders, conversion, noise_multiplier, sample_rate, count, delta, epsilon):
+    acc = A.RDPAccountant(orders, conversion)
+    acc.compose(A.PoissonSubsampledGaussian(noise_multiplier, sample_rate), count)
+    return acc.get_epsilon(delta), acc.get_delta(epsilon), acc.get_epsilon_and_order(delta)
+
+
+def _pld_acct(value_discretization, tail_mass, noise_multiplier, sample_rate, count, delta,
+              epsilon):
+    acc = A.PLDAccountant(value_discretization, tail_mass=tail_mass)
+    acc.compose(A.PoissonSubsampledGaussian(noise_multiplier, sample_rate), count)
+    return (acc.get_epsilon(delta), acc.get_delta(epsilon), acc.get_delta_bounds(epsilon),
+            acc.get_epsilon_bounds(delta))
+
+
+ORD = np.array([1.5, 2.0, 4.0, 16.0])
+RDPV = np.array([0.01, 0.02, 0.05, 0.3])
+
+ACCOUNTING = [
+    _mk("Gaussian", _describe(A.Gaussian),
+        dict(noise_multiplier=2.0, sensitivity=1.0, neighbours="add_remove")),
+    _mk("Gaussian_pld", _describe_pld(A.Gaussian),
+        dict(noise_multiplier=2.0, sensitivity=1.0, neighbours="add_remove")),
+    _mk("Laplace", _describe(A.Laplace), dict(scale=2.0, sensitivity=1.0, neighbours="add_remove")),
+    _mk("Laplace_pld", _describe_pld(A.Laplace),
+        dict(scale=2.0, sensitivity=1.0, neighbours="add_remove")),
+    _mk("RandomizedResponse", _describe(A.RandomizedResponse),
+        dict(epsilon=1.0, num_categories=2, neighbours="add_remove")),
+    _mk("RandomizedResponse_pld", _describe_pld(A.RandomizedResponse),
+        dict(epsilon=1.0, num_categories=3, neighbours="add_remove")),
+    _mk("PureDP", _describe(A.PureDP), dict(epsilon=1.0, neighbours="add_remove")),
+    _mk("ExponentialMechanism", _describe(A.ExponentialMechanism),
+        dict(epsilon=1.0, neighbours="add_remove")),
+    _mk("ReportNoisyMax", _describe(A.ReportNoisyMax), dict(epsilon=1.0, neighbours="add_remove")),
+    _mk("PoissonSubsampledGaussian", _describe(A.PoissonSubsampledGaussian),
+        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="add_remove")),
+    _mk("PoissonSubsampledGaussian_pld", _describe_pld(A.PoissonSubsampledGaussian),
+        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="add_remove")),
+    _mk("SampledWithoutReplacementGaussian", _describe(A.SampledWithoutReplacementGaussian),
+        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="replace_one")),
+    _mk("FromPrivacyProfile", _from_profile,
+        dict(sigma=2.0, epsilon_min=0.0, profile_step=1e-2, symmetric=False)),
+    _mk("FromDominatingPair", _from_pair,
+        dict(p=np.array([0.5, 0.3, 0.2]), q=np.array([0.3, 0.3, 0.4]))),
+    _mk("ObjectivePerturbation", _describe(A.ObjectivePerturbation),
+        dict(noise_std=2.0, lipschitz=1.0, smoothness=0.25, regularization=1.0)),
+    _mk("PrivateHyperparameterTuning", _hp_tuning,
+        dict(noise_multiplier=3.0, distribution="poisson", mean=3.0, eta=None, gamma=None)),
+    _mk("PrivateHyperparameterTuning_tnb", _hp_tuning,
+        dict(noise_multiplier=3.0, distribution="truncated_negative_binomial", mean=None,
+             eta=0.5, gamma=0.1)),
+    _mk("RDPAccountant", _rdp_acct,
+        dict(orders=None, conversion="improved", noise_multiplier=1.0, sample_rate=0.01,
+             count=100, delta=1e-5, epsilon=1.0), examples=(dict(orders=[1e8]),)),
+    _mk("PLDAccountant", _pld_acct,
+        dict(value_discretization=1e-3, tail_mass=1e-30, noise_multiplier=1.0, sample_rate=0.01,
+             count=10, delta=1e-5, epsilon=1.0),
+        examples=(dict(epsilon=float("inf")), dict(epsilon=1e300))),
+    _mk("rdp_to_epsilon", A.rdp_to_epsilon, dict(orders=ORD, rdp=RDPV, delta=1e-5),
+        data=("orders", "rdp")),
+    _mk("rdp_to_epsilon_classic", A.rdp_to_epsilon_classic, dict(orders=ORD, rdp=RDPV, delta=1e-5),
+        data=("orders", "rdp")),
+    _mk("rdp_to_delta", A.rdp_to_delta, dict(orders=ORD, rdp=RDPV, epsilon=1.0),
+        data=("orders", "rdp")),
+    _mk("calibrate_noise_multiplier", A.calibrate_noise_multiplier,
+        dict(target_epsilon=3.0, delta=1e-5, sample_rate=0.01, steps=100, accountant="rdp",
+             value_discretization=1e-3, rtol=1e-2, orders=None),
+        examples=(dict(rtol=1e-17),)),
+    _mk("gaussian_tradeoff", A.gaussian_tradeoff, dict(alpha=np.linspace(0, 1, 5), mu=1.0),
+        data=("alpha",)),
+    _mk("approx_dp_tradeoff", A.approx_dp_tradeoff,
+        dict(alpha=np.linspace(0, 1, 5), epsilon=1.0, delta=1e-5), data=("alpha",)),
+    _mk("gdp_compose", A.gdp_compose, dict(mus=np.array([0.5, 1.0, 0.25])), data=("mus",)),
+    _mk("gdp_delta", A.gdp_delta, dict(mu=1.0, epsilon=1.0)),
+    _mk("gdp_epsilon", A.gdp_epsilon, dict(mu=1.0, delta=1e-5)),
+    _mk("gdp_mu", A.gdp_mu, dict(epsilon=1.0, delta=1e-5)),
+    _mk("clt_mu_poisson_gaussian", A.clt_mu_poisson_gaussian,
+        dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000)),
+    _mk("tnb_expected_count", A.tnb_expected_count, dict(eta=0.5, gamma=0.1)),
+    _mk("tuning_rdp_truncated_negative_binomial", A.tuning_rdp_truncated_negative_binomial,
+        dict(orders=ORD, base_rdp=RDPV, eta=0.5, gamma=0.1, hat_orders=None, hat_rdp=None),
+        data=("orders", "base_rdp")),
+    _mk("tuning_rdp_poisson", A.tuning_rdp_poisson,
+        dict(orders=ORD, base_rdp=RDPV, mu=3.0, delta_of_epsilon=None),
+        data=("orders", "base_rdp")),
+]
+
+# --- linear_model -----------------------------------------------------------------------------
+
+
+def _estimator(cls, weight=0.25, **fit_kw):
+    def run(X, y, **params):
+        est = cls(**params)
+        est.fit(X, y, **fit_kw)
+        pred = est.predict(X2)
+        return est, pred
+    run.weight = weight
+    return run
+
+
+def _glm_fn(fn):
+    def run(X, y, loss, **kw):
+        return fn(X, y, loss, **kw)
+    return run
+
+
+GLM_KW = dict(epsilon=1.0, delta=1e-5, random_state=1)
+
+LINEAR_MODEL = [
+    _mk("LogisticRegression", _estimator(LM.LogisticRegression),
+        dict(X=X2, y=Y01, epsilon=1.0, delta=1e-5, method="amp", max_iter=1000, random_state=1),
+        seed="random_state", data=("X", "y")),
+    _mk("LogisticRegression_objective", _estimator(LM.LogisticRegression),
+        dict(X=X2, y=Y01, epsilon=1.0, delta=1e-5, method="objective", random_state=1),
+        seed="random_state", data=("X", "y")),
+    _mk("LinearRegression", _estimator(LM.LinearRegression),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="amp", loss="squared",
+             max_iter=1000, random_state=1), seed="random_state", data=("X", "y")),
+    _mk("LinearRegression_output", _estimator(LM.LinearRegression),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="output", loss="huber",
+             random_state=1), seed="random_state", data=("X", "y")),
+    _mk("private_glm", _glm_fn(LM.private_glm),
+        dict(X=X2, y=YPM, loss="logistic", method="amp", **GLM_KW),
+        seed="random_state", data=("X", "y")),
+    _mk("approximate_minima_perturbation", _glm_fn(LM.approximate_minima_perturbation),
+        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y")),
+    _mk("objective_perturbation", _glm_fn(LM.objective_perturbation),
+        dict(X=X2, y=YREG, loss="squared", clip=1.0, **GLM_KW), seed="random_state", data=("X", "y")),
+    _mk("output_perturbation", _glm_fn(LM.output_perturbation),
+        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y")),
+    _mk("calibrate_amp", LM.calibrate_amp,
+        dict(epsilon=1.0, delta=1e-5, clip=1.0, smoothness=0.25, tau=0.01, sigma_out=0.15,
+             noise_factor=1.3, noise_std=None, regularization=None, count=1, accountant="best")),
+    _mk("calibrate_objective", LM.calibrate_objective,
+        dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, smoothness=0.25, count=1, accountant="best")),
+    _mk("calibrate_output", LM.calibrate_output,
+        dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, tau=1e-3, regularization=None,
+             sigma_out=0.15, count=1)),
+    _mk("amp_privacy", LM.amp_privacy,
+        dict(delta=1e-5, noise_std=2.0, clip=1.0, smoothness=0.25, regularization=0.5, tau=0.01,
+             sigma_out=0.15, count=1, accountant="best")),
+    _mk("objective_privacy", LM.objective_privacy,
+        dict(delta=1e-5, noise_std=2.0, lipschitz=1.0, smoothness=0.25, regularization=0.5,
+             count=1, accountant="best")),
+    _mk("objective_output_multiplier", LM.objective_output_multiplier,
+        dict(epsilon=1.0, count=1)),
+    _mk("glm_constants", LM.glm_constants,
+        dict(loss="logistic", row_norm=1.0, clip=None, huber_delta=1.0)),
+    _mk("margin_constants", LM.margin_constants, dict(loss="huber", huber_delta=1.0)),
+    _mk("loss_constants", LM.loss_constants, dict(loss="huber", huber_delta=1.0)),
+    _mk("minimize_glm", LM.minimize_glm,
+        dict(X=X2, y=YPM, loss="logistic", alpha=0.1, linear=None, quadratic=None,
+             sample_weight=None, clip=None, solver="lbfgs", tol=1e-6, max_iter=200, coef0=None,
+             rng=1, n_threads=1), seed="rng", data=("X", "y")),
+    _mk("minimize_glm_saga", LM.minimize_glm,
+        dict(X=X2, y=YREG, loss="squared", alpha=0.1, solver="saga", max_iter=20, rng=1,
+             step_size="auto", n_threads=1), seed="rng", data=("X", "y")),
+    _mk("glm_loss_and_grad", LM.glm_loss_and_grad,
+        dict(X=X2, y=YPM, loss="logistic", coef=np.array([0.1, -0.2, 0.3]), alpha=0.1,
+             linear=None, quadratic=None, sample_weight=None, clip=None, huber_delta=1.0,
+             n_threads=1), data=("X", "y", "coef")),
+]
+
+# --- sgd --------------------------------------------------------------------------------------
+
+SGD_KW = dict(noise_multiplier=1.0, epochs=2, batch_size=4, random_state=1)
+
+SGD = [
+    _mk("clip_gradients", S.clip_gradients, dict(per_example_grads=G2, max_norm=1.0),
+        data=("per_example_grads",)),
+    _mk("clipped_sum", S.clipped_sum,
+        dict(per_example_grads=G2, max_norm=1.0, noise_multiplier=1.0, rng=1, return_norms=False),
+        seed="rng", data=("per_example_grads",),
+        examples=(dict(per_example_grads=np.full((1, 100000), 3.07e38, np.float32),
+                       max_norm=0.01),)),
+    _mk("per_example_norms", S.per_example_norms, dict(per_example_grads=G2),
+        data=("per_example_grads",), examples=(dict(per_example_grads=[[1.0, 2.0], [3.0]]),)),
+    _mk("DPSGDClassifier", _estimator(S.DPSGDClassifier),
+        dict(X=X2, y=Y01, **SGD_KW), seed="random_state", data=("X", "y"),
+        examples=(dict(X=np.broadcast_to(X2[:1], X2.shape)), dict(epochs=2**63))),
+    _mk("DPSGDRegressor", _estimator(S.DPSGDRegressor),
+        dict(X=X2, y=YREG, optimizer="adam", **SGD_KW), seed="random_state", data=("X", "y")),
+    _mk("DPMLPClassifier", _estimator(S.DPMLPClassifier),
+        dict(X=X2, y=Y01, hidden=4, n_threads=1, **SGD_KW), seed="random_state", data=("X", "y")),
+]
+
+# --- public -----------------------------------------------------------------------------------
+
+
+def _count_calls(X, y):
+    o = P.count_oracle_calls(P.stump_oracle)
+    h = o(X, y)
+    return h, o.calls if hasattr(o, "calls") else None
+
+
+PUBLIC = [
+    _mk("PublicDataClassifier", _estimator(P.PublicDataClassifier, X_public=XPUB),
+        dict(X=X2, y=Y01, epsilon=1.0, delta=1e-5, method="regularization", random_state=1),
+        seed="random_state", data=("X", "y")),
+    _mk("PublicDataClassifier_rrspm", _estimator(P.PublicDataClassifier, X_public=XPUB),
+        dict(X=X2, y=Y01, epsilon=1.0, method="rrspm", random_state=1),
+        seed="random_state", data=("X", "y")),
+    _mk("PublicDataRegressor", _estimator(P.PublicDataRegressor, X_public=XPUB),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, random_state=1),
+        seed="random_state", data=("X", "y")),
+    _mk("threshold_oracle", P.threshold_oracle,
+        dict(X=X1, y=np.array([0, 1, 1, 0, 1, 0, 1, 1]), sample_weight=None), data=("X", "y")),
+    _mk("stump_oracle", P.stump_oracle, dict(X=X2, y=Y01, sample_weight=None), data=("X", "y")),
+    _mk("count_oracle_calls", _count_calls, dict(X=X2, y=Y01), data=("X", "y")),
+    _mk("perturb", P.perturb,
+        dict(public_values=np.array([0.5, -0.2, 0.1]), stability=0.1, epsilon=1.0, delta=1e-5,
+             mechanism=None, l1_sensitivity=None, calibration="exact", rng=1),
+        seed="rng", data=("public_values",)),
+    _mk("perturb_noise_scale", P.perturb_noise_scale,
+        dict(m=3, stability=0.1, epsilon=1.0, delta=1e-5, mechanism=None, l1_sensitivity=None,
+             calibration="exact")),
+    _mk("project_linear", P.project_linear, dict(Z=XPUB, targets=np.arange(5.0), rcond=None),
+        data=("Z", "targets")),
+    _mk("default_eta", P.default_eta,
+        dict(n=100, p=3, epsilon=1.0, delta=1e-5, lipschitz=1.0, m=1)),
+    _mk("public_geometry", P.public_geometry, dict(Z=XPUB, eta=0.1, ridge=None, clip_norm=None),
+        data=("Z",)),
+    _mk("regularization_learner", P.regularization_learner,
+        dict(X_private=X2, y_private=YPM, X_public=XPUB, epsilon=1.0, delta=1e-5,
+             loss="logistic", rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+    _mk("regularization_stability", lambda Z, eta, n_scale, lipschitz, neighbours, slack:
+        P.regularization_stability(P.public_geometry(Z, eta), n_scale, lipschitz, neighbours, slack),
+        dict(Z=XPUB, eta=0.1, n_scale=100.0, lipschitz=1.0, neighbours="replace_one", slack=0.01),
+        data=("Z",)),
+    _mk("regularization_learner_generic", lambda rng, epsilon, delta, eta, loss_range, X_private,
+        y_private, X_public: P.regularization_learner_generic(
+            X_private, y_private, X_public, oracle=_generic_oracle, project=P.project_linear,
+            epsilon=epsilon, delta=delta, eta=eta, loss_range=loss_range, rng=rng),
+        dict(X_private=X2, y_private=YREG, X_public=XPUB, epsilon=1.0, delta=1e-5, eta=0.5,
+             loss_range=1.0, rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+    _mk("rrspm", P.rrspm,
+        dict(X_private=X2, y_private=Y01, X_public=XPUB, epsilon=1.0, oracle="stump",
+             neighbours="replace_one", rng=1), seed="rng",
+        data=("X_private", "y_private", "X_public")),
+    _mk("rrspm_public_size", P.rrspm_public_size, dict(n=1000, epsilon=1.0, vc_dim=1.0)),
+    _mk("rrspm_weight_scale", P.rrspm_weight_scale,
+        dict(m=10, epsilon=1.0, neighbours="replace_one")),
+]
+
+
+def _generic_oracle(X_private, y_private, X_public, eta):
+    # ridge regression predictions at the public points (a convex class, exact minimiser)
+    # (C-contiguous copies: LAPACK's result depends on the layout, and this oracle is ours)
+    X = np.ascontiguousarray(X_private, float)
+    y = np.ascontiguousarray(y_private, float)
+    n, d = X.shape
+    w = np.linalg.solve(X.T @ X / n + eta * np.eye(d), X.T @ y / n)
+    return np.ascontiguousarray(X_public, float) @ w
+
+
+ALL = MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC
+BY_NAME = {t.name: t for t in ALL}
+BY_NAME["cache_info"] = BY_NAME["clear_cache"]
+
+#: Targets that fail today because of a bug in dpfast reported in /tmp/brief/findings.md (E2):
+#: kept out of the suite until fixed (the fuzz development copy runs them).
+PENDING = {
+    "approx_dp_tradeoff": "findings.md E2",
+    "FromPrivacyProfile": "findings.md E2",
+    "PrivateHyperparameterTuning_tnb": "findings.md E2",
+    "tnb_expected_count": "findings.md E2",
+    "tuning_rdp_truncated_negative_binomial": "findings.md E2",
+    "RandomizedResponse": "findings.md E2",
+    "RandomizedResponse_pld": "findings.md E2",
+    "randomized_response_debias": "findings.md E2",
+    "calibrate_noise_multiplier": "findings.md E2",
+    "calibrate_output": "findings.md E2",
+    "objective_output_multiplier": "findings.md E2",
+    "objective_privacy": "findings.md E2",
+    "rrspm": "findings.md E2",
+    "gdp_epsilon": "findings.md E2",
+    "ExponentialMechanismStream": "findings.md E2",
+    "Gaussian": "findings.md E2",
+    "Laplace_pld": "findings.md E2",
+    "PLDAccountant": "findings.md E2",
+    "PoissonSubsampledGaussian": "findings.md E2",
+    "SampledWithoutReplacementGaussian": "findings.md E2",
+    "calibrate_amp": "findings.md E2",
+    "calibrate_objective": "findings.md E2",
+    "clt_mu_poisson_gaussian": "findings.md E2",
+    "gaussian_noise": "findings.md E2",
+    "laplace_noise": "findings.md E2",
+    "minimize_glm": "findings.md E2",
+    "regularization_stability": "findings.md E2",
+    "rrspm_public_size": "findings.md E2",
+    "output_perturbation": "findings.md E2 (X=0: AttributeError)",
+    "objective_perturbation": "findings.md E2 (X=0: AttributeError)",
+    "approximate_minima_perturbation": "findings.md E2 (X=0: AttributeError)",
+    "private_glm": "findings.md E2 (X=0: AttributeError)",
+    "RDPAccountant": "findings.md E2",
+}
+
+#: Targets whose results differ (by rounding) between C and Fortran order of the same data
+#: (issue 15 item 11, reported): the layout comparisons are pending for them; every other
+#: property is checked.
+LAYOUT_PENDING = {
+    "approximate_minima_perturbation": "findings.md E2 (Fortran order differs by rounding)",
+    "glm_loss_and_grad": "findings.md E2 (Fortran order differs by rounding)",
+    "minimize_glm": "findings.md E2 (Fortran order differs by rounding)",
+    "minimize_glm_saga": "findings.md E2 (Fortran order differs by rounding)",
+    "objective_perturbation": "findings.md E2 (Fortran order differs by rounding)",
+    "output_perturbation": "findings.md E2 (Fortran order differs by rounding)",
+    "private_glm": "findings.md E2 (Fortran order differs by rounding)",
+    "regularization_learner": "findings.md E2 (Fortran order differs by rounding)",
+}
+
+for _n in LAYOUT_PENDING:
+    BY_NAME[_n].compare_layouts = False
+
+RUN_PENDING = os.environ.get("DPFAST_FUZZ_PENDING") == "1"
+if RUN_PENDING:
+    for _n in LAYOUT_PENDING:
+        BY_NAME[_n].compare_layouts = True
+ACTIVE = sorted(t.name for t in ALL if RUN_PENDING or t.name not in PENDING)
+
+
+def public_names():
+    import importlib
+    names = set(dpfast.__all__)
+    for sub in SUBPACKAGES:
+        names |= set(importlib.import_module("dpfast." + sub).__all__)
+    return names

@@ -46,13 +46,15 @@ def laplace_epsilon(scale, sensitivity=1.0):
     return np.divide(sensitivity, scale) if np.ndim(scale) or np.ndim(sensitivity) else sensitivity / scale
 
 
-def _log_sub_exp(la: float, lb: float) -> float:
-    """log(e^la - e^lb) for la >= lb."""
-    if lb == -math.inf:
-        return la
-    if lb >= la:
-        return -math.inf
-    return la + math.log(-math.expm1(lb - la))
+_U = 2.0 ** -53  # unit roundoff of a double
+# Error budgets of SciPy's special functions in units of _U, measured against 50-digit mpmath on
+# 9,000 arguments (tests/test_calibrate.py::test_scipy_error_budgets_hold): log_ndtr(x) is within
+# 3.8 ulps of |log Phi(x)| + |x| lambda(x) (the second term is its own scaling of the argument),
+# erfcx within 7.9 ulps relative.  Used with a 4x margin.
+_LOG_NDTR_ULPS = 16.0
+_ERFCX_ULPS = 32.0
+_LOG2 = math.log(2.0)
+_SQRT1_2 = math.sqrt(0.5)
 
 
 def _check_log_delta_args(mu, epsilon) -> None:
@@ -63,13 +65,38 @@ def _check_log_delta_args(mu, epsilon) -> None:
             raise ValueError(f"{name} must be >= 0, got {v!r}")
 
 
-def gaussian_log_delta(mu: float, epsilon: float) -> float:
-    """log delta(eps) of the Gaussian mechanism with mu = sensitivity / sigma.
+def _mills_bound(x: float, dx: float) -> float:
+    """Upper bound of lambda = phi/Phi (the slope of log Phi) on [x - dx, x + dx].
 
-    delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)  (Balle & Wang 2018, Thm 8;
-    lectures B4; equivalently the mu-GDP privacy profile, lectures D13).  Evaluated in log
-    space so that it stays accurate for delta down to 1e-300.  ``mu`` must be >= 0 (``mu = 0``,
-    infinite noise: delta = 0, log delta = -inf) and ``epsilon`` >= 0 (``inf`` allowed).
+    lambda decreases; lambda(y) <= -y + 1/(-y) < -y + 1 for y <= -1 (Gordon's Mills-ratio bound)
+    and lambda(y) <= lambda(-1) < 1.53 for y >= -1, so lambda(y) <= max(-y, 0) + 1.6.
+    """
+    return max(dx - x, 0.0) + 1.6
+
+
+def gaussian_log_delta(mu: float, epsilon: float) -> float:
+    """Rigorous upper bound of log delta(eps) of the Gaussian mechanism, mu = sensitivity / sigma.
+
+    delta(eps) = Phi(a) - e^eps Phi(b), a = mu/2 - eps/mu, b = a - mu (Balle & Wang 2018,
+    "Improving the Gaussian mechanism for differential privacy", Thm 8; equivalently the mu-GDP
+    privacy profile of Dong, Roth & Su 2022, Cor. 2.13).  Evaluated in log space, so it stays
+    accurate for delta down to 1e-300, and *rounded up*: the result is >= the exact log delta of
+    every noise ratio within relative 2^-52 of ``mu`` (so ``mu = sensitivity / sigma`` computed in
+    double, even with ``sigma`` itself a rounded product, is covered), and exceeds it by the
+    evaluation's error bound only, typically < 1e-12 relative in delta.  Searches that invert it
+    therefore land on the safe side.  ``mu`` must be >= 0 (``mu = 0``, infinite noise: delta = 0,
+    log delta = -inf) and ``epsilon`` >= 0 (``inf`` allowed).
+
+    Error bound (why it is an upper bound): write delta = Phi(a) (1 - e^d), d = eps + log Phi(b)
+    - log Phi(a) < 0.  The computed a, b are within D = 6u (mu/2 + eps/mu) of the exact ones
+    (u = 2^-53: 2u from mu, one rounding of eps/mu and one of the sum).  Each log Phi is known to
+    within its evaluation budget plus slope x D, and d to within the sum of those errors; log delta
+    <= log Phi(a) + log(1 - e^(d_low)) with d_low the smallest d consistent with them.  The
+    subtraction 1 - e^d is where double evaluation loses accuracy (its error is amplified by
+    1/(1 - e^d)); bounding d from below keeps the result safe however large the amplification.
+    For a < -1 the two log Phi are taken from erfcx, where log Phi(x) = log(erfcx(-x/sqrt2)/2)
+    - x^2/2 and the exact identity (b^2 - a^2)/2 = eps leaves d = log erfcx(-b/sqrt2) - log
+    erfcx(-a/sqrt2): a difference of O(1) terms instead of O((eps/mu)^2) ones.
     """
     try:
         ok = mu >= 0.0 and epsilon >= 0.0  # False for NaN
@@ -77,25 +104,100 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
         ok = False
     if not ok:
         _check_log_delta_args(mu, epsilon)
+    mu = float(mu)
+    epsilon = float(epsilon)
     if epsilon == math.inf or mu == 0.0:
         return -math.inf
+    if mu == math.inf:
+        return 0.0  # no noise: delta = 1 at every finite epsilon
+    s = mu / 2.0 + epsilon / mu
     a = mu / 2.0 - epsilon / mu
-    b = -mu / 2.0 - epsilon / mu
-    return _log_sub_exp(float(special.log_ndtr(a)), epsilon + float(special.log_ndtr(b)))
+    b = -s
+    D = 6.0 * _U * s
+    if a < -1.0:
+        ta = -a * _SQRT1_2
+        tb = s * _SQRT1_2
+        ea = float(special.erfcx(ta))
+        eb = float(special.erfcx(tb))
+        if ea == 0.0 or not ta * ta < math.inf:
+            return -math.inf  # log delta <= log Phi(a) < -1e308
+        la = math.log(ea)
+        lb = math.log(eb) if eb > 0.0 else -math.inf
+        A = la - _LOG2 - ta * ta
+        # argument errors of t = -x/sqrt2 (D/sqrt2 inherited, two roundings); |(log erfcx)'| <=
+        # min(sqrt2, 1/t) for t > 0 (from the Mills-ratio bounds of erfcx)
+        dta = D * _SQRT1_2 + 2.0 * _U * ta
+        dtb = D * _SQRT1_2 + 2.0 * _U * tb
+        ga = min(math.sqrt(2.0), 1.0 / (ta - dta)) if ta > dta else math.sqrt(2.0)
+        gb = min(math.sqrt(2.0), 1.0 / (tb - dtb)) if tb > dtb else math.sqrt(2.0)
+        ela = 1.01 * _ERFCX_ULPS * _U + ga * dta + _U * abs(la)
+        elb = 1.01 * _ERFCX_ULPS * _U + gb * dtb + _U * abs(lb)
+        eA = ela + dta * (2.0 * ta + dta) + 4.0 * _U * (abs(la) + _LOG2 + ta * ta)
+        d = lb - la
+        d_low = d - ela - elb - _U * abs(d)
+    else:
+        A = float(special.log_ndtr(a))
+        lnb = float(special.log_ndtr(b))
+        if A == -math.inf:
+            return -math.inf
+        la_slope = _mills_bound(a, D)
+        lb_slope = _mills_bound(b, D)
+        eA = _LOG_NDTR_ULPS * _U * (abs(A) + abs(a) * la_slope) * 1.01 + la_slope * D
+        eB = _LOG_NDTR_ULPS * _U * (abs(lnb) + abs(b) * lb_slope) * 1.01 + lb_slope * D
+        B = epsilon + lnb
+        d = B - A
+        d_low = d - eA - eB - _U * (abs(B) + abs(d))
+    A_up = A + eA
+    tail = math.log(-math.expm1(d_low)) if d_low < 0.0 else 0.0  # log(1 - e^d) <= this
+    out = A_up + tail + 4.0 * _U * (abs(A) + eA + abs(tail) + 1.0)  # the final roundings
+    if not out < 0.0:
+        return 0.0  # delta <= 1 always (also catches NaN from inf - inf)
+    return out
 
 
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
-    """Exact delta(epsilon) of the Gaussian mechanism N(0, sigma^2) with l2 sensitivity.
+    """delta(epsilon) of the Gaussian mechanism N(0, sigma^2) with l2 sensitivity, rounded up.
 
-    This is the tight hockey-stick divergence (Balle & Wang 2018, Theorem 8), valid for
-    every epsilon >= 0 (spec ``mechanisms.md``, Gaussian; lectures B4).
+    The tight hockey-stick divergence (Balle & Wang 2018, Theorem 8), valid for every
+    epsilon >= 0, evaluated by :func:`gaussian_log_delta`: never below the exact value and
+    typically within 1e-12 relative of it.
     """
     sigma = check_positive(sigma, "sigma", allow_array=False)
     sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
     epsilon = float(epsilon)
     if not epsilon >= 0 or math.isnan(epsilon):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-    return math.exp(gaussian_log_delta(sensitivity / sigma, epsilon))
+    # exp is within one ulp, so the next double up keeps the bound; delta <= 1 always
+    return _delta_up(gaussian_log_delta(sensitivity / sigma, epsilon))
+
+
+def _delta_up(log_delta: float) -> float:
+    """exp(log_delta) rounded up: exp is within one ulp, so the next double up is an upper bound.
+
+    An exp that underflows to 0 stays 0: the value is then below half the smallest subnormal, so
+    it is below every positive delta it can be compared with (delta = 0 is never a target).
+    """
+    v = math.exp(log_delta)
+    return 0.0 if v == 0.0 else min(1.0, math.nextafter(v, math.inf))
+
+
+def _excess_over(delta: float):
+    """f(log delta bound) > 0 iff that bound does not certify ``delta``; continuous where it matters.
+
+    The comparison is made against log(delta) lowered by 4 ulps (log and the later exp are each
+    within one ulp), and a bound whose rounded-up exp still exceeds ``delta`` (possible for
+    subnormal delta) counts as failing: what :func:`gaussian_delta` reports is then <= delta too.
+    """
+    target = math.log(delta)
+    target -= 4.0 * _U * max(1.0, abs(target))
+
+    def excess(log_delta: float) -> float:
+        r = log_delta - target
+        if r <= 0.0 and _delta_up(log_delta) > delta:
+            return _U  # (tiny, positive: not certified)
+        return r
+
+    return excess
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -114,16 +216,16 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     if mu > 1e150:  # delta(eps) ~ Phi(mu/2 - eps/mu): the root is ~ mu^2/2 > 1e299, beyond the search
         raise ValueError(f"sensitivity / sigma = {mu:.6g} is too large (epsilon would exceed 1e299); "
                          "sigma must be > sensitivity * 1e-150")
-    target = math.log(delta)
-    return smallest_safe_root(lambda e: gaussian_log_delta(mu, e) - target,  # decreasing in e
+    excess = _excess_over(delta)
+    return smallest_safe_root(lambda e: excess(gaussian_log_delta(mu, e)),  # decreasing in e
                               max(1.0, mu * mu), xtol=1e-300, rtol=1e-13)
 
 
 @functools.lru_cache(maxsize=4096)
 def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    target = math.log(delta)
+    excess = _excess_over(delta)
     # log delta decreases in sigma; solve in log(sigma/sensitivity) for scale invariance.
-    f = lambda t: gaussian_log_delta(math.exp(-t), epsilon) - target
+    f = lambda t: excess(gaussian_log_delta(math.exp(-t), epsilon))
     lo, hi = -1.0, 1.0
     while f(lo) < 0:
         lo -= 2.0
@@ -134,8 +236,9 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     if not sigma < math.inf:
         raise ValueError(f"the Gaussian noise sigma for sensitivity={sensitivity!r}, epsilon={epsilon!r}, "
                          f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)")
-    # brentq may land a hair on the wrong side; the smallest *valid* sigma is what is promised.
-    while gaussian_log_delta(sensitivity / sigma, epsilon) > target:
+    # brentq may land a hair on the wrong side; the smallest sigma whose rounded-up delta bound
+    # (gaussian_log_delta, which covers the rounding of sensitivity / sigma) certifies delta.
+    while excess(gaussian_log_delta(sensitivity / sigma, epsilon)) > 0:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
 
@@ -190,8 +293,14 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     # sigma is linear in the sensitivity: solve once per distinct epsilon.
     uniq, inv = np.unique(eps_b, return_inverse=True)
     unit = np.array([_analytic_sigma(float(e), delta, 1.0) for e in uniq])
-    with np.errstate(over="ignore"):
-        return _finite_sigma(unit[inv].reshape(eps_b.shape) * sens_b)
+    with np.errstate(over="ignore", under="ignore"):
+        sigma = _finite_sigma(unit[inv].reshape(eps_b.shape) * sens_b)
+    # A normal product is within one rounding of unit * sens, which gaussian_log_delta's bound
+    # covers; a subnormal one is not (relative rounding up to 1/2): solve those directly.
+    tiny = sigma < np.finfo(np.float64).tiny
+    for i in zip(*np.nonzero(tiny)):
+        sigma[i] = _analytic_sigma(float(eps_b[i]), delta, float(sens_b[i]))
+    return sigma
 
 
 def _finite_sigma(sigma):

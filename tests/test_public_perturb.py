@@ -69,10 +69,9 @@ def test_every_offered_calibration_is_a_valid_gaussian_guarantee():
                         g, sens = perturb_noise_scale(m, rho, eps, delta, "gaussian", calibration=cal)
                         assert sens == pytest.approx(math.sqrt(m) * rho, rel=1e-15)
                         true = _analytic_gaussian_delta(g, eps, math.sqrt(m) * rho)
-                        # 1e-9 relative: dpfast.calibrate.gaussian_sigma trusts its double evaluation
-                        # of the profile, which is off by up to ~2e-12 relative (findings.md, task B);
-                        # the removed "paper" mode was off by a factor of up to ~800.
-                        assert true <= delta * (1 + 1e-9), (cal, m, rho, eps, delta, g, float(true))
+                        # exactly: gaussian_sigma certifies against a rounded-up profile (the
+                        # removed "paper" mode was off by a factor of up to ~800)
+                        assert true <= delta, (cal, m, rho, eps, delta, g, float(true))
                         checked += 1
     assert checked == 144  # exactly one calibration ("exact") is offered
     # the reproducer: the old value 1.95 is far from safe, the offered one is

@@ -81,15 +81,15 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
     "Improving the Gaussian mechanism for differential privacy", Thm 8; equivalently the mu-GDP
     privacy profile of Dong, Roth & Su 2022, Cor. 2.13).  Evaluated in log space, so it stays
     accurate for delta down to 1e-300, and *rounded up*: the result is >= the exact log delta of
-    every noise ratio within relative 2^-52 of ``mu`` (so ``mu = sensitivity / sigma`` computed in
-    double, even with ``sigma`` itself a rounded product, is covered), and exceeds it by the
+    every noise ratio within relative 2^-51 of ``mu`` (four roundings: ``mu = sensitivity / sigma``
+    computed in double, with ``sigma`` and ``sensitivity`` themselves rounded products, is covered), and exceeds it by the
     evaluation's error bound only, typically < 1e-12 relative in delta.  Searches that invert it
     therefore land on the safe side.  ``mu`` must be >= 0 (``mu = 0``, infinite noise: delta = 0,
     log delta = -inf) and ``epsilon`` >= 0 (``inf`` allowed).
 
     Error bound (why it is an upper bound): write delta = Phi(a) (1 - e^d), d = eps + log Phi(b)
     - log Phi(a) < 0.  The computed a, b are within D = 6u (mu/2 + eps/mu) of the exact ones
-    (u = 2^-53: 2u from mu, one rounding of eps/mu and one of the sum).  Each log Phi is known to
+    (u = 2^-53: 4u from mu, one rounding of eps/mu and one of the sum).  Each log Phi is known to
     within its evaluation budget plus slope x D, and d to within the sum of those errors; log delta
     <= log Phi(a) + log(1 - e^(d_low)) with d_low the smallest d consistent with them.  The
     subtraction 1 - e^d is where double evaluation loses accuracy (its error is amplified by

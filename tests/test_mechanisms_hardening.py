@@ -337,3 +337,34 @@ def test_ragged_utilities_are_a_type_error_naming_the_argument():
         exponential_mechanism([[1, 2], [3]], 1.0, 1.0, rng=0)
     with pytest.raises(TypeError, match="scores must be a rectangular array"):
         report_noisy_max([[1, 2], [3]], 1.0, 1.0, rng=0)
+
+
+# ----------------------------------------------------------------------------- randomized response category range
+
+@pytest.mark.parametrize("k", [2**63, np.uint64(2**63), 2**64 + 5, 2**1100])
+def test_categories_beyond_int64_are_a_value_error_naming_the_range(k):
+    # Regression: pybind11's "incompatible function arguments" TypeError (or an OverflowError
+    # from the probabilities) instead of a message naming categories and the allowed range.
+    from dpfast.mechanisms import randomized_response, randomized_response_debias, randomized_response_probabilities
+
+    with pytest.raises(ValueError, match=r"categories must be an int in \[2, 2\*\*63 - 1\]"):
+        randomized_response(np.array([0, 1]), 1.0, rng=0, categories=k)
+    with pytest.raises(ValueError, match=r"categories must be an int in \[2, 2\*\*63 - 1\]"):
+        randomized_response_probabilities(1.0, k)
+    with pytest.raises(ValueError, match=r"categories must be an int in \[2, 2\*\*63 - 1\]"):
+        randomized_response_debias(np.array([0, 1]), 1.0, categories=k)
+
+
+def test_largest_category_count_works_and_reports_stay_in_range():
+    from dpfast.mechanisms import randomized_response
+
+    k = 2**63 - 1
+    out = randomized_response(np.array([0, k - 1, 5]), 1.0, rng=0, categories=k)
+    assert out.dtype == np.int64 and all(0 <= int(v) < k for v in out)
+
+
+def test_debias_with_more_categories_than_memory_is_a_value_error():
+    from dpfast.mechanisms import randomized_response_debias
+
+    with pytest.raises(ValueError, match="categories=1000000000000"):
+        randomized_response_debias(np.array([0, 1]), 1.0, categories=10**12)

@@ -69,7 +69,12 @@ def _check_k(k) -> int:
         raise TypeError(f"categories must be None, an int >= 2 or a sequence of labels, got {k!r}")
     if k < 2:
         raise ValueError(f"the number of categories must be >= 2, got {k}")
+    if k > _MAX_K:  # category indices are int64 in the sampler
+        raise ValueError(f"categories must be an int in [2, 2**63 - 1], got {k}")
     return int(k)
+
+
+_MAX_K = 2**63 - 1
 
 
 def _resolve_categories(categories: Categories):
@@ -261,5 +266,8 @@ def randomized_response_debias(reports: ArrayLike, epsilon: float,
     if binary:
         f1 = np.count_nonzero(idx) / n
         return float((f1 - q) / gap)
-    f = np.bincount(idx.ravel().astype(np.int64, copy=False), minlength=k) / n
+    try:
+        f = np.bincount(idx.ravel().astype(np.int64, copy=False), minlength=k) / n
+    except (MemoryError, ValueError):  # one frequency per category is returned
+        raise ValueError(f"categories={k}: the {k} frequencies to return do not fit in memory") from None
     return (f - q) / gap

@@ -123,7 +123,11 @@ cdef class ChaCha20(BitGenerator):
     cdef bint _secret
 
     def __init__(self, seed=None, *, key=None, nonce=0):
-        BitGenerator.__init__(self, seed)
+        try:
+            BitGenerator.__init__(self, seed)
+        except (TypeError, ValueError) as exc:  # NumPy's messages do not name the argument
+            raise type(exc)(f"seed must be None, a non-negative int, a sequence of them or a "
+                            f"SeedSequence, got {seed!r}: {exc}") from None
         cdef uint32_t k[8]
         # Keyed from os.urandom (no seed, no key): the key exists nowhere else, so nothing may
         # export it (state, pickle, copy) -- a copied key replays the whole secret stream.

@@ -18,17 +18,31 @@ __all__ = [
     "check_bounds",
     "check_neighbours",
     "check_size",
+    "as_array",
 ]
+
+
+def as_array(x, name: str, dtype=None) -> np.ndarray:
+    """np.asarray(x, dtype) with ragged nested sequences and unconvertible objects refused as a
+    TypeError naming the argument (NumPy's own message names neither)."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
+    try:
+        return np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    except ValueError as exc:
+        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
+            raise TypeError(f"{name} must be a rectangular array of numbers (got ragged nested sequences)") from None
+        raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None
+    except OverflowError:  # e.g. Fraction(10**400, 3) or a huge int converted to float64
+        raise ValueError(f"{name} is too large for a double (must be a finite real number)") from None
 
 
 def _as_float_array(x, name: str) -> np.ndarray:
     if isinstance(x, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number or array of real numbers") from exc
-    return arr
+    return as_array(x, name, np.float64)
 
 
 def _example(x, arr: np.ndarray, bad: np.ndarray) -> str:
@@ -85,9 +99,7 @@ def check_values(values, name: str = "values") -> np.ndarray:
     """A real array without NaN/inf; float32 stays float32, everything else becomes float64."""
     if type(values) is float and math.isfinite(values):  # fast path, same result as below
         return np.asarray(values)
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"{name} must be numeric, got {type(values).__name__}")
-    arr = np.asarray(values)
+    arr = as_array(values, name)
     if arr.dtype == np.float32 or arr.dtype == np.float64:
         pass
     elif arr.dtype.kind in "biu":
@@ -191,7 +203,7 @@ def check_size(size, name: str = "size"):
 
     if isinstance(size, (str, bytes)):
         raise TypeError(f"{name} must be None, an int or a tuple of ints, got {size!r}")
-    if np.ndim(size) == 0 and not isinstance(size, (list, tuple)):
+    if not isinstance(size, (list, tuple)) and np.ndim(size) == 0:
         return (one(size),)
     try:
         return tuple(one(s) for s in size)

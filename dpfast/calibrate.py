@@ -99,8 +99,8 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
     erfcx(-a/sqrt2): a difference of O(1) terms instead of O((eps/mu)^2) ones.
     """
     try:
-        ok = mu >= 0.0 and epsilon >= 0.0  # False for NaN
-    except TypeError:
+        ok = bool(mu >= 0.0 and epsilon >= 0.0)  # False for NaN
+    except (TypeError, ValueError):  # (strings, None; arrays: "truth value ... ambiguous")
         ok = False
     if not ok:
         _check_log_delta_args(mu, epsilon)
@@ -164,9 +164,10 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     """
     sigma = check_positive(sigma, "sigma", allow_array=False)
     sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
+    if isinstance(epsilon, np.ndarray) and epsilon.ndim == 0:
+        epsilon = epsilon[()]
+    _check_log_delta_args(1.0, epsilon)
     epsilon = float(epsilon)
-    if not epsilon >= 0 or math.isnan(epsilon):
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     # exp is within one ulp, so the next double up keeps the bound; delta <= 1 always
     return _delta_up(gaussian_log_delta(sensitivity / sigma, epsilon))
 
@@ -269,6 +270,8 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     Spec: ``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3, B4, H1.11-13.
     Test fact (spec): eps=1, delta=1e-5, D=1 gives classical 4.8448 and analytic 3.7306.
     """
+    if not isinstance(calibration, str):
+        raise TypeError(f"calibration must be 'analytic' or 'classical', got {type(calibration).__name__}")
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     sensitivity = check_positive(sensitivity, "sensitivity")

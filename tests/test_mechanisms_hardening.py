@@ -368,3 +368,105 @@ def test_debias_with_more_categories_than_memory_is_a_value_error():
 
     with pytest.raises(ValueError, match="categories=1000000000000"):
         randomized_response_debias(np.array([0, 1]), 1.0, categories=10**12)
+
+
+# ----------------------------------------------------------------------------- C2 sweep regressions
+# One row per class of result that the sweep (every public name, extreme value per argument)
+# found to be neither a value nor a ValueError/TypeError naming the argument.
+
+def _sweep_cases():
+    import dpfast.calibrate as C
+    import dpfast.mechanisms as M
+    from dpfast.random import ChaCha20
+
+    V, I = np.array([0.5, -1.0, 2.0]), np.array([0, 1, 1])
+    ragged = [[1.0], [1.0, 2.0]]
+    pair = np.array([1.0, 2.0])
+    return [
+        # (call, exception, pattern naming the argument)
+        (lambda: C.gaussian_log_delta(pair, 1.0), TypeError, "mu"),
+        (lambda: C.gaussian_log_delta(0.5, pair), TypeError, "epsilon"),
+        (lambda: C.gaussian_log_delta(np.array([]), 1.0), TypeError, "mu"),
+        (lambda: C.gaussian_delta(2.0, pair), TypeError, "epsilon"),
+        (lambda: C.gaussian_delta(2.0, None), TypeError, "epsilon"),
+        (lambda: C.gaussian_delta(2.0, "abc"), TypeError, "epsilon"),
+        (lambda: C.gaussian_sigma(1.0, 1e-5, 1.0, calibration=pair), TypeError, "calibration"),
+        (lambda: M.gaussian(V, 1.0, 1.0, 1e-5, rng=0, calibration=np.array([])), TypeError, "calibration"),
+        (lambda: M.discrete_gaussian_sigma2(1.0, 1.0, 1e-5, method=pair), TypeError, "method"),
+        (lambda: M.discrete_gaussian_mechanism(I, 1, 1.0, 1e-5, rng=0, method=pair), TypeError, "method"),
+        (lambda: M.laplace_noise(1.0, 3, rng=0, dtype="abc"), TypeError, "dtype"),
+        (lambda: M.gaussian_noise(1.0, 3, rng=0, dtype=1.0), TypeError, "dtype"),
+        (lambda: M.laplace_noise(1.0, ragged, rng=0), TypeError, "size"),
+        (lambda: M.discrete_laplace(1.5, ragged, rng=0), TypeError, "size"),
+        (lambda: M.bernoulli_exp(0.5, ragged, rng=0), TypeError, "size"),
+        (lambda: M.laplace(ragged, 1.0, 1.0, rng=0), TypeError, "values"),
+        (lambda: M.gaussian(ragged, 1.0, 1.0, 1e-5, rng=0), TypeError, "values"),
+        (lambda: M.snapping(ragged, 1.0, 1.0, 10.0, rng=0), TypeError, "values"),
+        (lambda: M.private_median(ragged, 1.0, (-5.0, 5.0), rng=0), TypeError, "x"),
+        (lambda: M.private_quantile(ragged, 0.3, 1.0, (-5.0, 5.0), rng=0), TypeError, "x"),
+        (lambda: M.randomized_response(ragged, 1.0, rng=0), TypeError, "bits"),
+        (lambda: M.randomized_response(I, 1.0, rng=0, categories=ragged), TypeError, "categories"),
+        (lambda: M.randomized_response(np.array([0, 5]), 1.0, rng=0, categories=3), ValueError, "bits"),
+        (lambda: M.randomized_response_debias(ragged, 1.0), TypeError, "reports"),
+        (lambda: M.laplace(V, np.ones((2, 3)).T, 1.0, rng=0), ValueError, "sensitivity"),
+        (lambda: M.laplace(V, 1e308, 1.0, rng=0), ValueError, "sensitivity"),
+        (lambda: M.gaussian(V, 1.0, np.ones((3, 2)), 1e-5, rng=0), ValueError, "epsilon"),
+        (lambda: M.exponential_mechanism_stream(1.0, 1.0, 1.0, rng=0), TypeError, "chunks"),
+        (lambda: M.exponential_mechanism_stream(None, 1.0, 1.0, rng=0), TypeError, "chunks"),
+        (lambda: M.exponential_mechanism_stream(np.array(1.0), 1.0, 1.0, rng=0), TypeError, "chunks"),
+        (lambda: M.exponential_mechanism_stream([], 1.0, 1.0, rng=0), ValueError, "chunks"),
+        (lambda: M.exponential_mechanism_stream([np.array(["a"], dtype=object)], 1.0, 1.0, rng=0), TypeError, "chunks"),
+        (lambda: M.ExponentialMechanismStream(1.0, 1.0, rng=0).update(V, base_measure=ragged), TypeError, "base_measure"),
+        (lambda: ChaCha20(-1), ValueError, "seed"),
+        (lambda: ChaCha20(np.array(1.0)), TypeError, "seed"),
+        (lambda: ChaCha20(np.True_), TypeError, "seed"),
+        (lambda: M.randomized_response_debias(I, 1e-320), ValueError, "epsilon"),
+        (lambda: M.discrete_gaussian_sigma2(1e-320, 1.0, 1e-5), None, None),  # a value (was ZeroDivisionError)
+        # sensitivity below one lattice unit: neighbours coincide on the lattice, so a (tiny-noise) value
+        (lambda: M.discrete_gaussian_mechanism(I, 1e-320, 1.0, 1e-5, rng=0), None, None),
+    ]
+
+
+@pytest.mark.parametrize("case", range(39))
+def test_sweep_regressions_raise_value_or_type_error_naming_the_argument(case):
+    import warnings
+
+    call, exc, pattern = _sweep_cases()[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way either
+        if exc is None:
+            call()
+            return
+        with pytest.raises(exc, match=pattern):
+            call()
+
+
+@pytest.mark.parametrize("call, expect", [
+    # extremes where an overflowing term made SciPy's minimizer warn (or a tiny sigma2 overflowed
+    # -k^2 / (2 sigma2)); the values are the limits: delta 1 for no privacy, 0 for huge epsilon
+    (lambda: zcdp_delta(1e308, 1.0), 1.0),
+    (lambda: zcdp_delta(0.5, 1e308), 0.0),
+    (lambda: discrete_gaussian_delta(1e-320, 1, 1.0), 1.0),  # (no noise: P[Y > -1/2] = 1)
+])
+def test_extreme_accounting_values_without_runtime_warnings(call, expect):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert call() == expect
+
+
+def test_sweep_regressions_table_size():
+    assert len(_sweep_cases()) == 39
+
+
+def test_huge_fraction_arguments_are_a_value_error_naming_the_argument():
+    # Regression: Fraction(10**400, 3) -> float64 raised OverflowError from NumPy.
+    from fractions import Fraction
+
+    from dpfast.mechanisms import laplace, randomized_response
+
+    with pytest.raises(ValueError, match="sensitivity"):
+        laplace(np.zeros(3), Fraction(10**400, 3), 1.0, rng=1)
+    with pytest.raises(ValueError, match="epsilon"):
+        randomized_response(np.array([0, 1]), Fraction(10**400, 3), rng=1)

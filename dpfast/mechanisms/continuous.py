@@ -65,7 +65,7 @@ def _n_threads(n: int) -> int:
     return default_threads()
 
 
-def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng) -> Result:
+def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale") -> Result:
     """out = values + scale * noise with values/scale broadcast to ``shape`` (validated)."""
     gen = check_random_state(rng)
     if type(scale) is float:
@@ -82,7 +82,7 @@ def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng) -
     # Refuse scales for which it could overflow the output dtype (float32 laplace_noise(3e38) gave
     # +-inf): a check on the public scale only, never on the data.
     if float(np.max(scale)) > np.finfo(dtype).max / _MAX_NOISE_UNITS:
-        raise ValueError(f"the noise scale {float(np.max(scale)):.6g} is too large for {np.dtype(dtype).name} "
+        raise ValueError(f"the noise {what} {float(np.max(scale)):.6g} is too large for {np.dtype(dtype).name} "
                          f"output: noise up to {_MAX_NOISE_UNITS:g} x scale would overflow to inf; "
                          f"use {'float64 or ' if np.dtype(dtype) != np.float64 else ''}a scale "
                          f"<= {np.finfo(dtype).max / _MAX_NOISE_UNITS:.6g}")
@@ -157,8 +157,8 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
             return np.float64(values + b * (-e if w & 1 else e))
     x = check_values(values)
     scale = laplace_scale(epsilon, sensitivity)
-    shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "scale"))
-    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng)
+    shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "sensitivity / epsilon"))
+    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon")
 
 
 _ZIG_R = 3.6541528853610087963519472518
@@ -258,12 +258,15 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
             return np.float64(values + sigma * _py_std_normal(check_random_state(rng).bit_generator))
     x = check_values(values)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
-    shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma"))
-    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng)
+    shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma (sensitivity, epsilon)"))
+    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)")
 
 
 def _noise_dtype(dtype: DTypeLike) -> np.dtype:
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64, got {dt}")
     return dt
@@ -302,4 +305,4 @@ def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
     """
     sigma = check_positive(sigma, "sigma")
     shape = _noise_shape(np.shape(sigma), size, "sigma")
-    return _add_noise(_core.add_normal, None, _noise_dtype(dtype), shape, sigma, rng)
+    return _add_noise(_core.add_normal, None, _noise_dtype(dtype), shape, sigma, rng, "sigma")

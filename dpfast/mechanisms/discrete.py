@@ -257,12 +257,17 @@ def _zcdp_delta(rho: float, epsilon: float) -> float:
     overflows) gives the trivial delta 1."""
     if not rho < math.inf:
         return 1.0
+    if rho == 0.0:  # (a sensitivity whose square underflows) no privacy loss: the infimum is 0
+        return 0.0
     from scipy.optimize import minimize_scalar
 
     def log_delta(log_am1: float) -> float:
         am1 = math.exp(log_am1)  # alpha - 1 > 0
         a = am1 + 1.0
-        return am1 * (a * rho - epsilon) - math.log(am1) + a * math.log1p(-1.0 / a)
+        v = am1 * (a * rho - epsilon) - math.log(am1) + a * math.log1p(-1.0 / a)
+        # an overflowing term (huge rho or epsilon) gives +-inf or inf - inf; clamp so that the
+        # minimizer sees finite values (no RuntimeWarning) with the same minimum
+        return 1e300 if not v <= 1e300 else max(v, -1e300)
 
     res = minimize_scalar(log_delta, bounds=(-30.0, 30.0), method="bounded",
                           options={"xatol": 1e-12, "maxiter": 500})
@@ -281,7 +286,8 @@ def _dg_tail(sigma2: float, a: float) -> tuple[float, float]:
     sigma = math.sqrt(sigma2)
     width = int(math.ceil(40 * sigma)) + 2
     ks = np.arange(-width, width + 1, dtype=np.float64)
-    w = np.exp(-ks * ks / (2.0 * sigma2))
+    with np.errstate(over="ignore"):  # tiny sigma2: -k^2 / (2 sigma2) = -inf, weight 0 (exact)
+        w = np.exp(-ks * ks / (2.0 * sigma2))
     z = float(w.sum())
     return float(w[ks > a].sum()) / z, z
 
@@ -340,8 +346,8 @@ def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *
     sens = check_positive(sensitivity, "sensitivity", allow_array=False)
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    if method not in ("zcdp", "exact"):
-        raise ValueError(f"method must be 'zcdp' or 'exact', got {method!r}")
+    if not isinstance(method, str) or method not in ("zcdp", "exact"):
+        raise (ValueError if isinstance(method, str) else TypeError)(f"method must be 'zcdp' or 'exact', got {method!r}")
     if method == "exact":
         if int(sens) != sens:
             raise ValueError("method='exact' needs an integer sensitivity (in lattice units)")

@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from dpfast import _core
-from dpfast._validation import check_epsilon
+from dpfast._validation import as_array, check_epsilon
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = [
@@ -83,12 +83,11 @@ def _resolve_categories(categories: Categories):
         return 2, None
     if isinstance(categories, (str, bytes)):
         raise TypeError("categories must be None, an int >= 2 or a sequence of labels, got a string")
-    if np.ndim(categories) == 0:
+    if isinstance(categories, (int, np.integer, float, np.floating, bool, np.bool_)):
         return _check_k(categories), None
-    try:
-        labels = np.asarray(categories)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise TypeError("categories must be None, an int >= 2 or a sequence of labels") from exc
+    labels = as_array(categories, "categories")
+    if labels.ndim == 0:
+        return _check_k(categories), None
     if labels.ndim != 1:
         raise ValueError(f"categories must be a 1-D sequence of labels, got shape {labels.shape}")
     if labels.size < 2:
@@ -106,7 +105,7 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
     """
     if isinstance(values, (str, bytes)) and labels is None:
         raise TypeError(f"{name} must be an array of {'bits' if binary else 'category indices'}, got a string")
-    arr = np.asarray(values)
+    arr = as_array(values, name)
     if labels is not None:
         order = np.argsort(labels, kind="stable")
         sorted_labels = labels[order]
@@ -187,7 +186,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
     k, labels = _resolve_categories(categories)
     binary = categories is None
     epsilon = check_epsilon(epsilon)
-    idx = _to_indices(bits, k, labels, binary, "bits" if binary else "values")
+    idx = _to_indices(bits, k, labels, binary, "bits")
     if np.ndim(epsilon) == 0:
         shape = idx.shape
     else:
@@ -265,9 +264,21 @@ def randomized_response_debias(reports: ArrayLike, epsilon: float,
     gap = p * -np.expm1(-epsilon)
     if binary:
         f1 = np.count_nonzero(idx) / n
-        return float((f1 - q) / gap)
+        with np.errstate(over="ignore"):
+            est = float((f1 - q) / gap)
+        return _finite_estimate(est, epsilon)
     try:
         f = np.bincount(idx.ravel().astype(np.int64, copy=False), minlength=k) / n
     except (MemoryError, ValueError):  # one frequency per category is returned
         raise ValueError(f"categories={k}: the {k} frequencies to return do not fit in memory") from None
-    return (f - q) / gap
+    with np.errstate(over="ignore"):
+        est = (f - q) / gap
+    return _finite_estimate(est, epsilon)
+
+
+def _finite_estimate(est, epsilon):
+    """The estimate, refusing one that overflowed (epsilon so small that 1/(p - q) overflows)."""
+    if not np.all(np.isfinite(est)):
+        raise ValueError(f"epsilon={epsilon!r} is too small: the debiased frequencies overflow a double "
+                         "(their scale is 1/(p - q) ~ 1/epsilon); use epsilon >= 1e-300")
+    return est

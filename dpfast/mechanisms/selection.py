@@ -44,7 +44,7 @@ from typing import Iterable, Optional, Union
 import numpy as np
 
 from dpfast import _selection
-from dpfast._validation import check_positive
+from dpfast._validation import as_array, check_positive
 from dpfast.random import RandomLike, check_random_state
 
 __all__ = [
@@ -403,9 +403,7 @@ class ExponentialMechanismStream:
         u = np.ascontiguousarray(u)
         logw = None
         if base_measure is not None:
-            if isinstance(base_measure, (str, bytes)):
-                raise TypeError("base_measure must be numeric")
-            mu = np.asarray(base_measure, dtype=np.float64)
+            mu = as_array(base_measure, "base_measure", np.float64)
             if mu.ndim == 0:
                 mu = np.broadcast_to(mu, u.shape)
             if mu.shape != u.shape:
@@ -429,7 +427,7 @@ class ExponentialMechanismStream:
         """The selected global index (0-based position in the concatenated stream)."""
         if self._index < 0:
             if self._seen == 0:
-                raise ValueError("no candidates were given to the stream")
+                raise ValueError("no candidates were given to the stream (chunks / utilities were all empty)")
             raise ValueError("base_measure must have a positive entry (all candidates had weight 0)")
         return int(self._index)
 
@@ -451,11 +449,19 @@ def exponential_mechanism_stream(
     "Exponential mechanism", streaming).  ``noise`` as in :func:`report_noisy_max`.
     """
     stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng)
-    for item in chunks:
-        if isinstance(item, tuple):
-            if len(item) != 2:
-                raise ValueError("a chunk must be an array of utilities or a (utilities, base_measure) pair")
-            stream.update(item[0], item[1])
-        else:
-            stream.update(item)
+    if (isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable)
+            or (isinstance(chunks, np.ndarray) and chunks.ndim < 2)):
+        # (a 2-D array is a sequence of rows, i.e. chunks; a 0-d or 1-D one is not)
+        raise TypeError(f"chunks must be an iterable of 1-D utility arrays or (utilities, base_measure) "
+                        f"pairs, got {type(chunks).__name__}")
+    for i, item in enumerate(chunks):
+        try:
+            if isinstance(item, tuple):
+                if len(item) != 2:
+                    raise ValueError("a chunk must be an array of utilities or a (utilities, base_measure) pair")
+                stream.update(item[0], item[1])
+            else:
+                stream.update(item)
+        except (TypeError, ValueError) as exc:  # say which argument (and chunk) was bad
+            raise type(exc)(f"chunks[{i}]: {exc}") from None
     return stream.result()

@@ -73,7 +73,8 @@ def gaussian_rdp(orders, noise_multiplier: float) -> np.ndarray:
     """RDP of the Gaussian mechanism: alpha / (2 z^2), z = sigma/sensitivity (lectures D10)."""
     a = check_orders(orders)
     noise_multiplier = _param(noise_multiplier, "noise_multiplier")
-    return a / (2.0 * noise_multiplier ** 2)
+    with np.errstate(over="ignore"):  # z^2 may under/overflow: divide twice (inf is exact enough)
+        return (a / (2.0 * noise_multiplier)) / noise_multiplier
 
 
 def laplace_rdp(orders, scale: float, sensitivity: float = 1.0) -> np.ndarray:
@@ -163,7 +164,7 @@ def _log_a_frac(alphas: np.ndarray, q: float, sigma: float) -> np.ndarray:
     z0 = s^2 log(1/q - 1) + 1/2; generalized binomials carry signs, summed in log space;
     truncated once every term is below e^-30 (as in the reference implementation).
     """
-    z0 = sigma ** 2 * math.log(1.0 / q - 1.0) + 0.5
+    z0 = sigma ** 2 * (math.log1p(-q) - math.log(q)) + 0.5  # log(1/q - 1); 1/q overflows at q < 5.6e-309
     n = 64
     al = alphas[:, None]
     lq, l1q = math.log(q), math.log1p(-q)
@@ -208,7 +209,7 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
     a = check_orders(orders)
     sigma = _param(noise_multiplier, "noise_multiplier")
     q = _param(sample_rate, "sample_rate", rate=True)
-    if q == 1.0:
+    if q == 1.0 or not 1e-100 <= sigma <= 1e100:  # there, the unsampled bound (see the WOR curve)
         return gaussian_rdp(a, sigma)
     out = np.empty(a.shape)
     inf = np.isinf(a)
@@ -238,42 +239,149 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
 # ----------------------------------------------------------------------------------------------
 # Sampling without replacement (Wang, Balle & Kasiviswanathan 2019)
 # ----------------------------------------------------------------------------------------------
-def _wor_int(alpha: int, q: float, sigma: float) -> float:
-    """WBK19 Theorem 9 for the Gaussian base mechanism (eps(j) = j/(2 sigma^2), eps(inf) = inf)."""
+#: Largest j whose ternary-|chi|^j bound uses the forward differences (WBK19, Theorem 27); the
+#: j > WOR_MAX_DIFF terms use Theorem 9's (the other argument of the same min, never smaller).
+WOR_MAX_DIFF = 256
+
+
+def _log_gauss_forward_diffs(sigma: float, jmax: int) -> np.ndarray:
+    """Upper bounds on log D_j, D_j = Delta^j f(0), f(k) = e^{k(k-1)/(2 sigma^2)}, j = 0..jmax.
+
+    D_j = E_Q[(P/Q - 1)^j] for the Gaussian pair (P, Q) = (N(1, s^2), N(0, s^2)), since
+    E_Q[(P/Q)^k] = f(k).  Two evaluations, each rounded up, the smaller kept (``inf`` where
+    neither certifies a value, so that the caller's min falls back to Theorem 9's term):
+
+    * the alternating sum sum_k (-1)^(j-k) C(j,k) f(k), with a bound on its rounding error
+      (useful where the largest term dominates, i.e. j/sigma^2 not small);
+    * a series with nonnegative terms (no cancellation): writing k(k-1) = k_(2) (falling
+      factorial), f(k) = sum_m c^m k_(2)^m / m!, c = 1/(2 sigma^2), and Delta^j k_(2)^m at 0 is
+      T(m, j), the number of m-tuples of ordered pairs of distinct elements of {1..j} that
+      cover {1..j}; T(m, j) = j(j-1) [T(m-1, j) + 2 T(m-1, j-1) + T(m-1, j-2)] (the last pair
+      adds 0, 1 or 2 new elements).  So D_j = sum_m t(m, j), t(m, j) = c^m T(m, j)/m!, summed
+      in log space; the tail beyond m is bounded by sum (c j(j-1))^m/m! (T(m,j) <= (j(j-1))^m).
+    """
+    u = np.finfo(np.float64).eps
+    c = 1.0 / (2.0 * sigma ** 2)
+    j = np.arange(jmax + 1, dtype=np.float64)
+    # --- alternating sum, per j (log-space positive and negative parts)
+    alt = np.full(jmax + 1, np.inf)
+    sharp = np.zeros(jmax + 1, dtype=bool)  # alternating sum certified to 1e-10 relative
+    for jj in range(2, jmax + 1):
+        k = np.arange(jj + 1, dtype=np.float64)
+        lt = (special.gammaln(jj + 1) - special.gammaln(k + 1) - special.gammaln(jj - k + 1)
+              + c * k * (k - 1))
+        even = (jj - k) % 2 == 0
+        lp, ln_ = special.logsumexp(lt[even]), special.logsumexp(lt[~even])
+        # each term carries a relative error <= ~4u(|log term| + 1); the sums ~(j + 2)u
+        rel = (jj + 8.0 + 4.0 * float(np.max(np.abs(lt)))) * u
+        lsum = np.logaddexp(lp, ln_)
+        diff = -np.expm1(ln_ - lp) if ln_ < lp else 0.0  # (P - N)/P
+        err = math.exp(lsum - lp) * rel  # error / P
+        if diff > 2 * err:
+            alt[jj] = lp + math.log(diff + err)
+            sharp[jj] = err <= 1e-10 * diff
+    # --- nonnegative series (log space), all j at once
+    ser = np.full(jmax + 1, np.inf)
+    lam = c * j * (j - 1)  # Poisson-type tail parameter per j
+    ok = (j >= 2) & ~sharp & (lam <= 5000.0)  # lam large: the alternating sum is sharp
+    if ok.any():
+        jm = int(j[ok].max())
+        lj = np.full(jm + 1, -np.inf)
+        lj[2:] = np.log(j[2:jm + 1] * (j[2:jm + 1] - 1))
+        prev = np.full(jm + 1, -np.inf)
+        prev[0] = 0.0  # T(0, 0) = 1
+        acc = np.full(jm + 1, -np.inf)
+        lam_j = lam[:jm + 1]
+        lc = -math.log(2.0) - 2.0 * math.log(sigma)  # log c without underflow of c
+        done = ~ok[:jm + 1]
+        steps = 0
+        tail = np.full(jm + 1, -np.inf)
+        for m in range(1, 40_001):
+            sh1 = np.concatenate(([-np.inf], prev[:-1]))
+            sh2 = np.concatenate(([-np.inf, -np.inf], prev[:-2]))
+            cur = lc - math.log(m) + lj + np.logaddexp(np.logaddexp(prev, math.log(2.0) + sh1), sh2)
+            acc = np.where(done, acc, np.logaddexp(acc, cur))
+            prev = cur
+            steps = m
+            # tail bound sum_{m' > m} lam^m'/m' ! <= 2 lam^(m+1)/(m+1)! once m + 1 >= 2 lam
+            with np.errstate(divide="ignore"):
+                lb = (m + 1) * np.log(np.maximum(lam_j, 1e-300)) - special.gammaln(m + 2) + math.log(2.0)
+            fin = ~done & (m + 1 >= 2 * lam_j) & (m >= j[:jm + 1]) & (lb < acc - 40.0)
+            tail = np.where(fin, lb, tail)
+            done |= fin
+            if done.all():
+                break
+        good = ok[:jm + 1] & done & np.isfinite(acc)
+        # rounding: ~6 roundings of a log value per step, each <= u(|value| + 1) absolute
+        with np.errstate(invalid="ignore"):
+            slack = 6.0 * steps * u * (np.abs(acc) + 1.0) + 1e-12
+            ser[:jm + 1] = np.where(good, np.logaddexp(acc, tail) + slack, np.inf)
+    return np.minimum(alt, ser)
+
+
+def _wor_int(alpha: int, q: float, sigma: float, logd: Optional[np.ndarray] = None) -> float:
+    """(alpha - 1) eps(alpha) bound of WBK19 (Theorem 27) for the Gaussian, integer alpha >= 2.
+
+    log of 1 + q^2 C(alpha,2) min(4 (e^{eps(2)} - 1), 2 e^{eps(2)})
+             + sum_{j=3}^alpha q^j C(alpha,j) min(4 sqrt(D_{2 floor(j/2)} D_{2 ceil(j/2)}), 2 e^{(j-1) eps(j)}),
+    eps(j) = j/(2 sigma^2) and D_i the i-th forward difference of e^{(x-1) eps(x)} at 0 (an
+    upper bound on the ternary-|chi|^j divergence of the Gaussian pair; Cauchy-Schwarz for
+    odd j).  The second argument of each min is Theorem 9's general term; ``logd`` holds log D_i
+    (from :func:`_log_gauss_forward_diffs`) for i <= len(logd) - 1, beyond which Theorem 9's
+    term is used.
+    """
     if alpha == 1:
         return 0.0
     e2 = 2.0 / (2 * sigma ** 2)
-    log_f2m1 = e2 + math.log(-math.expm1(-e2))  # log(e^{eps(2)} - 1)
+    log_f2m1 = e2 + math.log(-math.expm1(-e2))  # log(e^{eps(2)} - 1) = log D_2
     terms = [0.0]
     logc2 = special.gammaln(alpha + 1) - special.gammaln(3) - special.gammaln(alpha - 1)
     terms.append(2 * math.log(q) + logc2 + min(math.log(4) + log_f2m1, e2 + math.log(2)))
     if alpha >= 3:
         j = np.arange(3, alpha + 1, dtype=np.float64)
         logc = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
-        t = j * math.log(q) + logc + (j - 1) * j / (2 * sigma ** 2) + math.log(2)
-        terms.extend(t.tolist())
-    return float(special.logsumexp(terms)) / (alpha - 1)
+        general = (j - 1) * j / (2 * sigma ** 2) + math.log(2)
+        if logd is not None:
+            ji = np.arange(3, alpha + 1)
+            lo, hi = 2 * (ji // 2), 2 * ((ji + 1) // 2)
+            inside = hi < logd.size
+            fd = np.full(ji.shape, np.inf)
+            fd[inside] = math.log(4) + 0.5 * (logd[lo[inside]] + logd[hi[inside]])
+            general = np.minimum(general, fd)
+        terms.extend((j * math.log(q) + logc + general).tolist())
+    # rounded up: the log-gamma/log/exp roundings of the terms are far below 1e-10 relative
+    return float(special.logsumexp(terms)) / (alpha - 1) * (1.0 + 1e-10)
 
 
 def sampled_without_replacement_gaussian_rdp(orders, noise_multiplier: float, sample_rate: float) -> np.ndarray:
     """RDP of the Gaussian mechanism on a fixed-size uniform subsample (replace-one).
 
-    Wang, Balle & Kasiviswanathan 2019, Theorem 9 (general upper bound) at integer orders with
-    eps(j) = j/(2 z^2) (z relative to the replace-one sensitivity); at fractional orders the
-    linear interpolation of (alpha-1) eps(alpha) between neighbouring integers (an upper bound,
-    as (alpha-1) eps(alpha) is convex).  Capped by the unsampled Gaussian alpha/(2 z^2), which
-    is all that orders above :data:`MAX_EXPANDED_ORDER` get.
+    Wang, Balle & Kasiviswanathan 2019 ("Subsampled Renyi differential privacy and analytical
+    moments accountant", AISTATS; Theorem 27 of arXiv:1808.00087, the bound for mechanisms such
+    as the Gaussian whose ternary-|chi|^j divergences are bounded by the forward differences of
+    e^{(x-1) eps(x)}) at integer orders, eps(j) = j/(2 z^2) (z relative to the replace-one
+    sensitivity); each term is the min of that bound and Theorem 9's general one, so the curve
+    is never above Theorem 9.  At fractional orders the linear interpolation of
+    (alpha-1) eps(alpha) between neighbouring integers (an upper bound, as (alpha-1) eps(alpha)
+    is convex; WBK19 Corollary 10).  Capped by the unsampled Gaussian alpha/(2 z^2), which is all
+    that orders above :data:`MAX_EXPANDED_ORDER` get; q = 1 gives alpha/(2 z^2).
     """
     a = check_orders(orders)
     sigma = _param(noise_multiplier, "noise_multiplier")
     q = _param(sample_rate, "sample_rate", rate=True)
-    if q == 1.0:
+    if q == 1.0 or not 1e-100 <= sigma <= 1e100:
+        # Outside that range the expansion's exponentials under/overflow; the unsampled
+        # Gaussian bound is valid and, there, within rounding of the subsampled one in every
+        # sense that matters (RDP ~ 1e-200 or ~ 1e200 alpha).
         return gaussian_rdp(a, sigma)
+    fin = a[np.isfinite(a) & (a <= MAX_EXPANDED_ORDER)]
+    top = int(min(math.ceil(fin.max()), WOR_MAX_DIFF)) + 1 if fin.size else 2
+    logd = _log_gauss_forward_diffs(sigma, top)
     cache = {}
 
     def at(k: int) -> float:
         if k not in cache:
-            cache[k] = _wor_int(k, q, sigma)
+            cache[k] = _wor_int(k, q, sigma, logd)
         return cache[k]
 
     out = np.empty(a.shape)

@@ -5,6 +5,7 @@ Native code asserts preconditions but never sees unvalidated input.
 from __future__ import annotations
 
 import math
+import os
 import numbers
 import operator
 
@@ -181,14 +182,43 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
     return classes, idx
 
 
-def check_size(size, name: str = "size"):
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        return None
+
+
+def check_allocation(shape: tuple, itemsize: int, name: str = "size") -> None:
+    """``ValueError`` before allocating an output of ``shape`` that exceeds physical memory.
+
+    Counted with Python integers (no overflow); a request that cannot be met is refused with
+    the figure instead of ending in a MemoryError or an out-of-memory kill mid-way.
+    """
+    nbytes = math.prod(shape) * int(itemsize)
+    limit = physical_memory()
+    if limit is not None and nbytes > limit:
+        raise ValueError(f"{name}={shape!r} needs {nbytes / 2**30:.3g} GiB, more than this machine's "
+                         f"{limit / 2**30:.3g} GiB of memory")
+
+
+def check_size(size, name: str = "size", *, itemsize: int | None = None):
     """``None`` or a shape: an int or a sequence of ints, each >= 0, as a tuple.
 
     Sizes must be integers (``operator.index``): 2.7 or (2, 1.5) raise ``TypeError`` instead of
-    being truncated; bools and strings are refused too.
+    being truncated; bools and strings are refused too.  With ``itemsize``, a shape whose output
+    would not fit in memory is refused (:func:`check_allocation`).
     """
     if size is None:
         return None
+    shape = _check_shape(size, name)
+    if itemsize is not None:
+        check_allocation(shape, itemsize, name)
+    return shape
+
+
+def _check_shape(size, name: str) -> tuple:
 
     def one(s):
         if isinstance(s, (bool, np.bool_, str, bytes)):

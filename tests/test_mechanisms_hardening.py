@@ -470,3 +470,19 @@ def test_huge_fraction_arguments_are_a_value_error_naming_the_argument():
         laplace(np.zeros(3), Fraction(10**400, 3), 1.0, rng=1)
     with pytest.raises(ValueError, match="epsilon"):
         randomized_response(np.array([0, 1]), Fraction(10**400, 3), rng=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: d.laplace_noise(1.0, size=2**38),
+    lambda d: d.gaussian_noise(1.0, size=(2**20, 2**20), dtype=np.float32),
+    lambda d: d.discrete_laplace(2.0, size=(2**20, 2**20)),
+])
+def test_outputs_larger_than_memory_are_refused_before_allocating(call):
+    """Issue 15 item 15: 0.1 asked NumPy for terabytes (MemoryError, or an out-of-memory kill)."""
+    import dpfast
+    from dpfast._validation import physical_memory
+
+    if physical_memory() is None:  # pragma: no cover - non-POSIX
+        pytest.skip("the OS does not report physical memory")
+    with pytest.raises(ValueError, match="GiB, more than this machine"):
+        call(dpfast)

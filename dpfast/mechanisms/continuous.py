@@ -272,8 +272,8 @@ def _noise_dtype(dtype: DTypeLike) -> np.dtype:
     return dt
 
 
-def _noise_shape(scale_shape: tuple, size, name: str) -> tuple:
-    shape = check_size(size)
+def _noise_shape(scale_shape: tuple, size, name: str, itemsize: int = 8) -> tuple:
+    shape = check_size(size, itemsize=itemsize)
     if shape is None:
         return scale_shape
     try:
@@ -292,8 +292,9 @@ def laplace_noise(scale: ArrayLike, size=None, rng: RandomLike = None,
     rng=s)`` equals ``laplace(np.zeros(n), b, 1.0, rng=s)``).  Not floating-point safe.
     """
     scale = check_positive(scale, "scale")
-    shape = _noise_shape(np.shape(scale), size, "scale")
-    return _add_noise(_core.add_laplace, None, _noise_dtype(dtype), shape, scale, rng)
+    dt = _noise_dtype(dtype)
+    shape = _noise_shape(np.shape(scale), size, "scale", dt.itemsize)
+    return _add_noise(_core.add_laplace, None, dt, shape, scale, rng)
 
 
 def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
@@ -304,5 +305,6 @@ def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
     and stream semantics as :func:`gaussian`.  Not floating-point safe.
     """
     sigma = check_positive(sigma, "sigma")
-    shape = _noise_shape(np.shape(sigma), size, "sigma")
-    return _add_noise(_core.add_normal, None, _noise_dtype(dtype), shape, sigma, rng, "sigma")
+    dt = _noise_dtype(dtype)
+    shape = _noise_shape(np.shape(sigma), size, "sigma", dt.itemsize)
+    return _add_noise(_core.add_normal, None, dt, shape, sigma, rng, "sigma")

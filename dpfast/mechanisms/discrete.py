@@ -75,7 +75,7 @@ def _split128(v: int) -> tuple[int, int]:
 
 
 def _out(size: Size, dtype) -> np.ndarray:
-    shape = check_size(size)
+    shape = check_size(size, itemsize=np.dtype(dtype).itemsize)
     if shape is None:
         return np.empty((), dtype=dtype)
     try:

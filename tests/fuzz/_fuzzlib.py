@@ -354,6 +354,9 @@ class Target:
     examples: tuple = ()  # known reproducers: dicts of argument overrides
     weight: float = 1.0  # share of MAX_EXAMPLES (fits are costly: fewer examples)
     compare_layouts: bool = True  # compare results across memory layouts (False only while pending)
+    #: layouts whose results must equal the C-order result bit for bit (the low-level GLM solvers
+    #: have a Fortran-order kernel that agrees to rounding only, as their docstring states)
+    layouts: tuple = ("C", "F", "strided", "readonly")
 
     def settings(self):
         return settings(FUZZ_SETTINGS, max_examples=max(5, int(round(MAX_EXAMPLES * self.weight))))
@@ -404,7 +407,9 @@ def _check_reproducible(target, kwargs, out):
         v = kwargs.get(k)
         if not isinstance(v, np.ndarray) or v.dtype == object or v.ndim == 0:
             continue
-        for kind in ("C", "F", "strided", "readonly"):
+        if "F" not in target.layouts and v.flags.f_contiguous and not v.flags.c_contiguous:
+            continue  # a Fortran-order input runs the kernel that agrees to rounding only (see layouts)
+        for kind in target.layouts:
             kw = dict(kwargs)
             kw[k] = relayout(v, kind)
             try:

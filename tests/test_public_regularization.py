@@ -238,3 +238,10 @@ def test_public_geometry_same_for_boolean_and_float_public_rows():
     np.testing.assert_array_equal(a.S, b.S)
     assert a.clip_norm == b.clip_norm
     np.testing.assert_allclose(a.S, (Zb.T.astype(float) @ Zb.astype(float)) / 50, rtol=0, atol=0)
+
+
+def test_public_geometry_refuses_empty_or_overflowing_public_rows():
+    with pytest.raises(ValueError, match="at least one public row"):
+        public_geometry(np.zeros((0, 3)), 0.5)
+    with pytest.raises(ValueError, match="overflows"):
+        public_geometry(np.full((4, 2), 1e200), 0.5)

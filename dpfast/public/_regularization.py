@@ -132,7 +132,12 @@ def public_geometry(Z: np.ndarray, eta: float, ridge: Optional[float] = None, cl
     """
     Z = _check_matrix(Z, "Z")  # float64: a boolean Z would otherwise give a logical, not a numeric, Z^T Z
     m, p = Z.shape
-    S = (Z.T @ Z) / m
+    if m == 0 or p == 0:
+        raise ValueError(f"Z must have at least one public row and one feature, got shape {Z.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        S = (Z.T @ Z) / m
+    if not np.isfinite(S).all():
+        raise ValueError("the public second moment Z^T Z / m overflows float64; rescale the public rows")
     S = 0.5 * (S + S.T)
     eig, U = np.linalg.eigh(S)
     eig = np.maximum(eig, 0.0)

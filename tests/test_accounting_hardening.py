@@ -407,3 +407,130 @@ def test_wor_gaussian_rdp_is_wbk19_theorem_27(z, q, tighter):
         assert (cur >= prev).all()
         prev = cur
     np.testing.assert_array_equal(sampled_without_replacement_gaussian_rdp(fine, z, 1.0), gaussian_rdp(fine, z))
+
+
+# ----------------------------------------------------------------------------- items 13-14: extremes
+def _lm():
+    import dpfast.linear_model as lm
+
+    return lm
+
+
+_HUGE = 1.7976931348623157e308
+# (id, call, expected): a float/array check, or an exception type with a word its message must contain
+_EXTREMES = [
+    ("rdp-gaussian-1e300", lambda: RDPAccountant().compose(Gaussian(1e300)).get_epsilon(1e-5), 0.0),
+    ("rdp-gaussian-max", lambda: RDPAccountant().compose(Gaussian(_HUGE)).get_epsilon(1e-5), 0.0),
+    ("rdp-poisson-max", lambda: RDPAccountant().compose(PoissonSubsampledGaussian(_HUGE, 0.01)).get_epsilon(1e-5), 0.0),
+    ("rdp-wor-max", lambda: RDPAccountant().compose(acc.SampledWithoutReplacementGaussian(_HUGE, 0.01)).get_epsilon(1e-5),
+     0.0),
+    ("pld-gaussian-max", lambda: PLDAccountant(1e-2).compose(Gaussian(_HUGE)).get_epsilon(1e-5), 0.0),
+    ("rdp-gaussian-tiny", lambda: RDPAccountant().compose(Gaussian(1e-300)).get_epsilon(1e-5), math.inf),
+    ("clt-max", lambda: acc.clt_mu_poisson_gaussian(1.79e308, 0.01, 1).mu, 0.0),
+    ("clt-tiny", lambda: acc.clt_mu_poisson_gaussian(1e-300, 0.01, 1).mu, math.inf),
+    ("clt-steps-float", lambda: acc.clt_mu_poisson_gaussian(1.0, 0.01, 1.5), (TypeError, "steps")),
+    ("clt-rate", lambda: acc.clt_mu_poisson_gaussian(1.0, 2.0, 1), (ValueError, "sample_rate")),
+    ("profile-eps-min", lambda: PLDAccountant(1e-2).compose(acc.FromPrivacyProfile(lambda e: 1e-3, epsilon_min=1e308)),
+     (ValueError, "epsilon_min")),
+    ("laplace-huge-sensitivity", lambda: PLDAccountant(1e-2).compose(Laplace(2.0, sensitivity=1e308)),
+     (ValueError, "sensitivity/scale")),
+    ("pld-poisson-tiny-noise",
+     lambda: PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(5e-324, 0.01), 10).get_epsilon(1e-5),
+     (ValueError, "noise_multiplier")),
+    # E[K] -> (1/gamma - 1)/log(1/gamma) as eta -> 0 (Papernot & Steinke 2022): 9/log(10)
+    ("tnb-tiny-eta", lambda: acc.tnb_expected_count(eta=1e-298, gamma=0.1), 9 / math.log(10)),
+    ("tnb-subnormal-eta", lambda: acc.tnb_expected_count(eta=1e-320, gamma=0.1), 9 / math.log(10)),
+    ("tnb-eta-inf", lambda: acc.tnb_expected_count(eta=math.inf, gamma=0.1), (ValueError, "eta")),
+    ("tnb-gamma-str", lambda: acc.tnb_expected_count(eta=1.0, gamma="0.1"), (TypeError, "gamma")),
+    ("tnb-rdp-tiny-eta", lambda: acc.tuning_rdp_truncated_negative_binomial(
+        [2.0, 8.0], [1 / 9, 4 / 9], eta=1e-298, gamma=0.1)[1],
+     # eps(8) + min over lambda_hat in {2, 8, 1} of the Theorem 2 term + log E[K]/7
+     4 / 9 + min(0.5 / 9 + math.log(10) / 2, (7 / 8) * 4 / 9 + math.log(10) / 8, math.log(10))
+     + math.log(9 / math.log(10)) / 7),
+    ("tuning-tiny-eta", lambda: RDPAccountant().compose(acc.PrivateHyperparameterTuning(
+        Gaussian(3), "truncated_negative_binomial", eta=1e-320, gamma=0.1)).get_epsilon(1e-5), "finite"),
+    ("tradeoff-huge-eps", lambda: acc.approx_dp_tradeoff(np.linspace(0, 1, 5), epsilon=1e308, delta=1e-5),
+     np.array([1 - 1e-5, 0, 0, 0, 0])),
+    ("calibrate-huge-order", lambda: calibrate_noise_multiplier(3.0, 1e-5, 0.01, 100, accountant="rdp",
+                                                                orders=788818507111908), (ValueError, "noise multiplier")),
+    # RR's privacy loss takes the values +-eps and 0: RDP at alpha = inf is eps, the PLD is O(1)
+    ("rr-2^64-rdp", lambda: acc.RandomizedResponse(1.0, num_categories=2 ** 64).rdp([math.inf])[0], 1.0),
+    ("rr-2^64-pld", lambda: PLDAccountant(1e-2).compose(acc.RandomizedResponse(1.0, num_categories=2 ** 64)).get_epsilon(1e-5),
+     0.0),
+    ("rr-2^31-pld", lambda: PLDAccountant(1e-2).compose(acc.RandomizedResponse(1.0, num_categories=2 ** 31)).get_epsilon(1e-5),
+     0.0),
+    ("gdp-eps-tiny-mu", lambda: acc.gdp_epsilon(mu=1e-298, delta=1e-298), "finite"),
+    ("gdp-eps-mu-str", lambda: acc.gdp_epsilon(mu="1", delta=1e-5), (TypeError, "mu")),
+    ("op-eps-tiny-noise", lambda: _lm().objective_privacy(1e-5, noise_std=1e-320, lipschitz=1, smoothness=0.25,
+                                                         regularization=0.5), (ValueError, "noise_std")),
+]
+
+
+@pytest.mark.parametrize("call,expected", [c[1:] for c in _EXTREMES], ids=[c[0] for c in _EXTREMES])
+def test_extreme_arguments_give_a_number_or_a_named_error(call, expected):
+    """Issue 15 items 13-14 (fuzz reproducers): OverflowError, ZeroDivisionError, MemoryError,
+    SciPy's RuntimeError or a hang became a value or a ValueError/TypeError naming the argument."""
+    if isinstance(expected, tuple):
+        with pytest.raises(expected[0], match=expected[1]):
+            call()
+        return
+    got = _returns_within(call, 60)["value"]
+    if isinstance(expected, str):
+        assert math.isfinite(got) and got >= 0
+    elif isinstance(expected, np.ndarray):
+        np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
+    else:
+        assert got == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_rr_merged_pair_equals_the_k_outcome_pair():
+    """The 3-outcome k-RR pair (the k-2 neutral categories merged) has the k-outcome pair's RDP."""
+    from dpfast.accounting.rdp import discrete_pair_rdp
+
+    for k in (3, 7, 50):
+        e = 0.7
+        hi, lo = math.exp(e) / (math.exp(e) + k - 1), 1 / (math.exp(e) + k - 1)
+        full = discrete_pair_rdp([1.5, 2, 10, math.inf], [hi, lo] + [lo] * (k - 2), [lo, hi] + [lo] * (k - 2))
+        np.testing.assert_allclose(acc.RandomizedResponse(e, k).rdp([1.5, 2, 10, math.inf]), full, rtol=1e-12)
+
+
+def test_poisson_rdp_at_subnormal_rate_is_not_zero():
+    """log(1/q - 1) overflowed at q < 5.6e-309 (1/q = inf): the fractional series returned RDP 0
+    for z = 1e-3, where A_alpha >= q^alpha e^{alpha(alpha-1)/(2 z^2)} gives RDP > 5.4e5 at 1.1."""
+    from dpfast.accounting.rdp import poisson_subsampled_gaussian_rdp
+
+    z, q, al = 1e-3, 5e-324, 1.1
+    lower = (al * math.log(q) + al * (al - 1) / (2 * z * z)) / (al - 1)
+    assert poisson_subsampled_gaussian_rdp([al], z, q)[0] >= lower * (1 - 1e-12)  # (was 0)
+
+
+def test_amp_delta_with_a_zero_output_sensitivity_is_the_op_delta():
+    """mu = (2 tau/lambda)/sigma_out = 0 (tau underflows): the output step leaks nothing, H_0(x) =
+    max(0, 1 - e^x); was ZeroDivisionError."""
+    from dpfast.accounting.objective_perturbation import amp_delta, objective_perturbation_delta
+
+    got = amp_delta(1.0, 2.0, 1.0, 0.25, 1.0, 5e-324, 1.0)
+    op = objective_perturbation_delta(1.0, 2.0, 1.0, 0.25, 1.0)
+    assert op <= got <= op * (1 + 1e-9)
+
+
+def test_objective_perturbation_delta_does_not_underflow_to_zero():
+    """A positive delta whose exp underflows was reported as 0.0 (not an upper bound, and below the
+    Gaussian mechanism's delta, contrary to Lemma 3.4): now at least the smallest double."""
+    from dpfast.accounting.objective_perturbation import _log_delta_op, jacobian_cost, objective_perturbation_delta
+
+    s, c_j = math.sqrt(2) / 20.0, jacobian_cost(0.5, 50.0)
+    assert math.isfinite(_log_delta_op(3.0, s, c_j))  # a positive (tiny) delta
+    assert objective_perturbation_delta(3.0, 20.0, math.sqrt(2), 0.5, 50.0) > 0.0
+
+
+def test_safe_root_loops_are_capped():
+    from dpfast._safe_root import smallest_safe_root
+
+    with pytest.raises(ValueError, match="finite"):
+        smallest_safe_root(lambda x: 1.0, 1.0, xtol=1e-12, rtol=1e-12)  # never <= 0
+    with pytest.raises(ValueError, match="starting point"):
+        smallest_safe_root(lambda x: 1.0 - x, math.inf, xtol=1e-12, rtol=1e-12)
+    # a root near 1e-300 (needed ~1000 bisections from [0, hi]; SciPy gave up after 500)
+    r = smallest_safe_root(lambda x: 1.0 if x < 3e-300 else -1.0, 1.0, xtol=1e-320, rtol=1e-13)
+    assert r >= 3e-300 and r <= 3e-300 * (1 + 1e-12)

@@ -135,15 +135,23 @@ class Laplace(MechanismDescription):
 
 
 def _rr_pair(epsilon: float, k: int):
-    """Worst-case pair of k-ary randomized response: P = M(x), Q = M(x')."""
-    # hi = e^eps / (e^eps + k - 1), lo = 1 / (e^eps + k - 1), without overflow for large eps
-    # (lo underflows to 0 above eps ~ 745: then an infinite loss atom, a pessimistic answer)
-    em = math.exp(-epsilon)
-    hi = 1.0 / (1.0 + (k - 1) * em)
-    lo = em * hi
-    p = [hi, lo] + [lo] * (k - 2)
-    q = [lo, hi] + [lo] * (k - 2)
-    return np.array(p), np.array(q)
+    """Worst-case pair of k-ary randomized response, P = M(x), Q = M(x'), with the k - 2
+    categories that are neither x's nor x''s merged into one outcome.
+
+    The privacy loss of k-RR takes the values +eps (the true category of x), -eps (that of
+    x') and 0 (the others), so merging outcomes of equal likelihood ratio changes neither the
+    Renyi divergences nor the PLD, and costs O(1) for any k (k = 2**64 is fine).  Masses in
+    log space: hi = e^eps / (e^eps + k - 1), lo = 1 / (e^eps + k - 1), rest = (k - 2) lo, no
+    overflow for large eps or k (lo underflows to 0 above eps ~ 745: then an infinite loss
+    atom, a pessimistic answer).
+    """
+    lk1 = math.log(k - 1)  # exact for Python ints of any size
+    L = float(np.logaddexp(0.0, lk1 - epsilon))  # log(1 + (k - 1) e^-eps)
+    hi, lo = math.exp(-L), math.exp(-epsilon - L)
+    if k == 2:
+        return np.array([hi, lo]), np.array([lo, hi])
+    rest = math.exp(math.log(k - 2) - epsilon - L)
+    return np.array([hi, lo, rest]), np.array([lo, hi, rest])
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,26 @@ def _check_size(n: int, h: float, what: str) -> None:
         )
 
 
+def _index_range(e_lo: float, e_hi: float, h: float, what: str):
+    """Grid indices (i_lo, i_hi) = (floor(e_lo/h) - 1, ceil(e_hi/h) + 1), refused with a
+    ValueError (before any float-to-int conversion can overflow) when the range needs more
+    than :data:`MAX_POINTS` points or is not finite."""
+    span = (e_hi - e_lo) / h
+    if not (math.isfinite(e_lo) and math.isfinite(e_hi) and span <= MAX_POINTS):
+        raise ValueError(
+            f"the privacy-loss range of {what}, [{e_lo:.4g}, {e_hi:.4g}], needs more than {MAX_POINTS} "
+            f"grid points at value_discretization={h}: the mechanism's parameters give essentially no "
+            f"privacy (use RDP accounting, or a coarser value_discretization)"
+        )
+    return math.floor(e_lo / h) - 1, math.ceil(e_hi / h) + 1
+
+
+#: Noise multipliers above this are accounted as this one (pessimistic: less noise dominates
+#: more noise); every loss is then below ~1e-100 in magnitude, far below any grid step, and
+#: z^2 stays finite in the kernels.
+SIGMA_CAP = 1e100
+
+
 def _z(tail: float) -> float:
     return float(-special.ndtri(tail))
 
@@ -61,23 +81,25 @@ def subsampled_gaussian_pmf(sigma: float, q: float, direction: str, h: float, ta
     (pessimistically: mass above goes to +inf by connect-the-dots, mass below is moved up).
     """
     z = _z(tail)
-    s2 = sigma * sigma
+    sigma = min(sigma, SIGMA_CAP)
     l1q = math.log1p(-q) if q < 1 else -math.inf
     lq = math.log(q)
 
-    def loss_remove(x):
-        return float(np.logaddexp(l1q, lq + (2 * x - 1) / (2 * s2)))
+    def loss_remove(u):
+        # log(1 - q + q e^{(2x - 1)/(2 sigma^2)}) with u = x - 1/2, as (u/sigma)/sigma so that a
+        # tiny sigma gives inf (refused below), not a ZeroDivisionError or an overflowed sigma^2
+        with np.errstate(over="ignore"):
+            return float(np.logaddexp(l1q, lq + np.float64(u) / sigma / sigma))
 
     if direction == "remove":
-        e_hi = loss_remove(1.0 + sigma * z)
-        e_lo = l1q if q < 1 else loss_remove(-sigma * z)
+        e_hi = loss_remove(0.5 + sigma * z)
+        e_lo = l1q if q < 1 else loss_remove(-sigma * z - 0.5)
     elif direction == "add":
-        e_hi = -l1q if q < 1 else -loss_remove(-sigma * z)
-        e_lo = -loss_remove(sigma * z)
+        e_hi = -l1q if q < 1 else -loss_remove(-sigma * z - 0.5)
+        e_lo = -loss_remove(sigma * z - 0.5)
     else:
         raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
-    i_lo = math.floor(e_lo / h) - 1
-    i_hi = math.ceil(e_hi / h) + 1
+    i_lo, i_hi = _index_range(e_lo, e_hi, h, f"the subsampled Gaussian (noise_multiplier={sigma:.4g})")
     n = i_hi - i_lo + 1
     _check_size(n, h, "the subsampled Gaussian")
     pess, opt, pinf, shift, ex = _pld.subsampled_gaussian_ctd(sigma, q, direction == "remove", float(i_lo), h, n)
@@ -101,8 +123,7 @@ def discrete_pair_pmf(p: np.ndarray, q: np.ndarray, h: float) -> StepPMF:
     if pf.size == 0:
         return StepPMF(h, 0, np.zeros(1), p_inf, 0, np.zeros(1), p_inf)
     losses = np.log(pf) - np.log(qf)
-    i_lo = math.floor(losses.min() / h) - 1
-    i_hi = math.ceil(losses.max() / h) + 1
+    i_lo, i_hi = _index_range(float(losses.min()), float(losses.max()), h, "the discrete pair")
     n = i_hi - i_lo + 1
     _check_size(n, h, "the discrete pair")
     dP = np.zeros(n + 1)
@@ -119,8 +140,7 @@ def laplace_pmf(t: float, h: float) -> StepPMF:
     Q(L = -t) = 1/2, Q(L = t) = e^-t/2; on (-t, t) the P-density of L is e^(-(t-l)/2)/4 and the
     Q-density e^(-(t+l)/2)/4 (change of variables x = (t - l)/2).
     """
-    i_lo = math.floor(-t / h) - 1
-    i_hi = math.ceil(t / h) + 1
+    i_lo, i_hi = _index_range(-t, t, h, f"the Laplace mechanism (sensitivity/scale={t:.4g})")
     n = i_hi - i_lo + 1
     _check_size(n, h, "the Laplace mechanism")
     edges = (i_lo + np.arange(n)) * h
@@ -157,8 +177,10 @@ def _from_dots(masses: np.ndarray, pinf: float, worst: float, i_lo: int, m: int,
 def symmetric_subsampled_gaussian_pmf(sigma: float, q: float, h: float, tail: float) -> StepPMF:
     """Profile max(delta_remove, delta_add) of the subsampled Gaussian, by connect-the-dots."""
     z = _z(tail)
-    e_hi = float(np.logaddexp(math.log1p(-q), math.log(q) + (2 * (1 + sigma * z) - 1) / (2 * sigma * sigma)))
-    i_hi = math.ceil(e_hi / h) + 1
+    sigma = min(sigma, SIGMA_CAP)
+    with np.errstate(over="ignore"):
+        e_hi = float(np.logaddexp(math.log1p(-q), math.log(q) + np.float64(0.5 + sigma * z) / sigma / sigma))
+    i_hi = _index_range(-e_hi, e_hi, h, f"the subset-sampled Gaussian (noise_multiplier={sigma:.4g})")[1]
     i_lo = -i_hi
     n = i_hi - i_lo + 1
     _check_size(n, h, "the subset-sampled Gaussian")
@@ -179,8 +201,14 @@ def profile_pmf(delta_fn, h: float, tail: float, step: float, eps_min: float, sy
             break
         prev = dv
         hi *= 2.0
+    if not symmetric and not abs(eps_min) <= MAX_POINTS * s / 2:
+        raise ValueError(
+            f"epsilon_min must be in [-{MAX_POINTS * s / 2:.4g}, {MAX_POINTS * s / 2:.4g}] (half the largest "
+            f"privacy-loss range the PLD grid holds at profile_step={s}), got {eps_min!r}"
+        )
     i_hi = (math.ceil(hi / h / m) + 1) * m
     i_lo = -i_hi if symmetric else math.floor(eps_min / s) * m
+    i_hi = max(i_hi, i_lo + 2 * m)  # the profile is known only above epsilon_min: dots up to there
     n_dots = (i_hi - i_lo) // m + 1
     _check_size((n_dots - 1) * m + 1, h, "the privacy profile")
     eps = (i_lo + m * np.arange(n_dots)) * h

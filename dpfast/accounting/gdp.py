@@ -25,8 +25,17 @@ __all__ = [
 ]
 
 
+def _real(x, name: str) -> float:
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
+    try:
+        return float(x)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+
+
 def _mu(mu, name: str = "mu") -> float:
-    v = float(mu)
+    v = _real(mu, name)
     if not (v >= 0) or math.isinf(v):
         raise ValueError(f"{name} must be finite and >= 0, got {mu!r}")
     return v
@@ -54,7 +63,10 @@ def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
     a = np.asarray(alpha, dtype=np.float64)
     if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
         raise ValueError("alpha must lie in [0, 1]")
-    out = np.maximum(0.0, np.maximum(1 - d - math.exp(e) * a, math.exp(-e) * (1 - d - a)))
+    # e^eps alpha as exp(eps + log alpha): no overflow (nor inf * 0) at large eps
+    with np.errstate(divide="ignore", over="ignore"):
+        up = np.exp(e + np.log(a))
+    out = np.maximum(0.0, np.maximum(1 - d - up, math.exp(-e) * (1 - d - a))) + 0.0  # no -0.0
     return float(out) if out.ndim == 0 else out
 
 
@@ -122,8 +134,17 @@ def clt_mu_poisson_gaussian(noise_multiplier: float, sample_rate: float, steps: 
     APPROXIMATE: an asymptotic statement, not a bound -- on the issue's workload it gives an
     epsilon below the tight one.  Never used by dpfast for certified numbers.
     """
-    s = float(noise_multiplier)
-    q = float(sample_rate)
-    if not s > 0 or not (0 < q <= 1) or int(steps) < 0:
-        raise ValueError("need noise_multiplier > 0, sample_rate in (0, 1], steps >= 0")
-    return CLTResult(q * math.sqrt(int(steps) * math.expm1(1.0 / s ** 2)), True)
+    s = _real(noise_multiplier, "noise_multiplier")
+    q = _real(sample_rate, "sample_rate")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
+        raise TypeError(f"steps must be an integer, got {type(steps).__name__}")
+    if not 0 < s < math.inf:
+        raise ValueError(f"noise_multiplier must be finite and > 0, got {noise_multiplier!r}")
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps!r}")
+    # 1/s^2 as (1/s)/s (no overflow of s^2); e^{1/s^2} - 1 may overflow to inf: mu = inf then
+    with np.errstate(over="ignore"):
+        em1 = float(np.expm1(np.float64(1.0) / s / s))
+        return CLTResult(float(q * np.sqrt(np.float64(int(steps)) * em1)), True)

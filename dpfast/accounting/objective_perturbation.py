@@ -103,9 +103,18 @@ def _log_delta_op(epsilon: float, s: float, c_j: float) -> float:
     return math.log(-math.expm1(log_term)) if log_term < 0 else -math.inf
 
 
+def _exp_up(log_value: float) -> float:
+    """exp rounded up by one double (exp's error is below one ulp, also among subnormals): a
+    positive delta never underflows to 0, so it stays an upper bound (and >= the Gaussian
+    mechanism's delta, Lemma 3.4 of Redberg, Koskela & Wang 2024)."""
+    if log_value == -math.inf:
+        return 0.0
+    return math.nextafter(math.exp(log_value), math.inf)
+
+
 def _profile(eps: np.ndarray, s: float, c_j: float):
     """delta(eps) of Theorem 3.1 elementwise (0 at eps = inf, at most 1); a float for a 0-d eps."""
-    out = np.array([math.exp(_log_delta_op(float(e), s, c_j)) if e < math.inf else 0.0 for e in eps.ravel()])
+    out = np.array([_exp_up(_log_delta_op(float(e), s, c_j)) if e < math.inf else 0.0 for e in eps.ravel()])
     out = np.minimum(out, 1.0)
     return float(out[0]) if eps.ndim == 0 else out.reshape(eps.shape)
 
@@ -157,6 +166,9 @@ def objective_perturbation_epsilon(
     sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
+    if not s <= 1e150:  # epsilon >= s^2/2 > 1e299 (or s overflowed): no useful finite answer
+        raise ValueError(f"lipschitz / noise_std = {L!r} / {sigma!r} is too large (epsilon would exceed "
+                         "1e299); noise_std must be > lipschitz * 1e-150")
     c_j = jacobian_cost(beta, lam)
     target = math.log(delta)
     return smallest_safe_root(lambda e: _log_delta_op(e, s, c_j) - target,  # non-increasing in e
@@ -325,7 +337,13 @@ def amp_rdp(
 
 
 def _gaussian_hockey(x: float, mu: float) -> float:
-    """E[(1 - e^(x - Z))_+], Z ~ N(mu^2/2, mu^2) (Gaussian PLD): valid for every real x."""
+    """E[(1 - e^(x - Z))_+], Z ~ N(mu^2/2, mu^2) (Gaussian PLD): valid for every real x.
+
+    mu = 0 (Z = 0: a step that releases nothing about the data): max(0, 1 - e^x).  A mu that
+    underflowed to 0 is < 1e-307; since dH_mu/dmu = phi(mu/2 - x/mu) <= phi(0) < 1/2, adding
+    1e-307 keeps the value an upper bound for it."""
+    if mu == 0.0:
+        return (-math.expm1(x) if x < 0 else 0.0) + 1e-307
     if x >= 0:
         return math.exp(gaussian_log_delta(mu, x))
     # x < 0: the value is >= 1 - e^x > 0, no cancellation to fear

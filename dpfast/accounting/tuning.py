@@ -39,14 +39,50 @@ __all__ = [
 ]
 
 
+def _tnb_params(eta, gamma):
+    for v, n in ((eta, "eta"), (gamma, "gamma")):
+        if isinstance(v, (str, bytes)) or v is None:
+            raise TypeError(f"{n} must be a real number, got {type(v).__name__}")
+    try:
+        eta, gamma = float(eta), float(gamma)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"eta and gamma must be real numbers, got {eta!r}, {gamma!r}") from exc
+    if not -1 < eta < math.inf:
+        raise ValueError(f"eta must be finite and > -1, got {eta!r}")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
+    return eta, gamma
+
+
+def _tnb_log_expected_count(eta: float, gamma: float) -> float:
+    """log E[K] of D_{eta,gamma}, in log space (no overflow for tiny gamma, no 0/0 for tiny eta).
+
+    E[K] = eta (1-gamma) / (gamma (1 - gamma^eta)); with L = log gamma < 0,
+    eta / (1 - gamma^eta) = 1 / (-expm1(eta L) / eta), and -expm1(x)/eta = -L (1 + x/2 + x^2/6 + ...)
+    for tiny x = eta L (subnormal eta would lose its digits in the quotient); eta = 0 is the limit
+    1 / (-L).
+    """
+    L = math.log(gamma)
+    x = eta * L
+    if abs(x) < 1e-5:
+        # -expm1(x)/eta = -L (1 + x/2 + x^2/6 + x^3/24 + ...); the omitted terms are < 1e-20
+        log_ratio = -math.log(-L) - math.log1p(x / 2 + x * x / 6 + x ** 3 / 24)
+    else:
+        log_ratio = math.log(eta) - math.log(-math.expm1(x)) if eta > 0 else \
+            math.log(-eta) - math.log(math.expm1(x))
+    return log_ratio + math.log1p(-gamma) - L
+
+
 def tnb_expected_count(eta: float, gamma: float) -> float:
-    """E[K] of the truncated negative binomial D_{eta,gamma} (Papernot & Steinke 2022, Sec. 2)."""
-    eta, gamma = float(eta), float(gamma)
-    if not eta > -1 or not 0 < gamma < 1:
-        raise ValueError(f"need eta > -1 and 0 < gamma < 1, got eta={eta!r}, gamma={gamma!r}")
-    if eta == 0:
-        return (1 / gamma - 1) / math.log(1 / gamma)
-    return eta * (1 - gamma) / (gamma * (1 - gamma ** eta))
+    """E[K] of the truncated negative binomial D_{eta,gamma} (Papernot & Steinke 2022, Sec. 2):
+    eta (1-gamma) / (gamma (1 - gamma^eta)), and (1/gamma - 1)/log(1/gamma) at eta = 0
+    (``inf`` when it exceeds the float range)."""
+    eta, gamma = _tnb_params(eta, gamma)
+    lk = _tnb_log_expected_count(eta, gamma)
+    try:
+        return math.exp(lk)
+    except OverflowError:
+        return math.inf
 
 
 def tuning_rdp_truncated_negative_binomial(orders, base_rdp, eta: float, gamma: float,
@@ -60,13 +96,14 @@ def tuning_rdp_truncated_negative_binomial(orders, base_rdp, eta: float, gamma: 
     r = np.asarray(base_rdp, dtype=np.float64)
     if r.shape != a.shape:
         raise ValueError("base_rdp must have one value per order")
-    ek = tnb_expected_count(eta, gamma)
+    eta, gamma = _tnb_params(eta, gamma)
+    log_ek = _tnb_log_expected_count(eta, gamma)
     ha = a if hat_orders is None else check_orders(hat_orders)
     hr = r if hat_rdp is None else np.asarray(hat_rdp, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         cand = (1 + eta) * (1 - 1 / ha) * hr + (1 + eta) * math.log(1 / gamma) / ha
     best = min(float(np.nanmin(cand)), (1 + eta) * math.log(1 / gamma))
-    return r + best + math.log(ek) / (a - 1)
+    return r + best + log_ek / (a - 1)
 
 
 def tuning_rdp_poisson(orders, base_rdp, mu: float,

@@ -416,6 +416,12 @@ def _lm():
     return lm
 
 
+def _opm():
+    from dpfast.accounting.objective_perturbation import objective_perturbation_min_regularization
+
+    return objective_perturbation_min_regularization
+
+
 _HUGE = 1.7976931348623157e308
 # (id, call, expected): a float/array check, or an exception type with a word its message must contain
 _EXTREMES = [
@@ -461,6 +467,10 @@ _EXTREMES = [
      0.0),
     ("gdp-eps-tiny-mu", lambda: acc.gdp_epsilon(mu=1e-298, delta=1e-298), "finite"),
     ("gdp-eps-mu-str", lambda: acc.gdp_epsilon(mu="1", delta=1e-5), (TypeError, "mu")),
+    ("op-min-reg-huge-eps", lambda: _opm()(1e308, 1e-5, 6.0, 1.0, 0.25),
+     math.nextafter(0.25, 1.0)),  # any lambda > beta is enough; was ValueError about lambda = beta
+    ("op-min-reg-huge-beta", lambda: _opm()(1.0, 1e-5, 6.0, 1.0, 1e308),
+     (ValueError, "smoothness")),
     ("op-eps-tiny-noise", lambda: _lm().objective_privacy(1e-5, noise_std=1e-320, lipschitz=1, smoothness=0.25,
                                                          regularization=0.5), (ValueError, "noise_std")),
 ]

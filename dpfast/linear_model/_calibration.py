@@ -115,7 +115,10 @@ def _pld_epsilon(descriptions, delta: float, count: int) -> float:
 
 
 def _gaussian_description(sigma_out: float, sensitivity: float):
-    return Gaussian(noise_multiplier=sigma_out / sensitivity, sensitivity=sensitivity)
+    # a noise multiplier beyond 1e100 (or overflowing, for a subnormal sensitivity) is accounted
+    # as 1e100: a smaller multiplier only over-states the (already negligible) privacy loss
+    z = sigma_out / sensitivity
+    return Gaussian(noise_multiplier=z if z <= 1e100 else 1e100, sensitivity=sensitivity)
 
 
 def _report(accountant: str, e_rdp: float, e_pld: float) -> tuple[float, str, float, float]:
@@ -154,8 +157,8 @@ def amp_privacy(
         e_rdp = _rdp_epsilon(curve, delta)
     if accountant in ("best", "pld"):
         descs = [op.ObjectivePerturbation(noise_std, clip, smoothness, regularization)]
-        if tau > 0:
-            sens = op.amp_output_sensitivity(tau, regularization)
+        sens = op.amp_output_sensitivity(tau, regularization) if tau > 0 else 0.0
+        if sens > 0:  # 2 tau / lambda can underflow to 0 for a subnormal tau: that step then leaks nothing
             descs.append(_gaussian_description(sigma_out, sens))
         e_pld = _pld_epsilon(descs, delta, count)
     return _report(accountant, e_rdp, e_pld)

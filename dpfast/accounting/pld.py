@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -46,6 +45,7 @@ from scipy import special
 
 from dpfast import _pld
 from dpfast._validation import check_delta
+from dpfast.accounting._locking import LockedState
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._discretize import MAX_POINTS, StepPMF
 from dpfast.accounting.rdp import _check_count
@@ -292,7 +292,7 @@ def _locked(method):
     return wrapper
 
 
-class PLDAccountant:
+class PLDAccountant(LockedState):
     """Privacy-loss-distribution accountant with FFT composition (spec ``accounting.md``).
 
     Parameters
@@ -352,16 +352,7 @@ class PLDAccountant:
         self.neighbours: Optional[str] = None
         self._cache: Optional[dict] = None
         self._memo: dict = {}  # this accountant's discretizations (see _step_pmf)
-        self._lock = threading.RLock()
-
-    def __getstate__(self):  # picklable / deep-copyable: the lock is not state
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
+        self._init_lock()
 
     # ------------------------------------------------------------------ composition
     def compose(self, description, count: int = 1) -> "PLDAccountant":

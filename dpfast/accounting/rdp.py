@@ -6,13 +6,13 @@ orders alpha > 1 (``inf`` allowed) and return float64 arrays of the same shape.
 from __future__ import annotations
 
 import math
-import threading
 from typing import Optional, Tuple
 
 import numpy as np
 from scipy import special
 
 from dpfast._validation import check_delta
+from dpfast.accounting._locking import LockedState
 from dpfast.accounting._cache import ByteBoundedCache
 
 __all__ = [
@@ -486,7 +486,7 @@ def _curve(description, orders: np.ndarray, key: bytes) -> np.ndarray:
     return hit
 
 
-class RDPAccountant:
+class RDPAccountant(LockedState):
     """Renyi-DP accountant (spec ``accounting.md``, "RDP"; lectures D8-D9).
 
     ``compose(description, count)`` adds ``count`` times the description's RDP curve at
@@ -507,7 +507,7 @@ class RDPAccountant:
         self._rdp = np.zeros_like(self.orders)
         self._key = self.orders.tobytes()
         self.neighbours: Optional[str] = None
-        self._lock = threading.Lock()
+        self._init_lock()
 
     def compose(self, description, count: int = 1) -> "RDPAccountant":
         count = _check_count(count)
@@ -524,15 +524,6 @@ class RDPAccountant:
                 self._rdp = self._rdp + add
                 self.neighbours = nb
         return self
-
-    def __getstate__(self):  # picklable / deep-copyable: the lock is not state
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     @property
     def rdp(self) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 from Cython.Build import cythonize
 from pybind11.setup_helpers import Pybind11Extension
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # -ffp-contract=off: no fused multiply-adds, so that results are bit-identical across
 # builds (and to the Python reference paths some samplers have), -march=native included.
@@ -86,4 +87,19 @@ if wanted("_chacha"):
         language_level=3,
     )
 
-setup(ext_modules=extensions)
+
+
+class ParallelBuildExt(build_ext):
+    """Compile the extensions in parallel (one source file each, so the parallelism is across
+    modules): ``DPFAST_BUILD_JOBS`` workers, default the CPUs this process may use.  A plain
+    ``pip install`` otherwise compiles them one after another."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            jobs = os.environ.get("DPFAST_BUILD_JOBS")
+            self.parallel = int(jobs) if jobs else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                else (os.cpu_count() or 1)
+
+
+setup(ext_modules=extensions, cmdclass={"build_ext": ParallelBuildExt})

@@ -183,7 +183,10 @@ def clipped_sum(
     if noise_multiplier is not None and z > 0:
         gen = check_random_state(rng)
         for s in sums:
-            s += (z * C) * gen.standard_normal(s.shape[0], dtype=dtype)
+            # 53-bit noise for either dtype: NumPy's float32 normal sampler draws from 32-bit
+            # integers, whose coarse lattice (the leak the DP-SGD kernels were fixed for) would
+            # survive in the float32 sum; the float64 draw is rounded once, when it is added.
+            s += (z * C) * gen.standard_normal(s.shape[0])
     out = [s.reshape(shp[1:]) for s, shp in zip(sums, shapes)]
     out = out if is_list else out[0]
     return (out, norms) if return_norms else out

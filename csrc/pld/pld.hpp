@@ -28,15 +28,6 @@ inline ld phibar(ld z) {  // P(N(0,1) > z)
     return 0.5L * std::erfc(z / std::sqrt(2.0L));
 }
 
-// P(a < X <= b) for X ~ N(m, s^2), accurate in both tails.
-inline ld gauss_interval(ld a, ld b, ld m, ld s) {
-    if (!(b > a)) return 0.0L;
-    ld za = (a - m) / s, zb = (b - m) / s;
-    if (za >= 0) return phibar(za) - phibar(zb);
-    if (zb <= 0) return phibar(-zb) - phibar(-za);
-    return 1.0L - phibar(-za) - phibar(zb);
-}
-
 // x at which the remove-pair loss log(1 - q + q exp((2x-1)/(2 s^2))) equals e (-inf if never).
 inline ld remove_inverse(ld e, ld s, ld q) {
     ld em1 = std::expm1(e);

@@ -43,15 +43,6 @@ inline void chacha20_block(const uint32_t in[16], uint32_t out[16]) {
     for (int i = 0; i < 16; ++i) out[i] = x[i] + in[i];
 }
 
-// RFC 8439 state from a 256-bit key, 32-bit counter and 96-bit nonce (section 2.3).
-inline void chacha20_rfc_state(const uint32_t key[8], uint32_t counter, const uint32_t nonce[3],
-                               uint32_t st[16]) {
-    st[0] = 0x61707865u; st[1] = 0x3320646eu; st[2] = 0x79622d32u; st[3] = 0x6b206574u;
-    for (int i = 0; i < 8; ++i) st[4 + i] = key[i];
-    st[12] = counter;
-    st[13] = nonce[0]; st[14] = nonce[1]; st[15] = nonce[2];
-}
-
 // Four consecutive blocks in the Bernstein layout: block j (0..3) is the block function of
 // `in` with its 64-bit counter (words 12-13) advanced by j.  out[16*j + i] = word i of block j.
 #if defined(__GNUC__) || defined(__clang__)

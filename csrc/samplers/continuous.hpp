@@ -37,8 +37,6 @@ inline double laplace_from_word(uint64_t w) {
     return (w & 1u) ? -e : e;
 }
 
-inline double std_laplace(BitStream& rs) { return laplace_from_word(rs.u64()); }
-
 // ---------------------------------------------------------------------------------------
 // N(0, 1): 256-layer ziggurat (Marsaglia & Tsang 2000), 52-bit variant as in NumPy.
 // ---------------------------------------------------------------------------------------
@@ -114,14 +112,6 @@ inline double normal_slow(const NormalZiggurat& z, uint64_t w, BitStream& rs) {
             return neg ? -x : x;
         w = rs.u64();
     }
-}
-
-inline double std_normal(BitStream& rs) {
-    const NormalZiggurat& z = normal_ziggurat();
-    const uint64_t w = rs.u64();
-    double x;
-    if (normal_fast(z, w, x)) return x;
-    return normal_slow(z, w, rs);
 }
 
 // Distribution policies for add_noise.

@@ -209,6 +209,39 @@ def test_audit_partition_selection():
     assert _audit_eps_lower(a, b, trials) <= outs[0].attrs["budget"]["selection"][0] + 1e-12
 
 
+def test_audit_sum_on_neighbouring_tables():
+    # D: 5 units with x = 0; D': plus one unit with 40 rows at the upper bound (Linf = 2 kept,
+    # L0 = 1): the sum moves by Linf * hi = l1 sensitivity.  Event: noisy sum > that shift.
+    base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
+    extra = pd.DataFrame({"u": 99, "g": 0, "x": 10.0}, index=range(40))
+    nb = pd.concat([base, extra], ignore_index=True)
+    eps, linf, trials = 1.0, 2, 4000
+    kw = dict(metrics={"s": ("sum", "x")}, bounds={"x": (0.0, 10.0)}, max_groups_per_unit=1,
+              max_rows_per_group=linf, epsilon=eps, delta=0.0, groups=[0])
+    master = np.random.default_rng(321)
+    t = linf * 10.0
+    a = sum(aggregate(base, "u", "g", rng=master, **kw).loc[0, "s"] > t for _ in range(trials))
+    b = sum(aggregate(nb, "u", "g", rng=master, **kw).loc[0, "s"] > t for _ in range(trials))
+    lower = _audit_eps_lower(a, b, trials)
+    assert 0.5 * eps < lower <= eps, (a, b, lower)
+
+
+def test_audit_selection_with_several_groups_per_unit():
+    # L0 = 2: the added unit opens two new groups; P(either is released) must stay <= delta_sel
+    # (the union bound behind the ln(L0 / (2 delta)) term of the threshold).
+    base = pd.DataFrame({"u": np.arange(30), "g": 0, "x": 0.0})
+    nb = pd.concat([base, pd.DataFrame({"u": [99, 99], "g": [1, 2], "x": [0.0, 0.0]})], ignore_index=True)
+    eps, delta, trials = 1.0, 0.05, 3000
+    kw = dict(metrics={"n": "count"}, bounds=None, max_groups_per_unit=2, max_rows_per_group=1,
+              epsilon=eps, delta=delta)
+    master = np.random.default_rng(8)
+    outs = [aggregate(nb, "u", "g", rng=master, **kw) for _ in range(trials)]
+    hit = sum((1 in o.index) or (2 in o.index) for o in outs)
+    d_sel = outs[0].attrs["budget"]["selection"][1]
+    lo, _ = clopper_pearson(hit, trials, 1e-3)
+    assert lo <= d_sel, (hit, d_sel)
+
+
 # (4) confidence interval coverage -----------------------------------------------------------
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])

@@ -60,6 +60,13 @@ def test_public_groups_report_empty_groups_and_cost_no_selection_budget():
     assert "selection" not in out.attrs["budget"] and out.attrs["delta_spent"] == 0.0
 
 
+def test_nan_group_key_forms_its_own_group():
+    df = pd.DataFrame({"u": np.arange(300), "g": [0.0, np.nan, 1.0] * 100, "x": 1.0})
+    out = aggregate(df, "u", "g", {"n": "count"}, None, 1, 1, 1e6, 1e-6, rng=0)
+    assert len(out) == 3 and out.index.isna().sum() == 1
+    np.testing.assert_allclose(out["n"], [100, 100, 100], atol=8 * out.attrs["noise_scale"]["n"]["count"])
+
+
 def test_several_by_columns_give_a_multiindex():
     df = _one_row_per_unit()
     df["h"] = df["u"] % 2
@@ -312,6 +319,10 @@ class _NoDraw(np.random.Generator):
     (dict(weights={"s": 0.0}), ValueError, "weights"),
     (dict(ci_level=1.0), ValueError, "ci_level"),
     (dict(df=[[1, 2]]), TypeError, "DataFrame"),
+    (dict(df=pd.DataFrame({"u": [1, None], "g": [0, 1], "x": [1.0, 2.0]})), ValueError, "privacy_unit"),
+    (dict(metrics={"selection": "count"}), ValueError, "reserved"),
+    (dict(metrics={}), TypeError, "metrics"),
+    (dict(metrics={"s": ("sum",)}), ValueError, "argument"),
 ])
 def test_bad_input_raises_before_any_noise(over, exc, match):
     with pytest.raises(exc, match=match):

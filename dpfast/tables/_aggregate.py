@@ -133,7 +133,11 @@ def selection_threshold(l0: int, epsilon: float, delta: float) -> float:
     so the noisy counts of groups present in both neighbours are eps-DP.  A group only in the
     larger neighbour has count 1 there and is released with probability
     ``P(1 + Lap(b) > tau) = exp(-(tau - 1)/b) / 2``; over the <= l0 such groups the union bound
-    gives ``l0 exp(-(tau - 1)/b) / 2 = delta`` at the tau above (b = l0/eps).
+    gives ``l0 exp(-(tau - 1)/b) / 2 = delta`` at the tau above (b = l0/eps).  (Google's
+    implementation of the same mechanism uses the per-group delta ``1 - (1 - delta)^(1/l0)``
+    instead of ``delta / l0``; the union bound here is slightly more conservative.)
+    Desfontaines et al. 2022 show the truncated-geometric rule is optimal; Laplace
+    thresholding is a valid (close) alternative.
     """
     b = l0 / epsilon
     return 1.0 + b * math.log(l0 / (2.0 * delta))

@@ -249,6 +249,23 @@ def test_audit_selection_with_several_groups_per_unit():
     assert lo <= d_sel, (hit, d_sel)
 
 
+def test_quantile_follows_the_exponential_mechanism_at_eps_over_l0_linf():
+    # Ten units, one row each at 0..9, bounds [0, 10], q = 0.5 (bounding inactive).  The
+    # exponential mechanism (Smith 2011) at eps' has density exp(-(eps'/2) |#{x <= t} - q n|):
+    # on [k, k+1) the count is k + 1, so bin k has probability proportional to
+    # exp(-(eps'/2) |k + 1 - 5|).  With L0 = 2, Linf = 3 the per-group eps' = eps / 6.
+    from tests.audit._audit_stats import chi_square_ok
+    df = pd.DataFrame({"u": np.arange(10), "g": 0, "x": np.arange(10.0)})
+    eps, l0, linf, trials = 3.0, 2, 3, 3000
+    master = np.random.default_rng(5)
+    draws = np.array([aggregate(df, "u", "g", {"p": ("quantile", "x", 0.5)}, {"x": (0.0, 10.0)}, l0, linf,
+                                eps, 0.0, groups=[0], rng=master).loc[0, "p"] for _ in range(trials)])
+    e1 = eps / (l0 * linf)
+    w = np.exp(-(e1 / 2) * np.abs(np.arange(10) + 1 - 5.0))
+    ok, msg = chi_square_ok(np.bincount(np.minimum(draws, 9.999).astype(int), minlength=10), w / w.sum(), 1e-3)
+    assert ok, msg
+
+
 # (4) confidence interval coverage -----------------------------------------------------------
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])

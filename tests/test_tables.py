@@ -125,6 +125,18 @@ def test_kept_rows_are_random_and_vary_with_the_seed():
     assert stats.chisquare(obs).pvalue > 1e-3
 
 
+def test_same_seed_same_output_and_secure_random_accepted():
+    from dpfast.random import SecureRandom
+    df = _one_row_per_unit()
+    kw = dict(metrics=METRICS, bounds={"x": (0.0, 10.0)}, max_groups_per_unit=2, max_rows_per_group=2,
+              epsilon=2.0, delta=1e-6)
+    a, b = (aggregate(df, "u", "g", rng=9, **kw) for _ in range(2))
+    pd.testing.assert_frame_equal(a, b)
+    c = aggregate(df, "u", "g", rng=10, **kw)
+    assert not a.equals(c)
+    assert aggregate(df, "u", "g", rng=SecureRandom(), **kw).columns.tolist() == list(METRICS)
+
+
 # budget --------------------------------------------------------------------------------------
 
 def test_budget_split_by_weights_totals_at_most_epsilon_delta():

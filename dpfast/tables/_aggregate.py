@@ -187,7 +187,8 @@ def aggregate(
     4. **Partition selection** (``groups=None``): a group is released iff its number of
        distinct units after bounding plus ``Lap(L0/eps_sel)`` exceeds
        ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (see :func:`selection_threshold`);
-       (eps_sel, delta_sel)-DP, needs ``delta > 0``.  Metrics are released for selected groups
+       (eps_sel, delta_sel)-DP, needs ``delta > 0``; this uses Laplace noise whatever ``noise``
+       says (``noise`` applies to the metrics).  Metrics are released for selected groups
        only.  With public ``groups`` every listed group is reported (empty ones too; rows of
        other groups are dropped before bounding) and selection costs nothing.
     5. **Budget** (basic composition): ``epsilon`` is split over the metrics and selection in

@@ -161,6 +161,7 @@ def test_budget_split_by_weights_totals_at_most_epsilon_delta():
         if noise == "laplace":
             assert sc["n"]["count"] == pytest.approx(2 * 3 / b["n"][0])
             assert sc["avg"]["sum"] == pytest.approx(2 * 3 * 5.0 / (b["avg"][0] / 2))
+            assert sc["avg"]["count"] == pytest.approx(2 * 3 / (b["avg"][0] / 2))
         else:
             # classical bound sigma >= D sqrt(2 ln(1.25/delta))/eps only for eps < 1; instead check the
             # analytic profile of Balle & Wang 2018 at the returned sigma equals delta.
@@ -169,6 +170,19 @@ def test_budget_split_by_weights_totals_at_most_epsilon_delta():
             prof = stats.norm.cdf(d2 / (2 * s) - e * s / d2) - math.exp(e) * stats.norm.cdf(-d2 / (2 * s) - e * s / d2)
             assert prof <= dl * (1 + 1e-6) and prof >= dl * 0.99
         assert sc["p50"]["exponential_epsilon_per_group"] == pytest.approx(b["p50"][0] / 6)
+
+
+def test_variance_noise_scales_follow_the_centred_sensitivities():
+    # bounds [2, 12]: r = 5; centred squares in [0, 25], re-centred at 12.5; L0 = 2, Linf = 3.
+    df = _one_row_per_unit()
+    out = aggregate(df, "u", "g", {"v": ("variance", "x")}, {"x": (2.0, 12.0)}, 2, 3, 0.9, 0.0,
+                    groups=[0, 1, 2, 3], rng=0)
+    e = 0.9 / 3
+    sc = out.attrs["noise_scale"]["v"]
+    assert sc["count"] == pytest.approx(6 / e) and sc["sum"] == pytest.approx(6 * 5 / e)
+    assert sc["sumsq"] == pytest.approx(6 * 12.5 / e)
+    assert out.attrs["budget"] == {"v": (pytest.approx(0.9), 0.0)}
+    assert ((out["v"] >= 0) & (out["v"] <= 25)).all()
 
 
 def test_selection_threshold_formula():

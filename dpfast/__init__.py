@@ -10,7 +10,8 @@ The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_me
 * :mod:`dpfast.linear_model` -- private GLMs (output / objective perturbation, AMP);
 * :mod:`dpfast.sgd` -- DP-SGD with native per-example clipping;
 * :mod:`dpfast.public` -- private learners that use public unlabeled data;
-* :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package.
+* :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package;
+* :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``).
 """
 import importlib as _importlib
 
@@ -20,7 +21,7 @@ from dpfast.mechanisms import __all__ as _mechanism_names
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("accounting", "linear_model", "sgd", "public", "datasets")
+_LAZY_SUBMODULES = ("accounting", "linear_model", "sgd", "public", "datasets", "tables")
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {

@@ -41,7 +41,7 @@ from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["PrivacyConvergenceError", "certified_descent", "check_certifiable", "ROUNDING_FACTOR"]
+__all__ = ["PrivacyConvergenceError", "certified_descent", "check_certifiable", "dual_norm", "ROUNDING_FACTOR"]
 
 #: tol must be at least this many times the float64 rounding bound of the gradient sum
 ROUNDING_FACTOR = 8.0
@@ -74,6 +74,11 @@ def check_certifiable(tol: float, magnitude: float) -> None:
         )
 
 
+def dual_norm(g: np.ndarray, solve: Callable[[np.ndarray], np.ndarray]) -> float:
+    """||g||_* = sqrt(g^T P^-1 g), with ``solve(g) = P^-1 g``."""
+    return math.sqrt(max(float(g @ solve(g)), 0.0))
+
+
 def iterations_needed(kappa: float, g0: float, tol: float) -> int:
     """k* of the module docstring (at least 1)."""
     if g0 <= tol:
@@ -104,12 +109,9 @@ def certified_descent(
         raise ValueError(f"need 0 < strong_convexity <= smoothness < inf, got {strong_convexity!r}, {smoothness!r}")
     solve = solve if solve is not None else (lambda g: g)
 
-    def dual_norm(g):
-        return math.sqrt(max(float(g @ solve(g)), 0.0))
-
     x = np.array(x0, dtype=np.float64, copy=True)
     g = grad(x)
-    gn = dual_norm(g)
+    gn = dual_norm(g, solve)
     passes = 1
     if gn <= tol:
         return x, gn, passes
@@ -123,12 +125,12 @@ def certified_descent(
         x = x_next
         g = grad(y)
         passes += 1
-        gn = dual_norm(g)
+        gn = dual_norm(g, solve)
         if gn <= tol:
             return y, gn, passes
     g = grad(x)  # the theorem's point x_{k*}
     passes += 1
-    gn = dual_norm(g)
+    gn = dual_norm(g, solve)
     if gn <= tol:
         return x, gn, passes
     raise PrivacyConvergenceError(

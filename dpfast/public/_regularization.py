@@ -274,8 +274,8 @@ def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack
     (:func:`dpfast.linear_model._certify.certified_descent`).  So the outcome never depends on
     whether a solver happened to converge: there is no refusal to observe.
     """
-    minimize_glm, glm_loss_and_grad, loss_constants = _solver()
-    from dpfast.linear_model._certify import certified_descent, check_certifiable
+    minimize_glm, _, loss_constants = _solver()
+    from dpfast.linear_model._certify import certified_descent, check_certifiable, dual_norm
     from dpfast.linear_model._solver import glm_gradient_oracle
 
     stab = regularization_stability(geo, n_scale, lipschitz, neighbours, slack, release_points)
@@ -291,16 +291,12 @@ def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack
     def solve(g):  # H^-1 g
         return geo.U @ ((geo.U.T @ g) / h_eig)
 
-    def hinv_norm(g):
-        return math.sqrt(max(float(g @ solve(g)), 0.0))
-
     res = minimize_glm(Xc, y, loss, alpha=alpha, quadratic=Q, huber_delta=huber_delta,
                        tol=tau * math.sqrt(float(h_eig.min())),  # ||g||_2 <= this implies ||g||_{H^-1} <= tau
                        max_iter=max_iter)
-    _, g = glm_loss_and_grad(Xc, y, loss, res.coef, alpha=alpha, quadratic=Q, huber_delta=huber_delta)
-    if hinv_norm(g) <= tau:
-        return np.asarray(res.coef, dtype=np.float64), stab, int(res.n_iter)
     evaluate = glm_gradient_oracle(Xc, y, loss, alpha=alpha, quadratic=Q, huber_delta=huber_delta)
+    if dual_norm(evaluate(res.coef)[1], solve) <= tau:
+        return np.asarray(res.coef, dtype=np.float64), stab, int(res.n_iter)
     curvature = loss_constants(loss, huber_delta)[1]
     XU = Xc @ geo.U
     smooth = 1.0 + curvature * float(np.sum(XU * XU / h_eig))

@@ -7,11 +7,12 @@ keeps its own rule for when a call is too small to split (its block size).
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import threading
 from typing import Iterator, Optional
 
-__all__ = ["CPUS", "cpu_count", "env_threads", "default_threads", "single_threaded_blas"]
+__all__ = ["CPUS", "cpu_count", "env_threads", "default_threads", "check_threads", "single_threaded_blas"]
 
 DEFAULT_CAP = 4  # default thread count for the sampling kernels: at most this many cores
 
@@ -51,6 +52,15 @@ def default_threads(upper: Optional[int] = None, cap: int = DEFAULT_CAP) -> int:
     """``DPFAST_NUM_THREADS`` when set (validated against ``upper``), else min(CPUS, cap)."""
     t = env_threads(upper)
     return max(1, min(CPUS, cap)) if t is None else t
+
+
+def check_threads(n_threads, upper: int = 4096) -> int:
+    """A caller's ``n_threads`` argument: an integer in [1, ``upper``] (TypeError / ValueError)."""
+    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
+        raise TypeError(f"n_threads must be a positive integer or None, got {n_threads!r}")
+    if not 1 <= n_threads <= upper:
+        raise ValueError(f"n_threads must be in [1, {upper}], got {n_threads!r}")
+    return int(n_threads)
 
 
 # --------------------------------------------------------------- scoped BLAS thread limit

@@ -41,8 +41,6 @@ def as_array(x, name: str, dtype=None) -> np.ndarray:
 
 
 def _as_float_array(x, name: str) -> np.ndarray:
-    if isinstance(x, (str, bytes)):
-        raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
     return as_array(x, name, np.float64)
 
 

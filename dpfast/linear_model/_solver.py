@@ -244,14 +244,6 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c
 
 
-def _check_threads(n_threads) -> int:
-    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)):
-        raise TypeError(f"n_threads must be a positive integer or None, got {n_threads!r}")
-    if not 1 <= n_threads <= 4096:
-        raise ValueError(f"n_threads must be in [1, 4096], got {n_threads!r}")
-    return int(n_threads)
-
-
 def _raise_bad_X(status: int) -> None:
     if status == 4:
         raise ValueError("X contains NaN or infinite entries (or a row whose squared norm overflows float64)")
@@ -302,7 +294,7 @@ def glm_gradient_oracle(
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
-    nt = _threads.cpu_count() if n_threads is None else _check_threads(n_threads)
+    nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
 
     def evaluate(coef) -> Tuple[float, np.ndarray]:
         th = _vector(coef, d, "coef")
@@ -390,7 +382,7 @@ def minimize_glm(
         theta = np.zeros(d, dtype=np.float64)
     else:
         theta = _vector(coef0, d, "coef0").copy()
-    nt = _threads.cpu_count() if n_threads is None else _check_threads(n_threads)
+    nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
     args = (data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q,
             _SOLVER_CODE[solver], t, int(max_iter), int(memory), step, rule, nt, theta)
     if solver == "lbfgs":

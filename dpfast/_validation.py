@@ -19,6 +19,7 @@ __all__ = [
     "check_bounds",
     "check_neighbours",
     "check_size",
+    "check_int",
     "as_array",
 ]
 
@@ -178,6 +179,15 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
             raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels; {hint}")
         raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
     return classes, idx
+
+
+def check_int(v, name: str, lo: int = 1) -> int:
+    """An integer >= ``lo`` (bools refused): TypeError for a non-integer, ValueError below ``lo``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if int(v) < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
 
 
 def physical_memory() -> int | None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpfast import _clip
 from dpfast._threads import default_threads, single_threaded_blas
-from dpfast._validation import check_delta, check_epsilon, check_label_set
+from dpfast._validation import check_delta, check_epsilon, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, native_stream
 from dpfast.sgd import _privacy
 
@@ -50,14 +50,6 @@ _OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
 # bounded.
 MAX_STEPS = 10**9
 _LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2
-
-
-def _check_int(v, name, lo=1):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if int(v) < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
 
 
 def _check_real(v, name, *, lo=0.0, lo_open=True, hi=math.inf, hi_open=True):
@@ -154,8 +146,8 @@ class _DPSGDBase:
         else:
             _check_real(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
         _check_real(self.max_norm, "max_norm")
-        epochs = _check_int(self.epochs, "epochs")
-        bs = _check_int(self.batch_size, "batch_size")
+        epochs = check_int(self.epochs, "epochs")
+        bs = check_int(self.batch_size, "batch_size")
         if bs > n:
             raise ValueError(f"batch_size ({bs}) must be <= the number of training examples ({n})")
         _check_real(self.learning_rate, "learning_rate")
@@ -170,7 +162,7 @@ class _DPSGDBase:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         if self.n_threads is not None:
-            _check_int(self.n_threads, "n_threads")
+            check_int(self.n_threads, "n_threads")
         q = bs / n
         steps_per_epoch = -(-n // bs)
         if epochs > MAX_STEPS // steps_per_epoch:
@@ -448,7 +440,7 @@ class DPMLPClassifier(_DPSGDBase):
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
-        h = _check_int(self.hidden, "hidden")
+        h = check_int(self.hidden, "hidden")
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"activation must be 'relu' or 'tanh', got {self.activation!r}")
         if self.clipping not in ("flat", "per_layer"):

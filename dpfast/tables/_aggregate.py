@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dpfast._validation import check_delta, check_epsilon
+from dpfast._validation import check_delta, check_epsilon, check_int
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
 from dpfast.mechanisms.quantile import private_quantile
@@ -30,14 +30,6 @@ _NOISES = ("laplace", "gaussian")
 # Noisy primitives each metric is built from (each gets an equal share of the metric's budget).
 _PRIMITIVES = {"count": ("count",), "sum": ("sum",), "mean": ("count", "sum"),
                "variance": ("count", "sum", "sumsq"), "quantile": ()}
-
-
-def _check_count_bound(x, name: str) -> int:
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= 1, got {x!r}")
-    if int(x) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)
 
 
 def _parse_metrics(metrics, columns) -> list:
@@ -258,8 +250,8 @@ def aggregate(
     parsed = _parse_metrics(metrics, df.columns)
     value_cols = sorted({col for _, _, col, _ in parsed if col is not None})
     bnds = _check_bounds(bounds, value_cols)
-    l0 = _check_count_bound(max_groups_per_unit, "max_groups_per_unit")
-    linf = _check_count_bound(max_rows_per_group, "max_rows_per_group")
+    l0 = check_int(max_groups_per_unit, "max_groups_per_unit")
+    linf = check_int(max_rows_per_group, "max_rows_per_group")
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta)
     if noise not in _NOISES:

@@ -7,6 +7,8 @@ The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_me
 * :mod:`dpfast.calibrate` -- noise scales from (epsilon, delta, sensitivity) and back;
 * :mod:`dpfast.mechanisms` -- the mechanisms themselves;
 * :mod:`dpfast.accounting` -- RDP, PLD and GDP accountants, mechanism descriptions;
+* :mod:`dpfast.budget` -- :class:`~dpfast.budget.PrivacyBudget`, one (epsilon, delta) budget that
+  every release charges (``budget=``), and ``BudgetExceededError``;
 * :mod:`dpfast.linear_model` -- private GLMs (output / objective perturbation, AMP);
 * :mod:`dpfast.sgd` -- DP-SGD with native per-example clipping;
 * :mod:`dpfast.public` -- private learners that use public unlabeled data;
@@ -21,7 +23,7 @@ from dpfast.mechanisms import __all__ as _mechanism_names
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("accounting", "linear_model", "sgd", "public", "datasets", "tables")
+_LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables")
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {
@@ -34,6 +36,8 @@ _LAZY_NAMES = {
     "PublicDataRegressor": "public",
     "RDPAccountant": "accounting",
     "PLDAccountant": "accounting",
+    "PrivacyBudget": "budget",
+    "BudgetExceededError": "budget",
 }
 
 __all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,

@@ -1,0 +1,369 @@
+"""One privacy budget for a sequence of releases: :class:`PrivacyBudget`.
+
+A budget is an (epsilon, delta) guarantee that a whole analysis must meet.  Every release
+(a mechanism call, an estimator's ``fit``) describes itself by a data-only event
+(:mod:`dpfast.accounting`) and charges it *before* drawing any noise; the budget composes the
+events with a privacy accountant (privacy-loss distributions by default, Koskela, Jalko &
+Honkela 2020, Doroshenko et al. 2022; or Renyi DP, Mironov 2017) -- never by adding epsilons --
+and refuses, with :class:`BudgetExceededError`, the first release whose composition with the
+ones already made would exceed the budget.  A refused release changes nothing: no charge, no
+noise drawn, the random generator untouched.
+
+The guarantee (adaptive composition): if every release ``M_i`` is the mechanism its event
+describes, run on the same data set with the same neighbouring relation, then the sequence of
+accepted releases, each chosen adaptively from the previous outputs, is (epsilon, delta)-DP.
+The composition theorems behind the accountants hold for adaptive sequences (Dwork, Rothblum &
+Vadhan 2010 for approximate DP; Mironov 2017, Prop. 1 for RDP; Dong, Roth & Su 2022 / Zhu, Dong
+& Wang 2022 for dominating pairs and PLDs).  That the decision to stop at a refused release
+leaks nothing follows because it is a function of the (public) events only, never of the data.
+
+Module functions used by every release:
+
+* :func:`resolve` -- the budget that applies to a call: the explicit one, else the one made the
+  default by ``with budget:``, else ``None``;
+* :func:`charge` -- ``resolve(budget)`` then ``.charge(event, label=...)`` when there is one.
+
+Example
+-------
+>>> import dpfast
+>>> budget = dpfast.PrivacyBudget(epsilon=1.0, delta=1e-6)
+>>> with budget:                                   # doctest: +SKIP
+...     dpfast.laplace(x, 1.0, 0.5)                # charged to budget
+...     dpfast.laplace(x, 1.0, 0.5)                # charged: 1.0 spent
+...     dpfast.laplace(x, 1.0, 0.5)                # raises BudgetExceededError, nothing drawn
+>>> print(budget)                                  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from dpfast._validation import check_delta, check_epsilon
+
+__all__ = ["PrivacyBudget", "BudgetExceededError", "Charge", "resolve", "charge"]
+
+_ACCOUNTANTS = ("pld", "rdp")
+_STATE_VERSION = 1
+
+
+class BudgetExceededError(Exception):
+    """A release would exceed its :class:`PrivacyBudget`; nothing was charged or released.
+
+    Attributes
+    ----------
+    label : str
+        The refused release's label.
+    event : DpEvent
+        Its event.
+    spent : float
+        Epsilon spent before it (at the budget's delta).
+    requested : float
+        The composed epsilon (at the budget's delta) had it been accepted (``inf`` when the
+        composition has no finite epsilon at that delta).
+    epsilon, delta : float
+        The budget.
+    """
+
+    def __init__(self, label: str, event: Any, spent: float, requested: float,
+                 epsilon: float, delta: float):
+        self.label, self.event = label, event
+        self.spent, self.requested = spent, requested
+        self.epsilon, self.delta = epsilon, delta
+        what = f"{label}: {event!r}" if label else repr(event)
+        super().__init__(
+            f"privacy budget exceeded by {what}: the composition would be ({requested:.6g}, {delta:.3g})-DP "
+            f"but the budget is ({epsilon:.6g}, {delta:.3g})-DP; spent so far {spent:.6g}, remaining "
+            f"{max(epsilon - spent, 0.0):.6g} (epsilon at delta={delta:.3g}). Nothing was charged or released."
+        )
+
+
+class Charge(NamedTuple):
+    """One accepted release in a budget's ledger.
+
+    ``epsilon`` is the cumulative epsilon of all releases up to and including this one, at the
+    budget's delta (composed, not a sum)."""
+
+    label: str
+    event: Any
+    epsilon: float
+
+
+def _make_accountant(name: str):
+    """A fresh accountant of the given kind (``"pld"`` or ``"rdp"``)."""
+    from dpfast import accounting
+
+    make = getattr(accounting, "make_accountant", None)
+    if make is not None:
+        return make(name)
+    return accounting.PLDAccountant() if name == "pld" else accounting.RDPAccountant()
+
+
+def _event_to_dict(event) -> dict:
+    from dpfast import accounting
+
+    to_dict = getattr(accounting, "to_dict", None)
+    if to_dict is not None:
+        return to_dict(event)
+    return _legacy_to_dict(event)
+
+
+def _event_from_dict(d: dict):
+    from dpfast import accounting
+
+    from_dict = getattr(accounting, "from_dict", None)
+    if from_dict is not None:
+        return from_dict(d)
+    return _legacy_from_dict(d)
+
+
+# -- serialisation of today's description classes (used only until dpfast.accounting provides
+#    to_dict / from_dict, which then serves every caller)
+def _legacy_to_dict(event) -> dict:
+    import dataclasses
+
+    from dpfast import accounting
+
+    name = type(event).__name__
+    if getattr(accounting, name, None) is not type(event) or not dataclasses.is_dataclass(event):
+        raise TypeError(f"cannot serialise event of type {name}: not a dpfast.accounting event")
+    out: Dict[str, Any] = {"type": name}
+    for f in dataclasses.fields(event):
+        v = getattr(event, f.name)
+        if callable(v):
+            raise TypeError(f"cannot serialise {name}: its field {f.name!r} holds a callable; "
+                            f"a budget holding it has no state_dict")
+        out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def _legacy_from_dict(d: dict):
+    from dpfast import accounting
+
+    if not isinstance(d, dict) or "type" not in d:
+        raise ValueError(f"an event dict needs a 'type' key, got {d!r}")
+    cls = getattr(accounting, str(d["type"]), None)
+    if not isinstance(cls, type):
+        raise ValueError(f"unknown event type {d['type']!r}")
+    kw = {k: v for k, v in d.items() if k != "type"}
+    return cls(**kw)
+
+
+def _check_label(label) -> str:
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, got {type(label).__name__}")
+    return label
+
+
+class PrivacyBudget:
+    """An (epsilon, delta)-DP budget shared by a sequence of releases.
+
+    Parameters
+    ----------
+    epsilon : float
+        Total epsilon, > 0 and finite.
+    delta : float
+        Total delta, in (0, 1).  (A pure budget, delta = 0, is not offered: the PLD
+        accountant's certified bounds carry a truncation mass ~1e-22, and the RDP conversion
+        needs delta > 0.)
+    accountant : {"pld", "rdp"}
+        How releases are composed: ``"pld"`` (default; :class:`dpfast.accounting.PLDAccountant`,
+        privacy-loss distributions composed by FFT, tight) or ``"rdp"``
+        (:class:`dpfast.accounting.RDPAccountant`, Renyi DP with the improved conversion).
+
+    Notes
+    -----
+    **When a release fits.**  :meth:`charge` composes the ledger's events and the new event
+    with a fresh accountant and accepts the release iff the composed ``get_epsilon(delta) <=
+    epsilon`` (the certified, pessimistic epsilon at the budget's delta).  Testing epsilon at
+    the budget's delta (rather than ``get_delta(epsilon) <= delta``, equivalent up to the
+    accountants' rounding) makes the rule the same quantity that :meth:`spent` reports: a
+    charge is accepted exactly when ``spent()`` afterwards is at most ``epsilon``.
+
+    **Thread safety.**  Check and commit happen under one lock, so concurrent charges are
+    serialised: the accepted ones are exactly those a sequential run in the order the lock was
+    taken would accept, and the budget is never overspent.
+
+    **Default budget.**  ``with budget:`` makes it the default of every release in the block
+    (and in code it calls) that is not given ``budget=`` explicitly; blocks nest, the inner
+    one wins and the outer is restored on exit.  The default is a :mod:`contextvars` variable:
+    each thread (and asyncio task) has its own, and a new thread starts with none.
+    """
+
+    def __init__(self, epsilon: float, delta: float, accountant: str = "pld"):
+        self.epsilon = float(check_epsilon(epsilon, allow_array=False))
+        self.delta = float(check_delta(delta, allow_zero=False))
+        if not isinstance(accountant, str) or accountant not in _ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
+        self.accountant = accountant
+        self._lock = threading.RLock()
+        self._ledger: List[Charge] = []
+        self._acc = None  # accountant holding the composed ledger (None while empty)
+        self._spent = 0.0
+
+    # ----------------------------------------------------------------- charging
+    def _composed(self, events):
+        acc = _make_accountant(self.accountant)
+        for e in events:
+            acc.compose(e)
+        return acc
+
+    def charge(self, event, *, label: str = "") -> None:
+        """Charge one release described by ``event``; raise if it does not fit.
+
+        Composes the events already charged and ``event`` (a fresh accountant of this budget's
+        kind) and commits iff the composed epsilon at the budget's delta is ``<= epsilon``.
+
+        Raises
+        ------
+        BudgetExceededError
+            The composition would exceed the budget; the budget is unchanged.
+        TypeError, ValueError
+            ``event`` is not an event the accountant supports (e.g. a profile-only event with
+            ``accountant="rdp"``), or it uses another neighbouring relation than the events
+            already charged; the budget is unchanged.
+        """
+        label = _check_label(label)
+        with self._lock:
+            acc = self._composed([c.event for c in self._ledger] + [event])
+            eps = float(acc.get_epsilon(self.delta))
+            if not eps <= self.epsilon:  # also refuses NaN
+                raise BudgetExceededError(label, event, self._spent, eps, self.epsilon, self.delta)
+            self._ledger.append(Charge(label, event, eps))
+            self._acc = acc
+            self._spent = eps
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def ledger(self) -> Tuple[Charge, ...]:
+        """The accepted releases in order, as :class:`Charge` ``(label, event, epsilon)``."""
+        with self._lock:
+            return tuple(self._ledger)
+
+    def spent(self, delta: Optional[float] = None) -> float:
+        """Epsilon of the composition of every charged release, at ``delta`` (default: the
+        budget's delta): the certified (pessimistic) ``get_epsilon(delta)`` of the accountant.
+        0.0 while nothing has been charged."""
+        with self._lock:
+            if self._acc is None:
+                if delta is not None:
+                    check_delta(delta, allow_zero=False)
+                return 0.0
+            if delta is None:
+                return self._spent
+            return float(self._acc.get_epsilon(check_delta(delta, allow_zero=False)))
+
+    def remaining(self) -> float:
+        """``epsilon - spent()``, floored at 0: the epsilon headroom at the budget's delta.
+
+        Composition is not additive, so this is a summary, not a promise: whether a given
+        release fits is decided by composing it (:meth:`charge`), and a release whose own
+        epsilon is below ``remaining()`` may still be refused (e.g. an (eps, delta) release
+        whose delta uses up the budget's delta), or one above it accepted."""
+        with self._lock:
+            return max(self.epsilon - self._spent, 0.0)
+
+    # ----------------------------------------------------------------- display
+    def __repr__(self) -> str:
+        with self._lock:
+            return (f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+                    f"accountant={self.accountant!r}, releases={len(self._ledger)}, spent={self._spent:.6g})")
+
+    def __str__(self) -> str:
+        """A header line, then one line a release: its number, label, event and the cumulative
+        epsilon (at the budget's delta) after it."""
+        with self._lock:
+            lines = [f"PrivacyBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, accountant={self.accountant!r}): "
+                     f"{len(self._ledger)} release(s), spent {self._spent:.6g}, remaining "
+                     f"{max(self.epsilon - self._spent, 0.0):.6g}"]
+            for i, c in enumerate(self._ledger, 1):
+                lines.append(f"{i:4d}. {c.label or '-'}  {c.event!r}  epsilon={c.epsilon:.6g}")
+            return "\n".join(lines)
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        """A compact, JSON-able state: the budget, and per release its label, its event
+        (``dpfast.accounting``'s dict form, never a PMF) and its cumulative epsilon.
+
+        Raises ``TypeError`` when an event cannot be serialised (one holding a callable)."""
+        with self._lock:
+            return {
+                "version": _STATE_VERSION,
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "accountant": self.accountant,
+                "ledger": [{"label": c.label, "event": _event_to_dict(c.event), "epsilon": c.epsilon}
+                           for c in self._ledger],
+            }
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "PrivacyBudget":
+        """The budget saved by :meth:`state_dict`: the same ledger and the same spent epsilon.
+
+        The accountant is rebuilt by composing the saved events (the composition is
+        deterministic, so :meth:`spent` equals the saved value on the same build); a ledger
+        whose composition exceeds the saved epsilon is refused with ``ValueError``."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from PrivacyBudget.state_dict(), got {type(state).__name__}")
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unsupported budget state version {state.get('version')!r} "
+                             f"(this dpfast reads version {_STATE_VERSION})")
+        try:
+            budget = cls(state["epsilon"], state["delta"], state["accountant"])
+            entries = [(_check_label(e["label"]), _event_from_dict(e["event"]), float(e["epsilon"]))
+                       for e in state["ledger"]]
+        except KeyError as exc:
+            raise ValueError(f"budget state lacks the key {exc.args[0]!r}") from None
+        if entries:
+            acc = budget._composed([e for _, e, _ in entries])
+            spent = float(acc.get_epsilon(budget.delta))
+            if not spent <= budget.epsilon:
+                raise ValueError(f"the saved ledger composes to epsilon {spent:.6g} at delta {budget.delta:g}, "
+                                 f"above the saved budget {budget.epsilon:g}")
+            budget._acc, budget._spent = acc, spent
+            budget._ledger = [Charge(*e) for e in entries]
+        return budget
+
+    # ----------------------------------------------------------------- default budget
+    def __enter__(self) -> "PrivacyBudget":
+        token = _DEFAULT.set(self)
+        _TOKENS.set(_TOKENS.get() + (token,))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        tokens = _TOKENS.get()
+        _TOKENS.set(tokens[:-1])
+        _DEFAULT.reset(tokens[-1])
+
+    # a lock is not state
+    def __getstate__(self):
+        with self._lock:
+            state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+
+_DEFAULT: contextvars.ContextVar[Optional[PrivacyBudget]] = contextvars.ContextVar("dpfast_budget", default=None)
+_TOKENS: contextvars.ContextVar[tuple] = contextvars.ContextVar("dpfast_budget_tokens", default=())
+
+
+def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
+    """The budget a release charges: ``budget`` when given, else the default set by the
+    innermost ``with some_budget:`` block of this context, else ``None`` (no charge)."""
+    if budget is None:
+        return _DEFAULT.get()
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"budget must be a dpfast.PrivacyBudget or None, got {type(budget).__name__}")
+    return budget
+
+
+def charge(budget: Optional[PrivacyBudget], event, label: str = "") -> None:
+    """Charge ``event`` to ``resolve(budget)`` when there is one (call it before drawing any
+    noise).  Raises :class:`BudgetExceededError` when the release does not fit."""
+    b = resolve(budget)
+    if b is not None:
+        b.charge(event, label=label)

@@ -1,0 +1,162 @@
+"""One-hot encoding with public categories, or categories chosen by DP partition selection."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dpfast._validation import check_delta, check_epsilon
+from dpfast.mechanisms import laplace_noise
+from dpfast.preprocessing._privacy import approx_dp, charge
+from dpfast.random import check_random_state
+
+__all__ = ["OneHotEncoder"]
+
+
+def _check_X(X, n_features=None) -> np.ndarray:
+    if isinstance(X, (str, bytes)) or np.isscalar(X) or X is None:
+        raise TypeError(f"X must be a 2-d array-like, got {type(X).__name__}")
+    if hasattr(X, "iloc"):  # a DataFrame: its values, column by column
+        X = X.to_numpy()
+    Xa = np.asarray(X)
+    if Xa.ndim != 2:
+        raise ValueError(f"X must be a 2-d array (n_samples, n_features), got shape {Xa.shape}")
+    if Xa.shape[1] == 0:
+        raise ValueError(f"X must have at least one feature, got shape {Xa.shape}")
+    if n_features is not None and Xa.shape[1] != n_features:
+        raise ValueError(f"X has {Xa.shape[1]} features, but the encoder was fitted with {n_features}")
+    return Xa
+
+
+def _column(Xa: np.ndarray, j: int) -> list:
+    return Xa[:, j].tolist()  # Python scalars: numpy and Python values of equal value hash alike
+
+
+class OneHotEncoder(TransformerMixin, BaseEstimator):
+    """One-hot encoder whose categories are public, or selected privately.
+
+    * ``categories=[list per feature]`` (public): nothing is learned from the data; ``fit``
+      costs no privacy (``event_ = None``, ``epsilon_ = delta_ = 0``) and charges nothing.
+    * ``categories="private"``: the categories of each feature are chosen from the data by
+      Laplace-thresholding partition selection (Korolova, Kenthapadi, Mishra & Ntoulas 2009;
+      Desfontaines, Voss, Gipson & Mandayam 2022, "Differentially private partition
+      selection", PoPETs, Sec. 3; Wilson et al. 2020, Sec. 4): a category is kept iff its count
+      plus ``Lap(d / epsilon)`` exceeds ``tau = 1 + (d / epsilon) ln(d / (2 delta))``
+      (:func:`dpfast.tables.selection_threshold` with ``l0 = d``).  One row contributes one
+      value to each of the d features, so the count vector has l1 sensitivity d; counts of
+      categories present in both neighbours are epsilon-DP, and a category only the added row
+      has (count 1) is kept with probability ``exp(-(tau - 1) epsilon / d) / 2``, at most
+      ``delta`` over the <= d such categories (union bound).  Hence ``(epsilon, delta)``-DP
+      under add/remove neighbours; only the kept categories (sorted) are released, never the
+      counts.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
+      Rare categories are dropped (``handle_unknown="ignore"`` then encodes them as all zeros).
+
+    Parameters
+    ----------
+    categories : list of array-likes, or "private"
+        Public categories (one list per feature), or ``"private"``.
+    epsilon, delta : float or None
+        The budget of the private selection (required with ``categories="private"``,
+        must be None otherwise).
+    handle_unknown : {"ignore", "error"}
+        A value outside the categories at ``transform``: all-zero columns, or ValueError.
+    dtype : numpy dtype of the output (default float64).
+    random_state : None, int, numpy Generator or dpfast.random.SecureRandom
+
+    Attributes
+    ----------
+    categories_ : list of ndarray (one per feature)
+    event_ : None (public categories) or the ``ApproxDP(epsilon, delta)`` event of the selection.
+    epsilon_, delta_ : the guarantee of ``fit``.
+    """
+
+    def __init__(self, categories: Any = "private", *, epsilon: float | None = None,
+                 delta: float | None = None, handle_unknown: str = "ignore", dtype=np.float64,
+                 random_state: Any = None):
+        self.categories = categories
+        self.epsilon = epsilon
+        self.delta = delta
+        self.handle_unknown = handle_unknown
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _check_params(self):
+        if self.handle_unknown not in ("ignore", "error"):
+            raise ValueError(f"handle_unknown must be 'ignore' or 'error', got {self.handle_unknown!r}")
+        if isinstance(self.categories, str):
+            if self.categories != "private":
+                raise ValueError(f"categories must be 'private' or a list of public categories per feature, "
+                                 f"got {self.categories!r}")
+            if self.epsilon is None or self.delta is None:
+                raise ValueError("categories='private' needs epsilon (> 0) and delta (in (0, 1))")
+            eps = check_epsilon(self.epsilon, allow_array=False)
+            delta = check_delta(self.delta, allow_zero=False)
+            if not delta < 1:
+                raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+            return eps, delta
+        if self.epsilon is not None or self.delta is not None:
+            raise ValueError("epsilon and delta apply to categories='private' only (public categories cost nothing)")
+        try:
+            cats = [list(c) for c in self.categories]
+        except TypeError:
+            raise TypeError("categories must be 'private' or a list with one sequence of categories per feature") from None
+        for j, c in enumerate(cats):
+            if len(set(c)) != len(c):
+                raise ValueError(f"categories[{j}] has duplicate values")
+        return cats
+
+    def fit(self, X, y=None, *, budget: Any = None) -> "OneHotEncoder":
+        """Set ``categories_`` (public: no privacy cost; private: see the class docstring)."""
+        params = self._check_params()
+        Xa = _check_X(X)
+        d = Xa.shape[1]
+        if isinstance(params, list):
+            if len(params) != d:
+                raise ValueError(f"categories has {len(params)} entries but X has {d} features")
+            self.categories_ = [np.array(c, dtype=object) for c in params]
+            self.event_, self.epsilon_, self.delta_ = None, 0.0, 0.0
+        else:
+            eps, delta = params
+            from dpfast.tables._aggregate import selection_threshold  # the one home of the formula
+
+            tau = selection_threshold(d, eps, delta)
+            event = approx_dp(eps, delta)
+            gen = check_random_state(self.random_state)
+            charge(budget, event, label=type(self).__name__)
+            cats = []
+            for j in range(d):
+                values, counts = np.unique(np.asarray(_column(Xa, j), dtype=object), return_counts=True)
+                keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
+                cats.append(values[keep])
+            self.categories_ = cats
+            self.event_, self.epsilon_, self.delta_ = event, eps, delta
+        self.n_features_in_ = d
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """One column per category, feature by feature (dense)."""
+        check_is_fitted(self, "categories_")
+        Xa = _check_X(X, self.n_features_in_)
+        n = Xa.shape[0]
+        sizes = [len(c) for c in self.categories_]
+        out = np.zeros((n, sum(sizes)), dtype=self.dtype)
+        start = 0
+        for j, cats in enumerate(self.categories_):
+            lookup = {v: i for i, v in enumerate(cats.tolist())}
+            idx = np.fromiter((lookup.get(v, -1) for v in _column(Xa, j)), dtype=np.int64, count=n)
+            unknown = idx < 0
+            if unknown.any() and self.handle_unknown == "error":
+                raise ValueError(f"feature {j} has values outside categories_ (e.g. {Xa[unknown, j][0]!r})")
+            rows = np.nonzero(~unknown)[0]
+            out[rows, start + idx[rows]] = 1
+            start += sizes[j]
+        return out
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        check_is_fitted(self, "categories_")
+        names = input_features if input_features is not None else [f"x{j}" for j in range(self.n_features_in_)]
+        return np.array([f"{names[j]}_{c}" for j, cats in enumerate(self.categories_) for c in cats.tolist()],
+                        dtype=object)
+

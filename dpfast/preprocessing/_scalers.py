@@ -1,0 +1,264 @@
+"""Scalers that learn their statistics with differential privacy inside public bounds.
+
+scikit-learn's scalers read the mean, variance, minimum and maximum straight off the private
+data; these release them through a DP mechanism instead (``fit`` is the only step that reads
+private data, ``transform`` is post-processing of the released statistics).  Neighbouring
+relation: add or remove one row (the number of rows is private too).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dpfast import accounting
+from dpfast._validation import as_array, check_delta, check_epsilon
+from dpfast.calibrate import gaussian_sigma
+from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
+from dpfast.preprocessing._privacy import charge, self_composed
+from dpfast.random import check_random_state
+
+__all__ = ["StandardScaler", "MinMaxScaler"]
+
+
+def _check_X(X, name: str = "X", n_features: Optional[int] = None) -> np.ndarray:
+    """A finite 2-d float64 array (no NaN: a missing value has no place in a bounded sum)."""
+    Xa = as_array(X, name, np.float64)
+    if Xa.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d array (n_samples, n_features), got shape {Xa.shape}")
+    if Xa.shape[1] == 0:
+        raise ValueError(f"{name} must have at least one feature, got shape {Xa.shape}")
+    if not np.isfinite(Xa).all():
+        raise ValueError(f"{name} must contain only finite values (no NaN or inf)")
+    if n_features is not None and Xa.shape[1] != n_features:
+        raise ValueError(f"{name} has {Xa.shape[1]} features, but the scaler was fitted with {n_features}")
+    return Xa
+
+
+def _feature_bounds(bounds, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` as (lower, upper): two scalars, or two arrays of length n_features."""
+    if bounds is None:
+        raise ValueError("bounds must be given: the public range (lower, upper) of every feature; "
+                         "learning it from the private data would not be private")
+    b = as_array(bounds, "bounds", np.float64)
+    if b.shape == (2,):
+        lo, hi = np.full(n_features, b[0]), np.full(n_features, b[1])
+    elif b.shape == (2, n_features):
+        lo, hi = b[0].copy(), b[1].copy()
+    else:
+        raise ValueError(f"bounds must be a pair (lower, upper) of scalars or of arrays of length "
+                         f"n_features={n_features}, got shape {b.shape}")
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.isfinite(hi - lo).all()):
+        raise ValueError("bounds must be finite (with a finite width upper - lower)")
+    if not (lo < hi).all():
+        raise ValueError("bounds must satisfy lower < upper for every feature")
+    return lo, hi
+
+
+class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Standardize features with a mean and variance released under differential privacy.
+
+    Guarantee (add/remove one row, the number of rows n private): ``fit`` is
+    ``epsilon``-DP with ``delta=0`` (Laplace mechanism, Dwork, McSherry, Nissim & Smith 2006)
+    and ``(epsilon, delta)``-DP with ``delta > 0`` (Gaussian mechanism calibrated exactly,
+    Balle & Wang 2018, "Improving the Gaussian mechanism", Thm. 8).  The released statistics
+    and everything computed from them (``transform``) are post-processing.
+
+    Mechanism.  Each feature j is clamped to its public ``bounds`` ``[a_j, b_j]`` and mapped to
+    ``u_j = (x_j - c_j) / r_j`` in ``[-1, 1]`` (``c_j`` the midpoint, ``r_j`` the half-width).
+    One noisy vector is released: the count n, the sums ``S1_j = sum u_j`` and the centred sums
+    of squares ``S2_j = sum (u_j^2 - 1/2)`` (each term in ``[-1/2, 1/2]``).  Adding a row moves
+    it by ``(1, u, u^2 - 1/2)``, so its l1 sensitivity is ``1 + d + d/2`` and its l2
+    sensitivity ``sqrt(1 + d + d/4)`` for d features; every coordinate gets the same noise
+    (Laplace of scale ``l1/epsilon``, or Gaussian of the analytic sigma for the l2
+    sensitivity), i.e. the budget is split over count, sums and squares in proportion to
+    their sensitivities.  Then, post-processing: ``n~ = max(noisy count, 1)``,
+    ``mean_u = clip(S1/n~, -1, 1)``, ``E[u^2] = clip(S2/n~ + 1/2, 0, 1)``,
+    ``var_u = clip(E[u^2] - mean_u^2, 0, 1)``; ``mean_ = c + r mean_u``, ``var_ = r^2 var_u``,
+    ``scale_ = sqrt(var_)`` (1 where it is 0, as in scikit-learn).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy budget (> 0, finite).
+    delta : float
+        0 (default): Laplace noise, pure epsilon-DP.  In (0, 1): Gaussian noise.
+    bounds : (lower, upper)
+        Public range of the features: two scalars, or two arrays with one entry per feature.
+        Values outside are clamped to it before any statistic is computed.
+    random_state : None, int, numpy Generator or dpfast.random.SecureRandom
+        Randomness of the noise.
+
+    Attributes
+    ----------
+    mean_, var_, scale_ : ndarray of shape (n_features,)
+        The released statistics.
+    n_samples_seen_ : float
+        The noisy count n~ (private, released).
+    event_ : the accounting event of ``fit`` (``Laplace`` or ``Gaussian``, add/remove).
+    epsilon_, delta_ : the guarantee of ``fit``.
+    """
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 0.0, bounds: Any = None, *,
+                 random_state: Any = None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.random_state = random_state
+
+    def _event(self, d: int):
+        """The event of one fit on d features (data-independent) and the per-coordinate noise."""
+        eps = check_epsilon(self.epsilon, allow_array=False)
+        delta = check_delta(self.delta)
+        if delta >= 1:
+            raise ValueError(f"delta must be in [0, 1), got {self.delta!r}")
+        if delta == 0:
+            l1 = 1.0 + 1.5 * d
+            scale = l1 / eps
+            return accounting.Laplace(scale=scale, sensitivity=l1), ("laplace", scale), eps, 0.0
+        l2 = math.sqrt(1.0 + 1.25 * d)
+        sigma = float(gaussian_sigma(eps, delta, l2))
+        return (accounting.Gaussian(noise_multiplier=sigma / l2, sensitivity=l2), ("gaussian", sigma),
+                eps, delta)
+
+    def fit(self, X, y=None, *, budget: Any = None) -> "StandardScaler":
+        """Release the mean and variance privately (see the class docstring).  Returns self.
+
+        ``budget``: a :class:`dpfast.PrivacyBudget` (or None for the one of an enclosing
+        ``with budget:``, if any) charged with ``event_`` before any noise is drawn.
+        """
+        Xa = _check_X(X)
+        d = Xa.shape[1]
+        lo, hi = _feature_bounds(self.bounds, d)
+        event, (kind, s), eps, delta = self._event(d)
+        gen = check_random_state(self.random_state)
+        charge(budget, event, label=type(self).__name__)
+        c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        u = (np.clip(Xa, lo, hi) - c) / r
+        exact = np.concatenate([[Xa.shape[0]], u.sum(axis=0), (u * u - 0.5).sum(axis=0)])
+        noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
+        noisy = exact + noise
+        n = max(float(noisy[0]), 1.0)
+        mean_u = np.clip(noisy[1:d + 1] / n, -1.0, 1.0)
+        sq_u = np.clip(noisy[d + 1:] / n + 0.5, 0.0, 1.0)
+        var_u = np.clip(sq_u - mean_u * mean_u, 0.0, 1.0)
+        self.mean_ = c + r * mean_u
+        self.var_ = r * r * var_u
+        scale = np.sqrt(self.var_)
+        self.scale_ = np.where(scale > 0, scale, 1.0)
+        self.n_samples_seen_ = n
+        self.n_features_in_ = d
+        self.event_, self.epsilon_, self.delta_ = event, eps, delta
+        return self
+
+    def transform(self, X):
+        """(X - mean_) / scale_ (post-processing; X is not clamped)."""
+        check_is_fitted(self, "mean_")
+        Xa = _check_X(X, n_features=self.n_features_in_)
+        return (Xa - self.mean_) / self.scale_
+
+    def inverse_transform(self, X):
+        check_is_fitted(self, "mean_")
+        Xa = _check_X(X, n_features=self.n_features_in_)
+        return Xa * self.scale_ + self.mean_
+
+
+class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Scale features to ``feature_range`` with a range released under differential privacy.
+
+    Guarantee: ``fit`` is ``epsilon``-DP under add/remove (and replace-one) neighbours.  For each
+    of the d features, the two quantiles at levels ``quantiles`` (default 1 % and 99 %) are
+    released by :func:`dpfast.private_quantile` -- the exponential mechanism over the public
+    ``bounds`` (Smith 2011; McSherry & Talwar 2007), ``epsilon / (2 d)``-DP each -- and the d
+    features compose to ``epsilon`` (basic composition; the accounted event is the 2d-fold
+    composition of ``ExponentialMechanism(epsilon / (2 d))``, which the PLD accountant bounds
+    more tightly when composed with other releases).  What is released is a *private
+    quantile range*, not the exact minimum and maximum (which have unbounded sensitivity): the
+    true extremes may lie outside ``[data_min_, data_max_]``, and with ``clip=True`` (default)
+    ``transform`` clips its output to ``feature_range``.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy budget (> 0, finite).
+    bounds : (lower, upper)
+        Public range of the features: two scalars, or two arrays with one entry per feature.
+    feature_range : (min, max)
+        Desired range of the transformed data.
+    quantiles : (low, high)
+        Quantile levels released as the data range, 0 <= low < high <= 1.  Levels 0 and 1 are
+        allowed but poor: the exponential mechanism then picks almost uniformly between the
+        bound and the extreme value.
+    clip : bool
+        Clip the transformed values to ``feature_range``.
+    random_state : None, int, numpy Generator or dpfast.random.SecureRandom
+
+    Attributes
+    ----------
+    data_min_, data_max_, data_range_, scale_, min_ : as in scikit-learn's MinMaxScaler, computed
+        from the private quantiles.
+    event_ : the accounting event of ``fit``; ``epsilon_`` and ``delta_`` (= 0) its guarantee.
+    """
+
+    def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, feature_range=(0.0, 1.0),
+                 quantiles=(0.01, 0.99), clip: bool = True, random_state: Any = None):
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.feature_range = feature_range
+        self.quantiles = quantiles
+        self.clip = clip
+        self.random_state = random_state
+
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon, allow_array=False)
+        fr = as_array(self.feature_range, "feature_range", np.float64)
+        if fr.shape != (2,) or not np.isfinite(fr).all() or not fr[0] < fr[1]:
+            raise ValueError(f"feature_range must be a pair (min, max) of finite reals with min < max, "
+                             f"got {self.feature_range!r}")
+        q = as_array(self.quantiles, "quantiles", np.float64)
+        if q.shape != (2,) or not (0.0 <= q[0] < q[1] <= 1.0):
+            raise ValueError(f"quantiles must be a pair (low, high) with 0 <= low < high <= 1, got {self.quantiles!r}")
+        if not isinstance(self.clip, (bool, np.bool_)):
+            raise TypeError(f"clip must be a bool, got {type(self.clip).__name__}")
+        return eps, fr, q
+
+    def fit(self, X, y=None, *, budget: Any = None) -> "MinMaxScaler":
+        """Release the quantile range privately (see the class docstring).  Returns self."""
+        eps, fr, q = self._check_params()
+        Xa = _check_X(X)
+        d = Xa.shape[1]
+        lo, hi = _feature_bounds(self.bounds, d)
+        event = self_composed(accounting.ExponentialMechanism(eps / (2 * d)), 2 * d)
+        gen = check_random_state(self.random_state)
+        charge(budget, event, label=type(self).__name__)
+        qs = np.empty((d, 2))
+        for j in range(d):
+            # two levels share epsilon/d equally inside private_quantile: eps/(2d) each
+            qs[j] = private_quantile(Xa[:, j], q, eps / d, (lo[j], hi[j]), rng=gen)
+        qs.sort(axis=1)  # post-processing: the draws are independent and need not be ordered
+        self.data_min_, self.data_max_ = qs[:, 0], qs[:, 1]
+        self.data_range_ = self.data_max_ - self.data_min_
+        rng_ = np.where(self.data_range_ > 0, self.data_range_, 1.0)
+        self.scale_ = (fr[1] - fr[0]) / rng_
+        self.min_ = fr[0] - self.data_min_ * self.scale_
+        self.n_features_in_ = d
+        self.event_, self.epsilon_, self.delta_ = event, eps, 0.0
+        return self
+
+    def transform(self, X):
+        """X * scale_ + min_, clipped to feature_range when ``clip`` (post-processing)."""
+        check_is_fitted(self, "scale_")
+        Xa = _check_X(X, n_features=self.n_features_in_)
+        out = Xa * self.scale_ + self.min_
+        if self.clip:
+            fr = np.asarray(self.feature_range, dtype=np.float64)
+            np.clip(out, fr[0], fr[1], out=out)
+        return out
+
+    def inverse_transform(self, X):
+        check_is_fitted(self, "scale_")
+        Xa = _check_X(X, n_features=self.n_features_in_)
+        return (Xa - self.min_) / self.scale_

@@ -2,6 +2,7 @@
 // csrc/solvers/).  Validation of values (finiteness of y, labels, shapes, dtypes) is done in
 // dpfast/linear_model/_solver.py; this file checks the layout facts a kernel relies on so
 // that a wrong call raises instead of reading out of bounds.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -88,12 +89,19 @@ void with_view(const py::array& X, const py::object& indices, const py::object& 
         go(static_cast<const int64_t*>(ind.data()), static_cast<const int64_t*>(ptr.data()));
 }
 
+// d: X's stored columns; the problem has d + (icpt != 0) coordinates (data.hpp).
 dpf::glm::Objective make_objective(int64_t n, int64_t d, const carray<double>& y, const py::object& w,
                                    int loss, double delta, double alpha, const py::object& linear,
-                                   const py::object& Q) {
+                                   const py::object& Q, int layout, const py::object& rscale, double icpt) {
     require(loss >= 0 && loss <= 3, "unknown loss");
     require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
+    require(std::isfinite(icpt), "icpt must be finite");
+    require(layout != kCSR || (rscale.is_none() && icpt == 0.0),
+            "the in-kernel row map and intercept are for dense X only");
+    if (icpt != 0.0) d += 1;
     dpf::glm::Objective ob;
+    ob.rscale = opt_ptr(rscale, n, "rscale");
+    ob.icpt = icpt;
     ob.lp.loss = static_cast<dpf::glm::Loss>(loss);
     ob.lp.delta = delta;
     ob.n = n;
@@ -110,10 +118,10 @@ py::tuple minimize(py::array X, py::object indices, py::object indptr, int layou
                    carray<double> y, py::object w, int loss, double delta, double clip, double alpha,
                    py::object linear, py::object Q, int method, double tol, int64_t max_iter, int memory,
                    double step, int step_rule, int nthreads, py::array_t<double, py::array::c_style> theta,
-                   py::object capsule) {
-    require(theta.ndim() == 1 && theta.shape(0) == d, "theta must have d entries");
+                   py::object capsule, py::object rscale, double icpt) {
     require(method >= 0 && method <= 2, "unknown method");
-    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q);
+    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q, layout, rscale, icpt);
+    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
     bitgen_t* bg = nullptr;
     if (method != 0) {
         require(!capsule.is_none(), "SAG/SAGA need a bit generator capsule");
@@ -139,10 +147,11 @@ py::tuple minimize(py::array X, py::object indices, py::object indptr, int layou
 
 py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int layout, int64_t n,
                         int64_t d, carray<double> y, py::object w, int loss, double delta, double clip,
-                        double alpha, py::object linear, py::object Q, carray<double> theta, int nthreads) {
-    require(theta.ndim() == 1 && theta.shape(0) == d, "theta must have d entries");
-    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q);
-    py::array_t<double> g(d);
+                        double alpha, py::object linear, py::object Q, carray<double> theta, int nthreads,
+                        py::object rscale, double icpt) {
+    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q, layout, rscale, icpt);
+    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
+    py::array_t<double> g(ob.d);
     double* pg = g.mutable_data();
     const double* th = theta.data();
     double f = 0.0;
@@ -152,6 +161,30 @@ py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int 
         ok = dpf::solvers::loss_grad(view, ob, clip, std::max(1, nthreads), th, pg, f);
     });
     return py::make_tuple(f, g, ok);
+}
+
+// L-BFGS (the native iterations of minimize) on fg(theta) -> (F, grad F) given in Python: the
+// Dask path, whose evaluations are Dask graphs.  An exception in fg propagates (nothing is
+// returned); theta is updated in place.
+py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_style> theta, double tol,
+                            int64_t max_iter, int memory) {
+    require(theta.ndim() == 1, "theta must be 1-d");
+    const int64_t d = theta.shape(0);
+    int64_t n_eval = 0;
+    auto f = [&](const double* t, double* g) -> double {
+        ++n_eval;
+        py::array_t<double> tv(d);
+        std::copy(t, t + d, tv.mutable_data());
+        py::tuple out = fg(tv);
+        require(out.size() == 2, "fg must return (F, grad)");
+        const double fv = py::cast<double>(out[0]);
+        auto gv = py::cast<carray<double>>(out[1]);
+        require(gv.ndim() == 1 && gv.shape(0) == d, "fg's gradient must have d entries");
+        std::copy(gv.data(), gv.data() + d, g);
+        return fv;
+    };
+    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory);
+    return py::make_tuple(r.n_iter, n_eval, r.status == 0, r.fun, r.grad_norm, r.status);
 }
 
 // Elementwise loss value, first and second derivative in the margin (and clipped versions
@@ -193,11 +226,14 @@ PYBIND11_MODULE(_glm, m) {
           py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"), py::arg("delta"),
           py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"), py::arg("method"),
           py::arg("tol"), py::arg("max_iter"), py::arg("memory"), py::arg("step"), py::arg("step_rule"),
-          py::arg("nthreads"), py::arg("theta").noconvert(), py::arg("capsule"));
+          py::arg("nthreads"), py::arg("theta").noconvert(), py::arg("capsule"), py::arg("rscale") = py::none(),
+          py::arg("icpt") = 0.0);
     m.def("loss_and_grad", &loss_and_grad, py::arg("X"), py::arg("indices"), py::arg("indptr"),
           py::arg("layout"), py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"),
           py::arg("delta"), py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"),
-          py::arg("theta"), py::arg("nthreads"));
+          py::arg("theta"), py::arg("nthreads"), py::arg("rscale") = py::none(), py::arg("icpt") = 0.0);
+    m.def("minimize_callable", &minimize_callable, py::arg("fg"), py::arg("theta").noconvert(), py::arg("tol"),
+          py::arg("max_iter"), py::arg("memory"));
     m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));
     m.def("constants", &constants, py::arg("loss"), py::arg("delta"));
     m.attr("has_avx2") = dpf::solvers::use_avx2();

@@ -45,6 +45,12 @@ struct Objective {
     double alpha = 0.0;
     const double* linear = nullptr;  // (d,) or null
     const double* Q = nullptr;       // (d, d) row-major symmetric or null
+    // Row map and intercept applied inside the kernels (dense views only), so that the design
+    // [rscale_i x_i, icpt] is never materialised: the view holds dx = d - (icpt != 0) stored
+    // columns, row i is scaled by rscale[i] (null: 1), and when icpt != 0 a constant feature
+    // icpt is appended as coordinate dx of theta.
+    const double* rscale = nullptr;  // (n,) or null
+    double icpt = 0.0;
 
     // Weighted (clipped) loss value and derivative in z of row i.
     inline void row(int64_t i, double z, double& val, double& der) const {

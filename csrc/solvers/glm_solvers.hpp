@@ -93,5 +93,16 @@ bool loss_grad(const View& X, const glm::Objective& ob, double clip, int nthread
     return generic::loss_grad(X, ob, clip, nthreads, th, g, f);
 }
 
+// L-BFGS of the native solvers on any objective fg(theta, grad) -> F (the Dask path evaluates
+// F chunk by chunk from Python): the same iterations as solve(), so equal evaluations give
+// equal points.
+template <class Fun>
+Result lbfgs_fn(Fun& fg, int64_t d, double* th, double tol, int64_t max_iter, int memory) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory));
+#endif
+    return generic::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory));
+}
+
 }  // namespace solvers
 }  // namespace dpf

@@ -202,6 +202,19 @@ template <class T>
 inline void row_axpy(const glm::DenseF<T>& X, int64_t i, double a, double* g) {
     for (int64_t j = 0; j < X.d; ++j) g[j] += a * (double)X.X[i + j * X.n];
 }
+// The same on the mapped row [rscale_i x_i, icpt] (data.hpp); theta/g have X.d (+1) entries.
+template <class V>
+inline double mrow_dot(const V& X, const glm::Objective& ob, int64_t i, const double* th) {
+    double z = row_dot(X, i, th);
+    if (ob.rscale) z *= ob.rscale[i];
+    if (ob.icpt != 0.0) z += ob.icpt * th[X.d];
+    return z;
+}
+template <class V>
+inline void mrow_axpy(const V& X, const glm::Objective& ob, int64_t i, double a, double* g) {
+    row_axpy(X, i, ob.rscale ? a * ob.rscale[i] : a, g);
+    if (ob.icpt != 0.0) g[X.d] += a * ob.icpt;
+}
 
 // ---------------------------------------------------------------------------------------
 // Chunk kernels: loss sum over rows [a, b) and the data part of the gradient added to g.
@@ -218,11 +231,17 @@ double eval_chunk(const glm::DenseC<T>& X, const glm::Objective& ob, int64_t a, 
     for (int64_t i0 = a; i0 < b; i0 += B) {
         const int64_t m = std::min(B, b - i0);
         for (int64_t r = 0; r < m; ++r) zb[r] = dot(X.X + (i0 + r) * d, th, d);
+        if (ob.rscale)
+            for (int64_t r = 0; r < m; ++r) zb[r] *= ob.rscale[i0 + r];
+        if (ob.icpt != 0.0)
+            for (int64_t r = 0; r < m; ++r) zb[r] += ob.icpt * th[d];
         loss += block_losses(ob, i0, m, zb);
         for (int64_t r = 0; r < m; ++r) {
             const double dl = zb[r];
             if (dstore) dstore[i0 + r] = dl;
-            if (dl != 0.0) axpy(dl, X.X + (i0 + r) * d, g, d);
+            if (ob.icpt != 0.0) g[d] += dl * ob.icpt;
+            const double a = ob.rscale ? dl * ob.rscale[i0 + r] : dl;
+            if (a != 0.0) axpy(a, X.X + (i0 + r) * d, g, d);
         }
     }
     return loss;
@@ -243,9 +262,17 @@ double eval_chunk(const glm::DenseF<T>& X, const glm::Objective& ob, int64_t a, 
             const double tj = th[j];
             for (int64_t r = 0; r < m; ++r) zb[r] += tj * (double)col[r];
         }
+        if (ob.rscale)
+            for (int64_t r = 0; r < m; ++r) zb[r] *= ob.rscale[i0 + r];
+        if (ob.icpt != 0.0)
+            for (int64_t r = 0; r < m; ++r) zb[r] += ob.icpt * th[d];
         loss += block_losses(ob, i0, m, zb);
         if (dstore)
             for (int64_t r = 0; r < m; ++r) dstore[i0 + r] = zb[r];
+        if (ob.icpt != 0.0)
+            for (int64_t r = 0; r < m; ++r) g[d] += zb[r] * ob.icpt;
+        if (ob.rscale)
+            for (int64_t r = 0; r < m; ++r) zb[r] *= ob.rscale[i0 + r];
         for (int64_t j = 0; j < d; ++j) g[j] += dot(X.X + j * n + i0, zb, m);
     }
     return loss;
@@ -396,14 +423,14 @@ struct Evaluator {
     int64_t n_eval = 0;
 
     Evaluator(const View& X_, const glm::Objective& ob_, int nthreads_)
-        : X(X_), ob(ob_), ch(X_.n, X_.d), nthreads(work_of(X_) >= kParallelWork ? nthreads_ : 1) {
-        part.assign((size_t)(ch.count * X.d), 0.0);
+        : X(X_), ob(ob_), ch(X_.n, ob_.d), nthreads(work_of(X_) >= kParallelWork ? nthreads_ : 1) {
+        part.assign((size_t)(ch.count * ob.d), 0.0);
         lossp.assign((size_t)ch.count, 0.0);
     }
 
     double operator()(const double* th, double* g, double* dstore = nullptr) {
         ++n_eval;
-        const int64_t d = X.d;
+        const int64_t d = ob.d;
         run_chunks(ch.count, nthreads, [&](int64_t k) {
             double* gk = part.data() + k * d;
             std::fill(gk, gk + d, 0.0);
@@ -623,12 +650,12 @@ template <class View>
 Result sag_dense(const View& X, const glm::Objective& ob, Evaluator<View>& ev, double* th,
                  const SagOptions& o, dpf::BitStream& rs) {
     Result res;
-    const int64_t n = X.n, d = X.d;
+    const int64_t n = X.n, d = ob.d;
     std::vector<double> mem(n), G(d, 0.0), g(d);
     // The memory starts at the exact derivatives at theta0; G = sum_i mem_i x_i.
     double f = ev(th, g.data(), mem.data());
     for (int64_t i = 0; i < n; ++i)
-        if (mem[i] != 0.0) row_axpy(X, i, mem[i], G.data());
+        if (mem[i] != 0.0) mrow_axpy(X, ob, i, mem[i], G.data());
     double gn = std::sqrt(dotd(g.data(), g.data(), d));
     const double eta = o.step, beta = eta / (double)n, a = 1.0 - eta * ob.alpha / (double)n;
     // theta <- a theta - beta (G + linear): the regularizer's shrink and the averaged gradient
@@ -643,18 +670,18 @@ Result sag_dense(const View& X, const glm::Objective& ob, Evaluator<View>& ev, d
         for (int64_t k = 0; k < n; ++k) {
             const int64_t i = (int64_t)rs.bounded((uint64_t)n);
             double v, dl;
-            ob.row(i, row_dot(X, i, th), v, dl);
+            ob.row(i, mrow_dot(X, ob, i, th), v, dl);
             const double delta = dl - mem[i];
             mem[i] = dl;
             if (o.saga) {
                 // theta -= eta * (delta x_i + (G + linear + alpha theta) / n); then G += delta x_i
                 dense_step();
                 if (delta != 0.0) {
-                    row_axpy(X, i, -eta * delta, th);
-                    row_axpy(X, i, delta, G.data());
+                    mrow_axpy(X, ob, i, -eta * delta, th);
+                    mrow_axpy(X, ob, i, delta, G.data());
                 }
             } else {
-                if (delta != 0.0) row_axpy(X, i, delta, G.data());
+                if (delta != 0.0) mrow_axpy(X, ob, i, delta, G.data());
                 dense_step();
             }
         }
@@ -752,6 +779,18 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
     row_sqnorms(X, nthreads, sq.data());
     for (int64_t i = 0; i < X.n; ++i)
         if (!std::isfinite(sq[i])) return false;
+    // norms of the mapped rows [rscale_i x_i, icpt]: two more roundings and one more term
+    // (counted in `extra` for the bound below)
+    double extra = 0.0;
+    if (ob.rscale || ob.icpt != 0.0) {
+        extra = 4.0;
+        const double s2 = ob.icpt * ob.icpt;
+        for (int64_t i = 0; i < X.n; ++i) {
+            const double r = ob.rscale ? ob.rscale[i] : 1.0;
+            sq[i] = (r * r) * sq[i] + s2;
+            if (!std::isfinite(sq[i])) return false;
+        }
+    }
     if (clip > 0.0) {
         // Algorithm 1 needs |l_C'| ||x_i|| <= C for the exact norm, so the bound divides by a
         // rigorous upper bound of ||x_i||: a float64 sum of m squares (m = the row's terms) has
@@ -764,7 +803,7 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
         const double target = clip * (1.0 - 8.0 * u);
         cb.resize((size_t)X.n);
         for (int64_t i = 0; i < X.n; ++i) {
-            const double m = static_cast<double>(row_terms(X, i));
+            const double m = static_cast<double>(row_terms(X, i)) + extra;
             const double ub = std::sqrt(sq[i]) * (1.0 + (m + 8.0) * u) + std::sqrt(m) * 0x1p-537;
             cb[i] = ub > 0.0 ? target / ub : std::numeric_limits<double>::infinity();  // ub == 0: an all-zero row
         }
@@ -813,7 +852,7 @@ Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bit
     Evaluator<View> ev(X, ob, o.nthreads);
     if (o.method == 0) {
         auto fg = [&ev](const double* t, double* g) { return ev(t, g); };
-        res = lbfgs(fg, X.d, th, o.tol, o.max_iter, std::max(1, o.memory));
+        res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory));
     } else {
         double lip, smooth;
         glm::loss_constants(ob.lp, lip, smooth);

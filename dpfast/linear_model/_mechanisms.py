@@ -34,7 +34,7 @@ from dpfast.linear_model._calibration import (
 )
 from dpfast.linear_model._certify import PrivacyConvergenceError, certified_descent, check_certifiable
 from dpfast.linear_model._losses import glm_constants
-from dpfast.linear_model._solver import _vector, glm_gradient_oracle, loss_constants, minimize_glm
+from dpfast.linear_model._solver import MappedRows, _vector, glm_gradient_oracle, loss_constants, minimize_glm
 from dpfast.random import check_random_state
 
 __all__ = [
@@ -130,8 +130,11 @@ def check_rows(X, norm_bound: float) -> np.ndarray:
 
 
 def row_norms(X) -> np.ndarray:
+    """Row l2 norms (float64) of dense, CSR or :class:`MappedRows` X."""
     import scipy.sparse as sp
 
+    if isinstance(X, MappedRows):
+        return np.sqrt(X.sq_norms())
     if sp.issparse(X):
         Xc = X.tocsr()
         sq = np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=np.float64).ravel()

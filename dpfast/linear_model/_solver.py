@@ -57,7 +57,7 @@ import numpy as np
 from dpfast import _glm, _threads
 from dpfast.random import RandomLike, check_random_state, native_stream
 
-__all__ = ["GLMResult", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
+__all__ = ["GLMResult", "MappedRows", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
 
 LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
 SOLVERS = ("lbfgs", "sag", "saga")
@@ -108,6 +108,53 @@ def loss_constants(loss: str, huber_delta: float = 1.0) -> Tuple[float, float]:
     return float(lip), float(smooth)
 
 
+class MappedRows:
+    """The design ``[scale_i x_i, intercept]`` of dense X, applied inside the kernels (no copy).
+
+    Row i of the design the solvers see is ``scale[i] * X[i]`` (``scale`` None: ``X[i]``),
+    followed by the constant feature ``intercept`` when it is non-zero, which becomes the last
+    coordinate of theta.  The products are formed in float64 inside the native passes, so a
+    float32 X is read as stored (the design a copy would hold is the same up to float32
+    rounding of the scaled entries).  ``X`` must be a float32/float64 ndarray (C order for the
+    private releases, which must not depend on the layout); it is not copied.
+    """
+
+    __slots__ = ("X", "scale", "intercept")
+
+    def __init__(self, X: np.ndarray, scale: Optional[np.ndarray] = None, intercept: float = 0.0):
+        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.float32, np.float64):
+            raise TypeError("MappedRows needs a 2-d float32/float64 ndarray X")
+        n = X.shape[0]
+        self.X = X
+        self.scale = None if scale is None else _vector(scale, n, "scale", shape_note=" (one per row)")
+        self.intercept = _scalar(intercept, "intercept")
+        if self.intercept < 0:
+            raise ValueError(f"intercept must be >= 0, got {intercept!r}")
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        n, d = self.X.shape
+        return n, d + (self.intercept != 0.0)
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def sq_norms(self) -> np.ndarray:
+        """Squared l2 norms of the mapped rows (float64)."""
+        sq = np.einsum("ij,ij->i", self.X, self.X, dtype=np.float64)
+        if self.scale is not None:
+            sq *= self.scale * self.scale
+        return sq + self.intercept * self.intercept
+
+    def toarray(self) -> np.ndarray:
+        """The design as one array (a copy; for tests and references)."""
+        Xs = self.X.astype(np.float64) if self.scale is None else self.X * self.scale[:, None]
+        if self.intercept == 0.0:
+            return Xs
+        return np.hstack([Xs, np.full((Xs.shape[0], 1), self.intercept)])
+
+
 # ----------------------------------------------------------------------------- validation
 
 def _check_loss(loss) -> int:
@@ -153,7 +200,10 @@ def _vector(value, n: int, name: str, *, shape_note: str = "") -> Optional[np.nd
 
 
 def _prepare_X(X):
-    """(layout, data, indices, indptr, n, d) without copying supported inputs."""
+    """(layout, data, indices, indptr, n, d) without copying supported inputs (d: stored columns)."""
+    if isinstance(X, MappedRows):
+        layout, data, indices, indptr, n, d = _prepare_X(X.X)
+        return layout, data, indices, indptr, n, d
     try:
         import scipy.sparse as sp
     except ImportError:  # pragma: no cover - scipy is a dependency
@@ -211,6 +261,8 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     layout, data, indices, indptr, n, d = _prepare_X(X)
     if n == 0 or d == 0:
         raise ValueError(f"X must have at least one row and one column, got shape ({n}, {d})")
+    rs, icpt = (X.scale, X.intercept) if isinstance(X, MappedRows) else (None, 0.0)
+    dx, d = d, d + (icpt != 0.0)  # stored columns, problem dimension
     yv = _vector(y, n, "y", shape_note=" to match X")
     if loss in ("logistic", "smoothed_hinge"):
         bad = (yv != 1.0) & (yv != -1.0)
@@ -241,7 +293,7 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     c = 0.0
     if clip is not None:
         c = _scalar(clip, "clip", positive=True, allow_zero=False)
-    return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c
+    return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt
 
 
 def _raise_bad_X(status: int) -> None:
@@ -291,14 +343,15 @@ def glm_gradient_oracle(
 ):
     """``evaluate(coef) -> (F(coef), grad F(coef))`` for the objective of :func:`minimize_glm`,
     with the inputs validated and prepared once (for loops that evaluate many points)."""
-    code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c = _prepare(
+    code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
     nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
 
     def evaluate(coef) -> Tuple[float, np.ndarray]:
         th = _vector(coef, d, "coef")
-        f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q, th, nt)
+        f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, dx, yv, w, code, delta, c, a, lin, Q, th, nt,
+                                      rs, icpt)
         if not ok:
             _raise_bad_X(4)
         return float(f), g
@@ -331,8 +384,9 @@ def minimize_glm(
 
     Parameters
     ----------
-    X : (n, d) float32/float64 ndarray (C or F order, not copied) or scipy CSR (not densified).
-        No intercept is added: append a bias column yourself.
+    X : (n, d) float32/float64 ndarray (C or F order, not copied), scipy CSR (not densified), or
+        :class:`MappedRows` (dense rows scaled and extended by a constant feature inside the
+        kernels, no copy).  No intercept is added otherwise: append a bias column yourself.
     y : (n,) labels; in {-1, +1} for ``logistic`` and ``smoothed_hinge``.
     loss : "logistic" | "squared" | "huber" | "smoothed_hinge" (Rennie-Srebro smoothed hinge:
         1/2 - m for m <= 0, (1 - m)^2/2 for 0 < m < 1, 0 for m >= 1, m = y x.theta).
@@ -359,7 +413,7 @@ def minimize_glm(
     exact gradient norm at ``coef``.  Raises ValueError for NaN/inf in X (found natively in
     the pass that computes the row norms), y, weights or vectors, for wrong shapes or labels.
     """
-    code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c = _prepare(
+    code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
     if not isinstance(solver, str) or solver not in _SOLVER_CODE:
@@ -383,14 +437,14 @@ def minimize_glm(
     else:
         theta = _vector(coef0, d, "coef0").copy()
     nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
-    args = (data, indices, indptr, layout, n, d, yv, w, code, delta, c, a, lin, Q,
+    args = (data, indices, indptr, layout, n, dx, yv, w, code, delta, c, a, lin, Q,
             _SOLVER_CODE[solver], t, int(max_iter), int(memory), step, rule, nt, theta)
     if solver == "lbfgs":
-        out = _glm.minimize(*args, None)
+        out = _glm.minimize(*args, None, rs, icpt)
     else:
         gen = check_random_state(rng)
         with native_stream(gen) as cap:
-            out = _glm.minimize(*args, cap)
+            out = _glm.minimize(*args, cap, rs, icpt)
     n_iter, n_eval, converged, fun, gnorm, status, step_used = out
     _raise_bad_X(status)
     gnorm = float(gnorm)

@@ -14,9 +14,14 @@ module                      holds
 ``quantile``                private quantiles and the median (Smith 2011)
 ==========================  ==============================================================
 
+Privacy budgets: every mechanism takes ``budget=`` (keyword-only) and charges its event to it
+(or to the ``with budget:`` default) before drawing any noise; :func:`event_of` returns the
+event of a call without drawing or charging (rules in :mod:`dpfast.mechanisms._events`).
+
 The floating-point-safe samplers (``discrete_*``, ``snapping``) are the ones to pair with
 :class:`dpfast.random.SecureRandom`; see :mod:`dpfast.random`.
 """
+from dpfast.mechanisms._events import event_of
 from dpfast.mechanisms.continuous import gaussian, gaussian_noise, laplace, laplace_noise
 from dpfast.mechanisms.discrete import (
     bernoulli_exp,
@@ -44,6 +49,7 @@ from dpfast.mechanisms.selection import (
 from dpfast.mechanisms.snapping import snapping, snapping_epsilon, snapping_scale
 
 __all__ = [
+    "event_of",
     "laplace",
     "gaussian",
     "laplace_noise",

@@ -38,7 +38,7 @@ the kernel (default: the number of usable CPUs, at most 4).
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -47,7 +47,11 @@ from dpfast import _core
 from dpfast._threads import default_threads
 from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state, native_stream
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = ["laplace", "gaussian", "laplace_noise", "gaussian_noise"]
 
@@ -65,8 +69,12 @@ def _n_threads(n: int) -> int:
     return default_threads()
 
 
-def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale") -> Result:
-    """out = values + scale * noise with values/scale broadcast to ``shape`` (validated)."""
+def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale",
+               charge=None) -> Result:
+    """out = values + scale * noise with values/scale broadcast to ``shape`` (validated).
+
+    ``charge``: called with the validated scale after every check and before the first draw
+    (the budget charge of a mechanism call)."""
     gen = check_random_state(rng)
     if type(scale) is float:
         finite = math.isfinite(scale)
@@ -86,6 +94,8 @@ def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, w
                          f"output: noise up to {_MAX_NOISE_UNITS:g} x scale would overflow to inf; "
                          f"use {'float64 or ' if np.dtype(dtype) != np.float64 else ''}a scale "
                          f"<= {np.finfo(dtype).max / _MAX_NOISE_UNITS:.6g}")
+    if charge is not None:
+        charge(scale)
     if scale.size == 1:
         scale_arr = scale.reshape(1)
     else:
@@ -111,7 +121,7 @@ def _broadcast_shape(*shapes, names) -> tuple:
 
 
 def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
-            rng: RandomLike = None) -> Result:
+            rng: RandomLike = None, *, budget: Optional["PrivacyBudget"] = None) -> Result:
     """The Laplace mechanism: ``values + Lap(sensitivity / epsilon)`` noise, elementwise.
 
     Guarantee (``mechanisms.md`` Samplers/Laplace; ``lectures.md`` B2): if ``values`` = f(X)
@@ -134,6 +144,11 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
     epsilon : float or array_like
         > 0 and finite; broadcast against ``values``.
     rng : None, int, numpy.random.Generator or SecureRandom
+    budget : PrivacyBudget, optional
+        Charged with the call's event before any noise is drawn (default: the ``with
+        budget:`` default, if any).  Event: ``Laplace(scale=sensitivity/epsilon,
+        sensitivity)`` for scalar parameters (the whole array is one release); see
+        :mod:`dpfast.mechanisms._events` for array parameters and :func:`event_of`.
 
     Returns
     -------
@@ -146,19 +161,25 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
         shapes that do not broadcast.
     TypeError
         Non-numeric ``values`` or an ``rng`` of an unsupported type.
+    BudgetExceededError
+        The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
     if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL:
         # Python-scalar fast path: the kernel's formula on the same single word (output i of
         # add_laplace is a function of word i alone), so it returns the identical double.
         b = float(sensitivity) / float(epsilon) if 0 < epsilon < math.inf and 0 < sensitivity < math.inf else math.nan
         if math.isfinite(values) and b <= _MAX_SCALE_F64:  # False for NaN / inf
-            w = int(check_random_state(rng).bit_generator.random_raw())
+            gen = check_random_state(rng)
+            _events.charge(budget, "laplace", _events.laplace_event, float(sensitivity), b, ())
+            w = int(gen.bit_generator.random_raw())
             e = -math.log(((w >> 11) + 1) * _TWO_M53)
             return np.float64(values + b * (-e if w & 1 else e))
     x = check_values(values)
     scale = laplace_scale(epsilon, sensitivity)
     shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "sensitivity / epsilon"))
-    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon")
+    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon",
+                      charge=lambda b: _events.charge(budget, "laplace", _events.laplace_event,
+                                                      sensitivity, scale, shape))
 
 
 _ZIG_R = 3.6541528853610087963519472518
@@ -210,7 +231,8 @@ def _py_std_normal(bg) -> float:
 
 
 def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delta: float,
-             rng: RandomLike = None, calibration: str = "analytic") -> Result:
+             rng: RandomLike = None, calibration: str = "analytic", *,
+             budget: Optional["PrivacyBudget"] = None) -> Result:
     """The Gaussian mechanism: ``values + N(0, sigma^2)`` noise, elementwise.
 
     Guarantee (``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3-B4): if
@@ -244,22 +266,34 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
         In (0, 1).
     rng : None, int, numpy.random.Generator or SecureRandom
     calibration : {"analytic", "classical"}
+    budget : PrivacyBudget, optional
+        Charged with the call's event before any noise is drawn (default: the ``with
+        budget:`` default, if any).  Event: ``Gaussian(noise_multiplier=sigma/sensitivity,
+        sensitivity)`` for scalar parameters, whichever the calibration (the noise is
+        N(0, sigma^2) either way, and that event is exact for it; the whole array is one
+        release); see :mod:`dpfast.mechanisms._events` for array parameters.
 
     Raises
     ------
     ValueError
         Bad ``values``, ``sensitivity``, ``epsilon``, ``delta`` or ``calibration``.
+    BudgetExceededError
+        The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
     if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL \
             and math.isfinite(values):
         # Python-scalar fast path: the kernel's ziggurat in Python, same words, same double.
         sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)  # validates
         if type(sigma) is float and sigma <= _MAX_SCALE_F64:
-            return np.float64(values + sigma * _py_std_normal(check_random_state(rng).bit_generator))
+            gen = check_random_state(rng)
+            _events.charge(budget, "gaussian", _events.gaussian_event, float(sensitivity), sigma, ())
+            return np.float64(values + sigma * _py_std_normal(gen.bit_generator))
     x = check_values(values)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
     shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma (sensitivity, epsilon)"))
-    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)")
+    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)",
+                      charge=lambda s: _events.charge(budget, "gaussian", _events.gaussian_event,
+                                                      sensitivity, sigma, shape))
 
 
 def _noise_dtype(dtype: DTypeLike) -> np.dtype:

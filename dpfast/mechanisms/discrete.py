@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 
@@ -41,7 +41,11 @@ from dpfast import _exact
 from dpfast._rational import RationalLike, fit_rational, to_fraction
 from dpfast._threads import default_threads
 from dpfast._validation import check_delta, check_epsilon, check_positive, check_size
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state, native_stream
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = [
     "bernoulli_exp",
@@ -461,6 +465,7 @@ def discrete_laplace_mechanism(
     rng: RandomLike = None,
     *,
     granularity: RationalLike = 1,
+    budget: Optional["PrivacyBudget"] = None,
 ):
     """epsilon-DP release of lattice-valued ``values`` with exact discrete Laplace noise.
 
@@ -476,6 +481,10 @@ def discrete_laplace_mechanism(
     granularity give an int64 result; otherwise floats (float32 in, float32 out).  The
     output is always granularity times an integer: no floating-point noise bits.
 
+    ``budget``: charged before any noise is drawn (default: the ``with budget:`` default, if
+    any) with one event for the whole array, ``PureDP`` at the epsilon of the scale actually
+    used (at most ``epsilon``); ``BudgetExceededError`` when it does not fit (nothing drawn).
+
     Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 2.
     """
     g = _granularity(granularity)
@@ -486,6 +495,8 @@ def discrete_laplace_mechanism(
     s, t = _laplace_params(scale, True, mode="up", name="sensitivity/(granularity*epsilon)")
     noise = np.empty(k.shape, dtype=np.int64)
     gen = check_random_state(rng)
+    # the noise is Lap_Z(t/s) in lattice units: epsilon = (sensitivity/granularity) * s / t
+    _events.charge(budget, "discrete_laplace_mechanism", _events.pure_event, sens / g * Fraction(s, t))
     with native_stream(gen) as cap:
         _exact.discrete_laplace_fill(cap, s, t, noise.reshape(-1), _n_threads(noise.size))
     return _from_lattice(k + noise, arr, g)
@@ -500,6 +511,7 @@ def discrete_gaussian_mechanism(
     *,
     granularity: RationalLike = 1,
     method: Optional[str] = None,
+    budget: Optional["PrivacyBudget"] = None,
 ):
     """(epsilon, delta)-DP release of lattice-valued ``values`` with exact discrete Gaussian noise.
 
@@ -512,6 +524,9 @@ def discrete_gaussian_mechanism(
 
     Guarantee: (epsilon, delta)-DP for neighbouring datasets whose ``values`` differ by at most
     ``sensitivity`` in l2 norm.  Output dtype as in :func:`discrete_laplace_mechanism`.
+    ``budget``: charged before any noise is drawn (default: the ``with budget:`` default, if
+    any) with ``ApproxDP(epsilon, delta)``, one event for the whole array;
+    ``BudgetExceededError`` when it does not fit (nothing drawn).
     Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 3.
     """
     g = _granularity(granularity)
@@ -526,6 +541,7 @@ def discrete_gaussian_mechanism(
     n, d, tau = _gauss_params(sigma2, False, mode="exact", name="sigma2")
     noise = np.empty(k.shape, dtype=np.int64)
     gen = check_random_state(rng)
+    _events.charge(budget, "discrete_gaussian_mechanism", _events.approx_dp_event, epsilon, delta)
     with native_stream(gen) as cap:
         _exact.discrete_gaussian_fill(cap, *_split128(n), *_split128(d), tau, noise.reshape(-1),
                                       _n_threads(noise.size))

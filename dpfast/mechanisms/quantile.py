@@ -7,14 +7,19 @@ statistical estimation with optimal convergence rates" (STOC).
 from __future__ import annotations
 
 import math
-from typing import Tuple, Union
+from fractions import Fraction
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 import numpy as np
 
 from dpfast import _selection
 from dpfast._validation import check_bounds, check_values
 from dpfast.mechanisms.selection import _fast_positive
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = ["private_quantile", "private_median"]
 
@@ -43,6 +48,8 @@ def private_quantile(
     epsilon: float,
     bounds: Tuple[float, float],
     rng: RandomLike = None,
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ) -> Union[float, np.ndarray]:
     """Differentially private q-quantile(s) of ``x`` on ``[lower, upper]``; epsilon-DP in total.
 
@@ -77,6 +84,11 @@ def private_quantile(
     bounds : (lower, upper)
         Public range, lower < upper; data are clamped to it and the output lies in it.
     rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
+    budget : PrivacyBudget, optional
+        Charged before any randomness is drawn (default: the ``with budget:`` default, if
+        any) with one event for the call, the m draws of ``ExponentialMechanism(epsilon / m)``
+        for m levels; ``BudgetExceededError`` when it does not fit (nothing drawn, ``rng``
+        untouched).
 
     Returns
     -------
@@ -101,6 +113,7 @@ def private_quantile(
     targets = np.ascontiguousarray(qa.ravel() * n)
     c = 0.5 * epsilon / qa.size
     gen = check_random_state(rng)
+    _events.charge(budget, "private_quantile", _events.exponential_event, Fraction(epsilon) / qa.size, qa.size)
     bg = gen.bit_generator
     with bg.lock:  # as dpfast.random.native_stream
         out = _selection.quantile_draws(bg.capsule, edges, targets, c)
@@ -114,9 +127,12 @@ def private_median(
     epsilon: float,
     bounds: Tuple[float, float],
     rng: RandomLike = None,
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ) -> float:
     """Differentially private median: :func:`private_quantile` with ``q = 0.5``; epsilon-DP.
 
     Spec ``lectures.md`` B9 (median utility ``-|1/2 - F_n(m)|``, corrected sign, G12).
+    ``budget``: as in :func:`private_quantile` (event ``ExponentialMechanism(epsilon)``).
     """
-    return private_quantile(x, 0.5, epsilon, bounds, rng=rng)
+    return private_quantile(x, 0.5, epsilon, bounds, rng=rng, budget=budget)

@@ -22,7 +22,7 @@ Generator reproduce one call of length n.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,7 +30,11 @@ from scipy import special
 
 from dpfast import _core
 from dpfast._validation import as_array, check_epsilon
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state, native_stream
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = [
     "randomized_response",
@@ -150,7 +154,7 @@ def _flip_threshold(flip_prob) -> np.ndarray:
 
 
 def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
-                        categories: Categories = None):
+                        categories: Categories = None, *, budget: Optional["PrivacyBudget"] = None):
     """Randomized response on every entry of ``bits`` (binary) or of a categorical array.
 
     Guarantee (``mechanisms.md`` Randomized response; ``lectures.md`` B1, A9): each output
@@ -169,6 +173,11 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
     categories : None, int >= 2, or a sequence of >= 2 distinct labels
         Binary: report the truth w.p. e^eps/(1+e^eps), else the flipped bit.  k-ary: the
         truth w.p. e^eps/(e^eps+k-1), else a uniformly chosen *other* category.
+    budget : PrivacyBudget, optional
+        Charged before any randomness is drawn (default: the ``with budget:`` default, if
+        any) with one event for the whole array, ``RandomizedResponse(max epsilon, k,
+        neighbours="replace_one")``: each respondent holds one entry, and the guarantee is
+        for one respondent's value changing (see :mod:`dpfast.mechanisms._events`).
 
     Returns
     -------
@@ -182,6 +191,8 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
         duplicate labels; shapes that do not broadcast.
     TypeError
         Non-numeric ``bits`` without labels; ``categories`` of an unsupported type.
+    BudgetExceededError
+        The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
     k, labels = _resolve_categories(categories)
     binary = categories is None
@@ -199,6 +210,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
     thr = _flip_threshold(flip_prob)
     thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
     gen = check_random_state(rng)
+    _events.charge(budget, "randomized_response", _events.randomized_response_event, epsilon, k)
     idx_b = idx if idx.shape == shape else np.broadcast_to(idx, shape)
     if k == 2:
         if idx_b.dtype == np.bool_ and idx_b.flags.c_contiguous:

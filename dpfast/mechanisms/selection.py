@@ -39,13 +39,18 @@ the uniforms to a grid of 2^52 points.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional, Union
+from fractions import Fraction
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import numpy as np
 
 from dpfast import _selection
 from dpfast._validation import as_array, check_positive
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = [
     "report_noisy_max",
@@ -180,13 +185,16 @@ def _check_noise(noise) -> int:
         ) from None
 
 
-def _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, noise, name):
+def _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, noise, name,
+            budget=None, label="", event="ExponentialMechanism"):
     kind = _check_noise(noise)
     c = _scale(epsilon, sensitivity, monotonic)
     u = _check_utilities(utilities, name)
     rows, out_shape, ax = _to_rows(u, axis, name)
     logw = None if base_measure is None else _log_base_measure(base_measure, u.shape, ax, rows.shape[1])
     gen = check_random_state(rng)
+    # one selection per row: rows.shape[0] compositions of the epsilon-DP selection
+    _events.charge(budget, label, _events.exponential_event, float(epsilon), max(rows.shape[0], 1), event)
     bg = gen.bit_generator
     with bg.lock:  # what dpfast.random.native_stream does, without contextlib's overhead
         idx = _selection.argmax_rows(bg.capsule, rows, logw, c, kind, name)
@@ -204,6 +212,8 @@ def report_noisy_max(
     noise: str = "gumbel",
     monotonic: bool = False,
     rng: RandomLike = None,
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ):
     """Index of the largest noisy score along ``axis`` (report-noisy-max), epsilon-DP.
 
@@ -241,13 +251,18 @@ def report_noisy_max(
     monotonic : bool
         True when on every pair of neighbours all scores move in the same direction.
     rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
+    budget : PrivacyBudget, optional
+        Charged before any randomness is drawn (default: the ``with budget:`` default, if
+        any) with one event for the call: ``ReportNoisyMax(epsilon)``, composed R times for R selections (the positions of the other axes); ``BudgetExceededError`` when it does not
+        fit (nothing drawn, ``rng`` untouched).
 
     Returns
     -------
     int or ndarray of int64
         The selected index: an ``int`` for 1-D scores, else an array of the other axes' shape.
     """
-    return _select(scores, sensitivity, epsilon, axis, monotonic, None, rng, noise, "scores")
+    return _select(scores, sensitivity, epsilon, axis, monotonic, None, rng, noise, "scores",
+                   budget, "report_noisy_max", "ReportNoisyMax")
 
 
 def exponential_mechanism(
@@ -258,6 +273,8 @@ def exponential_mechanism(
     monotonic: bool = False,
     base_measure: Optional[ArrayLike] = None,
     rng: RandomLike = None,
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ):
     """The exponential mechanism over a finite set of candidates, epsilon-DP.
 
@@ -285,13 +302,17 @@ def exponential_mechanism(
         Non-negative weights ``mu`` broadcastable to ``utilities`` (default: uniform); a
         candidate with weight 0 is never selected; each selection needs a positive weight.
     rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
+    budget : PrivacyBudget, optional
+        Charged before any randomness is drawn (default: the ``with budget:`` default, if
+        any) with one event for the call: ``ExponentialMechanism(epsilon)``, composed R times for R selections (the positions of the other axes); ``BudgetExceededError`` when it does not
+        fit (nothing drawn, ``rng`` untouched).
 
     Returns
     -------
     int or ndarray of int64
     """
     return _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, "gumbel",
-                   "utilities")
+                   "utilities", budget, "exponential_mechanism")
 
 
 def top_k(
@@ -303,6 +324,8 @@ def top_k(
     monotonic: bool = False,
     base_measure: Optional[ArrayLike] = None,
     rng: RandomLike = None,
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ) -> np.ndarray:
     """Private top-k by one-shot Gumbel noise; epsilon-DP in total (``epsilon`` is the whole budget).
 
@@ -326,6 +349,10 @@ def top_k(
         1 <= k <= number of candidates (with positive base measure).
     sensitivity, epsilon, axis, monotonic, base_measure, rng
         As in :func:`exponential_mechanism`; ``epsilon`` is the total budget of the k picks.
+    budget : PrivacyBudget, optional
+        Charged before any randomness is drawn (default: the ``with budget:`` default, if
+        any) with one event for the call: the k rounds of ``ExponentialMechanism(epsilon / k)`` of every row (the peeling law above), composed k R times for R rows; ``BudgetExceededError`` when it does not
+        fit (nothing drawn, ``rng`` untouched).
 
     Returns
     -------
@@ -346,6 +373,8 @@ def top_k(
         if logw is not None and rows.shape[0] and int(np.isfinite(logw).sum(axis=1).min()) < k:
             raise ValueError(f"base_measure must have at least k = {k} positive entries in every row")
     gen = check_random_state(rng)
+    _events.charge(budget, "top_k", _events.exponential_event, Fraction(float(epsilon)) / k,
+                   k * max(rows.shape[0], 1))
     bg = gen.bit_generator
     with bg.lock:
         idx = _selection.topk_rows(bg.capsule, rows, logw, c, k)
@@ -363,6 +392,10 @@ class ExponentialMechanismStream:
     call: epsilon-DP for the single index released by :meth:`result`.  Releasing
     intermediate results is a separate release each time (compose them).
 
+    ``budget`` (keyword): charged with ``ExponentialMechanism(epsilon)`` when the stream is
+    created, before any chunk is read (default: the ``with budget:`` default, if any);
+    ``BudgetExceededError`` when it does not fit (nothing drawn, ``rng`` untouched).
+
     Example
     -------
     >>> s = ExponentialMechanismStream(sensitivity=1.0, epsilon=1.0, rng=0)
@@ -379,10 +412,12 @@ class ExponentialMechanismStream:
         monotonic: bool = False,
         noise: str = "gumbel",
         rng: RandomLike = None,
+        budget: Optional["PrivacyBudget"] = None,
     ) -> None:
         self._kind = _check_noise(noise)
         self._c = _scale(epsilon, sensitivity, monotonic)
         self._gen = check_random_state(rng)
+        _events.charge(budget, "ExponentialMechanismStream", _events.exponential_event, float(epsilon))
         self._best = -np.inf
         self._index = -1
         self._seen = 0
@@ -439,6 +474,8 @@ def exponential_mechanism_stream(
     monotonic: bool = False,
     rng: RandomLike = None,
     noise: str = "gumbel",
+    *,
+    budget: Optional["PrivacyBudget"] = None,
 ) -> int:
     """Exponential mechanism over an iterable of 1-D utility chunks, O(chunk) memory.
 
@@ -447,6 +484,9 @@ def exponential_mechanism_stream(
     (and, for the same seed, same index) as :func:`exponential_mechanism` over the
     concatenated utilities.  epsilon-DP as the one-shot mechanism (spec ``mechanisms.md``,
     "Exponential mechanism", streaming).  ``noise`` as in :func:`report_noisy_max`.
+    ``budget`` (keyword): charged with ``ExponentialMechanism(epsilon)`` before the first chunk
+    is read (default: the ``with budget:`` default, if any); ``BudgetExceededError`` when it
+    does not fit (nothing drawn, ``rng`` untouched).
     """
     stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng)
     if (isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable)
@@ -454,6 +494,7 @@ def exponential_mechanism_stream(
         # (a 2-D array is a sequence of rows, i.e. chunks; a 0-d or 1-D one is not)
         raise TypeError(f"chunks must be an iterable of 1-D utility arrays or (utilities, base_measure) "
                         f"pairs, got {type(chunks).__name__}")
+    _events.charge(budget, "exponential_mechanism_stream", _events.exponential_event, float(epsilon))
     for i, item in enumerate(chunks):
         try:
             if isinstance(item, tuple):

@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from dpfast import _exact
 from dpfast.mechanisms.discrete import _n_threads
 from dpfast._validation import check_epsilon, check_positive, check_values
+from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state, native_stream
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
 
 __all__ = ["snapping", "snapping_epsilon", "snapping_scale"]
 
@@ -122,7 +127,8 @@ def snapping_scale(epsilon: float, bound: float, sensitivity: float = 1.0) -> fl
     return _float_up(lam) * sens
 
 
-def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: RandomLike = None):
+def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: RandomLike = None, *,
+             budget: Optional["PrivacyBudget"] = None):
     """epsilon-DP release of real ``values`` in [-bound, bound] by the snapping mechanism.
 
     Each entry is clamped to [-bound, bound], perturbed with Laplace noise of scale
@@ -146,6 +152,10 @@ def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: Rand
     :class:`dpfast.random.SecureRandom` for cryptographic guarantees.
 
     Output dtype follows the input (float32 stays float32, others become float64).
+    ``budget``: charged before any noise is drawn (default: the ``with budget:`` default, if
+    any) with the n compositions of ``PureDP(epsilon)`` of an n-entry array (every entry may
+    change: the guarantee above; an empty array is charged as one entry), one event for the call; ``BudgetExceededError`` when it
+    does not fit (nothing drawn, ``rng`` untouched).
     Spec: ``mechanisms.md`` (Snapping mechanism).
     """
     arr = check_values(values)
@@ -166,6 +176,7 @@ def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: Rand
         x = np.clip(x, -_float_down(bound_s), _float_down(bound_s))
     out = np.empty_like(x)
     gen = check_random_state(rng)
+    _events.charge(budget, "snapping", _events.exponential_event, epsilon, max(x.size, 1), "PureDP")
     with native_stream(gen) as cap:
         _exact.snapping_fill(cap, x, lam_f, big_lambda, b_int_f, out, _n_threads(out.size))
     if b_int > bound_s:

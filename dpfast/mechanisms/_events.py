@@ -1,0 +1,211 @@
+"""The event (``dpfast.accounting``) of each mechanism call, and :func:`event_of`.
+
+Every public mechanism function takes ``budget=None`` (keyword-only).  After validating its
+arguments and *before touching the random generator* it builds the event of the call -- one
+event for the whole call, vectorised or not -- and charges it with
+:func:`dpfast.budget.charge` (the explicit budget, else the ``with budget:`` default, else
+nothing).  A :class:`~dpfast.budget.BudgetExceededError` therefore leaves the generator's state
+exactly as it was and releases nothing.
+
+:func:`event_of` returns the event a call *would* charge, without drawing noise or charging:
+it runs the mechanism's own validation and event construction and stops right before the
+first random draw, so it is the same event by construction.
+
+The events (each rule cites the guarantee in the mechanism's docstring):
+
+* ``laplace`` -- scalar ``sensitivity`` S (the l1 sensitivity of the whole array) and scalar
+  ``epsilon``: ``Laplace(scale=S/epsilon, sensitivity=S)``.  Array ``epsilon`` with scalar S:
+  the privacy loss is at most sum_i |d_i| / b_i <= S / min_i b_i, so ``PureDP(max_i S/b_i)``.
+  Array ``sensitivity``: entry i's sensitivity bounds that entry's change, so by basic
+  composition ``PureDP(sum_i S_i / b_i)`` over the broadcast shape.
+* ``gaussian`` (analytic or classical calibration: either way the noise is N(0, sigma^2), and
+  the Gaussian event is exact for it) -- scalar S (the l2 sensitivity of the whole array):
+  ``Gaussian(noise_multiplier=min_i sigma_i / S, sensitivity=S)``; array S (entry i changes by
+  at most S_i): the release is the Gaussian mechanism with Mahalanobis sensitivity
+  mu = sqrt(sum_i (S_i / sigma_i)^2), so ``Gaussian(noise_multiplier=1/mu)``.
+* ``randomized_response`` -- ``RandomizedResponse(max epsilon, k, neighbours="replace_one")``:
+  each respondent holds one entry and the guarantee is for one entry changing (its local-DP
+  statement, parallel composition over respondents); a smaller epsilon is a post-processing
+  of a larger one (mix with the uniform report), so the maximum covers array epsilons.
+  Replace-one is the relation of that statement: removing a respondent removes an output
+  entry, which no add/remove guarantee covers.
+* ``discrete_laplace_mechanism`` -- ``PureDP`` at the epsilon of the noise actually used
+  (its scale is rounded up, so at most the requested epsilon).
+* ``discrete_gaussian_mechanism`` -- ``ApproxDP(epsilon, delta)`` (the guarantee it states).
+* ``snapping`` -- epsilon-DP per entry, and every entry may change: n entries are n
+  compositions of ``PureDP(epsilon)`` (``SelfComposed``).
+* ``exponential_mechanism`` / ``report_noisy_max`` -- one ``ExponentialMechanism(epsilon)`` /
+  ``ReportNoisyMax(epsilon)`` per selection; a batch of R selections (the other axes) is R
+  compositions.
+* ``top_k`` -- k rounds of the peeling ``ExponentialMechanism(epsilon / k)`` per row (Durfee
+  & Rogers 2019: same law), composed k * R times.
+* ``private_quantile`` / ``private_median`` -- m levels: m draws of
+  ``ExponentialMechanism(epsilon / m)``.
+* ``exponential_mechanism_stream`` / ``ExponentialMechanismStream`` --
+  ``ExponentialMechanism(epsilon)``, charged before the first chunk is read.
+
+Neighbouring relation: the events are labelled with the library's default, add/remove (the
+sensitivity you pass must be the one under that relation), except randomized response
+(replace-one, see above).  The samplers ``laplace_noise``, ``gaussian_noise``,
+``discrete_laplace``, ``discrete_gaussian`` and ``bernoulli_exp`` and the post-processing
+``randomized_response_debias`` make no privacy claim and take no budget.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Callable
+
+import numpy as np
+
+from dpfast import budget as _budget
+
+__all__ = ["event_of"]
+
+
+def _accounting():
+    from dpfast import accounting  # lazy: keeps ``import dpfast`` light
+
+    return accounting
+
+
+def _up(x) -> float:
+    """float(x) rounded up (x a Fraction or float): an event never understates epsilon."""
+    f = float(x)
+    if isinstance(x, Fraction) and Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def self_composed(event, count: int):
+    """``count`` compositions of ``event`` as one event (the event itself when count == 1)."""
+    if count == 1:
+        return event
+    A = _accounting()
+    node = getattr(A, "SelfComposed", None)
+    if node is not None:
+        return node(event, count)
+    # Until the composition nodes exist: basic composition of pure events (valid, looser).
+    return type(event)(epsilon=_up(Fraction(event.epsilon) * count))
+
+
+def laplace_event(sensitivity, scale, shape) -> Any:
+    """Event of ``laplace`` (see the module docstring); ``scale`` the validated noise scale(s)."""
+    A = _accounting()
+    if np.ndim(sensitivity) == 0 and np.ndim(scale) == 0:
+        return A.Laplace(scale=float(scale), sensitivity=float(sensitivity))
+    if np.ndim(sensitivity) == 0:
+        eps = float(sensitivity) / float(np.min(scale))
+    else:
+        eps = float(np.sum(np.broadcast_to(np.asarray(sensitivity) / np.asarray(scale), shape)))
+    return A.PureDP(epsilon=math.nextafter(eps, math.inf))
+
+
+def gaussian_event(sensitivity, sigma, shape) -> Any:
+    """Event of ``gaussian`` (see the module docstring); ``sigma`` the validated noise scale(s)."""
+    A = _accounting()
+    if np.ndim(sensitivity) == 0:
+        s = float(sensitivity)
+        z = float(np.min(sigma)) / s
+    else:
+        mu = math.sqrt(float(np.sum(np.broadcast_to((np.asarray(sensitivity) / np.asarray(sigma)) ** 2, shape))))
+        z, s = 1.0 / mu, 1.0
+    # rounded down: a smaller noise multiplier overstates the privacy loss, never understates it
+    return A.Gaussian(noise_multiplier=math.nextafter(z, 0.0), sensitivity=s)
+
+
+def randomized_response_event(epsilon, k: int) -> Any:
+    return _accounting().RandomizedResponse(epsilon=float(np.max(epsilon)), num_categories=k,
+                                            neighbours="replace_one")
+
+
+def pure_event(epsilon) -> Any:
+    return _accounting().PureDP(epsilon=_up(epsilon))
+
+
+def approx_dp_event(epsilon: float, delta: float) -> Any:
+    """(epsilon, delta)-DP as an event: ``ApproxDP`` where ``dpfast.accounting`` has it, else its
+    exact dominating pair (Kairouz, Oh & Viswanath 2015: every (eps, delta)-DP pair is a
+    post-processing of this one)."""
+    A = _accounting()
+    node = getattr(A, "ApproxDP", None)
+    if node is not None:
+        return node(epsilon=float(epsilon), delta=float(delta))
+    e, d = float(epsilon), float(delta)
+    hi, lo = (1 - d) / (1 + math.exp(-e)), (1 - d) / (1 + math.exp(e))
+    return A.FromDominatingPair([d, hi, lo, 0.0], [0.0, lo, hi, d], name=f"ApproxDP(epsilon={e!r}, delta={d!r})")
+
+
+def exponential_event(epsilon, count: int = 1, kind: str = "ExponentialMechanism") -> Any:
+    A = _accounting()
+    return self_composed(getattr(A, kind)(epsilon=_up(epsilon)), count)
+
+
+def charge(budget, label: str, build: Callable, *args) -> None:
+    """Charge ``build(*args)`` to ``dpfast.budget.resolve(budget)`` when there is one; the event
+    is built only then (no cost on calls without a budget)."""
+    b = _budget.resolve(budget)
+    if b is not None:
+        b.charge(build(*args), label=label)
+
+
+class _Found(Exception):
+    def __init__(self, event):
+        self.event = event
+
+
+class _Probe(_budget.PrivacyBudget):
+    """A budget whose charge stops the call: how :func:`event_of` reads a call's event."""
+
+    def __init__(self):  # no epsilon/delta: it never composes
+        pass
+
+    def charge(self, event, *, label: str = "") -> None:
+        raise _Found(event)
+
+
+def event_of(mechanism: Callable, *args, **kwargs) -> Any:
+    """The event (``dpfast.accounting``) that ``mechanism(*args, **kwargs)`` charges.
+
+    Runs the mechanism's validation and event construction and stops before its first random
+    draw: nothing is drawn, nothing is charged, a ``numpy.random.Generator`` passed as ``rng``
+    keeps its state.  The rules are listed in :mod:`dpfast.mechanisms._events`.
+
+    Parameters
+    ----------
+    mechanism : callable
+        A dpfast mechanism that takes ``budget=`` (e.g. :func:`dpfast.laplace`) or
+        :class:`dpfast.mechanisms.ExponentialMechanismStream`.
+    *args, **kwargs
+        The arguments of the call (not ``budget``).
+
+    Returns
+    -------
+    DpEvent
+
+    Raises
+    ------
+    TypeError
+        ``mechanism`` takes no ``budget=`` (a sampler without a privacy claim), or ``budget``
+        was passed; the mechanism's own errors for bad arguments.
+
+    Examples
+    --------
+    >>> import numpy as np, dpfast
+    >>> dpfast.mechanisms.event_of(dpfast.laplace, np.zeros(3), 1.0, 0.5)
+    Laplace(scale=2.0, sensitivity=1.0, neighbours='add_remove')
+    """
+    if "budget" in kwargs:
+        raise TypeError("event_of: do not pass budget= (event_of charges nothing)")
+    if not callable(mechanism):
+        raise TypeError(f"mechanism must be a dpfast mechanism, got {type(mechanism).__name__}")
+    try:
+        mechanism(*args, budget=_Probe(), **kwargs)
+    except _Found as found:
+        return found.event
+    except TypeError as exc:
+        if "budget" in str(exc):
+            raise TypeError(f"{getattr(mechanism, '__name__', mechanism)!r} takes no budget= "
+                            "(not a mechanism with a privacy guarantee)") from None
+        raise
+    raise TypeError(f"{getattr(mechanism, '__name__', mechanism)!r} charged no event")  # pragma: no cover

@@ -21,7 +21,10 @@ Module functions used by every release:
 
 * :func:`resolve` -- the budget that applies to a call: the explicit one, else the one made the
   default by ``with budget:``, else ``None``;
-* :func:`charge` -- ``resolve(budget)`` then ``.charge(event, label=...)`` when there is one.
+* :func:`charge` -- ``resolve(budget)`` then ``.charge(event, label=...)`` when there is one;
+* :func:`detached` -- for composite releases (an estimator's ``fit``, ``tables.aggregate``, a
+  scaler) that charge their total event once and then call mechanisms internally: inside
+  ``with detached():`` no default budget applies, so nothing is charged twice.
 
 Example
 -------
@@ -35,13 +38,14 @@ Example
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from dpfast._validation import check_delta, check_epsilon
 
-__all__ = ["PrivacyBudget", "BudgetExceededError", "Charge", "resolve", "charge"]
+__all__ = ["PrivacyBudget", "BudgetExceededError", "Charge", "resolve", "charge", "detached"]
 
 _ACCOUNTANTS = ("pld", "rdp")
 _STATE_VERSION = 1
@@ -203,8 +207,20 @@ class PrivacyBudget:
 
     # ----------------------------------------------------------------- charging
     def _composed(self, events):
-        acc = _make_accountant(self.accountant)
+        """A fresh accountant composing ``events``; equal events are composed once with their
+        count (the accountants' results do not depend on the order, and a long ledger of
+        repeated releases then costs one composition per distinct event)."""
+        counts: Dict[Any, int] = {}
+        unhashable: List[Any] = []
         for e in events:
+            try:
+                counts[e] = counts.get(e, 0) + 1
+            except TypeError:
+                unhashable.append(e)
+        acc = _make_accountant(self.accountant)
+        for e, c in counts.items():
+            acc.compose(e, c)
+        for e in unhashable:
             acc.compose(e)
         return acc
 
@@ -367,3 +383,19 @@ def charge(budget: Optional[PrivacyBudget], event, label: str = "") -> None:
     b = resolve(budget)
     if b is not None:
         b.charge(event, label=label)
+
+
+@contextlib.contextmanager
+def detached() -> Iterator[None]:
+    """Run a block with no default budget (``with budget:`` does not reach into it).
+
+    For composite releases: a function that charges the event of its whole release (e.g. an
+    estimator's ``fit`` or ``dpfast.tables.aggregate``) and then calls mechanism functions to
+    draw its noise runs those calls inside ``with detached():``, so that the default budget is
+    charged once, with the composite's event, not again for each inner call.  Explicit
+    ``budget=`` arguments inside the block are still charged."""
+    token = _DEFAULT.set(None)
+    try:
+        yield
+    finally:
+        _DEFAULT.reset(token)

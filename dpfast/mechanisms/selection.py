@@ -488,13 +488,14 @@ def exponential_mechanism_stream(
     is read (default: the ``with budget:`` default, if any); ``BudgetExceededError`` when it
     does not fit (nothing drawn, ``rng`` untouched).
     """
-    stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng)
     if (isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable)
             or (isinstance(chunks, np.ndarray) and chunks.ndim < 2)):
         # (a 2-D array is a sequence of rows, i.e. chunks; a 0-d or 1-D one is not)
         raise TypeError(f"chunks must be an iterable of 1-D utility arrays or (utilities, base_measure) "
                         f"pairs, got {type(chunks).__name__}")
-    _events.charge(budget, "exponential_mechanism_stream", _events.exponential_event, float(epsilon))
+    # the stream validates the parameters and charges the budget (before the first chunk)
+    stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng,
+                                        budget=budget)
     for i, item in enumerate(chunks):
         try:
             if isinstance(item, tuple):

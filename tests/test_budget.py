@@ -1,0 +1,370 @@
+"""dpfast.PrivacyBudget and the mechanisms' budget= / event_of (issue 11, items 2 and 3).
+
+Expected values come from independent compositions (a fresh accountant composing events built
+here from the mechanisms' documented parameters), from closed forms (the exact k-fold
+composition of pure epsilon-DP, Kairouz, Oh & Viswanath 2015; basic composition, Dwork & Roth
+2014 Thm 3.16), never from the budget's own output.
+"""
+import json
+import math
+import threading
+
+import numpy as np
+import pytest
+
+import dpfast
+from dpfast import accounting as A
+from dpfast.budget import BudgetExceededError, Charge, PrivacyBudget, charge, resolve
+from dpfast.calibrate import gaussian_sigma
+from dpfast.mechanisms import event_of
+
+
+# ----------------------------------------------------------------------------- helpers
+def kov_epsilon(eps: float, k: int, delta: float) -> float:
+    """Exact epsilon at ``delta`` of k-fold composition of pure eps-DP (KOV 2015, Thm 3.3):
+    the k-fold binary randomized-response pair, privacy loss (k - 2m) eps with m ~ Bin(k, q)
+    under P, q = 1/(1 + e^eps), Q-mass = P-mass * e^-(k - 2m) eps; delta(e') = sum_m
+    max(0, P_m - e^e' Q_m), decreasing in e', inverted by bisection."""
+    q = 1.0 / (1.0 + math.exp(eps))
+    pm = [math.comb(k, m) * (1 - q) ** (k - m) * q ** m for m in range(k + 1)]
+    qm = [p * math.exp(-(k - 2 * m) * eps) for m, p in enumerate(pm)]
+
+    def d(e):
+        return sum(max(0.0, p - math.exp(e) * qq) for p, qq in zip(pm, qm))
+
+    lo, hi = 0.0, k * eps
+    if d(lo) <= delta:
+        return 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if d(mid) <= delta else (mid, hi)
+    return hi
+
+
+def fresh(kind, events):
+    acc = A.PLDAccountant() if kind == "pld" else A.RDPAccountant()
+    for e, c in events:
+        acc.compose(e, c)
+    return acc
+
+
+X = np.array([3.0, -1.0, 2.5])
+
+
+# ----------------------------------------------------------------------------- composition
+@pytest.mark.parametrize("kind", ["pld", "rdp"])
+def test_ledger_total_equals_an_independent_composition(kind):
+    b = PrivacyBudget(10.0, 1e-6, accountant=kind)
+    rng = np.random.default_rng(1)
+    dpfast.laplace(X, 1.0, 0.5, rng=rng, budget=b)
+    dpfast.laplace(X, 2.0, 0.3, rng=rng, budget=b)
+    dpfast.gaussian(X, 1.0, 0.8, 1e-7, rng=rng, budget=b)
+    dpfast.exponential_mechanism(np.zeros((3, 5)), 1.0, 0.2, rng=rng, budget=b)
+    dpfast.private_quantile(np.arange(10.0), [0.25, 0.75], 0.4, (0, 10), rng=rng, budget=b)
+    dpfast.laplace(X, 1.0, 0.5, rng=rng, budget=b)
+    # the same releases, described here from their documented parameters
+    sigma = gaussian_sigma(0.8, 1e-7, 1.0)
+    events = [(A.Laplace(scale=2.0, sensitivity=1.0), 2),
+              (A.Laplace(scale=2.0 / 0.3, sensitivity=2.0), 1),
+              (A.Gaussian(noise_multiplier=sigma), 1),
+              (A.ExponentialMechanism(0.2), 3),
+              (A.ExponentialMechanism(0.2), 2)]
+    acc = fresh(kind, events)
+    assert len(b.ledger) == 6
+    assert b.spent() == pytest.approx(acc.get_epsilon(1e-6), rel=1e-9)
+    assert b.spent(delta=1e-3) == pytest.approx(acc.get_epsilon(1e-3), rel=1e-9)
+    # cumulative epsilons in the ledger are non-decreasing and end at spent()
+    cum = [c.epsilon for c in b.ledger]
+    assert cum == sorted(cum) and cum[-1] == b.spent()
+    assert b.remaining() == pytest.approx(10.0 - b.spent(), abs=1e-15)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+def test_pure_dp_ledger_matches_the_exact_composition_closed_form(k):
+    b = PrivacyBudget(100.0, 1e-6)
+    for _ in range(k):
+        dpfast.exponential_mechanism(np.zeros(4), 1.0, 0.5, rng=0, budget=b)
+    exact = kov_epsilon(0.5, k, 1e-6)
+    # PLD epsilons are certified upper bounds; eps = 0.5 lies on the 1e-4 grid, so the
+    # discretisation is exact up to the FFT's round-off
+    assert exact - 1e-9 <= b.spent() <= exact + 1e-6
+    assert b.spent() <= k * 0.5  # basic composition
+
+
+def test_laplace_releases_fit_by_basic_composition_and_the_next_is_refused():
+    """Budget 1.0: four eps = 0.25 Laplace releases fit (basic composition: 4 x 0.25 = 1.0);
+    a fifth cannot, since five-fold Laplace(4) has the loss atom 5 x 0.25 with P-mass 2^-5, so
+    delta(1.0) >= 2^-5 (1 - e^(1 - 1.25)) = 0.0069 > 1e-6."""
+    b = PrivacyBudget(1.0, 1e-6)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        dpfast.laplace(X, 1.0, 0.25, rng=rng, budget=b)
+    assert 2.0 ** -5 * (1 - math.exp(1.0 - 1.25)) > 1e-6
+    assert b.spent() <= 4 * 0.25
+    state = rng.bit_generator.state
+    with pytest.raises(BudgetExceededError):
+        dpfast.laplace(X, 1.0, 0.25, rng=rng, budget=b)
+    assert rng.bit_generator.state == state
+    assert len(b.ledger) == 4
+
+
+# ----------------------------------------------------------------------------- overspend
+CALLS = {
+    "laplace": lambda rng, b: dpfast.laplace(X, 1.0, 5.0, rng=rng, budget=b),
+    "laplace_scalar": lambda rng, b: dpfast.laplace(1.0, 1.0, 5.0, rng=rng, budget=b),
+    "gaussian": lambda rng, b: dpfast.gaussian(X, 1.0, 5.0, 1e-5, rng=rng, budget=b),
+    "gaussian_scalar": lambda rng, b: dpfast.gaussian(1.0, 1.0, 5.0, 1e-5, rng=rng, budget=b),
+    "gaussian_classical": lambda rng, b: dpfast.gaussian(X, 1.0, 0.9, 1e-5, rng=rng, calibration="classical", budget=b),
+    "discrete_laplace_mechanism": lambda rng, b: dpfast.discrete_laplace_mechanism(np.arange(3), 1, 5, rng=rng, budget=b),
+    "discrete_gaussian_mechanism": lambda rng, b: dpfast.discrete_gaussian_mechanism(np.arange(3), 1, 5.0, 1e-5, rng=rng, budget=b),
+    "snapping": lambda rng, b: dpfast.snapping(X, 1.0, 5.0, 10.0, rng=rng, budget=b),
+    "exponential_mechanism": lambda rng, b: dpfast.exponential_mechanism(np.zeros(4), 1.0, 5.0, rng=rng, budget=b),
+    "report_noisy_max": lambda rng, b: dpfast.report_noisy_max(np.zeros(4), 1.0, 5.0, rng=rng, budget=b),
+    "top_k": lambda rng, b: dpfast.top_k(np.zeros(4), 2, 1.0, 5.0, rng=rng, budget=b),
+    "private_quantile": lambda rng, b: dpfast.private_quantile(np.arange(9.0), 0.5, 5.0, (0, 10), rng=rng, budget=b),
+    "private_median": lambda rng, b: dpfast.private_median(np.arange(9.0), 5.0, (0, 10), rng=rng, budget=b),
+    "exponential_mechanism_stream": lambda rng, b: dpfast.exponential_mechanism_stream(
+        [np.zeros(3), np.ones(2)], 1.0, 5.0, rng=rng, budget=b),
+    "ExponentialMechanismStream": lambda rng, b: dpfast.mechanisms.ExponentialMechanismStream(
+        1.0, 5.0, rng=rng, budget=b).update(np.zeros(3)).result(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_overspend_raises_before_any_randomness_is_drawn(name):
+    b = PrivacyBudget(0.01, 1e-6)
+    rng = np.random.default_rng(11)
+    state = rng.bit_generator.state
+    with pytest.raises(BudgetExceededError) as info:
+        CALLS[name](rng, b)
+    assert rng.bit_generator.state == state
+    assert b.ledger == () and b.spent() == 0.0
+    assert info.value.requested > 0.01 and info.value.spent == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_charging_draws_nothing_itself(name):
+    """With a budget that fits, the output equals the one without a budget (same seed)."""
+    out_plain = CALLS[name](np.random.default_rng(5), None)
+    b = PrivacyBudget(1e6, 1e-3)
+    out_charged = CALLS[name](np.random.default_rng(5), b)
+    np.testing.assert_array_equal(out_plain, out_charged)
+    assert len(b.ledger) == 1 and b.spent() > 0
+
+
+def test_randomized_response_is_a_replace_one_event():
+    b = PrivacyBudget(10.0, 1e-6)
+    bits = np.array([0, 1, 1, 0])
+    dpfast.randomized_response(bits, 1.0, rng=0, budget=b)
+    dpfast.randomized_response(bits, 0.5, rng=0, budget=b)
+    acc = fresh("pld", [(A.RandomizedResponse(1.0, neighbours="replace_one"), 1),
+                        (A.RandomizedResponse(0.5, neighbours="replace_one"), 1)])
+    assert b.spent() == pytest.approx(acc.get_epsilon(1e-6), rel=1e-9)
+    # an add/remove release cannot join a replace-one ledger: refused, nothing changes
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(ValueError):
+        dpfast.laplace(X, 1.0, 0.1, rng=rng, budget=b)
+    assert rng.bit_generator.state == state and len(b.ledger) == 2
+
+
+def test_error_message_names_the_release_and_what_remains():
+    b = PrivacyBudget(1.0, 1e-6)
+    b.charge(A.PureDP(0.5), label="first")
+    with pytest.raises(BudgetExceededError, match=r"second.*budget is \(1, 1e-06\)-DP.*remaining") as info:
+        b.charge(A.PureDP(0.9), label="second")
+    err = info.value
+    assert err.label == "second" and err.event == A.PureDP(0.9)
+    assert err.spent == b.spent() and err.requested > 1.0
+    assert (err.epsilon, err.delta) == (1.0, 1e-6)
+
+
+def test_unsupported_event_leaves_the_budget_unchanged():
+    b = PrivacyBudget(5.0, 1e-6, accountant="rdp")
+    b.charge(A.Laplace(scale=2.0), label="ok")
+    before = (b.ledger, b.spent())
+    profile = A.FromPrivacyProfile(lambda e: np.exp(-np.asarray(e)) * 1e-3)  # no RDP curve
+    with pytest.raises((TypeError, ValueError)):
+        b.charge(profile)
+    assert (b.ledger, b.spent()) == before
+
+
+# ----------------------------------------------------------------------------- state
+def test_state_round_trips_through_json():
+    b = PrivacyBudget(3.0, 1e-6)
+    rng = np.random.default_rng(2)
+    dpfast.laplace(X, 1.0, 0.5, rng=rng, budget=b)
+    dpfast.gaussian(X, 1.0, 0.5, 1e-7, rng=rng, budget=b)
+    dpfast.discrete_gaussian_mechanism(np.arange(3), 1, 0.5, 1e-7, rng=rng, budget=b)
+    dpfast.top_k(np.zeros(6), 3, 1.0, 0.3, rng=rng, budget=b)
+    state = b.state_dict()
+    text = json.dumps(state)
+    assert len(text) < 2000  # events, not PMFs
+    b2 = PrivacyBudget.from_state_dict(json.loads(text))
+    assert b2.ledger == b.ledger
+    assert b2.spent() == b.spent()
+    assert b2.spent(delta=1e-3) == b.spent(delta=1e-3)
+    assert (b2.epsilon, b2.delta, b2.accountant) == (b.epsilon, b.delta, b.accountant)
+    assert str(b2) == str(b)
+    # the restored budget goes on exactly as the original
+    for bb in (b, b2):
+        bb.charge(A.PureDP(0.7), label="next")
+    assert b2.spent() == b.spent()
+
+
+def test_state_dict_refuses_callables_and_bad_states():
+    b = PrivacyBudget(3.0, 1e-6)
+    b.charge(A.FromPrivacyProfile(lambda e: np.exp(-np.asarray(e)) * 1e-7), label="profile")
+    with pytest.raises(TypeError):
+        b.state_dict()
+    good = PrivacyBudget(1.0, 1e-6).state_dict()
+    with pytest.raises(ValueError, match="version"):
+        PrivacyBudget.from_state_dict({**good, "version": 99})
+    with pytest.raises(ValueError, match="ledger"):
+        PrivacyBudget.from_state_dict({k: v for k, v in good.items() if k != "ledger"})
+    with pytest.raises(TypeError):
+        PrivacyBudget.from_state_dict("not a dict")
+    over = PrivacyBudget(10.0, 1e-6)
+    over.charge(A.PureDP(2.0))
+    tampered = {**over.state_dict(), "epsilon": 1.0}
+    with pytest.raises(ValueError, match="above the saved budget"):
+        PrivacyBudget.from_state_dict(tampered)
+
+
+# ----------------------------------------------------------------------------- default budget
+def test_with_budget_is_the_default_and_blocks_nest():
+    outer, inner, explicit = PrivacyBudget(5.0, 1e-6), PrivacyBudget(5.0, 1e-6), PrivacyBudget(5.0, 1e-6)
+    assert resolve(None) is None
+    with outer as o:
+        assert o is outer and resolve(None) is outer
+        dpfast.laplace(X, 1.0, 0.1, rng=0)
+        with inner:
+            assert resolve(None) is inner
+            dpfast.laplace(X, 1.0, 0.2, rng=0)
+            dpfast.laplace(X, 1.0, 0.3, rng=0, budget=explicit)  # explicit wins
+            with outer:  # the same budget re-entered
+                dpfast.laplace(X, 1.0, 0.4, rng=0)
+            assert resolve(None) is inner
+        assert resolve(None) is outer
+        dpfast.laplace(X, 1.0, 0.5, rng=0)
+    assert resolve(None) is None
+    dpfast.laplace(X, 1.0, 0.6, rng=0)  # no budget: nothing charged
+    eps = lambda bud: [round(c.event.sensitivity / c.event.scale, 12) for c in bud.ledger]  # noqa: E731
+    assert eps(outer) == [0.1, 0.4, 0.5] and eps(inner) == [0.2] and eps(explicit) == [0.3]
+
+
+def test_default_is_per_thread():
+    b = PrivacyBudget(5.0, 1e-6)
+    seen = []
+    with b:
+        t = threading.Thread(target=lambda: seen.append(resolve(None)))
+        t.start()
+        t.join()
+    assert seen == [None]
+
+
+def test_module_charge_and_resolve():
+    b = PrivacyBudget(5.0, 1e-6)
+    charge(None, A.PureDP(1.0), "nothing")  # no budget anywhere: a no-op
+    charge(b, A.PureDP(1.0), "explicit")
+    with b:
+        charge(None, A.PureDP(1.0), "default")
+    assert [c.label for c in b.ledger] == ["explicit", "default"]
+    assert isinstance(b.ledger[0], Charge)
+    with pytest.raises(TypeError, match="budget must be"):
+        resolve(1.0)
+
+
+# ----------------------------------------------------------------------------- display, input
+def test_str_is_one_line_a_release():
+    b = PrivacyBudget(5.0, 1e-6)
+    dpfast.laplace(X, 1.0, 0.5, rng=0, budget=b)
+    dpfast.exponential_mechanism(np.zeros(3), 1.0, 0.5, rng=0, budget=b)
+    lines = str(b).splitlines()
+    assert len(lines) == 3
+    assert "laplace" in lines[1] and "Laplace" in lines[1]
+    assert "exponential_mechanism" in lines[2] and f"{b.spent():.6g}" in lines[2]
+    assert "releases=2" in repr(b)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(epsilon=0.0, delta=1e-6), ValueError, "epsilon"),
+    (dict(epsilon=math.inf, delta=1e-6), ValueError, "epsilon"),
+    (dict(epsilon=1.0, delta=0.0), ValueError, "delta"),
+    (dict(epsilon=1.0, delta=1.0), ValueError, "delta"),
+    (dict(epsilon=1.0, delta=1e-6, accountant="gdp"), ValueError, "accountant"),
+])
+def test_bad_budget_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        PrivacyBudget(**kwargs)
+
+
+def test_bad_label_and_budget_types():
+    b = PrivacyBudget(1.0, 1e-6)
+    with pytest.raises(TypeError, match="label"):
+        b.charge(A.PureDP(0.1), label=3)
+    with pytest.raises(TypeError, match="budget must be"):
+        dpfast.laplace(X, 1.0, 0.5, rng=0, budget=1.0)
+
+
+# ----------------------------------------------------------------------------- event_of
+def test_event_of_matches_the_documented_events():
+    z = gaussian_sigma(0.5, 1e-5, 2.0) / 2.0
+    g = event_of(dpfast.gaussian, X, 2.0, 0.5, 1e-5)
+    assert isinstance(g, A.Gaussian) and g.sensitivity == 2.0
+    assert z * (1 - 1e-15) <= g.noise_multiplier <= z  # rounded down, never up
+    zc = 2.0 * math.sqrt(2 * math.log(1.25 / 1e-5)) / 0.5 / 2.0  # classical sigma / sensitivity
+    gc = event_of(dpfast.gaussian, X, 2.0, 0.5, 1e-5, calibration="classical")
+    assert gc.noise_multiplier == pytest.approx(zc, rel=1e-12) and gc.noise_multiplier <= zc
+    # array sensitivities: Mahalanobis sensitivity sqrt(sum (S_i / sigma_i)^2)
+    s = np.array([1.0, 2.0, 0.5])
+    mu = math.sqrt(sum((si / gaussian_sigma(0.5, 1e-5, si)) ** 2 for si in s))
+    assert event_of(dpfast.gaussian, X, s, 0.5, 1e-5).noise_multiplier == pytest.approx(1 / mu, rel=1e-12)
+    assert event_of(dpfast.laplace, X, 1.0, 0.5) == A.Laplace(scale=2.0, sensitivity=1.0)
+    assert event_of(dpfast.laplace, 1.0, 1.0, 0.5) == A.Laplace(scale=2.0, sensitivity=1.0)
+    assert event_of(dpfast.laplace, X, 1.0, [0.5, 1.0, 2.0]).epsilon == pytest.approx(2.0, rel=1e-15)
+    assert event_of(dpfast.laplace, X, [1.0, 2.0, 1.0], 0.5).epsilon == pytest.approx(1.5, rel=1e-15)
+    assert event_of(dpfast.randomized_response, np.array([0, 2]), [1.0, 2.0], categories=3) == \
+        A.RandomizedResponse(2.0, num_categories=3, neighbours="replace_one")
+    assert event_of(dpfast.discrete_laplace_mechanism, np.arange(3), 1, 0.5) == A.PureDP(0.5)
+    assert event_of(dpfast.discrete_gaussian_mechanism, np.arange(3), 1, 0.5, 1e-6) == A.ApproxDP(0.5, 1e-6)
+    assert event_of(dpfast.snapping, X, 1.0, 0.5, 10.0) == A.SelfComposed(A.PureDP(0.5), 3)
+    assert event_of(dpfast.exponential_mechanism, np.zeros((2, 4)), 1.0, 0.5) == \
+        A.SelfComposed(A.ExponentialMechanism(0.5), 2)
+    assert event_of(dpfast.report_noisy_max, np.zeros(4), 1.0, 0.5) == A.ReportNoisyMax(0.5)
+    assert event_of(dpfast.top_k, np.zeros(4), 2, 1.0, 0.5) == A.SelfComposed(A.ExponentialMechanism(0.25), 2)
+    assert event_of(dpfast.private_quantile, X, [0.1, 0.5], 1.0, (0, 1)) == \
+        A.SelfComposed(A.ExponentialMechanism(0.5), 2)
+    assert event_of(dpfast.private_median, X, 1.0, (0, 1)) == A.ExponentialMechanism(1.0)
+    assert event_of(dpfast.mechanisms.ExponentialMechanismStream, 1.0, 0.7) == A.ExponentialMechanism(0.7)
+
+
+def test_event_of_draws_and_charges_nothing():
+    rng = np.random.default_rng(4)
+    state = rng.bit_generator.state
+    b = PrivacyBudget(1.0, 1e-6)
+    with b:
+        for name, call in CALLS.items():
+            assert event_of(lambda *, budget: call(rng, budget)) is not None, name
+    assert rng.bit_generator.state == state and b.ledger == ()
+
+
+def test_event_of_refuses_samplers_and_checks_arguments():
+    with pytest.raises(TypeError, match="takes no budget"):
+        event_of(dpfast.laplace_noise, 1.0)
+    with pytest.raises(TypeError, match="budget"):
+        event_of(dpfast.laplace, X, 1.0, 0.5, budget=PrivacyBudget(1.0, 1e-6))
+    with pytest.raises(ValueError, match="epsilon"):
+        event_of(dpfast.laplace, X, 1.0, -1.0)
+
+
+def test_detached_blocks_the_default_for_composite_releases():
+    b, explicit = PrivacyBudget(5.0, 1e-6), PrivacyBudget(5.0, 1e-6)
+    with b:
+        b.charge(A.PureDP(0.5), label="composite total")
+        with dpfast.budget.detached():
+            assert resolve(None) is None
+            dpfast.laplace(X, 1.0, 0.5, rng=0)  # inner draw of the composite: not charged again
+            dpfast.laplace(X, 1.0, 0.5, rng=0, budget=explicit)  # explicit: charged
+        assert resolve(None) is b
+    assert [c.label for c in b.ledger] == ["composite total"] and len(explicit.ledger) == 1

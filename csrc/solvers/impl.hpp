@@ -772,9 +772,12 @@ Result sag_sparse(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<g
 // ---------------------------------------------------------------------------------------
 // Drivers.
 
+// Squared norms of the mapped rows into sq, then (clip > 0) the per-row derivative bounds
+// C/||x_i|| in place of them (one n-vector: a fit's memory beside X stays O(n) doubles few);
+// lmax = max_i w_i ||x_i||^2 for SAG's step.  False when a row is non-finite.
 template <class View>
 bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::vector<double>& sq,
-             std::vector<double>& cb) {
+             double& lmax) {
     sq.assign((size_t)X.n, 0.0);
     row_sqnorms(X, nthreads, sq.data());
     for (int64_t i = 0; i < X.n; ++i)
@@ -791,6 +794,8 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
             if (!std::isfinite(sq[i])) return false;
         }
     }
+    lmax = 0.0;
+    for (int64_t i = 0; i < X.n; ++i) lmax = std::max(lmax, (ob.w ? ob.w[i] : 1.0) * sq[i]);
     if (clip > 0.0) {
         // Algorithm 1 needs |l_C'| ||x_i|| <= C for the exact norm, so the bound divides by a
         // rigorous upper bound of ||x_i||: a float64 sum of m squares (m = the row's terms) has
@@ -801,13 +806,13 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
         // entry is 0 or below 2^-537 in magnitude: the bound then comes from the absolute term.
         const double u = 0x1p-53;
         const double target = clip * (1.0 - 8.0 * u);
-        cb.resize((size_t)X.n);
+        double* cb = sq.data();  // overwritten row by row: sq[i] is read first
         for (int64_t i = 0; i < X.n; ++i) {
             const double m = static_cast<double>(row_terms(X, i)) + extra;
             const double ub = std::sqrt(sq[i]) * (1.0 + (m + 8.0) * u) + std::sqrt(m) * 0x1p-537;
             cb[i] = ub > 0.0 ? target / ub : std::numeric_limits<double>::infinity();  // ub == 0: an all-zero row
         }
-        ob.cbound = cb.data();
+        ob.cbound = cb;
     } else {
         ob.cbound = nullptr;
     }
@@ -834,8 +839,9 @@ Result sag_run(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<glm:
 template <class View>
 bool loss_grad(const View& X, glm::Objective ob, double clip, int nthreads, const double* th,
                double* g, double& f) {
-    std::vector<double> sq, cb;
-    if (!prepare(X, ob, clip, nthreads, sq, cb)) return false;
+    std::vector<double> sq;
+    double lmax;
+    if (!prepare(X, ob, clip, nthreads, sq, lmax)) return false;
     Evaluator<View> ev(X, ob, nthreads);
     f = ev(th, g);
     return true;
@@ -844,8 +850,9 @@ bool loss_grad(const View& X, glm::Objective ob, double clip, int nthreads, cons
 template <class View>
 Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bitgen_t* bg) {
     Result res;
-    std::vector<double> sq, cb;
-    if (!prepare(X, ob, o.clip, o.nthreads, sq, cb)) {
+    std::vector<double> sq;
+    double lmax = 0.0;
+    if (!prepare(X, ob, o.clip, o.nthreads, sq, lmax)) {
         res.status = 4;
         return res;
     }
@@ -856,8 +863,7 @@ Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bit
     } else {
         double lip, smooth;
         glm::loss_constants(ob.lp, lip, smooth);
-        double lmax = 0.0;
-        for (int64_t i = 0; i < X.n; ++i) lmax = std::max(lmax, (ob.w ? ob.w[i] : 1.0) * smooth * sq[i]);
+        lmax *= smooth;
         lmax += ob.alpha / (double)std::max<int64_t>(1, X.n);
         if (!(lmax > 0.0)) lmax = 1.0;
         SagOptions so;

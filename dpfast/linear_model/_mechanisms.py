@@ -140,7 +140,8 @@ def row_norms(X) -> np.ndarray:
         sq = np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=np.float64).ravel()
         return np.sqrt(sq)
     X = np.asarray(X)
-    return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    return np.sqrt(sq, out=sq)  # in place: one n-vector (a fit's memory beside X is a few of them)
 
 
 def private_glm(

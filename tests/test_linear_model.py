@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
@@ -355,7 +356,7 @@ def test_bad_input():
     Xn[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         LogisticRegression().fit(Xn, y)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="y contains infinity"):
         LinearRegression().fit(X, np.where(y == 1, np.inf, 0.0))
     with pytest.raises(ValueError, match="sample_weight"):
         LogisticRegression().fit(X, y, sample_weight=np.full(200, 2.0))
@@ -367,7 +368,7 @@ def test_bad_input():
         approximate_minima_perturbation(2 * X, 2.0 * y - 1, epsilon=1.0, delta=1e-5)
     with pytest.raises(ValueError, match="labels"):
         output_perturbation(X, y, epsilon=1.0, delta=1e-5)  # {0, 1} labels given to the raw solver API
-    with pytest.raises(AttributeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):  # scikit-learn's (an AttributeError too)
         LogisticRegression().predict(X)
 
 
@@ -377,7 +378,7 @@ def test_params_clone_pipeline_cross_val():
     params = m.get_params()
     assert params["epsilon"] == 2.0 and params["method"] == "output"
     assert m.set_params(epsilon=4.0) is m and m.epsilon == 4.0
-    with pytest.raises(ValueError, match="invalid parameter"):
+    with pytest.raises(ValueError, match="(?i)invalid parameter"):
         m.set_params(C=1.0)
     assert "epsilon=4.0" in repr(m)
 

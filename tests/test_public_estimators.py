@@ -3,6 +3,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from dpfast.public import PublicDataClassifier, PublicDataRegressor
 
@@ -72,7 +73,7 @@ def test_get_set_params():
     assert p["epsilon"] == 0.5 and p["method"] == "rrspm" and "random_state" in p
     clf.set_params(epsilon=2.0, hypothesis="threshold")
     assert clf.epsilon == 2.0 and clf.hypothesis == "threshold"
-    with pytest.raises(ValueError, match="invalid parameter"):
+    with pytest.raises(ValueError, match="(?i)invalid parameter"):
         clf.set_params(gamma=1.0)
     assert "PublicDataClassifier(" in repr(clf)
     assert PublicDataRegressor().get_params()["huber_delta"] == 1.0
@@ -92,11 +93,11 @@ def test_bad_input(data):
     for bad in (np.nan, np.inf):
         Xb = X.copy()
         Xb[0, 0] = bad
-        with pytest.raises(ValueError, match="X_private contains NaN or infinite"):
+        with pytest.raises(ValueError, match="X_private contains (NaN|infinity)"):
             clf.fit(Xb, y, Z)
         Zb = Z.copy()
         Zb[0, 0] = bad
-        with pytest.raises(ValueError, match="X_public contains NaN or infinite"):
+        with pytest.raises(ValueError, match="X_public contains (NaN|infinity)"):
             clf.fit(X, y, Zb)
     with pytest.raises(ValueError, match="y_private contains NaN"):
         PublicDataRegressor().fit(X, np.full(len(X), np.nan), Z)
@@ -128,7 +129,7 @@ def test_bad_input(data):
         PublicDataClassifier(epsilon=-1).fit(X, y, Z)
     with pytest.raises(ValueError, match="delta"):
         PublicDataClassifier(delta=1.5).fit(X, y, Z)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         PublicDataClassifier().predict(Xt)
     fitted = PublicDataClassifier(random_state=0, classes=C).fit(X, y, Z)
     with pytest.raises(ValueError, match="features"):

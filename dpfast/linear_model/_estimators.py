@@ -1,22 +1,26 @@
-"""scikit-learn style private linear models: LogisticRegression and LinearRegression.
+"""scikit-learn estimators for private linear models: LogisticRegression and LinearRegression.
 
 Spec ``objective_perturbation.md`` (Algorithm 1, calibration of Section 5) and issue 4
-("Estimators").  Works with ``sklearn.base.clone``, pipelines and ``cross_val_score`` when
-scikit-learn is installed, without importing it.
+("Estimators").  They derive from :class:`dpfast._base.PrivateEstimator` (scikit-learn's
+``BaseEstimator``), so ``clone``, pipelines, ``cross_val_score`` and ``GridSearchCV`` work.
+A Dask collection passed to ``fit`` / ``predict`` / ... is handed to
+:mod:`dpfast.linear_model._dask`.
 """
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import _num_samples
 
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X, validate_y
 from dpfast._validation import check_label_set
-from dpfast.linear_model._base import ParamsMixin
 from dpfast.linear_model._losses import glm_constants, margin_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
     _fit_calibrated,
-    check_finite_X,
     check_sample_weight,
     make_calibration,
     row_norms,
@@ -119,19 +123,70 @@ def _slack(R: float, dtype) -> float:
     return float(R) * (1.0 + 8.0 * float(eps))
 
 
-def _check_choice(value, allowed, name):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
+def _dask():
+    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
+    from dpfast.linear_model import _dask as mod
+
+    return mod
 
 
-class _PrivateLinearModel(ParamsMixin):
+def _release_event(cal):
+    """The event of a calibrated release of ``cal.count`` models (one per one-vs-rest class).
+
+    Algorithm 1 ("amp", and "objective" run as Algorithm 1): each model is objective perturbation
+    (Redberg, Koskela & Wang 2024, Theorem 3.1, the ``ObjectivePerturbation`` event) composed with
+    the Gaussian output step of sensitivity 2 tau / lambda (Theorem 4.1); the ``count`` models are
+    ``count`` compositions on the same data.  ``"output"``: the Gaussian mechanism of sensitivity
+    (L + 2 tau) / lambda per model, one Gaussian of sensitivity sqrt(count) (L + 2 tau) / lambda
+    for all of them.  ``accountant="kifer"``: Kifer et al. 2012 certify each model
+    (epsilon/count, delta/count)-DP (basic composition), an ``ApproxDP`` event per model.
+    """
+    from dpfast import accounting as acc
+    from dpfast.accounting import objective_perturbation as op
+    from dpfast.linear_model._calibration import _gaussian_description
+
+    k = int(cal.count)
+    if cal.method == "output":
+        sens = math.sqrt(k) * (cal.lipschitz + 2.0 * cal.tau) / cal.regularization
+        return _gaussian_description(cal.sigma_out, sens)  # noise sigma_out on every coordinate
+    if cal.accountant == "kifer":
+        one = acc.ApproxDP(cal.epsilon / k, cal.delta / k)
+    else:
+        parts = [acc.ObjectivePerturbation(cal.noise_std, cal.lipschitz, cal.smoothness, cal.regularization)]
+        sens = op.amp_output_sensitivity(cal.tau, cal.regularization) if cal.tau > 0 else 0.0
+        if sens > 0:  # 2 tau / lambda can underflow to 0: that step then leaks nothing
+            parts.append(_gaussian_description(cal.sigma_out, sens))
+        one = parts[0] if len(parts) == 1 else acc.Composed(tuple(parts))
+    return one if k == 1 else acc.SelfComposed(one, k)
+
+
+_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "delta": [Interval(Real, 0, 1, closed="neither")],
+    "method": [StrOptions(set(METHODS))],
+    "solver": [StrOptions({"lbfgs", "sag", "saga"})],
+    "tol": [Interval(Real, 0, None, closed="neither"), None],
+    "clip": [Interval(Real, 0, None, closed="neither"), None],
+    "alpha": [Interval(Real, 0, None, closed="neither"), None],
+    "noise_std": [Interval(Real, 0, None, closed="neither"), None],
+    "noise_factor": [Interval(Real, 0, None, closed="neither")],
+    "sigma_out": [Interval(Real, 0, None, closed="neither"), None],
+    "accountant": [StrOptions({"best", "pld", "rdp", "kifer"})],
+    "norm_bound": [Interval(Real, 0, None, closed="neither")],
+    "row_norm": [StrOptions(set(_ROW_NORM))],
+    "fit_intercept": ["boolean"],
+    "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "random_state": RANDOM_STATE,
+}
+
+
+class _PrivateLinearModel(PrivateEstimator):
     _loss = "logistic"
+    _accept_sparse = True
 
     # ------------------------------------------------------------------ preprocessing
     def _validate_common(self):
-        _check_choice(self.method, METHODS, "method")
-        _check_choice(self.row_norm, _ROW_NORM, "row_norm")
         R = float(self.norm_bound)
         if not (R > 0 and math.isfinite(R)):
             raise ValueError(f"norm_bound must be finite and > 0, got {self.norm_bound!r}")
@@ -139,32 +194,6 @@ class _PrivateLinearModel(ParamsMixin):
         if self.fit_intercept and not (s > 0 and math.isfinite(s)):
             raise ValueError(f"intercept_scaling must be finite and > 0, got {self.intercept_scaling!r}")
         return R, (s if self.fit_intercept else 0.0)
-
-    @staticmethod
-    def _check_X(X, n_features=None, check_finite=True):
-        import scipy.sparse as sp
-
-        if sp.issparse(X):
-            X = X.tocsr()
-            if X.dtype not in (np.float32, np.float64):
-                X = X.astype(np.float64)
-        else:
-            if isinstance(X, (str, bytes)):
-                raise TypeError("X must be a 2-d numeric array")
-            X = np.asarray(X)
-            if X.dtype.kind not in "biuf":
-                raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
-            if X.dtype not in (np.float32, np.float64):
-                X = X.astype(np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
-        if n_features is not None and X.shape[1] != n_features:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {n_features}")
-        if check_finite:
-            check_finite_X(X)
-        return X
 
     def _transform_rows(self, X, R, *, fitting):
         """Row map of ``row_norm`` (returns the scale factors, or None for the identity)."""
@@ -223,15 +252,18 @@ class _PrivateLinearModel(ParamsMixin):
     def _loss_name(self):
         return self._loss
 
-    def _fit_problems(self, X, targets, sample_weight):
-        """Fit one private model per target vector, calibrated for their composition."""
+    def _fit_problems(self, X, targets, sample_weight, *, budget=None):
+        """Fit one private model per target vector, calibrated for their composition.
+
+        The release's event is charged to ``budget`` after the (data-independent) calibration
+        and before any noise is drawn."""
         R, s = self._validate_common()
-        X = self._check_X(X, check_finite=False)  # finiteness: checked through the row norms
+        X = validate_X(self, X, reset=True, accept_sparse=True)
         n = X.shape[0]
         for t in targets:
             if t.shape != (n,):
                 raise ValueError(f"y must have shape ({n},) to match X, got {t.shape}")
-        w = check_sample_weight(sample_weight, n)
+        w = check_sample_weight(None if sample_weight is None else np.asarray(sample_weight), n)
         Xd = self._design(X, R, s, fitting=True)
         # constants for the bound with the rounding slack of the data type (data-independent);
         # the bias column is stored in X's dtype too, so s gets the same slack (float32(s) may
@@ -241,6 +273,8 @@ class _PrivateLinearModel(ParamsMixin):
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,
                                accountant=self.accountant, count=len(targets))
+        event = _release_event(cal)
+        self._charge(event, budget)
         gen = check_random_state(self.random_state)
         results = [
             _fit_calibrated(Xd, t, self._loss_name(), cal, solver_clip=consts.solver_clip, sample_weight=w,
@@ -256,9 +290,7 @@ class _PrivateLinearModel(ParamsMixin):
         else:
             self._coef, self._intercept = coefs, np.zeros(len(targets))
         self.calibration_ = cal
-        self.epsilon_ = cal.epsilon
-        self.delta_ = cal.delta
-        self.accountant_ = cal.accountant
+        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
         self.sigma_ = cal.noise_std
         self.sigma_out_ = cal.sigma_out
         self.lambda_ = cal.regularization
@@ -270,10 +302,9 @@ class _PrivateLinearModel(ParamsMixin):
         return results
 
     def _decision(self, X):
-        if not hasattr(self, "coef_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        check_fitted(self)
         R, s = self._validate_common()
-        X = self._check_X(X, self.n_features_in_)
+        X = validate_X(self, X, reset=False, accept_sparse=True)
         scale = self._transform_rows(X, R, fitting=False)
         if scale is not None:
             import scipy.sparse as sp
@@ -282,7 +313,7 @@ class _PrivateLinearModel(ParamsMixin):
         return np.asarray(X @ self._coef.T) + self._intercept
 
 
-class LogisticRegression(_PrivateLinearModel):
+class LogisticRegression(ClassifierMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private logistic regression (binary, or one-vs-rest multiclass).
 
@@ -308,8 +339,8 @@ class LogisticRegression(_PrivateLinearModel):
 """
     )
 
-    _estimator_type = "classifier"
     _loss = "logistic"
+    _parameter_constraints = {**_CONSTRAINTS, "classes": ["array-like", None]}
 
     def __init__(
         self,
@@ -353,33 +384,41 @@ class LogisticRegression(_PrivateLinearModel):
         self.random_state = random_state
 
     def _label_set(self, y):
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinite entries")
         return check_label_set(y, self.classes)[0]  # public schema, never read off y
 
-    def fit(self, X, y, sample_weight=None):
-        """Fit privately; see the class docstring for the guarantee.  Returns self."""
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-d, got shape {y.shape}")
+    def fit(self, X, y, sample_weight=None, *, budget=None) -> "LogisticRegression":
+        """Fit privately; see the class docstring for the guarantee.  Returns self.
+
+        ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
+        ``with budget:`` block, if any) charged with ``event_`` before any noise is drawn;
+        ``BudgetExceededError`` leaves the estimator unfitted."""
+        if _dask().is_dask_collection(X):
+            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
+        self._validate_params()
+        self._reset_fit()
+        y = validate_y(self, y, _num_samples(X), classifier=True)
         classes = self._label_set(y)
         if classes.size == 2:
             targets = [np.where(y == classes[1], 1.0, -1.0)]
         else:
             targets = [np.where(y == c, 1.0, -1.0) for c in classes]
-        self._fit_problems(X, targets, sample_weight)
+        self._fit_problems(X, targets, sample_weight, budget=budget)
         self.classes_ = classes
         self.coef_ = self._coef
         self.intercept_ = self._intercept
         return self
 
-    def decision_function(self, X):
+    def decision_function(self, X) -> np.ndarray:
         """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest."""
+        if _dask().is_dask_collection(X):
+            return _dask().decision_function(self, X)
         d = self._decision(X)
         return d[:, 0] if d.shape[1] == 1 else d
 
-    def predict_proba(self, X):
+    def predict_proba(self, X) -> np.ndarray:
         """Class probabilities (sigmoid; one-vs-rest scores normalised to sum to 1)."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict_proba(self, X)
         d = self._decision(X)
         p = 0.5 * (1.0 + np.tanh(0.5 * d))  # stable sigmoid
         if p.shape[1] == 1:
@@ -387,19 +426,22 @@ class LogisticRegression(_PrivateLinearModel):
         tot = p.sum(axis=1, keepdims=True)
         return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / p.shape[1])
 
-    def predict(self, X):
+    def predict(self, X) -> np.ndarray:
+        """The class of the largest score (post-processing of the released model)."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict(self, X)
         d = self._decision(X)
         idx = (d[:, 0] > 0).astype(int) if d.shape[1] == 1 else np.argmax(d, axis=1)
         return self.classes_[idx]
 
-    def score(self, X, y, sample_weight=None):
-        """Mean accuracy."""
-        y = np.asarray(y)
-        correct = (self.predict(X) == y).astype(float)
-        return float(np.average(correct, weights=sample_weight))
+    def score(self, X, y, sample_weight=None) -> float:
+        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
+        if _dask().is_dask_collection(X):
+            return _dask().score(self, X, y, sample_weight=sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)
 
 
-class LinearRegression(_PrivateLinearModel):
+class LinearRegression(RegressorMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private ridge (squared loss) or Huber regression.
 
@@ -419,7 +461,11 @@ class LinearRegression(_PrivateLinearModel):
         + _ATTR_DOC
     )
 
-    _estimator_type = "regressor"
+    _parameter_constraints = {
+        **_CONSTRAINTS,
+        "loss": [StrOptions({"squared", "huber"})],
+        "huber_delta": [Interval(Real, 0, None, closed="neither")],
+    }
 
     def __init__(
         self,
@@ -465,34 +511,32 @@ class LinearRegression(_PrivateLinearModel):
         self.random_state = random_state
 
     def _loss_name(self):
-        return _check_choice(self.loss, ("squared", "huber"), "loss")
+        return self.loss
 
-    def fit(self, X, y, sample_weight=None):
-        """Fit privately; see the class docstring for the guarantee.  Returns self."""
-        y = np.asarray(y)
-        if y.dtype.kind not in "biuf":
-            raise TypeError(f"y must be real numbers, got dtype {y.dtype}")
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-d, got shape {y.shape}")
-        y = y.astype(np.float64)
-        if not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinite entries")
-        self._fit_problems(X, [y], sample_weight)
+    def fit(self, X, y, sample_weight=None, *, budget=None) -> "LinearRegression":
+        """Fit privately; see the class docstring for the guarantee.  Returns self.
+
+        ``budget``: as for :meth:`LogisticRegression.fit`."""
+        if _dask().is_dask_collection(X):
+            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
+        self._validate_params()
+        self._reset_fit()
+        y = validate_y(self, y, _num_samples(X), classifier=False)
+        self._fit_problems(X, [y], sample_weight, budget=budget)
         self.coef_ = self._coef[0]
         self.intercept_ = float(self._intercept[0])
         self.n_iter_ = int(self.n_iter_[0])
         self.grad_norm_ = float(self.grad_norm_[0])
         return self
 
-    def predict(self, X):
+    def predict(self, X) -> np.ndarray:
+        """x.coef + intercept (post-processing of the released model)."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict(self, X)
         return self._decision(X)[:, 0]
 
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2."""
-        y = np.asarray(y, dtype=np.float64)
-        pred = self.predict(X)
-        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, float)
-        ybar = np.average(y, weights=w)
-        ss_res = float(np.sum(w * (y - pred) ** 2))
-        ss_tot = float(np.sum(w * (y - ybar) ** 2))
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    def score(self, X, y, sample_weight=None) -> float:
+        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
+        if _dask().is_dask_collection(X):
+            return _dask().score(self, X, y, sample_weight=sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)

@@ -1,9 +1,12 @@
 """Estimators for learning with public unlabelled data (spec ``public_data.md`` section 6.1).
 
-``PublicDataClassifier`` and ``PublicDataRegressor`` follow the scikit-learn estimator
-conventions (``fit``, ``predict``, ``score``, ``get_params``, ``set_params``) without depending
-on scikit-learn.  ``fit(X_private, y_private, X_public)``: the private rows are protected, the
-public rows are not (they may be used arbitrarily), and public labels are never used.
+``PublicDataClassifier`` and ``PublicDataRegressor`` are scikit-learn estimators (they derive
+from :class:`dpfast._base.PrivateEstimator`).  ``fit(X_private, y_private, X_public)``: the
+private rows are protected, the public rows are not (they may be used arbitrarily), and public
+labels are never used.  The public rows may instead be given once as the constructor parameter
+``public_data`` (public data may be stored with the model), so that ``fit(X, y)`` works where
+scikit-learn calls it (``Pipeline``, ``cross_val_score``, ``GridSearchCV``); steps before the
+learner in a pipeline transform ``X`` but not ``public_data``.
 
 Everything the estimators derive from data other than the private rows -- feature
 standardisation, the regulariser, the clipping radius, the number of public rows used -- comes
@@ -30,14 +33,17 @@ uses Lap(m/eps) weights; the regularization learner needs a data-independent ``n
 """
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
+from numbers import Integral, Real
 from typing import Callable, Optional, Union
 
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_array
 
-from dpfast._validation import check_delta, check_epsilon, check_label_set
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X, validate_y
+from dpfast._validation import check_label_set
 from dpfast.public._regularization import regularization_learner
 from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size
 from dpfast.random import check_random_state
@@ -53,62 +59,69 @@ _PERTURBATION_MSG = (
 )
 
 
-class _Base:
+_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "delta": [Interval(Real, 0, 1, closed="left")],
+    "method": [StrOptions({"regularization", "rrspm", "perturbation"})],
+    "random_state": RANDOM_STATE,
+    "eta": [Interval(Real, 0, None, closed="neither"), None],
+    "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
+    "max_public": [Interval(Integral, 1, None, closed="left"), None],
+    "neighbours": [StrOptions({"replace_one", "add_remove"})],
+    "n_scale": [Interval(Real, 0, None, closed="neither"), None],
+    "standardize": ["boolean"],
+    "fit_intercept": ["boolean"],
+    "public_data": ["array-like", None],
+}
+
+
+class _Base(PrivateEstimator):
     _methods: tuple = ()
-
-    # -- scikit-learn style parameter access -------------------------------------------
-    @classmethod
-    def _param_names(cls) -> list:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {k: getattr(self, k) for k in self._param_names()}
-
-    def set_params(self, **params) -> "_Base":
-        valid = self._param_names()
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}; valid: {valid}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     # -- validation ---------------------------------------------------------------------
     def _check_common(self):
-        check_epsilon(self.epsilon, allow_array=False)
-        check_delta(self.delta)
+        self._validate_params()
         if self.method not in self._methods + ("perturbation",):
             raise ValueError(f"method must be one of {self._methods}, got {self.method!r}")
         if self.method == "perturbation":
             raise NotImplementedError(_PERTURBATION_MSG)
-        if self.neighbours not in ("replace_one", "add_remove"):
-            raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {self.neighbours!r}")
 
-    @staticmethod
-    def _check_X(X, name: str, n_features: Optional[int] = None) -> np.ndarray:
-        if X is None:
-            raise ValueError(f"{name} is required")
-        if isinstance(X, (str, bytes)):
-            raise TypeError(f"{name} must be a numeric array")
-        try:
-            X = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be a real numeric array") from exc
-        if X.ndim == 1:
-            X = X[:, None]
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (rows x features), got shape {X.shape}")
-        if X.shape[0] == 0:
-            raise ValueError(f"{name} has no rows")
-        if not np.isfinite(X).all():
-            raise ValueError(f"{name} contains NaN or infinite entries; remove or impute them first")
-        if n_features is not None and X.shape[1] != n_features:
-            raise ValueError(f"{name} has {X.shape[1]} features, but the private data has {n_features}")
-        return X
+    def _event(self):
+        """The release's event, known before any data is read: the learners' stated guarantee
+        (Block et al. 2024, Theorems 3 and 4): (epsilon, delta)-DP for the regularization
+        learner with Gaussian Perturb (delta > 0), pure epsilon-DP with Laplace Perturb
+        (delta = 0) and for RRSPM, under ``neighbours``."""
+        from dpfast import accounting as acc
+
+        if self.method == "regularization" and self.delta > 0:
+            return acc.ApproxDP(float(self.epsilon), float(self.delta), neighbours=self.neighbours)
+        return acc.PureDP(float(self.epsilon), neighbours=self.neighbours)
+
+    def _check_regularization(self, Z: np.ndarray) -> None:
+        """What the regularization learner refuses for public reasons, checked before the charge
+        (so that a refused fit charges nothing): a data-independent ``n_scale`` under add/remove,
+        at least one public row per coefficient, ``max_public`` between the two."""
+        if self.neighbours == "add_remove" and self.n_scale is None:
+            raise ValueError(
+                "neighbours='add_remove' needs a data-independent n_scale (the regulariser's scale in records): "
+                "under add/remove the private count n is not public"
+            )
+        m, p = Z.shape[0], Z.shape[1] + int(bool(self.fit_intercept))
+        if m < p:
+            raise ValueError(f"the regularization learner needs at least {p} public rows (one per coefficient), "
+                             f"got {m}")
+        if self.max_public is not None and not p <= self.max_public <= m:
+            raise ValueError(f"max_public must be in [{p}, {m}] (p coefficients, m public rows), got {self.max_public}")
+
+    def _release(self, budget):
+        """Charge the event (before any randomness) and record it; (epsilon, delta) of the guarantee."""
+        event = self._event()
+        self._charge(event, budget)
+        if self.method != "regularization":
+            delta, how = 0.0, "rrspm"
+        else:
+            delta, how = float(self.delta), ("gaussian" if self.delta > 0 else "laplace")
+        self._record_release(event, float(self.epsilon), delta, how)
 
     def _check_public(self, X_public, y_public, n_features: int) -> np.ndarray:
         if isinstance(X_public, tuple) and len(X_public) == 2 and y_public is None:
@@ -120,12 +133,18 @@ class _Base:
                 UserWarning,
                 stacklevel=3,
             )
+        if X_public is None:
+            X_public = self.public_data
         if X_public is None or (hasattr(X_public, "__len__") and len(X_public) == 0):
             raise ValueError(
-                "no public data: pass X_public, an unlabelled sample from (roughly) the private population; "
+                "no public data: pass X_public (or the parameter public_data), an unlabelled sample from "
+                "(roughly) the private population; "
                 "without it use a private-only learner such as dpfast.linear_model"
             )
-        return self._check_X(X_public, "X_public", n_features)
+        Z = check_array(X_public, dtype=np.float64, ensure_all_finite=True, input_name="X_public")
+        if Z.shape[1] != n_features:
+            raise ValueError(f"X_public has {Z.shape[1]} features, but the private data has {n_features}")
+        return Z
 
     def _standardize_fit(self, Z: np.ndarray) -> None:
         if self.standardize:
@@ -138,10 +157,6 @@ class _Base:
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) / self.scale_
-
-    def _check_fitted(self):
-        if not hasattr(self, "n_features_in_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def _fit_regularization(self, Xp, y, Z, loss: str, gen) -> None:
         res = regularization_learner(
@@ -158,7 +173,7 @@ class _Base:
         self.stability_ = res.stability
 
 
-class PublicDataClassifier(_Base):
+class PublicDataClassifier(ClassifierMixin, _Base):
     """Binary classifier trained privately with the help of public unlabelled data.
 
     Parameters
@@ -191,9 +206,15 @@ class PublicDataClassifier(_Base):
     classes : pair, optional
         The public label set ``[negative, positive]``; default ``[0, 1]`` (give ``[-1, 1]``
         for +-1 labels: the label set is never read off the private labels).
+    public_data : array of shape (m, d), optional
+        Public unlabelled rows used when ``fit`` is not given ``X_public`` (so that
+        ``fit(X, y)`` works inside scikit-learn's pipelines and model selection).
 
     Attributes: ``classes_``, ``coef_``/``intercept_`` (regularization), ``hypothesis_`` (rrspm),
-    ``oracle_calls_`` (2), ``noise_scale_``, ``n_public_used_``, ``result_``.
+    ``oracle_calls_`` (2), ``noise_scale_``, ``n_public_used_``, ``result_``; ``event_`` (the
+    release's :mod:`dpfast.accounting` event: ``ApproxDP(epsilon, delta)`` for Gaussian Perturb,
+    ``PureDP(epsilon)`` for Laplace Perturb and RRSPM), ``epsilon_``, ``delta_``,
+    ``accountant_`` (the calibration behind them: "gaussian", "laplace" or "rrspm").
     """
 
     _methods = ("regularization", "rrspm")
@@ -214,6 +235,7 @@ class PublicDataClassifier(_Base):
         standardize: bool = True,
         fit_intercept: bool = True,
         classes=None,
+        public_data=None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -228,25 +250,37 @@ class PublicDataClassifier(_Base):
         self.n_scale = n_scale
         self.standardize = standardize
         self.fit_intercept = fit_intercept
+        self.public_data = public_data
 
-    def fit(self, X_private, y_private, X_public, y_public=None) -> "PublicDataClassifier":
-        """Fit on private labelled rows and public unlabelled rows (``y_public`` is ignored, with a warning)."""
+    _parameter_constraints = {
+        **_CONSTRAINTS,
+        "hypothesis": [StrOptions({"stump", "threshold"}), callable],
+        "classes": ["array-like", None],
+    }
+
+    def fit(self, X_private, y_private, X_public=None, y_public=None, *, budget=None) -> "PublicDataClassifier":
+        """Fit on private labelled rows and public unlabelled rows (``X_public``, else the
+        parameter ``public_data``; ``y_public`` is ignored, with a warning).
+
+        ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
+        ``with budget:`` block, if any) charged with ``event_`` before any randomness is drawn;
+        ``BudgetExceededError`` leaves the estimator unfitted.  Returns self."""
         self._check_common()
-        Xp = self._check_X(X_private, "X_private")
+        self._reset_fit()
+        Xp = validate_X(self, X_private, reset=True, name="X_private", dtype=np.float64)
         n, d = Xp.shape
-        y = np.asarray(y_private)
-        if y.shape != (n,):
-            raise ValueError(f"y_private must have shape ({n},), got {y.shape}")
+        y = validate_y(self, y_private, n, classifier=True, name="y_private")
         classes = self._label_set(y)
-        self.classes_ = classes
         y01 = (y == classes[1]).astype(np.int64)
         Z = self._check_public(X_public, y_public, d)
-        gen = check_random_state(self.random_state)
-        self._standardize_fit(Z)
-        self.n_features_in_ = d
         if self.method == "regularization":
+            self._check_regularization(Z)
+            self._release(budget)
+            gen = check_random_state(self.random_state)
+            self._standardize_fit(Z)
             self._fit_regularization(Xp, 2.0 * y01 - 1.0, Z, "logistic", gen)
             self.n_public_used_ = len(self.result_.public_targets)
+            self.classes_ = classes
             return self
         # RRSPM
         m_all = Z.shape[0]
@@ -272,6 +306,9 @@ class PublicDataClassifier(_Base):
                 raise ValueError(f"max_public must be in [1, {m_all}], got {m}")
             if n_ref is not None:
                 _warn_public_size(m, n_ref, float(self.epsilon))
+        self._release(budget)
+        gen = check_random_state(self.random_state)
+        self._standardize_fit(Z)
         idx = np.sort(gen.permutation(m_all)[:m])  # public randomness: which public rows are used
         oracle = self.hypothesis
         res = rrspm(
@@ -283,6 +320,7 @@ class PublicDataClassifier(_Base):
         self.oracle_calls_ = res.oracle_calls
         self.noise_scale_ = res.weight_scale
         self.n_public_used_ = m
+        self.classes_ = classes
         return self
 
     def _label_set(self, y: np.ndarray) -> np.ndarray:
@@ -291,13 +329,12 @@ class PublicDataClassifier(_Base):
         Never read off the private labels (that would release them)."""
         if self.classes is not None and np.asarray(self.classes).shape != (2,):
             raise ValueError(f"classes must list the two (public) labels, got {self.classes!r}")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y_private contains NaN or infinite entries")
         return check_label_set(y, self.classes, name="y_private")[0]
 
     def decision_function(self, X) -> np.ndarray:
-        self._check_fitted()
-        X = self._check_X(X, "X", self.n_features_in_)
+        """Signed score: x.coef + intercept (regularization), hypothesis(x) - 1/2 (rrspm)."""
+        check_fitted(self)
+        X = validate_X(self, X, reset=False, dtype=np.float64)
         if self.method == "rrspm":
             from dpfast.public._oracles import as_hypothesis
 
@@ -305,22 +342,19 @@ class PublicDataClassifier(_Base):
         return X @ self.coef_ + self.intercept_
 
     def predict(self, X) -> np.ndarray:
-        self._check_fitted()
-        return self.classes_[(self.decision_function(X) > 0).astype(np.int64)]
-
-    def score(self, X, y) -> float:
-        """Accuracy on (X, y)."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        """The positive class where the score is > 0 (post-processing of the released model)."""
+        s = self.decision_function(X)
+        return self.classes_[(s > 0).astype(np.int64)]
 
 
-class PublicDataRegressor(_Base):
+class PublicDataRegressor(RegressorMixin, _Base):
     """Linear regression trained privately with the help of public unlabelled data.
 
     Algorithm 3 + Perturb (:func:`dpfast.public.regularization_learner`) with the Huber loss
     (Lipschitz constant ``huber_delta`` in the prediction, for any label), so labels need no
     bound.  (epsilon, delta)-DP (Gaussian) when delta > 0, epsilon-DP (Laplace) when delta == 0.
-    Parameters as for :class:`PublicDataClassifier` (``method="regularization"`` only), plus
-    ``huber_delta``.  ``score`` is R^2.
+    Parameters and attributes as for :class:`PublicDataClassifier` (``method="regularization"``
+    only), plus ``huber_delta``.  ``score`` is R^2.
     """
 
     _methods = ("regularization",)
@@ -340,6 +374,7 @@ class PublicDataRegressor(_Base):
         n_scale: Optional[float] = None,
         standardize: bool = True,
         fit_intercept: bool = True,
+        public_data=None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -353,33 +388,29 @@ class PublicDataRegressor(_Base):
         self.n_scale = n_scale
         self.standardize = standardize
         self.fit_intercept = fit_intercept
+        self.public_data = public_data
 
-    def fit(self, X_private, y_private, X_public, y_public=None) -> "PublicDataRegressor":
-        """Fit on private labelled rows and public unlabelled rows (``y_public`` is ignored, with a warning)."""
+    _parameter_constraints = {**_CONSTRAINTS, "huber_delta": [Interval(Real, 0, None, closed="neither")]}
+
+    def fit(self, X_private, y_private, X_public=None, y_public=None, *, budget=None) -> "PublicDataRegressor":
+        """Fit on private labelled rows and public unlabelled rows; arguments as for
+        :meth:`PublicDataClassifier.fit`.  Returns self."""
         self._check_common()
-        Xp = self._check_X(X_private, "X_private")
+        self._reset_fit()
+        Xp = validate_X(self, X_private, reset=True, name="X_private", dtype=np.float64)
         n, d = Xp.shape
-        y = np.asarray(y_private, dtype=np.float64)
-        if y.shape != (n,):
-            raise ValueError(f"y_private must have shape ({n},), got {y.shape}")
-        if not np.isfinite(y).all():
-            raise ValueError("y_private contains NaN or infinite entries")
+        y = validate_y(self, y_private, n, classifier=False, name="y_private")
         Z = self._check_public(X_public, y_public, d)
+        self._check_regularization(Z)
+        self._release(budget)
         gen = check_random_state(self.random_state)
         self._standardize_fit(Z)
-        self.n_features_in_ = d
         self._fit_regularization(Xp, y, Z, "huber", gen)
         self.n_public_used_ = len(self.result_.public_targets)
         return self
 
     def predict(self, X) -> np.ndarray:
-        self._check_fitted()
-        X = self._check_X(X, "X", self.n_features_in_)
+        """x.coef + intercept (post-processing of the released model)."""
+        check_fitted(self)
+        X = validate_X(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_ + self.intercept_
-
-    def score(self, X, y) -> float:
-        """Coefficient of determination R^2."""
-        y = np.asarray(y, dtype=np.float64)
-        resid = y - self.predict(X)
-        ss = float(np.sum((y - y.mean()) ** 2))
-        return 1.0 - float(np.sum(resid**2)) / ss if ss > 0 else 0.0

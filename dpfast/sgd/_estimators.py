@@ -29,15 +29,17 @@ raised by validation before any private value is read (or depends only on public
 from __future__ import annotations
 
 import math
-import numbers
 import time
+from numbers import Integral, Real
 from typing import Optional, Sequence
 
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
 
 from dpfast import _clip
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X, validate_y
 from dpfast._threads import default_threads, single_threaded_blas
-from dpfast._validation import check_delta, check_epsilon, check_int, check_label_set
+from dpfast._validation import check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, native_stream
 from dpfast.sgd import _privacy
 
@@ -52,117 +54,62 @@ MAX_STEPS = 10**9
 _LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2
 
 
-def _check_real(v, name, *, lo=0.0, lo_open=True, hi=math.inf, hi_open=True):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {v!r}")
-    x = float(v)
-    ok = (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi) and not math.isnan(x)
-    if not ok:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        raise ValueError(f"{name} must be in {lb}{lo}, {hi}{rb}, got {v!r}")
-    return x
+def _layout(a: np.ndarray) -> np.ndarray:
+    """``a`` (validated, float32/float64) in a layout the kernels read as is, else a C copy.
 
-
-def _check_X(X, name="X") -> np.ndarray:
-    if isinstance(X, (str, bytes)):
-        raise TypeError(f"{name} must be a 2-D numeric array")
-    if hasattr(X, "tocsr") and not isinstance(X, np.ndarray):
-        raise TypeError(f"{name}: sparse matrices are not supported by dpfast.sgd; pass a dense array")
-    a = np.asarray(X)
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be numeric, got dtype {a.dtype}")
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}")
-    if a.shape[0] == 0 or a.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one row and one column, got shape {a.shape}")
-    dtype = np.float32 if a.dtype == np.float32 else np.float64
-    # The kernels honour any non-negative row stride that is a multiple of the item size
-    # (0 for np.broadcast_to, < d for sliding_window_view: rows are read where the view puts
-    # them); anything else (byte-swapped, unaligned, column-strided, reversed) is copied.
-    if (a.dtype != dtype or not a.dtype.isnative or not a.flags.aligned
+    The kernels honour any non-negative row stride that is a multiple of the item size (0 for
+    np.broadcast_to, < d for sliding_window_view: rows are read where the view puts them);
+    anything else (byte-swapped, unaligned, column-strided, reversed) is copied."""
+    if (not a.dtype.isnative or not a.flags.aligned
             or (a.shape[1] > 1 and a.strides[1] != a.itemsize)
             or a.strides[0] < 0 or a.strides[0] % a.itemsize):
-        a = np.ascontiguousarray(a, dtype=dtype)
-    # Chunked so that the check costs O(chunk) memory, not a boolean copy of X.
-    step = max(1, (1 << 18) // a.shape[1])
-    for i in range(0, a.shape[0], step):
-        if not np.isfinite(a[i:i + step]).all():
-            raise ValueError(f"{name} contains NaN or infinite entries")
+        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
     return a
 
 
-class _DPSGDBase:
-    """Shared hyperparameters, privacy calibration and the training loop."""
+#: Constraints of the parameters every DP-SGD estimator has.
+_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+    "delta": [Interval(Real, 0, 1, closed="neither")],
+    "noise_multiplier": [Interval(Real, 0, None, closed="left"), None],
+    "max_norm": [Interval(Real, 0, None, closed="neither")],
+    "epochs": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "optimizer": [StrOptions(set(_OPTIMIZERS))],
+    "momentum": [Interval(Real, 0, 1, closed="left")],
+    "beta2": [Interval(Real, 0, 1, closed="left")],
+    "adam_eps": [Interval(Real, 0, None, closed="neither")],
+    "alpha": [Interval(Real, 0, None, closed="left")],
+    "fit_intercept": ["boolean"],
+    "sampling": [StrOptions({"poisson", "shuffle"})],
+    "accountant": [StrOptions({"pld", "rdp"})],
+    "random_state": RANDOM_STATE,
+    "progress": ["boolean"],
+    "n_threads": [Interval(Integral, 1, None, closed="left"), None],
+}
 
-    def __init__(
-        self,
-        *,
-        epsilon: Optional[float] = None,
-        delta: float = 1e-5,
-        noise_multiplier: Optional[float] = None,
-        max_norm: float = 1.0,
-        epochs: int = 10,
-        batch_size: int = 256,
-        learning_rate: float = 0.1,
-        optimizer: str = "sgd",
-        momentum: float = 0.9,
-        beta2: float = 0.999,
-        adam_eps: float = 1e-8,
-        alpha: float = 0.0,
-        fit_intercept: bool = True,
-        sampling: str = "poisson",
-        accountant: str = "pld",
-        random_state: RandomLike = None,
-        progress: bool = False,
-        n_threads: Optional[int] = 1,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.noise_multiplier = noise_multiplier
-        self.max_norm = max_norm
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.beta2 = beta2
-        self.adam_eps = adam_eps
-        self.alpha = alpha
-        self.fit_intercept = fit_intercept
-        self.sampling = sampling
-        self.accountant = accountant
-        self.random_state = random_state
-        self.progress = progress
-        self.n_threads = n_threads
+
+class _DPSGDBase(PrivateEstimator):
+    """Shared privacy calibration and the training loop (the parameters are each subclass's)."""
+
+    _parameter_constraints = _CONSTRAINTS
 
     # -------------------------------------------------------------- validation / privacy
-    def _validate_params(self, n: int):
+    def _check_run(self, n: int):
+        """The run's shape from the (already constraint-checked) parameters and n; what the
+        declarative constraints cannot say: one of epsilon / noise_multiplier, batch_size <= n,
+        at most ``MAX_STEPS`` steps."""
         if (self.epsilon is None) == (self.noise_multiplier is None):
             raise ValueError("give exactly one of epsilon (noise calibrated by the accountant) or noise_multiplier")
-        delta = check_delta(self.delta, allow_zero=False)
-        if self.epsilon is not None:
-            check_epsilon(self.epsilon, allow_array=False)
-        else:
-            _check_real(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
-        _check_real(self.max_norm, "max_norm")
+        for name in ("epsilon", "noise_multiplier", "max_norm", "learning_rate", "adam_eps"):
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ValueError(f"{name} must be finite, got {v!r}")
         epochs = check_int(self.epochs, "epochs")
         bs = check_int(self.batch_size, "batch_size")
         if bs > n:
             raise ValueError(f"batch_size ({bs}) must be <= the number of training examples ({n})")
-        _check_real(self.learning_rate, "learning_rate")
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {self.optimizer!r}")
-        _check_real(self.momentum, "momentum", lo=0.0, lo_open=False, hi=1.0)
-        _check_real(self.beta2, "beta2", lo=0.0, lo_open=False, hi=1.0)
-        _check_real(self.adam_eps, "adam_eps")
-        _check_real(self.alpha, "alpha", lo=0.0, lo_open=False)
-        if self.sampling not in ("poisson", "shuffle"):
-            raise ValueError(f"sampling must be 'poisson' or 'shuffle', got {self.sampling!r}")
-        if self.accountant not in ("pld", "rdp"):
-            raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
-        if self.n_threads is not None:
-            check_int(self.n_threads, "n_threads")
         q = bs / n
         steps_per_epoch = -(-n // bs)
         if epochs > MAX_STEPS // steps_per_epoch:
@@ -170,10 +117,12 @@ class _DPSGDBase:
                 f"epochs * ceil(n / batch_size) = {epochs} * {steps_per_epoch} steps exceeds the "
                 f"supported maximum of {MAX_STEPS} steps; lower epochs or raise batch_size"
             )
-        return delta, epochs, bs, q, steps_per_epoch
+        return float(self.delta), epochs, bs, q, steps_per_epoch
 
-    def _setup_privacy(self, n: int):
-        delta, epochs, bs, q, spe = self._validate_params(n)
+    def _setup_privacy(self, n: int, budget=None):
+        """Calibrate (or take) the noise multiplier, account the run and charge its event to
+        ``budget`` -- all before any randomness is drawn."""
+        delta, epochs, bs, q, spe = self._check_run(n)
         steps = epochs * spe
         if self.noise_multiplier is not None:
             z = float(self.noise_multiplier)
@@ -182,14 +131,28 @@ class _DPSGDBase:
         self.noise_multiplier_ = z
         self.sample_rate_ = q
         self.steps_ = steps
-        self.epsilon_ = _privacy.run_epsilon(z, q, steps, delta, self.sampling, self.accountant)
-        self.delta_ = delta
         self.neighbours_ = "add_remove" if self.sampling == "poisson" else "replace_one"
+        if z == 0:
+            event = None  # no noise: not private (epsilon_ = inf), nothing a budget could accept
+            from dpfast import budget as _budget
+
+            if _budget.resolve(budget) is not None:
+                self._reset_fit()
+                raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): "
+                                 "it cannot be charged to a privacy budget")
+        else:
+            from dpfast import accounting as acc
+
+            # T adaptive steps of the sampled Gaussian (Abadi et al. 2016; see dpfast.sgd._privacy)
+            event = acc.SelfComposed(_privacy.description(z, q, self.sampling), steps)
+            self._charge(event, budget)
+        epsilon = _privacy.run_epsilon(z, q, steps, delta, self.sampling, self.accountant)
+        self._record_release(event, epsilon, delta, self.accountant)
         return epochs, bs, q, spe
 
     # ------------------------------------------------------------------------ training
-    def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen) -> None:
-        epochs, bs, q, spe = self._setup_privacy(n)
+    def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen, run) -> None:
+        epochs, bs, q, spe = run  # from _setup_privacy, called (and charged) before any draw
         n_threads = default_threads() if self.n_threads is None else int(self.n_threads)
         # The BLAS runs single-threaded (a scoped, re-entrant limit restored exactly on exit,
         # also with concurrent fits); the kernels split each product into fixed row blocks over
@@ -266,7 +229,7 @@ class _DPSGDBase:
 
 
 class _GLMBase(_DPSGDBase):
-    def _fit_glm(self, X, yr, yl, K: int, loss: int):
+    def _fit_glm(self, X, yr, yl, K: int, loss: int, run):
         n, d = X.shape
         gen = check_random_state(self.random_state)
         dtype = X.dtype
@@ -284,26 +247,23 @@ class _GLMBase(_DPSGDBase):
             return _clip.glm_clipped_sum(ws, X, yr, yl, idx, W, b, loss, float(self.max_norm),
                                          gsum_views["W"], gsum_views["b"], None, None)
 
-        self._train(n, theta, d * K, step, gen)
+        self._train(n, theta, d * K, step, gen, run)
         W = theta[: d * K].reshape(d, K)
         self.coef_ = np.ascontiguousarray(W.T)
         self.intercept_ = theta[d * K:].copy() if fi else np.zeros(K, dtype)
-        self.n_features_in_ = d
         return self
 
-    def decision_function(self, X) -> np.ndarray:
-        X = _check_X(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
+    def _scores(self, X) -> np.ndarray:
+        check_fitted(self)
+        X = validate_X(self, X, reset=False)
         # C-contiguous so that the product (NumPy's BLAS or its own loop) is the same for every
         # layout of X; intercept_ is a float for the regressor
         X = np.ascontiguousarray(X)
         coef = np.atleast_2d(np.asarray(self.coef_, dtype=X.dtype))
-        s = X @ coef.T + np.asarray(self.intercept_, dtype=X.dtype)
-        return s[:, 0] if s.shape[1] == 1 else s
+        return X @ coef.T + np.asarray(self.intercept_, dtype=X.dtype)
 
 
-class DPSGDClassifier(_GLMBase):
+class DPSGDClassifier(ClassifierMixin, _GLMBase):
     """Differentially private linear classifier trained by DP-SGD.
 
     Two classes: binary logistic regression (one score, sigmoid); more: multinomial softmax
@@ -342,24 +302,77 @@ class DPSGDClassifier(_GLMBase):
     wall time, excluding validation and accounting; NOT private), ``neighbours_``.
     """
 
-    def __init__(self, *, classes: Optional[Sequence] = None, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        epsilon: Optional[float] = None,
+        delta: float = 1e-5,
+        noise_multiplier: Optional[float] = None,
+        max_norm: float = 1.0,
+        epochs: int = 10,
+        batch_size: int = 256,
+        learning_rate: float = 0.1,
+        optimizer: str = "sgd",
+        momentum: float = 0.9,
+        beta2: float = 0.999,
+        adam_eps: float = 1e-8,
+        alpha: float = 0.0,
+        fit_intercept: bool = True,
+        sampling: str = "poisson",
+        accountant: str = "pld",
+        random_state: RandomLike = None,
+        progress: bool = False,
+        n_threads: Optional[int] = 1,
+        classes: Optional[Sequence] = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.max_norm = max_norm
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.beta2 = beta2
+        self.adam_eps = adam_eps
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.sampling = sampling
+        self.accountant = accountant
+        self.random_state = random_state
+        self.progress = progress
+        self.n_threads = n_threads
         self.classes = classes
 
-    def fit(self, X, y) -> "DPSGDClassifier":
-        X = _check_X(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+    _parameter_constraints = {**_CONSTRAINTS, "classes": ["array-like", None]}
+
+    def fit(self, X, y, *, budget=None) -> "DPSGDClassifier":
+        """Train privately; see the class docstring for the guarantee.  Returns self.
+
+        ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
+        ``with budget:`` block, if any) charged with ``event_`` before any randomness is drawn;
+        ``BudgetExceededError`` leaves the estimator unfitted."""
+        self._validate_params()
+        self._reset_fit()
+        X = _layout(validate_X(self, X, reset=True))
+        y = validate_y(self, y, X.shape[0], classifier=True)
         classes, lab = check_label_set(y, self.classes)
         lab = np.ascontiguousarray(lab, dtype=np.int64)
+        run = self._setup_privacy(X.shape[0], budget)
         self.classes_ = classes
         if classes.size == 2:
             yr = lab.astype(X.dtype)
-            return self._fit_glm(X, yr, None, 1, _LOGISTIC)
-        return self._fit_glm(X, None, lab, int(classes.size), _SOFTMAX)
+            return self._fit_glm(X, yr, None, 1, _LOGISTIC, run)
+        return self._fit_glm(X, None, lab, int(classes.size), _SOFTMAX, run)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Scores x.coef + intercept: shape (n,) for binary, (n, K) for multinomial."""
+        s = self._scores(X)
+        return s[:, 0] if s.shape[1] == 1 else s
 
     def predict_proba(self, X) -> np.ndarray:
+        """Sigmoid (binary) or softmax (multinomial) of the scores."""
         s = self.decision_function(X).astype(np.float64)
         if s.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * s))
@@ -369,16 +382,13 @@ class DPSGDClassifier(_GLMBase):
         return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
+        """The class of the largest score (post-processing of the released model)."""
         s = self.decision_function(X)
         k = (s > 0).astype(np.int64) if s.ndim == 1 else s.argmax(axis=1)
         return self.classes_[k]
 
-    def score(self, X, y) -> float:
-        """Accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
 
-
-class DPSGDRegressor(_GLMBase):
+class DPSGDRegressor(RegressorMixin, _GLMBase):
     """Differentially private linear regression (squared loss (1/2)(x.w + b - y)^2) by DP-SGD.
 
     Per-example gradients (x_i.w + b - y_i)(x_i, 1) have norm |r_i| sqrt(||x_i||^2 + 1); they are
@@ -387,32 +397,65 @@ class DPSGDRegressor(_GLMBase):
     ``intercept_`` is a float).
     """
 
-    def fit(self, X, y) -> "DPSGDRegressor":
-        X = _check_X(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with one target per row of X ({X.shape[0]}), got shape {y.shape}")
-        if y.dtype.kind not in "biuf" or not np.isfinite(y).all():
-            raise ValueError("y must be finite real numbers")
-        self._fit_glm(X, np.ascontiguousarray(y, dtype=X.dtype), None, 1, _SQUARED)
+    def __init__(
+        self,
+        *,
+        epsilon: Optional[float] = None,
+        delta: float = 1e-5,
+        noise_multiplier: Optional[float] = None,
+        max_norm: float = 1.0,
+        epochs: int = 10,
+        batch_size: int = 256,
+        learning_rate: float = 0.1,
+        optimizer: str = "sgd",
+        momentum: float = 0.9,
+        beta2: float = 0.999,
+        adam_eps: float = 1e-8,
+        alpha: float = 0.0,
+        fit_intercept: bool = True,
+        sampling: str = "poisson",
+        accountant: str = "pld",
+        random_state: RandomLike = None,
+        progress: bool = False,
+        n_threads: Optional[int] = 1,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.max_norm = max_norm
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.beta2 = beta2
+        self.adam_eps = adam_eps
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.sampling = sampling
+        self.accountant = accountant
+        self.random_state = random_state
+        self.progress = progress
+        self.n_threads = n_threads
+
+    def fit(self, X, y, *, budget=None) -> "DPSGDRegressor":
+        """Train privately; ``budget`` as for :meth:`DPSGDClassifier.fit`.  Returns self."""
+        self._validate_params()
+        self._reset_fit()
+        X = _layout(validate_X(self, X, reset=True))
+        y = validate_y(self, y, X.shape[0], classifier=False)
+        run = self._setup_privacy(X.shape[0], budget)
+        self._fit_glm(X, np.ascontiguousarray(y, dtype=X.dtype), None, 1, _SQUARED, run)
         self.coef_ = self.coef_[0]
         self.intercept_ = float(self.intercept_[0])
         return self
 
     def predict(self, X) -> np.ndarray:
-        X = _check_X(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
-        return np.ascontiguousarray(X) @ self.coef_.astype(X.dtype, copy=False) + self.intercept_
-
-    def score(self, X, y) -> float:
-        """Coefficient of determination R^2."""
-        y = np.asarray(y, dtype=np.float64)
-        r = y - self.predict(X)
-        return float(1.0 - (r @ r) / max(((y - y.mean()) ** 2).sum(), 1e-300))
+        """x.coef + intercept (post-processing of the released model)."""
+        return self._scores(X)[:, 0]
 
 
-class DPMLPClassifier(_DPSGDBase):
+class DPMLPClassifier(ClassifierMixin, _DPSGDBase):
     """Two-layer network dense(hidden) -> activation -> dense -> softmax cross-entropy, by DP-SGD.
 
     Per-example gradient norms come from ghost norms: a dense layer with input a_i and
@@ -427,27 +470,75 @@ class DPMLPClassifier(_DPSGDBase):
     ``intercepts_`` [b1, b2], ``classes_``, ``epsilon_``, ``loss_history_`` (not private), ...
     """
 
-    def __init__(self, hidden: int = 256, *, activation: str = "relu", clipping: str = "flat",
-                 classes: Optional[Sequence] = None, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        hidden: int = 256,
+        *,
+        activation: str = "relu",
+        clipping: str = "flat",
+        classes: Optional[Sequence] = None,
+        epsilon: Optional[float] = None,
+        delta: float = 1e-5,
+        noise_multiplier: Optional[float] = None,
+        max_norm: float = 1.0,
+        epochs: int = 10,
+        batch_size: int = 256,
+        learning_rate: float = 0.1,
+        optimizer: str = "sgd",
+        momentum: float = 0.9,
+        beta2: float = 0.999,
+        adam_eps: float = 1e-8,
+        alpha: float = 0.0,
+        fit_intercept: bool = True,
+        sampling: str = "poisson",
+        accountant: str = "pld",
+        random_state: RandomLike = None,
+        progress: bool = False,
+        n_threads: Optional[int] = 1,
+    ) -> None:
         self.hidden = hidden
         self.activation = activation
         self.clipping = clipping
         self.classes = classes
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.max_norm = max_norm
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.beta2 = beta2
+        self.adam_eps = adam_eps
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.sampling = sampling
+        self.accountant = accountant
+        self.random_state = random_state
+        self.progress = progress
+        self.n_threads = n_threads
 
-    def fit(self, X, y) -> "DPMLPClassifier":
-        X = _check_X(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+    _parameter_constraints = {
+        **_CONSTRAINTS,
+        "hidden": [Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions({"relu", "tanh"})],
+        "clipping": [StrOptions({"flat", "per_layer"})],
+        "classes": ["array-like", None],
+    }
+
+    def fit(self, X, y, *, budget=None) -> "DPMLPClassifier":
+        """Train privately; ``budget`` as for :meth:`DPSGDClassifier.fit` (charged before the
+        initialization is drawn).  Returns self."""
+        self._validate_params()
+        self._reset_fit()
+        X = _layout(validate_X(self, X, reset=True))
+        y = validate_y(self, y, X.shape[0], classifier=True)
         h = check_int(self.hidden, "hidden")
-        if self.activation not in ("relu", "tanh"):
-            raise ValueError(f"activation must be 'relu' or 'tanh', got {self.activation!r}")
-        if self.clipping not in ("flat", "per_layer"):
-            raise ValueError(f"clipping must be 'flat' or 'per_layer', got {self.clipping!r}")
         if not self.fit_intercept:
             raise ValueError("DPMLPClassifier always has biases; fit_intercept=False is not supported")
         classes, lab = check_label_set(y, self.classes)
+        run = self._setup_privacy(X.shape[0], budget)
         self.classes_ = classes
         n, d = X.shape
         K = int(classes.size)
@@ -461,9 +552,8 @@ class DPMLPClassifier(_DPSGDBase):
             return _clip.mlp_clipped_sum(ws, X, lab, idx, h, K, act, theta, C, mode, gsum, None, None)
 
         self._act = act
-        self._train(n, theta, theta.size, step, gen)
+        self._train(n, theta, theta.size, step, gen, run)
         self._theta = theta
-        self.n_features_in_ = d
         W1 = theta[: d * h].reshape(d, h)
         b1 = theta[d * h: d * h + h]
         W2 = theta[d * h + h: d * h + h + h * K].reshape(h, K)
@@ -483,23 +573,22 @@ class DPMLPClassifier(_DPSGDBase):
         return theta
 
     def decision_function(self, X) -> np.ndarray:
-        X = _check_X(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fit with {self.n_features_in_}")
+        """Output-layer scores, shape (n, K)."""
+        check_fitted(self)
+        X = _layout(validate_X(self, X, reset=False))
         theta = self._theta.astype(X.dtype, copy=False)
         out = np.empty((X.shape[0], self.classes_.size), X.dtype)
         _clip.mlp_forward(X, int(self.hidden), int(self.classes_.size), self._act, theta, out)
         return out
 
     def predict_proba(self, X) -> np.ndarray:
+        """Softmax of the scores."""
         s = self.decision_function(X).astype(np.float64)
         s -= s.max(axis=1, keepdims=True)
         e = np.exp(s)
         return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[self.decision_function(X).argmax(axis=1)]
-
-    def score(self, X, y) -> float:
-        """Accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        """The class of the largest score (post-processing of the released model)."""
+        s = self.decision_function(X)
+        return self.classes_[s.argmax(axis=1)]

@@ -1,0 +1,173 @@
+"""The one base of dpfast's estimators: scikit-learn's estimator contract plus the release record.
+
+Every estimator (``dpfast.linear_model``, ``dpfast.sgd``, ``dpfast.public``) derives from
+:class:`PrivateEstimator` (a :class:`sklearn.base.BaseEstimator`) and scikit-learn's
+``ClassifierMixin`` / ``RegressorMixin``, so ``get_params`` / ``set_params`` / ``repr`` /
+``score(X, y, sample_weight=None)`` / ``clone`` / pipelines / grid search behave as in
+scikit-learn.  This module is what makes scikit-learn a dependency of the estimator modules;
+``dpfast.mechanisms`` and ``dpfast.accounting`` never import it.
+
+The pieces, each in one place:
+
+* constructor parameters are validated declaratively from ``_parameter_constraints`` (scikit-learn's
+  ``Interval``, ``StrOptions``, ...) by ``BaseEstimator._validate_params`` at the start of ``fit``,
+  before any private value is read; the error (``InvalidParameterError``, a ``ValueError`` and a
+  ``TypeError``) names the parameter and the allowed range;
+* :func:`validate_X` is the one data validator for dense and CSR input (float64 and float32 are
+  kept, other real dtypes become float64; NaN / inf raise ``ValueError`` naming the argument);
+* "not fitted" is scikit-learn's ``NotFittedError`` (:func:`check_fitted`);
+* :meth:`PrivateEstimator._charge` charges the release's event to the privacy budget *before*
+  any noise is drawn (``dpfast.budget.charge``), and :meth:`PrivateEstimator._record_release`
+  stores ``event_``, ``epsilon_``, ``delta_`` and ``accountant_`` after the fit;
+* :func:`expected_failed_checks` lists the scikit-learn estimator checks that contradict
+  differential privacy by design, with the reason, for
+  ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``.
+"""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Mapping
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions  # noqa: F401  (re-exported)
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _check_n_features,
+    check_array,
+    check_is_fitted,
+    column_or_1d,
+)
+
+__all__ = [
+    "PrivateEstimator",
+    "NotFittedError",
+    "validate_X",
+    "validate_y",
+    "check_fitted",
+    "expected_failed_checks",
+    "RANDOM_STATE",
+]
+
+#: Constraint of every ``random_state`` parameter: what :func:`dpfast.random.check_random_state`
+#: accepts (None, a non-negative int seed, a numpy ``Generator`` or ``SecureRandom``).
+RANDOM_STATE = [None, Interval(Integral, 0, None, closed="left"), np.random.Generator]
+
+# Checks of scikit-learn that contradict differential privacy by design (or dpfast's documented
+# input contract), keyed by check name; the reasons are what check_estimator reports.
+_PUBLIC_LABELS = (
+    "the label set is public schema (classes=None means [0, 1]; multiclass needs classes=[...]): "
+    "dpfast never reads it off the private labels, since one record could then change the output's shape"
+)
+_CLASSIFIER_FAILS: dict[str, str] = {}
+
+
+def expected_failed_checks(estimator) -> dict[str, str]:
+    """The scikit-learn estimator checks ``estimator`` fails by design, with the reason.
+
+    Pass it to :func:`sklearn.utils.estimator_checks.check_estimator` as
+    ``expected_failed_checks``; ``tests/test_estimator_checks.py`` asserts that exactly these
+    checks fail.
+    """
+    return dict(type(estimator)._dp_expected_failed_checks(estimator))
+
+
+def check_fitted(estimator) -> None:
+    """Raise scikit-learn's ``NotFittedError`` unless ``estimator`` has been fitted."""
+    check_is_fitted(estimator)
+
+
+def validate_X(estimator, X, *, reset: bool, accept_sparse: bool = False, name: str = "X",
+               dtype=(np.float64, np.float32)):
+    """The one data validator of dpfast's estimators (dense and CSR).
+
+    Returns ``X`` as a 2-d float array (float64 and float32 kept, other real dtypes converted to
+    float64; ``dtype=np.float64`` forces float64) or, with ``accept_sparse``, as a CSR matrix.
+    NaN or infinite entries, complex or non-numeric data, 1-d input, no rows or no columns raise
+    ``ValueError`` (or ``TypeError`` for a sparse matrix where only dense input is supported)
+    naming ``name``.  ``reset=True`` (in ``fit``) records ``n_features_in_`` /
+    ``feature_names_in_``; ``reset=False`` checks ``X`` against them.
+    """
+    _check_feature_names(estimator, X, reset=reset)
+    X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=dtype, ensure_all_finite=True,
+                    input_name=name, estimator=estimator, ensure_non_negative=False)
+    _check_n_features(estimator, X, reset=reset)
+    return X
+
+
+def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np.ndarray:
+    """The one target validator: a 1-d array of ``n`` finite values (an (n, 1) column is
+    raveled with scikit-learn's ``DataConversionWarning``); ``None`` raises ``ValueError``.
+
+    ``classifier=True``: labels must be class labels (a continuous or multi-output target raises
+    ``ValueError`` "Unknown label type"); whether they lie in the public label set is checked by
+    :func:`dpfast._validation.check_label_set`.  ``classifier=False``: real numbers (float64).
+    """
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target {name} is None")
+    y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
+                    input_name=name, estimator=estimator, ensure_min_samples=0)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"{name} must be 1-d with one entry per row of X ({n}), got shape {y.shape}")
+    if classifier:
+        check_classification_targets(y)
+    return y
+
+
+def _charge_budget(budget, event, label: str) -> None:
+    """Charge ``event`` to ``budget`` (or to the default budget of a ``with budget:`` block)."""
+    from dpfast import budget as _budget  # imported lazily: accounting is heavier than the estimators
+
+    _budget.charge(budget, event, label=label)
+
+
+class PrivateEstimator(BaseEstimator):
+    """Base of every dpfast estimator (see the module docstring for what it provides).
+
+    Subclasses set ``_parameter_constraints`` and, for scikit-learn's estimator checks,
+    ``_dp_expected_failed_checks``.  After a successful ``fit``: ``event_`` (the
+    :class:`dpfast.accounting` event of the whole release, e.g. one ``SelfComposed`` for K
+    one-vs-rest models), ``epsilon_`` / ``delta_`` (the guarantee the estimator states for it)
+    and ``accountant_`` (which bound gave ``epsilon_``).
+    """
+
+    _parameter_constraints: dict = {}
+    _accept_sparse: bool = False
+
+    @classmethod
+    def _dp_expected_failed_checks(cls, estimator) -> Mapping[str, str]:
+        from sklearn.base import is_classifier
+
+        return _CLASSIFIER_FAILS if is_classifier(estimator) else {}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.sparse = self._accept_sparse
+        # the release is random: two fits with random_state=None differ
+        tags.non_deterministic = True
+        return tags
+
+    # ------------------------------------------------------------------ release record
+    def _reset_fit(self) -> None:
+        """Forget a previous fit (a refit that fails, e.g. on the budget, leaves no stale model)."""
+        for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, key)
+
+    def _charge(self, event, budget) -> None:
+        """Charge the release's ``event`` before any noise is drawn; ``BudgetExceededError`` leaves
+        the estimator unfitted and the randomness untouched."""
+        _charge_budget(budget, event, type(self).__name__)
+
+    def _record_release(self, event, epsilon: float, delta: float, accountant: str) -> None:
+        self.event_ = event
+        self.epsilon_ = float(epsilon)
+        self.delta_ = float(delta)
+        self.accountant_ = accountant
+
+    def _more_params_repr(self) -> dict[str, Any]:  # pragma: no cover - hook for subclasses
+        return {}

@@ -163,6 +163,44 @@ py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int 
     return py::make_tuple(f, g, ok);
 }
 
+// Chunk kernels of the Dask path (dense C-order chunks; linear_model/_dask.py).
+// row_bounds: (ok, v) with v the clipping bounds C/||x_i|| of the mapped rows (clip > 0) or
+// their squared norms (clip <= 0); ok is false when a row is non-finite.
+py::tuple row_bounds(py::array X, int64_t n, int64_t d, py::object rscale, double icpt, double clip,
+                     int nthreads) {
+    carray<double> y0(n);
+    std::fill(y0.mutable_data(), y0.mutable_data() + n, 1.0);
+    dpf::glm::Objective ob =
+        make_objective(n, d, y0, py::none(), 0, 1.0, 0.0, py::none(), py::none(), kC, rscale, icpt);
+    std::vector<double> out;
+    bool ok = true;
+    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+        py::gil_scoped_release nogil;
+        ok = dpf::solvers::row_bounds(view, ob, clip, std::max(1, nthreads), out);
+    });
+    py::array_t<double> v(n);
+    std::copy(out.begin(), out.end(), v.mutable_data());
+    return py::make_tuple(ok, v);
+}
+
+// The data part sum_i w_i l_C(y_i, x_i.theta) and its gradient (no regularizer) with the
+// per-row bounds of row_bounds (None: no clipping): one pass over the chunk.
+py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, py::object w, int loss,
+                          double delta, py::object cbound, py::object rscale, double icpt,
+                          carray<double> theta, int nthreads) {
+    dpf::glm::Objective ob =
+        make_objective(n, d, y, w, loss, delta, 0.0, py::none(), py::none(), kC, rscale, icpt);
+    ob.cbound = opt_ptr(cbound, n, "cbound");
+    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
+    py::array_t<double> g(ob.d);
+    double f = 0.0;
+    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+        py::gil_scoped_release nogil;
+        f = dpf::solvers::loss_grad_bounded(view, ob, std::max(1, nthreads), theta.data(), g.mutable_data());
+    });
+    return py::make_tuple(f, g);
+}
+
 // L-BFGS (the native iterations of minimize) on fg(theta) -> (F, grad F) given in Python: the
 // Dask path, whose evaluations are Dask graphs.  An exception in fg propagates (nothing is
 // returned); theta is updated in place.
@@ -232,6 +270,11 @@ PYBIND11_MODULE(_glm, m) {
           py::arg("layout"), py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"),
           py::arg("delta"), py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"),
           py::arg("theta"), py::arg("nthreads"), py::arg("rscale") = py::none(), py::arg("icpt") = 0.0);
+    m.def("row_bounds", &row_bounds, py::arg("X"), py::arg("n"), py::arg("d"), py::arg("rscale"), py::arg("icpt"),
+          py::arg("clip"), py::arg("nthreads"));
+    m.def("chunk_loss_grad", &chunk_loss_grad, py::arg("X"), py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"),
+          py::arg("loss"), py::arg("delta"), py::arg("cbound"), py::arg("rscale"), py::arg("icpt"), py::arg("theta"),
+          py::arg("nthreads"));
     m.def("minimize_callable", &minimize_callable, py::arg("fg"), py::arg("theta").noconvert(), py::arg("tol"),
           py::arg("max_iter"), py::arg("memory"));
     m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));

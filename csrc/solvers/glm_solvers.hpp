@@ -93,6 +93,22 @@ bool loss_grad(const View& X, const glm::Objective& ob, double clip, int nthread
     return generic::loss_grad(X, ob, clip, nthreads, th, g, f);
 }
 
+template <class View>
+bool row_bounds(const View& X, const glm::Objective& ob, double clip, int nthreads, std::vector<double>& out) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::row_bounds(X, ob, clip, nthreads, out);
+#endif
+    return generic::row_bounds(X, ob, clip, nthreads, out);
+}
+
+template <class View>
+double loss_grad_bounded(const View& X, const glm::Objective& ob, int nthreads, const double* th, double* g) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::loss_grad_bounded(X, ob, nthreads, th, g);
+#endif
+    return generic::loss_grad_bounded(X, ob, nthreads, th, g);
+}
+
 // L-BFGS of the native solvers on any objective fg(theta, grad) -> F (the Dask path evaluates
 // F chunk by chunk from Python): the same iterations as solve(), so equal evaluations give
 // equal points.

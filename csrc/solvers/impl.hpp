@@ -847,6 +847,21 @@ bool loss_grad(const View& X, glm::Objective ob, double clip, int nthreads, cons
     return true;
 }
 
+// Per-row bounds of a chunk of rows (the Dask path computes them once per fit): the clipping
+// bounds C/||x_i|| when clip > 0, else the squared norms of the mapped rows.
+template <class View>
+bool row_bounds(const View& X, glm::Objective ob, double clip, int nthreads, std::vector<double>& out) {
+    double lmax;
+    return prepare(X, ob, clip, nthreads, out, lmax);
+}
+
+// F and grad F with ob.cbound already set (by row_bounds): one pass, no norm pass.
+template <class View>
+double loss_grad_bounded(const View& X, const glm::Objective& ob, int nthreads, const double* th, double* g) {
+    Evaluator<View> ev(X, ob, nthreads);
+    return ev(th, g);
+}
+
 template <class View>
 Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bitgen_t* bg) {
     Result res;

@@ -106,7 +106,11 @@ def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_
     linear = None
     if cal.method in ("amp", "objective"):
         linear = cal.noise_std * gen.standard_normal(d)  # b ~ N(0, sigma^2 I_d)
-    coef, gnorm, n_iter, used = _minimize_certified(
+    # a chunked design (linear_model/_dask.py) brings its own minimiser: the same L-BFGS and
+    # certification rule, its gradient passes run on a Dask cluster
+    minimize = getattr(X, "minimize_certified", None)
+    minimize = (lambda X_, *a, **k: X_.minimize_certified(*a, **k)) if minimize else _minimize_certified
+    coef, gnorm, n_iter, used = minimize(
         X, y, loss, alpha=cal.regularization, linear=linear, clip=solver_clip, sample_weight=sample_weight,
         huber_delta=huber_delta, solver=solver, tol=cal.tau, max_iter=max_iter, gen=gen, lipschitz=cal.lipschitz)
     coef = np.array(coef, dtype=np.float64, copy=True)

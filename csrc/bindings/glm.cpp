@@ -183,20 +183,22 @@ py::tuple row_bounds(py::array X, int64_t n, int64_t d, py::object rscale, doubl
     return py::make_tuple(ok, v);
 }
 
-// The data part sum_i w_i l_C(y_i, x_i.theta) and its gradient (no regularizer) with the
-// per-row bounds of row_bounds (None: no clipping): one pass over the chunk.
+// The data part sum_i w_i l_C(y_i, x_i.theta) and its gradient (no regularizer), given the
+// squared norms sq of the mapped rows from row_bounds(clip=0) (clip <= 0: no clipping): one
+// pass over the chunk.
 py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, py::object w, int loss,
-                          double delta, py::object cbound, py::object rscale, double icpt,
+                          double delta, carray<double> sq, double clip, py::object rscale, double icpt,
                           carray<double> theta, int nthreads) {
     dpf::glm::Objective ob =
         make_objective(n, d, y, w, loss, delta, 0.0, py::none(), py::none(), kC, rscale, icpt);
-    ob.cbound = opt_ptr(cbound, n, "cbound");
+    require(sq.ndim() == 1 && sq.shape(0) == n, "sq must have n entries");
     require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
     py::array_t<double> g(ob.d);
     double f = 0.0;
     with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        f = dpf::solvers::loss_grad_bounded(view, ob, std::max(1, nthreads), theta.data(), g.mutable_data());
+        f = dpf::solvers::loss_grad_bounded(view, ob, sq.data(), clip, std::max(1, nthreads), theta.data(),
+                                            g.mutable_data());
     });
     return py::make_tuple(f, g);
 }
@@ -273,7 +275,7 @@ PYBIND11_MODULE(_glm, m) {
     m.def("row_bounds", &row_bounds, py::arg("X"), py::arg("n"), py::arg("d"), py::arg("rscale"), py::arg("icpt"),
           py::arg("clip"), py::arg("nthreads"));
     m.def("chunk_loss_grad", &chunk_loss_grad, py::arg("X"), py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"),
-          py::arg("loss"), py::arg("delta"), py::arg("cbound"), py::arg("rscale"), py::arg("icpt"), py::arg("theta"),
+          py::arg("loss"), py::arg("delta"), py::arg("sq"), py::arg("clip"), py::arg("rscale"), py::arg("icpt"), py::arg("theta"),
           py::arg("nthreads"));
     m.def("minimize_callable", &minimize_callable, py::arg("fg"), py::arg("theta").noconvert(), py::arg("tol"),
           py::arg("max_iter"), py::arg("memory"));

@@ -102,11 +102,12 @@ bool row_bounds(const View& X, const glm::Objective& ob, double clip, int nthrea
 }
 
 template <class View>
-double loss_grad_bounded(const View& X, const glm::Objective& ob, int nthreads, const double* th, double* g) {
+double loss_grad_bounded(const View& X, const glm::Objective& ob, const double* sq, double clip, int nthreads,
+                         const double* th, double* g) {
 #ifdef DPF_GLM_HAVE_AVX2
-    if (use_avx2()) return avx2::loss_grad_bounded(X, ob, nthreads, th, g);
+    if (use_avx2()) return avx2::loss_grad_bounded(X, ob, sq, clip, nthreads, th, g);
 #endif
-    return generic::loss_grad_bounded(X, ob, nthreads, th, g);
+    return generic::loss_grad_bounded(X, ob, sq, clip, nthreads, th, g);
 }
 
 // L-BFGS of the native solvers on any objective fg(theta, grad) -> F (the Dask path evaluates

@@ -772,6 +772,28 @@ Result sag_sparse(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<g
 // ---------------------------------------------------------------------------------------
 // Drivers.
 
+// cb[i] = C (1 - 8u) / (a rigorous upper bound of ||x_i||) from the computed squared norms sq
+// of the mapped rows (extra: the roundings the row map added to them); cb may alias sq.
+template <class View>
+void clip_bounds(const View& X, const double* sq, double extra, double clip, double* cb) {
+    {
+        // Algorithm 1 needs |l_C'| ||x_i|| <= C for the exact norm, so the bound divides by a
+        // rigorous upper bound of ||x_i||: a float64 sum of m squares (m = the row's terms) has
+        // relative error <= m u / (1 - m u) (u = 2^-53; Higham 2002, eq. 4.4) plus, for squares
+        // below the normal range, an absolute error <= m 2^-1074; the square root halves the
+        // relative part and adds one rounding.  (m + 8) u covers the relative part for any
+        // m < 2^50, and the target C (1 - 8u) the rounding of the division.  sq == 0 means every
+        // entry is 0 or below 2^-537 in magnitude: the bound then comes from the absolute term.
+        const double u = 0x1p-53;
+        const double target = clip * (1.0 - 8.0 * u);
+        for (int64_t i = 0; i < X.n; ++i) {
+            const double m = static_cast<double>(row_terms(X, i)) + extra;
+            const double ub = std::sqrt(sq[i]) * (1.0 + (m + 8.0) * u) + std::sqrt(m) * 0x1p-537;
+            cb[i] = ub > 0.0 ? target / ub : std::numeric_limits<double>::infinity();  // ub == 0: an all-zero row
+        }
+    }
+}
+
 // Squared norms of the mapped rows into sq, then (clip > 0) the per-row derivative bounds
 // C/||x_i|| in place of them (one n-vector: a fit's memory beside X stays O(n) doubles few);
 // lmax = max_i w_i ||x_i||^2 for SAG's step.  False when a row is non-finite.
@@ -797,22 +819,8 @@ bool prepare(const View& X, glm::Objective& ob, double clip, int nthreads, std::
     lmax = 0.0;
     for (int64_t i = 0; i < X.n; ++i) lmax = std::max(lmax, (ob.w ? ob.w[i] : 1.0) * sq[i]);
     if (clip > 0.0) {
-        // Algorithm 1 needs |l_C'| ||x_i|| <= C for the exact norm, so the bound divides by a
-        // rigorous upper bound of ||x_i||: a float64 sum of m squares (m = the row's terms) has
-        // relative error <= m u / (1 - m u) (u = 2^-53; Higham 2002, eq. 4.4) plus, for squares
-        // below the normal range, an absolute error <= m 2^-1074; the square root halves the
-        // relative part and adds one rounding.  (m + 8) u covers the relative part for any
-        // m < 2^50, and the target C (1 - 8u) the rounding of the division.  sq == 0 means every
-        // entry is 0 or below 2^-537 in magnitude: the bound then comes from the absolute term.
-        const double u = 0x1p-53;
-        const double target = clip * (1.0 - 8.0 * u);
-        double* cb = sq.data();  // overwritten row by row: sq[i] is read first
-        for (int64_t i = 0; i < X.n; ++i) {
-            const double m = static_cast<double>(row_terms(X, i)) + extra;
-            const double ub = std::sqrt(sq[i]) * (1.0 + (m + 8.0) * u) + std::sqrt(m) * 0x1p-537;
-            cb[i] = ub > 0.0 ? target / ub : std::numeric_limits<double>::infinity();  // ub == 0: an all-zero row
-        }
-        ob.cbound = cb;
+        clip_bounds(X, sq.data(), extra, clip, sq.data());  // overwritten row by row: sq[i] is read first
+        ob.cbound = sq.data();
     } else {
         ob.cbound = nullptr;
     }
@@ -855,9 +863,18 @@ bool row_bounds(const View& X, glm::Objective ob, double clip, int nthreads, std
     return prepare(X, ob, clip, nthreads, out, lmax);
 }
 
-// F and grad F with ob.cbound already set (by row_bounds): one pass, no norm pass.
+// F and grad F from the squared norms sq of the mapped rows given by row_bounds (clip <= 0):
+// one pass over X, no norm pass.
 template <class View>
-double loss_grad_bounded(const View& X, const glm::Objective& ob, int nthreads, const double* th, double* g) {
+double loss_grad_bounded(const View& X, glm::Objective ob, const double* sq, double clip, int nthreads,
+                         const double* th, double* g) {
+    std::vector<double> cb;
+    ob.cbound = nullptr;
+    if (clip > 0.0) {
+        cb.resize((size_t)X.n);
+        clip_bounds(X, sq, (ob.rscale || ob.icpt != 0.0) ? 4.0 : 0.0, clip, cb.data());
+        ob.cbound = cb.data();
+    }
     Evaluator<View> ev(X, ob, nthreads);
     return ev(th, g);
 }

@@ -5,7 +5,8 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
 
 * One validation pass over the chunks (on the workers): the estimator's own row map
   (``_transform_rows``: the norm check, or the scale factors of ``row_norm="normalize"``/
-  ``"clip"``), NaN/inf detection, and the per-row clipping bounds C/||x_i|| of the native kernel.
+  ``"clip"``), NaN/inf detection, and the squared norms of the mapped rows (the native kernel derives the
+  clipping bounds C/||x_i|| from them in each pass).
   The scale factors and bounds (two float64 per row) stay on the workers (``persist``); a bad
   chunk raises ``ValueError`` naming the chunk and its rows, before anything is calibrated,
   charged or drawn.
@@ -95,7 +96,7 @@ def chunk_rngs(count: int, seed=None):
     """
     from dpfast._validation import check_int
 
-    count = check_int(count, "count", minimum=1)
+    count = check_int(count, "count")
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
 
 
@@ -158,11 +159,11 @@ def _chunk_name(k: int, starts) -> str:
 
 # ----------------------------------------------------------------------------- chunk tasks
 
-def _block_prepare(block, est, R, icpt, clip, k, starts):
-    """Validation pass of chunk k: the estimator's row map, then the kernel's per-row bounds.
+def _block_prepare(block, est, R, icpt, k, starts):
+    """Validation pass of chunk k: the estimator's row map, then the kernel's row norms.
 
     Returns an (n_k, 2) float64 array: column 0 the row scale (1 for no map), column 1 the
-    clipping bound C/||x_i|| (clip > 0) or the squared norm of the mapped row.
+    squared norm of the mapped row (the kernel turns it into the clipping bound C/||x_i||).
     """
     from dpfast import _glm
 
@@ -172,7 +173,7 @@ def _block_prepare(block, est, R, icpt, clip, k, starts):
     except ValueError as exc:
         raise ValueError(f"{_chunk_name(k, starts)}: {exc}") from None
     scale = np.ones(block.shape[0]) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
-    ok, v = _glm.row_bounds(block, block.shape[0], block.shape[1], scale, icpt, clip, 1)
+    ok, v = _glm.row_bounds(block, block.shape[0], block.shape[1], scale, icpt, 0.0, 1)
     if not ok:
         raise ValueError(f"{_chunk_name(k, starts)}: X contains NaN or infinite entries (or a row whose norm overflows)")
     return np.column_stack([scale, v])
@@ -183,9 +184,9 @@ def _block_fg(block, aux, y, w, theta, code, delta, clip, icpt):
     from dpfast import _glm
 
     block = np.ascontiguousarray(block)
-    scale = np.ascontiguousarray(aux[:, 0])
-    cb = np.ascontiguousarray(aux[:, 1]) if clip > 0 else None
-    f, g = _glm.chunk_loss_grad(block, block.shape[0], block.shape[1], y, w, code, delta, cb, scale, icpt, theta, 1)
+    scale, sq = np.ascontiguousarray(aux[:, 0]), np.ascontiguousarray(aux[:, 1])
+    f, g = _glm.chunk_loss_grad(block, block.shape[0], block.shape[1], y, w, code, delta, sq, clip, scale, icpt,
+                                theta, 1)
     return np.concatenate([[f], g])
 
 
@@ -229,24 +230,15 @@ class DaskDesign:
         n, d = rows.shape
         self.shape = (n, d + (s != 0.0))
         self.dtype = rows.dtype
-        self._clip = None  # the clip of the persisted bounds
-        self._aux = None
         self._dask = dask
-
-    # one validation pass per clip value (all one-vs-rest models share it)
-    def _bounds(self, clip: float):
-        if self._aux is not None and self._clip == clip:
-            return self._aux
-        dask = self._dask
-        blocks = self.rows.X.to_delayed().ravel()
-        starts = np.concatenate([[0], np.cumsum(self.rows.row_chunks)]).tolist()
-        est = dask.delayed(self.est, pure=True)
-        aux = [dask.delayed(_block_prepare, pure=True)(b, est, self.R, self.intercept, clip, k, starts)
-               for k, b in enumerate(blocks)]
+        # the validation pass, now: before calibration, budget charge or any draw (all
+        # one-vs-rest models share its scale factors and norms, kept on the workers)
+        blocks = rows.X.to_delayed().ravel()
+        starts = np.concatenate([[0], np.cumsum(rows.row_chunks)]).tolist()
+        est_d = dask.delayed(est, pure=True)
+        aux = [dask.delayed(_block_prepare, pure=True)(b, est_d, R, s, k, starts) for k, b in enumerate(blocks)]
         self._aux = list(dask.persist(*aux))
-        dask.compute(*[dask.delayed(len)(a) for a in self._aux])  # raise a bad chunk's error now
-        self._clip = clip
-        return self._aux
+        dask.compute(*[dask.delayed(len)(a) for a in self._aux])  # a bad chunk raises here
 
     def _scatter(self, v):
         """A client vector cut into X's row chunks, as delayed pieces held by the cluster."""
@@ -264,7 +256,7 @@ class DaskDesign:
         dask = self._dask
         code, delta = _check_loss(loss), _check_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
-        aux = self._bounds(c)
+        aux = self._aux
         ys, ws = self._scatter(y), self._scatter(sample_weight)
         blocks = self.rows.X.to_delayed().ravel()
         d = self.shape[1]
@@ -293,13 +285,9 @@ class DaskDesign:
         return fg
 
     def weighted_sq_norms(self, sample_weight) -> float:
-        """sum_i w_i ||x_i'||^2 of the mapped rows (one pass; for the certified fallback)."""
+        """sum_i w_i ||x_i'||^2 of the mapped rows (from the persisted norms; for the certified fallback)."""
         dask = self._dask
-        blocks = self.rows.X.to_delayed().ravel()
-        starts = np.concatenate([[0], np.cumsum(self.rows.row_chunks)]).tolist()
-        est = dask.delayed(self.est, pure=True)
-        aux = [dask.delayed(_block_prepare, pure=True)(b, est, self.R, self.intercept, 0.0, k, starts)
-               for k, b in enumerate(blocks)]
+        aux = self._aux
         if sample_weight is None:
             parts = dask.compute(*[dask.delayed(_block_sq)(x) for x in aux])
             return float(math.fsum(parts))

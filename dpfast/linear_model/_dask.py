@@ -52,39 +52,22 @@ chunk.  :func:`chunk_rngs` returns independent per-chunk streams::
     noisy = x.map_blocks(lambda b, block_info=None: dpfast.laplace(
         b, sensitivity=1.0, epsilon=1.0, rng=rngs[block_info[0]["chunk-location"][0]]), dtype=x.dtype)
 
-and ``SecureRandom(key).spawn(k)`` gives k independent ChaCha20 streams the same way.
+(reproducible from ``seed``).  For the floating-point-safe samplers, use
+``dpfast.random.SecureRandom``: it refuses to be pickled (a copy would replay the secret stream),
+so it cannot be shipped into a task; create ``SecureRandom()`` inside the task instead (each one
+keys itself from ``os.urandom``, independent of every other), or, with a threaded scheduler,
+hand chunk k the k-th of ``SecureRandom().spawn(x.numblocks[0])``.
 """
 from __future__ import annotations
 
 import math
-import sys
+
 import numpy as np
+
+from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
            "DaskRows"]
-
-
-def is_dask_collection(X) -> bool:
-    """True for a dask Array, DataFrame or Series (dask is imported only if already loaded).
-
-    An object that is a dask collection can only exist once dask has been imported, so the
-    check costs nothing (and imports nothing) for NumPy/SciPy input.
-    """
-    if "dask" not in sys.modules:
-        return False
-    try:
-        from dask.base import is_dask_collection as _is
-    except ImportError:  # pragma: no cover - a broken dask install
-        return False
-    if not _is(X):
-        return False
-    mod = type(X).__module__ or ""
-    return mod.startswith("dask.array") or mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
-
-
-def _is_frame(X) -> bool:
-    mod = type(X).__module__ or ""
-    return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
 def chunk_rngs(count: int, seed=None):
@@ -98,63 +81,6 @@ def chunk_rngs(count: int, seed=None):
 
     count = check_int(count, "count")
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
-
-
-# ----------------------------------------------------------------------------- input checks
-
-def _as_dask_rows(X, name: str = "X"):
-    """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
-    import dask.array as da
-
-    if _is_frame(X):
-        if getattr(X, "ndim", 2) != 2:
-            raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
-        kinds = [np.dtype(t).kind for t in X.dtypes]
-        bad = [str(c) for c, k in zip(X.columns, kinds) if k not in "biuf"]
-        if bad:
-            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-        X = X.to_dask_array(lengths=True)
-    if not isinstance(X, da.Array):
-        raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-d (n_samples, n_features), got {X.ndim}-d")
-    if any(math.isnan(c) for c in X.chunks[0]):
-        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() "
-                         "(or DataFrame.to_dask_array(lengths=True)) first")
-    if len(X.chunks[1]) != 1:
-        raise ValueError(f"{name} is chunked across columns (column chunks {X.chunks[1]}); every chunk must hold "
-                         f"whole rows: use {name}.rechunk({{1: -1}})")
-    if X.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one row and one column, got shape {X.shape}")
-    return X
-
-
-def _local_vector(v, row_chunks, name: str):
-    """A per-row vector given as NumPy or Dask, gathered to the client (None stays None)."""
-    if v is None or not is_dask_collection(v):
-        return v
-    import dask.array as da
-
-    if _is_frame(v):
-        if getattr(v, "ndim", 1) != 1:
-            raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-        v = v.to_dask_array(lengths=True)
-    if not isinstance(v, da.Array) or v.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d dask Array or Series")
-    if any(math.isnan(c) for c in v.chunks[0]):
-        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
-    if tuple(v.chunks[0]) != tuple(row_chunks):
-        raise ValueError(f"{name} has row chunks {tuple(v.chunks[0])[:6]}... but X has {tuple(row_chunks)[:6]}...: "
-                         f"chunk {name} like X's rows (e.g. {name}.rechunk(X.chunks[0]))")
-    return np.asarray(v.compute())
-
-
-def _chunk_name(k: int, starts) -> str:
-    return f"chunk {k} (rows {starts[k]}..{starts[k + 1] - 1})"
 
 
 # ----------------------------------------------------------------------------- chunk tasks

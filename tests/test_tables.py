@@ -220,26 +220,34 @@ def test_audit_count_on_neighbouring_tables():
     assert lower > 0.5 * eps, (a, b, lower)  # the audit is strong enough to see the mechanism's eps
 
 
-def test_audit_partition_selection():
+@pytest.mark.parametrize("rule", ["truncated_geometric", "laplace"])
+def test_audit_partition_selection(rule):
     # D: group 1 absent; D': one unit in group 1.  P_D(group 1 released) = 0, so the release
     # rate under D' is a certified lower bound on delta_sel (upper Clopper-Pearson end must be >= it).
     base = pd.DataFrame({"u": np.arange(30), "g": 0, "x": 0.0})
     nb = pd.concat([base, pd.DataFrame({"u": [99], "g": [1], "x": [0.0]})], ignore_index=True)
     eps, delta, trials = 1.0, 0.05, 3000  # large delta so the release event is observable
     kw = dict(metrics={"n": "count"}, bounds=None, max_groups_per_unit=1, max_rows_per_group=1,
-              epsilon=eps, delta=delta)
+              epsilon=eps, delta=delta, selection=rule)
     master = np.random.default_rng(7)
     outs = [aggregate(nb, "u", "g", rng=master, **kw) for _ in range(trials)]
     released_new = sum(1 in o.index for o in outs)
-    d_sel = outs[0].attrs["budget"]["selection"][1]
+    e_sel, d_sel = outs[0].attrs["budget"]["selection"]
     lo, hi = clopper_pearson(released_new, trials, 1e-3)
     assert lo <= d_sel  # never more than the claimed delta
-    assert hi >= d_sel  # and Laplace thresholding spends exactly it: P = delta_sel (L0 = 1)
-    # epsilon part, on group 0 (present in both): P(released) ratio below e^eps_sel.
+    assert hi >= d_sel  # and both rules spend exactly it: P = delta_sel (L0 = 1)
+    # group 0 (present in both, 3 vs 4 units): an (eps, delta) mechanism has
+    # P_D'(released) <= e^eps P_D(released) + delta, so the certified lower bound on epsilon is
+    # ln((lower_b - delta) / upper_a); it must not exceed eps_sel.
     a = sum(0 in aggregate(base.iloc[:3], "u", "g", rng=master, **kw).index for _ in range(trials))
     b = sum(0 in aggregate(pd.concat([base.iloc[:3], base.iloc[[3]]]), "u", "g", rng=master, **kw).index
             for _ in range(trials))
-    assert _audit_eps_lower(a, b, trials) <= outs[0].attrs["budget"]["selection"][0] + 1e-12
+    lo_b, _ = clopper_pearson(b, trials, 1e-3)
+    _, hi_a = clopper_pearson(a, trials, 1e-3)
+    lower = math.log((lo_b - d_sel) / hi_a) if lo_b > d_sel else 0.0
+    assert lower <= e_sel + 1e-12, (a, b, lower)
+    if rule == "truncated_geometric":  # optimal rule: the constraint is tight, the audit sees most of eps
+        assert lower > 0.5 * e_sel, (a, b, lower)
 
 
 def test_audit_sum_on_neighbouring_tables():
@@ -357,7 +365,13 @@ class _NoDraw(np.random.Generator):
     (dict(delta=-0.1), ValueError, "delta"),
     (dict(delta=0.0), ValueError, "delta must be > 0 with groups=None"),
     (dict(delta=0.0, groups=[0, 1], noise="gaussian"), ValueError, "gaussian"),
-    (dict(noise="discrete"), ValueError, "noise"),
+    (dict(noise="discreet"), ValueError, "noise"),
+    (dict(selection="gumbel"), ValueError, "selection"),
+    (dict(noise="discrete", metrics={"q": ("quantile", "x", 0.5)}), ValueError, "quantile"),
+    (dict(noise="discrete", granularity={"x": 0.3}), ValueError, "power of two"),
+    (dict(noise="discrete", granularity={"y": 0.5}), ValueError, "granularity"),
+    (dict(bounds={"x": (0.0, 1e300)}), ValueError, "2\\^450"),
+    (dict(n_threads=0), ValueError, "n_threads"),
     (dict(weights={"zzz": 1.0}), ValueError, "weights"),
     (dict(weights={"s": 0.0}), ValueError, "weights"),
     (dict(ci_level=1.0), ValueError, "ci_level"),

@@ -1,35 +1,51 @@
-"""Grouped DP aggregates over a pandas DataFrame: bounding, partition selection, noisy metrics.
+"""Grouped DP aggregates over a table: bounding, partition selection, noisy metrics.
 
 Primary sources: Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo & Gipson 2020,
 "Differentially private SQL with bounded user contribution" (PoPETs) -- contribution bounding
 (L0 groups per unit, Linf rows per (unit, group)), the sensitivities of counts and sums and
 Laplace thresholding for private partition selection; Desfontaines, Voss, Gipson & Mandayam
-2022, "Differentially private partition selection" (PoPETs) -- the (epsilon, delta) analysis of
-thresholding a noisy distinct-unit count.
+2022, "Differentially private partition selection" (PoPETs) -- the optimal (epsilon, delta)
+partition-selection rule (its Theorem 1) and the analysis of thresholding a noisy count.
+
+Layout: :func:`_plan` validates the schema and the arguments and splits the budget (no data
+read); :func:`_prepare_pandas` / ``_dask.prepare_dask`` read the data and code the keys;
+:func:`_bounded_stats` runs the native kernel (``dpfast._tables``: group-by, per-unit
+bounding, clamping, per-group sums; GIL released); :func:`_release` selects groups and adds
+noise.  The budget is charged between reading the data and the first random draw.
 """
 from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dpfast import _tables
+from dpfast._threads import check_threads, default_threads
 from dpfast._validation import check_delta, check_epsilon, check_int
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
+from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_gaussian_sigma2,
+                                        discrete_laplace_mechanism)
 from dpfast.mechanisms.quantile import private_quantile
 from dpfast.random import RandomLike, check_random_state
 
-__all__ = ["aggregate"]
+__all__ = ["aggregate", "selection_threshold", "selection_probabilities"]
 
 _KINDS = {"count": 0, "sum": 1, "mean": 1, "variance": 1, "quantile": 2}  # kind -> number of extra args
-_NOISES = ("laplace", "gaussian")
+_NOISES = ("laplace", "gaussian", "discrete", "discrete_gaussian")
+_SELECTIONS = ("truncated_geometric", "laplace")
 # Noisy primitives each metric is built from (each gets an equal share of the metric's budget).
 _PRIMITIVES = {"count": ("count",), "sum": ("sum",), "mean": ("count", "sum"),
                "variance": ("count", "sum", "sumsq"), "quantile": ()}
+_LATTICE_BITS = 20       # default granularity: max(|lo|, |hi|) / granularity <= 2^20
+_SQUARE_BITS = 12        # lattice squares are summed exactly, then divided by c with (d^2 / c) ~ 2^12
+_LATTICE_MAX = 2 ** 53 - 1  # the discrete mechanisms need |value| < 2^53 lattice units
+_MAX_ABS_BOUND = 2.0 ** 450  # |bound|^2 times any row count stays finite: no overflow in the sums
 
 
 def _parse_metrics(metrics, columns) -> list:
@@ -85,35 +101,525 @@ def _check_bounds(bounds, cols) -> dict:
     return out
 
 
-def _rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
-    """Position of each element inside its run of equal keys (``sorted_keys`` sorted)."""
-    n = sorted_keys.size
-    idx = np.arange(n)
-    starts = np.ones(n, dtype=bool)
-    starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    return idx - np.maximum.accumulate(np.where(starts, idx, 0))
 
 
-def _bound_contributions(unit: np.ndarray, grp: np.ndarray, n_groups: int, l0: int, linf: int, gen):
-    """Row mask after contribution bounding, and the kept (unit, group) pairs' groups.
+def _check_granularity(granularity, value_cols, bnds) -> dict:
+    """Lattice step per value column for the discrete noises: a positive power of two.
 
-    Per unit, ``l0`` of its groups uniformly at random (random keys, sort, rank < l0); per kept
-    (unit, group), ``linf`` of its rows uniformly at random (same construction).  The keys are
-    i.i.d. uniforms, so the kept subsets of the other units have the same law whether or not
-    a given unit is present -- what the add/remove analysis needs.
+    Default ``2^(ceil(log2 max(|lo|, |hi|)) - 20)`` (values rounded to ~20 bits over the range).
+    Powers of two keep ``round(x / gamma)`` and ``k * gamma`` exact in binary floating point.
     """
-    pair = unit.astype(np.int64) * np.int64(n_groups) + grp.astype(np.int64)
-    pairs, inv = np.unique(pair, return_inverse=True)
-    inv = inv.reshape(-1)
-    pair_unit = pairs // n_groups
-    order = np.lexsort((gen.random(pairs.size), pair_unit))
-    keep_pair = np.empty(pairs.size, dtype=bool)
-    keep_pair[order] = _rank_in_runs(pair_unit[order]) < l0
-    order = np.lexsort((gen.random(inv.size), inv))
-    keep_row = np.empty(inv.size, dtype=bool)
-    keep_row[order] = _rank_in_runs(inv[order]) < linf
-    keep_row &= keep_pair[inv]
-    return keep_row, (pairs[keep_pair] % n_groups)
+    if granularity is None:
+        granularity = {}
+    if not isinstance(granularity, Mapping):
+        raise TypeError("granularity must be a dict {column: power of two > 0}")
+    for c in granularity:
+        if c not in value_cols:
+            raise ValueError(f"granularity: {c!r} is not a value column of the metrics; allowed {value_cols}")
+    out = {}
+    for col in value_cols:
+        lo, hi = bnds[col]
+        mx = max(abs(lo), abs(hi))
+        if col in granularity:
+            g = granularity[col]
+            if isinstance(g, (bool, np.bool_)) or not isinstance(g, numbers.Real) or not 0 < float(g) < math.inf \
+                    or math.frexp(float(g))[0] != 0.5:
+                raise ValueError(f"granularity[{col!r}] must be a positive power of two (e.g. 2**-10), got {g!r}")
+            g = float(g)
+        else:
+            g = 2.0 ** (math.frexp(mx)[1] - _LATTICE_BITS) if mx > 0 else 1.0
+        if mx / g > 2.0 ** 30:
+            raise ValueError(f"granularity[{col!r}] = {g} is too fine for bounds {bnds[col]}: "
+                             f"max(|lo|, |hi|) / granularity must be <= 2^30")
+        out[col] = g
+    return out
+
+
+def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_rows_per_group, epsilon,
+          delta, groups, noise, weights, ci_level, selection, granularity) -> dict:
+    """Validate everything that does not need the rows; split the budget (no data read)."""
+    if privacy_unit not in columns:
+        raise ValueError(f"privacy_unit: unknown column {privacy_unit!r}")
+    by_cols = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else None
+    if not by_cols:
+        raise TypeError(f"by must be a column name or a non-empty list of column names, got {by!r}")
+    for c in by_cols:
+        if c not in columns:
+            raise ValueError(f"by: unknown column {c!r}")
+    parsed = _parse_metrics(metrics, columns)
+    value_cols = sorted({col for _, _, col, _ in parsed if col is not None})
+    bnds = _check_bounds(bounds, value_cols)
+    for col, (lo, hi) in bnds.items():
+        if max(abs(lo), abs(hi)) > _MAX_ABS_BOUND:
+            raise ValueError(f"bounds[{col!r}] must be at most 2^450 in magnitude (sums of squares must not "
+                             f"overflow), got {(lo, hi)!r}")
+    l0 = check_int(max_groups_per_unit, "max_groups_per_unit")
+    linf = check_int(max_rows_per_group, "max_rows_per_group")
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta)
+    if noise not in _NOISES:
+        raise ValueError(f"noise must be one of {_NOISES}, got {noise!r}")
+    if selection not in _SELECTIONS:
+        raise ValueError(f"selection must be one of {_SELECTIONS}, got {selection!r}")
+    discrete = noise in ("discrete", "discrete_gaussian")
+    if discrete and any(k == "quantile" for _, k, _, _ in parsed):
+        raise ValueError(f"noise={noise!r}: quantile metrics have no floating-point-safe sampler here "
+                         "(the exponential mechanism draws doubles); use noise='laplace' or 'gaussian'")
+    if groups is None and delta == 0:
+        raise ValueError("delta must be > 0 with groups=None (private partition selection is "
+                         "(epsilon, delta)-DP); pass public groups for delta = 0")
+    gaussian_metrics = noise in ("gaussian", "discrete_gaussian") and any(k != "quantile" for _, k, _, _ in parsed)
+    if gaussian_metrics and delta == 0:
+        raise ValueError(f"delta must be in (0, 1) with noise={noise!r}")
+    gran = _check_granularity(granularity, value_cols, bnds) if discrete else None
+    if ci_level is not None:
+        if isinstance(ci_level, (bool, np.bool_)) or not isinstance(ci_level, numbers.Real) \
+                or not 0.0 < float(ci_level) < 1.0:
+            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
+        ci_level = float(ci_level)
+    if "selection" in [name for name, _, _, _ in parsed]:
+        raise ValueError("metric name 'selection' is reserved (budget weight of partition selection)")
+    parts = [name for name, _, _, _ in parsed] + (["selection"] if groups is None else [])
+    weights = {} if weights is None else weights
+    if not isinstance(weights, Mapping):
+        raise TypeError("weights must be a dict {metric name or 'selection': weight > 0}")
+    for k in weights:
+        if k not in parts:
+            raise ValueError(f"weights: unknown part {k!r}; allowed {parts}")
+    w = {}
+    for p in parts:
+        v = weights.get(p, 1.0)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not 0 < float(v) < math.inf:
+            raise ValueError(f"weights[{p!r}] must be a finite number > 0, got {v!r}")
+        w[p] = float(v)
+    kinds = {n: k for n, k, _, _ in parsed}
+    wsum = sum(w.values())
+    needs_delta = [p for p in parts if p == "selection" or
+                   (noise in ("gaussian", "discrete_gaussian") and kinds[p] != "quantile")]
+    dsum = sum(w[p] for p in needs_delta)
+    budget = {p: (epsilon * w[p] / wsum, (delta * w[p] / dsum) if p in needs_delta else 0.0) for p in parts}
+    # Rounding in the shares must not push the totals over the caller's (epsilon, delta).
+    for j, total in ((0, epsilon), (1, delta)):
+        while sum(b[j] for b in budget.values()) > total:
+            budget = {p: tuple(v * (1 - 2.0 ** -50) if i == j else v for i, v in enumerate(b))
+                      for p, b in budget.items()}
+    return dict(privacy_unit=privacy_unit, by_cols=by_cols, parsed=parsed, value_cols=value_cols, bnds=bnds,
+                l0=l0, linf=linf, epsilon=epsilon, delta=delta, noise=noise, discrete=discrete,
+                selection=selection, gran=gran, ci_level=ci_level, budget=budget, groups=groups,
+                want_mask=any(k == "quantile" for _, k, _, _ in parsed))
+
+
+def _event(budget: dict):
+    """The call's event for an accountant or a PrivacyBudget: the composition of its parts,
+    each an (eps_i, delta_i)-DP release (basic composition of the parts is the guarantee
+    stated; ``None`` when dpfast.accounting has no such event classes yet)."""
+    try:
+        from dpfast.accounting import ApproxDP, Composed
+    except ImportError:
+        return None
+    return Composed(tuple(ApproxDP(float(e), float(d)) for e, d in budget.values()))
+
+
+def _charge(budget_arg, event) -> None:
+    """Charge ``event`` to the resolved PrivacyBudget (before any noise is drawn)."""
+    try:
+        from dpfast import budget as _budget_mod
+    except ImportError:
+        if budget_arg is not None:
+            raise ValueError("budget= needs dpfast.budget, which this installation lacks") from None
+        return
+    if event is None:
+        if _budget_mod.resolve(budget_arg) is not None:
+            raise ValueError("budget: dpfast.accounting has no ApproxDP/Composed events to charge")
+        return
+    _budget_mod.charge(budget_arg, event, label="tables.aggregate")
+
+
+# ------------------------------------------------------------------------------ keys
+
+def _int_codes(v: np.ndarray):
+    """Dense codes of an integer array with a small range: (codes, sorted uniques), or None."""
+    if v.dtype.kind not in "iu" or v.size == 0:
+        return None
+    mn, mx = int(v.min()), int(v.max())
+    rng_ = mx - mn + 1
+    if rng_ > 4 * v.size + (1 << 16):
+        return None
+    off = (v - np.asarray(mn, dtype=v.dtype)).astype(np.int64, copy=False) if mn != 0 else v.astype(np.int64, copy=False)
+    present = np.zeros(rng_, dtype=bool)
+    present[off] = True
+    uniq = np.flatnonzero(present)
+    lookup = np.cumsum(present, dtype=np.int64) - 1
+    return lookup[off], (uniq + mn).astype(v.dtype)
+
+
+def unit_keys(uniques) -> np.ndarray:
+    """Public 64-bit key of each unit value (the hash input of its random choices): the value
+    itself for integers, pandas' (fixed-key SipHash) value hash otherwise.  Only a function of
+    the value, so pandas and Dask inputs give the same choices."""
+    u = np.asarray(uniques)
+    if u.dtype.kind in "iu":
+        return u.astype(np.int64).view(np.uint64)
+    return pd.util.hash_array(np.asarray(u, dtype=object))
+
+
+def group_keys(index: pd.Index) -> np.ndarray:
+    """Public 64-bit key of each group value (see :func:`unit_keys`)."""
+    return np.ascontiguousarray(pd.util.hash_pandas_object(index, index=False).to_numpy(), dtype=np.uint64)
+
+
+def unit_codes(col: pd.Series):
+    """(codes int64, 64-bit keys per code) of the privacy-unit column."""
+    v = col.to_numpy()
+    fast = _int_codes(v)
+    if fast is not None:
+        codes, uniq = fast
+    else:
+        codes, uniq = pd.factorize(col)
+        codes = np.asarray(codes, dtype=np.int64)
+    return np.ascontiguousarray(codes), unit_keys(uniq)
+
+
+def _key_index(frame: pd.DataFrame, by_cols) -> pd.Index:
+    return pd.Index(frame[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(frame[by_cols])
+
+
+def canonical_groups(uniques: pd.Index, by_cols) -> pd.Index:
+    """Groups in one order whatever the input's row order or partitioning: sorted (NaN last),
+    or by key hash when the keys are not orderable."""
+    try:
+        idx = uniques.sort_values()
+    except TypeError:
+        idx = uniques[np.argsort(group_keys(uniques), kind="stable")]
+    return idx.set_names(by_cols) if isinstance(idx, pd.MultiIndex) else pd.Index(idx, name=by_cols[0])
+
+
+def public_groups(groups, by_cols) -> pd.Index:
+    glist = list(groups)
+    idx = (pd.MultiIndex.from_tuples(glist, names=by_cols) if len(by_cols) > 1
+           else pd.Index(glist, name=by_cols[0]))
+    if idx.has_duplicates:
+        raise ValueError("groups must not contain duplicates")
+    return idx
+
+
+def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
+    """Code of each row's group in ``index`` (-1: not in it)."""
+    if len(by_cols) == 1:
+        v = frame[by_cols[0]].to_numpy()
+        iv = index.to_numpy()
+        if v.dtype.kind in "iu" and iv.dtype.kind in "iu" and v.size and iv.size:
+            mn = min(int(v.min()), int(iv.min()))
+            mx = max(int(v.max()), int(iv.max()))
+            if mx - mn < 4 * v.size + (1 << 16):
+                lookup = np.full(mx - mn + 1, -1, dtype=np.int64)
+                lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
+                return lookup[v.astype(np.int64) - mn]
+    return np.asarray(index.get_indexer(_key_index(frame, by_cols)), dtype=np.int64)
+
+
+def value_matrix(frame: pd.DataFrame, value_cols) -> np.ndarray:
+    """(k, n) float64 matrix of the value columns; TypeError/ValueError for non-numeric or NaN."""
+    out = np.empty((len(value_cols), len(frame)), dtype=np.float64)
+    for j, col in enumerate(value_cols):
+        try:
+            out[j] = frame[col].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"value column {col!r} must be numeric") from None
+        if np.isnan(out[j]).any():
+            raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
+    return out
+
+
+def _prepare_pandas(df: pd.DataFrame, plan: dict):
+    """Read the rows: (unit codes, unit keys, group codes, group index, values); raises on bad data."""
+    pu, by_cols = plan["privacy_unit"], plan["by_cols"]
+    if df[pu].isna().any():
+        raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
+    values = value_matrix(df, plan["value_cols"])
+    if plan["groups"] is None:
+        fast = _int_codes(df[by_cols[0]].to_numpy()) if len(by_cols) == 1 else None
+        if fast is not None:  # already sorted
+            gcodes, uniq = fast
+            index = pd.Index(uniq, name=by_cols[0])
+        else:
+            codes, uniq = pd.factorize(_key_index(df, by_cols), use_na_sentinel=False)
+            uniq = uniq if isinstance(uniq, pd.Index) else pd.Index(uniq)
+            index = canonical_groups(uniq, by_cols)
+            perm = np.asarray(index.get_indexer(uniq), dtype=np.int64)
+            gcodes = perm[np.asarray(codes, dtype=np.int64)]
+    else:
+        index = public_groups(plan["groups"], by_cols)
+        gcodes = group_codes(df, by_cols, index)
+    ucodes, ukeys = unit_codes(df[pu])
+    return ucodes, ukeys, np.ascontiguousarray(gcodes, dtype=np.int64), index, values
+
+
+def bounded_stats(plan: dict, ucodes, ukeys, gcodes, index: pd.Index, values, seed: int, threads: int) -> dict:
+    """The native kernel on one block of rows (all rows of each unit in it): per-group partial
+    statistics (see ``csrc/tables/aggregate.hpp``), with kept quantile values as (group, value)."""
+    cols = plan["value_cols"]
+    lo = np.array([plan["bnds"][c][0] for c in cols], dtype=np.float64)
+    hi = np.array([plan["bnds"][c][1] for c in cols], dtype=np.float64)
+    gamma = None if plan["gran"] is None else np.array([plan["gran"][c] for c in cols], dtype=np.float64)
+    res = _tables.bound_and_sum(ucodes, int(ukeys.size), np.ascontiguousarray(ukeys, dtype=np.uint64), gcodes,
+                                len(index), group_keys(index), np.ascontiguousarray(values), lo, hi, gamma,
+                                int(seed), plan["l0"], plan["linf"], plan["want_mask"], threads)
+    qv = {}
+    if plan["want_mask"]:
+        keep = res.pop("keep").view(bool)
+        g = gcodes[keep]
+        for name, kind, col, _ in plan["parsed"]:
+            if kind == "quantile" and col not in qv:
+                j = cols.index(col)
+                qv[col] = (g, np.clip(values[j][keep], lo[j], hi[j]))
+    res["quantile_values"] = qv
+    return res
+
+
+def merge_stats(parts: list) -> dict:
+    """Sum per-group partial statistics of disjoint unit sets (double-double / 128-bit exact)."""
+    out = {"count": sum(p["count"] for p in parts), "units": sum(p["units"] for p in parts)}
+    for key in ("s1", "s2"):
+        if key in parts[0]:
+            hi, lo = parts[0][key][0].copy(), parts[0][key][1].copy()
+            for p in parts[1:]:
+                for x in p[key]:
+                    s = hi + x
+                    bp = s - hi
+                    lo += (hi - (s - bp)) + (x - bp)
+                    hi = s
+            out[key] = (hi, lo)
+    for key in ("t1", "t3"):
+        if key in parts[0]:
+            hi, lo = parts[0][key][0].copy(), parts[0][key][1].copy()
+            for p in parts[1:]:
+                s = lo + p[key][1]  # uint64, wraps
+                hi = hi + p[key][0] + (s < lo)
+                lo = s
+            out[key] = (hi, lo)
+    qv = {}
+    for col in parts[0]["quantile_values"]:
+        qv[col] = (np.concatenate([p["quantile_values"][col][0] for p in parts]),
+                   np.concatenate([p["quantile_values"][col][1] for p in parts]))
+    out["quantile_values"] = qv
+    return out
+
+
+def _exact_ints(t, j: int, released: np.ndarray) -> np.ndarray:
+    """Column ``j`` of 128-bit sums (hi, lo words) at ``released``, as exact Python ints."""
+    hi, lo = t[0][j][released], t[1][j][released]
+    return np.array([(int(h) << 64) + int(l) for h, l in zip(hi, lo)], dtype=object)
+
+
+def _clamp53(v: np.ndarray) -> np.ndarray:
+    """Exact integers clamped to [-(2^53 - 1), 2^53 - 1] (the discrete mechanisms' lattice range),
+    as float64 (exact there).  Clamping a statistic is 1-Lipschitz, so its sensitivity does not
+    grow; with the default lattices it is never reached below 2^33 rows per group."""
+    return np.array([float(max(-_LATTICE_MAX, min(_LATTICE_MAX, int(x)))) for x in v], dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------ release
+
+def _dlap_half_width(b: float, level: float) -> float:
+    """Smallest integer t with P(|Z| > t) <= 1 - level, Z discrete Laplace P(z) ~ exp(-|z|/b):
+    P(|Z| > t) = 2 exp(-(t+1)/b) / (1 + exp(-1/b))."""
+    a = math.exp(-1.0 / b)
+    t = math.ceil(-b * math.log((1.0 - level) * (1.0 + a) / 2.0) - 1.0)
+    return float(max(t, 0))
+
+
+def _dgauss_half_width(sigma2: float, level: float) -> float:
+    """Smallest integer t with P(|Z| > t) <= 1 - level for the discrete Gaussian N_Z(0, sigma2)
+    (exact summation of the pmf up to 12 sigma; beyond 10^6 lattice points the continuous
+    quantile rounded up, which the discrete law matches to exp(-2 pi^2 sigma2))."""
+    s = math.sqrt(sigma2)
+    K = int(math.ceil(12 * s)) + 2
+    if K > 10 ** 6:
+        return float(math.ceil(s * stats.norm.isf((1.0 - level) / 2.0)))
+    k = np.arange(K + 1, dtype=np.float64)
+    w = np.exp(-k * k / (2.0 * sigma2))
+    total = w[0] + 2.0 * w[1:].sum()
+    tail = 2.0 * (np.cumsum(w[::-1])[::-1] - w) / total  # tail[t] = P(|Z| > t)
+    return float(np.flatnonzero(tail <= 1.0 - level)[0])
+
+
+def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) -> pd.DataFrame:
+    noise, l0, linf, budget = plan["noise"], plan["l0"], plan["linf"], plan["budget"]
+    ci_level = plan["ci_level"]
+    G = len(index)
+    count = st["count"].astype(np.float64)
+    units = st["units"]
+    tau = None
+    if plan["groups"] is None:
+        eps_sel, delta_sel = budget["selection"]
+        if plan["selection"] == "laplace":
+            tau = selection_threshold(l0, eps_sel, delta_sel)
+            released = np.flatnonzero(np.asarray(laplace(units.astype(np.float64), float(l0), eps_sel, rng=gen))
+                                      > tau) if G else np.zeros(0, dtype=np.int64)
+        else:
+            pi = selection_probabilities(int(units.max()) if G else 0, l0, eps_sel, delta_sel)
+            u = gen.random(G)
+            released = np.flatnonzero(u < pi[units] - 2.0 ** -52)
+    else:
+        released = np.arange(G)
+    k = released.size
+
+    def noisy(true_vals: np.ndarray, l1: float, l2: float, eps: float, dlt: float):
+        """(noisy values, noise scale) of per-group statistics; for the discrete noises the
+        values and sensitivities are integers (lattice units)."""
+        if noise == "laplace":
+            scale = float(laplace_scale(eps, l1)) if l1 > 0 else 0.0
+            if k == 0 or l1 == 0:  # l1 == 0: lo == hi, the statistic is constant
+                return true_vals.astype(np.float64), scale
+            return np.asarray(laplace(true_vals, l1, eps, rng=gen), dtype=np.float64), scale
+        if noise == "gaussian":
+            scale = float(gaussian_sigma(eps, dlt, l2)) if l2 > 0 else 0.0
+            if k == 0 or l2 == 0:
+                return true_vals.astype(np.float64), scale
+            return np.asarray(gaussian(true_vals, l2, eps, dlt, rng=gen), dtype=np.float64), scale
+        tv = np.asarray(true_vals, dtype=np.int64)
+        if noise == "discrete":
+            scale = l1 / eps if l1 > 0 else 0.0
+            if k == 0 or l1 == 0:
+                return tv.astype(np.float64), scale
+            return discrete_laplace_mechanism(tv, int(l1), Fraction(eps), rng=gen).astype(np.float64), scale
+        if l2 == 0:
+            return tv.astype(np.float64), 0.0
+        s2 = float(discrete_gaussian_sigma2(l2, eps, dlt, method="zcdp"))
+        if k == 0:
+            return tv.astype(np.float64), math.sqrt(s2)
+        out = discrete_gaussian_mechanism(tv, l2, eps, dlt, rng=gen, method="zcdp")
+        return np.asarray(out, dtype=np.float64), math.sqrt(s2)
+
+    def half_width(scale: float, level: float) -> float:
+        if noise == "laplace":  # P(|Lap(b)| > t) = exp(-t/b)
+            return -scale * math.log(1.0 - level)
+        if noise == "gaussian":
+            return scale * float(stats.norm.isf((1.0 - level) / 2.0))
+        if scale == 0:
+            return 0.0
+        if noise == "discrete":
+            return _dlap_half_width(scale, level)
+        return _dgauss_half_width(scale * scale, level)
+
+    out_cols: dict = {}
+    scales: dict = {}
+    count_true = count[released]
+    cnt_l1, cnt_l2 = float(l0 * linf), math.sqrt(l0) * linf
+    disc = plan["discrete"]
+    for name, kind, col, q in plan["parsed"]:
+        eps_m, dlt_m = budget[name]
+        nprim = len(_PRIMITIVES[kind])
+        eps_p, dlt_p = (eps_m / nprim, dlt_m / nprim) if nprim else (eps_m, dlt_m)
+        if kind == "count":
+            v, s = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
+            out_cols[name], scales[name] = v, {"count": s}
+            if ci_level is not None:
+                h = half_width(s, ci_level)
+                out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
+            continue
+        lo, hi = plan["bnds"][col]
+        j = plan["value_cols"].index(col)
+        if kind == "quantile":
+            eps_g = eps_m / (l0 * linf)
+            res = np.full(k, np.nan)
+            g, x = st["quantile_values"][col]
+            if k:
+                order = np.lexsort((x, g))  # canonical order of the kept values
+                gs, xs = g[order], x[order]
+                starts = np.searchsorted(gs, released, side="left")
+                ends = np.searchsorted(gs, released, side="right")
+                for i in range(k):
+                    res[i] = lo if lo == hi else float(private_quantile(xs[starts[i]:ends[i]], q, eps_g, (lo, hi),
+                                                                       rng=gen))
+            out_cols[name], scales[name] = res, {"exponential_epsilon_per_group": eps_g}
+            continue
+        m, r = (lo + hi) / 2.0, (hi - lo) / 2.0
+        if disc:
+            gam = plan["gran"][col]
+            klo, khi = round(lo / gam), round(hi / gam)
+            T1 = _exact_ints(st["t1"], j, released)  # exact lattice sums (Python ints)
+            t1 = _clamp53(T1)
+        else:
+            s1 = (st["s1"][0][j] + st["s1"][1][j])[released]  # sum of y = clamp(x) - m
+        if kind == "sum":
+            if disc:  # lattice sum of k = round(clamp(x)/gamma) in [klo, khi]
+                mk = max(abs(klo), abs(khi))
+                v, s = noisy(t1, cnt_l1 * mk, cnt_l2 * mk, eps_p, dlt_p)
+                v, s = v * gam, s * gam
+            else:
+                mx = max(abs(lo), abs(hi))
+                v, s = noisy(s1 + m * count_true, cnt_l1 * mx, cnt_l2 * mx, eps_p, dlt_p)
+            out_cols[name], scales[name] = v, {"sum": s}
+            if ci_level is not None:
+                h = half_width(s / gam, ci_level) * gam if disc else half_width(s, ci_level)
+                out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
+            continue
+        c, sc = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
+        if disc:
+            # centred lattice values y2 = 2k - klo - khi in [-d, d]; y = clamp(x) - m ~ gamma y2 / 2
+            d = khi - klo
+            cnt_int = st["count"][released].astype(object)
+            t2 = _clamp53(2 * T1 - (klo + khi) * cnt_int)  # exact sum of y2, then clamped
+            S2, ss2 = noisy(t2, cnt_l1 * d, cnt_l2 * d, eps_p, dlt_p)
+            S, ss = S2 * gam / 2.0, ss2 * gam / 2.0
+            m_eff = (klo + khi) * gam / 2.0
+        else:
+            S, ss = noisy(s1, cnt_l1 * r, cnt_l2 * r, eps_p, dlt_p)
+            m_eff = m
+        cpos = np.maximum(c, 1.0)
+        if kind == "mean":
+            out_cols[name] = np.clip(m_eff + S / cpos, lo, hi)
+            scales[name] = {"count": sc, "sum": ss}
+            if ci_level is not None:
+                lvl = 1.0 - (1.0 - ci_level) / 2.0
+                hc = half_width(sc, lvl)
+                hs = half_width(ss2, lvl) * gam / 2.0 if disc else half_width(ss, lvl)
+                clo, chi = c - hc, c + hc
+                corners = np.stack([(S - hs) / clo, (S - hs) / chi, (S + hs) / clo, (S + hs) / chi])
+                ok = clo > 0
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    mlo = np.where(ok, m_eff + corners.min(axis=0), lo)
+                    mhi = np.where(ok, m_eff + corners.max(axis=0), hi)
+                out_cols[name + "_lo"] = np.clip(mlo, lo, hi)
+                out_cols[name + "_hi"] = np.clip(mhi, lo, hi)
+            continue
+        # variance
+        if disc:
+            # exact T3 = sum y2^2 (each in [0, d^2]) divided by c = 2^s with floor: per row
+            # y2^2/c - h in [-h, d^2/c - h] (h = round(d^2 / 2c)), so a unit moves the centred
+            # floor(T3/c) - h C by at most floor(Linf max(h, d^2/c - h)) + 1 per group.
+            cdiv = 1 << max(0, (d * d).bit_length() - _SQUARE_BITS)
+            hq = round(d * d / (2 * cdiv))
+            a = Fraction(linf) * max(Fraction(hq), Fraction(d * d, cdiv) - hq)
+            sens = math.floor(a) + 1
+            T3 = _exact_ints(st["t3"], j, released)
+            qt = _clamp53(T3 // cdiv - hq * st["count"][released].astype(object))
+            Qc, sq = noisy(qt, l0 * sens, math.sqrt(l0) * sens, eps_p, dlt_p)
+            unit2 = gam * gam / 4.0 * cdiv  # y^2 per unit of floor(T3/c)
+            sumsq = (Qc + hq * c) * unit2
+            sq = sq * unit2
+        else:
+            h2 = r * r / 2.0
+            s2 = (st["s2"][0][j] + st["s2"][1][j])[released]
+            Q, sq = noisy(s2 - h2 * count_true, cnt_l1 * h2, cnt_l2 * h2, eps_p, dlt_p)
+            sumsq = Q + h2 * c
+        mean_y = S / cpos
+        out_cols[name] = np.clip(sumsq / cpos - mean_y ** 2, 0.0, r * r)
+        scales[name] = {"count": sc, "sum": ss, "sumsq": sq}
+
+    out = pd.DataFrame(out_cols, index=index[released])
+    out.attrs["noise_scale"] = scales
+    out.attrs["budget"] = budget
+    out.attrs["epsilon_spent"] = float(sum(e for e, _ in budget.values()))
+    out.attrs["delta_spent"] = float(sum(d for _, d in budget.values()))
+    out.attrs["selection"] = None if plan["groups"] is not None else plan["selection"]
+    out.attrs["selection_threshold"] = tau
+    out.attrs["noise"] = noise
+    out.attrs["granularity"] = plan["gran"]
+    out.attrs["neighbours"] = "add/remove one privacy unit"
+    return out
 
 
 def selection_threshold(l0: int, epsilon: float, delta: float) -> float:
@@ -128,15 +634,51 @@ def selection_threshold(l0: int, epsilon: float, delta: float) -> float:
     gives ``l0 exp(-(tau - 1)/b) / 2 = delta`` at the tau above (b = l0/eps).  (Google's
     implementation of the same mechanism uses the per-group delta ``1 - (1 - delta)^(1/l0)``
     instead of ``delta / l0``; the union bound here is slightly more conservative.)
-    Desfontaines et al. 2022 show the truncated-geometric rule is optimal; Laplace
-    thresholding is a valid (close) alternative.
+    Desfontaines et al. 2022 show the truncated-geometric rule
+    (:func:`selection_probabilities`) is optimal; Laplace thresholding is a valid (close)
+    alternative.
     """
     b = l0 / epsilon
     return 1.0 + b * math.log(l0 / (2.0 * delta))
 
 
+def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -> np.ndarray:
+    """Release probabilities ``pi(0..n_max)`` of the optimal partition-selection rule.
+
+    Desfontaines et al. 2022, Theorem 1: for a unit contributing to one partition, the
+    (eps, delta)-DP rule releasing a partition of ``n`` distinct units with the largest
+    probability is ``pi(0) = 0`` and
+    ``pi(n) = min(e^eps pi(n-1) + delta, 1 + e^-eps (pi(n-1) + delta - 1), 1)``
+    (it equals thresholding a truncated two-sided geometric noise).  A unit in up to ``l0``
+    partitions: each partition's rule runs at ``(eps/l0, delta/l0)``; the <= l0 decisions a
+    unit changes are independent, so basic composition gives (eps, delta) (the paper's
+    Sec. 3.3 reduction).
+
+    Floating point: the recurrence runs at ``eps (1 - 2^-40)`` and ``delta (1 - 2^-40)``, so
+    the computed values stay below the exact ones for (eps, delta) despite rounding; the draw
+    ``U < pi - 2^-52`` with a 53-bit uniform ``U`` releases with probability <= pi.
+    """
+    e = (epsilon / l0) * (1.0 - 2.0 ** -40)
+    d = (delta / l0) * (1.0 - 2.0 ** -40)
+    pi = np.zeros(n_max + 1)
+    e = min(e, 700.0)  # a smaller epsilon is safe (smaller pi); keeps exp finite
+    ee, em = math.exp(e), math.exp(-e)
+    p = 0.0
+    for n in range(1, n_max + 1):
+        p = min(ee * p + d, 1.0 + em * (p + d - 1.0), 1.0)
+        pi[n] = p
+        if p >= 1.0:
+            pi[n:] = 1.0
+            break
+    return pi
+
+
+def _is_dask(df) -> bool:
+    return type(df).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(df, "npartitions")
+
+
 def aggregate(
-    df: pd.DataFrame,
+    df,
     privacy_unit: str,
     by,
     metrics: Mapping[str, Any],
@@ -150,17 +692,27 @@ def aggregate(
     rng: RandomLike = None,
     weights: Optional[Mapping[str, float]] = None,
     ci_level: Optional[float] = None,
+    *,
+    selection: str = "truncated_geometric",
+    granularity: Optional[Mapping[str, float]] = None,
+    budget=None,
+    n_threads: Optional[int] = None,
 ) -> pd.DataFrame:
     """Differentially private grouped statistics of ``df``; ``(epsilon, delta)``-DP in total.
 
     Neighbouring relation: add or remove one privacy unit (all rows whose ``privacy_unit``
     equals one value).  Guarantee (Wilson et al. 2020; Desfontaines et al. 2022):
 
-    1. **Contribution bounding.**  Per unit, ``max_groups_per_unit`` (L0) of its groups are kept,
-       chosen uniformly at random; per kept (unit, group), ``max_rows_per_group`` (Linf) of its
-       rows, chosen uniformly at random (random keys drawn from ``rng``, not the first rows);
-       values are clamped to ``bounds[column] = (lo, hi)``.  Bounding caps what one unit can
-       change, whatever its raw data.
+    1. **Contribution bounding.**  Per unit, ``max_groups_per_unit`` (L0) of its groups are kept
+       and, per kept (unit, group), ``max_rows_per_group`` (Linf) of its rows; values are
+       clamped to ``bounds[column] = (lo, hi)``.  The choice is uniform (not the first rows):
+       the smallest priorities, where a priority is a keyed hash (MurmurHash3 finaliser) of a
+       64-bit secret drawn from ``rng`` and the unit's value, the group's value and the row's
+       values (with an occurrence number among identical rows).  It depends on the unit's own
+       rows only -- never on the other units, the row order or the partitioning, which is
+       what the add/remove analysis needs and why pandas and Dask inputs give the same output
+       for the same ``rng``.  Bounding caps what one unit can change, whatever its raw data.
+       Native code (``dpfast._tables``): group-by, bounding, clamping and sums in one pass.
     2. **Sensitivities** (per group a unit changes a count by <= Linf, over <= L0 groups):
        count: l1 ``L0 Linf``, l2 ``sqrt(L0) Linf``.  ``sum`` of clamped values: per group
        <= ``Linf M`` with ``M = max(|lo|, |hi|)``, l1 ``L0 Linf M``, l2 ``sqrt(L0) Linf M``.
@@ -170,27 +722,46 @@ def aggregate(
        l1 ``L0 Linf r^2/2``, l2 ``sqrt(L0) Linf r^2/2``.
     3. **Metrics.**  ``count``; ``sum``; ``mean = m + S/max(C, 1)`` from a noisy count C and a
        noisy centred sum S, each with half of the metric's budget, clamped to ``[lo, hi]``;
-       ``variance = Q/C - (S/C)^2`` from noisy count, centred sum and centred sum of squares,
-       a third of the budget each, clamped to ``[0, r^2]``; ``quantile`` by
-       :func:`dpfast.mechanisms.private_quantile` (exponential mechanism, Smith 2011) on the
-       group's clamped kept values with epsilon ``eps_q / (L0 Linf)``: that mechanism is
-       eps'-DP for adding/removing one value; a unit adds <= Linf values to a group (group
-       privacy: Linf eps') in <= L0 groups (basic composition: L0 Linf eps' = eps_q).
-    4. **Partition selection** (``groups=None``): a group is released iff its number of
-       distinct units after bounding plus ``Lap(L0/eps_sel)`` exceeds
-       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (see :func:`selection_threshold`);
-       (eps_sel, delta_sel)-DP, needs ``delta > 0``; this uses Laplace noise whatever ``noise``
-       says (``noise`` applies to the metrics).  Metrics are released for selected groups
-       only.  With public ``groups`` every listed group is reported (empty ones too; rows of
-       other groups are dropped before bounding) and selection costs nothing.
-    5. **Budget** (basic composition): ``epsilon`` is split over the metrics and selection in
+       ``variance = Q/C - (S/C)^2`` (population variance) from noisy count, centred sum and
+       centred sum of squares, a third of the budget each, clamped to ``[0, r^2]``;
+       ``quantile`` by :func:`dpfast.mechanisms.private_quantile` (exponential mechanism,
+       Smith 2011) on the group's clamped kept values with epsilon ``eps_q / (L0 Linf)``: that
+       mechanism is eps'-DP for adding/removing one value; a unit adds <= Linf values to a
+       group (group privacy: Linf eps') in <= L0 groups (basic composition: L0 Linf eps' = eps_q).
+    4. **Noise.**  ``"laplace"``: Laplace on the l1 sensitivity (pure).  ``"gaussian"``: the
+       analytic Gaussian mechanism (Balle & Wang 2018) on the l2 sensitivity.  ``"discrete"``
+       / ``"discrete_gaussian"``: floating-point safe (Canonne, Kamath & Steinke 2020): each
+       clamped value is rounded to the lattice ``granularity[column] * Z`` (a power of two;
+       default ~2^-20 of ``max(|lo|, |hi|)``, bounds rounded likewise), sums are exact integers
+       and get exact discrete Laplace / discrete Gaussian noise
+       (:func:`dpfast.discrete_laplace_mechanism`, :func:`dpfast.discrete_gaussian_mechanism`,
+       zCDP calibration) on the integer sensitivities (lattice ``sum``: ``Linf max(|klo|,
+       |khi|)``; centred ``2k - klo - khi``: ``Linf (khi - klo)``; squares summed exactly and
+       divided by ``c = 2^s`` with floor: ``floor(Linf max(h, d^2/c - h)) + 1``); pair them
+       with ``rng=dpfast.random.SecureRandom()``.  Exact sums beyond ``2^53`` lattice units
+       are clamped there (1-Lipschitz, so sensitivities hold).  Quantiles are refused with
+       the discrete noises (the exponential mechanism draws doubles).
+    5. **Partition selection** (``groups=None``), on the number n of distinct units of a group
+       after bounding: ``selection="truncated_geometric"`` (default) releases a group with
+       the probability ``pi(n)`` of Desfontaines et al. 2022, Theorem 1 (the optimal
+       (eps, delta)-DP rule, run at ``(eps_sel/L0, delta_sel/L0)`` per group, basic
+       composition over the <= L0 groups a unit touches; :func:`selection_probabilities`);
+       ``selection="laplace"`` releases iff ``n + Lap(L0/eps_sel)`` exceeds
+       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (:func:`selection_threshold`).  Both are
+       (eps_sel, delta_sel)-DP and need ``delta > 0``; neither depends on ``noise``.  Metrics
+       are released for selected groups only.  With public ``groups`` every listed group is
+       reported (empty ones too; rows of other groups are dropped before bounding) and
+       selection costs nothing.
+    6. **Budget** (basic composition): ``epsilon`` is split over the metrics and selection in
        proportion to ``weights`` (dict of metric name / ``"selection"`` -> positive weight;
        default 1 each); within a metric equally over its noisy primitives.  ``delta`` is
        split, in proportion to the same weights, over the parts that need it: selection and,
-       with ``noise="gaussian"``, the Gaussian metrics (Gaussian mechanism with the analytic
-       calibration of Balle & Wang 2018 on the l2 sensitivity, ``dpfast.gaussian``).  Laplace
-       metrics and quantiles are pure.  The epsilon and delta spent (sums of the parts) are
-       in ``out.attrs`` and are <= ``(epsilon, delta)``.
+       with a Gaussian noise, the metrics other than quantiles.  Laplace metrics and
+       quantiles are pure.  The parts are in ``out.attrs["budget"]``; their sums
+       (``epsilon_spent``, ``delta_spent``) are <= ``(epsilon, delta)``.  The call's event
+       (``out.attrs["event"]``: the composition of one ``ApproxDP(eps_i, delta_i)`` per part) is
+       charged to ``budget`` (or the default budget of a ``with budget:`` block) through
+       ``dpfast.budget.charge`` after the input is validated and before any random draw.
 
     Value columns with NaN raise ``ValueError`` naming the column (policy: error, never a
     silent drop, since which rows are dropped would be data-dependent and undocumented).  A
@@ -198,7 +769,10 @@ def aggregate(
 
     Parameters
     ----------
-    df : pandas.DataFrame
+    df : pandas.DataFrame or dask.dataframe.DataFrame
+        A Dask frame is shuffled by ``privacy_unit`` (each unit's rows in one partition) and
+        bounded and summed per partition on the workers; partial sums are merged exactly
+        (double-double / 128-bit), so the output equals the pandas one for the same ``rng``.
     privacy_unit : str
         Column identifying the privacy unit.
     by : str or list of str
@@ -206,252 +780,69 @@ def aggregate(
     metrics : dict
         ``{name: "count" | ("sum"|"mean"|"variance", column) | ("quantile", column, q)}``.
     bounds : dict
-        ``{column: (lo, hi)}`` for every value column, finite, lo <= hi (public).
+        ``{column: (lo, hi)}`` for every value column, finite, lo <= hi, |lo|, |hi| <= 2^450
+        (public).
     max_groups_per_unit, max_rows_per_group : int >= 1
     epsilon : float > 0
-    delta : float in [0, 1); > 0 when ``groups is None`` or ``noise="gaussian"``.
+    delta : float in [0, 1); > 0 when ``groups is None`` or the noise is Gaussian.
     groups : None or sequence
-        Public groups (tuples for several ``by`` columns).
-    noise : {"laplace", "gaussian"}
+        Public groups (tuples for several ``by`` columns), reported in this order.
+    noise : {"laplace", "gaussian", "discrete", "discrete_gaussian"}
     rng : None, int, numpy.random.Generator or dpfast.random.SecureRandom
     weights : dict, optional
     ci_level : float in (0, 1), optional
         Adds ``<name>_lo`` / ``<name>_hi`` columns for count, sum and mean metrics.  They cover
         the **noise only**, at the stated level, around the value of the bounded, clamped
-        data -- not the bias from clamping or contribution bounding.  Count and sum: the exact
-        central interval of the noise.  Mean: a Bonferroni box (count and centred sum each at
-        level ``1 - (1 - ci_level)/2``), its ratio range, intersected with ``[lo, hi]``
-        (conservative).
+        (and, for the discrete noises, lattice-rounded) data -- not the bias from clamping or
+        contribution bounding.  Count and sum: the exact central interval of the noise
+        (discrete noises: the smallest integer half-width with coverage >= the level).  Mean:
+        a Bonferroni box (count and centred sum each at level ``1 - (1 - ci_level)/2``), its
+        ratio range, intersected with ``[lo, hi]`` (conservative).
+    selection : {"truncated_geometric", "laplace"}, keyword-only
+    granularity : dict, keyword-only
+        ``{column: power of two}`` lattice steps for the discrete noises.
+    budget : dpfast.PrivacyBudget, keyword-only
+    n_threads : int, keyword-only
+        Threads of the native kernel (pandas input); default ``DPFAST_NUM_THREADS`` or the CPUs.
 
     Returns
     -------
-    pandas.DataFrame indexed by the released groups (named after ``by``), one column per
-    metric.  ``out.attrs``: ``noise_scale`` (per metric, per primitive: Laplace scale b or
-    Gaussian sigma), ``budget`` (per part: (epsilon, delta)), ``epsilon_spent``,
-    ``delta_spent``, ``selection_threshold`` (or None), ``neighbours``.
+    pandas.DataFrame indexed by the released groups (named after ``by``; sorted, or in the
+    order of public ``groups``), one column per metric.  ``out.attrs``: ``noise_scale`` (per
+    metric, per primitive: Laplace scale b, Gaussian sigma, or the discrete noises' scale in
+    output units), ``budget`` (per part: (epsilon, delta)), ``epsilon_spent``,
+    ``delta_spent``, ``event``, ``selection``, ``selection_threshold`` (Laplace selection) or
+    None, ``noise``, ``granularity``, ``neighbours``.
 
     Raises
     ------
     ValueError, TypeError
         Unknown columns, missing or bad bounds, NaN values, bad bounds on contributions,
-        epsilon/delta out of range, bad weights or ci_level -- all before any noise is drawn.
+        epsilon/delta out of range, bad weights, ci_level or granularity, quantiles with a
+        discrete noise -- all before any noise is drawn and before the budget is charged.
+    dpfast.BudgetExceededError
+        When the call's event does not fit the remaining budget (nothing drawn or charged).
     """
-    # ---------------- validation (everything before any random draw) ----------------
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"df must be a pandas.DataFrame, got {type(df).__name__}")
-    if privacy_unit not in df.columns:
-        raise ValueError(f"privacy_unit: unknown column {privacy_unit!r}")
-    by_cols = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else None
-    if not by_cols:
-        raise TypeError(f"by must be a column name or a non-empty list of column names, got {by!r}")
-    for c in by_cols:
-        if c not in df.columns:
-            raise ValueError(f"by: unknown column {c!r}")
-    parsed = _parse_metrics(metrics, df.columns)
-    value_cols = sorted({col for _, _, col, _ in parsed if col is not None})
-    bnds = _check_bounds(bounds, value_cols)
-    l0 = check_int(max_groups_per_unit, "max_groups_per_unit")
-    linf = check_int(max_rows_per_group, "max_rows_per_group")
-    epsilon = check_epsilon(epsilon, allow_array=False)
-    delta = check_delta(delta)
-    if noise not in _NOISES:
-        raise ValueError(f"noise must be one of {_NOISES}, got {noise!r}")
-    if groups is None and delta == 0:
-        raise ValueError("delta must be > 0 with groups=None (private partition selection is "
-                         "(epsilon, delta)-DP); pass public groups for delta = 0")
-    gaussian_metrics = noise == "gaussian" and any(k != "quantile" for _, k, _, _ in parsed)
-    if gaussian_metrics and delta == 0:
-        raise ValueError("delta must be in (0, 1) with noise='gaussian'")
-    if ci_level is not None:
-        if isinstance(ci_level, (bool, np.bool_)) or not isinstance(ci_level, numbers.Real) \
-                or not 0.0 < float(ci_level) < 1.0:
-            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
-        ci_level = float(ci_level)
-    parts = [name for name, _, _, _ in parsed] + (["selection"] if groups is None else [])
-    if "selection" in [name for name, _, _, _ in parsed]:
-        raise ValueError("metric name 'selection' is reserved (budget weight of partition selection)")
-    weights = {} if weights is None else weights
-    if not isinstance(weights, Mapping):
-        raise TypeError("weights must be a dict {metric name or 'selection': weight > 0}")
-    for k in weights:
-        if k not in parts:
-            raise ValueError(f"weights: unknown part {k!r}; allowed {parts}")
-    w = {}
-    for p in parts:
-        v = weights.get(p, 1.0)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not 0 < float(v) < math.inf:
-            raise ValueError(f"weights[{p!r}] must be a finite number > 0, got {v!r}")
-        w[p] = float(v)
-    if df[privacy_unit].isna().any():
-        raise ValueError(f"privacy_unit column {privacy_unit!r} contains NaN/None")
-    values = {}
-    for col in value_cols:
-        try:
-            x = df[col].to_numpy(dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"value column {col!r} must be numeric") from None
-        if np.isnan(x).any():
-            raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
-        values[col] = x
-
-    # ---------------- budget split ----------------
-    wsum = sum(w.values())
-    needs_delta = [p for p in parts if p == "selection" or
-                   (noise == "gaussian" and dict((n, k) for n, k, _, _ in parsed)[p] != "quantile")]
-    dsum = sum(w[p] for p in needs_delta)
-    budget = {p: (epsilon * w[p] / wsum, (delta * w[p] / dsum) if p in needs_delta else 0.0) for p in parts}
-    # Rounding in the shares must not push the totals over the caller's (epsilon, delta).
-    for j, total in ((0, epsilon), (1, delta)):
-        while sum(b[j] for b in budget.values()) > total:
-            budget = {p: tuple(v * (1 - 2.0 ** -50) if i == j else v for i, v in enumerate(b))
-                      for p, b in budget.items()}
-
+    if not (isinstance(df, pd.DataFrame) or _is_dask(df)):
+        raise TypeError(f"df must be a pandas.DataFrame or a dask.dataframe.DataFrame, got {type(df).__name__}")
+    plan = _plan(df.columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_rows_per_group,
+                 epsilon, delta, groups, noise, weights, ci_level, selection, granularity)
+    threads = default_threads() if n_threads is None else check_threads(n_threads)
     gen = check_random_state(rng)
-
-    # ---------------- group codes ----------------
-    if len(by_cols) == 1:
-        keys = pd.Index(df[by_cols[0]])
+    if _is_dask(df):
+        from dpfast.tables._dask import prepare_dask, stats_dask
+        index = prepare_dask(df, plan)  # one pass: bad values raise here, before the charge
+        event = _event(plan["budget"])
+        _charge(budget, event)
+        seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
+        st = stats_dask(df, plan, index, seed)
     else:
-        keys = pd.MultiIndex.from_frame(df[by_cols])
-    if groups is None:
-        codes, uniques = pd.factorize(keys, use_na_sentinel=False)
-        group_index = uniques if isinstance(uniques, pd.Index) else pd.Index(uniques)
-    else:
-        glist = list(groups)
-        group_index = (pd.MultiIndex.from_tuples(glist, names=by_cols) if len(by_cols) > 1
-                       else pd.Index(glist))
-        if group_index.has_duplicates:
-            raise ValueError("groups must not contain duplicates")
-        codes = group_index.get_indexer(keys)
-    codes = np.asarray(codes, dtype=np.int64)
-    in_scope = codes >= 0
-    ucodes, _ = pd.factorize(df[privacy_unit])
-    ucodes = np.asarray(ucodes, dtype=np.int64)[in_scope]
-    codes = codes[in_scope]
-    values = {c: x[in_scope] for c, x in values.items()}
-    n_groups = len(group_index)
-
-    # ---------------- contribution bounding ----------------
-    keep, pair_groups = _bound_contributions(ucodes, codes, max(n_groups, 1), l0, linf, gen)
-    g = codes[keep]
-    values = {c: np.clip(x[keep], *bnds[c]) for c, x in values.items()}
-
-    # ---------------- partition selection ----------------
-    tau = None
-    if groups is None:
-        eps_sel, delta_sel = budget["selection"]
-        n_units = np.bincount(pair_groups, minlength=n_groups).astype(np.float64)
-        tau = selection_threshold(l0, eps_sel, delta_sel)
-        released = np.flatnonzero(np.asarray(laplace(n_units, float(l0), eps_sel, rng=gen)) > tau) \
-            if n_groups else np.zeros(0, dtype=np.int64)
-    else:
-        released = np.arange(n_groups)
-    k = released.size
-
-    # ---------------- metrics ----------------
-    def noisy(true_vals: np.ndarray, l1: float, l2: float, eps: float, dlt: float):
-        """(noisy values, noise scale) for a vector of per-group statistics."""
-        if noise == "laplace":
-            scale = float(laplace_scale(eps, l1)) if l1 > 0 else 0.0
-            if k == 0 or l1 == 0:  # l1 == 0: lo == hi, the statistic is constant
-                return true_vals.astype(np.float64), scale
-            return np.asarray(laplace(true_vals, l1, eps, rng=gen), dtype=np.float64), scale
-        scale = float(gaussian_sigma(eps, dlt, l2)) if l2 > 0 else 0.0
-        if k == 0 or l2 == 0:
-            return true_vals.astype(np.float64), scale
-        return np.asarray(gaussian(true_vals, l2, eps, dlt, rng=gen), dtype=np.float64), scale
-
-    def half_width(scale: float, level: float) -> float:
-        if noise == "laplace":  # P(|Lap(b)| > t) = exp(-t/b)
-            return -scale * math.log(1.0 - level)
-        return scale * float(stats.norm.isf((1.0 - level) / 2.0))
-
-    counts_all = np.bincount(g, minlength=n_groups).astype(np.float64)
-    count_true = counts_all[released]
-    out_cols: dict = {}
-    scales: dict = {}
-    cnt_l1, cnt_l2 = float(l0 * linf), math.sqrt(l0) * linf
-    for name, kind, col, q in parsed:
-        eps_m, dlt_m = budget[name]
-        nprim = len(_PRIMITIVES[kind])
-        eps_p, dlt_p = (eps_m / nprim, dlt_m / nprim) if nprim else (eps_m, dlt_m)
-        if kind == "count":
-            v, s = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
-            out_cols[name], scales[name] = v, {"count": s}
-            if ci_level is not None:
-                h = half_width(s, ci_level)
-                out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
-            continue
-        lo, hi = bnds[col]
-        x = values[col]
-        if kind == "sum":
-            mx = max(abs(lo), abs(hi))
-            t = np.bincount(g, weights=x, minlength=n_groups)[released]
-            v, s = noisy(t, cnt_l1 * mx, cnt_l2 * mx, eps_p, dlt_p)
-            out_cols[name], scales[name] = v, {"sum": s}
-            if ci_level is not None:
-                h = half_width(s, ci_level)
-                out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
-            continue
-        if kind == "quantile":
-            eps_g = eps_m / (l0 * linf)
-            res = np.full(k, np.nan)
-            if k:
-                order = np.argsort(g, kind="stable")
-                gs, xs = g[order], x[order]
-                starts = np.searchsorted(gs, released, side="left")
-                ends = np.searchsorted(gs, released, side="right")
-                for i in range(k):
-                    if lo == hi:
-                        res[i] = lo
-                    else:
-                        res[i] = float(private_quantile(xs[starts[i]:ends[i]], q, eps_g, (lo, hi), rng=gen))
-            out_cols[name], scales[name] = res, {"exponential_epsilon_per_group": eps_g}
-            continue
-        m, r = (lo + hi) / 2.0, (hi - lo) / 2.0
-        y = x - m
-        c, sc = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
-        st = np.bincount(g, weights=y, minlength=n_groups)[released]
-        S, ss = noisy(st, cnt_l1 * r, cnt_l2 * r, eps_p, dlt_p)
-        cpos = np.maximum(c, 1.0)
-        if kind == "mean":
-            out_cols[name] = np.clip(m + S / cpos, lo, hi)
-            scales[name] = {"count": sc, "sum": ss}
-            if ci_level is not None:
-                lvl = 1.0 - (1.0 - ci_level) / 2.0
-                hc, hs = half_width(sc, lvl), half_width(ss, lvl)
-                clo, chi = c - hc, c + hc
-                corners = np.stack([(S - hs) / clo, (S - hs) / chi, (S + hs) / clo, (S + hs) / chi])
-                ok = clo > 0
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    mlo = np.where(ok, m + corners.min(axis=0), lo)
-                    mhi = np.where(ok, m + corners.max(axis=0), hi)
-                out_cols[name + "_lo"] = np.clip(mlo, lo, hi)
-                out_cols[name + "_hi"] = np.clip(mhi, lo, hi)
-            continue
-        # variance: centred squares y^2 in [0, r^2], summed after centring at r^2/2.
-        h2 = r * r / 2.0
-        qt = np.bincount(g, weights=y * y - h2, minlength=n_groups)[released]
-        Q, sq = noisy(qt, cnt_l1 * h2, cnt_l2 * h2, eps_p, dlt_p)
-        mean_y = S / cpos
-        out_cols[name] = np.clip((Q + h2 * c) / cpos - mean_y ** 2, 0.0, r * r)
-        scales[name] = {"count": sc, "sum": ss, "sumsq": sq}
-
-    index = group_index[released]
-    if isinstance(index, pd.MultiIndex):
-        index = index.set_names(by_cols)
-    else:
-        index = pd.Index(index, name=by_cols[0])
-    out = pd.DataFrame(out_cols, index=index)
-    try:  # released groups in key order (the order of selection carries no information anyway)
-        out = out.sort_index()
-    except TypeError:  # keys of mixed, unorderable types: keep first-appearance order
-        pass
-    out.attrs["noise_scale"] = scales
-    out.attrs["budget"] = budget
-    out.attrs["epsilon_spent"] = float(sum(e for e, _ in budget.values()))
-    out.attrs["delta_spent"] = float(sum(d for _, d in budget.values()))
-    out.attrs["selection_threshold"] = tau
-    out.attrs["noise"] = noise
-    out.attrs["neighbours"] = "add/remove one privacy unit"
+        ucodes, ukeys, gcodes, index, values = _prepare_pandas(df, plan)
+        event = _event(plan["budget"])
+        _charge(budget, event)
+        # The key of every pseudo-random choice of the bounding (a secret draw of the rng).
+        seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
+        st = bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, threads)
+    out = _release(plan, index, st, gen)
+    out.attrs["event"] = event
     return out

@@ -1,0 +1,112 @@
+// dpfast._tables: group-by with contribution bounding and per-group sums (csrc/tables/).
+// dpfast/tables/_aggregate.py validates everything; the checks here only keep native code
+// from reading out of bounds.  The kernel runs with the GIL released.
+#include <cstdint>
+#include <string>
+
+#include "bindings/common.hpp"
+#include "tables/aggregate.hpp"
+
+using namespace dpf_bind;
+namespace tb = dpf::tables;
+
+namespace {
+
+template <class T>
+const T* cptr(const py::array& a, const char* name, py::ssize_t size) {
+    if (!a.dtype().equal(py::dtype::of<T>()))
+        throw py::type_error(std::string(name) + ": unexpected dtype " + std::string(py::str(a.dtype())));
+    if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + ": must be C-contiguous");
+    if (size >= 0 && a.size() != size) throw py::value_error(std::string(name) + ": wrong size");
+    return static_cast<const T*>(a.data());
+}
+
+// (hi, lo) words of 128-bit integers: value = hi * 2^64 + lo.
+void split128(const std::vector<__int128>& v, py::array_t<int64_t>& hi, py::array_t<uint64_t>& lo) {
+    int64_t* h = hi.mutable_data();
+    uint64_t* l = lo.mutable_data();
+    for (size_t a = 0; a < v.size(); ++a) {
+        h[a] = (int64_t)(v[a] >> 64);
+        l[a] = (uint64_t)v[a];
+    }
+}
+
+py::dict bound_and_sum(py::array unit, int64_t n_units, py::array unit_key, py::array group, int64_t n_groups,
+                       py::array group_key, py::array values, py::array lo, py::array hi, py::object gamma,
+                       uint64_t seed, int64_t l0, int64_t linf, bool want_mask, int threads) {
+    tb::Params p;
+    if (unit.ndim() != 1) throw py::value_error("unit codes must be 1-D");
+    p.n = unit.shape(0);
+    if (n_units < 0 || n_groups < 0) throw py::value_error("n_units and n_groups must be >= 0");
+    if (l0 < 1 || linf < 1) throw py::value_error("l0 and linf must be >= 1");
+    if (values.ndim() != 2 || values.shape(1) != p.n) throw py::value_error("values must be (k, n)");
+    p.U = n_units;
+    p.G = n_groups;
+    p.k = values.shape(0);
+    p.unit = cptr<int64_t>(unit, "unit", p.n);
+    p.unit_key = cptr<uint64_t>(unit_key, "unit_key", p.U);
+    p.group = cptr<int64_t>(group, "group", p.n);
+    p.group_key = cptr<uint64_t>(group_key, "group_key", p.G);
+    p.values = cptr<double>(values, "values", p.k * p.n);
+    p.lo = cptr<double>(lo, "lo", p.k);
+    p.hi = cptr<double>(hi, "hi", p.k);
+    py::array gam;
+    if (!gamma.is_none()) {
+        gam = py::array::ensure(gamma);
+        p.gamma = cptr<double>(gam, "gamma", p.k);
+    }
+    p.seed = seed;
+    p.l0 = l0;
+    p.linf = linf;
+    p.threads = std::max(1, threads);
+    py::array_t<uint8_t> mask(want_mask ? p.n : 0);
+    if (want_mask) p.keep = mask.mutable_data();
+    tb::Result r;
+    std::string err;
+    {
+        py::gil_scoped_release nogil;
+        try {
+            r = tb::bound_and_sum(p);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+    }
+    if (!err.empty()) throw py::value_error(err);
+    py::dict out;
+    const py::ssize_t G = p.G, kG = p.k * p.G;
+    py::array_t<int64_t> count(G), units(G);
+    std::copy(r.count.begin(), r.count.end(), count.mutable_data());
+    std::copy(r.units.begin(), r.units.end(), units.mutable_data());
+    out["count"] = count;
+    out["units"] = units;
+    std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, G};
+    if (p.gamma) {
+        py::array_t<int64_t> t1h(shape), t3h(shape);
+        py::array_t<uint64_t> t1l(shape), t3l(shape);
+        split128(r.t1, t1h, t1l);
+        split128(r.t3, t3h, t3l);
+        out["t1"] = py::make_tuple(t1h, t1l);
+        out["t3"] = py::make_tuple(t3h, t3l);
+    } else {
+        py::array_t<double> a(shape), b(shape), c(shape), d(shape);
+        std::copy(r.s1h.begin(), r.s1h.end(), a.mutable_data());
+        std::copy(r.s1l.begin(), r.s1l.end(), b.mutable_data());
+        std::copy(r.s2h.begin(), r.s2h.end(), c.mutable_data());
+        std::copy(r.s2l.begin(), r.s2l.end(), d.mutable_data());
+        out["s1"] = py::make_tuple(a, b);
+        out["s2"] = py::make_tuple(c, d);
+        (void)kG;
+    }
+    if (want_mask) out["keep"] = mask;
+    return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_tables, m) {
+    m.doc() = "Group-by with per-unit contribution bounding and per-group sums (dpfast.tables).";
+    m.def("bound_and_sum", &bound_and_sum, py::arg("unit"), py::arg("n_units"), py::arg("unit_key"),
+          py::arg("group"), py::arg("n_groups"), py::arg("group_key"), py::arg("values"), py::arg("lo"),
+          py::arg("hi"), py::arg("gamma"), py::arg("seed"), py::arg("l0"), py::arg("linf"),
+          py::arg("want_mask"), py::arg("threads"));
+}

@@ -1,0 +1,273 @@
+// Group-by with per-unit contribution bounding and per-group sums (dpfast.tables.aggregate).
+//
+// Input rows carry an integer unit code in [0, U) and a group code in [0, G) (-1: out of
+// scope, dropped), plus k value columns.  Per unit: at most L0 of its groups are kept and, per
+// kept (unit, group), at most Linf of its rows (Wilson et al. 2020, "Differentially private
+// SQL with bounded user contribution", Sec. 3).  The choice is by smallest pseudo-random
+// priority, where a priority is a keyed hash of (seed, unit key, group key[, row content,
+// occurrence]) -- a function of the unit's own rows and public keys only, so the rows kept for
+// one unit never depend on the other units, on row order or on how the table is partitioned
+// (the same output for pandas and Dask inputs).  Kept values are clamped to [lo, hi] and summed
+// per group: continuous sums of y = clamp(x) - (lo+hi)/2 and y^2 in double-double (an error of
+// ~2^-106 relative per addition, so partial sums merged in any order round to the same double
+// in practice); lattice sums (noise="discrete") of k = round(clamp(x)/gamma) and of the
+// centred (2k - klo - khi)^2 in exact 128-bit integers.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace dpf {
+namespace tables {
+
+// MurmurHash3's 64-bit finaliser (a bijection with full avalanche).
+inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb93fe53ec2cbULL;
+    k ^= k >> 33;
+    return k;
+}
+
+// Keyed combination of two words: distinct (a, b) pairs give independent-looking outputs.
+inline uint64_t mix2(uint64_t a, uint64_t b) { return fmix64(a ^ fmix64(b + 0x9E3779B97F4A7C15ULL)); }
+
+// Error-free sum of a double-double (hi, lo) and a double (Knuth's TwoSum).
+inline void dd_add(double& hi, double& lo, double x) {
+    const double s = hi + x;
+    const double bp = s - hi;
+    const double e = (hi - (s - bp)) + (x - bp);
+    hi = s;
+    lo += e;
+}
+
+struct Params {
+    int64_t n = 0, U = 0, G = 0, k = 0;
+    const int64_t* unit = nullptr;      // [n] in [0, U)
+    const uint64_t* unit_key = nullptr;  // [U]
+    const int64_t* group = nullptr;     // [n] in [-1, G)
+    const uint64_t* group_key = nullptr;  // [G]
+    const double* values = nullptr;     // [k][n]
+    const double* lo = nullptr;         // [k]
+    const double* hi = nullptr;         // [k]
+    const double* gamma = nullptr;      // [k] lattice step (discrete) or nullptr (continuous)
+    uint64_t seed = 0;
+    int64_t l0 = 1, linf = 1;
+    uint8_t* keep = nullptr;            // [n] optional kept-row mask
+    int threads = 1;
+};
+
+struct Result {
+    std::vector<int64_t> count, units;           // [G]
+    std::vector<double> s1h, s1l, s2h, s2l;      // [k][G] continuous
+    std::vector<__int128> t1, t3;                // [k][G] discrete
+};
+
+namespace detail {
+
+struct RowRef {
+    int64_t g;
+    uint64_t c;
+    int64_t i;
+};
+
+struct Local {
+    std::vector<int64_t> count, units;
+    std::vector<double> s1h, s1l, s2h, s2l;
+    std::vector<__int128> t1, t3;
+};
+
+inline uint64_t content_hash(const Params& p, int64_t i) {
+    uint64_t h = 0x243F6A8885A308D3ULL;
+    for (int64_t j = 0; j < p.k; ++j) {
+        double v = p.values[j * p.n + i];
+        if (v == 0.0) v = 0.0;  // -0.0 and 0.0 are the same value
+        uint64_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        h = mix2(h, bits);
+    }
+    return h;
+}
+
+inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::vector<double>& mid,
+                    const std::vector<int64_t>& klo, const std::vector<int64_t>& khi) {
+    L.count[g] += 1;
+    for (int64_t j = 0; j < p.k; ++j) {
+        const double x = std::min(std::max(p.values[j * p.n + i], p.lo[j]), p.hi[j]);
+        const int64_t at = j * p.G + g;
+        if (p.gamma) {
+            int64_t kx = (int64_t)std::llround(x / p.gamma[j]);
+            kx = std::min(std::max(kx, klo[j]), khi[j]);
+            const __int128 y2 = (__int128)2 * kx - klo[j] - khi[j];
+            L.t1[at] += kx;
+            L.t3[at] += y2 * y2;
+        } else {
+            const double y = x - mid[j];
+            dd_add(L.s1h[at], L.s1l[at], y);
+            dd_add(L.s2h[at], L.s2l[at], y * y);
+        }
+    }
+}
+
+// Units [u0, u1) of the unit-sorted row order.
+inline void run_units(const Params& p, const std::vector<int64_t>& start, const std::vector<int64_t>& order,
+                      int64_t u0, int64_t u1, Local& L) {
+    std::vector<double> mid(p.k);
+    std::vector<int64_t> klo(p.k), khi(p.k);
+    for (int64_t j = 0; j < p.k; ++j) {
+        mid[j] = 0.5 * (p.lo[j] + p.hi[j]);
+        if (p.gamma) {
+            klo[j] = (int64_t)std::llround(p.lo[j] / p.gamma[j]);
+            khi[j] = (int64_t)std::llround(p.hi[j] / p.gamma[j]);
+        }
+    }
+    std::vector<RowRef> rows;
+    struct Pair {
+        uint64_t prio;
+        int64_t b, e;  // run [b, e) in rows
+    };
+    std::vector<Pair> pairs;
+    std::vector<std::pair<uint64_t, int64_t>> rp;  // (row priority, index in rows)
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = start[u], e = start[u + 1];
+        if (b == e) continue;
+        const uint64_t uk = mix2(p.seed, p.unit_key[u]);
+        rows.clear();
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t i = order[t];
+            rows.push_back({p.group[i], content_hash(p, i), i});
+        }
+        std::sort(rows.begin(), rows.end(), [](const RowRef& a, const RowRef& c) {
+            return a.g != c.g ? a.g < c.g : a.c < c.c;
+        });
+        pairs.clear();
+        for (int64_t s = 0; s < (int64_t)rows.size();) {
+            int64_t t = s + 1;
+            while (t < (int64_t)rows.size() && rows[t].g == rows[s].g) ++t;
+            pairs.push_back({mix2(uk, p.group_key[rows[s].g]), s, t});
+            s = t;
+        }
+        if ((int64_t)pairs.size() > p.l0) {
+            auto by_prio = [](const Pair& a, const Pair& c) {
+                return a.prio != c.prio ? a.prio < c.prio : a.b < c.b;
+            };
+            std::nth_element(pairs.begin(), pairs.begin() + p.l0, pairs.end(), by_prio);
+            pairs.resize(p.l0);
+        }
+        for (const Pair& pr : pairs) {
+            const int64_t g = rows[pr.b].g;
+            L.units[g] += 1;
+            if (pr.e - pr.b <= p.linf) {
+                for (int64_t s = pr.b; s < pr.e; ++s) {
+                    add_row(p, L, rows[s].i, g, mid, klo, khi);
+                    if (p.keep) p.keep[rows[s].i] = 1;
+                }
+                continue;
+            }
+            rp.clear();
+            int64_t occ = 0;
+            for (int64_t s = pr.b; s < pr.e; ++s) {
+                occ = (s > pr.b && rows[s].c == rows[s - 1].c) ? occ + 1 : 0;
+                rp.push_back({mix2(mix2(pr.prio, rows[s].c), (uint64_t)occ), s});
+            }
+            std::nth_element(rp.begin(), rp.begin() + p.linf, rp.end());
+            for (int64_t q = 0; q < p.linf; ++q) {
+                const int64_t s = rp[q].second;
+                add_row(p, L, rows[s].i, g, mid, klo, khi);
+                if (p.keep) p.keep[rows[s].i] = 1;
+            }
+        }
+    }
+}
+
+}  // namespace detail
+
+// Throws std::invalid_argument on out-of-range codes (checked before any work).
+inline Result bound_and_sum(const Params& p) {
+    const int64_t n = p.n, U = p.U, G = p.G, k = p.k;
+    // Counting sort of in-scope rows by unit.
+    std::vector<int64_t> start(U + 1, 0);
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t u = p.unit[i], g = p.group[i];
+        if (u < 0 || u >= U) throw std::invalid_argument("unit code out of range");
+        if (g < -1 || g >= G) throw std::invalid_argument("group code out of range");
+        if (g >= 0) start[u + 1] += 1;
+    }
+    for (int64_t u = 0; u < U; ++u) start[u + 1] += start[u];
+    std::vector<int64_t> order(start[U]);
+    {
+        std::vector<int64_t> pos(start.begin(), start.end() - 1);
+        for (int64_t i = 0; i < n; ++i)
+            if (p.group[i] >= 0) order[pos[p.unit[i]]++] = i;
+    }
+    if (p.keep) std::fill(p.keep, p.keep + n, 0);
+
+    // Units split into contiguous blocks of about equal row counts, one per thread.
+    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(p.threads, std::max<int64_t>(1, start[U] / 100000)));
+    std::vector<detail::Local> locals(T);
+    for (auto& L : locals) {
+        L.count.assign(G, 0);
+        L.units.assign(G, 0);
+        if (p.gamma) {
+            L.t1.assign(k * G, 0);
+            L.t3.assign(k * G, 0);
+        } else {
+            L.s1h.assign(k * G, 0.0);
+            L.s1l.assign(k * G, 0.0);
+            L.s2h.assign(k * G, 0.0);
+            L.s2l.assign(k * G, 0.0);
+        }
+    }
+    std::vector<int64_t> cut(T + 1, U);
+    cut[0] = 0;
+    for (int t = 1; t < T; ++t) {
+        const int64_t target = start[U] * t / T;
+        cut[t] = std::lower_bound(start.begin(), start.end(), target) - start.begin();
+        cut[t] = std::max(cut[t - 1], std::min(cut[t], U));
+    }
+    if (T == 1) {
+        detail::run_units(p, start, order, 0, U, locals[0]);
+    } else {
+        std::vector<std::thread> pool;
+        for (int t = 0; t < T; ++t)
+            pool.emplace_back([&, t] { detail::run_units(p, start, order, cut[t], cut[t + 1], locals[t]); });
+        for (auto& th : pool) th.join();
+    }
+    // Merge in fixed thread order.
+    Result r;
+    r.count = std::move(locals[0].count);
+    r.units = std::move(locals[0].units);
+    r.s1h = std::move(locals[0].s1h);
+    r.s1l = std::move(locals[0].s1l);
+    r.s2h = std::move(locals[0].s2h);
+    r.s2l = std::move(locals[0].s2l);
+    r.t1 = std::move(locals[0].t1);
+    r.t3 = std::move(locals[0].t3);
+    for (int t = 1; t < T; ++t) {
+        const auto& L = locals[t];
+        for (int64_t g = 0; g < G; ++g) {
+            r.count[g] += L.count[g];
+            r.units[g] += L.units[g];
+        }
+        for (int64_t a = 0; a < k * G; ++a) {
+            if (p.gamma) {
+                r.t1[a] += L.t1[a];
+                r.t3[a] += L.t3[a];
+            } else {
+                dd_add(r.s1h[a], r.s1l[a], L.s1h[a]);
+                dd_add(r.s1h[a], r.s1l[a], L.s1l[a]);
+                dd_add(r.s2h[a], r.s2l[a], L.s2h[a]);
+                dd_add(r.s2h[a], r.s2l[a], L.s2l[a]);
+            }
+        }
+    }
+    return r;
+}
+
+}  // namespace tables
+}  // namespace dpf

@@ -2,14 +2,22 @@
 
 Spec: ``accounting.md`` (and ``objective_perturbation.md`` for objective perturbation).
 
-* Mechanism descriptions (small immutable objects): :class:`Gaussian`, :class:`Laplace`,
-  :class:`RandomizedResponse`, :class:`PureDP` (:class:`ExponentialMechanism`,
-  :class:`ReportNoisyMax`), :class:`PoissonSubsampledGaussian`,
-  :class:`SampledWithoutReplacementGaussian`, :class:`FromPrivacyProfile`,
-  :class:`FromDominatingPair`, and ``ObjectivePerturbation`` (module
-  :mod:`dpfast.accounting.objective_perturbation`).
-* Accountants with one interface, ``compose(description, count) / get_epsilon(delta) /
-  get_delta(epsilon)``: :class:`RDPAccountant`, :class:`PLDAccountant`.
+* Events (:mod:`dpfast.accounting.events`; frozen, data-only): :class:`Gaussian`,
+  :class:`Laplace`, :class:`RandomizedResponse`, :class:`PureDP` (:class:`ExponentialMechanism`,
+  :class:`ReportNoisyMax`), :class:`ApproxDP`, :class:`FromPrivacyProfile`,
+  :class:`FromDominatingPair`, :class:`ObjectivePerturbation`, and the composition nodes
+  :class:`PoissonSampled`, :class:`SampledWithoutReplacement`, :class:`SelfComposed`,
+  :class:`Composed`, :class:`Tuned`; :class:`Neighbours`; :func:`to_dict` / :func:`from_dict`.
+* Accountants (:class:`PrivacyAccountant`: ``supports(event)``, ``compose(event, count)``,
+  ``get_epsilon(delta)``, ``get_delta(epsilon)``, ``ledger``, ``copy()``, ``state_dict()``;
+  :class:`UnsupportedEventError`): :class:`RDPAccountant`, :class:`PLDAccountant`, chosen by
+  name with :func:`make_accountant`.  Per-event math is registered with
+  ``functools.singledispatch``: :func:`dpfast.accounting.rdp.rdp_curve`,
+  :func:`dpfast.accounting.pld.dominating_pairs`.
+* Calibration (target epsilon -> noise parameter): :func:`calibrate`,
+  :func:`calibrate_noise_multiplier`.
+* Deprecated for one release: ``PoissonSubsampledGaussian``, ``SampledWithoutReplacementGaussian``,
+  ``PrivateHyperparameterTuning``, ``event.rdp(orders)``.
 * Conversions: :func:`rdp_to_epsilon`, :func:`rdp_to_delta`; GDP / f-DP in
   :mod:`dpfast.accounting.gdp`; private hyperparameter tuning in :mod:`dpfast.accounting.tuning`;
   :func:`calibrate_noise_multiplier`.
@@ -19,22 +27,38 @@ Spec: ``accounting.md`` (and ``objective_perturbation.md`` for objective perturb
 Neighbouring relation: ``neighbours="add_remove"`` is the default everywhere (the DP-SGD
 convention); descriptions stated for ``"replace_one"`` say so.
 """
-from dpfast.accounting import _descriptions, gdp, tuning  # for their __all__ lists
+from dpfast.accounting import _descriptions, events, gdp, tuning  # for their __all__ lists
 from dpfast.accounting._descriptions import (
+    MechanismDescription,
+    PoissonSubsampledGaussian,
+    SampledWithoutReplacementGaussian,
+)
+from dpfast.accounting.base import PrivacyAccountant, make_accountant
+from dpfast.accounting.events import (
+    ApproxDP,
+    Composed,
+    DpEvent,
     ExponentialMechanism,
     FromDominatingPair,
     FromPrivacyProfile,
     Gaussian,
     Laplace,
-    MechanismDescription,
-    PoissonSubsampledGaussian,
+    Neighbours,
+    ObjectivePerturbation,
+    PoissonSampled,
     PureDP,
     RandomizedResponse,
     ReportNoisyMax,
-    SampledWithoutReplacementGaussian,
+    SampledWithoutReplacement,
+    SelfComposed,
+    Tuned,
+    UnsupportedEventError,
+    event_neighbours,
+    from_dict,
+    to_dict,
 )
 from dpfast.accounting._cache import cache_info, clear_cache
-from dpfast.accounting.calibration import calibrate_noise_multiplier
+from dpfast.accounting.calibration import calibrate, calibrate_noise_multiplier
 from dpfast.accounting.gdp import (
     CLTResult,
     approx_dp_tradeoff,
@@ -45,7 +69,6 @@ from dpfast.accounting.gdp import (
     gdp_epsilon,
     gdp_mu,
 )
-from dpfast.accounting.objective_perturbation import ObjectivePerturbation
 from dpfast.accounting.pld import PLDAccountant
 from dpfast.accounting.rdp import (
     DEFAULT_ORDERS,
@@ -62,14 +85,19 @@ from dpfast.accounting.tuning import (
 )
 
 __all__ = [
-    *_descriptions.__all__,
-    "ObjectivePerturbation",
+    *events.__all__,
+    "MechanismDescription",
+    "PoissonSubsampledGaussian",
+    "SampledWithoutReplacementGaussian",
+    "PrivacyAccountant",
+    "make_accountant",
     "RDPAccountant",
     "PLDAccountant",
     "DEFAULT_ORDERS",
     "rdp_to_epsilon",
     "rdp_to_epsilon_classic",
     "rdp_to_delta",
+    "calibrate",
     "calibrate_noise_multiplier",
     "clear_cache",
     "cache_info",

@@ -1,19 +1,24 @@
-"""Noise multiplier for a target (epsilon, delta) of DP-SGD-style compositions.
+"""Calibration: the noise parameter that reaches a target (epsilon, delta).
 
-Spec: ``accounting.md``; issue 3 ("calibration ... reuse work across the search").
+One search for every caller (:func:`calibrate`): given ``make_event(x)`` (an event whose privacy
+loss decreases as the noise parameter x grows), the smallest x, to a relative tolerance, whose
+composed epsilon at ``delta`` -- computed by the chosen accountant -- is at most the target.  The
+answer is always on the safe side: its epsilon was computed and verified.
+:func:`calibrate_noise_multiplier` (DP-SGD) stages that search to reuse work.
 """
 from __future__ import annotations
 
 import math
+from typing import Callable, Union
 
 from scipy import optimize
 
 from dpfast._validation import check_delta
-from dpfast.accounting._descriptions import Gaussian, PoissonSubsampledGaussian
+from dpfast.accounting.base import PrivacyAccountant, check_count, make_accountant
+from dpfast.accounting.events import DpEvent, Gaussian, PoissonSampled, SelfComposed
 from dpfast.accounting.pld import PLDAccountant
-from dpfast.accounting.rdp import RDPAccountant, _check_count
 
-__all__ = ["calibrate_noise_multiplier"]
+__all__ = ["calibrate", "calibrate_noise_multiplier"]
 
 
 def _real(x, name: str) -> float:
@@ -28,8 +33,8 @@ def _real(x, name: str) -> float:
     return v
 
 
-def _description(sigma: float, q: float):
-    return Gaussian(sigma) if q == 1.0 else PoissonSubsampledGaussian(sigma, q)
+def _dpsgd_event(sigma: float, q: float) -> DpEvent:
+    return Gaussian(sigma) if q == 1.0 else PoissonSampled(q, Gaussian(sigma))
 
 
 #: Noise multipliers searched: [SIGMA_MIN, SIGMA_MAX] (outside, the answer is refused or clamped).
@@ -41,13 +46,15 @@ RTOL_MIN = 1e-12
 _MAX_BISECT = 200
 
 
-def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 0.5):
+def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 0.5,
+           lo_bound: float = SIGMA_MIN, hi_bound: float = SIGMA_MAX):
     """Smallest sigma (to relative rtol) with eps_of(sigma) <= target; eps_of is decreasing.
 
-    Bracket geometrically from ``start`` (within [SIGMA_MIN, SIGMA_MAX]), then Brent's method on
+    Bracket geometrically from ``start`` (within [lo_bound, hi_bound]), then Brent's method on
     log eps vs log sigma; returns the upper end of the final bracket (whose epsilon was verified
     <= target).  Every loop is bounded.  A sigma whose epsilon cannot be computed (e.g. a
     privacy-loss range too wide for the grid) counts as not verified."""
+    SIGMA_MIN, SIGMA_MAX = lo_bound, hi_bound  # noqa: N806 (the bounds of this search)
     cache = {}
     failure = []
 
@@ -131,7 +138,7 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     q = _real(sample_rate, "sample_rate")
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    steps = _check_count(steps)
+    steps = check_count(steps)
     if steps == 0:
         raise ValueError("steps must be >= 1")
     if not isinstance(accountant, str) or accountant not in ("pld", "rdp"):
@@ -143,19 +150,57 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     if not 0 < h <= 1:
         raise ValueError(f"value_discretization must be in (0, 1], got {value_discretization!r}")
 
-    def eps_rdp(z):
-        return RDPAccountant(orders).compose(_description(z, q), steps).get_epsilon(delta)
+    def event(z):
+        return SelfComposed(_dpsgd_event(z, q), steps)
 
     # RDP: start from the GDP/CLT-style guess z ~ q sqrt(T) / mu (any start works)
     guess = max(1e-3, q * math.sqrt(steps) * math.sqrt(2 * math.log(1 / delta)) / e) if q < 1 else \
         math.sqrt(steps * 2 * math.log(1.25 / delta)) / e
-    z_rdp = _solve(eps_rdp, e, max(guess, 0.3), rtol if accountant == "rdp" else 1e-2)
+    rdp = make_accountant("rdp", orders=orders)
+    z_rdp = calibrate(event, e, delta, rdp, start=max(guess, 0.3),
+                      rtol=rtol if accountant == "rdp" else 1e-2)
     if accountant == "rdp" or z_rdp == SIGMA_MIN:  # (the PLD's multiplier is below the RDP one)
         return z_rdp
-
-    def eps_pld(h, refine=True):
-        return lambda z: PLDAccountant(h, refine=refine).compose(_description(z, q), steps).get_epsilon(delta)
-
     coarse = min(16 * h, 0.05)
-    z_c = _solve(eps_pld(coarse, False), e, z_rdp, 1e-2, lo_factor=0.8) if coarse > h else z_rdp
-    return _solve(eps_pld(h), e, z_c, rtol, lo_factor=0.97)
+    z_c = calibrate(event, e, delta, PLDAccountant(coarse, refine=False), start=z_rdp, rtol=1e-2,
+                    lo_factor=0.8) if coarse > h else z_rdp
+    return calibrate(event, e, delta, PLDAccountant(h), start=z_c, rtol=rtol, lo_factor=0.97)
+
+
+def calibrate(make_event: Callable[[float], DpEvent], epsilon: float, delta: float,
+              accountant: Union[str, PrivacyAccountant] = "pld", lo: float = SIGMA_MIN,
+              hi: float = SIGMA_MAX, *, start: float = 1.0, rtol: float = 1e-3,
+              lo_factor: float = 0.5) -> float:
+    """Smallest noise parameter x in [``lo``, ``hi``] (to relative ``rtol``) for which the event
+    ``make_event(x)`` is (``epsilon``, ``delta``)-DP according to ``accountant``.
+
+    ``make_event`` must give events whose privacy loss decreases as x grows (a noise multiplier,
+    a noise scale...); wrap a repeated release in :class:`~dpfast.accounting.SelfComposed`.
+    ``accountant``: ``"pld"`` / ``"rdp"`` or an accountant instance whose configuration is used
+    (each evaluation composes into a fresh, empty one: :func:`make_accountant`).
+
+    The answer is on the safe side: make_event(answer)'s epsilon was computed and is <=
+    ``epsilon`` (a value whose epsilon cannot be computed counts as not private).  Search:
+    geometric bracketing from ``start`` (steps of ``lo_factor`` downwards, doubling upwards),
+    then Brent's method on log epsilon against log x, then bisection of the verified bracket;
+    every loop is bounded.  A target met at ``lo`` returns ``lo``; one not met at ``hi`` raises
+    ValueError.
+    """
+    if not callable(make_event):
+        raise TypeError("make_event must be a callable x -> DpEvent")
+    e = _real(epsilon, "epsilon")
+    if not 0 < e < math.inf:
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    delta = check_delta(delta, allow_zero=False)
+    rtol = _real(rtol, "rtol")
+    if not RTOL_MIN <= rtol < 0.5:
+        raise ValueError(f"rtol must be in [{RTOL_MIN:g}, 0.5), got {rtol!r}")
+    lo, hi = _real(lo, "lo"), _real(hi, "hi")
+    if not 0 < lo < hi < math.inf:
+        raise ValueError(f"need 0 < lo < hi < inf, got lo={lo!r}, hi={hi!r}")
+    template = make_accountant(accountant)  # validates the name once
+
+    def eps_of(x):
+        return make_accountant(template).compose(make_event(x)).get_epsilon(delta)
+
+    return _solve(eps_of, e, _real(start, "start"), rtol, lo_factor, lo, hi)

@@ -34,7 +34,6 @@ from scipy import integrate, optimize, special
 
 from dpfast._safe_root import smallest_safe_root
 from dpfast._validation import check_delta, check_positive
-from dpfast.accounting._descriptions import FromPrivacyProfile
 from dpfast.calibrate import gaussian_log_delta
 
 __all__ = [
@@ -444,46 +443,9 @@ def amp_epsilon(
 
 
 # --------------------------------------------------------------------------------------------
-# description for the accountants
+# the event for the accountants
 # --------------------------------------------------------------------------------------------
-def ObjectivePerturbation(
-    noise_std: float,
-    lipschitz: float,
-    smoothness: float,
-    regularization: float,
-):
-    """Mechanism description of Gaussian objective perturbation, for the accountants.
-
-    Returns a :class:`dpfast.accounting.FromPrivacyProfile` carrying the tight privacy profile
-    of Theorem 3.1 (:func:`objective_perturbation_delta`) and the RDP curve of Theorem 3.2
-    (:func:`objective_perturbation_rdp`), so that ``PLDAccountant`` and ``RDPAccountant`` can
-    compose it with anything else (spec ``objective_perturbation.md``: "the same Y gives a
-    dominating pair (shifted half-normals), so the PLD accountant can compose objective
-    perturbation with anything else").  Add/remove neighbours; GLM losses only.
-    """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
-    s = L / sigma
-    c_j = jacobian_cost(beta, lam)
-
-    def delta_of_epsilon(epsilon):
-        return _profile(np.asarray(epsilon, dtype=np.float64), s, c_j)
-
-    def rdp(orders):
-        # Theorem 3.2 is stated for alpha > 1; other orders are reported unbounded (inf)
-        a = np.asarray(orders, dtype=np.float64)
-        out = np.full(a.shape, np.inf)
-        ok = a > 1
-        if ok.any():
-            out[ok] = objective_perturbation_rdp(a[ok], sigma, L, beta, lam)
-        return float(out) if a.ndim == 0 else out
-
-    name = (
-        f"ObjectivePerturbation(noise_std={sigma!r}, lipschitz={L!r}, smoothness={beta!r}, "
-        f"regularization={lam!r})"
-    )
-    # Theorem 3.1 bounds both orders of every neighbouring pair for eps >= 0.  symmetric=False:
-    # the law of Y has E[e^-Y] = 2 e^(-c_J) Phi(-s) < 1 (it is not the privacy-loss law of a pair
-    # without a mass where one side vanishes), so the reflection 1 - e^eps + e^eps delta(-eps)
-    # would not be a hockey-stick curve (it has a concave kink at 0); the accountant's chord to
-    # delta = 1 at e^eps = 0 is used for eps < 0 instead (an upper bound).
-    return FromPrivacyProfile(delta_of_epsilon, rdp=rdp, name=name, symmetric=False)
+# ``ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)`` is the data-only
+# event of :mod:`dpfast.accounting.events`; its PLD (the tight profile of Theorem 3.1 above, by
+# connect-the-dots) and its RDP curve (Theorem 3.2) are registered in ``pld.py`` / ``rdp.py``.
+from dpfast.accounting.events import ObjectivePerturbation  # noqa: E402  (re-export)

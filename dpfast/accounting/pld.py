@@ -45,12 +45,160 @@ from scipy import special
 
 from dpfast import _pld
 from dpfast._validation import check_delta
-from dpfast.accounting._locking import LockedState
+from dpfast.accounting import _discretize as _disc
+from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._discretize import MAX_POINTS, StepPMF
-from dpfast.accounting.rdp import _check_count
+from dpfast.accounting._pairs import approx_dp_pair, rr_pair
+from dpfast.accounting.base import PrivacyAccountant
+from dpfast.accounting.events import UnsupportedEventError
 
-__all__ = ["PLDAccountant", "ComposedPLD"]
+__all__ = ["PLDAccountant", "ComposedPLD", "dominating_pairs", "symmetric"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-event discretized dominating pairs (one registration per event class)
+# ----------------------------------------------------------------------------------------------
+@functools.singledispatch
+def dominating_pairs(event, h: float, tail: float, direction: str) -> StepPMF:
+    """The discretized privacy-loss distribution of ``event``'s dominating pair for
+    ``direction`` (``"remove"`` or ``"add"``) on the grid h*Z, truncation mass ``tail``: a
+    pessimistic connect-the-dots PMF and its optimistic companion (:mod:`._discretize`).
+
+    Register a new (leaf) event class with ``@dominating_pairs.register`` (and
+    :func:`symmetric` when its two directions differ); an unregistered one raises
+    :class:`UnsupportedEventError`.  Composition nodes (:class:`SelfComposed`,
+    :class:`Composed`) are flattened by the accountant, never discretized."""
+    raise UnsupportedEventError(f"the PLD accountant cannot account {type(event).__name__} events "
+                                f"({event!r}): no dominating pair is registered for them")
+
+
+@functools.singledispatch
+def symmetric(event) -> bool:
+    """Whether ``event``'s add and remove pairs coincide (then one lane is composed)."""
+    return True
+
+
+@dominating_pairs.register
+def _(event: ev.Gaussian, h, tail, direction):
+    # L ~ N(mu^2/2, mu^2) in both directions (Dong, Roth & Su 2022)
+    return _disc.subsampled_gaussian_pmf(event.noise_multiplier, 1.0, "remove", h, tail)
+
+
+@dominating_pairs.register
+def _(event: ev.Laplace, h, tail, direction):
+    # exact law of (|x - D| - |x|)/b under Lap(0, b): atoms at +-D/b, density between
+    return _disc.laplace_pmf(event.sensitivity / event.scale, h)
+
+
+@dominating_pairs.register
+def _(event: ev.RandomizedResponse, h, tail, direction):
+    return _disc.discrete_pair_pmf(*rr_pair(event.epsilon, event.num_categories), h)
+
+
+@dominating_pairs.register
+def _(event: ev.PureDP, h, tail, direction):
+    return _disc.discrete_pair_pmf(*rr_pair(event.epsilon, 2), h)
+
+
+@dominating_pairs.register
+def _(event: ev.ApproxDP, h, tail, direction):
+    return _disc.discrete_pair_pmf(*approx_dp_pair(event.epsilon, event.delta), h)
+
+
+def _profile_delta(event: ev.FromPrivacyProfile):
+    def delta(eps: np.ndarray) -> np.ndarray:
+        try:
+            out = np.asarray(event.delta_of_epsilon(eps), dtype=np.float64)
+            if out.shape != eps.shape:
+                raise ValueError
+        except Exception:
+            out = np.array([float(event.delta_of_epsilon(float(e))) for e in eps])
+        if np.isnan(out).any():
+            raise ValueError(f"{event.name}: delta_of_epsilon returned NaN")
+        return np.clip(out, 0.0, 1.0)
+    return delta
+
+
+@dominating_pairs.register
+def _(event: ev.FromPrivacyProfile, h, tail, direction):
+    return _disc.profile_pmf(_profile_delta(event), h, tail, event.profile_step, event.epsilon_min,
+                             event.symmetric_profile)
+
+
+@dominating_pairs.register
+def _(event: ev.FromDominatingPair, h, tail, direction):
+    if direction == "add" and event.p_add is not None:
+        return _disc.discrete_pair_pmf(np.array(event.p_add), np.array(event.q_add), h)
+    return _disc.discrete_pair_pmf(np.array(event.p), np.array(event.q), h)
+
+
+@symmetric.register
+def _(event: ev.FromDominatingPair):
+    return event.p_add is None
+
+
+@dominating_pairs.register
+def _(event: ev.ObjectivePerturbation, h, tail, direction):
+    from dpfast.accounting import objective_perturbation as op
+
+    # the tight profile of Theorem 3.1 (Redberg, Koskela & Wang 2024), connect-the-dots on
+    # dots 1e-3 apart.  Not reflected for eps < 0 (symmetric=False): the law of their Y has
+    # E[e^-Y] < 1, so the reflection would not be a hockey-stick curve; the chord to delta = 1
+    # at e^eps = 0 is used there instead (an upper bound).
+    s = event.lipschitz / event.noise_std
+    c_j = op.jacobian_cost(event.smoothness, event.regularization)
+    return _disc.profile_pmf(lambda e: op._profile(np.asarray(e, dtype=np.float64), s, c_j), h, tail,
+                             1e-3, 0.0, False)
+
+
+def _gaussian_inside(event, what: str) -> "ev.Gaussian":
+    if not isinstance(event.event, ev.Gaussian):
+        raise UnsupportedEventError(
+            f"the PLD accountant accounts {what} of a Gaussian only, got {type(event.event).__name__}")
+    return event.event
+
+
+@dominating_pairs.register
+def _(event: ev.PoissonSampled, h, tail, direction):
+    if event.sample_rate == 1.0:
+        return dominating_pairs(event.event, h, tail, direction)
+    g = _gaussian_inside(event, "Poisson sampling")
+    # remove pair ((1-q)N(0,z^2) + qN(1,z^2), N(0,z^2)), add pair its mirror (Zhu, Dong & Wang 2022, Thm 11)
+    return _disc.subsampled_gaussian_pmf(g.noise_multiplier, event.sample_rate, direction, h, tail)
+
+
+@symmetric.register
+def _(event: ev.PoissonSampled):
+    return event.sample_rate == 1.0 and symmetric(event.event)
+
+
+@dominating_pairs.register
+def _(event: ev.SampledWithoutReplacement, h, tail, direction):
+    if event.sample_rate == 1.0:
+        return dominating_pairs(event.event, h, tail, direction)
+    g = _gaussian_inside(event, "sampling without replacement")
+    # C_p(G_mu): the larger of the two subsampled-Gaussian profiles, one symmetric pair built by
+    # connect-the-dots (Zhu, Dong & Wang 2022; not the two pairs composed separately, which is
+    # not valid under replace-one)
+    return _disc.symmetric_subsampled_gaussian_pmf(g.noise_multiplier, event.sample_rate, h, tail)
+
+
+@symmetric.register
+def _(event: ev.SampledWithoutReplacement):
+    return event.sample_rate < 1.0 or symmetric(event.event)
+
+
+def _flatten(event, count: int, out: list) -> list:
+    """(leaf, count) pairs of ``event`` composed ``count`` times (composition nodes expanded)."""
+    if isinstance(event, ev.SelfComposed):
+        _flatten(event.event, count * event.count, out)
+    elif isinstance(event, ev.Composed):
+        for e in event.events:
+            _flatten(e, count, out)
+    else:
+        out.append((event, count))
+    return out
 
 _T_GRID = 2.0 ** np.arange(-6.0, 8.01, 1.0)
 #: Discretized PLDs of descriptions (process-wide; thread-safe, LRU, at most 32 MiB of masses;
@@ -61,18 +209,20 @@ _STEP_CACHE = ByteBoundedCache("pld discretizations", STEP_CACHE_BYTES,
                                lambda key, v: v.p.nbytes + v.opt.nbytes + 200)
 
 
-def _step_pmf(description, h: float, tail: float, direction: str, local: Optional[dict] = None) -> StepPMF:
-    """The description's discretization; ``local``: the calling accountant's own memo, which
+def _step_pmf(event, h: float, tail: float, direction: str, local: Optional[dict] = None) -> StepPMF:
+    """The event's discretization; ``local``: the calling accountant's own memo, which
     keeps what it uses alive (and avoids recomputing entries evicted from the shared cache)."""
-    key = (description, h, tail, direction)
+    if symmetric(event):
+        direction = "remove"
+    key = (type(event), event, h, tail, direction)
     try:
         hit = local.get(key) if local is not None else None
         if hit is None:
             hit = _STEP_CACHE.get(key)
-    except TypeError:  # unhashable description
-        return description._pld(h, tail, direction)
+    except TypeError:  # unhashable event
+        return dominating_pairs(event, h, tail, direction)
     if hit is None:
-        hit = description._pld(h, tail, direction)
+        hit = dominating_pairs(event, h, tail, direction)
         hit.p.setflags(write=False)  # shared between accountants and threads
         hit.opt.setflags(write=False)
         _STEP_CACHE.put(key, hit)
@@ -292,7 +442,7 @@ def _locked(method):
     return wrapper
 
 
-class PLDAccountant(LockedState):
+class PLDAccountant(PrivacyAccountant):
     """Privacy-loss-distribution accountant with FFT composition (spec ``accounting.md``).
 
     Parameters
@@ -348,40 +498,56 @@ class PLDAccountant(LockedState):
         self.window_mass = float(window_mass)
         self.workers = workers
         self.refine = bool(refine)
-        self._events: List[Tuple[object, int]] = []
-        self.neighbours: Optional[str] = None
+        self._events: List[Tuple[object, int]] = []  # distinct leaf events with their counts
         self._cache: Optional[dict] = None
         self._memo: dict = {}  # this accountant's discretizations (see _step_pmf)
-        self._init_lock()
+        self._init_base()
+
+    name = "pld"
+
+    def _config(self):
+        return {"value_discretization": self.value_discretization, "tail_mass": self.tail_mass,
+                "window_mass": self.window_mass, "workers": self.workers, "refine": self.refine}
 
     # ------------------------------------------------------------------ composition
-    def compose(self, description, count: int = 1) -> "PLDAccountant":
-        count = _check_count(count)
-        if not hasattr(description, "_pld"):
-            raise TypeError(f"expected a mechanism description, got {type(description).__name__}")
-        nb = getattr(description, "neighbours", "add_remove")
-        with self._lock:
-            if self.neighbours is not None and nb != self.neighbours:
-                raise ValueError(f"cannot compose a {nb!r} description with {self.neighbours!r} ones")
-            if count:
-                for k, (d, c) in enumerate(self._events):
-                    if d is description or _same(d, description):
-                        self._events[k] = (d, c + count)
-                        break
-                else:
-                    # a new description: validate (and cache) its discretization now, so that
-                    # errors surface here
-                    _step_pmf(description, self.value_discretization, self.tail_mass, "remove", self._memo)
-                    self._events.append((description, count))
-                self.neighbours = nb
-                self._cache = None
-        return self
+    def _prepare(self, event):
+        """The event's leaves with their counts; each leaf's discretization is computed (and
+        cached) now, so that unsupported events and errors surface before any change."""
+        leaves = _flatten(event, 1, [])
+        for leaf, _ in leaves:
+            _step_pmf(leaf, self.value_discretization, self.tail_mass, "remove", self._memo)
+        return leaves
+
+    def _apply(self, event, leaves, count):
+        for leaf, c in leaves:
+            if not c:
+                continue
+            for k, (d, c0) in enumerate(self._events):
+                if d is leaf or (type(d) is type(leaf) and _same(d, leaf)):
+                    self._events[k] = (d, c0 + c * count)
+                    break
+            else:
+                self._events.append((leaf, c * count))
+        self._cache = None
+
+    def _copy_into(self, new):
+        new._events = list(self._events)
+        new._memo = dict(self._memo)
+        # composed lanes are shared read-mostly; the copy gets its own dicts for lazily added parts
+        new._cache = None if self._cache is None else {k: dict(v) for k, v in self._cache.items()}
+
+    def __getstate__(self):
+        # events, not PMFs: discretizations and composed lanes are rebuilt on the first query
+        state = super().__getstate__()
+        state["_cache"] = None
+        state["_memo"] = {}
+        state.pop("grid_step", None)
+        return state
 
     def _steps(self, direction: str, h: float):
         steps = []
         for d, c in self._events:
-            dd = direction if not d.symmetric else "remove"
-            steps.append((_step_pmf(d, h, self.tail_mass, dd, self._memo), c))
+            steps.append((_step_pmf(d, h, self.tail_mass, direction, self._memo), c))
         if not steps:
             steps = [(StepPMF(h, 0, np.ones(1), 0.0, 0, np.ones(1), 0.0), 1)]
         return steps
@@ -418,7 +584,7 @@ class PLDAccountant(LockedState):
     def _lanes(self) -> dict:
         if self._cache is not None:
             return self._cache
-        asym = any(not d.symmetric for d, _ in self._events)
+        asym = any(not symmetric(d) for d, _ in self._events)
         dirs = ["remove", "add"] if asym else ["remove"]
         h = self._grid_step(dirs)
         while True:
@@ -431,7 +597,7 @@ class PLDAccountant(LockedState):
                 h = min(self.value_discretization, 2 * h)
         self.grid_step = h
         # keep only what the current grids use (earlier refinements' grids are stale)
-        self._memo = {k: v for k, v in self._memo.items() if k[1] in (h, self.value_discretization)}
+        self._memo = {k: v for k, v in self._memo.items() if k[2] in (h, self.value_discretization)}
         out = {}
         for direction in dirs:
             out[direction] = {"pess": _compose_lane(steps[direction], h, self.window_mass, False,

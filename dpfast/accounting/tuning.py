@@ -23,12 +23,11 @@ released.  Statements implemented (Papernot & Steinke 2022):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
 from typing import Callable, Optional
 
 import numpy as np
 
-from dpfast.accounting._descriptions import MechanismDescription
 from dpfast.accounting.rdp import DEFAULT_ORDERS, check_orders, rdp_to_delta
 
 __all__ = [
@@ -133,40 +132,12 @@ def tuning_rdp_poisson(orders, base_rdp, mu: float,
     return np.maximum(out, 0.0)
 
 
-@dataclass(frozen=True, eq=False)
-class PrivateHyperparameterTuning(MechanismDescription):
-    """Description (RDP only) of tuning ``base`` by repeated runs, Papernot & Steinke 2022.
+def PrivateHyperparameterTuning(base, distribution: str = "poisson", mean: Optional[float] = None,
+                                eta: Optional[float] = None, gamma: Optional[float] = None):
+    """Deprecated: :class:`dpfast.accounting.Tuned` (``Tuned(base, distribution, mean, eta, gamma)``),
+    Papernot & Steinke 2022; RDP accounting only."""
+    warnings.warn("PrivateHyperparameterTuning is deprecated; use dpfast.accounting.Tuned",
+                  DeprecationWarning, stacklevel=2)
+    from dpfast.accounting.events import Tuned
 
-    ``distribution="poisson"`` with ``mean`` (mu), or ``"truncated_negative_binomial"`` with
-    ``eta`` and ``gamma``.  RDP accounting only: the PLD accountant rejects it.
-    """
-
-    base: MechanismDescription
-    distribution: str = "poisson"
-    mean: Optional[float] = None
-    eta: Optional[float] = None
-    gamma: Optional[float] = None
-
-    def __post_init__(self):
-        if not hasattr(self.base, "rdp"):
-            raise TypeError("base must be a mechanism description")
-        if self.distribution == "poisson":
-            if self.mean is None or not 1 <= float(self.mean) < math.inf:
-                raise ValueError("distribution='poisson' needs a finite mean >= 1")
-        elif self.distribution == "truncated_negative_binomial":
-            tnb_expected_count(self.eta if self.eta is not None else float("nan"),
-                               self.gamma if self.gamma is not None else float("nan"))
-        else:
-            raise ValueError("distribution must be 'poisson' or 'truncated_negative_binomial'")
-        object.__setattr__(self, "neighbours", getattr(self.base, "neighbours", "add_remove"))
-
-    def rdp(self, orders) -> np.ndarray:
-        a = check_orders(orders)
-        r = np.asarray(self.base.rdp(a), dtype=np.float64)
-        if self.distribution == "poisson":
-            return tuning_rdp_poisson(a, r, self.mean)
-        hat = np.unique(np.concatenate([a, DEFAULT_ORDERS]))
-        return tuning_rdp_truncated_negative_binomial(a, r, self.eta, self.gamma, hat, self.base.rdp(hat))
-
-    def _pld(self, h, tail, direction):
-        raise ValueError("PrivateHyperparameterTuning is accounted with RDPAccountant only")
+    return Tuned(base, distribution, mean=mean, eta=eta, gamma=gamma)

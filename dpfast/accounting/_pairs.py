@@ -1,0 +1,36 @@
+"""Finite dominating pairs shared by the RDP and PLD registrations (private)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def rr_pair(epsilon: float, k: int):
+    """Worst-case pair of k-ary randomized response, P = M(x), Q = M(x'), with the k - 2
+    categories that are neither x's nor x''s merged into one outcome.
+
+    The privacy loss of k-RR takes the values +eps (the true category of x), -eps (that of
+    x') and 0 (the others), so merging outcomes of equal likelihood ratio changes neither the
+    Renyi divergences nor the PLD, and costs O(1) for any k (k = 2**64 is fine).  Masses in
+    log space: hi = e^eps / (e^eps + k - 1), lo = 1 / (e^eps + k - 1), rest = (k - 2) lo, no
+    overflow for large eps or k (lo underflows to 0 above eps ~ 745: then an infinite loss
+    atom, a pessimistic answer).
+    """
+    lk1 = math.log(k - 1)  # exact for Python ints of any size
+    L = float(np.logaddexp(0.0, lk1 - epsilon))  # log(1 + (k - 1) e^-eps)
+    hi, lo = math.exp(-L), math.exp(-epsilon - L)
+    if k == 2:
+        return np.array([hi, lo]), np.array([lo, hi])
+    rest = math.exp(math.log(k - 2) - epsilon - L)
+    return np.array([hi, lo, rest]), np.array([lo, hi, rest])
+
+
+def approx_dp_pair(epsilon: float, delta: float):
+    """The tight dominating pair of (epsilon, delta)-DP (Kairouz, Oh & Viswanath 2015, Thm 2.1;
+    Zhu, Dong & Wang 2022, Prop. 8): P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0),
+    Q = its mirror image.  Its hockey-stick curve is delta + (1-delta)(e^eps0 - e^eps)_+/(1+e^eps0)."""
+    a = math.exp(-float(np.logaddexp(0.0, -epsilon)))  # e^eps/(1+e^eps), no overflow
+    b = math.exp(-float(np.logaddexp(0.0, epsilon)))  # 1/(1+e^eps)
+    p = np.array([delta, (1 - delta) * a, (1 - delta) * b, 0.0])
+    return p, p[::-1].copy()

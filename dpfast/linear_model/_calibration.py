@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfast._validation import check_delta, check_epsilon, check_positive
-from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
+from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
 from dpfast.accounting import objective_perturbation as op
 from dpfast.calibrate import gaussian_sigma
 
@@ -107,10 +107,10 @@ def _rdp_epsilon(rdp_curve: np.ndarray, delta: float) -> float:
     return float(eps)
 
 
-def _pld_epsilon(descriptions, delta: float, count: int) -> float:
-    acc = PLDAccountant()
-    for d in descriptions:
-        acc.compose(d, count=count)
+def _pld_epsilon(events, delta: float, count: int) -> float:
+    acc = make_accountant("pld")
+    for e in events:
+        acc.compose(e, count=count)
     return float(acc.get_epsilon(delta))
 
 

@@ -1,18 +1,18 @@
-"""Privacy of a DP-SGD run: which description, which noise multiplier, which epsilon.
+"""Privacy of a DP-SGD run: which event, which noise multiplier, which epsilon.
 
-Every formula lives in ``dpfast.accounting``; this module only picks the description that
+Every formula lives in ``dpfast.accounting``; this module only picks the event that
 matches the sampling scheme (spec ``mechanisms.md`` DP-SGD, ``accounting.md``):
 
 * ``sampling="poisson"``: each step includes each example independently with probability
   q = batch_size / n; the clipped sum has add/remove sensitivity C and gets N(0, (z C)^2) noise;
-  T steps = ``PoissonSubsampledGaussian(z, q)`` composed T times (add/remove neighbours).
-  q = 1 (full batch, DP-GD) is the plain ``Gaussian(z)``.
+  T steps = ``SelfComposed(PoissonSampled(q, Gaussian(z)), T)`` (add/remove neighbours;
+  Mironov, Talwar & Zhang 2019).  q = 1 (full batch, DP-GD) is the plain ``Gaussian(z)``.
 * ``sampling="shuffle"``: each step uses a uniformly random subset of exactly m = batch_size
   examples (drawn afresh every step, without replacement within the step); this is the
   sampling-without-replacement scheme of Wang, Balle & Kasiviswanathan (2019), analysed under
   replace-one neighbours, where the clipped sum has sensitivity 2C; the noise is
   N(0, (2 z C)^2), i.e. noise multiplier z relative to that sensitivity, and T steps =
-  ``SampledWithoutReplacementGaussian(z, m/n)`` composed T times.  (A per-epoch shuffle
+  ``SampledWithoutReplacement(m/n, Gaussian(z, neighbours="replace_one"))`` composed T times.  (A per-epoch shuffle
   partitioned into disjoint batches is *not* covered by this analysis -- Chua et al. 2024,
   "How private are DP-SGD implementations?" -- and dpfast does not offer it.)
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["description", "run_epsilon", "calibrate", "sensitivity_factor"]
+__all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_factor"]
 
 
 def sensitivity_factor(sampling: str) -> float:
@@ -35,23 +35,18 @@ def _accounting():
 
 
 def description(noise_multiplier: float, sample_rate: float, sampling: str):
+    """The event of one step (add/remove for ``"poisson"``, replace-one for ``"shuffle"``)."""
     acc = _accounting()
     if sampling == "poisson":
-        if sample_rate >= 1.0:
-            return acc.Gaussian(noise_multiplier)
-        return acc.PoissonSubsampledGaussian(noise_multiplier, sample_rate)
-    if sample_rate >= 1.0:
-        return acc.Gaussian(noise_multiplier)
-    return acc.SampledWithoutReplacementGaussian(noise_multiplier, sample_rate)
+        g = acc.Gaussian(noise_multiplier)
+        return g if sample_rate >= 1.0 else acc.PoissonSampled(sample_rate, g)
+    g = acc.Gaussian(noise_multiplier, neighbours=acc.Neighbours.REPLACE_ONE)
+    return g if sample_rate >= 1.0 else acc.SampledWithoutReplacement(sample_rate, g)
 
 
-def _make_accountant(accountant: str):
-    acc = _accounting()
-    if accountant == "pld":
-        return acc.PLDAccountant()
-    if accountant == "rdp":
-        return acc.RDPAccountant()
-    raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+def run_event(noise_multiplier: float, sample_rate: float, steps: int, sampling: str):
+    """The event of a whole run: ``steps`` adaptive steps."""
+    return _accounting().SelfComposed(description(noise_multiplier, sample_rate, sampling), steps)
 
 
 def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
@@ -59,7 +54,7 @@ def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     """epsilon of ``steps`` steps at ``delta`` (inf when noise_multiplier == 0)."""
     if noise_multiplier == 0:
         return math.inf
-    a = _make_accountant(accountant)
+    a = _accounting().make_accountant(accountant)
     a.compose(description(noise_multiplier, sample_rate, sampling), count=steps)
     return float(a.get_epsilon(delta))
 
@@ -68,28 +63,17 @@ def calibrate(epsilon: float, delta: float, sample_rate: float, steps: int, samp
               accountant: str) -> float:
     """Smallest noise multiplier (up to a relative 1e-3) whose run is (epsilon, delta)-DP.
 
-    Poisson sampling: ``dpfast.accounting.calibrate_noise_multiplier``.  Fixed-size sampling: a
-    bisection on ``run_epsilon`` (decreasing in z), returning the upper end so that the
-    guarantee holds.
+    Poisson sampling: ``dpfast.accounting.calibrate_noise_multiplier`` (a staged search).
+    Fixed-size sampling: ``dpfast.accounting.calibrate`` on the run's event, multipliers in
+    [1e-3, 1e6]; both return a multiplier whose epsilon was verified.
     """
+    acc = _accounting()
     if sampling == "poisson":
-        acc = _accounting()
         return float(acc.calibrate_noise_multiplier(epsilon, delta, sample_rate, steps, accountant=accountant))
-
-    def eps_of(z):
-        return run_epsilon(z, sample_rate, steps, delta, sampling, accountant)
-
-    lo, hi = 1e-3, 1.0
-    while eps_of(hi) > epsilon:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            raise ValueError(f"no noise multiplier up to 1e6 reaches epsilon={epsilon} at delta={delta}")
-    if eps_of(lo) <= epsilon:
-        return lo
-    while hi / lo > 1.0 + 1e-3:
-        mid = math.sqrt(lo * hi)
-        if eps_of(mid) > epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    try:
+        return float(acc.calibrate(lambda z: run_event(z, sample_rate, steps, sampling), epsilon, delta,
+                                   accountant, lo=1e-3, hi=1e6, rtol=1e-3))
+    except ValueError as exc:
+        if "no noise multiplier" in str(exc):
+            raise ValueError(f"no noise multiplier up to 1e6 reaches epsilon={epsilon} at delta={delta}") from exc
+        raise

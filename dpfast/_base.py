@@ -29,7 +29,7 @@ from numbers import Integral
 from typing import Any, Mapping
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions  # noqa: F401  (re-exported)
 from sklearn.utils.multiclass import check_classification_targets
@@ -43,6 +43,8 @@ from sklearn.utils.validation import (
 
 __all__ = [
     "PrivateEstimator",
+    "DPClassifierMixin",
+    "DPRegressorMixin",
     "NotFittedError",
     "validate_X",
     "validate_y",
@@ -55,13 +57,34 @@ __all__ = [
 #: accepts (None, a non-negative int seed, a numpy ``Generator`` or ``SecureRandom``).
 RANDOM_STATE = [None, Interval(Integral, 0, None, closed="left"), np.random.Generator]
 
-# Checks of scikit-learn that contradict differential privacy by design (or dpfast's documented
-# input contract), keyed by check name; the reasons are what check_estimator reports.
-_PUBLIC_LABELS = (
-    "the label set is public schema (classes=None means [0, 1]; multiclass needs classes=[...]): "
-    "dpfast never reads it off the private labels, since one record could then change the output's shape"
+# Reasons for the scikit-learn estimator checks that contradict differential privacy (or the
+# public-data learners' input contract) by design; each estimator class maps check names to them
+# in ``_dp_expected_failed_checks``, for check_estimator's ``expected_failed_checks``.
+PUBLIC_LABELS = (
+    "the label set is public schema, fixed by the parameter classes (None means [0, 1]) and never read off "
+    "the private labels, since one record could then change the output's shape; this check fits labels "
+    "outside it, or a number of classes other than len(classes), or asserts classes_ == unique(y)"
 )
-_CLASSIFIER_FAILS: dict[str, str] = {}
+SAMPLE_WEIGHT_RANGE = (
+    "sample_weight must lie in [0, 1]: a weight above 1 multiplies a record's sensitivity beyond what the "
+    "privacy calibration covers, and under DP a weight of k is not k copies of a record"
+)
+ZERO_WEIGHTS = (
+    "an all-zero sample_weight is a valid input to a DP release (the output is then noise only); refusing it "
+    "would be a refusal that depends on the private weights"
+)
+SMALL_RIDGE = (
+    "the check sets alpha=0.01, below the smallest ridge lambda for which the privacy proof holds (lambda must "
+    "exceed the loss's smoothness; Redberg, Koskela & Wang 2024); fit refuses it before reading the data"
+)
+NOISY_ONE_LABEL = (
+    "the check requires predicting the only training label on every row; DP-SGD's Gaussian noise on a few "
+    "dozen rows can move the decision boundary across some of them"
+)
+PUBLIC_ROWS = (
+    "the learner needs public rows with the private data's features (public_data, fixed when the instance is "
+    "made) and a public binary label set; this check fits data with another number of features or other labels"
+)
 
 
 def expected_failed_checks(estimator) -> dict[str, str]:
@@ -106,7 +129,8 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
     :func:`dpfast._validation.check_label_set`.  ``classifier=False``: real numbers (float64).
     """
     if y is None:
-        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target {name} is None")
+        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None "
+                         f"(argument {name})")
     y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
                     input_name=name, estimator=estimator, ensure_min_samples=0)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -138,18 +162,17 @@ class PrivateEstimator(BaseEstimator):
     _parameter_constraints: dict = {}
     _accept_sparse: bool = False
 
+    #: check name -> reason, for the checks that contradict DP by design (see the reasons above)
+    _expected_failures: Mapping[str, str] = {}
+
     @classmethod
     def _dp_expected_failed_checks(cls, estimator) -> Mapping[str, str]:
-        from sklearn.base import is_classifier
-
-        return _CLASSIFIER_FAILS if is_classifier(estimator) else {}
+        return cls._expected_failures
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.sparse = self._accept_sparse
-        # the release is random: two fits with random_state=None differ
-        tags.non_deterministic = True
         return tags
 
     # ------------------------------------------------------------------ release record
@@ -161,7 +184,11 @@ class PrivateEstimator(BaseEstimator):
     def _charge(self, event, budget) -> None:
         """Charge the release's ``event`` before any noise is drawn; ``BudgetExceededError`` leaves
         the estimator unfitted and the randomness untouched."""
-        _charge_budget(budget, event, type(self).__name__)
+        try:
+            _charge_budget(budget, event, type(self).__name__)
+        except BaseException:
+            self._reset_fit()  # n_features_in_ and the calibration were set while validating
+            raise
 
     def _record_release(self, event, epsilon: float, delta: float, accountant: str) -> None:
         self.event_ = event
@@ -171,3 +198,24 @@ class PrivateEstimator(BaseEstimator):
 
     def _more_params_repr(self) -> dict[str, Any]:  # pragma: no cover - hook for subclasses
         return {}
+
+
+# The release is noisy by design: on the estimator checks' tiny data sets (tens to hundreds of
+# rows) a private model need not reach a non-private score threshold, which scikit-learn's
+# ``poor_score`` tag declares.  (Set here, after the mixin has made its tags.)
+class DPClassifierMixin(ClassifierMixin):
+    """scikit-learn's ``ClassifierMixin`` (``score`` = accuracy) with the ``poor_score`` tag."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.poor_score = True
+        return tags
+
+
+class DPRegressorMixin(RegressorMixin):
+    """scikit-learn's ``RegressorMixin`` (``score`` = R^2) with the ``poor_score`` tag."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True
+        return tags

@@ -1,0 +1,419 @@
+"""Private hyperparameter tuning that runs: random search with a random number of runs
+(Papernot & Steinke, "Hyperparameter tuning with Renyi differential privacy", ICLR 2022)."""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import warnings
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import optimize
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from dpfast import accounting
+from dpfast._safe_root import smallest_safe_root
+from dpfast._validation import check_delta, check_epsilon
+from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
+from dpfast.accounting.tuning import (
+    PrivateHyperparameterTuning,
+    tnb_expected_count,
+    tuning_rdp_poisson,
+    tuning_rdp_truncated_negative_binomial,
+)
+from dpfast.mechanisms import laplace_noise
+from dpfast.preprocessing._privacy import approx_dp, charge, composed
+from dpfast.random import check_random_state
+
+__all__ = ["PrivateRandomSearch", "sample_run_count"]
+
+_DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+
+
+# ---------------------------------------------------------------------------- the run count K
+def _tnb_gamma(mean: float, eta: float) -> float:
+    """gamma in (0, 1) with E[K] = mean under D_{eta, gamma} (E[K] decreases in gamma)."""
+    f = lambda lg: math.log(tnb_expected_count(eta, math.exp(lg))) - math.log(mean)  # noqa: E731
+    lo = -1.0
+    while f(lo) < 0:  # E[K] -> inf as gamma -> 0
+        lo *= 2.0
+        if lo < -1e4:
+            raise ValueError(f"n_runs_mean={mean!r} is too large for eta={eta!r}")
+    return math.exp(optimize.brentq(f, lo, math.log1p(-1e-12), xtol=1e-14, rtol=1e-14))
+
+
+def sample_run_count(distribution: str, mean: float, eta: float, gamma: Optional[float], gen) -> int:
+    """Draw K: Poisson(mean), or the truncated negative binomial D_{eta,gamma} by inversion of
+    its CDF, P[K = 1] = (1-gamma) eta / (gamma^-eta - 1) (eta = 0: (1-gamma)/log(1/gamma)),
+    P[K = k+1] = P[K = k] (1-gamma)(k + eta)/(k + 1) (Papernot & Steinke 2022, Sec. 2)."""
+    if distribution == "poisson":
+        return int(gen.poisson(mean))
+    L = math.log(gamma)
+    if eta == 0.0:
+        p = (1.0 - gamma) / -L
+    else:
+        p = (1.0 - gamma) * eta / math.expm1(-eta * L)
+    u = float(gen.random())
+    k, cdf = 1, p
+    while cdf < u:
+        p *= (1.0 - gamma) * (k + eta) / (k + 1)
+        k += 1
+        cdf += p
+        if p == 0.0 or k > 10 ** 8:  # the remaining mass is below double resolution
+            break
+    return k
+
+
+# ---------------------------------------------------------------------------- events of a fit
+try:  # the contract's budget class: a probe must pass dpfast.budget.resolve's isinstance check
+    from dpfast.budget import PrivacyBudget as _BudgetBase
+except ImportError:  # pragma: no cover - dpfast.budget ships with this package
+    _BudgetBase = object
+
+
+class _Recorder(_BudgetBase):
+    """A budget that records the events a fit charges and charges nothing (used on public
+    dummy data only, to learn what a configured clone would cost)."""
+
+    def __init__(self):  # no PrivacyBudget state: only charge is used
+        self.events = []
+
+    def charge(self, event, *, label: str = "") -> None:
+        self.events.append(event)
+
+
+class _AlreadyCharged(_BudgetBase):
+    """Explicit budget of the runs inside the search: their cost is inside the tuned event
+    that the search charged up front, so they charge nothing (and not the ``with`` default)."""
+
+    def __init__(self):
+        pass
+
+    def charge(self, event, *, label: str = "") -> None:
+        return None
+
+
+def _accepts_budget(est) -> bool:
+    import inspect
+
+    try:
+        return "budget" in inspect.signature(est.fit).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _fit_with_budget(est, X, y, budget):
+    """``est.fit(X, y, budget=budget)``; for a Pipeline, ``budget`` goes to every step whose
+    ``fit`` takes it (``step__budget``, scikit-learn's routing of fit parameters)."""
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(est, Pipeline):
+        kw = {f"{name}__budget": budget for name, step in est.steps
+              if step not in (None, "passthrough") and _accepts_budget(step)}
+        return est.fit(X, y, **kw)
+    return est.fit(X, y, budget=budget)
+
+
+def _privacy_params(est, suffix: str) -> dict:
+    """The (deep) parameters named ``suffix`` or ``*__suffix`` that are set (not None)."""
+    return {k: v for k, v in est.get_params(deep=True).items()
+            if (k == suffix or k.endswith("__" + suffix)) and v is not None}
+
+
+def _rdp_curve(event, orders: np.ndarray) -> np.ndarray:
+    fn = getattr(getattr(accounting, "rdp", None), "rdp_curve", None)
+    if fn is not None:
+        return np.asarray(fn(event, orders), dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return np.asarray(event.rdp(orders), dtype=np.float64)
+
+
+def _expand(param_distributions) -> list[dict]:
+    """All candidates of a dict (or list of dicts) of lists: the finite support of the draw."""
+    grids = [param_distributions] if isinstance(param_distributions, Mapping) else list(param_distributions)
+    if not grids:
+        raise ValueError("param_distributions must be a dict of lists or a non-empty list of such dicts")
+    out = []
+    for g in grids:
+        if not isinstance(g, Mapping):
+            raise TypeError("param_distributions must be a dict of lists or a list of such dicts")
+        keys = sorted(g)
+        for k in keys:
+            if isinstance(g[k], (str, bytes)) or not isinstance(g[k], Sequence) or len(g[k]) == 0:
+                raise ValueError(f"param_distributions[{k!r}] must be a non-empty list of values "
+                                 "(continuous distributions are not supported: the guarantee needs "
+                                 "the privacy of every candidate)")
+        out.extend(dict(zip(keys, vals)) for vals in itertools.product(*(g[k] for k in keys)))
+    return out
+
+
+class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
+    """Private random search over hyperparameters (Papernot & Steinke 2022).
+
+    The algorithm (all randomness except the fits' and scores' noise is independent of the data):
+
+    1. each row is put in the validation part with probability ``validation_fraction``
+       (independent coins, one per row);
+    2. K, the number of runs, is drawn from Poisson(``n_runs_mean``) or from the truncated
+       negative binomial D_{eta,gamma} with mean ``n_runs_mean``;
+    3. each run (the base algorithm Q) draws a candidate uniformly from ``param_distributions``
+       (a dict of lists, or a list of such dicts, each dict equally likely, as in
+       scikit-learn's ``ParameterSampler``), fits a clone of ``estimator`` with those parameters
+       and ``epsilon = (1 - score_fraction) e``, ``delta = delta`` on the training part (its own
+       DP guarantee), and scores it on the validation part by the number of correct predictions
+       plus Laplace(1 / (score_fraction e)) noise (sensitivity 1 under add/remove: an
+       ``score_fraction e``-DP count);
+    4. the run with the highest noisy score is released (estimator, parameters, noisy score).
+
+    Guarantee: ``(epsilon, delta)``-DP under add/remove neighbours (the budget one charge
+    covers).  Q's Renyi DP at order lambda is at most the largest, over the candidates, of the
+    sum of the fit's RDP and the Laplace score's RDP (composition; Renyi divergence is jointly
+    quasi-convex, van Erven & Harremoes 2014, Thm. 13, so drawing the candidate at random
+    cannot exceed the worst candidate).  The tuned algorithm's RDP is then Theorem 2
+    (truncated negative binomial) or Theorem 6 (Poisson) of Papernot & Steinke 2022
+    (:mod:`dpfast.accounting.tuning`), converted to (epsilon, delta) by Canonne, Kamath &
+    Steinke 2020, Prop. 12.  The per-run e is the largest for which that total is <= epsilon,
+    found by :func:`dpfast._safe_root.smallest_safe_root` (never on the unsafe side).  The
+    fits' RDP curves are read from the events the clones would charge, probed on public dummy
+    data of the training part's shape (no private row is read to compute them).
+
+    Parameters
+    ----------
+    estimator : a dpfast estimator with ``epsilon`` and ``delta`` parameters whose ``fit``
+        accepts ``budget=`` and charges an event with an RDP curve; a classifier (``predict``).
+    param_distributions : dict of lists, or list of such dicts
+        The candidates (finite: the guarantee needs each candidate's privacy).
+    epsilon, delta : float
+        The total budget of the search.
+    n_runs_mean : float
+        E[K] (>= 1 for Poisson, where Theorem 6 needs mu >= 1).
+    distribution : {"poisson", "truncated_negative_binomial"}
+    eta : float
+        eta > -1 of the truncated negative binomial (0: the logarithmic distribution).
+    score_fraction : float
+        Share of the per-run epsilon spent on the noisy validation score, in (0, 1).
+    validation_fraction : float
+        Probability that a row goes to the validation part, in (0, 1).
+    random_state : None, int or numpy Generator
+        Randomness of the split, of K, of the candidates, of the scores and (through seeds
+        drawn from it) of the fits.
+
+    Attributes
+    ----------
+    best_estimator_, best_params_, best_score_ : the released run (``best_score_`` is the noisy
+        count of correct validation predictions); None when K = 0 (Poisson only).
+    n_runs_ : K.
+    run_epsilon_ : e, the per-run epsilon (fit + score).
+    event_ : the tuned event (``PrivateHyperparameterTuning`` of the per-run event when every
+        candidate has the same event, else ``ApproxDP(epsilon_, delta_)``).
+    epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
+    rdp_orders_, rdp_curve_ : the tuned RDP curve.
+    """
+
+    def __init__(self, estimator: Any, param_distributions: Any, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 n_runs_mean: float = 10.0, distribution: str = "poisson", eta: float = 0.0,
+                 score_fraction: float = 0.1, validation_fraction: float = 0.2, random_state: Any = None):
+        self.estimator = estimator
+        self.param_distributions = param_distributions
+        self.epsilon = epsilon
+        self.delta = delta
+        self.n_runs_mean = n_runs_mean
+        self.distribution = distribution
+        self.eta = eta
+        self.score_fraction = score_fraction
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon, allow_array=False)
+        delta = check_delta(self.delta, allow_zero=False)
+        if not delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        if self.distribution not in _DISTRIBUTIONS:
+            raise ValueError(f"distribution must be one of {_DISTRIBUTIONS}, got {self.distribution!r}")
+        mean = check_epsilon(self.n_runs_mean, allow_array=False, name="n_runs_mean")
+        if self.distribution == "poisson":
+            if mean < 1:
+                raise ValueError(f"n_runs_mean must be >= 1 for distribution='poisson' (Theorem 6), got {mean!r}")
+            gamma = None
+            eta = None
+        else:
+            if isinstance(self.eta, (str, bytes, bool)) or not isinstance(self.eta, (int, float, np.floating, np.integer)):
+                raise TypeError(f"eta must be a real number > -1, got {self.eta!r}")
+            eta = float(self.eta)
+            if not (-1 < eta < math.inf):
+                raise ValueError(f"eta must be finite and > -1, got {self.eta!r}")
+            if mean <= 1:
+                raise ValueError(f"n_runs_mean must be > 1 for the truncated negative binomial (K >= 1), got {mean!r}")
+            gamma = _tnb_gamma(mean, eta)
+        for v, n in ((self.score_fraction, "score_fraction"), (self.validation_fraction, "validation_fraction")):
+            if isinstance(v, (str, bytes, bool)) or not isinstance(v, (int, float, np.floating, np.integer)) \
+                    or not 0 < float(v) < 1:
+                raise ValueError(f"{n} must be in (0, 1), got {v!r}")
+        if not hasattr(self.estimator, "get_params") or not hasattr(self.estimator, "predict"):
+            raise TypeError("estimator must be a scikit-learn style classifier (get_params, fit, predict)")
+        eps_p = _privacy_params(self.estimator, "epsilon")
+        if not eps_p or not all(isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+                                and 0 < float(v) < math.inf for v in eps_p.values()):
+            raise TypeError("estimator must be a dpfast estimator (or a pipeline of them) with positive "
+                            f"'epsilon' parameters, got {eps_p!r}")
+        candidates = _expand(self.param_distributions)
+        for p in candidates:
+            bad = [k for k in p if k.split("__")[-1] in ("epsilon", "delta", "random_state")]
+            if bad:
+                raise ValueError(f"param_distributions may not set {bad}: the search sets them")
+        return eps, delta, mean, eta, gamma, candidates
+
+    # ------------------------------------------------------------------ accounting
+    def _configured(self, params: dict, e: float, delta: float):
+        """A clone with ``params`` whose epsilon parameters share (1 - score_fraction) e in the
+        proportions of the estimator's own values (all steps of a pipeline), and whose positive
+        delta parameters are ``delta``."""
+        est = clone(self.estimator).set_params(**params)
+        eps_p = _privacy_params(self.estimator, "epsilon")
+        total = sum(float(v) for v in eps_p.values())
+        upd = {k: (1.0 - float(self.score_fraction)) * e * float(v) / total for k, v in eps_p.items()}
+        upd.update({k: delta for k, v in _privacy_params(self.estimator, "delta").items() if float(v) > 0})
+        return est.set_params(**upd)
+
+    def _fit_event(self, est, shape: tuple):
+        """The events ``est.fit`` charges on data of ``shape``: a fit on public dummy data
+        (zeros, labels cycling through the public label set) with a recording budget."""
+        Xd = np.zeros(shape)
+        classes = [v for k, v in est.get_params(deep=True).items()
+                   if (k == "classes" or k.endswith("__classes")) and v is not None]
+        labels = np.asarray(classes[-1] if classes else [0, 1])
+        yd = np.resize(labels, shape[0])
+        rec = _Recorder()
+        _fit_with_budget(est, Xd, yd, rec)
+        if not rec.events:
+            raise TypeError(f"{type(est).__name__}.fit(budget=...) charged no event: it cannot be tuned privately")
+        return composed(rec.events)
+
+    def _run_curve(self, candidates, e, delta, shape, orders):
+        """Q's RDP bound at per-run epsilon e: max over candidates of fit + score; the events."""
+        score = accounting.Laplace(scale=1.0 / (float(self.score_fraction) * e), sensitivity=1.0)
+        s = _rdp_curve(score, orders)
+        curve = np.full(orders.shape, -np.inf)
+        events = []
+        for p in candidates:
+            ev = self._fit_event(self._configured(p, e, delta), shape)
+            if ev not in events:
+                events.append(ev)
+                curve = np.maximum(curve, _rdp_curve(ev, orders) + s)
+        return curve, [composed([ev, score]) for ev in events]
+
+    def _tuned(self, curve, orders, mean, eta, gamma):
+        if self.distribution == "poisson":
+            return tuning_rdp_poisson(orders, curve, mean)
+        return tuning_rdp_truncated_negative_binomial(orders, curve, eta, gamma)
+
+    def _calibrate(self, candidates, eps, delta, mean, eta, gamma, shape):
+        orders = DEFAULT_ORDERS
+
+        def total(e):
+            curve, _ = self._run_curve(candidates, e, delta, shape, orders)
+            return rdp_to_epsilon(orders, self._tuned(curve, orders, mean, eta, gamma), delta)[0]
+
+        # e = e_max / (1 + x): the excess total(e) - eps does not increase in x, and the smallest
+        # safe x is the largest safe per-run epsilon.  (A run costs at least its own epsilon, so
+        # e_max = 64 eps is never the answer in practice; it keeps every probe's calibration
+        # in a sane range.  If it were, it would still be a safe one.)
+        e_max = 64.0 * eps
+
+        def excess(x):
+            return total(e_max / (1.0 + x)) - eps
+
+        # brentq stops within rtol (relative, in log x): nudge by relative steps of that size,
+        # not by one double (the calibrations round, so excess is flat at that scale)
+        x = smallest_safe_root(excess, 1.0, xtol=1e-12, rtol=1e-6, nudge=lambda v: v * (1.0 + 1e-6) + 1e-12)
+        e = e_max / (1.0 + x)
+        curve, events = self._run_curve(candidates, e, delta, shape, orders)
+        tuned = self._tuned(curve, orders, mean, eta, gamma)
+        return e, events, orders, tuned, rdp_to_epsilon(orders, tuned, delta)[0]
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, *, budget: Any = None) -> "PrivateRandomSearch":
+        """Run the search (see the class docstring); charges ``event_`` to ``budget`` first."""
+        eps, delta, mean, eta, gamma, candidates = self._check_params()
+        Xa = X if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2 else np.asarray(X)
+        ya = np.asarray(y)
+        if Xa.ndim != 2 or ya.ndim != 1 or Xa.shape[0] != ya.shape[0]:
+            raise ValueError(f"X must be 2-d and y 1-d with as many rows, got shapes {Xa.shape} and {ya.shape}")
+        gen = check_random_state(self.random_state)
+        # The split (data-independent coins) fixes the training part's shape, which the fits'
+        # events may depend on; it is drawn from a copy so that a refused charge leaves the
+        # generator untouched, then drawn again, identically, from the generator itself.
+        n_val = int(np.count_nonzero(copy.deepcopy(gen).random(Xa.shape[0]) < float(self.validation_fraction)))
+        shape = (Xa.shape[0] - n_val, Xa.shape[1])
+        e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, shape)
+        if len(events) == 1:
+            kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
+            event = PrivateHyperparameterTuning(events[0], distribution=self.distribution, **kw)
+        else:
+            event = approx_dp(eps_reached, delta)
+        self._charge(budget, event, eps_reached, delta)
+        self.event_, self.epsilon_, self.delta_ = event, eps_reached, delta
+        self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned
+
+        val = gen.random(Xa.shape[0]) < float(self.validation_fraction)
+        tr = ~val
+        k = sample_run_count(self.distribution, mean, eta, gamma, gen)
+        self.n_runs_ = k
+        b_score = 1.0 / (float(self.score_fraction) * e)
+        best = (-math.inf, None, None)
+        for _ in range(k):
+            params = candidates[int(gen.integers(len(candidates)))]
+            est = self._configured(params, e, delta)
+            seeds = {k_: int(gen.integers(2 ** 63)) for k_ in sorted(est.get_params(deep=True))
+                     if k_ == "random_state" or k_.endswith("__random_state")}
+            est.set_params(**seeds)
+            _fit_with_budget(est, Xa[tr], ya[tr], _AlreadyCharged())
+            correct = float(np.count_nonzero(est.predict(Xa[val]) == ya[val]))
+            noisy = correct + float(laplace_noise(b_score, 1, rng=gen)[0])
+            if noisy > best[0]:
+                best = (noisy, est, params)
+        self.best_score_, self.best_estimator_, self.best_params_ = best if k else (None, None, None)
+        if k == 0:
+            warnings.warn("K = 0 runs were drawn (Poisson): nothing is released", RuntimeWarning, stacklevel=2)
+        return self
+
+    @staticmethod
+    def _charge(budget, event, eps_reached, delta):
+        """Charge the tuned event; a budget whose accountant has no curve for it (the PLD
+        accountant: Papernot-Steinke is an RDP statement) is charged its (epsilon, delta)."""
+        try:
+            charge(budget, event, label="PrivateRandomSearch")
+        except Exception as exc:  # noqa: BLE001 - narrowed below
+            unsupported = getattr(accounting, "UnsupportedEventError", ())
+            if (unsupported and isinstance(exc, unsupported)) or (
+                    isinstance(exc, ValueError) and "RDPAccountant only" in str(exc)):
+                charge(budget, approx_dp(eps_reached, delta), label="PrivateRandomSearch")
+            else:
+                raise
+
+    # ------------------------------------------------------------------ released model
+    def predict(self, X):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X)
+
+    def predict_proba(self, X):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict_proba(X)
+
+    def decision_function(self, X):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+
+    @property
+    def classes_(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.classes_

@@ -116,16 +116,15 @@ class PrivacyAccountant(LockedState):
                                  "(one neighbouring relation per accountant)")
             if count:
                 self._apply(event, prepared, count)
-                if self._ledger and self._ledger[-1][0] == event:
-                    self._ledger[-1] = (event, self._ledger[-1][1] + count)
-                else:
-                    self._ledger.append((event, count))
+                # one entry per call (not merged), so that replaying the ledger restores the
+                # floating-point state exactly (100 c + 50 c need not equal 150 c)
+                self._ledger.append((event, count))
                 self.neighbours = nb
         return self
 
     @property
     def ledger(self) -> Tuple[Tuple[DpEvent, int], ...]:
-        """The composed ``(event, count)`` pairs in order (equal consecutive events merged)."""
+        """The composed ``(event, count)`` pairs, one per ``compose`` call with count > 0, in order."""
         with self._lock:
             return tuple(self._ledger)
 

@@ -514,8 +514,9 @@ class PLDAccountant(PrivacyAccountant):
         """The event's leaves with their counts; each leaf's discretization is computed (and
         cached) now, so that unsupported events and errors surface before any change."""
         leaves = _flatten(event, 1, [])
-        for leaf, _ in leaves:
-            _step_pmf(leaf, self.value_discretization, self.tail_mass, "remove", self._memo)
+        with self._lock:  # the memo is this accountant's state (rebuilt under the lock by _lanes)
+            for leaf, _ in leaves:
+                _step_pmf(leaf, self.value_discretization, self.tail_mass, "remove", self._memo)
         return leaves
 
     def _apply(self, event, leaves, count):

@@ -390,3 +390,165 @@ def test_good_input_of_the_bad_input_test_runs():
     # the baseline of the parametrized test above is valid, so each raise is due to its override
     out = aggregate(**_bad(), groups=[0, 1], rng=0)
     assert list(out.index) == [0, 1]
+
+
+# truncated-geometric partition selection (Desfontaines et al. 2022, Theorem 1) -----------------
+
+def test_selection_probabilities_satisfy_and_attain_the_theorem_constraints():
+    from dpfast.tables import selection_probabilities
+    for l0, eps, delta in [(1, 1.0, 1e-5), (3, 0.5, 1e-6), (2, 8.0, 1e-3)]:
+        e, d = eps / l0, delta / l0
+        pi = selection_probabilities(400, l0, eps, delta)
+        assert pi[0] == 0 and np.all(np.diff(pi) >= 0) and pi[-1] <= 1
+        for n in range(1, pi.size):
+            up1 = math.exp(e) * pi[n - 1] + d               # P_n(release) <= e^eps P_{n-1}(release) + delta
+            up2 = 1 - math.exp(-e) * (1 - pi[n - 1] - d)    # P_{n-1}(keep) <= e^eps P_n(keep) + delta
+            assert pi[n] <= min(up1, up2, 1.0) * (1 + 1e-12)
+            # optimality: pi(n) attains the tightest constraint (up to the 2^-40 safety margin)
+            assert pi[n] >= min(up1, up2, 1.0) * (1 - 1e-9) - 1e-15
+        assert pi[1] == pytest.approx(d, rel=1e-9)
+
+
+def test_truncated_geometric_release_rates_follow_pi():
+    # groups with n = 1..4 distinct units; rates over trials match pi(n) within binomial bands
+    from dpfast.tables import selection_probabilities
+    rows = [(u, n) for n in range(1, 5) for u in range(100 * n, 100 * n + n)]
+    df = pd.DataFrame({"u": [r[0] for r in rows], "g": [r[1] for r in rows]})
+    eps, delta, trials = 2.0, 0.1, 2000
+    master = np.random.default_rng(17)
+    hits = np.zeros(5)
+    for _ in range(trials):
+        o = aggregate(df, "u", "g", {"n": "count"}, None, 1, 1, eps, delta, rng=master)
+        for g in o.index:
+            hits[g] += 1
+    e_sel, d_sel = eps / 2, delta
+    pi = selection_probabilities(4, 1, e_sel, d_sel)
+    for n in range(1, 5):
+        lo_k, hi_k = stats.binom.ppf(1e-4, trials, pi[n]), stats.binom.isf(1e-4, trials, pi[n])
+        assert lo_k <= hits[n] <= hi_k, (n, hits[n], pi[n] * trials)
+
+
+# partition independence of the bounding --------------------------------------------------------
+
+def test_bounding_does_not_depend_on_row_order():
+    r = np.random.default_rng(4)
+    df = pd.DataFrame({"u": r.integers(0, 50, 2000), "g": r.integers(0, 6, 2000), "x": r.uniform(0, 5, 2000)})
+    kw = dict(metrics=METRICS, bounds={"x": (0.0, 5.0)}, max_groups_per_unit=2, max_rows_per_group=3,
+              epsilon=1.0, delta=1e-6)
+    a = aggregate(df, "u", "g", rng=21, **kw)
+    b = aggregate(df.sample(frac=1.0, random_state=3), "u", "g", rng=21, **kw)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
+    # and it is random: another seed keeps other rows (sums at huge epsilon differ)
+    kw.update(epsilon=1e9, groups=list(range(6)))
+    s = [aggregate(df, "u", "g", rng=seed, **kw)["total"].to_numpy() for seed in (1, 2)]
+    assert np.abs(s[0] - s[1]).max() > 1.0
+
+
+# floating-point-safe noise -------------------------------------------------------------------
+
+@pytest.mark.parametrize("noise", ["discrete", "discrete_gaussian"])
+def test_discrete_noise_matches_pandas_at_huge_epsilon_and_releases_lattice_points(noise):
+    df = _one_row_per_unit()
+    m = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x")}
+    gam = 2.0 ** -6
+    out = aggregate(df, "u", "g", m, {"x": (0.0, 10.0)}, 1, 1, 1e6, 1e-6, noise=noise,
+                    granularity={"x": gam}, rng=3)
+    ref = df.groupby("g")["x"].agg(["count", "sum", "mean", "var"])
+    n = ref["count"].to_numpy()
+    sc = out.attrs["noise_scale"]
+    assert out.attrs["granularity"] == {"x": gam}
+    # counts are integers, sums are multiples of the granularity (no floating-point noise bits)
+    assert np.all(out["n"] == np.round(out["n"]))
+    assert np.all(out["total"] / gam == np.round(out["total"] / gam))
+    np.testing.assert_allclose(out["n"], n, atol=20 * sc["n"]["count"] + 1)
+    # rounding to the lattice moves each value by <= gam/2
+    np.testing.assert_allclose(out["total"], ref["sum"], atol=20 * sc["total"]["sum"] + n.max() * gam / 2 + gam)
+    np.testing.assert_allclose(out["avg"], ref["mean"], atol=1e-2)
+    np.testing.assert_allclose(out["var"], ref["var"] * (n - 1) / n, atol=5e-2)
+
+
+def test_discrete_laplace_scales_from_integer_sensitivities():
+    df = _one_row_per_unit()
+    gam = 2.0 ** -4
+    out = aggregate(df, "u", "g", {"n": "count", "s": ("sum", "x"), "m": ("mean", "x")}, {"x": (-2.0, 10.0)},
+                    2, 3, 0.9, 0.0, groups=[0, 1, 2, 3], noise="discrete", granularity={"x": gam}, rng=0)
+    e = 0.9 / 3
+    sc = out.attrs["noise_scale"]
+    assert sc["n"]["count"] == pytest.approx(6 / e)
+    # lattice sum: |k| <= 10 / gam = 160 -> sensitivity 6 * 160 lattice units, times gam
+    assert sc["s"]["sum"] == pytest.approx(6 * 160 / e * gam)
+    # mean: centred 2k - klo - khi in [-d, d], d = (10 + 2) / gam = 192 -> y = gam y2 / 2
+    assert sc["m"]["sum"] == pytest.approx(6 * 192 / (e / 2) * gam / 2)
+    assert sc["m"]["count"] == pytest.approx(6 / (e / 2))
+
+
+def test_audit_discrete_count_on_neighbouring_tables():
+    base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
+    nb = pd.concat([base, pd.DataFrame({"u": 99, "g": 0, "x": 0.0}, index=range(50))], ignore_index=True)
+    eps, linf, trials = 1.0, 2, 4000
+    kw = dict(metrics={"n": "count"}, bounds=None, max_groups_per_unit=1, max_rows_per_group=linf,
+              epsilon=eps, delta=0.0, groups=[0], noise="discrete")
+    master = np.random.default_rng(99)
+    t = 5 + linf - 0.5  # integer outputs: the event "count >= 7"
+    a = sum(aggregate(base, "u", "g", rng=master, **kw).loc[0, "n"] > t for _ in range(trials))
+    b = sum(aggregate(nb, "u", "g", rng=master, **kw).loc[0, "n"] > t for _ in range(trials))
+    lower = _audit_eps_lower(a, b, trials)
+    assert 0.5 * eps < lower <= eps, (a, b, lower)
+
+
+@pytest.mark.parametrize("noise", ["discrete", "discrete_gaussian"])
+def test_discrete_ci_covers_at_least_the_nominal_rate(noise):
+    df = pd.DataFrame({"u": np.arange(60), "g": np.arange(60) % 3, "x": np.linspace(0, 10, 60)})
+    gam = 2.0 ** -4
+    true_n = df.groupby("g").size().to_numpy()
+    true_s = (np.round(df["x"] / gam) * gam).groupby(df["g"]).sum().to_numpy()  # lattice-rounded data
+    level, trials = 0.8, 500
+    master = np.random.default_rng(12)
+    cov = {"n": 0, "s": 0}
+    for _ in range(trials):
+        o = aggregate(df, "u", "g", {"n": "count", "s": ("sum", "x")}, {"x": (0.0, 10.0)}, 1, 1, 0.5, 1e-5,
+                      groups=[0, 1, 2], noise=noise, granularity={"x": gam}, rng=master, ci_level=level)
+        cov["n"] += np.sum((o["n_lo"] <= true_n) & (true_n <= o["n_hi"]))
+        cov["s"] += np.sum((o["s_lo"] <= true_s) & (true_s <= o["s_hi"]))
+    n = 3 * trials
+    lo_k = stats.binom.ppf(5e-5, n, level)
+    # smallest integer half-width with coverage >= level: at least nominal, at most a lattice step more
+    assert cov["n"] >= lo_k and cov["s"] >= lo_k, cov
+    sc = o.attrs["noise_scale"]["s"]["sum"] / gam
+    if noise == "discrete":  # the exact coverage of the chosen half-width, from the pmf
+        a = math.exp(-1 / sc)
+        t = round((o["s_hi"].iloc[0] - o["s"].iloc[0]) / gam)
+        exact = 1 - 2 * a ** (t + 1) / (1 + a)
+        assert exact >= level
+        hi_k = stats.binom.isf(5e-5, n, exact)
+        assert cov["s"] <= hi_k, (cov, exact)
+
+
+# budget --------------------------------------------------------------------------------------
+
+def test_budget_is_charged_once_before_any_draw():
+    import dpfast
+    df = _one_row_per_unit()
+    b = dpfast.PrivacyBudget(1.0, 1e-5)
+    kw = dict(metrics={"n": "count", "m": ("mean", "x"), "q": ("quantile", "x", 0.5)}, bounds={"x": (0, 10)},
+              epsilon=0.6, delta=1e-6)
+    with b:  # default budget: the inner mechanism calls must not charge it again
+        out = aggregate(df, "u", "g", rng=0, **kw)
+    assert len(b.ledger) == 1 and b.ledger[0].event == out.attrs["event"]
+    ev = out.attrs["event"]
+    assert sum(e.epsilon for e in ev.events) == pytest.approx(out.attrs["epsilon_spent"])
+    assert sum(getattr(e, "delta", 0.0) for e in ev.events) == pytest.approx(out.attrs["delta_spent"])
+    gen = np.random.default_rng(5)
+    state = gen.bit_generator.state
+    with pytest.raises(dpfast.BudgetExceededError):
+        aggregate(df, "u", "g", rng=gen, budget=b, **kw)
+    assert gen.bit_generator.state == state and len(b.ledger) == 1
+
+
+def test_bad_data_raises_before_the_budget_is_charged():
+    import dpfast
+    b = dpfast.PrivacyBudget(1.0, 1e-5)
+    df = pd.DataFrame({"u": [1, 2], "g": [0, 1], "x": [1.0, np.nan]})
+    with pytest.raises(ValueError, match="NaN"):
+        aggregate(df, "u", "g", {"s": ("sum", "x")}, {"x": (0, 1)}, epsilon=0.5, delta=1e-6, budget=b)
+    assert len(b.ledger) == 0

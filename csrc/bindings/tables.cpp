@@ -101,6 +101,25 @@ py::dict bound_and_sum(py::array unit, int64_t n_units, py::array unit_key, py::
     return out;
 }
 
+// (codes, sorted uniques) of an int64 array whose range is <= max_range, else None.
+py::object dense_codes(py::array v, int64_t max_range) {
+    if (v.ndim() != 1) throw py::value_error("dense_codes: 1-D input expected");
+    const int64_t n = v.shape(0);
+    const int64_t* pv = cptr<int64_t>(v, "values", n);
+    py::array_t<int64_t> codes(n);
+    int64_t* pc = codes.mutable_data();
+    std::vector<int64_t> uniq;
+    bool ok;
+    {
+        py::gil_scoped_release nogil;
+        ok = tb::dense_codes(pv, n, max_range, pc, uniq);
+    }
+    if (!ok) return py::none();
+    py::array_t<int64_t> u((py::ssize_t)uniq.size());
+    std::copy(uniq.begin(), uniq.end(), u.mutable_data());
+    return py::make_tuple(codes, u);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_tables, m) {
@@ -109,4 +128,5 @@ PYBIND11_MODULE(_tables, m) {
           py::arg("group"), py::arg("n_groups"), py::arg("group_key"), py::arg("values"), py::arg("lo"),
           py::arg("hi"), py::arg("gamma"), py::arg("seed"), py::arg("l0"), py::arg("linf"),
           py::arg("want_mask"), py::arg("threads"));
+    m.def("dense_codes", &dense_codes, py::arg("values"), py::arg("max_range"));
 }

@@ -114,8 +114,8 @@ inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::
     }
 }
 
-// Units [u0, u1) of the unit-sorted row order.
-inline void run_units(const Params& p, const std::vector<int64_t>& start, const std::vector<int64_t>& order,
+// Units [u0, u1) of the unit-sorted records (each unit's records are sorted here, in place).
+inline void run_units(const Params& p, const std::vector<int64_t>& start, std::vector<RowRef>& recs,
                       int64_t u0, int64_t u1, Local& L) {
     std::vector<double> mid(p.k);
     std::vector<int64_t> klo(p.k), khi(p.k);
@@ -126,29 +126,25 @@ inline void run_units(const Params& p, const std::vector<int64_t>& start, const 
             khi[j] = (int64_t)std::llround(p.hi[j] / p.gamma[j]);
         }
     }
-    std::vector<RowRef> rows;
     struct Pair {
         uint64_t prio;
-        int64_t b, e;  // run [b, e) in rows
+        int64_t b, e;  // run [b, e) in recs
     };
     std::vector<Pair> pairs;
-    std::vector<std::pair<uint64_t, int64_t>> rp;  // (row priority, index in rows)
+    std::vector<std::pair<uint64_t, int64_t>> rp;  // (row priority, index in recs)
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t b = start[u], e = start[u + 1];
         if (b == e) continue;
         const uint64_t uk = mix2(p.seed, p.unit_key[u]);
-        rows.clear();
-        for (int64_t t = b; t < e; ++t) {
-            const int64_t i = order[t];
-            rows.push_back({p.group[i], content_hash(p, i), i});
-        }
-        std::sort(rows.begin(), rows.end(), [](const RowRef& a, const RowRef& c) {
-            return a.g != c.g ? a.g < c.g : a.c < c.c;
-        });
+        RowRef* rows = recs.data();
+        if (e - b > 1)
+            std::sort(rows + b, rows + e, [](const RowRef& a, const RowRef& c) {
+                return a.g != c.g ? a.g < c.g : a.c < c.c;
+            });
         pairs.clear();
-        for (int64_t s = 0; s < (int64_t)rows.size();) {
+        for (int64_t s = b; s < e;) {
             int64_t t = s + 1;
-            while (t < (int64_t)rows.size() && rows[t].g == rows[s].g) ++t;
+            while (t < e && rows[t].g == rows[s].g) ++t;
             pairs.push_back({mix2(uk, p.group_key[rows[s].g]), s, t});
             s = t;
         }
@@ -199,11 +195,15 @@ inline Result bound_and_sum(const Params& p) {
         if (g >= 0) start[u + 1] += 1;
     }
     for (int64_t u = 0; u < U; ++u) start[u + 1] += start[u];
-    std::vector<int64_t> order(start[U]);
+    // Scatter one record per in-scope row into unit order; the content hash is computed here
+    // from a sequential read of the values (the per-unit work then reads its records in order).
+    std::vector<detail::RowRef> recs(start[U]);
     {
         std::vector<int64_t> pos(start.begin(), start.end() - 1);
-        for (int64_t i = 0; i < n; ++i)
-            if (p.group[i] >= 0) order[pos[p.unit[i]]++] = i;
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t g = p.group[i];
+            if (g >= 0) recs[pos[p.unit[i]]++] = {g, detail::content_hash(p, i), i};
+        }
     }
     if (p.keep) std::fill(p.keep, p.keep + n, 0);
 
@@ -231,11 +231,11 @@ inline Result bound_and_sum(const Params& p) {
         cut[t] = std::max(cut[t - 1], std::min(cut[t], U));
     }
     if (T == 1) {
-        detail::run_units(p, start, order, 0, U, locals[0]);
+        detail::run_units(p, start, recs, 0, U, locals[0]);
     } else {
         std::vector<std::thread> pool;
         for (int t = 0; t < T; ++t)
-            pool.emplace_back([&, t] { detail::run_units(p, start, order, cut[t], cut[t + 1], locals[t]); });
+            pool.emplace_back([&, t] { detail::run_units(p, start, recs, cut[t], cut[t + 1], locals[t]); });
         for (auto& th : pool) th.join();
     }
     // Merge in fixed thread order.
@@ -267,6 +267,32 @@ inline Result bound_and_sum(const Params& p) {
         }
     }
     return r;
+}
+
+// Dense codes of integer keys with a small range: codes[i] = rank of v[i] among the distinct
+// values (sorted).  Returns false (nothing written) when max - min + 1 > max_range.
+inline bool dense_codes(const int64_t* v, int64_t n, int64_t max_range, int64_t* codes,
+                        std::vector<int64_t>& uniques) {
+    if (n == 0) return false;
+    int64_t mn = v[0], mx = v[0];
+    for (int64_t i = 1; i < n; ++i) {
+        mn = std::min(mn, v[i]);
+        mx = std::max(mx, v[i]);
+    }
+    const unsigned __int128 range = (unsigned __int128)((__int128)mx - mn) + 1;
+    if (range > (unsigned __int128)max_range) return false;
+    std::vector<int64_t> lookup((size_t)range, 0);
+    for (int64_t i = 0; i < n; ++i) lookup[(uint64_t)v[i] - (uint64_t)mn] = 1;
+    int64_t c = 0;
+    uniques.clear();
+    for (size_t r = 0; r < lookup.size(); ++r) {
+        if (lookup[r]) {
+            uniques.push_back((int64_t)((uint64_t)mn + r));
+            lookup[r] = c++;
+        }
+    }
+    for (int64_t i = 0; i < n; ++i) codes[i] = lookup[(uint64_t)v[i] - (uint64_t)mn];
+    return true;
 }
 
 }  // namespace tables

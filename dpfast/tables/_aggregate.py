@@ -25,7 +25,11 @@ import pandas as pd
 from scipy import stats
 
 from dpfast import _tables
+from dpfast._dask_utils import is_dask_collection
 from dpfast._threads import check_threads, default_threads
+from dpfast.accounting import ApproxDP, Composed, PureDP
+from dpfast.budget import charge as charge_budget
+from dpfast.budget import detached
 from dpfast._validation import check_delta, check_epsilon, check_int
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
@@ -210,47 +214,23 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
 
 
 def _event(budget: dict):
-    """The call's event for an accountant or a PrivacyBudget: the composition of its parts,
-    each an (eps_i, delta_i)-DP release (basic composition of the parts is the guarantee
-    stated; ``None`` when dpfast.accounting has no such event classes yet)."""
-    try:
-        from dpfast.accounting import ApproxDP, Composed
-    except ImportError:
-        return None
-    return Composed(tuple(ApproxDP(float(e), float(d)) for e, d in budget.values()))
-
-
-def _charge(budget_arg, event) -> None:
-    """Charge ``event`` to the resolved PrivacyBudget (before any noise is drawn)."""
-    try:
-        from dpfast import budget as _budget_mod
-    except ImportError:
-        if budget_arg is not None:
-            raise ValueError("budget= needs dpfast.budget, which this installation lacks") from None
-        return
-    if event is None:
-        if _budget_mod.resolve(budget_arg) is not None:
-            raise ValueError("budget: dpfast.accounting has no ApproxDP/Composed events to charge")
-        return
-    _budget_mod.charge(budget_arg, event, label="tables.aggregate")
+    """The call's event: the composition of its parts, each a ``PureDP(eps_i)`` or an
+    ``ApproxDP(eps_i, delta_i)`` release under add/remove neighbours (the basic-composition
+    guarantee stated in :func:`aggregate`; an accountant may compose them more tightly)."""
+    return Composed(tuple(PureDP(float(e)) if d == 0 else ApproxDP(float(e), float(d))
+                          for e, d in budget.values()))
 
 
 # ------------------------------------------------------------------------------ keys
 
 def _int_codes(v: np.ndarray):
     """Dense codes of an integer array with a small range: (codes, sorted uniques), or None."""
-    if v.dtype.kind not in "iu" or v.size == 0:
+    if v.dtype.kind not in "iu" or v.size == 0 or (v.dtype.kind == "u" and v.dtype.itemsize == 8):
         return None
-    mn, mx = int(v.min()), int(v.max())
-    rng_ = mx - mn + 1
-    if rng_ > 4 * v.size + (1 << 16):
+    res = _tables.dense_codes(np.ascontiguousarray(v, dtype=np.int64), 4 * v.size + (1 << 16))
+    if res is None:
         return None
-    off = (v - np.asarray(mn, dtype=v.dtype)).astype(np.int64, copy=False) if mn != 0 else v.astype(np.int64, copy=False)
-    present = np.zeros(rng_, dtype=bool)
-    present[off] = True
-    uniq = np.flatnonzero(present)
-    lookup = np.cumsum(present, dtype=np.int64) - 1
-    return lookup[off], (uniq + mn).astype(v.dtype)
+    return res[0], res[1].astype(v.dtype)
 
 
 def unit_keys(uniques) -> np.ndarray:
@@ -526,7 +506,9 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
             res = np.full(k, np.nan)
             g, x = st["quantile_values"][col]
             if k:
-                order = np.lexsort((x, g))  # canonical order of the kept values
+                # grouped by a stable (radix for small G) sort; the order inside a group does not
+                # matter: private_quantile sorts its input
+                order = np.argsort(g.astype(np.int16) if G < 2 ** 15 else g, kind="stable")
                 gs, xs = g[order], x[order]
                 starts = np.searchsorted(gs, released, side="left")
                 ends = np.searchsorted(gs, released, side="right")
@@ -674,7 +656,7 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
 
 
 def _is_dask(df) -> bool:
-    return type(df).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(df, "npartitions")
+    return is_dask_collection(df) and hasattr(df, "columns")
 
 
 def aggregate(
@@ -759,7 +741,8 @@ def aggregate(
        with a Gaussian noise, the metrics other than quantiles.  Laplace metrics and
        quantiles are pure.  The parts are in ``out.attrs["budget"]``; their sums
        (``epsilon_spent``, ``delta_spent``) are <= ``(epsilon, delta)``.  The call's event
-       (``out.attrs["event"]``: the composition of one ``ApproxDP(eps_i, delta_i)`` per part) is
+       (``out.attrs["event"]``: the composition of one ``PureDP(eps_i)`` or
+       ``ApproxDP(eps_i, delta_i)`` per part) is
        charged to ``budget`` (or the default budget of a ``with budget:`` block) through
        ``dpfast.budget.charge`` after the input is validated and before any random draw.
 
@@ -833,16 +816,17 @@ def aggregate(
         from dpfast.tables._dask import prepare_dask, stats_dask
         index = prepare_dask(df, plan)  # one pass: bad values raise here, before the charge
         event = _event(plan["budget"])
-        _charge(budget, event)
+        charge_budget(budget, event, label="tables.aggregate")
         seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
         st = stats_dask(df, plan, index, seed)
     else:
         ucodes, ukeys, gcodes, index, values = _prepare_pandas(df, plan)
         event = _event(plan["budget"])
-        _charge(budget, event)
+        charge_budget(budget, event, label="tables.aggregate")
         # The key of every pseudo-random choice of the bounding (a secret draw of the rng).
         seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
         st = bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, threads)
-    out = _release(plan, index, st, gen)
+    with detached():  # the inner mechanism calls must not charge a default budget again
+        out = _release(plan, index, st, gen)
     out.attrs["event"] = event
     return out

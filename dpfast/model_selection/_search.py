@@ -17,14 +17,15 @@ from dpfast import accounting
 from dpfast._safe_root import smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
+from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError
+from dpfast.accounting.rdp import rdp_curve
 from dpfast.accounting.tuning import (
-    PrivateHyperparameterTuning,
     tnb_expected_count,
     tuning_rdp_poisson,
     tuning_rdp_truncated_negative_binomial,
 )
 from dpfast.mechanisms import laplace_noise
-from dpfast.preprocessing._privacy import approx_dp, charge, composed
+from dpfast.preprocessing._privacy import charge, composed
 from dpfast.random import check_random_state
 
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
@@ -67,21 +68,27 @@ def sample_run_count(distribution: str, mean: float, eta: float, gamma: Optional
 
 
 # ---------------------------------------------------------------------------- events of a fit
-try:  # the contract's budget class: a probe must pass dpfast.budget.resolve's isinstance check
-    from dpfast.budget import PrivacyBudget as _BudgetBase
-except ImportError:  # pragma: no cover - dpfast.budget ships with this package
-    _BudgetBase = object
+# the recording and already-charged budgets below must pass dpfast.budget.resolve's type check
+from dpfast.budget import PrivacyBudget as _BudgetBase  # noqa: E402
+
+
+class _Probed(Exception):
+    pass
 
 
 class _Recorder(_BudgetBase):
     """A budget that records the events a fit charges and charges nothing (used on public
-    dummy data only, to learn what a configured clone would cost)."""
+    dummy data only, to learn what a configured clone would cost); with ``stop`` it ends the
+    fit right after its charge (the fit's remaining work is of no use to the probe)."""
 
-    def __init__(self):  # no PrivacyBudget state: only charge is used
-        self.events = []
+    def __init__(self, events: list, stop: bool):  # no PrivacyBudget state: only charge is used
+        self.events = events
+        self.stop = stop
 
     def charge(self, event, *, label: str = "") -> None:
         self.events.append(event)
+        if self.stop:
+            raise _Probed
 
 
 class _AlreadyCharged(_BudgetBase):
@@ -123,12 +130,7 @@ def _privacy_params(est, suffix: str) -> dict:
 
 
 def _rdp_curve(event, orders: np.ndarray) -> np.ndarray:
-    fn = getattr(getattr(accounting, "rdp", None), "rdp_curve", None)
-    if fn is not None:
-        return np.asarray(fn(event, orders), dtype=np.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return np.asarray(event.rdp(orders), dtype=np.float64)
+    return np.asarray(rdp_curve(event, orders), dtype=np.float64)
 
 
 def _expand(param_distributions) -> list[dict]:
@@ -207,7 +209,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         count of correct validation predictions); None when K = 0 (Poisson only).
     n_runs_ : K.
     run_epsilon_ : e, the per-run epsilon (fit + score).
-    event_ : the tuned event (``PrivateHyperparameterTuning`` of the per-run event when every
+    event_ : the tuned event (``dpfast.accounting.Tuned`` of the per-run event when every
         candidate has the same event, else ``ApproxDP(epsilon_, delta_)``).
     epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
     rdp_orders_, rdp_curve_ : the tuned RDP curve.
@@ -281,18 +283,29 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         return est.set_params(**upd)
 
     def _fit_event(self, est, shape: tuple):
-        """The events ``est.fit`` charges on data of ``shape``: a fit on public dummy data
-        (zeros, labels cycling through the public label set) with a recording budget."""
+        """The event ``est.fit`` charges on data of ``shape``: a fit on public dummy data
+        (zeros, labels cycling through the public label set) with a recording budget, stopped
+        at the last step's charge (no private row is read)."""
+        from sklearn.pipeline import Pipeline
+
         Xd = np.zeros(shape)
         classes = [v for k, v in est.get_params(deep=True).items()
                    if (k == "classes" or k.endswith("__classes")) and v is not None]
         labels = np.asarray(classes[-1] if classes else [0, 1])
         yd = np.resize(labels, shape[0])
-        rec = _Recorder()
-        _fit_with_budget(est, Xd, yd, rec)
-        if not rec.events:
+        events: list = []
+        try:
+            if isinstance(est, Pipeline):
+                steps = [(n, st) for n, st in est.steps if st not in (None, "passthrough") and _accepts_budget(st)]
+                kw = {f"{n}__budget": _Recorder(events, stop=(k == len(steps) - 1)) for k, (n, st) in enumerate(steps)}
+                est.fit(Xd, yd, **kw)
+            else:
+                est.fit(Xd, yd, budget=_Recorder(events, stop=True))
+        except _Probed:
+            pass
+        if not events:
             raise TypeError(f"{type(est).__name__}.fit(budget=...) charged no event: it cannot be tuned privately")
-        return composed(rec.events)
+        return composed(events)
 
     def _run_curve(self, candidates, e, delta, shape, orders):
         """Q's RDP bound at per-run epsilon e: max over candidates of fit + score; the events."""
@@ -313,10 +326,19 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         return tuning_rdp_truncated_negative_binomial(orders, curve, eta, gamma)
 
     def _calibrate(self, candidates, eps, delta, mean, eta, gamma, shape):
-        orders = DEFAULT_ORDERS
+        """The largest safe per-run epsilon e; the per-run events and tuned curve at e.
 
-        def total(e):
-            curve, _ = self._run_curve(candidates, e, delta, shape, orders)
+        The search probes the fits on a small dummy data set when the events there equal those
+        on the training part's shape (checked at the start and again at the answer, where the
+        charged events are always those of the real shape); otherwise on the real shape."""
+        orders = DEFAULT_ORDERS
+        small = (min(shape[0], 8), shape[1])
+        e0 = eps / 4.0
+        probe_shape = small if self._run_curve(candidates, e0, delta, small, orders)[1] == \
+            self._run_curve(candidates, e0, delta, shape, orders)[1] else shape
+
+        def total(e, at):
+            curve, _ = self._run_curve(candidates, e, delta, at, orders)
             return rdp_to_epsilon(orders, self._tuned(curve, orders, mean, eta, gamma), delta)[0]
 
         # e = e_max / (1 + x): the excess total(e) - eps does not increase in x, and the smallest
@@ -324,15 +346,15 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         # e_max = 64 eps is never the answer in practice; it keeps every probe's calibration
         # in a sane range.  If it were, it would still be a safe one.)
         e_max = 64.0 * eps
-
-        def excess(x):
-            return total(e_max / (1.0 + x)) - eps
-
-        # brentq stops within rtol (relative, in log x): nudge by relative steps of that size,
-        # not by one double (the calibrations round, so excess is flat at that scale)
-        x = smallest_safe_root(excess, 1.0, xtol=1e-12, rtol=1e-6, nudge=lambda v: v * (1.0 + 1e-6) + 1e-12)
-        e = e_max / (1.0 + x)
-        curve, events = self._run_curve(candidates, e, delta, shape, orders)
+        for at in dict.fromkeys((probe_shape, shape)):
+            # brentq stops within rtol (relative, in log x): nudge by relative steps of that
+            # size, not by one double (the calibrations round, so excess is flat at that scale)
+            x = smallest_safe_root(lambda x: total(e_max / (1.0 + x), at) - eps, 1.0, xtol=1e-12, rtol=1e-6,
+                                   nudge=lambda v: v * (1.0 + 1e-6) + 1e-12)
+            e = e_max / (1.0 + x)
+            curve, events = self._run_curve(candidates, e, delta, shape, orders)
+            if at == shape or events == self._run_curve(candidates, e, delta, at, orders)[1]:
+                break
         tuned = self._tuned(curve, orders, mean, eta, gamma)
         return e, events, orders, tuned, rdp_to_epsilon(orders, tuned, delta)[0]
 
@@ -353,9 +375,9 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, shape)
         if len(events) == 1:
             kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
-            event = PrivateHyperparameterTuning(events[0], distribution=self.distribution, **kw)
+            event = Tuned(events[0], distribution=self.distribution, **kw)
         else:
-            event = approx_dp(eps_reached, delta)
+            event = ApproxDP(eps_reached, delta)
         self._charge(budget, event, eps_reached, delta)
         self.event_, self.epsilon_, self.delta_ = event, eps_reached, delta
         self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned
@@ -384,17 +406,13 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
 
     @staticmethod
     def _charge(budget, event, eps_reached, delta):
-        """Charge the tuned event; a budget whose accountant has no curve for it (the PLD
-        accountant: Papernot-Steinke is an RDP statement) is charged its (epsilon, delta)."""
+        """Charge the tuned event; a budget whose accountant cannot account it (the PLD
+        accountant: Papernot-Steinke is an RDP statement) is charged the (epsilon, delta) it
+        certifies instead, as ``ApproxDP`` (refused charges change nothing, so the retry is safe)."""
         try:
             charge(budget, event, label="PrivateRandomSearch")
-        except Exception as exc:  # noqa: BLE001 - narrowed below
-            unsupported = getattr(accounting, "UnsupportedEventError", ())
-            if (unsupported and isinstance(exc, unsupported)) or (
-                    isinstance(exc, ValueError) and "RDPAccountant only" in str(exc)):
-                charge(budget, approx_dp(eps_reached, delta), label="PrivateRandomSearch")
-            else:
-                raise
+        except UnsupportedEventError:
+            charge(budget, ApproxDP(eps_reached, delta), label="PrivateRandomSearch")
 
     # ------------------------------------------------------------------ released model
     def predict(self, X):

@@ -9,7 +9,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfast._validation import check_delta, check_epsilon
 from dpfast.mechanisms import laplace_noise
-from dpfast.preprocessing._privacy import approx_dp, charge
+from dpfast.accounting import ApproxDP
+from dpfast.preprocessing._privacy import charge
 from dpfast.random import check_random_state
 
 __all__ = ["OneHotEncoder"]
@@ -122,7 +123,7 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
             from dpfast.tables._aggregate import selection_threshold  # the one home of the formula
 
             tau = selection_threshold(d, eps, delta)
-            event = approx_dp(eps, delta)
+            event = ApproxDP(eps, delta)
             gen = check_random_state(self.random_state)
             charge(budget, event, label=type(self).__name__)
             cats = []

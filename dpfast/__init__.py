@@ -13,7 +13,9 @@ The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_me
 * :mod:`dpfast.sgd` -- DP-SGD with native per-example clipping;
 * :mod:`dpfast.public` -- private learners that use public unlabeled data;
 * :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package;
-* :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``).
+* :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``);
+* :mod:`dpfast.preprocessing` -- DP scalers and one-hot encoding, :func:`pipeline_event`;
+* :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`).
 """
 import importlib as _importlib
 
@@ -23,7 +25,8 @@ from dpfast.mechanisms import __all__ as _mechanism_names
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables")
+_LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables",
+                    "preprocessing", "model_selection")
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {
@@ -38,6 +41,8 @@ _LAZY_NAMES = {
     "PLDAccountant": "accounting",
     "PrivacyBudget": "budget",
     "BudgetExceededError": "budget",
+    "pipeline_event": "preprocessing",
+    "PrivateRandomSearch": "model_selection",
 }
 
 __all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,

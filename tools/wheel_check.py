@@ -47,7 +47,16 @@ def main(argv):
     if os.path.exists(os.path.join(os.path.dirname(where), "setup.py")):
         print("wheel_check: dpfast was imported from a source tree, not from the installed wheel", file=sys.stderr)
         return 1
-    for name in NATIVE:
+    # every extension module the wheel holds (at least the known ones), each imported
+    import importlib.machinery
+
+    found = sorted({f.split(".")[0] for f in os.listdir(where)
+                    if f.startswith("_") and f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))})
+    missing = sorted(set(NATIVE) - set(found))
+    if missing:
+        print(f"wheel_check: the wheel lacks the extension modules {missing}", file=sys.stderr)
+        return 1
+    for name in found:
         mod = importlib.import_module("dpfast." + name)
         print(f"  dpfast.{name}: {os.path.basename(mod.__file__)}")
     import pytest

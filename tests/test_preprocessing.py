@@ -1,0 +1,307 @@
+"""dpfast.preprocessing: DP scalers, one-hot encoder, pipeline_event (issue 11 item 5).
+
+Expected values come from NumPy / scikit-learn / scipy computations on the same data and from
+the mechanisms' formulas, never from the code's own output; statistical checks use fixed seeds
+with tolerances derived from the sample sizes.
+"""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.preprocessing import OneHotEncoder as SkOneHot
+from sklearn.preprocessing import StandardScaler as SkStandardScaler
+
+import dpfast
+from dpfast import accounting
+from dpfast.budget import BudgetExceededError, PrivacyBudget
+from dpfast.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler, pipeline_event
+
+
+def _data(n=20000, d=3, seed=0):
+    g = np.random.default_rng(seed)
+    return g.normal(2.0, 3.0, size=(n, d))
+
+
+# ------------------------------------------------------------------------------ StandardScaler
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_standard_scaler_matches_numpy_on_clamped_data_at_large_epsilon(delta):
+    X = _data()
+    lo, hi = np.array([-4.0, -1.0, 0.0]), np.array([8.0, 5.0, 6.0])
+    s = StandardScaler(1e5, delta, bounds=(lo, hi), random_state=1).fit(X)
+    Xc = np.clip(X, lo, hi)
+    # noise per coordinate <= ~ 30 l1/eps in units of r; divided by n: far below 1e-5 r
+    r = (hi - lo) / 2
+    np.testing.assert_allclose(s.mean_, Xc.mean(axis=0), atol=1e-5 * r.max())
+    np.testing.assert_allclose(s.var_, Xc.var(axis=0), atol=1e-5 * r.max() ** 2)
+    np.testing.assert_allclose(s.scale_, np.sqrt(Xc.var(axis=0)), rtol=1e-4)
+    Z = s.transform(X)
+    np.testing.assert_allclose(Z, (X - Xc.mean(0)) / Xc.std(0), atol=1e-3)
+    np.testing.assert_allclose(s.inverse_transform(Z), X, atol=1e-9)
+
+
+def test_standard_scaler_events_and_guarantee():
+    X = _data(100, 4)
+    s = StandardScaler(0.7, bounds=(-1, 1), random_state=0).fit(X)
+    l1 = 1 + 4 + 4 / 2  # count, sums, centred squares
+    assert s.event_ == accounting.Laplace(scale=l1 / 0.7, sensitivity=l1)
+    assert (s.epsilon_, s.delta_) == (0.7, 0.0)
+    g = StandardScaler(0.7, 1e-6, bounds=(-1, 1), random_state=0).fit(X)
+    l2 = math.sqrt(1 + 4 + 4 / 4)
+    assert g.event_.sensitivity == pytest.approx(l2)
+    # the analytic Gaussian at (0.7, 1e-6): Balle & Wang's delta at epsilon 0.7 equals 1e-6
+    sigma = g.event_.noise_multiplier * l2
+    d_bw = (stats.norm.cdf(l2 / (2 * sigma) - 0.7 * sigma / l2)
+            - math.exp(0.7) * stats.norm.cdf(-l2 / (2 * sigma) - 0.7 * sigma / l2))
+    assert d_bw == pytest.approx(1e-6, rel=1e-3) and d_bw <= 1e-6 * (1 + 1e-9)
+    acc = accounting.PLDAccountant().compose(g.event_)
+    assert acc.get_epsilon(1e-6) <= 0.7 * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_standard_scaler_noise_law(delta):
+    # n_samples_seen_ = n + noise (never clipped here): its law is the mechanism's noise
+    X = np.r_[np.full(500, 0.25), np.full(500, 0.75)][:, None]
+    g = np.random.default_rng(7)
+    eps = 1.0
+    draws = np.array([StandardScaler(eps, delta, bounds=(0, 1), random_state=g).fit(X).n_samples_seen_ - 1000
+                      for _ in range(3000)])
+    if delta == 0:
+        law = stats.laplace(scale=2.5 / eps)
+    else:
+        sens = math.sqrt(2.25)
+        # sigma from the analytic Gaussian condition, solved independently of dpfast
+        f = lambda s: (stats.norm.cdf(sens / (2 * s) - eps * s / sens)  # noqa: E731
+                       - math.exp(eps) * stats.norm.cdf(-sens / (2 * s) - eps * s / sens) - delta)
+        from scipy.optimize import brentq
+        law = stats.norm(scale=brentq(f, 0.1, 100.0, xtol=1e-12))
+    assert stats.kstest(draws, law.cdf).pvalue > 1e-3
+
+
+def test_standard_scaler_audit_lower_bound_below_claim():
+    """Neighbours D (200 rows, u = +-1/2) and D' = D + one row at the upper bound (u = 1): the
+    exact query vectors differ by (1, 1, 1/2), the full l1 sensitivity 2.5 (d = 1).
+
+    Test event E: every recovered noisy coordinate lies on D''s side of the midpoint of a and a'
+    beyond a' (y_i >= a'_i).  For independent Laplace(b) noise P'(E) = 1/8 and
+    P(E) = e^{-2.5/b}/8 = e^{-eps}/8: the ratio is exactly e^eps, so the test is tight.
+    Runs: with N = 10,000 per side the Clopper-Pearson 95 % bounds are within ~2.6 % (P' = 1/8)
+    and ~4.6 % (P = e^-1/8) relative, so the bound log(P'_lo / P_hi) is ~eps - 0.14 for the
+    claim eps = 1, and a scaler with half the noise (true epsilon 2) gives ~1.8 > 1 (checked).
+    """
+    eps, N = 1.0, 10_000
+    D = np.r_[np.full(100, 0.25), np.full(100, 0.75)][:, None]
+    Dp = np.r_[D, [[1.0]]]
+    a = np.array([200.0, 0.0, 200 * (0.25 - 0.5)])
+    ap = np.array([201.0, 1.0, 200 * (0.25 - 0.5) + 0.5])
+
+    def hits(data, scaler_cls, seed):
+        g = np.random.default_rng(seed)
+        k = 0
+        for _ in range(N):
+            s = scaler_cls(eps, bounds=(0.0, 1.0), random_state=g).fit(data)
+            C = s.n_samples_seen_
+            mu = (s.mean_[0] - 0.5) / 0.5
+            y = np.array([C, mu * C, (s.var_[0] / 0.25 + mu * mu) * C - C / 2])
+            k += bool(np.all(y >= ap - 1e-9))
+        return k
+
+    def lower_bound(k1, k0):
+        p1_lo = stats.beta.ppf(0.025, k1, N - k1 + 1)
+        p0_hi = stats.beta.ppf(0.975, k0 + 1, N - k0)
+        return math.log(p1_lo / p0_hi)
+
+    lb = lower_bound(hits(Dp, StandardScaler, 1), hits(D, StandardScaler, 2))
+    assert lb <= eps
+    assert lb > 0.6 * eps  # the test has power: it sees most of the claim
+
+    class HalfNoise(StandardScaler):  # the mutation: noise calibrated for 2 eps
+        def _event(self, d):
+            ev, (kind, s), e, dl = super()._event(d)
+            return ev, (kind, s / 2), e, dl
+
+    assert lower_bound(hits(Dp, HalfNoise, 1), hits(D, HalfNoise, 2)) > eps
+
+
+def test_standard_scaler_charges_before_noise():
+    X = _data(50, 2)
+    b = PrivacyBudget(0.5, 1e-6)
+    g = np.random.default_rng(3)
+    state = g.bit_generator.state
+    s = StandardScaler(1.0, bounds=(-10, 10), random_state=g)
+    with pytest.raises(BudgetExceededError):
+        s.fit(X, budget=b)
+    assert g.bit_generator.state == state and not hasattr(s, "mean_") and not b.ledger
+    StandardScaler(0.3, bounds=(-10, 10), random_state=g).fit(X, budget=b)
+    assert len(b.ledger) == 1 and b.ledger[0].label == "StandardScaler"
+    with b:  # the default budget of the block
+        StandardScaler(0.1, bounds=(-10, 10), random_state=g).fit(X)
+    assert len(b.ledger) == 2
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(bounds=None), ValueError, "bounds"),
+    (dict(bounds=(1, 1)), ValueError, "lower < upper"),
+    (dict(bounds=(0, np.inf)), ValueError, "finite"),
+    (dict(bounds=((0, 0), (1, 1))), ValueError, "n_features=3"),
+    (dict(bounds=(0, 1), epsilon=0), ValueError, "epsilon"),
+    (dict(bounds=(0, 1), delta=1.0), ValueError, "delta"),
+    (dict(bounds="ab"), TypeError, "bounds"),
+])
+def test_standard_scaler_bad_input(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        StandardScaler(**kwargs).fit(_data(10))
+
+
+def test_scalers_refuse_nan_and_wrong_width():
+    X = _data(10)
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        StandardScaler(1.0, bounds=(0, 1)).fit(X)
+    s = StandardScaler(1.0, bounds=(0, 1), random_state=0).fit(_data(10))
+    with pytest.raises(ValueError, match="features"):
+        s.transform(_data(10, 2))
+
+
+# ------------------------------------------------------------------------------ MinMaxScaler
+def test_minmax_scaler_private_quantile_range():
+    n = 20000
+    X = _data(n, 2, seed=4)
+    eps = 2000.0
+    m = MinMaxScaler(eps, bounds=(-20, 20), random_state=0).fit(X)
+    # each of the 4 draws is the exponential mechanism at eps/4 = 500 with utility -|rank - q n|:
+    # ranks further than 100 from q n are e^{-250}-unlikely, so the draws lie between the
+    # empirical quantiles at q +- 100/n
+    for j in range(2):
+        for q, v in ((0.01, m.data_min_[j]), (0.99, m.data_max_[j])):
+            assert np.quantile(X[:, j], q - 100 / n) <= v <= np.quantile(X[:, j], q + 100 / n)
+    assert m.event_ == accounting.SelfComposed(accounting.ExponentialMechanism(eps / 4), 4)
+    assert (m.epsilon_, m.delta_) == (eps, 0.0)
+    Z = m.transform(X)
+    assert Z.min() == 0.0 and Z.max() == 1.0  # clipped
+    inside = (X > m.data_min_) & (X < m.data_max_)
+    np.testing.assert_allclose(Z[inside], ((X - m.data_min_) / (m.data_max_ - m.data_min_))[inside], rtol=1e-12)
+    # pure DP: the accountant certifies eps at delta -> 0 for the composition
+    acc = accounting.PLDAccountant().compose(accounting.SelfComposed(accounting.ExponentialMechanism(0.25), 4))
+    assert acc.get_epsilon(1e-12) <= 1.0 + 1e-6
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(quantiles=(0.5, 0.5)), "quantiles"),
+    (dict(quantiles=(-0.1, 0.5)), "quantiles"),
+    (dict(feature_range=(1, 0)), "feature_range"),
+    (dict(epsilon=-1), "epsilon"),
+    (dict(bounds=None), "bounds"),
+])
+def test_minmax_bad_input(kwargs, match):
+    kw = dict(epsilon=1.0, bounds=(0, 1))
+    kw.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        MinMaxScaler(**kw).fit(_data(10))
+
+
+# ------------------------------------------------------------------------------ OneHotEncoder
+def _cats(n=3000, seed=0):
+    g = np.random.default_rng(seed)
+    return np.c_[g.choice(["a", "b", "c"], size=n), g.choice(["x", "y"], size=n)].astype(object)
+
+
+def test_one_hot_public_categories_cost_nothing_and_match_sklearn():
+    X = _cats()
+    cats = [["a", "b", "zz"], ["y", "x"]]
+    b = PrivacyBudget(1.0, 1e-6)
+    enc = OneHotEncoder(cats).fit(X, budget=b)
+    assert enc.event_ is None and (enc.epsilon_, enc.delta_) == (0.0, 0.0) and not b.ledger
+    ref = SkOneHot(categories=cats, handle_unknown="ignore", sparse_output=False).fit(X[:1])
+    Xt = np.r_[X[:50], [["c", "x"], ["q", "q"]]].astype(object)
+    np.testing.assert_array_equal(enc.transform(Xt), ref.transform(Xt))
+    with pytest.raises(ValueError, match="outside"):
+        OneHotEncoder(cats, handle_unknown="error").fit(X).transform(Xt)
+
+
+def test_one_hot_private_selection_law():
+    """A category of count c is kept iff c + Lap(d/eps) > tau, tau = 1 + (d/eps) ln(d/(2 delta))."""
+    eps, delta, d = 1.0, 1e-6, 2
+    tau = 1 + (d / eps) * math.log(d / (2 * delta))
+    c = int(round(tau))  # kept about half the time
+    X = np.array([["r"] * c + ["big"] * 500, ["s"] * (c + 500)], dtype=object).T
+    g = np.random.default_rng(11)
+    N = 4000
+    kept = sum("r" in OneHotEncoder("private", epsilon=eps, delta=delta, random_state=g).fit(X).categories_[0]
+               for _ in range(N))
+    p = stats.laplace(scale=d / eps).sf(tau - c)
+    assert abs(kept / N - p) <= 4.5 * math.sqrt(p * (1 - p) / N)
+    enc = OneHotEncoder("private", epsilon=eps, delta=delta, random_state=0).fit(X)
+    assert "big" in enc.categories_[0].tolist() and enc.categories_[1].tolist() == ["s"]
+    assert enc.event_ == accounting.ApproxDP(eps, delta) and enc.delta_ == delta
+
+
+def test_one_hot_private_rare_category_rarely_released():
+    # a category held by one row is released with probability exp(-(tau-1) eps/d)/2 = delta/d
+    eps, delta, d = 1.0, 1e-2, 1  # a large delta so that the rate is measurable
+    X = np.array([["solo"] + ["big"] * 300], dtype=object).T
+    g = np.random.default_rng(5)
+    N = 20000
+    kept = sum("solo" in OneHotEncoder("private", epsilon=eps, delta=delta, random_state=g).fit(X).categories_[0]
+               for _ in range(N))
+    p = delta / d
+    assert abs(kept / N - p) <= 4.5 * math.sqrt(p * (1 - p) / N)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(categories="private", epsilon=1.0, delta=0.0), ValueError, "delta"),
+    (dict(categories="private", epsilon=1.0), ValueError, "delta"),
+    (dict(categories="auto"), ValueError, "private"),
+    (dict(categories=[["a"], ["x"]], epsilon=1.0), ValueError, "public categories"),
+    (dict(categories=[["a", "a"], ["x"]]), ValueError, "duplicate"),
+    (dict(categories=[["a"]]), ValueError, "features"),
+    (dict(categories=[["a"], ["x"]], handle_unknown="infrequent_if_exist"), ValueError, "handle_unknown"),
+])
+def test_one_hot_bad_input(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        OneHotEncoder(**kwargs).fit(_cats(20))
+
+
+# ------------------------------------------------------------------------------ pipelines
+def test_pipeline_event_is_the_composition_of_the_steps():
+    from sklearn.compose import ColumnTransformer
+
+    g = np.random.default_rng(0)
+    n = 400
+    num = g.uniform(0, 1, size=(n, 2))
+    cat = g.choice([0.0, 1.0, 2.0], size=(n, 1))
+    X = np.c_[num, cat]
+    y = (num[:, 0] > 0.5).astype(int)
+    ct = ColumnTransformer([("num", StandardScaler(0.5, bounds=(0, 1), random_state=0), [0, 1]),
+                            ("cat", OneHotEncoder([[0.0, 1.0, 2.0]]), [2])])
+    pipe = make_pipeline(ct, FunctionTransformer(lambda Z: Z / 4.0),
+                         dpfast.LogisticRegression(1.0, 1e-6, row_norm="clip", random_state=0))
+    pipe.fit(X, y)
+    ev = pipeline_event(pipe)
+    sc, lr = ct.named_transformers_["num"], pipe[-1]
+    assert ev == accounting.Composed((sc.event_, lr.event_))
+    # total = an independent composition of the two releases
+    a1 = accounting.PLDAccountant().compose(sc.event_).compose(lr.event_)
+    assert accounting.PLDAccountant().compose(ev).get_epsilon(1e-5) == pytest.approx(a1.get_epsilon(1e-5), rel=1e-9)
+    assert pipeline_event(make_pipeline(OneHotEncoder([[0.0]]).fit(cat[:1]))) is None
+
+
+def test_pipeline_event_refuses_a_non_private_step():
+    X = _data(50)
+    pipe = make_pipeline(SkStandardScaler(), StandardScaler(1.0, bounds=(-5, 5), random_state=0)).fit(X)
+    with pytest.raises(ValueError, match="standardscaler.*no privacy event"):
+        pipeline_event(pipe)
+
+
+def test_pipeline_steps_charge_one_budget():
+    X = _data(200, 2)
+    b = PrivacyBudget(2.0, 1e-6)
+    pipe = make_pipeline(StandardScaler(0.5, bounds=(-5, 5), random_state=0),
+                         MinMaxScaler(0.5, bounds=(-5, 5), random_state=0))
+    pipe.fit(X, standardscaler__budget=b, minmaxscaler__budget=b)
+    assert [c.label for c in b.ledger] == ["StandardScaler", "MinMaxScaler"]
+    ref = accounting.PLDAccountant().compose(pipe[0].event_).compose(pipe[1].event_).get_epsilon(1e-6)
+    assert b.spent() == pytest.approx(ref, rel=1e-9)
+    assert accounting.PLDAccountant().compose(pipeline_event(pipe)).get_epsilon(1e-6) == pytest.approx(ref, rel=1e-9)

@@ -25,6 +25,7 @@ from dpfast.accounting.tuning import (
     tuning_rdp_truncated_negative_binomial,
 )
 from dpfast.mechanisms import laplace_noise
+from dpfast.model_selection._events import OneOf
 from dpfast.preprocessing._privacy import charge, composed
 from dpfast.random import check_random_state
 
@@ -209,8 +210,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         count of correct validation predictions); None when K = 0 (Poisson only).
     n_runs_ : K.
     run_epsilon_ : e, the per-run epsilon (fit + score).
-    event_ : the tuned event (``dpfast.accounting.Tuned`` of the per-run event when every
-        candidate has the same event, else ``ApproxDP(epsilon_, delta_)``).
+    event_ : the tuned event, ``dpfast.accounting.Tuned`` of the per-run event (of
+        :class:`~dpfast.model_selection.OneOf` the candidates' per-run events when they differ).
     epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
     rdp_orders_, rdp_curve_ : the tuned RDP curve.
     """
@@ -373,11 +374,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         n_val = int(np.count_nonzero(copy.deepcopy(gen).random(Xa.shape[0]) < float(self.validation_fraction)))
         shape = (Xa.shape[0] - n_val, Xa.shape[1])
         e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, shape)
-        if len(events) == 1:
-            kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
-            event = Tuned(events[0], distribution=self.distribution, **kw)
-        else:
-            event = ApproxDP(eps_reached, delta)
+        kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
+        event = Tuned(events[0] if len(events) == 1 else OneOf(tuple(events)), distribution=self.distribution, **kw)
         self._charge(budget, event, eps_reached, delta)
         self.event_, self.epsilon_, self.delta_ = event, eps_reached, delta
         self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned

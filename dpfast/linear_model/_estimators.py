@@ -110,6 +110,10 @@ _ATTR_DOC = """
     Attributes
     ----------
     coef_, intercept_ : the released (private) parameters.
+    event_ : the release's :mod:`dpfast.accounting` event, charged to ``budget`` by ``fit``:
+        per model ``Composed((ObjectivePerturbation, Gaussian))`` (Algorithm 1, Theorem 4.1;
+        "objective" too), ``ApproxDP(epsilon/K, delta/K)`` with ``accountant="kifer"``, and for
+        K one-vs-rest models ``SelfComposed(<that>, K)``; "output": one ``Gaussian``.
     epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
     accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
     sigma_ : noise std of the objective perturbation (0 for "output").
@@ -186,7 +190,7 @@ _CONSTRAINTS = {
     "row_norm": [StrOptions(set(_ROW_NORM))],
     "fit_intercept": ["boolean"],
     "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
-    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "max_iter": [Interval(Integral, 0, None, closed="left")],  # 0: the certified fallback only
     "random_state": RANDOM_STATE,
 }
 
@@ -231,17 +235,22 @@ class _PrivateLinearModel(PrivateEstimator):
                         "or row_norm='clip' (shrink longer rows), or declare a larger norm_bound"
                     )
             return None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if self.row_norm == "normalize":
-                scale = np.where(norms > 0, R / norms, 1.0)
-            else:  # clip
-                scale = np.where(norms > R, R / np.where(norms > 0, norms, 1.0), 1.0)
+        # in place (one n-vector, not three): scale_i = R / ||x_i|| where the map changes the row
+        change = norms > 0 if self.row_norm == "normalize" else norms > R
+        scale = norms
+        np.divide(R, norms, out=scale, where=change)
+        scale[~change] = 1.0
         return scale
 
     def _design(self, X, R, s, *, fitting):
-        """Rows after the row map, with the bias column appended (one copy at most)."""
+        """Rows after the row map, with the bias column appended: for C-ordered dense X a
+        :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map, no copy),
+        otherwise one copy at most (F-ordered input is copied, so that a release does not depend
+        on the layout)."""
         import scipy.sparse as sp
 
+        if getattr(X, "_dpfast_chunked", False):  # Dask rows (linear_model/_dask.py): validated chunk by chunk
+            return X.design(self, R, s)
         scale = self._transform_rows(X, R, fitting=fitting)
         if sp.issparse(X):
             if scale is not None:
@@ -249,6 +258,10 @@ class _PrivateLinearModel(PrivateEstimator):
             if s > 0:
                 X = sp.hstack([X, sp.csr_matrix(np.full((X.shape[0], 1), s, dtype=X.dtype))], format="csr")
             return X
+        if X.flags.c_contiguous:
+            from dpfast.linear_model._solver import MappedRows
+
+            return MappedRows(X, scale, s)  # row map + bias column inside the kernel, no copy of X
         if s == 0:
             return X if scale is None else X * scale[:, None].astype(X.dtype)
         n, d = X.shape
@@ -277,7 +290,10 @@ class _PrivateLinearModel(PrivateEstimator):
         The release's event is charged to ``budget`` after the (data-independent) calibration
         and before any noise is drawn."""
         R, s = self._validate_common()
-        X = validate_X(self, X, reset=True, accept_sparse=True)
+        if getattr(X, "_dpfast_chunked", False):  # Dask rows: validated chunk by chunk in _design
+            self.n_features_in_ = X.shape[1]
+        else:
+            X = validate_X(self, X, reset=True, accept_sparse=True)
         n = X.shape[0]
         for t in targets:
             if t.shape != (n,):

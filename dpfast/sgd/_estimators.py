@@ -305,8 +305,15 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
     Steps: ``epochs * ceil(n / batch_size)``, at most ``MAX_STEPS`` = 10**9 (ValueError before
     anything is allocated).
 
+    ``fit(X, y, *, budget=None)`` charges ``event_`` to ``budget`` (or to the budget of an
+    enclosing ``with budget:`` block) before the first random draw; there is no
+    ``sample_weight`` (per-example weights are not part of the clipped-sum kernels).
+
     Attributes after ``fit``: ``coef_`` (K', d) with K' = 1 for binary, ``intercept_``,
-    ``classes_``, ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``sample_rate_``, ``steps_``,
+    ``classes_``, ``event_`` (``SelfComposed(PoissonSampled(q, Gaussian(z)), steps)``, or
+    ``SampledWithoutReplacement`` with a replace-one Gaussian for ``sampling="shuffle"``; None
+    when ``noise_multiplier=0``), ``epsilon_``, ``delta_``, ``accountant_`` ("pld" or "rdp"),
+    ``noise_multiplier_``, ``sample_rate_``, ``steps_``,
     ``loss_history_`` (mean training loss per epoch, NOT private), ``clipped_fraction_`` (share of
     sampled examples whose gradient was clipped, NOT private), ``train_seconds_`` (training loop
     wall time, excluding validation and accounting; NOT private), ``neighbours_``.

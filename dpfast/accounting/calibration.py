@@ -129,7 +129,7 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     epsilons are upper bounds, so the PLD's z is below the RDP one); the PLD search first runs
     on a grid 16 times coarser (still a certified upper bound, so its z is valid), and the final
     refinement at ``value_discretization`` starts from that bracket; Brent's method on
-    log epsilon vs log z; discretizations are cached per description.
+    log epsilon vs log z; discretizations are cached per event.
     """
     e = _real(target_epsilon, "target_epsilon")
     if not 0 < e < math.inf:

@@ -6,7 +6,7 @@ D17-D20.
 How a query is answered (both "lanes", the remove and the add pair of the add/remove relation,
 are composed separately and the worse is reported -- lectures D20, Remark 14.6):
 
-1. Each distinct description is discretized once on the grid h*Z (cached): a pessimistic
+1. Each distinct leaf event is discretized once on the grid h*Z (cached): a pessimistic
    connect-the-dots PMF and an optimistic companion (:mod:`dpfast.accounting._discretize`).
 2. The support of the composed loss is bounded by Chernoff bounds computed from the discrete
    PMFs' moment generating functions, P(S >= b) <= exp(sum_j c_j K_j(t) - t b), t > 0 (and the
@@ -201,7 +201,7 @@ def _flatten(event, count: int, out: list) -> list:
     return out
 
 _T_GRID = 2.0 ** np.arange(-6.0, 8.01, 1.0)
-#: Discretized PLDs of descriptions (process-wide; thread-safe, LRU, at most 32 MiB of masses;
+#: Discretized PLDs of leaf events (process-wide; thread-safe, LRU, at most 32 MiB of masses;
 #: one larger than that is not cached process-wide, only by the accountant that uses it;
 #: :func:`dpfast.accounting.clear_cache` empties it).
 STEP_CACHE_BYTES = 32 * 2 ** 20
@@ -465,8 +465,10 @@ class PLDAccountant(PrivacyAccountant):
     mechanism) would exceed 1e-3 of the composed loss's variance -- e.g. 10^6 steps at sample rate
     1e-4, where a fixed h = 1e-4 overstates epsilon by 15%.
 
-    ``compose(description, count)`` records; the PLDs are built at the first query (one FFT pair
-    per lane) and cached until the next ``compose``.  All descriptions must share one
+    ``compose(event, count)`` records (composition nodes are flattened into their leaves, each
+    discretized by its :func:`dominating_pairs` registration; an event without one raises
+    :class:`UnsupportedEventError` before anything changes); the PLDs are built at the first query
+    (one FFT pair per lane) and cached until the next ``compose``.  All events must share one
     neighbouring relation.  ``get_epsilon`` / ``get_delta`` are certified upper bounds
     (pessimistic); ``get_epsilon_bounds`` / ``get_delta_bounds`` return (optimistic,
     pessimistic).  epsilon is ``inf`` exactly when the +inf loss atom (a real one, e.g. of a

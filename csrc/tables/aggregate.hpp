@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -186,29 +187,63 @@ inline void run_units(const Params& p, const std::vector<int64_t>& start, std::v
 // Throws std::invalid_argument on out-of-range codes (checked before any work).
 inline Result bound_and_sum(const Params& p) {
     const int64_t n = p.n, U = p.U, G = p.G, k = p.k;
-    // Counting sort of in-scope rows by unit.
-    std::vector<int64_t> start(U + 1, 0);
+    // Rows into unit order by a two-level counting sort: first into <= 4096 buckets of
+    // consecutive unit codes (streaming writes), then, inside each bucket (cache resident),
+    // by unit.  The content hash is computed in the first, sequential pass over the values.
+    int shift = 0;
+    while (U > 0 && ((U - 1) >> shift) >= 4096) ++shift;
+    const int64_t B = U > 0 ? ((U - 1) >> shift) + 1 : 0;
+    std::vector<int64_t> bstart(B + 1, 0);
     for (int64_t i = 0; i < n; ++i) {
         const int64_t u = p.unit[i], g = p.group[i];
         if (u < 0 || u >= U) throw std::invalid_argument("unit code out of range");
         if (g < -1 || g >= G) throw std::invalid_argument("group code out of range");
-        if (g >= 0) start[u + 1] += 1;
+        if (g >= 0) bstart[(u >> shift) + 1] += 1;
     }
-    for (int64_t u = 0; u < U; ++u) start[u + 1] += start[u];
-    // Scatter one record per in-scope row into unit order; the content hash is computed here
-    // from a sequential read of the values (the per-unit work then reads its records in order).
-    std::vector<detail::RowRef> recs(start[U]);
+    for (int64_t q = 0; q < B; ++q) bstart[q + 1] += bstart[q];
+    const int64_t m = B > 0 ? bstart[B] : 0;
+    struct Tmp {
+        uint64_t c;
+        int64_t i;
+        int64_t g;
+        int64_t u;
+    };
+    std::unique_ptr<Tmp[]> tmp(new Tmp[std::max<int64_t>(m, 1)]);
     {
-        std::vector<int64_t> pos(start.begin(), start.end() - 1);
+        std::vector<int64_t> pos(bstart.begin(), bstart.end() - (B > 0 ? 1 : 0));
         for (int64_t i = 0; i < n; ++i) {
             const int64_t g = p.group[i];
-            if (g >= 0) recs[pos[p.unit[i]]++] = {g, detail::content_hash(p, i), i};
+            if (g >= 0) {
+                const int64_t u = p.unit[i];
+                tmp[pos[u >> shift]++] = {detail::content_hash(p, i), i, g, u};
+            }
         }
     }
+    std::vector<detail::RowRef> recs(m);
+    std::vector<int64_t> start(U + 1, 0);
+    start[U] = m;
     if (p.keep) std::fill(p.keep, p.keep + n, 0);
-
-    // Units split into contiguous blocks of about equal row counts, one per thread.
-    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(p.threads, std::max<int64_t>(1, start[U] / 100000)));
+    // Second level and the per-unit work, buckets split over threads by row counts.
+    auto second_level = [&](int64_t b0, int64_t b1) {
+        std::vector<int64_t> cnt((size_t)1 << shift);
+        for (int64_t q = b0; q < b1; ++q) {
+            const int64_t u0 = q << shift, nu = std::min<int64_t>(U - u0, (int64_t)1 << shift);
+            std::fill(cnt.begin(), cnt.begin() + nu, 0);
+            for (int64_t t = bstart[q]; t < bstart[q + 1]; ++t) cnt[tmp[t].u - u0] += 1;
+            int64_t acc = bstart[q];
+            for (int64_t v = 0; v < nu; ++v) {
+                start[u0 + v] = acc;
+                const int64_t c = cnt[v];
+                cnt[v] = acc;
+                acc += c;
+            }
+            for (int64_t t = bstart[q]; t < bstart[q + 1]; ++t) {
+                const Tmp& r = tmp[t];
+                recs[cnt[r.u - u0]++] = {r.g, r.c, r.i};
+            }
+        }
+    };
+    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(p.threads, B), m / 100000));
     std::vector<detail::Local> locals(T);
     for (auto& L : locals) {
         L.count.assign(G, 0);
@@ -223,21 +258,26 @@ inline Result bound_and_sum(const Params& p) {
             L.s2l.assign(k * G, 0.0);
         }
     }
-    std::vector<int64_t> cut(T + 1, U);
+    std::vector<int64_t> cut(T + 1, B);
     cut[0] = 0;
     for (int t = 1; t < T; ++t) {
-        const int64_t target = start[U] * t / T;
-        cut[t] = std::lower_bound(start.begin(), start.end(), target) - start.begin();
-        cut[t] = std::max(cut[t - 1], std::min(cut[t], U));
+        const int64_t target = m * t / T;
+        cut[t] = std::lower_bound(bstart.begin(), bstart.end(), target) - bstart.begin();
+        cut[t] = std::max(cut[t - 1], std::min(cut[t], B));
     }
+    auto work = [&](int t) {
+        second_level(cut[t], cut[t + 1]);
+        detail::run_units(p, start, recs, std::min<int64_t>(cut[t] << shift, U), std::min<int64_t>(cut[t + 1] << shift, U),
+                          locals[t]);
+    };
     if (T == 1) {
-        detail::run_units(p, start, recs, 0, U, locals[0]);
+        work(0);
     } else {
         std::vector<std::thread> pool;
-        for (int t = 0; t < T; ++t)
-            pool.emplace_back([&, t] { detail::run_units(p, start, recs, cut[t], cut[t + 1], locals[t]); });
+        for (int t = 0; t < T; ++t) pool.emplace_back(work, t);
         for (auto& th : pool) th.join();
     }
+    tmp.reset();
     // Merge in fixed thread order.
     Result r;
     r.count = std::move(locals[0].count);

@@ -93,66 +93,6 @@ class Charge(NamedTuple):
     epsilon: float
 
 
-def _make_accountant(name: str):
-    """A fresh accountant of the given kind (``"pld"`` or ``"rdp"``)."""
-    from dpfast import accounting
-
-    make = getattr(accounting, "make_accountant", None)
-    if make is not None:
-        return make(name)
-    return accounting.PLDAccountant() if name == "pld" else accounting.RDPAccountant()
-
-
-def _event_to_dict(event) -> dict:
-    from dpfast import accounting
-
-    to_dict = getattr(accounting, "to_dict", None)
-    if to_dict is not None:
-        return to_dict(event)
-    return _legacy_to_dict(event)
-
-
-def _event_from_dict(d: dict):
-    from dpfast import accounting
-
-    from_dict = getattr(accounting, "from_dict", None)
-    if from_dict is not None:
-        return from_dict(d)
-    return _legacy_from_dict(d)
-
-
-# -- serialisation of today's description classes (used only until dpfast.accounting provides
-#    to_dict / from_dict, which then serves every caller)
-def _legacy_to_dict(event) -> dict:
-    import dataclasses
-
-    from dpfast import accounting
-
-    name = type(event).__name__
-    if getattr(accounting, name, None) is not type(event) or not dataclasses.is_dataclass(event):
-        raise TypeError(f"cannot serialise event of type {name}: not a dpfast.accounting event")
-    out: Dict[str, Any] = {"type": name}
-    for f in dataclasses.fields(event):
-        v = getattr(event, f.name)
-        if callable(v):
-            raise TypeError(f"cannot serialise {name}: its field {f.name!r} holds a callable; "
-                            f"a budget holding it has no state_dict")
-        out[f.name] = list(v) if isinstance(v, tuple) else v
-    return out
-
-
-def _legacy_from_dict(d: dict):
-    from dpfast import accounting
-
-    if not isinstance(d, dict) or "type" not in d:
-        raise ValueError(f"an event dict needs a 'type' key, got {d!r}")
-    cls = getattr(accounting, str(d["type"]), None)
-    if not isinstance(cls, type):
-        raise ValueError(f"unknown event type {d['type']!r}")
-    kw = {k: v for k, v in d.items() if k != "type"}
-    return cls(**kw)
-
-
 def _check_label(label) -> str:
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__}")
@@ -217,7 +157,9 @@ class PrivacyBudget:
                 counts[e] = counts.get(e, 0) + 1
             except TypeError:
                 unhashable.append(e)
-        acc = _make_accountant(self.accountant)
+        from dpfast.accounting import make_accountant
+
+        acc = make_accountant(self.accountant)
         for e, c in counts.items():
             acc.compose(e, c)
         for e in unhashable:
@@ -234,9 +176,11 @@ class PrivacyBudget:
         ------
         BudgetExceededError
             The composition would exceed the budget; the budget is unchanged.
-        TypeError, ValueError
+        dpfast.accounting.UnsupportedEventError
             ``event`` is not an event the accountant supports (e.g. a profile-only event with
-            ``accountant="rdp"``), or it uses another neighbouring relation than the events
+            ``accountant="rdp"``); the budget is unchanged.
+        TypeError, ValueError
+            ``event`` is not an event, or it uses another neighbouring relation than the events
             already charged; the budget is unchanged.
         """
         label = _check_label(label)
@@ -302,13 +246,15 @@ class PrivacyBudget:
         (``dpfast.accounting``'s dict form, never a PMF) and its cumulative epsilon.
 
         Raises ``TypeError`` when an event cannot be serialised (one holding a callable)."""
+        from dpfast.accounting import to_dict
+
         with self._lock:
             return {
                 "version": _STATE_VERSION,
                 "epsilon": self.epsilon,
                 "delta": self.delta,
                 "accountant": self.accountant,
-                "ledger": [{"label": c.label, "event": _event_to_dict(c.event), "epsilon": c.epsilon}
+                "ledger": [{"label": c.label, "event": to_dict(c.event), "epsilon": c.epsilon}
                            for c in self._ledger],
             }
 
@@ -319,6 +265,8 @@ class PrivacyBudget:
         The accountant is rebuilt by composing the saved events (the composition is
         deterministic, so :meth:`spent` equals the saved value on the same build); a ledger
         whose composition exceeds the saved epsilon is refused with ``ValueError``."""
+        from dpfast.accounting import from_dict
+
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from PrivacyBudget.state_dict(), got {type(state).__name__}")
         if state.get("version") != _STATE_VERSION:
@@ -326,7 +274,7 @@ class PrivacyBudget:
                              f"(this dpfast reads version {_STATE_VERSION})")
         try:
             budget = cls(state["epsilon"], state["delta"], state["accountant"])
-            entries = [(_check_label(e["label"]), _event_from_dict(e["event"]), float(e["epsilon"]))
+            entries = [(_check_label(e["label"]), from_dict(e["event"]), float(e["epsilon"]))
                        for e in state["ledger"]]
         except KeyError as exc:
             raise ValueError(f"budget state lacks the key {exc.args[0]!r}") from None

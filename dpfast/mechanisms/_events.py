@@ -79,14 +79,7 @@ def _up(x) -> float:
 
 def self_composed(event, count: int):
     """``count`` compositions of ``event`` as one event (the event itself when count == 1)."""
-    if count == 1:
-        return event
-    A = _accounting()
-    node = getattr(A, "SelfComposed", None)
-    if node is not None:
-        return node(event, count)
-    # Until the composition nodes exist: basic composition of pure events (valid, looser).
-    return type(event)(epsilon=_up(Fraction(event.epsilon) * count))
+    return event if count == 1 else _accounting().SelfComposed(event, count)
 
 
 def laplace_event(sensitivity, scale, shape) -> Any:
@@ -124,16 +117,7 @@ def pure_event(epsilon) -> Any:
 
 
 def approx_dp_event(epsilon: float, delta: float) -> Any:
-    """(epsilon, delta)-DP as an event: ``ApproxDP`` where ``dpfast.accounting`` has it, else its
-    exact dominating pair (Kairouz, Oh & Viswanath 2015: every (eps, delta)-DP pair is a
-    post-processing of this one)."""
-    A = _accounting()
-    node = getattr(A, "ApproxDP", None)
-    if node is not None:
-        return node(epsilon=float(epsilon), delta=float(delta))
-    e, d = float(epsilon), float(delta)
-    hi, lo = (1 - d) / (1 + math.exp(-e)), (1 - d) / (1 + math.exp(e))
-    return A.FromDominatingPair([d, hi, lo, 0.0], [0.0, lo, hi, d], name=f"ApproxDP(epsilon={e!r}, delta={d!r})")
+    return _accounting().ApproxDP(epsilon=float(epsilon), delta=float(delta))
 
 
 def exponential_event(epsilon, count: int = 1, kind: str = "ExponentialMechanism") -> Any:

@@ -36,7 +36,8 @@ class NoisyCentroid(ClassifierMixin, BaseEstimator):
         d = X.shape[1]
         sens = math.sqrt(d)
         sigma = float(gaussian_sigma(self.epsilon, self.delta, sens)) * self.boost
-        charge(budget, accounting.Gaussian(noise_multiplier=sigma / sens, sensitivity=sens), label="NoisyCentroid")
+        self.event_ = accounting.Gaussian(noise_multiplier=sigma / sens, sensitivity=sens)
+        charge(budget, self.event_, label="NoisyCentroid")
         g = np.random.default_rng(self.random_state)
         self.classes_ = np.array([0, 1])
         self.c_ = self.sign * np.stack([X[y == c].sum(0) + g.normal(0, sigma, d) for c in (0, 1)])
@@ -247,3 +248,40 @@ def test_refuses_an_estimator_without_privacy():
     X, y = _data(100)
     with pytest.raises(TypeError, match="epsilon"):
         PrivateRandomSearch(SkLR(), {"C": [1.0]}, epsilon=1.0, delta=1e-5).fit(X, y)
+
+
+def test_nested_steps_charge_nothing_but_the_search():
+    """A DP scaler inside a ColumnTransformer (no budget routing reaches it) is accounted through
+    its event_ and never charges the enclosing ``with budget:`` itself (probes and runs)."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+
+    from dpfast.preprocessing import OneHotEncoder, StandardScaler
+
+    g = np.random.default_rng(1)
+    X = np.c_[g.uniform(-1, 1, size=(2000, 2)), g.integers(0, 2, 2000)]
+    y = (X[:, 0] > 0).astype(int)
+    ct = ColumnTransformer([("num", StandardScaler(0.2, bounds=(-1, 1)), [0, 1]),
+                            ("cat", OneHotEncoder([[0.0, 1.0]]), [2])])
+    pipe = make_pipeline(ct, NoisyCentroid(0.8))
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    with b:
+        s = PrivateRandomSearch(pipe, {"noisycentroid__sign": [1.0, -1.0]}, epsilon=1.0, delta=1e-5,
+                                random_state=0).fit(X, y)
+    assert len(b.ledger) == 1 and b.ledger[0].label == "PrivateRandomSearch"
+    fit_ev = s.event_.event.events[0]
+    scaler_ev, centroid_ev = fit_ev.events
+    assert isinstance(scaler_ev, accounting.Laplace) and scaler_ev.sensitivity == 1 + 2 + 1
+    assert scaler_ev.scale == pytest.approx(4 / (0.9 * s.run_epsilon_ * 0.2))
+    assert isinstance(centroid_ev, accounting.Gaussian)
+
+
+def test_refuses_a_non_private_step_inside_the_search():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler as SkStandardScaler
+
+    X, y = _data(200)
+    with pytest.raises(ValueError, match="no privacy event"):
+        PrivateRandomSearch(make_pipeline(SkStandardScaler(), NoisyCentroid()), {"noisycentroid__sign": [1.0]},
+                            epsilon=1.0,
+                            delta=1e-5).fit(X, y)

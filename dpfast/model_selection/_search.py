@@ -26,6 +26,8 @@ from dpfast.accounting.tuning import (
 )
 from dpfast.mechanisms import laplace_noise
 from dpfast.model_selection._events import OneOf
+from dpfast.budget import detached
+from dpfast.preprocessing._pipeline import pipeline_event
 from dpfast.preprocessing._privacy import charge, composed
 from dpfast.random import check_random_state
 
@@ -69,61 +71,6 @@ def sample_run_count(distribution: str, mean: float, eta: float, gamma: Optional
 
 
 # ---------------------------------------------------------------------------- events of a fit
-# the recording and already-charged budgets below must pass dpfast.budget.resolve's type check
-from dpfast.budget import PrivacyBudget as _BudgetBase  # noqa: E402
-
-
-class _Probed(Exception):
-    pass
-
-
-class _Recorder(_BudgetBase):
-    """A budget that records the events a fit charges and charges nothing (used on public
-    dummy data only, to learn what a configured clone would cost); with ``stop`` it ends the
-    fit right after its charge (the fit's remaining work is of no use to the probe)."""
-
-    def __init__(self, events: list, stop: bool):  # no PrivacyBudget state: only charge is used
-        self.events = events
-        self.stop = stop
-
-    def charge(self, event, *, label: str = "") -> None:
-        self.events.append(event)
-        if self.stop:
-            raise _Probed
-
-
-class _AlreadyCharged(_BudgetBase):
-    """Explicit budget of the runs inside the search: their cost is inside the tuned event
-    that the search charged up front, so they charge nothing (and not the ``with`` default)."""
-
-    def __init__(self):
-        pass
-
-    def charge(self, event, *, label: str = "") -> None:
-        return None
-
-
-def _accepts_budget(est) -> bool:
-    import inspect
-
-    try:
-        return "budget" in inspect.signature(est.fit).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _fit_with_budget(est, X, y, budget):
-    """``est.fit(X, y, budget=budget)``; for a Pipeline, ``budget`` goes to every step whose
-    ``fit`` takes it (``step__budget``, scikit-learn's routing of fit parameters)."""
-    from sklearn.pipeline import Pipeline
-
-    if isinstance(est, Pipeline):
-        kw = {f"{name}__budget": budget for name, step in est.steps
-              if step not in (None, "passthrough") and _accepts_budget(step)}
-        return est.fit(X, y, **kw)
-    return est.fit(X, y, budget=budget)
-
-
 def _privacy_params(est, suffix: str) -> dict:
     """The (deep) parameters named ``suffix`` or ``*__suffix`` that are set (not None)."""
     return {k: v for k, v in est.get_params(deep=True).items()
@@ -159,7 +106,9 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
     The algorithm (all randomness except the fits' and scores' noise is independent of the data):
 
     1. each row is put in the validation part with probability ``validation_fraction``
-       (independent coins, one per row);
+       (independent coins, one per row; the analysis, like every train/validation analysis,
+       couples the coins with the records: a record keeps its coin in the neighbouring data
+       set, so adding or removing it changes one of the two parts by that record only);
     2. K, the number of runs, is drawn from Poisson(``n_runs_mean``) or from the truncated
        negative binomial D_{eta,gamma} with mean ``n_runs_mean``;
     3. each run (the base algorithm Q) draws a candidate uniformly from ``param_distributions``
@@ -284,29 +233,22 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
         return est.set_params(**upd)
 
     def _fit_event(self, est, shape: tuple):
-        """The event ``est.fit`` charges on data of ``shape``: a fit on public dummy data
-        (zeros, labels cycling through the public label set) with a recording budget, stopped
-        at the last step's charge (no private row is read)."""
-        from sklearn.pipeline import Pipeline
-
+        """The event of ``est.fit`` on data of ``shape``: ``est`` is fitted on public dummy data
+        (zeros, labels cycling through the public label set) with no budget reachable
+        (:func:`dpfast.budget.detached`), and the fitted steps' ``event_`` are composed by
+        :func:`dpfast.pipeline_event`, which refuses a step that learns without privacy.
+        No private row is read."""
         Xd = np.zeros(shape)
         classes = [v for k, v in est.get_params(deep=True).items()
                    if (k == "classes" or k.endswith("__classes")) and v is not None]
         labels = np.asarray(classes[-1] if classes else [0, 1])
         yd = np.resize(labels, shape[0])
-        events: list = []
-        try:
-            if isinstance(est, Pipeline):
-                steps = [(n, st) for n, st in est.steps if st not in (None, "passthrough") and _accepts_budget(st)]
-                kw = {f"{n}__budget": _Recorder(events, stop=(k == len(steps) - 1)) for k, (n, st) in enumerate(steps)}
-                est.fit(Xd, yd, **kw)
-            else:
-                est.fit(Xd, yd, budget=_Recorder(events, stop=True))
-        except _Probed:
-            pass
-        if not events:
-            raise TypeError(f"{type(est).__name__}.fit(budget=...) charged no event: it cannot be tuned privately")
-        return composed(events)
+        with detached():
+            est.fit(Xd, yd)
+        event = pipeline_event(est)
+        if event is None:
+            raise TypeError(f"{type(est).__name__} released nothing private (no event_): it cannot be tuned privately")
+        return event
 
     def _run_curve(self, candidates, e, delta, shape, orders):
         """Q's RDP bound at per-run epsilon e: max over candidates of fit + score; the events."""
@@ -392,7 +334,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
             seeds = {k_: int(gen.integers(2 ** 63)) for k_ in sorted(est.get_params(deep=True))
                      if k_ == "random_state" or k_.endswith("__random_state")}
             est.set_params(**seeds)
-            _fit_with_budget(est, Xa[tr], ya[tr], _AlreadyCharged())
+            with detached():  # the runs are inside the tuned event charged above
+                est.fit(Xa[tr], ya[tr])
             correct = float(np.count_nonzero(est.predict(Xa[val]) == ya[val]))
             noisy = correct + float(laplace_noise(b_score, 1, rng=gen)[0])
             if noisy > best[0]:

@@ -193,6 +193,20 @@ def test_dpsgd_event_is_the_sampled_gaussian_composed_per_step():
     assert s.event_ == acc.SelfComposed(acc.SampledWithoutReplacement(0.1, inner), 10)
 
 
+def test_full_batch_dpgd_is_t_gaussian_mechanisms():
+    from scipy.stats import norm
+
+    X, y = _binary(n=150)
+    m = DPSGDClassifier(noise_multiplier=2.0, sampling="full", epochs=8, random_state=0).fit(X, y)
+    assert m.event_ == acc.SelfComposed(acc.Gaussian(2.0), 8) and m.steps_ == 8 and m.sample_rate_ == 1.0
+    # 8 Gaussian mechanisms of multiplier 2 = mu-GDP with mu = sqrt(8)/2 (Dong, Roth & Su 2022,
+    # Cor. 3.3); its exact delta at epsilon_ (Balle & Wang 2018, Thm 8) is at most, and close to, 1e-5
+    mu = np.sqrt(8) / 2.0
+    e = m.epsilon_
+    delta = norm.cdf(-e / mu + mu / 2) - np.exp(e) * norm.cdf(-e / mu - mu / 2)
+    assert 0.9e-5 <= delta <= 1e-5
+
+
 def test_public_learner_events_state_the_theorems_guarantee():
     X, y = _binary(n=300)
     Z = np.random.default_rng(3).normal(size=(40, 3))

@@ -92,7 +92,7 @@ _CONSTRAINTS = {
     "adam_eps": [Interval(Real, 0, None, closed="neither")],
     "alpha": [Interval(Real, 0, None, closed="left")],
     "fit_intercept": ["boolean"],
-    "sampling": [StrOptions({"poisson", "shuffle"})],
+    "sampling": [StrOptions({"poisson", "shuffle", "full"})],
     "accountant": [StrOptions({"pld", "rdp"})],
     "random_state": RANDOM_STATE,
     "progress": ["boolean"],
@@ -118,6 +118,8 @@ class _DPSGDBase(PrivateEstimator):
                 raise ValueError(f"{name} must be finite, got {v!r}")
         epochs = check_int(self.epochs, "epochs")
         bs = check_int(self.batch_size, "batch_size")
+        if self.sampling == "full":  # full-batch DP-GD: every step all n rows (batch_size unused)
+            bs = n
         if bs > n:
             raise ValueError(f"batch_size ({bs}) must be <= the number of training examples ({n})")
         q = bs / n
@@ -129,6 +131,11 @@ class _DPSGDBase(PrivateEstimator):
             )
         return float(self.delta), epochs, bs, q, steps_per_epoch
 
+    def _sampling(self) -> str:
+        """The sampling scheme as accounted: full batches are the q = 1 case of Poisson sampling
+        (each step the Gaussian mechanism on the clipped sum, sensitivity C, add/remove)."""
+        return "poisson" if self.sampling == "full" else self.sampling
+
     def _setup_privacy(self, n: int, budget=None):
         """Calibrate (or take) the noise multiplier, account the run and charge its event to
         ``budget`` -- all before any randomness is drawn."""
@@ -137,11 +144,11 @@ class _DPSGDBase(PrivateEstimator):
         if self.noise_multiplier is not None:
             z = float(self.noise_multiplier)
         else:
-            z = _privacy.calibrate(float(self.epsilon), delta, q, steps, self.sampling, self.accountant)
+            z = _privacy.calibrate(float(self.epsilon), delta, q, steps, self._sampling(), self.accountant)
         self.noise_multiplier_ = z
         self.sample_rate_ = q
         self.steps_ = steps
-        self.neighbours_ = "add_remove" if self.sampling == "poisson" else "replace_one"
+        self.neighbours_ = "add_remove" if self._sampling() == "poisson" else "replace_one"
         if z == 0:
             event = None  # no noise: not private (epsilon_ = inf), nothing a budget could accept
             from dpfast import budget as _budget
@@ -154,9 +161,9 @@ class _DPSGDBase(PrivateEstimator):
             from dpfast import accounting as acc
 
             # T adaptive steps of the sampled Gaussian (Abadi et al. 2016; see dpfast.sgd._privacy)
-            event = acc.SelfComposed(_privacy.description(z, q, self.sampling), steps)
+            event = acc.SelfComposed(_privacy.description(z, q, self._sampling()), steps)
             self._charge(event, budget)
-        epsilon = _privacy.run_epsilon(z, q, steps, delta, self.sampling, self.accountant)
+        epsilon = _privacy.run_epsilon(z, q, steps, delta, self._sampling(), self.accountant)
         self._record_release(event, epsilon, delta, self.accountant)
         return epochs, bs, q, spe
 
@@ -178,8 +185,9 @@ class _DPSGDBase(PrivateEstimator):
         P = theta.size
         C = float(self.max_norm)
         z = self.noise_multiplier_
-        noise_std = z * C * _privacy.sensitivity_factor(self.sampling)
-        inv_batch = 1.0 / (q * n) if self.sampling == "poisson" else 1.0 / bs
+        noise_std = z * C * _privacy.sensitivity_factor(self._sampling())
+        inv_batch = 1.0 / (q * n) if self._sampling() == "poisson" else 1.0 / bs
+        full = np.arange(n, dtype=np.int64) if self.sampling == "full" else None
         opt = _OPTIMIZERS[self.optimizer]
         m = np.zeros(P, dtype) if opt >= 1 else None
         v = np.zeros(P, dtype) if opt == 2 else None
@@ -204,7 +212,9 @@ class _DPSGDBase(PrivateEstimator):
             count = 0
             for _ in range(spe):
                 with native_stream(gen) as cap:
-                    if mark is None:
+                    if full is not None:
+                        idx = full  # no sampling draw: every row, every step
+                    elif mark is None:
                         idx = _clip.poisson_sample(cap, n, q)
                     else:
                         idx = _clip.fixed_sample(cap, n, bs, mark)
@@ -236,6 +246,13 @@ class _DPSGDBase(PrivateEstimator):
         self.loss_history_ = np.asarray(history)
         self.clipped_fraction_ = n_clipped / max(n_seen, 1)
         self.n_iter_ = t
+
+
+def _dask():
+    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
+    from dpfast.sgd import _dask as mod
+
+    return mod
 
 
 class _GLMBase(_DPSGDBase):
@@ -284,8 +301,11 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
     Privacy: give ``epsilon`` (and ``delta``) to have the noise multiplier calibrated by the
     accountant, or ``noise_multiplier`` z directly; ``epsilon_`` is the run's epsilon at
     ``delta`` from ``dpfast.accounting`` (PLD by default, ``accountant="rdp"`` for RDP).
-    ``sampling="poisson"`` (default; add/remove neighbours) or ``"shuffle"`` (fixed-size uniform
-    batches; replace-one) -- see ``dpfast.sgd._privacy``.  The label set is public schema:
+    ``sampling="poisson"`` (default; add/remove neighbours), ``"shuffle"`` (fixed-size uniform
+    batches; replace-one) -- see ``dpfast.sgd._privacy`` -- or ``"full"``: full-batch DP-GD
+    (every step all n rows, the Gaussian mechanism with sensitivity ``max_norm``, T = ``epochs``
+    steps, add/remove; ``batch_size`` unused), the only sampling offered on Dask input
+    (:mod:`dpfast.sgd._dask`).  The label set is public schema:
     ``classes`` (all K labels for multinomial), default ``[0, 1]``; it is never read off the
     private labels (that would let one record change the model's shape).
 
@@ -374,7 +394,10 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
         ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
         ``with budget:`` block, if any) charged with ``event_`` before any randomness is drawn;
-        ``BudgetExceededError`` leaves the estimator unfitted."""
+        ``BudgetExceededError`` leaves the estimator unfitted.  Dask input: full-batch DP-GD
+        (``sampling="full"``) in :mod:`dpfast.sgd._dask`."""
+        if _dask().is_dask_collection(X):
+            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -390,11 +413,15 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def decision_function(self, X) -> np.ndarray:
         """Scores x.coef + intercept: shape (n,) for binary, (n, K) for multinomial."""
+        if _dask().is_dask_collection(X):
+            return _dask().decision_function(self, X)
         s = self._scores(X)
         return s[:, 0] if s.shape[1] == 1 else s
 
     def predict_proba(self, X) -> np.ndarray:
         """Sigmoid (binary) or softmax (multinomial) of the scores."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict_proba(self, X)
         s = self.decision_function(X).astype(np.float64)
         if s.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * s))
@@ -405,9 +432,17 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """The class of the largest score (post-processing of the released model)."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict(self, X)
         s = self.decision_function(X)
         k = (s > 0).astype(np.int64) if s.ndim == 1 else s.argmax(axis=1)
         return self.classes_[k]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.sgd._dask`."""
+        if _dask().is_dask_collection(X):
+            return _dask().score(self, X, y, sample_weight=sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)
 
 
 class DPSGDRegressor(DPRegressorMixin, _GLMBase):
@@ -462,6 +497,8 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def fit(self, X, y, *, budget=None) -> "DPSGDRegressor":
         """Train privately; ``budget`` as for :meth:`DPSGDClassifier.fit`.  Returns self."""
+        if _dask().is_dask_collection(X):
+            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -474,7 +511,15 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
+        if _dask().is_dask_collection(X):
+            return _dask().predict(self, X)
         return self._scores(X)[:, 0]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.sgd._dask`."""
+        if _dask().is_dask_collection(X):
+            return _dask().score(self, X, y, sample_weight=sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)
 
 
 class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):

@@ -41,9 +41,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from dpfast._validation import check_delta, check_epsilon
+
+if TYPE_CHECKING:
+    from dpfast.accounting import DpEvent
 
 __all__ = ["PrivacyBudget", "BudgetExceededError", "Charge", "resolve", "charge", "detached"]
 
@@ -166,7 +169,7 @@ class PrivacyBudget:
             acc.compose(e)
         return acc
 
-    def charge(self, event, *, label: str = "") -> None:
+    def charge(self, event: "DpEvent", *, label: str = "") -> None:
         """Charge one release described by ``event``; raise if it does not fit.
 
         Composes the events already charged and ``event`` (a fresh accountant of this budget's
@@ -325,7 +328,7 @@ def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
     return budget
 
 
-def charge(budget: Optional[PrivacyBudget], event, label: str = "") -> None:
+def charge(budget: Optional[PrivacyBudget], event: "DpEvent", label: str = "") -> None:
     """Charge ``event`` to ``resolve(budget)`` when there is one (call it before drawing any
     noise).  Raises :class:`BudgetExceededError` when the release does not fit."""
     b = resolve(budget)

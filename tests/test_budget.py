@@ -368,3 +368,15 @@ def test_detached_blocks_the_default_for_composite_releases():
             dpfast.laplace(X, 1.0, 0.5, rng=0, budget=explicit)  # explicit: charged
         assert resolve(None) is b
     assert [c.label for c in b.ledger] == ["composite total"] and len(explicit.ledger) == 1
+
+
+def test_pickle_and_deepcopy_keep_the_ledger_and_a_fresh_lock():
+    import copy
+    import pickle
+
+    b = PrivacyBudget(2.0, 1e-6)
+    b.charge(A.Laplace(scale=2.0), label="a")
+    for b2 in (pickle.loads(pickle.dumps(b)), copy.deepcopy(b)):
+        assert b2.ledger == b.ledger and b2.spent() == b.spent()
+        b2.charge(A.PureDP(0.5), label="only in the copy")
+        assert len(b2.ledger) == 2 and len(b.ledger) == 1

@@ -295,6 +295,16 @@ def test_pipeline_event_refuses_a_non_private_step():
         pipeline_event(pipe)
 
 
+def test_fits_charge_the_default_budget_once():
+    X = _data(300, 2)
+    b = PrivacyBudget(5.0, 1e-6)
+    with b:  # private_quantile would charge the default itself: the fit's event covers it
+        MinMaxScaler(1.0, bounds=(-5, 5), random_state=0).fit(X)
+        StandardScaler(1.0, bounds=(-5, 5), random_state=0).fit(X)
+        OneHotEncoder("private", epsilon=1.0, delta=1e-7, random_state=0).fit(_cats(300))
+    assert [c.label for c in b.ledger] == ["MinMaxScaler", "StandardScaler", "OneHotEncoder"]
+
+
 def test_pipeline_steps_charge_one_budget():
     X = _data(200, 2)
     b = PrivacyBudget(2.0, 1e-6)

@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpfast._validation import check_delta, check_epsilon
+from dpfast.budget import detached
 from dpfast.mechanisms import laplace_noise
 from dpfast.accounting import ApproxDP
 from dpfast.preprocessing._privacy import charge
@@ -127,10 +128,11 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
             gen = check_random_state(self.random_state)
             charge(budget, event, label=type(self).__name__)
             cats = []
-            for j in range(d):
-                values, counts = np.unique(np.asarray(_column(Xa, j), dtype=object), return_counts=True)
-                keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
-                cats.append(values[keep])
+            with detached():  # samplers charge nothing today; the fit's event covers them anyway
+                for j in range(d):
+                    values, counts = np.unique(np.asarray(_column(Xa, j), dtype=object), return_counts=True)
+                    keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
+                    cats.append(values[keep])
             self.categories_ = cats
             self.event_, self.epsilon_, self.delta_ = event, eps, delta
         self.n_features_in_ = d

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfast import accounting
 from dpfast._validation import as_array, check_delta, check_epsilon
+from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
 from dpfast.preprocessing._privacy import charge, self_composed
@@ -139,7 +140,8 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
         u = (np.clip(Xa, lo, hi) - c) / r
         exact = np.concatenate([[Xa.shape[0]], u.sum(axis=0), (u * u - 0.5).sum(axis=0)])
-        noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
+        with detached():  # samplers charge nothing today; the fit's event covers them anyway
+            noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
         noisy = exact + noise
         n = max(float(noisy[0]), 1.0)
         mean_u = np.clip(noisy[1:d + 1] / n, -1.0, 1.0)
@@ -235,9 +237,10 @@ class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         gen = check_random_state(self.random_state)
         charge(budget, event, label=type(self).__name__)
         qs = np.empty((d, 2))
-        for j in range(d):
-            # two levels share epsilon/d equally inside private_quantile: eps/(2d) each
-            qs[j] = private_quantile(Xa[:, j], q, eps / d, (lo[j], hi[j]), rng=gen)
+        with detached():  # charged above with the whole fit's event, not again per call
+            for j in range(d):
+                # two levels share epsilon/d equally inside private_quantile: eps/(2d) each
+                qs[j] = private_quantile(Xa[:, j], q, eps / d, (lo[j], hi[j]), rng=gen)
         qs.sort(axis=1)  # post-processing: the draws are independent and need not be ordered
         self.data_min_, self.data_max_ = qs[:, 0], qs[:, 1]
         self.data_range_ = self.data_max_ - self.data_min_

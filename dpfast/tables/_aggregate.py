@@ -438,9 +438,9 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
             released = np.flatnonzero(np.asarray(laplace(units.astype(np.float64), float(l0), eps_sel, rng=gen))
                                       > tau) if G else np.zeros(0, dtype=np.int64)
         else:
-            pi = selection_probabilities(int(units.max()) if G else 0, l0, eps_sel, delta_sel)
+            pi = _selection_pi(int(units.max()) if G else 0, l0, eps_sel, delta_sel)
             u = gen.random(G)
-            released = np.flatnonzero(u < pi[units] - 2.0 ** -52)
+            released = np.flatnonzero(u < pi[np.minimum(units, pi.size - 1)] - 2.0 ** -52)
     else:
         released = np.arange(G)
     k = released.size
@@ -620,6 +620,9 @@ def selection_threshold(l0: int, epsilon: float, delta: float) -> float:
     (:func:`selection_probabilities`) is optimal; Laplace thresholding is a valid (close)
     alternative.
     """
+    l0 = check_int(l0, "l0")
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
     b = l0 / epsilon
     return 1.0 + b * math.log(l0 / (2.0 * delta))
 
@@ -633,26 +636,37 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
     ``pi(n) = min(e^eps pi(n-1) + delta, 1 + e^-eps (pi(n-1) + delta - 1), 1)``
     (it equals thresholding a truncated two-sided geometric noise).  A unit in up to ``l0``
     partitions: each partition's rule runs at ``(eps/l0, delta/l0)``; the <= l0 decisions a
-    unit changes are independent, so basic composition gives (eps, delta) (the paper's
-    Sec. 3.3 reduction).
+    unit changes are independent, so basic composition over them gives (eps, delta).
 
     Floating point: the recurrence runs at ``eps (1 - 2^-40)`` and ``delta (1 - 2^-40)``, so
     the computed values stay below the exact ones for (eps, delta) despite rounding; the draw
     ``U < pi - 2^-52`` with a 53-bit uniform ``U`` releases with probability <= pi.
     """
+    n_max = check_int(n_max, "n_max", lo=0)
+    if n_max > 10 ** 7:
+        raise ValueError(f"n_max must be <= 10**7, got {n_max}")
+    l0 = check_int(l0, "l0")
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=False)
+    short = _selection_pi(n_max, l0, epsilon, delta)
+    pi = np.ones(n_max + 1)
+    pi[:short.size] = short
+    return pi
+
+
+def _selection_pi(n_max: int, l0: int, epsilon: float, delta: float) -> np.ndarray:
+    """pi(0..m) of :func:`selection_probabilities` up to m = n_max or the first n with pi(n) = 1
+    (pi stays 1 beyond: index with ``min(n, size - 1)``)."""
     e = (epsilon / l0) * (1.0 - 2.0 ** -40)
     d = (delta / l0) * (1.0 - 2.0 ** -40)
-    pi = np.zeros(n_max + 1)
     e = min(e, 700.0)  # a smaller epsilon is safe (smaller pi); keeps exp finite
     ee, em = math.exp(e), math.exp(-e)
+    out = [0.0]
     p = 0.0
-    for n in range(1, n_max + 1):
+    while len(out) <= n_max and p < 1.0:
         p = min(ee * p + d, 1.0 + em * (p + d - 1.0), 1.0)
-        pi[n] = p
-        if p >= 1.0:
-            pi[n:] = 1.0
-            break
-    return pi
+        out.append(p)
+    return np.array(out)
 
 
 def _is_dask(df) -> bool:

@@ -22,7 +22,7 @@ from dpfast import sgd as S
 
 from _fuzzlib import Target
 
-SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public"]
+SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -30,8 +30,7 @@ EXCLUDED = {
     "mechanisms": "subpackage", "random": "subpackage", "accounting": "subpackage",
     "linear_model": "subpackage", "sgd": "subpackage", "public": "subpackage",
     "datasets": "subpackage excluded by the brief (reads a data file)",
-    "tables": "subpackage (optional pandas dependency): aggregate's bad-input table and audits are in "
-              "tests/test_tables.py; a fuzz target is still to be written",
+    "tables": "subpackage (its names are targets)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
     "MechanismDescription": "abstract base class of the descriptions (each description is a target)",
@@ -484,7 +483,45 @@ def _generic_oracle(X_private, y_private, X_public, eta):
     return np.ascontiguousarray(X_public, float) @ w
 
 
-ALL = MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC
+# --- tables ---------------------------------------------------------------------------------
+# aggregate takes a DataFrame: the target builds it from three fixed arrays (their layouts are
+# compared) and fuzzes every other argument; the result is the released frame as an array.
+
+TU = np.array([0, 1, 1, 2, 3, 3, 3, 4, 5, 6] * 3)
+TG = np.array([0, 0, 1, 1, 0, 1, 2, 2, 0, 1] * 3)
+TX = np.round(_rng.uniform(-1.0, 12.0, 30), 3)
+
+
+def _aggregate(u, g, x, **kw):
+    import pandas as pd
+    from dpfast.tables import aggregate
+    out = aggregate(pd.DataFrame({"u": u, "g": g, "x": x}), "u", "g", **kw)
+    return np.ascontiguousarray(out.to_numpy(dtype=np.float64))
+
+
+def _selection_threshold(l0, epsilon, delta):
+    from dpfast.tables import selection_threshold
+    return selection_threshold(l0, epsilon, delta)
+
+
+def _selection_probabilities(n_max, l0, epsilon, delta):
+    from dpfast.tables import selection_probabilities
+    return selection_probabilities(n_max, l0, epsilon, delta)
+
+
+TABLES = [
+    _mk("aggregate", _aggregate,
+        dict(u=TU, g=TG, x=TX, metrics={"n": "count", "s": ("sum", "x"), "m": ("mean", "x"),
+                                        "v": ("variance", "x"), "q": ("quantile", "x", 0.5)},
+             bounds={"x": (0.0, 10.0)}, max_groups_per_unit=2, max_rows_per_group=2, epsilon=50.0,
+             delta=1e-3, groups=None, noise="laplace", rng=1, weights=None, ci_level=0.9,
+             selection="truncated_geometric", granularity=None, n_threads=None),
+        seed="rng", data=("u", "g", "x"), fixed=("u", "g", "x"), weight=0.5),
+    _mk("selection_threshold", _selection_threshold, dict(l0=2, epsilon=1.0, delta=1e-6)),
+    _mk("selection_probabilities", _selection_probabilities, dict(n_max=50, l0=2, epsilon=1.0, delta=1e-6)),
+]
+
+ALL = MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 

@@ -214,9 +214,14 @@ def canon(obj, depth=0):
     return (type(obj).__name__,)
 
 
+# Wall-clock diagnostics (documented as not private): timings are not outputs.
+_TIMING_ATTRS = frozenset({"train_seconds_"})
+
+
 def fitted_attrs(est):
     return sorted((k, v) for k, v in vars(est).items()
                   if k.endswith("_") and not k.startswith("_")
+                  and k not in _TIMING_ATTRS
                   and isinstance(v, (np.ndarray, float, int, np.generic)))
 
 

@@ -203,12 +203,38 @@ def _audit_eps_lower(hits_a, hits_b, n, alpha=1e-3):
     return math.log(lo_b / hi_a) if lo_b > 0 else 0.0
 
 
+def _audit_trials(p_a, p_b, frac=0.5, alpha=1e-3, miss=1e-3):
+    """Run count derived from the claim: the smallest n (multiple of 250) at which the
+    Clopper-Pearson lower bound exceeds ``frac * ln(p_b / p_a)`` even when both event counts
+    land at their ``miss``-unlikely unfavourable binomial quantiles; so an audit with n runs of
+    a mechanism with these exact event probabilities sees more than ``frac`` of its epsilon with
+    probability >= 1 - 2 miss, and an audit that sees less has found a weaker mechanism."""
+    target = frac * math.log(p_b / p_a)
+    n = 250
+    while n < 10 ** 6:
+        k_b = int(stats.binom.ppf(miss, n, p_b))
+        k_a = int(stats.binom.isf(miss, n, p_a)) + 1
+        if _audit_eps_lower(min(k_a, n), k_b, n, alpha) > target:
+            return n
+        n += 250
+    raise AssertionError("audit needs more than 10^6 runs")
+
+
+def test_audit_trials_formula():
+    # at the returned n the worst-case (quantile) counts certify frac * epsilon; at n - 250 not
+    n = _audit_trials(0.5 * math.exp(-1.0), 0.5)
+    assert 250 < n < 20_000
+    assert _audit_trials(0.5 * math.exp(-1.0), 0.5, frac=0.25) <= n
+
+
 def test_audit_count_on_neighbouring_tables():
     # D: 5 units in group 0; D': plus one unit with 50 rows (Linf = 2 kept).  Event: count > t.
     base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
     extra = pd.DataFrame({"u": 99, "g": 0, "x": 0.0}, index=range(50))
     nb = pd.concat([base, extra], ignore_index=True)
-    eps, linf, trials = 1.0, 2, 4000
+    eps, linf = 1.0, 2
+    # Laplace(Linf/eps) noise: P_D(count > 5 + Linf) = e^-eps / 2, P_D'(count > 5 + Linf) = 1/2
+    trials = _audit_trials(0.5 * math.exp(-eps), 0.5)
     kw = dict(metrics={"n": "count"}, bounds=None, max_groups_per_unit=1, max_rows_per_group=linf,
               epsilon=eps, delta=0.0, groups=[0])
     master = np.random.default_rng(123)
@@ -256,7 +282,8 @@ def test_audit_sum_on_neighbouring_tables():
     base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
     extra = pd.DataFrame({"u": 99, "g": 0, "x": 10.0}, index=range(40))
     nb = pd.concat([base, extra], ignore_index=True)
-    eps, linf, trials = 1.0, 2, 4000
+    eps, linf = 1.0, 2
+    trials = _audit_trials(0.5 * math.exp(-eps), 0.5)  # as for the count: Laplace at the shift
     kw = dict(metrics={"s": ("sum", "x")}, bounds={"x": (0.0, 10.0)}, max_groups_per_unit=1,
               max_rows_per_group=linf, epsilon=eps, delta=0.0, groups=[0])
     master = np.random.default_rng(321)
@@ -485,7 +512,10 @@ def test_discrete_laplace_scales_from_integer_sensitivities():
 def test_audit_discrete_count_on_neighbouring_tables():
     base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
     nb = pd.concat([base, pd.DataFrame({"u": 99, "g": 0, "x": 0.0}, index=range(50))], ignore_index=True)
-    eps, linf, trials = 1.0, 2, 4000
+    eps, linf = 1.0, 2
+    # discrete Laplace, P(z) ~ exp(-|z|/b), b = Linf/eps: P(Z >= 2) = e^(-2/b)/(1+e^(-1/b)), P(Z >= 0) = 1/(1+e^(-1/b))
+    b = linf / eps
+    trials = _audit_trials(math.exp(-2 / b) / (1 + math.exp(-1 / b)), 1 / (1 + math.exp(-1 / b)))
     kw = dict(metrics={"n": "count"}, bounds=None, max_groups_per_unit=1, max_rows_per_group=linf,
               epsilon=eps, delta=0.0, groups=[0], noise="discrete")
     master = np.random.default_rng(99)

@@ -312,3 +312,15 @@ def test_a_new_accountant_is_one_class():
     assert isinstance(back, BasicCompositionAccountant) and back.get_epsilon(DELTA) == pytest.approx(1.0)
     # the PLD accountant is never looser than basic composition
     assert A.PLDAccountant().compose(A.PureDP(0.25), 2).compose(A.ReportNoisyMax(0.1), 5).get_epsilon(DELTA) <= 1.0
+
+
+def test_dpsgd_fixed_size_calibration_goes_through_calibrate_and_is_verified():
+    from dpfast.sgd import _privacy as P
+
+    z = P.calibrate(2.0, DELTA, 0.02, 300, "shuffle", "pld")
+    eps = lambda s: A.PLDAccountant().compose(  # noqa: E731
+        A.SampledWithoutReplacement(0.02, A.Gaussian(s, neighbours="replace_one")), 300).get_epsilon(DELTA)
+    assert eps(z) <= 2.0 < eps(z * (1 - 2e-3))
+    assert P.run_event(z, 0.02, 300, "shuffle") == A.SelfComposed(
+        A.SampledWithoutReplacement(0.02, A.Gaussian(z, neighbours="replace_one")), 300)
+    assert P.description(z, 0.02, "poisson") == A.PoissonSampled(0.02, A.Gaussian(z))

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection"]
+__all__ = ["is_dask_collection", "read_npy_rows"]
 
 
 def is_dask_collection(X) -> bool:
@@ -91,3 +91,34 @@ def _chunk_name(k: int, starts) -> str:
     return f"chunk {k} (rows {starts[k]}..{starts[k + 1] - 1})"
 
 
+
+
+def _read_rows(path: str, a: int, b: int):
+    # a view of the memory-mapped file (no copy: the pages are read when the kernel touches them)
+    return np.load(path, mmap_mode="r")[a:b]
+
+
+def read_npy_rows(path: str, chunk_rows: int):
+    """A dask Array over the rows of a 2-d ``.npy`` file, read chunk by chunk from a memory map.
+
+    ``dask.array.from_array(np.load(path, mmap_mode="r"))`` copies the whole array into memory
+    (dask calls ``.copy()`` on array-likes), which defeats out-of-core fitting; here every chunk
+    is a task that maps the file and returns a view of its rows, so memory stays bounded by the
+    chunks in flight and the file is streamed once per pass.
+    """
+    import dask
+    import dask.array as da
+
+    from dpfast._validation import check_int
+
+    chunk_rows = check_int(chunk_rows, "chunk_rows")
+    mm = np.load(path, mmap_mode="r")
+    if mm.ndim != 2:
+        raise ValueError(f"{path} holds a {mm.ndim}-d array; a 2-d (n_samples, n_features) array is needed")
+    n, d = mm.shape
+    dtype = mm.dtype
+    del mm
+    parts = [da.from_delayed(dask.delayed(_read_rows, pure=True)(str(path), a, min(a + chunk_rows, n)),
+                             (min(a + chunk_rows, n) - a, d), dtype)
+             for a in range(0, n, chunk_rows)]
+    return da.concatenate(parts, axis=0)

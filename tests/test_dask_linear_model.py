@@ -17,6 +17,7 @@ import dask  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpfast.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+from dpfast._dask_utils import read_npy_rows  # noqa: E402
 from dpfast.linear_model import _dask  # noqa: E402
 
 REL = 1e-6
@@ -127,10 +128,13 @@ def test_out_of_core_memmap(tmp_path):
     X, y, _, _ = _data(n=8000, seed=5)
     path = tmp_path / "X.npy"
     np.save(path, X.astype(np.float32))
-    mm = np.load(path, mmap_mode="r")
     ref = LogisticRegression(row_norm="normalize", random_state=4).fit(np.load(path), y)
+    # dask's from_array copies a memmap whole (it calls .copy()); read_npy_rows maps it per chunk
+    Xd = read_npy_rows(str(path), 1000)
+    assert Xd.chunks[0] == (1000,) * 8
     with dask.config.set(scheduler="threads"):
-        got = LogisticRegression(row_norm="normalize", random_state=4).fit(da.from_array(mm, chunks=(1000, -1)), y)
+        assert isinstance(Xd.blocks[3].compute(), np.memmap)  # a view of the file, not a copy
+        got = LogisticRegression(row_norm="normalize", random_state=4).fit(Xd, y)
     _close(got, ref)
 
 

@@ -39,6 +39,11 @@ is drawn or any attribute is set: no partial or uncertified model is returned.  
 recomputes the lost chunks (the usual case: the graph holds their lineage) the evaluation
 returns the same numbers and the fit the same model.
 
+Out of core: a ``.npy`` larger than memory is read chunk by chunk through
+:func:`dpfast._dask_utils.read_npy_rows` (memory-mapped views; ``dask.array.from_array`` would
+copy a memmap whole), or from zarr/HDF5 through dask's own readers; memory then holds the chunks
+in flight, two float64 per row (row scale, squared norm) and the labels.
+
 Passes over X: one validation pass, then one per L-BFGS evaluation (about 1.1 per iteration;
 a fit to the default tau = 0.01 takes 10-40), per one-vs-rest model.  SAG/SAGA need random
 access to rows and are not offered on Dask (``solver`` must be ``"lbfgs"``).

@@ -26,12 +26,12 @@ The pieces, each in one place:
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions  # noqa: F401  (re-exported)
+from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401  (the estimators' constraints)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_feature_names,
@@ -195,9 +195,6 @@ class PrivateEstimator(BaseEstimator):
         self.epsilon_ = float(epsilon)
         self.delta_ = float(delta)
         self.accountant_ = accountant
-
-    def _more_params_repr(self) -> dict[str, Any]:  # pragma: no cover - hook for subclasses
-        return {}
 
 
 # The release is noisy by design: on the estimator checks' tiny data sets (tens to hundreds of

@@ -9,9 +9,9 @@ import functools
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
-from dpfast._safe_root import smallest_safe_root
+from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon, check_positive
 
 __all__ = [
@@ -204,8 +204,8 @@ def _excess_over(delta: float):
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest epsilon >= 0 for which N(0, sigma^2) noise is (epsilon, delta)-DP (exact).
 
-    Inverse of :func:`gaussian_delta` in epsilon, solved with ``scipy.optimize.brentq`` to
-    1e-12 relative.  Returns 0.0 when delta >= delta(0).
+    Inverse of :func:`gaussian_delta` in epsilon, solved by :func:`dpfast._safe_root.safe_root`
+    to 1e-13 relative (the returned epsilon is certified as evaluated).  Returns 0.0 when delta >= delta(0).
     """
     sigma = check_positive(sigma, "sigma", allow_array=False)
     sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
@@ -225,23 +225,14 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
 @functools.lru_cache(maxsize=4096)
 def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     excess = _excess_over(delta)
-    # log delta decreases in sigma; solve in log(sigma/sensitivity) for scale invariance.
-    f = lambda t: excess(gaussian_log_delta(math.exp(-t), epsilon))
-    lo, hi = -1.0, 1.0
-    while f(lo) < 0:
-        lo -= 2.0
-    while f(hi) > 0:
-        hi += 2.0
-    t = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
-    sigma = sensitivity * math.exp(t)
-    if not sigma < math.inf:
+    # log delta decreases in sigma; the bound (gaussian_log_delta) covers the rounding of
+    # sensitivity / sigma, so the returned sigma is certified as evaluated.
+    try:
+        return safe_root(lambda sigma: excess(gaussian_log_delta(sensitivity / sigma, epsilon)),
+                         sensitivity, rtol=0.0, lo=max(sensitivity * 1e-300, 5e-324))
+    except NoSafeValue as exc:
         raise ValueError(f"the Gaussian noise sigma for sensitivity={sensitivity!r}, epsilon={epsilon!r}, "
-                         f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)")
-    # brentq may land a hair on the wrong side; the smallest sigma whose rounded-up delta bound
-    # (gaussian_log_delta, which covers the rounding of sensitivity / sigma) certifies delta.
-    while excess(gaussian_log_delta(sensitivity / sigma, epsilon)) > 0:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma
+                         f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)") from exc
 
 
 def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "analytic"):
@@ -258,7 +249,7 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     calibration : {"analytic", "classical"}
         ``"analytic"``: the smallest sigma with
         Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) <= delta (Balle & Wang 2018,
-        Theorem 8; lectures B4), solved to 1e-12 relative with ``scipy.optimize.brentq``;
+        Theorem 8; lectures B4), the smallest double so certified (:func:`dpfast._safe_root.safe_root`);
         exact for every epsilon.
         ``"classical"``: D sqrt(2 ln(1.25/delta)) / eps (Dwork & Roth, Thm A.1; lectures B3),
         valid for epsilon < 1 only, so epsilon >= 1 raises.

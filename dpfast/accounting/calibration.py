@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Union
 
-from scipy import optimize
-
+from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta
 from dpfast.accounting.base import PrivacyAccountant, check_count, make_accountant
 from dpfast.accounting.events import DpEvent, Gaussian, PoissonSampled, SelfComposed
@@ -41,75 +40,24 @@ def _dpsgd_event(sigma: float, q: float) -> DpEvent:
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e8
 #: Smallest accepted ``rtol``: the epsilons compared are themselves accurate to about 1e-12.
 RTOL_MIN = 1e-12
-#: Cap on the bisection steps of :func:`_solve` (from a bracket of width <= ln(1e14) down to
-#: RTOL_MIN takes ~45; the cap only guards against a non-terminating loop).
-_MAX_BISECT = 200
-
-
 def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 0.5,
            lo_bound: float = SIGMA_MIN, hi_bound: float = SIGMA_MAX):
-    """Smallest sigma (to relative rtol) with eps_of(sigma) <= target; eps_of is decreasing.
+    """Smallest sigma in [lo_bound, hi_bound] (to relative rtol) with eps_of(sigma) <= target,
+    for eps_of decreasing: :func:`dpfast._safe_root.safe_root` on log eps - log target, bracketing
+    from ``start`` in steps of ``lo_factor``.  The answer's epsilon was computed and is <= target;
+    a sigma whose epsilon cannot be computed (e.g. a privacy-loss range too wide for the grid)
+    counts as not verified."""
+    log_target = math.log(target)
 
-    Bracket geometrically from ``start`` (within [lo_bound, hi_bound]), then Brent's method on
-    log eps vs log sigma; returns the upper end of the final bracket (whose epsilon was verified
-    <= target).  Every loop is bounded.  A sigma whose epsilon cannot be computed (e.g. a
-    privacy-loss range too wide for the grid) counts as not verified."""
-    SIGMA_MIN, SIGMA_MAX = lo_bound, hi_bound  # noqa: N806 (the bounds of this search)
-    cache = {}
-    failure = []
+    def excess(sigma):
+        e = eps_of(sigma)
+        return (math.log(e) if e > 0 else -745.0) - log_target
 
-    def f(ls):
-        if ls not in cache:
-            try:
-                e = eps_of(math.exp(ls))
-            except ValueError as exc:  # not computable: not verified, so never returned
-                failure.append(exc)
-                e = math.inf
-            cache[ls] = (math.log(e) if e > 0 else -745.0) - math.log(target) if math.isfinite(e) else 745.0
-        return cache[ls]
-
-    start = min(max(start, SIGMA_MIN), SIGMA_MAX)
-    hi = math.log(start)
-    if f(hi) > 0:
-        lo = hi
-        step = math.log(2.0)
-        while f(hi) > 0:
-            if hi >= math.log(SIGMA_MAX):
-                msg = f"no noise multiplier up to {SIGMA_MAX:g} reaches the target epsilon"
-                if failure:
-                    raise ValueError(f"{msg} ({failure[-1]})") from failure[-1]
-                raise ValueError(msg)
-            lo, hi = hi, min(hi + step, math.log(SIGMA_MAX))
-            step *= 2
-    else:
-        lo = hi + math.log(lo_factor)
-        step = -math.log(lo_factor)
-        while f(lo) <= 0:
-            if lo <= math.log(SIGMA_MIN):
-                return SIGMA_MIN  # verified; smaller multipliers are not searched
-            hi, lo = lo, max(lo - step, math.log(SIGMA_MIN))
-            step *= 2
-    xt = rtol / 4
     try:
-        optimize.brentq(f, lo, hi, xtol=xt, rtol=1e-15, maxiter=100)
-    except (ValueError, RuntimeError):  # no sign change / not converged: bisection below
-        pass
-    # tightest verified bracket from the evaluations made
-    ok = [x for x, v in cache.items() if v <= 0]
-    bad = [x for x, v in cache.items() if v > 0]
-    hi = min(ok)
-    lo = max([x for x in bad if x < hi], default=hi - 1.0)
-    for _ in range(_MAX_BISECT):
-        if hi - lo <= rtol:
-            break
-        mid = 0.5 * (lo + hi)
-        if not lo < mid < hi:  # no double strictly between: as close as floating point allows
-            break
-        if f(mid) <= 0:
-            hi = mid
-        else:
-            lo = mid
-    return math.exp(hi)
+        return safe_root(excess, start, rtol=rtol, lo=lo_bound, hi=hi_bound, step=-math.log(lo_factor))
+    except NoSafeValue as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        raise ValueError(f"no noise multiplier up to {hi_bound:g} reaches the target epsilon{cause}") from exc
 
 
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate: float, steps: int,
@@ -181,9 +129,9 @@ def calibrate(make_event: Callable[[float], DpEvent], epsilon: float, delta: flo
 
     The answer is on the safe side: make_event(answer)'s epsilon was computed and is <=
     ``epsilon`` (a value whose epsilon cannot be computed counts as not private).  Search:
-    geometric bracketing from ``start`` (steps of ``lo_factor`` downwards, doubling upwards),
-    then Brent's method on log epsilon against log x, then bisection of the verified bracket;
-    every loop is bounded.  A target met at ``lo`` returns ``lo``; one not met at ``hi`` raises
+    :func:`dpfast._safe_root.safe_root` (geometric bracketing from ``start`` in steps of
+    ``lo_factor``, Brent's method on log epsilon against log x, then bisection of the verified
+    bracket; every loop is bounded).  A target met at ``lo`` returns ``lo``; one not met at ``hi`` raises
     ValueError.
     """
     if not callable(make_event):

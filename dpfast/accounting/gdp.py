@@ -8,9 +8,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpfast._validation import check_delta
+from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast.calibrate import _excess_over, gaussian_epsilon, gaussian_log_delta
 
 __all__ = [
@@ -110,27 +111,11 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     # the same certified comparison as gaussian_sigma / gaussian_epsilon: log(delta) lowered for
     # the rounding of log and exp (a plain log(delta) target was a hair on the unsafe side)
     excess = _excess_over(delta)
-    f = lambda lm: excess(gaussian_log_delta(math.exp(lm), e))  # increasing in mu
-    lo, hi = -5.0, 1.0
-    for _ in range(200):  # mu down to e^-1000: below every double
-        if f(lo) <= 0:
-            break
-        lo -= 5.0
-    else:
-        raise ValueError(f"no mu > 0 certifies delta={delta!r} at epsilon={e!r}")
-    for _ in range(800):  # mu up to e^800: beyond every double
-        if f(hi) >= 0:
-            break
-        hi += 1.0
-    else:
-        return math.inf  # every mu certifies (cannot happen for delta < 1; kept finite-time)
-    mu = math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
-    # brentq may land a hair above the root; the returned mu must satisfy the (eps, delta) bound.
-    for _ in range(100_000):
-        if excess(gaussian_log_delta(mu, e)) <= 0:
-            return mu
-        mu = math.nextafter(mu, 0.0)
-    raise ValueError(f"gdp_mu: no certified mu found for epsilon={e!r}, delta={delta!r} (search capped)")
+    try:  # excess is non-decreasing in mu: the largest certified mu
+        return safe_root(lambda mu: excess(gaussian_log_delta(mu, e)), 1.0, rtol=0.0,
+                         lo=5e-324, hi=1e300, increasing=True)
+    except NoSafeValue as exc:
+        raise ValueError(f"no mu > 0 certifies delta={delta!r} at epsilon={e!r}") from exc
 
 
 class CLTResult(NamedTuple):

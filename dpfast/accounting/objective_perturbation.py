@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate, optimize, special
+from scipy import integrate, special
 
-from dpfast._safe_root import smallest_safe_root
+from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_positive
 from dpfast.calibrate import gaussian_log_delta
 
@@ -159,8 +159,8 @@ def objective_perturbation_epsilon(
     """Smallest epsilon >= 0 with :func:`objective_perturbation_delta` (epsilon) <= delta.
 
     Inverse of the tight privacy profile of Theorem 3.1 (spec ``objective_perturbation.md``),
-    solved with ``scipy.optimize.brentq`` in log delta (relative tolerance 1e-13), and then
-    nudged up so that delta(result) <= delta holds exactly as evaluated.
+    solved by :func:`dpfast._safe_root.safe_root` (relative tolerance 1e-13): delta(result) <= delta
+    holds exactly as evaluated.
     """
     sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
     delta = check_delta(delta, allow_zero=False)
@@ -222,8 +222,8 @@ def objective_perturbation_min_regularization(
     """Smallest lambda for which objective perturbation with ``noise_std`` is (epsilon, delta)-DP.
 
     By the tight profile of Theorem 3.1 (spec ``objective_perturbation.md``): delta(eps) is
-    increasing in c_J, so the answer is lambda = beta / (1 - exp(-c*)) with c* the largest
-    Jacobian cost for which the profile meets delta.  Raises ``ValueError`` when even
+    increasing in c_J = -log(1 - beta/lambda), so the answer is the smallest double lambda > beta
+    at which the profile, as evaluated, meets delta (:func:`dpfast._safe_root.safe_root`).  Raises ``ValueError`` when even
     lambda -> infinity (c_J = 0) is not enough, i.e. when ``noise_std`` is too small.
     """
     sigma = check_positive(noise_std, "noise_std", allow_array=False)
@@ -243,36 +243,16 @@ def objective_perturbation_min_regularization(
         )
     if beta == 0:
         return 0.0
-    # every loop below is capped (item 12 of issue 15): a search that has not ended cannot end
-    hi = epsilon
-    for _ in range(2100):
-        if not g(hi) <= 0:
-            break
-        hi *= 2.0
-    else:
-        raise ValueError(f"no finite Jacobian budget bounds the search at epsilon={epsilon!r}")
-    c_star = optimize.brentq(g, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
-    for _ in range(100_000):
-        if not (c_star > 0 and g(c_star) > 0):
-            break
-        c_star = math.nextafter(c_star, 0.0)
-    else:
-        raise ValueError("the search for the Jacobian budget did not settle (capped)")
-    if not c_star > 0:
+    # lambda > beta strictly (c_J finite); delta decreases as lambda grows (c_J = -log(1 - beta/lambda))
+    try:
+        return safe_root(lambda lam: _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) - target,
+                         2.0 * beta, rtol=0.0, lo=math.nextafter(beta, math.inf))
+    except NoSafeValue:
         raise ValueError(
             f"objective perturbation with noise_std={sigma!r} and lipschitz={L!r} meets ({epsilon}, {delta})-DP "
-            f"only in the limit regularization -> inf; increase noise_std"
-        )
-    # lambda > beta strictly (c_J finite); at a huge budget the division rounds to beta itself
-    lam = max(beta / (-math.expm1(-c_star)), math.nextafter(beta, math.inf))
-    if not lam < math.inf:
-        raise ValueError(f"the smallest regularization for smoothness={beta!r} overflows a double; "
-                         "rescale the loss (smoothness must be < 1e308)")
-    for _ in range(100_000):
-        if not _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) > target:
-            return lam
-        lam = math.nextafter(lam, math.inf)
-    raise ValueError("the search for the smallest regularization did not settle (capped)")
+            f"only in the limit regularization -> inf (or beyond the largest double for smoothness={beta!r}); "
+            "increase noise_std or rescale the loss"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,16 +410,16 @@ def amp_epsilon(
 ) -> float:
     """Smallest epsilon with :func:`amp_delta` (epsilon) <= delta (exact 1-D composition).
 
-    Spec ``objective_perturbation.md``, Algorithm 1 and Theorem 4.1.  Solved with brentq and
-    nudged so that ``amp_delta(result) <= delta`` as evaluated.
+    Spec ``objective_perturbation.md``, Algorithm 1 and Theorem 4.1.  Solved by
+    :func:`dpfast._safe_root.safe_root`: ``amp_delta(result) <= delta`` as evaluated.
     """
     sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
     delta = check_delta(delta, allow_zero=False)
     if tau == 0:
         return objective_perturbation_epsilon(delta, sigma, C, beta, lam)
-    # amp_delta is a quadrature (noise ~1e-14): nudge in relative steps, not by single doubles
+    # amp_delta is a quadrature (noise ~1e-14): the answer is a point where it was evaluated <= delta
     return smallest_safe_root(lambda e: amp_delta(e, sigma, C, beta, lam, tau, so) - delta, 1.0,
-                              xtol=1e-12, rtol=1e-10, nudge=lambda e: e * (1 + 1e-12) + 1e-15)
+                              xtol=1e-12, rtol=1e-10)
 
 
 # --------------------------------------------------------------------------------------------

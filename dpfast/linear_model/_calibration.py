@@ -3,8 +3,8 @@
 Spec ``objective_perturbation.md``, "Calibration used in the experiments (Section 5)": with
 sigma_G the noise of the (epsilon, delta)-DP Gaussian mechanism of sensitivity C, set
 sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole mechanism is
-(epsilon, delta)-DP (the paper grows lambda by 5 % steps; dpfast bisects, which is equivalent
-and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
+(epsilon, delta)-DP (the paper grows lambda by 5 % steps; dpfast searches with :func:`dpfast._safe_root.safe_root`,
+which is equivalent and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
 overridden; when lambda is given and too small the error states the smallest feasible one.
 
 Privacy of approximate minima perturbation (Algorithm 1) is computed twice, as the issue asks:
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
 from dpfast.accounting import objective_perturbation as op
@@ -202,31 +203,16 @@ def objective_privacy(
 # --------------------------------------------------------------------------------------------
 # smallest lambda
 # --------------------------------------------------------------------------------------------
-def _bisect(ok, lo: float, hi: float, rtol: float) -> float:
-    """Shrink [lo, hi] with ok(hi) true to relative width ``rtol``; returns hi (ok monotone in x).
-
-    Geometric steps while hi/lo >= 4, arithmetic ones after; stops at hi < 1e-12 when lo == 0.
-    """
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi) if (lo > 0 and hi / lo < 4.0) else (math.sqrt(lo) * math.sqrt(hi) if lo > 0 else hi / 16.0)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-        if lo == 0 and hi < 1e-12:
-            break
-    return hi
-
-
-def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_value: float = 1e15) -> float:
-    """Smallest x > lo (to relative ``rtol``, rounded up) with ok(x), for ok monotone in x."""
-    hi = max(start, lo * 2.0 if lo > 0 else start)
-    while not ok(hi):
-        lo = hi
-        hi *= 2.0
-        if hi > max_value:
-            raise ValueError("no regularization up to 1e15 gives the requested privacy")
-    return _bisect(ok, lo, hi, rtol)
+def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_value: float = 1e15, *,
+                       step: float = math.log(2.0)) -> float:
+    """Smallest x in (lo, max_value] (to relative ``rtol``, on the feasible side) with ok(x), for
+    ok monotone in x: :func:`dpfast._safe_root.safe_root` on the predicate, bracketing from
+    ``start``."""
+    try:
+        return safe_root(lambda x: not ok(x), start, rtol=rtol, lo=math.nextafter(lo, math.inf),
+                         hi=max_value, smooth=False, step=step)
+    except NoSafeValue as exc:
+        raise ValueError(f"no regularization up to {max_value:g} gives the requested privacy") from exc
 
 
 def _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor):
@@ -283,7 +269,7 @@ def calibrate_amp(
     Spec ``objective_perturbation.md``, Section 5: sigma = ``noise_factor`` * sigma_G with
     sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip`` (for ``count``
     one-vs-rest models: sensitivity sqrt(count) * clip, the Gaussian composed count times), and
-    lambda the smallest value (bisection, relative 1e-4, rounded up) for which the privacy of
+    lambda the smallest value (:func:`dpfast._safe_root.safe_root`, relative 1e-4, feasible side) for which the privacy of
     :func:`amp_privacy` is at most ``epsilon``.  ``noise_std`` / ``regularization`` override
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
     the smallest feasible one.
@@ -336,14 +322,14 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
         if quick:
             # exact 1-D composition (never larger than the PLD accountant's) as a fast guide,
             # then step up until the reported accountant accepts
-            lam = _smallest_feasible(lambda l: exact(l) <= delta, beta, max(2.0 * beta, 1e-3))
-            for _ in range(200):
-                if privacy(lam)[0] <= epsilon:
-                    return lam
-                lam *= 1.002
-            # the guide and the reported accountant disagree (e.g. a delta near the float64 underflow):
-            # search on the reported accountant itself (ValueError when no lambda up to 1e15 works)
-            return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, lam, lam)
+            guide = _smallest_feasible(lambda l: exact(l) <= delta, beta, max(2.0 * beta, 1e-3))
+            # the reported accountant's smallest lambda is >= the guide's: search from it, upwards
+            # in steps of 0.2 % (relative 2e-3: the guide's own step); the guide itself when accepted
+            try:
+                return safe_root(lambda l: privacy(l)[0] > epsilon, guide, rtol=2e-3, lo=guide, hi=1e15,
+                                 smooth=False, step=math.log1p(2e-3))
+            except NoSafeValue as exc:
+                raise ValueError("no regularization up to 1e15 gives the requested privacy") from exc
         if accountant == "rdp":
             return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3))
         # several models, "best" or "pld": bracket with the cheap RDP bound, refine coarsely
@@ -354,7 +340,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
             upper = _smallest_feasible(rdp_only, beta, max(2.0 * beta, 1e-3))
         except ValueError:
             upper = big
-        return _bisect(lambda l: privacy(l)[0] <= epsilon, beta, upper, 5e-3)
+        return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, upper, 5e-3, max_value=upper)
 
     lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
     eps, which, e_rdp, e_pld = privacy(lam)

@@ -39,6 +39,7 @@ import numpy as np
 
 from dpfast import _exact
 from dpfast._rational import RationalLike, fit_rational, to_fraction
+from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._threads import default_threads
 from dpfast._validation import check_delta, check_epsilon, check_positive, check_size
 from dpfast.mechanisms import _events
@@ -363,23 +364,15 @@ def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *
             return _zcdp_delta(sens * sens / (2 * sig * sig), epsilon)  # overflow to inf: delta 1
 
     target = delta * (1 - 1e-9)
-    lo, hi = 1e-3, min(max(1.0, sens), 2.0**31)
-    while dfun(hi) > target:
-        lo, hi = hi, hi * 2
-        if hi > 1e6 and method == "exact":
-            raise ValueError("method='exact' supports sigma <= 1e5; use method='zcdp'")
-        if hi > 2**31:
-            raise ValueError(f"the required sigma exceeds 2**31 (the sampler's limit): sensitivity={sens!r} "
-                             f"is too large or epsilon={epsilon!r} / delta={delta!r} too small")
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if dfun(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-        if hi / lo < 1 + 1e-10:
-            break
-    return _round_up_sigma2(hi * hi)
+    cap = 1e6 if method == "exact" else 2.0**31
+    try:
+        sig = safe_root(lambda sig: dfun(sig) - target, min(max(1.0, sens), cap), rtol=1e-10, lo=1e-3, hi=cap)
+    except NoSafeValue:
+        if method == "exact":
+            raise ValueError("method='exact' supports sigma <= 1e5; use method='zcdp'") from None
+        raise ValueError(f"the required sigma exceeds 2**31 (the sampler's limit): sensitivity={sens!r} "
+                         f"is too large or epsilon={epsilon!r} / delta={delta!r} too small") from None
+    return _round_up_sigma2(sig * sig)
 
 
 # ----------------------------------------------------------------------------- mechanisms

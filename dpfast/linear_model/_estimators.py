@@ -243,10 +243,9 @@ class _PrivateLinearModel(PrivateEstimator):
         return scale
 
     def _design(self, X, R, s, *, fitting):
-        """Rows after the row map, with the bias column appended: for C-ordered dense X a
-        :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map, no copy),
-        otherwise one copy at most (F-ordered input is copied, so that a release does not depend
-        on the layout)."""
+        """Rows after the row map, with the bias column appended: for dense X a
+        :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map; no copy
+        of C-ordered X, one C-ordered copy of any other layout), for CSR a mapped copy."""
         import scipy.sparse as sp
 
         if getattr(X, "_dpfast_chunked", False):  # Dask rows (linear_model/_dask.py): validated chunk by chunk
@@ -258,20 +257,11 @@ class _PrivateLinearModel(PrivateEstimator):
             if s > 0:
                 X = sp.hstack([X, sp.csr_matrix(np.full((X.shape[0], 1), s, dtype=X.dtype))], format="csr")
             return X
-        if X.flags.c_contiguous:
-            from dpfast.linear_model._solver import MappedRows
+        from dpfast.linear_model._solver import MappedRows
 
-            return MappedRows(X, scale, s)  # row map + bias column inside the kernel, no copy of X
-        if s == 0:
-            return X if scale is None else X * scale[:, None].astype(X.dtype)
-        n, d = X.shape
-        out = np.empty((n, d + 1), dtype=X.dtype)
-        if scale is None:
-            out[:, :d] = X
-        else:
-            np.multiply(X, scale[:, None].astype(X.dtype), out=out[:, :d])
-        out[:, d] = s
-        return out
+        # every dense layout takes the same kernel path (a release must not depend on the
+        # layout): C-ordered X as is, any other layout through one C-ordered copy
+        return MappedRows(np.ascontiguousarray(X), scale, s)  # row map + bias column inside the kernel
 
     def _constants(self, R, s):
         total = math.sqrt(R * R + s * s)

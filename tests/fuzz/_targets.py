@@ -22,7 +22,8 @@ from dpfast import sgd as S
 
 from _fuzzlib import Target
 
-SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables"]
+SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
+               "preprocessing", "model_selection"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -31,6 +32,8 @@ EXCLUDED = {
     "linear_model": "subpackage", "sgd": "subpackage", "public": "subpackage",
     "datasets": "subpackage excluded by the brief (reads a data file)",
     "tables": "subpackage (its names are targets)",
+    "preprocessing": "subpackage (its names are targets)",
+    "model_selection": "subpackage (its names are targets)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
     "MechanismDescription": "abstract base class of the descriptions (each description is a target)",
@@ -604,7 +607,83 @@ TABLES = [
     _mk("selection_probabilities", _selection_probabilities, dict(n_max=50, l0=2, epsilon=1.0, delta=1e-6)),
 ]
 
-ALL = MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
+# --- preprocessing and model selection --------------------------------------------------------
+
+XPRE = np.round(_rng.uniform(-1.0, 12.0, (12, 2)), 3)
+XCAT = np.array([[0, 1], [1, 1], [2, 0], [0, 0], [1, 2], [2, 2]] * 2, dtype=float)
+
+
+def _transformer(cls, weight=0.25):
+    def run(X, **params):
+        est = cls(**params).fit(X)
+        return est, est.transform(X)
+    run.weight = weight
+    return run
+
+
+def _pipeline_event(epsilon, delta, bounds_hi):
+    from sklearn.pipeline import make_pipeline
+    from dpfast.preprocessing import StandardScaler, pipeline_event
+    pipe = make_pipeline(StandardScaler(epsilon, delta, bounds=(0.0, bounds_hi), random_state=1),
+                         LM.LogisticRegression(1.0, row_norm="clip", random_state=1))
+    pipe.fit(XPRE, Y01)
+    return A.to_dict(pipeline_event(pipe))
+
+
+def _random_search(X, y, epsilon, delta, n_runs_mean, distribution, eta, score_fraction,
+                   validation_fraction, random_state):
+    from dpfast.model_selection import PrivateRandomSearch
+    est = LM.LogisticRegression(1.0, method="output", row_norm="clip", random_state=0)
+    search = PrivateRandomSearch(est, {"sigma_out": [0.1, 0.3]}, epsilon, delta,
+                                 n_runs_mean=n_runs_mean, distribution=distribution, eta=eta,
+                                 score_fraction=score_fraction,
+                                 validation_fraction=validation_fraction,
+                                 random_state=random_state).fit(X, y)
+    return search.epsilon_, search.predict(X2)
+
+
+_random_search.weight = 0.15
+
+
+def _one_of(epsilon, noise_multiplier):
+    from dpfast.model_selection import OneOf
+    ev = A.Tuned(OneOf((A.PureDP(epsilon), A.Gaussian(noise_multiplier))), "poisson", mean=2.0)
+    return A.RDPAccountant().compose(ev).get_epsilon(1e-5)
+
+
+def _run_count(distribution, mean, eta, gamma, seed):
+    from dpfast.model_selection import sample_run_count
+    return sample_run_count(distribution, mean, eta, gamma, np.random.default_rng(seed))
+
+
+def _preprocessing_targets():
+    from dpfast import preprocessing as PP
+    return [
+        _mk("StandardScaler", _transformer(PP.StandardScaler),
+            dict(X=XPRE, epsilon=1.0, delta=0.0, bounds=(0.0, 10.0), random_state=1),
+            seed="random_state", data=("X",)),
+        _mk("MinMaxScaler", _transformer(PP.MinMaxScaler),
+            dict(X=XPRE, epsilon=1.0, bounds=(0.0, 10.0), quantiles=(0.01, 0.99), clip=True,
+                 random_state=1), seed="random_state", data=("X",)),
+        _mk("OneHotEncoder", _transformer(PP.OneHotEncoder),
+            dict(X=XCAT, categories="private", epsilon=1.0, delta=1e-3, handle_unknown="ignore",
+                 random_state=1), seed="random_state", data=("X",)),
+        _mk("pipeline_event", _pipeline_event, dict(epsilon=1.0, delta=0.0, bounds_hi=10.0),
+            weight=0.25),
+        _mk("PrivateRandomSearch", _random_search,
+            dict(X=X2, y=Y01, epsilon=2.0, delta=1e-5, n_runs_mean=2.0, distribution="poisson",
+                 eta=0.0, score_fraction=0.1, validation_fraction=0.3, random_state=1),
+            seed="random_state", data=("X", "y")),
+        _mk("OneOf", _one_of, dict(epsilon=0.5, noise_multiplier=2.0)),
+        _mk("sample_run_count", _run_count,
+            dict(distribution="poisson", mean=3.0, eta=0.0, gamma=None, seed=1), seed="seed"),
+    ]
+
+
+PREPROCESSING = _preprocessing_targets()
+
+ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
+       + PREPROCESSING)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -77,7 +78,7 @@ class BudgetExceededError(Exception):
         self.label, self.event = label, event
         self.spent, self.requested = spent, requested
         self.epsilon, self.delta = epsilon, delta
-        what = f"{label}: {event!r}" if label else repr(event)
+        what = f"{label}: {_summary(event)}" if label else _summary(event)
         super().__init__(
             f"privacy budget exceeded by {what}: the composition would be ({requested:.6g}, {delta:.3g})-DP "
             f"but the budget is ({epsilon:.6g}, {delta:.3g})-DP; spent so far {spent:.6g}, remaining "
@@ -240,7 +241,7 @@ class PrivacyBudget:
                      f"{len(self._ledger)} release(s), spent {self._spent:.6g}, remaining "
                      f"{max(self.epsilon - self._spent, 0.0):.6g}"]
             for i, c in enumerate(self._ledger, 1):
-                lines.append(f"{i:4d}. {c.label or '-'}  {c.event!r}  epsilon={c.epsilon:.6g}")
+                lines.append(f"{i:4d}. {c.label or '-'}  {_summary(c.event)}  epsilon={c.epsilon:.6g}")
             return "\n".join(lines)
 
     # ----------------------------------------------------------------- state
@@ -350,3 +351,35 @@ def detached() -> Iterator[None]:
         yield
     finally:
         _DEFAULT.reset(token)
+
+
+def _summary(event, width: int = 96) -> str:
+    """A one-line, human-sized description of an event for the printed ledger: the class name
+    and its fields with 4 significant digits, nested events the same way, cut at ``width``
+    characters (``state_dict`` and ``ledger`` keep the exact event)."""
+
+    def fmt(v, depth):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            if depth > 3:
+                return type(v).__name__ + "(...)"
+            parts = []
+            for f in dataclasses.fields(v):
+                x = getattr(v, f.name)
+                if f.name == "neighbours" and getattr(x, "value", x) == "add_remove":
+                    continue  # the default relation: left out to keep lines short
+                if x is None:
+                    continue
+                parts.append(f"{f.name}={fmt(x, depth + 1)}" if not dataclasses.is_dataclass(x)
+                             and not isinstance(x, tuple) else fmt(x, depth + 1))
+            return f"{type(v).__name__}({', '.join(parts)})"
+        if isinstance(v, tuple):
+            return "[" + ", ".join(fmt(x, depth + 1) for x in v) + "]"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(getattr(v, "value", v))
+
+    try:
+        text = fmt(event, 0)
+    except Exception:  # an event that is not a dataclass: its own repr
+        text = repr(event)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -380,3 +380,19 @@ def test_pickle_and_deepcopy_keep_the_ledger_and_a_fresh_lock():
         assert b2.ledger == b.ledger and b2.spent() == b.spent()
         b2.charge(A.PureDP(0.5), label="only in the copy")
         assert len(b2.ledger) == 2 and len(b.ledger) == 1
+
+
+def test_printed_ledger_lines_stay_short_and_name_the_events():
+    # A tuned search's event nests a dozen events; the printed ledger summarises each release
+    # on one line (the exact events stay in ``ledger`` and ``state_dict``).
+    from dpfast import accounting as A
+    nested = A.Composed(tuple(A.SelfComposed(A.Gaussian(3.0 + i), 10) for i in range(12)))
+    b = dpfast.PrivacyBudget(50.0, 1e-5)
+    b.charge(nested, label="big")
+    b.charge(A.Laplace(2.5, 1.0), label="lap")
+    lines = str(b).splitlines()
+    assert len(lines) == 3
+    assert all(len(line) <= 140 for line in lines[1:]), lines
+    assert "Composed(" in lines[1] and lines[1].rstrip().split("epsilon=")[0].rstrip().endswith("...")
+    assert "Laplace(scale=2.5, sensitivity=1)" in lines[2]
+    assert b.ledger[0].event == nested

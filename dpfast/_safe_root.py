@@ -122,7 +122,14 @@ def safe_root(
     u_lo_x, u_hi_x = math.log(max(lo, _TINY)), math.log(hi)
     u_min, u_max = (-u_hi_x, -u_lo_x) if increasing else (u_lo_x, u_hi_x)
 
+    x_min, x_max = (hi, max(lo, _TINY)) if increasing else (max(lo, _TINY), hi)
+
     def xu(u: float) -> float:
+        """x at u; the range's ends exactly at its ends (exp(log x) may differ from x)."""
+        if u <= u_min:
+            return x_min
+        if u >= u_max:
+            return x_max
         return min(max(x_of(u), lo if lo > 0 else _TINY), hi)
 
     def fail() -> NoSafeValue:

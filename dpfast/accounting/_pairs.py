@@ -17,12 +17,13 @@ def rr_pair(epsilon: float, k: int):
     overflow for large eps or k (lo underflows to 0 above eps ~ 745: then an infinite loss
     atom, a pessimistic answer).
     """
-    lk1 = math.log(k - 1)  # exact for Python ints of any size
-    L = float(np.logaddexp(0.0, lk1 - epsilon))  # log(1 + (k - 1) e^-eps)
-    hi, lo = math.exp(-L), math.exp(-epsilon - L)
+    from dpfast.mechanisms.randomized_response import rr_log_probabilities  # the formula's one home
+
+    log_hi, log_lo = rr_log_probabilities(float(epsilon), k)
+    hi, lo = math.exp(log_hi), math.exp(log_lo)
     if k == 2:
         return np.array([hi, lo]), np.array([lo, hi])
-    rest = math.exp(math.log(k - 2) - epsilon - L)
+    rest = math.exp(math.log(k - 2) - epsilon + log_hi)  # (k - 2) q, as (log(k-2) - eps) - L
     return np.array([hi, lo, rest]), np.array([lo, hi, rest])
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy as _copy
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from dpfast._validation import check_int
 from dpfast.accounting._locking import LockedState
 from dpfast.accounting.events import (
     DpEvent,
@@ -35,16 +36,8 @@ __all__ = ["PrivacyAccountant", "UnsupportedEventError", "make_accountant", "che
 
 
 def check_count(count) -> int:
-    """A composition count: an integer >= 0 (bools refused)."""
-    import numbers
-
-    import numpy as np
-
-    if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral):
-        raise TypeError(f"count must be an integer >= 0, got {type(count).__name__}")
-    if count < 0:
-        raise ValueError(f"count must be an integer >= 0, got {count}")
-    return int(count)
+    """A composition count: an integer >= 0 (bools refused); :func:`dpfast._validation.check_int`."""
+    return check_int(count, "count", 0)
 
 
 #: accountant name -> class; filled by ``PrivacyAccountant.__init_subclass__`` (``name`` attribute).

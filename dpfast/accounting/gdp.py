@@ -114,8 +114,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     try:  # excess is non-decreasing in mu: the largest certified mu
         return safe_root(lambda mu: excess(gaussian_log_delta(mu, e)), 1.0, rtol=0.0,
                          lo=5e-324, hi=1e300, increasing=True)
-    except NoSafeValue as exc:
-        raise ValueError(f"no mu > 0 certifies delta={delta!r} at epsilon={e!r}") from exc
+    except NoSafeValue:  # no positive double is certified: 0-GDP (no release) is, trivially
+        return 0.0
 
 
 class CLTResult(NamedTuple):

@@ -246,7 +246,7 @@ def objective_perturbation_min_regularization(
     # lambda > beta strictly (c_J finite); delta decreases as lambda grows (c_J = -log(1 - beta/lambda))
     try:
         return safe_root(lambda lam: _log_delta_op(epsilon - jacobian_cost(beta, lam), s, 0.0) - target,
-                         2.0 * beta, rtol=0.0, lo=math.nextafter(beta, math.inf))
+                         min(2.0 * beta, 1e308), rtol=0.0, lo=math.nextafter(beta, math.inf))
     except NoSafeValue:
         raise ValueError(
             f"objective perturbation with noise_std={sigma!r} and lipschitz={L!r} meets ({epsilon}, {delta})-DP "

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast._validation import check_delta, check_epsilon, check_int, check_positive
 from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
 from dpfast.accounting import objective_perturbation as op
 from dpfast.calibrate import gaussian_sigma
@@ -83,14 +82,6 @@ def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
     if accountant not in allowed:
         raise ValueError(f"accountant must be one of {allowed}, got {accountant!r}")
     return accountant
-
-
-def _check_count(count) -> int:
-    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (numbers.Integral, numbers.Real)):
-        raise TypeError(f"count must be a positive integer, got {type(count).__name__}")
-    if not (math.isfinite(count) and count >= 1 and int(count) == count):
-        raise ValueError(f"count must be a positive integer, got {count!r}")
-    return int(count)
 
 
 def _loss_constant(value, name: str, *, allow_zero: bool = False) -> float:
@@ -150,7 +141,7 @@ def amp_privacy(
     ``tau = 0`` with ``sigma_out = inf`` is plain objective perturbation.
     """
     delta = check_delta(delta, allow_zero=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     _check_accountant(accountant)
     e_rdp = e_pld = math.nan
     if accountant in ("best", "rdp"):
@@ -186,7 +177,7 @@ def objective_privacy(
     ``PLDAccountant``.  RDP: Theorem 3.2.  Same return convention as :func:`amp_privacy`.
     """
     delta = check_delta(delta, allow_zero=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     _check_accountant(accountant)
     e_rdp = e_pld = math.nan
     if accountant in ("best", "rdp"):
@@ -289,7 +280,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     sensitivity 2 tau / lambda at each candidate lambda (a fixed noise multiplier)."""
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     _check_accountant(accountant)
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
@@ -364,7 +355,7 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     So at fixed (sigma, lambda) the RDP bound grows by at most 0.1 % of the budget.
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     return math.sqrt(count * float(RDP_ORDERS.max()) / (2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon))
 
 
@@ -408,7 +399,7 @@ def calibrate_objective(
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     _check_accountant(accountant, _ACCOUNTANTS + ("kifer",))
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
@@ -466,7 +457,7 @@ def calibrate_output(
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = _check_count(count)
+    count = check_int(count, "count", 1)
     L = _loss_constant(lipschitz, "lipschitz")
     tau = float(tau)
     if not (tau >= 0 and math.isfinite(tau)):

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from dpfast import _core
 from dpfast._validation import as_array, check_epsilon
@@ -50,22 +49,35 @@ def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
 
     p = e^eps / (e^eps + k - 1), q = 1 / (e^eps + k - 1), so p + (k - 1) q = 1 and
     p / q = e^eps (``mechanisms.md`` Randomized response).  For k = 2, p = e^eps/(1+e^eps)
-    (``lectures.md`` B1).  Computed as 1/(1 + (k-1) e^-eps) to stay accurate for large eps.
+    (``lectures.md`` B1).  Computed by :func:`rr_log_probabilities` (accurate for large eps).
     Accepts array ``epsilon``.
     """
     epsilon = check_epsilon(epsilon)
     k = _check_k(categories)
-    e = np.asarray(epsilon, dtype=np.float64)
-    # p = 1 / (1 + (k-1) e^{-eps}); q = e^{-eps} p.  For k = 2 use expit (exact to ulp).
-    if k == 2:
-        p = special.expit(e)
-        q = special.expit(-e)
-    else:
-        p = 1.0 / (1.0 + (k - 1) * np.exp(-e))
-        q = np.exp(-e) * p
+    log_p, log_q = rr_log_probabilities(np.asarray(epsilon, dtype=np.float64), k)
+    p, q = np.exp(log_p), np.exp(log_q)
     if np.ndim(epsilon) == 0:
         return float(p), float(q)
     return p, q
+
+
+def rr_log_probabilities(epsilon, k: int):
+    """(log p, log q) of k-ary randomized response: the one home of its probabilities.
+
+    p = e^eps / (e^eps + k - 1) (the true category), q = 1 / (e^eps + k - 1) (each other one):
+    Warner (1965) for k = 2; Wang, Blocki, Li & Jha (2017), "Locally differentially private
+    protocols for frequency estimation", Section 4 (direct encoding) for k > 2.  Computed as
+    log p = -log(1 + (k - 1) e^-eps), log q = -eps + log p: no overflow for large eps and exact
+    for Python ints k of any size (``math.log(k - 1)``).  Used by the mechanism
+    (:func:`randomized_response_probabilities`) and by the accountants' dominating pair
+    (``dpfast.accounting._pairs.rr_pair``).  ``epsilon``: a float or float array (not validated).
+    """
+    e = np.asarray(epsilon, dtype=np.float64)
+    log_p = -np.logaddexp(0.0, math.log(k - 1) - e)
+    log_q = log_p - e
+    if e.ndim == 0:
+        return float(log_p), float(log_q)
+    return log_p, log_q
 
 
 def _check_k(k) -> int:

@@ -245,3 +245,62 @@ def test_the_pattern_catches_the_searches_it_replaced():
     for snippet in ("t = optimize.brentq(f, lo, hi)", "while hi - lo > rtol * hi:", "while f(lo) < 0:",
                     "mid = 0.5 * (lo + hi)", "mid = math.sqrt(lo * hi)", "res = root_scalar(f)"):
         assert _ROOT_SEARCH.search(snippet), snippet
+
+
+# ------------------------------------------------------------ one home: privacy formulas
+def test_neighbour_factor_is_the_worst_case_change_of_a_sum():
+    from itertools import product
+
+    from dpfast.accounting import Neighbours
+
+    C = 1.5
+    values = (-C, -C / 3, 0.0, C)  # records of norm <= C
+    add_remove = replace_one = 0.0
+    for data in product(values, repeat=3):
+        s = sum(data)
+        for i in range(3):
+            add_remove = max(add_remove, abs(s - (s - data[i])))  # remove record i
+            for v in values:
+                replace_one = max(replace_one, abs(s - (s - data[i] + v)))
+    assert Neighbours.ADD_REMOVE.sum_factor * C == add_remove == C
+    assert Neighbours.REPLACE_ONE.sum_factor * C == replace_one == 2 * C
+
+
+def test_dpsgd_noise_factor_is_the_events_neighbour_factor():
+    from dpfast.accounting import event_neighbours
+    from dpfast.sgd import _privacy
+
+    for sampling in ("poisson", "shuffle"):
+        event = _privacy.description(1.0, 0.1, sampling)
+        assert _privacy.sensitivity_factor(sampling) == event_neighbours(event).sum_factor
+    assert _privacy.sensitivity_factor("shuffle") == 2.0 and _privacy.sensitivity_factor("poisson") == 1.0
+
+
+@pytest.mark.parametrize("k", [2, 3, 10, 2**64])
+@pytest.mark.parametrize("eps", [0.1, 1.0, 30.0])
+def test_randomized_response_probabilities_have_one_home(k, eps):
+    from dpfast.accounting._pairs import rr_pair
+    from dpfast.mechanisms import randomized_response_probabilities
+
+    E = mpmath.exp(eps)
+    p_exact, q_exact = E / (E + k - 1), 1 / (E + k - 1)  # Warner 1965; Wang et al. 2017
+    P, Q = rr_pair(eps, k)
+    assert float(P[0]) == pytest.approx(float(p_exact), rel=1e-14)
+    assert float(P[1]) == pytest.approx(float(q_exact), rel=1e-14)
+    if k < 2**63:  # the mechanism's categories are native integers
+        p, q = randomized_response_probabilities(eps, k)
+        assert (p, q) == (P[0], P[1])  # the same formula, bit for bit
+    assert (P[0], P[1]) == (Q[1], Q[0])
+
+
+def test_one_count_validator():
+    from dpfast.accounting.base import check_count
+    from dpfast.linear_model._calibration import calibrate_output
+
+    assert check_count(0) == 0 and check_count(5) == 5
+    for bad, err in ((True, TypeError), (2.0, TypeError), (-1, ValueError)):
+        with pytest.raises(err, match="count must be an integer >= 0"):
+            check_count(bad)
+    for bad, err in ((True, TypeError), (2.5, TypeError), (0, ValueError)):
+        with pytest.raises(err, match="count must be an integer >= 1"):
+            calibrate_output(1.0, 1e-5, lipschitz=1.0, tau=0.0, count=bad)

@@ -83,6 +83,15 @@ class Neighbours(str, enum.Enum):
             raise TypeError(f"neighbours must be 'add_remove' or 'replace_one', got {type(value).__name__}")
         return cls(check_neighbours(value))
 
+    @property
+    def sum_factor(self) -> float:
+        """The one home of the neighbour factor: the l1/l2 sensitivity of a sum of records each
+        of norm <= C is ``sum_factor * C``: 1 under add/remove (the sum gains or loses one term)
+        and 2 under replace-one (one term replaced: by the triangle inequality ||x - x'|| <= 2C,
+        attained by x' = -x).  Dwork & Roth (2014), *The Algorithmic Foundations of Differential
+        Privacy*, Definition 2.4 and Section 3.3; Vadhan (2017), Section 1.6."""
+        return 1.0 if self is Neighbours.ADD_REMOVE else 2.0
+
 
 # ----------------------------------------------------------------------------------------------
 # field validators (public parameters: refused early, naming the argument and the range)

@@ -24,8 +24,15 @@ __all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_
 
 
 def sensitivity_factor(sampling: str) -> float:
-    """Sensitivity of the clipped sum in units of max_norm: 1 (add/remove) or 2 (replace-one)."""
-    return 1.0 if sampling == "poisson" else 2.0
+    """Sensitivity of the clipped sum in units of max_norm: 1 (add/remove, ``"poisson"``) or 2
+    (replace-one, ``"shuffle"``): ``Neighbours.sum_factor`` of the scheme's relation."""
+    return neighbours_of(sampling).sum_factor
+
+
+def neighbours_of(sampling: str):
+    """The neighbouring relation the sampling scheme is analysed under (see the module docstring)."""
+    acc = _accounting()
+    return acc.Neighbours.ADD_REMOVE if sampling == "poisson" else acc.Neighbours.REPLACE_ONE
 
 
 def _accounting():
@@ -40,7 +47,7 @@ def description(noise_multiplier: float, sample_rate: float, sampling: str):
     if sampling == "poisson":
         g = acc.Gaussian(noise_multiplier)
         return g if sample_rate >= 1.0 else acc.PoissonSampled(sample_rate, g)
-    g = acc.Gaussian(noise_multiplier, neighbours=acc.Neighbours.REPLACE_ONE)
+    g = acc.Gaussian(noise_multiplier, neighbours=neighbours_of(sampling))
     return g if sample_rate >= 1.0 else acc.SampledWithoutReplacement(sample_rate, g)
 
 

@@ -304,3 +304,31 @@ def test_one_count_validator():
     for bad, err in ((True, TypeError), (2.5, TypeError), (0, ValueError)):
         with pytest.raises(err, match="count must be an integer >= 1"):
             calibrate_output(1.0, 1e-5, lipschitz=1.0, tau=0.0, count=bad)
+
+
+# ------------------------------------------------------------------ bindings only marshal
+def test_replace_one_profile_is_the_max_of_both_directions():
+    import numpy as np
+
+    from dpfast import _pld
+
+    sigma, q, h, i0, n = 1.3, 0.05, 1e-3, -400.0, 801
+    d, pinf, worst = _pld.symmetric_subsampled_gaussian_ctd(sigma, q, i0, h, n)
+    eps = (i0 + np.arange(n)) * h
+    both = np.maximum(_pld.subsampled_gaussian_delta(eps, sigma, q, True),
+                      _pld.subsampled_gaussian_delta(eps, sigma, q, False))
+    d2, pinf2, worst2 = _pld.profile_ctd(both, h)
+    np.testing.assert_allclose(d, d2, rtol=1e-12, atol=1e-300)
+    assert pinf == pytest.approx(pinf2, rel=1e-12, abs=1e-300)
+
+
+def test_bindings_hold_no_privacy_logic():
+    root = _PKG.parent / "csrc" / "bindings"
+    sel = (root / "selection.cpp").read_text()
+    pld = (root / "pld.cpp").read_text()
+    # the quantile interval step and the streamed chunk's rebase live in samplers/selection.hpp
+    for token in ("QuantileScores", "set_shift", "rs.uniform", "sel::rebase", "row_shift(pu"):
+        assert token not in sel, token
+    assert "sel::quantile_draw(" in sel and "sel::argmax_chunk_update(" in sel
+    # the replace-one profile (max of both directions) lives in pld/pld.hpp
+    assert "a > b ? a : b" not in pld and "P::symmetric_subsampled_gaussian_ctd(" in pld

@@ -43,7 +43,7 @@ static py::tuple profile_ctd(carray<double> d, double step) {
     return py::make_tuple(out, pinf, worst);
 }
 
-// Symmetric (replace-one subset-sampling) profile max(delta_remove, delta_add) on e_j, then CTD.
+// Replace-one subset-sampling profile (P::symmetric_subsampled_gaussian_ctd): marshalling only.
 static py::tuple symmetric_subsampled_gaussian_ctd(double sigma, double q, double i0, double h,
                                                    std::size_t n) {
     if (!(sigma > 0) || !(q > 0 && q <= 1) || !(h > 0) || n < 2)
@@ -52,14 +52,7 @@ static py::tuple symmetric_subsampled_gaussian_ctd(double sigma, double q, doubl
     double pinf = 0, worst = 0;
     {
         py::gil_scoped_release nogil;
-        std::vector<P::ld> d(n);
-        for (std::size_t j = 0; j < n; ++j) {
-            P::ld e = ((P::ld)i0 + (P::ld)j) * (P::ld)h;
-            P::ld a = P::subsampled_gaussian_delta(e, sigma, q, true);
-            P::ld b = P::subsampled_gaussian_delta(e, sigma, q, false);
-            d[j] = a > b ? a : b;
-        }
-        worst = P::profile_ctd(d.data(), n, h, out.mutable_data(), &pinf);
+        worst = P::symmetric_subsampled_gaussian_ctd(sigma, q, i0, h, n, out.mutable_data(), &pinf);
     }
     return py::make_tuple(out, pinf, worst);
 }

@@ -67,9 +67,8 @@ py::array_t<std::int64_t> argmax_rows(py::capsule cap, carray<T> u, py::object l
     return out;
 }
 
-// One chunk of a streamed selection; the state (best key, index, seen, shift) goes in and out.
-// `shift` is the utility the record key is relative to (-inf before the first candidate); a
-// chunk with a larger selectable utility moves it there (sel::rebase) before its keys are formed.
+// One chunk of a streamed selection (sel::argmax_chunk_update); the state (best key, index,
+// seen, shift) goes in and out.
 template <class T>
 std::tuple<double, std::int64_t, std::int64_t, double> argmax_chunk(
         py::capsule cap, carray<T> u, py::object logw, double c, int noise, double best,
@@ -95,14 +94,7 @@ std::tuple<double, std::int64_t, std::int64_t, double> argmax_chunk(
     {
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
-        bool any = false;  // a selectable candidate in this chunk
-        for (py::ssize_t i = 0; i < n && !any; ++i) any = !lw || lw[i] > -sel::kInf;
-        if (any) {
-            const double cs = sel::row_shift(pu, lw, n);
-            if (cs > st.shift) sel::rebase(st, c, cs);
-        }
-        sel::LinearScores<T> sc{pu, lw, c, st.shift > -sel::kInf ? st.shift : 0.0};
-        sel::argmax_update_kind(noise, rs, n, sc, st);
+        sel::argmax_chunk_update(noise, rs, n, pu, lw, c, st);
     }
     return {st.best, st.index, st.seen, st.shift};
 }
@@ -140,9 +132,7 @@ py::array_t<std::int64_t> topk_rows(py::capsule cap, carray<T> u, py::object log
     return out;
 }
 
-// Private quantiles: for each target q_j * n, pick an interval of `edges` (n + 2 sorted
-// values, lo and hi at the ends) by the exponential mechanism with weight c, then a uniform
-// point inside it.
+// Private quantiles (sel::quantile_draw per target q_j * n): marshalling only.
 py::array_t<double> quantile_draws(py::capsule cap, carray<double> edges, carray<double> targets,
                                    double c) {
     bitgen_t* bg = bitgen_from_capsule(cap);
@@ -157,16 +147,7 @@ py::array_t<double> quantile_draws(py::capsule cap, carray<double> edges, carray
     {
         py::gil_scoped_release nogil;
         dpf::BitStream rs(bg);
-        for (py::ssize_t j = 0; j < nq; ++j) {
-            sel::QuantileScores sc{pe, c, pt[j]};
-            sc.set_shift(ne - 1);
-            sel::ArgmaxState st;
-            sel::argmax_update<sel::GumbelNoise>(rs, ne - 1, sc, st);
-            if (st.index < 0) { failed = true; po[j] = 0.0; continue; }
-            const double a = pe[st.index], b = pe[st.index + 1];
-            double x = a + (b - a) * rs.uniform();
-            po[j] = x < b ? x : b;
-        }
+        for (py::ssize_t j = 0; j < nq && !failed; ++j) failed = !sel::quantile_draw(rs, pe, ne, c, pt[j], po + j);
     }
     if (failed) throw py::value_error("all intervals are empty (lower bound == upper bound)");
     return out;

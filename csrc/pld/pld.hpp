@@ -16,6 +16,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstddef>
 #include <limits>
 
@@ -181,6 +182,25 @@ inline double profile_ctd(const T* d, std::size_t n, double step, double* out, d
     if (p0 < worst) worst = p0;
     out[0] = (double)(p0 > 0 ? p0 : 0);
     return (double)worst;
+}
+
+// Replace-one profile of subset (fixed-size, without replacement) sampling of the Gaussian
+// mechanism: delta(e) = max(delta_remove(e), delta_add(e)) on the grid e_j = (i0 + j) h,
+// j < n, then connect-the-dots (profile_ctd).  The scheme is that of Wang, Balle &
+// Kasiviswanathan (2019); a guarantee for a symmetric relation must hold in both directions,
+// so the pointwise maximum of the two directions' profiles is taken (Zhu, Dong & Wang 2022,
+// "Optimal accounting of differential privacy via characteristic function": do not assume
+// which side dominates).  Returns the CTD's worst rounding term.
+inline double symmetric_subsampled_gaussian_ctd(double sigma, double q, double i0, double h, std::size_t n,
+                                                double* out, double* pinf) {
+    std::vector<ld> d(n);
+    for (std::size_t j = 0; j < n; ++j) {
+        const ld e = ((ld)i0 + (ld)j) * (ld)h;
+        const ld a = subsampled_gaussian_delta(e, sigma, q, true);
+        const ld b = subsampled_gaussian_delta(e, sigma, q, false);
+        d[j] = a > b ? a : b;
+    }
+    return profile_ctd(d.data(), n, h, out, pinf);
 }
 
 // Scans of a composed PMF p[0..N) on losses l_m = (A + m) h.

@@ -307,5 +307,40 @@ void argmax_update_kind(int kind, BitStream& rs, std::int64_t n, const Scores& s
     }
 }
 
+// One private quantile (Smith 2011, "Privacy-preserving statistical estimation with optimal
+// convergence rates", Algorithm 1; lectures.md B9): the interval i of `edges` (n_edges sorted
+// values, lo and hi at the ends) chosen by the exponential mechanism with log-weights
+// log(e_{i+1} - e_i) - c |i - target| (Gumbel-max), then a uniform point of [e_i, e_{i+1}]
+// (clamped to e_{i+1}: a + (b - a) u may round up to b).  Returns false when every interval
+// is empty (nothing is selectable); *out is then left unset.
+inline bool quantile_draw(BitStream& rs, const double* edges, std::int64_t n_edges, double c,
+                          double target, double* out) {
+    QuantileScores sc{edges, c, target};
+    sc.set_shift(n_edges - 1);
+    ArgmaxState st;
+    argmax_update<GumbelNoise>(rs, n_edges - 1, sc, st);
+    if (st.index < 0) return false;
+    const double a = edges[st.index], b = edges[st.index + 1];
+    const double x = a + (b - a) * rs.uniform();
+    *out = x < b ? x : b;
+    return true;
+}
+
+// A streamed selection's chunk: rebase the running state to the chunk's largest selectable
+// utility (when larger than the current shift: keys stay relative to the largest utility seen,
+// see LinearScores), then fold the chunk's noisy keys into the state.
+template <class T>
+void argmax_chunk_update(int kind, BitStream& rs, std::int64_t n, const T* u, const double* logw, double c,
+                         ArgmaxState& st) {
+    bool any = false;  // a selectable candidate in this chunk
+    for (std::int64_t i = 0; i < n && !any; ++i) any = !logw || logw[i] > -kInf;
+    if (any) {
+        const double cs = row_shift(u, logw, n);
+        if (cs > st.shift) rebase(st, c, cs);
+    }
+    LinearScores<T> sc{u, logw, c, st.shift > -kInf ? st.shift : 0.0};
+    argmax_update_kind(kind, rs, n, sc, st);
+}
+
 }  // namespace sel
 }  // namespace dpf

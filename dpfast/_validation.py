@@ -20,6 +20,7 @@ __all__ = [
     "check_neighbours",
     "check_size",
     "check_int",
+    "check_real",
     "as_array",
 ]
 
@@ -179,6 +180,21 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
             raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels; {hint}")
         raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
     return classes, idx
+
+
+def check_real(x, name: str, *, allow_nan: bool = True) -> float:
+    """A real scalar as a float: TypeError for a string, bytes, a bool, None or anything
+    float() refuses; ValueError for NaN unless ``allow_nan`` (callers that range-check after
+    this keep their own message for NaN)."""
+    if isinstance(x, (str, bytes, bool, np.bool_)) or x is None:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
+    try:
+        v = float(x)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+    if not allow_nan and math.isnan(v):
+        raise ValueError(f"{name} must not be NaN")
+    return v
 
 
 def check_int(v, name: str, lo: int = 1) -> int:

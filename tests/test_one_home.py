@@ -14,6 +14,7 @@ import re
 from fractions import Fraction
 
 import mpmath
+import numpy as np
 import pytest
 
 import dpfast
@@ -336,3 +337,22 @@ def test_bindings_hold_no_privacy_logic():
     assert "sel::quantile_draw(" in sel and "sel::argmax_chunk_update(" in sel
     # the replace-one profile (max of both directions) lives in pld/pld.hpp
     assert "a > b ? a : b" not in pld and "P::symmetric_subsampled_gaussian_ctd(" in pld
+
+
+def test_one_real_number_validator():
+    from dpfast._validation import check_real
+    from dpfast.accounting import Gaussian, calibrate_noise_multiplier, clt_mu_poisson_gaussian
+
+    assert check_real(np.float32(0.5), "x") == 0.5 and math.isnan(check_real(math.nan, "x"))
+    for bad in ("1", b"1", True, np.True_, None, [1.0], 1j):
+        with pytest.raises(TypeError, match="x must be a real number"):
+            check_real(bad, "x")
+    with pytest.raises(ValueError, match="x must not be NaN"):
+        check_real(math.nan, "x", allow_nan=False)
+    # the accounting modules that had their own copies now refuse the same inputs the same way
+    with pytest.raises(TypeError, match="noise_multiplier must be a real number"):
+        clt_mu_poisson_gaussian(True, 0.1, 10)  # a bool was accepted as 1.0 here before
+    with pytest.raises(TypeError, match="noise_multiplier must be a real number"):
+        Gaussian(True)
+    with pytest.raises(TypeError, match="target_epsilon must be a real number"):
+        calibrate_noise_multiplier(True, 1e-5, 0.01, 10)

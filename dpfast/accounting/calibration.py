@@ -12,24 +12,12 @@ import math
 from typing import Callable, Union
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import check_delta
+from dpfast._validation import check_delta, check_real
 from dpfast.accounting.base import PrivacyAccountant, check_count, make_accountant
 from dpfast.accounting.events import DpEvent, Gaussian, PoissonSampled, SelfComposed
 from dpfast.accounting.pld import PLDAccountant
 
 __all__ = ["calibrate", "calibrate_noise_multiplier"]
-
-
-def _real(x, name: str) -> float:
-    if isinstance(x, (str, bytes, bool)) or x is None:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
-    if math.isnan(v):
-        raise ValueError(f"{name} must not be NaN")
-    return v
 
 
 def _dpsgd_event(sigma: float, q: float) -> DpEvent:
@@ -79,11 +67,11 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     refinement at ``value_discretization`` starts from that bracket; Brent's method on
     log epsilon vs log z; discretizations are cached per event.
     """
-    e = _real(target_epsilon, "target_epsilon")
+    e = check_real(target_epsilon, "target_epsilon", allow_nan=False)
     if not 0 < e < math.inf:
         raise ValueError(f"target_epsilon must be finite and > 0, got {target_epsilon!r}")
     delta = check_delta(delta, allow_zero=False)
-    q = _real(sample_rate, "sample_rate")
+    q = check_real(sample_rate, "sample_rate", allow_nan=False)
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
     steps = check_count(steps)
@@ -91,10 +79,10 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
         raise ValueError("steps must be >= 1")
     if not isinstance(accountant, str) or accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
-    rtol = _real(rtol, "rtol")
+    rtol = check_real(rtol, "rtol", allow_nan=False)
     if not RTOL_MIN <= rtol < 0.5:
         raise ValueError(f"rtol must be in [{RTOL_MIN:g}, 0.5), got {rtol!r}")
-    h = _real(value_discretization, "value_discretization")
+    h = check_real(value_discretization, "value_discretization", allow_nan=False)
     if not 0 < h <= 1:
         raise ValueError(f"value_discretization must be in (0, 1], got {value_discretization!r}")
 
@@ -136,14 +124,14 @@ def calibrate(make_event: Callable[[float], DpEvent], epsilon: float, delta: flo
     """
     if not callable(make_event):
         raise TypeError("make_event must be a callable x -> DpEvent")
-    e = _real(epsilon, "epsilon")
+    e = check_real(epsilon, "epsilon", allow_nan=False)
     if not 0 < e < math.inf:
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
     delta = check_delta(delta, allow_zero=False)
-    rtol = _real(rtol, "rtol")
+    rtol = check_real(rtol, "rtol", allow_nan=False)
     if not RTOL_MIN <= rtol < 0.5:
         raise ValueError(f"rtol must be in [{RTOL_MIN:g}, 0.5), got {rtol!r}")
-    lo, hi = _real(lo, "lo"), _real(hi, "hi")
+    lo, hi = check_real(lo, "lo", allow_nan=False), check_real(hi, "hi", allow_nan=False)
     if not 0 < lo < hi < math.inf:
         raise ValueError(f"need 0 < lo < hi < inf, got lo={lo!r}, hi={hi!r}")
     template = make_accountant(accountant)  # validates the name once
@@ -151,4 +139,4 @@ def calibrate(make_event: Callable[[float], DpEvent], epsilon: float, delta: flo
     def eps_of(x):
         return make_accountant(template).compose(make_event(x)).get_epsilon(delta)
 
-    return _solve(eps_of, e, _real(start, "start"), rtol, lo_factor, lo, hi)
+    return _solve(eps_of, e, check_real(start, "start", allow_nan=False), rtol, lo_factor, lo, hi)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from dpfast._validation import check_delta, check_int, check_neighbours
+from dpfast._validation import check_delta, check_int, check_neighbours, check_real
 
 __all__ = [
     "Neighbours",
@@ -96,31 +96,22 @@ class Neighbours(str, enum.Enum):
 # ----------------------------------------------------------------------------------------------
 # field validators (public parameters: refused early, naming the argument and the range)
 # ----------------------------------------------------------------------------------------------
-def _real(x, name: str) -> float:
-    if isinstance(x, (str, bytes, bool, np.bool_)) or x is None:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
-    try:
-        return float(x)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
-
-
 def _pos(x, name: str) -> float:
-    v = _real(x, name)
+    v = check_real(x, name)
     if not 0.0 < v < math.inf:
         raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
     return v
 
 
 def _nonneg(x, name: str) -> float:
-    v = _real(x, name)
+    v = check_real(x, name)
     if not 0.0 <= v < math.inf:
         raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
     return v
 
 
 def _rate(x, name: str = "sample_rate") -> float:
-    v = _real(x, name)
+    v = check_real(x, name)
     if not 0.0 < v <= 1.0:
         raise ValueError(f"{name} must be in (0, 1], got {x!r}")
     return v
@@ -302,7 +293,7 @@ class FromPrivacyProfile(DpEvent):
             raise TypeError("delta_of_epsilon must be callable: eps -> delta(eps)")
         if rdp is not None and not callable(rdp):
             raise TypeError("rdp must be a callable orders -> RDP epsilons, or None")
-        em = _real(epsilon_min, "epsilon_min")
+        em = check_real(epsilon_min, "epsilon_min")
         if math.isnan(em) or math.isinf(em):
             raise ValueError(f"epsilon_min must be finite, got {epsilon_min!r}")
         _set(self, "delta_of_epsilon", delta_of_epsilon)
@@ -500,7 +491,7 @@ class Tuned(DpEvent):
         if self.distribution == "poisson":
             if self.mean is None:
                 raise ValueError("distribution='poisson' needs a finite mean >= 1")
-            m = _real(self.mean, "mean")
+            m = check_real(self.mean, "mean")
             if not 1.0 <= m < math.inf:
                 raise ValueError(f"mean must be finite and >= 1 for distribution='poisson', got {self.mean!r}")
             _set(self, "mean", m)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from dpfast._validation import check_delta
+from dpfast._validation import check_delta, check_real
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast.calibrate import _excess_over, gaussian_epsilon, gaussian_log_delta
 
@@ -26,17 +26,8 @@ __all__ = [
 ]
 
 
-def _real(x, name: str) -> float:
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
-    try:
-        return float(x)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
-
-
 def _mu(mu, name: str = "mu") -> float:
-    v = _real(mu, name)
+    v = check_real(mu, name)
     if not (v >= 0) or math.isinf(v):
         raise ValueError(f"{name} must be finite and >= 0, got {mu!r}")
     return v
@@ -131,8 +122,8 @@ def clt_mu_poisson_gaussian(noise_multiplier: float, sample_rate: float, steps: 
     APPROXIMATE: an asymptotic statement, not a bound -- on the issue's workload it gives an
     epsilon below the tight one.  Never used by dpfast for certified numbers.
     """
-    s = _real(noise_multiplier, "noise_multiplier")
-    q = _real(sample_rate, "sample_rate")
+    s = check_real(noise_multiplier, "noise_multiplier")
+    q = check_real(sample_rate, "sample_rate")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
         raise TypeError(f"steps must be an integer, got {type(steps).__name__}")
     if not 0 < s < math.inf:

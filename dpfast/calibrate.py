@@ -1,7 +1,14 @@
 """Noise scales from (epsilon, delta, sensitivity), and back.
 
-Spec: ``mechanisms.md`` (Samplers), ``lectures.md`` B2-B4.  Every calibration formula of
-dpfast lives here; mechanisms, accountants and estimators call these functions.
+Spec: ``mechanisms.md`` (Samplers), ``lectures.md`` B2-B4.  The Laplace and Gaussian
+calibrations live here; mechanisms, accountants and estimators call these functions.  The other
+privacy formulas each have one home: composition and conversions in :mod:`dpfast.accounting`
+(objective perturbation and AMP in ``accounting.objective_perturbation``, mu-GDP in
+``accounting.gdp``), the discrete Gaussian in ``mechanisms.discrete``, randomized response in
+``mechanisms.randomized_response.rr_log_probabilities``, the neighbour factor in
+``accounting.Neighbours.sum_factor``, private ERM's (sigma, lambda) in
+``linear_model._calibration``.  Every inversion of a privacy figure (the smallest safe noise,
+the largest safe mu) is :func:`dpfast._safe_root.safe_root`.
 """
 from __future__ import annotations
 

@@ -309,7 +309,6 @@ def test_one_count_validator():
 
 # ------------------------------------------------------------------ bindings only marshal
 def test_replace_one_profile_is_the_max_of_both_directions():
-    import numpy as np
 
     from dpfast import _pld
 

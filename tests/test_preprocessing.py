@@ -158,7 +158,7 @@ def test_standard_scaler_bad_input(kwargs, exc, match):
 def test_scalers_refuse_nan_and_wrong_width():
     X = _data(10)
     X[0, 0] = np.nan
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="X contains NaN"):
         StandardScaler(1.0, bounds=(0, 1)).fit(X)
     s = StandardScaler(1.0, bounds=(0, 1), random_state=0).fit(_data(10))
     with pytest.raises(ValueError, match="features"):

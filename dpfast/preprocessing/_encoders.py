@@ -3,40 +3,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from numbers import Real
 
+import numpy as np
+from sklearn.base import TransformerMixin
+from sklearn.utils.validation import _check_feature_names_in
+
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
 from dpfast._validation import check_delta, check_epsilon
 from dpfast.budget import detached
 from dpfast.mechanisms import laplace_noise
 from dpfast.accounting import ApproxDP
-from dpfast.preprocessing._privacy import charge
 from dpfast.random import check_random_state
 
 __all__ = ["OneHotEncoder"]
-
-
-def _check_X(X, n_features=None) -> np.ndarray:
-    if isinstance(X, (str, bytes)) or np.isscalar(X) or X is None:
-        raise TypeError(f"X must be a 2-d array-like, got {type(X).__name__}")
-    if hasattr(X, "iloc"):  # a DataFrame: its values, column by column
-        X = X.to_numpy()
-    Xa = np.asarray(X)
-    if Xa.ndim != 2:
-        raise ValueError(f"X must be a 2-d array (n_samples, n_features), got shape {Xa.shape}")
-    if Xa.shape[1] == 0:
-        raise ValueError(f"X must have at least one feature, got shape {Xa.shape}")
-    if n_features is not None and Xa.shape[1] != n_features:
-        raise ValueError(f"X has {Xa.shape[1]} features, but the encoder was fitted with {n_features}")
-    return Xa
 
 
 def _column(Xa: np.ndarray, j: int) -> list:
     return Xa[:, j].tolist()  # Python scalars: numpy and Python values of equal value hash alike
 
 
-class OneHotEncoder(TransformerMixin, BaseEstimator):
+class OneHotEncoder(TransformerMixin, PrivateEstimator):
     """One-hot encoder whose categories are public, or selected privately.
 
     * ``categories=[list per feature]`` (public): nothing is learned from the data; ``fit``
@@ -73,6 +60,26 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
     event_ : None (public categories) or the ``ApproxDP(epsilon, delta)`` event of the selection.
     epsilon_, delta_ : the guarantee of ``fit``.
     """
+
+    _parameter_constraints = {
+        "categories": [StrOptions({"private"}), list, tuple],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither"), None],
+        "handle_unknown": [StrOptions({"ignore", "error"})],
+        "dtype": "no_validation",  # a numpy dtype, checked by numpy
+        "random_state": RANDOM_STATE,
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False  # a transformer: fit(X) reads no target
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
+    def _validate_X(self, X, *, reset: bool) -> np.ndarray:
+        # dtype=None: categories may be strings or numbers; NaN is refused (it is not a category)
+        return validate_X(self, X, reset=reset, dtype=None)
 
     def __init__(self, categories: Any = "private", *, epsilon: float | None = None,
                  delta: float | None = None, handle_unknown: str = "ignore", dtype=np.float64,
@@ -111,14 +118,16 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, budget: Any = None) -> "OneHotEncoder":
         """Set ``categories_`` (public: no privacy cost; private: see the class docstring)."""
+        self._validate_params()  # declarative constraints, before any private value is read
+        self._reset_fit()
         params = self._check_params()
-        Xa = _check_X(X)
+        Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
         if isinstance(params, list):
             if len(params) != d:
                 raise ValueError(f"categories has {len(params)} entries but X has {d} features")
             self.categories_ = [np.array(c, dtype=object) for c in params]
-            self.event_, self.epsilon_, self.delta_ = None, 0.0, 0.0
+            self._record_release(None, 0.0, 0.0, "public")
         else:
             eps, delta = params
             from dpfast.tables._aggregate import selection_threshold  # the one home of the formula
@@ -126,7 +135,7 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
             tau = selection_threshold(d, eps, delta)
             event = ApproxDP(eps, delta)
             gen = check_random_state(self.random_state)
-            charge(budget, event, label=type(self).__name__)
+            self._charge(event, budget)
             cats = []
             with detached():  # samplers charge nothing today; the fit's event covers them anyway
                 for j in range(d):
@@ -134,14 +143,13 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
                     keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
                     cats.append(values[keep])
             self.categories_ = cats
-            self.event_, self.epsilon_, self.delta_ = event, eps, delta
-        self.n_features_in_ = d
+            self._record_release(event, eps, delta, "partition_selection")
         return self
 
     def transform(self, X) -> np.ndarray:
         """One column per category, feature by feature (dense)."""
-        check_is_fitted(self, "categories_")
-        Xa = _check_X(X, self.n_features_in_)
+        check_fitted(self)
+        Xa = self._validate_X(X, reset=False)
         n = Xa.shape[0]
         sizes = [len(c) for c in self.categories_]
         out = np.zeros((n, sum(sizes)), dtype=self.dtype)
@@ -158,8 +166,8 @@ class OneHotEncoder(TransformerMixin, BaseEstimator):
         return out
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
-        check_is_fitted(self, "categories_")
-        names = input_features if input_features is not None else [f"x{j}" for j in range(self.n_features_in_)]
+        check_fitted(self)
+        names = _check_feature_names_in(self, input_features)
         return np.array([f"{names[j]}_{c}" for j, cats in enumerate(self.categories_) for c in cats.tolist()],
                         dtype=object)
 

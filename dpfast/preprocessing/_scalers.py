@@ -8,35 +8,22 @@ relation: add or remove one row (the number of rows is private too).
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from numbers import Real
+from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
 from dpfast import accounting
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._validation import as_array, check_delta, check_epsilon
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.preprocessing._privacy import charge, self_composed
+from dpfast.preprocessing._privacy import self_composed
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
-
-
-def _check_X(X, name: str = "X", n_features: Optional[int] = None) -> np.ndarray:
-    """A finite 2-d float64 array (no NaN: a missing value has no place in a bounded sum)."""
-    Xa = as_array(X, name, np.float64)
-    if Xa.ndim != 2:
-        raise ValueError(f"{name} must be a 2-d array (n_samples, n_features), got shape {Xa.shape}")
-    if Xa.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one feature, got shape {Xa.shape}")
-    if not np.isfinite(Xa).all():
-        raise ValueError(f"{name} must contain only finite values (no NaN or inf)")
-    if n_features is not None and Xa.shape[1] != n_features:
-        raise ValueError(f"{name} has {Xa.shape[1]} features, but the scaler was fitted with {n_features}")
-    return Xa
 
 
 def _feature_bounds(bounds, n_features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +46,20 @@ def _feature_bounds(bounds, n_features: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
+    """Common base of the DP scalers: unsupervised (no target), dense input only."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False  # a transformer: fit(X) reads no target
+        return tags
+
+    def _validate_X(self, X, *, reset: bool) -> np.ndarray:
+        # float64: the bounded sums and their sensitivities are computed in double precision
+        return validate_X(self, X, reset=reset, dtype=np.float64)
+
+
+class StandardScaler(_PrivateTransformer):
     """Standardize features with a mean and variance released under differential privacy.
 
     Guarantee (add/remove one row, the number of rows n private): ``fit`` is
@@ -103,6 +103,13 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     epsilon_, delta_ : the guarantee of ``fit``.
     """
 
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="left")],
+        "bounds": ["array-like", None],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, epsilon: float = 1.0, delta: float = 0.0, bounds: Any = None, *,
                  random_state: Any = None):
         self.epsilon = epsilon
@@ -131,12 +138,14 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``budget``: a :class:`dpfast.PrivacyBudget` (or None for the one of an enclosing
         ``with budget:``, if any) charged with ``event_`` before any noise is drawn.
         """
-        Xa = _check_X(X)
+        self._validate_params()  # declarative constraints, before any private value is read
+        self._reset_fit()
+        Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
         lo, hi = _feature_bounds(self.bounds, d)
         event, (kind, s), eps, delta = self._event(d)
         gen = check_random_state(self.random_state)
-        charge(budget, event, label=type(self).__name__)
+        self._charge(event, budget)
         c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
         u = (np.clip(Xa, lo, hi) - c) / r
         exact = np.concatenate([[Xa.shape[0]], u.sum(axis=0), (u * u - 0.5).sum(axis=0)])
@@ -152,23 +161,22 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         scale = np.sqrt(self.var_)
         self.scale_ = np.where(scale > 0, scale, 1.0)
         self.n_samples_seen_ = n
-        self.n_features_in_ = d
-        self.event_, self.epsilon_, self.delta_ = event, eps, delta
+        self._record_release(event, eps, delta, "laplace" if kind == "laplace" else "analytic_gaussian")
         return self
 
     def transform(self, X):
         """(X - mean_) / scale_ (post-processing; X is not clamped)."""
-        check_is_fitted(self, "mean_")
-        Xa = _check_X(X, n_features=self.n_features_in_)
+        check_fitted(self)
+        Xa = self._validate_X(X, reset=False)
         return (Xa - self.mean_) / self.scale_
 
     def inverse_transform(self, X):
-        check_is_fitted(self, "mean_")
-        Xa = _check_X(X, n_features=self.n_features_in_)
+        check_fitted(self)
+        Xa = self._validate_X(X, reset=False)
         return Xa * self.scale_ + self.mean_
 
 
-class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class MinMaxScaler(_PrivateTransformer):
     """Scale features to ``feature_range`` with a range released under differential privacy.
 
     Guarantee: ``fit`` is ``epsilon``-DP under add/remove (and replace-one) neighbours.  For each
@@ -205,6 +213,15 @@ class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     event_ : the accounting event of ``fit``; ``epsilon_`` and ``delta_`` (= 0) its guarantee.
     """
 
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "bounds": ["array-like", None],
+        "feature_range": [tuple, list, np.ndarray],
+        "quantiles": [tuple, list, np.ndarray],
+        "clip": ["boolean"],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, feature_range=(0.0, 1.0),
                  quantiles=(0.01, 0.99), clip: bool = True, random_state: Any = None):
         self.epsilon = epsilon
@@ -229,13 +246,15 @@ class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, budget: Any = None) -> "MinMaxScaler":
         """Release the quantile range privately (see the class docstring).  Returns self."""
+        self._validate_params()  # declarative constraints, before any private value is read
+        self._reset_fit()
         eps, fr, q = self._check_params()
-        Xa = _check_X(X)
+        Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
         lo, hi = _feature_bounds(self.bounds, d)
         event = self_composed(accounting.ExponentialMechanism(eps / (2 * d)), 2 * d)
         gen = check_random_state(self.random_state)
-        charge(budget, event, label=type(self).__name__)
+        self._charge(event, budget)
         qs = np.empty((d, 2))
         with detached():  # charged above with the whole fit's event, not again per call
             for j in range(d):
@@ -247,14 +266,13 @@ class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rng_ = np.where(self.data_range_ > 0, self.data_range_, 1.0)
         self.scale_ = (fr[1] - fr[0]) / rng_
         self.min_ = fr[0] - self.data_min_ * self.scale_
-        self.n_features_in_ = d
-        self.event_, self.epsilon_, self.delta_ = event, eps, 0.0
+        self._record_release(event, eps, 0.0, "basic_composition")
         return self
 
     def transform(self, X):
         """X * scale_ + min_, clipped to feature_range when ``clip`` (post-processing)."""
-        check_is_fitted(self, "scale_")
-        Xa = _check_X(X, n_features=self.n_features_in_)
+        check_fitted(self)
+        Xa = self._validate_X(X, reset=False)
         out = Xa * self.scale_ + self.min_
         if self.clip:
             fr = np.asarray(self.feature_range, dtype=np.float64)
@@ -262,6 +280,6 @@ class MinMaxScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return out
 
     def inverse_transform(self, X):
-        check_is_fitted(self, "scale_")
-        Xa = _check_X(X, n_features=self.n_features_in_)
+        check_fitted(self)
+        Xa = self._validate_X(X, reset=False)
         return (Xa - self.min_) / self.scale_

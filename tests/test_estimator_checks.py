@@ -50,7 +50,10 @@ _ENVIRONMENT_SKIPS = {"check_array_api_input": "SCIPY_ARRAY_API"}
 
 @pytest.mark.parametrize("name", list(_instances()))
 def test_check_estimator_fails_exactly_the_declared_checks(name):
-    est = _instances()[name]
+    _assert_fails_exactly_the_declared_checks(_instances()[name])
+
+
+def _assert_fails_exactly_the_declared_checks(est):
     declared = expected_failed_checks(est)
     assert all(isinstance(r, str) and len(r) > 40 for r in declared.values())  # each with its reason
     with warnings.catch_warnings():
@@ -68,6 +71,29 @@ def test_check_estimator_fails_exactly_the_declared_checks(name):
         if r["status"] == "skipped":
             assert _ENVIRONMENT_SKIPS.get(r["check_name"], "\0") in str(r["exception"]), r
     assert len(by_status.get("passed", ())) >= 25  # distinct checks passed
+
+
+def _transformer_instances():
+    """The DP preprocessing steps, with public bounds covering the checks' data (values outside
+    are clamped, which the checks do not observe) and a private category selection."""
+    from dpfast.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+
+    return {
+        "StandardScaler": StandardScaler(1.0, bounds=(-10, 10), random_state=0),
+        "StandardScaler-gaussian": StandardScaler(1.0, 1e-5, bounds=(-10, 10), random_state=0),
+        "MinMaxScaler": MinMaxScaler(1.0, bounds=(-10, 10), random_state=0),
+        "OneHotEncoder-private": OneHotEncoder(epsilon=1.0, delta=1e-3, random_state=0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_transformer_instances()))
+def test_preprocessing_check_estimator_fails_exactly_the_declared_checks(name):
+    est = _transformer_instances()[name]
+    _assert_fails_exactly_the_declared_checks(est)
+    # only the StandardScaler's name-keyed sparse checks are declared
+    expected = ({"check_estimator_sparse_array", "check_estimator_sparse_matrix"}
+                if name.startswith("StandardScaler") else set())
+    assert set(expected_failed_checks(est)) == expected
 
 
 # ------------------------------------------------------------------------ scikit-learn tools

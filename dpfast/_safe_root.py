@@ -88,7 +88,7 @@ def safe_root(
     bracketing from ``start`` with doubling steps, Brent's method to ``rtol`` / 4 in u, then
     bisection of the tightest bracket [unsafe, safe] among all evaluations (arithmetic in x once
     its ends are within a factor 2, geometric before), until it is within the tolerance or no
-    double lies strictly between its ends.  At most MAX_BRACKET + MAX_BRENT + MAX_BISECT + 2
+    double lies strictly between its ends.  At most MAX_BRACKET + MAX_BRENT + MAX_BISECT + 4
     evaluations; a non-monotone (noisy) excess still gives a point at which it was <= 0.
     """
     lo, hi, start = float(lo), float(hi), float(start)

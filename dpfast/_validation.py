@@ -197,9 +197,19 @@ def check_real(x, name: str, *, allow_nan: bool = True) -> float:
     return v
 
 
-def check_int(v, name: str, lo: int = 1) -> int:
-    """An integer >= ``lo`` (bools refused): TypeError for a non-integer, ValueError below ``lo``."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+def check_int(v, name: str, lo: int = 1, *, integral_reals: bool = False) -> int:
+    """An integer >= ``lo`` (bools refused): TypeError for a non-integer, ValueError below ``lo``.
+
+    ``integral_reals``: a real number is accepted when it is a finite integer (3.0), and any
+    other real (2.5, inf, NaN) is a ValueError -- for counts that have always been taken that way.
+    """
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if integral_reals and isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
+        if not (math.isfinite(v) and float(v).is_integer()):
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        v = int(v)
+    if not isinstance(v, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
     if int(v) < lo:
         raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")

@@ -302,9 +302,12 @@ def test_one_count_validator():
     for bad, err in ((True, TypeError), (2.0, TypeError), (-1, ValueError)):
         with pytest.raises(err, match="count must be an integer >= 0"):
             check_count(bad)
-    for bad, err in ((True, TypeError), (2.5, TypeError), (0, ValueError)):
+    for bad, err in ((True, TypeError), ("2", TypeError), (2.5, ValueError), (math.inf, ValueError),
+                     (0, ValueError), (0.0, ValueError)):
         with pytest.raises(err, match="count must be an integer >= 1"):
             calibrate_output(1.0, 1e-5, lipschitz=1.0, tau=0.0, count=bad)
+    # private ERM has always taken an integral real count (3.0 models)
+    assert calibrate_output(1.0, 1e-5, lipschitz=1.0, tau=0.0, count=3.0).count == 3
 
 
 # ------------------------------------------------------------------ bindings only marshal

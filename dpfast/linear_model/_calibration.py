@@ -141,7 +141,7 @@ def amp_privacy(
     ``tau = 0`` with ``sigma_out = inf`` is plain objective perturbation.
     """
     delta = check_delta(delta, allow_zero=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
     e_rdp = e_pld = math.nan
     if accountant in ("best", "rdp"):
@@ -177,7 +177,7 @@ def objective_privacy(
     ``PLDAccountant``.  RDP: Theorem 3.2.  Same return convention as :func:`amp_privacy`.
     """
     delta = check_delta(delta, allow_zero=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
     e_rdp = e_pld = math.nan
     if accountant in ("best", "rdp"):
@@ -280,7 +280,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     sensitivity 2 tau / lambda at each candidate lambda (a fixed noise multiplier)."""
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
@@ -355,7 +355,7 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     So at fixed (sigma, lambda) the RDP bound grows by at most 0.1 % of the budget.
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     return math.sqrt(count * float(RDP_ORDERS.max()) / (2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon))
 
 
@@ -399,7 +399,7 @@ def calibrate_objective(
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant, _ACCOUNTANTS + ("kifer",))
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
@@ -457,7 +457,7 @@ def calibrate_output(
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    count = check_int(count, "count", 1)
+    count = check_int(count, "count", 1, integral_reals=True)
     L = _loss_constant(lipschitz, "lipschitz")
     tau = float(tau)
     if not (tau >= 0 and math.isfinite(tau)):

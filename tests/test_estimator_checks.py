@@ -323,3 +323,17 @@ def test_mechanisms_and_accounting_import_without_scikit_learn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["(3,)", "True", "estimators", "need", "sklearn"]
+
+
+def test_private_random_search_check_estimator_fails_exactly_the_declared_checks():
+    from dpfast.model_selection import PrivateRandomSearch
+
+    inner = LogisticRegression(row_norm="clip", classes=[0, 1, 2, 3], random_state=0)
+    search = PrivateRandomSearch(inner, {"method": ["objective", "output"]}, 2.0, 1e-5, n_runs_mean=2.0,
+                                 distribution="truncated_negative_binomial", random_state=0)
+    _assert_fails_exactly_the_declared_checks(search)
+    # the tuned model's public-label failures carry over; the sample-weight ones do not (the
+    # search's fit takes no sample_weight); one more: a noisier fit on the one-label check
+    inner_declared = expected_failed_checks(inner)
+    assert set(expected_failed_checks(search)) == (
+        {k for k in inner_declared if "sample_weight" not in k} | {"check_classifiers_one_label"})

@@ -10,10 +10,25 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import optimize
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from numbers import Real
+
+from sklearn.base import MetaEstimatorMixin, clone
+from sklearn.utils import _safe_indexing, get_tags
+from sklearn.utils._param_validation import HasMethods
 
 from dpfast import accounting
+from dpfast._base import (
+    RANDOM_STATE,
+    DPClassifierMixin,
+    Interval,
+    PrivateEstimator,
+    StrOptions,
+    _charge_budget,
+    check_fitted,
+    expected_failed_checks,
+    validate_X,
+    validate_y,
+)
 from dpfast._safe_root import smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
@@ -28,7 +43,7 @@ from dpfast.mechanisms import laplace_noise
 from dpfast.model_selection._events import OneOf
 from dpfast.budget import detached
 from dpfast.preprocessing._pipeline import pipeline_event
-from dpfast.preprocessing._privacy import charge, composed
+from dpfast.preprocessing._privacy import composed
 from dpfast.random import check_random_state
 
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
@@ -100,7 +115,7 @@ def _expand(param_distributions) -> list[dict]:
     return out
 
 
-class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
+class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimator):
     """Private random search over hyperparameters (Papernot & Steinke 2022).
 
     The algorithm (all randomness except the fits' and scores' noise is independent of the data):
@@ -164,6 +179,38 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
     epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
     rdp_orders_, rdp_curve_ : the tuned RDP curve.
     """
+
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict", "get_params"])],
+        "param_distributions": [dict, list],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "n_runs_mean": [Interval(Real, 0, None, closed="neither")],
+        "distribution": [StrOptions(set(_DISTRIBUTIONS))],
+        "eta": [Interval(Real, -1, None, closed="neither")],
+        "score_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": RANDOM_STATE,
+    }
+
+    @classmethod
+    def _dp_expected_failed_checks(cls, search) -> dict:
+        # the tuned estimator's declared failures apply to the search that releases one of its
+        # fits (except the sample-weight checks: the search's fit takes no sample_weight)
+        inner = search.estimator
+        out = {k: v for k, v in (expected_failed_checks(inner) if isinstance(inner, PrivateEstimator) else {}).items()
+               if "sample_weight" not in k}
+        out["check_classifiers_one_label"] = (
+            "the check requires predicting the only training label on every row; each run is a private fit on "
+            "the training part (a fraction of the check's few rows) at a fraction of epsilon, whose noise can "
+            "move the decision boundary across some of them")
+        return out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # the runs get X as it is: sparse input is supported iff the tuned estimator supports it
+        tags.input_tags.sparse = get_tags(self.estimator).input_tags.sparse
+        return tags
 
     def __init__(self, estimator: Any, param_distributions: Any, epsilon: float = 1.0, delta: float = 1e-5, *,
                  n_runs_mean: float = 10.0, distribution: str = "poisson", eta: float = 0.0,
@@ -304,26 +351,35 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, budget: Any = None) -> "PrivateRandomSearch":
         """Run the search (see the class docstring); charges ``event_`` to ``budget`` first."""
+        self._validate_params()  # declarative constraints, before any private value is read
+        self._reset_fit()
         eps, delta, mean, eta, gamma, candidates = self._check_params()
-        Xa = X if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2 else np.asarray(X)
-        ya = np.asarray(y)
-        if Xa.ndim != 2 or ya.ndim != 1 or Xa.shape[0] != ya.shape[0]:
-            raise ValueError(f"X must be 2-d and y 1-d with as many rows, got shapes {Xa.shape} and {ya.shape}")
+        # validated (2-d, finite, n_features_in_ / feature_names_in_; any sparse format becomes
+        # CSR, dtypes are kept); a DataFrame is passed on as it is (rows selected by
+        # _safe_indexing): a pipeline of the candidates may need its columns' names or dtypes
+        Xv = validate_X(self, X, reset=True, accept_sparse=True, dtype=None)
+        X = X if hasattr(X, "iloc") else Xv
+        n_rows, n_cols = Xv.shape
+        ya = validate_y(self, y, n_rows, classifier=True)
         gen = check_random_state(self.random_state)
         # The split (data-independent coins) fixes the training part's shape, which the fits'
         # events may depend on; it is drawn from a copy so that a refused charge leaves the
         # generator untouched, then drawn again, identically, from the generator itself.
-        n_val = int(np.count_nonzero(copy.deepcopy(gen).random(Xa.shape[0]) < float(self.validation_fraction)))
-        shape = (Xa.shape[0] - n_val, Xa.shape[1])
+        n_val = int(np.count_nonzero(copy.deepcopy(gen).random(n_rows) < float(self.validation_fraction)))
+        shape = (n_rows - n_val, n_cols)
+        if shape[0] == 0:  # refused before anything is charged or drawn
+            raise ValueError(f"the training part is empty: X has n_samples = {n_rows} and every row was put in the "
+                             f"validation part (validation_fraction={self.validation_fraction!r})")
         e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, shape)
         kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
         event = Tuned(events[0] if len(events) == 1 else OneOf(tuple(events)), distribution=self.distribution, **kw)
-        self._charge(budget, event, eps_reached, delta)
-        self.event_, self.epsilon_, self.delta_ = event, eps_reached, delta
+        self._charge_tuned(budget, event, eps_reached, delta)
+        self._record_release(event, eps_reached, delta, "rdp")  # Papernot-Steinke's RDP bound
         self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned
 
-        val = gen.random(Xa.shape[0]) < float(self.validation_fraction)
-        tr = ~val
+        val = gen.random(n_rows) < float(self.validation_fraction)
+        tr, va = np.flatnonzero(~val), np.flatnonzero(val)
+        X_tr, X_va = _safe_indexing(X, tr), _safe_indexing(X, va)
         k = sample_run_count(self.distribution, mean, eta, gamma, gen)
         self.n_runs_ = k
         b_score = 1.0 / (float(self.score_fraction) * e)
@@ -335,8 +391,9 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
                      if k_ == "random_state" or k_.endswith("__random_state")}
             est.set_params(**seeds)
             with detached():  # the runs are inside the tuned event charged above
-                est.fit(Xa[tr], ya[tr])
-            correct = float(np.count_nonzero(est.predict(Xa[val]) == ya[val]))
+                est.fit(X_tr, ya[tr])
+            # an empty validation part scores 0 correct (the count is still sensitivity 1)
+            correct = float(np.count_nonzero(est.predict(X_va) == ya[va])) if va.size else 0.0
             noisy = correct + float(laplace_noise(b_score, 1, rng=gen)[0])
             if noisy > best[0]:
                 best = (noisy, est, params)
@@ -345,34 +402,38 @@ class PrivateRandomSearch(MetaEstimatorMixin, BaseEstimator):
             warnings.warn("K = 0 runs were drawn (Poisson): nothing is released", RuntimeWarning, stacklevel=2)
         return self
 
-    @staticmethod
-    def _charge(budget, event, eps_reached, delta):
+    def _charge_tuned(self, budget, event, eps_reached, delta):
         """Charge the tuned event; a budget whose accountant cannot account it (the PLD
         accountant: Papernot-Steinke is an RDP statement) is charged the (epsilon, delta) it
         certifies instead, as ``ApproxDP`` (refused charges change nothing, so the retry is safe)."""
         try:
-            charge(budget, event, label="PrivateRandomSearch")
-        except UnsupportedEventError:
-            charge(budget, ApproxDP(eps_reached, delta), label="PrivateRandomSearch")
+            try:
+                _charge_budget(budget, event, type(self).__name__)
+            except UnsupportedEventError:
+                _charge_budget(budget, ApproxDP(eps_reached, delta), type(self).__name__)
+        except BaseException:
+            self._reset_fit()  # refused: no stale model, no n_features_in_ of this call
+            raise
 
     # ------------------------------------------------------------------ released model
+    def _check_released(self) -> None:
+        check_fitted(self)
+        if self.best_estimator_ is None:
+            raise ValueError("the search drew K = 0 runs (Poisson): no model was released")
+
     def predict(self, X):
-        check_is_fitted(self, "best_estimator_")
+        self._check_released()
         return self.best_estimator_.predict(X)
 
     def predict_proba(self, X):
-        check_is_fitted(self, "best_estimator_")
+        self._check_released()
         return self.best_estimator_.predict_proba(X)
 
     def decision_function(self, X):
-        check_is_fitted(self, "best_estimator_")
+        self._check_released()
         return self.best_estimator_.decision_function(X)
-
-    def score(self, X, y, sample_weight=None):
-        check_is_fitted(self, "best_estimator_")
-        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     @property
     def classes_(self):
-        check_is_fitted(self, "best_estimator_")
+        self._check_released()
         return self.best_estimator_.classes_

@@ -285,3 +285,49 @@ def test_refuses_a_non_private_step_inside_the_search():
         PrivateRandomSearch(make_pipeline(SkStandardScaler(), NoisyCentroid()), {"noisycentroid__sign": [1.0]},
                             epsilon=1.0,
                             delta=1e-5).fit(X, y)
+
+
+# ----------------------------------------------------------------- the estimator base (issue 11, 4)
+def test_refused_refit_forgets_the_previous_search():
+    from sklearn.exceptions import NotFittedError
+
+    X, y = _data(400)
+    s = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=1.0, delta=1e-5, n_runs_mean=2.0, random_state=0)
+    with pytest.raises(NotFittedError):
+        s.predict(X)
+    b = PrivacyBudget(1.5, 1e-5, accountant="rdp")
+    s.fit(X, y, budget=b)
+    assert s.n_features_in_ == 4 and s.accountant_ == "rdp" and len(b.ledger) == 1
+    with pytest.raises(BudgetExceededError):  # a second epsilon = 1 search composes beyond 1.5
+        s.fit(X, y, budget=b)
+    with pytest.raises(NotFittedError):
+        s.predict(X)
+    assert not hasattr(s, "n_features_in_") and len(b.ledger) == 1
+
+
+def test_input_forms_reach_the_runs():
+    import pandas as pd
+    import scipy.sparse as sp
+
+    from dpfast.linear_model import LogisticRegression
+
+    X, y = _data(300)
+    kw = dict(epsilon=2.0, delta=1e-5, n_runs_mean=2.0, distribution="truncated_negative_binomial")
+    lr = LogisticRegression(row_norm="clip", random_state=0)
+    dense = PrivateRandomSearch(lr, {"method": ["output"]}, random_state=1, **kw).fit(X, y)
+    # any sparse format is validated as CSR; the same seed draws the same split, K and noise
+    coo = PrivateRandomSearch(lr, {"method": ["output"]}, random_state=1, **kw).fit(sp.coo_matrix(X), y)
+    np.testing.assert_allclose(coo.best_estimator_.coef_, dense.best_estimator_.coef_, rtol=1e-10)
+    # a DataFrame reaches the runs with its column names (the DP scaler records them)
+    from sklearn.pipeline import make_pipeline
+
+    from dpfast.preprocessing import StandardScaler
+
+    df = pd.DataFrame(X, columns=list("abcd"))
+    pipe = make_pipeline(StandardScaler(1.0, bounds=(-1, 1)), lr)
+    s = PrivateRandomSearch(pipe, {"logisticregression__method": ["output"]}, random_state=0, **kw).fit(df, y)
+    np.testing.assert_array_equal(s.feature_names_in_, list("abcd"))
+    np.testing.assert_array_equal(s.best_estimator_[0].feature_names_in_, list("abcd"))
+    # one row: the training part or the validation part is empty; an empty training part is refused
+    with pytest.raises(ValueError, match="n_samples = 1"):
+        PrivateRandomSearch(NoisyCentroid(), GRID, validation_fraction=0.999, random_state=0, **kw).fit(X[:1], y[:1])

@@ -315,3 +315,66 @@ def test_pipeline_steps_charge_one_budget():
     ref = accounting.PLDAccountant().compose(pipe[0].event_).compose(pipe[1].event_).get_epsilon(1e-6)
     assert b.spent() == pytest.approx(ref, rel=1e-9)
     assert accounting.PLDAccountant().compose(pipeline_event(pipe)).get_epsilon(1e-6) == pytest.approx(ref, rel=1e-9)
+
+
+# ----------------------------------------------------------------- the estimator base (issue 11, 4)
+def _three(rng):
+    return [StandardScaler(1.0, bounds=(-10, 10), random_state=rng),
+            MinMaxScaler(1.0, bounds=(-10, 10), random_state=rng),
+            OneHotEncoder("private", epsilon=1.0, delta=1e-6, random_state=rng)]
+
+
+@pytest.mark.parametrize("k", range(3), ids=["StandardScaler", "MinMaxScaler", "OneHotEncoder"])
+def test_refused_refit_forgets_the_previous_release(k):
+    from sklearn.exceptions import NotFittedError
+
+    X = np.round(_data(200, 2, seed=5))  # integer-valued: also categories for the encoder
+    est = _three(0)[k]
+    with pytest.raises(NotFittedError):
+        est.transform(X)
+    b = PrivacyBudget(1.5, 1e-5)
+    est.fit(X, budget=b)
+    assert est.n_features_in_ == 2 and est.accountant_ == {0: "laplace", 1: "basic_composition",
+                                                           2: "partition_selection"}[k]
+    g = np.random.default_rng(9)
+    state = g.bit_generator.state
+    est.set_params(random_state=g)
+    with pytest.raises(BudgetExceededError):  # a second epsilon = 1 release composes beyond 1.5
+        est.fit(X, budget=b)
+    assert g.bit_generator.state == state and len(b.ledger) == 1
+    with pytest.raises(NotFittedError):  # no stale statistics from the first fit
+        est.transform(X)
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "event_")
+
+
+@pytest.mark.parametrize("k, bad, word", [
+    (0, {"epsilon": -1.0}, "epsilon"), (0, {"delta": 1.0}, "delta"), (0, {"bounds": "ab"}, "bounds"),
+    (1, {"clip": "yes"}, "clip"), (1, {"epsilon": 0.0}, "epsilon"),
+    (2, {"handle_unknown": "warn"}, "handle_unknown"), (2, {"delta": 0.0}, "delta"),
+    (2, {"categories": "auto"}, "categories"),
+], ids=lambda v: str(v))
+def test_bad_parameters_raise_the_declarative_error_before_any_randomness(k, bad, word):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    g = np.random.default_rng(4)
+    state = g.bit_generator.state
+    est = _three(g)[k].set_params(**bad)
+    with pytest.raises(InvalidParameterError, match=f"'{word}' parameter"):
+        est.fit(np.round(_data(50, 2, seed=6)))
+    assert g.bit_generator.state == state
+
+
+def test_transform_checks_the_fitted_width_and_feature_names():
+    import pandas as pd
+
+    X = pd.DataFrame(_data(100, 2, seed=7), columns=["a", "b"])
+    s = StandardScaler(1.0, bounds=(-10, 10), random_state=0).fit(X)
+    np.testing.assert_array_equal(s.feature_names_in_, ["a", "b"])
+    assert list(s.get_feature_names_out()) == ["a", "b"]
+    with pytest.warns(UserWarning, match="feature names"), \
+            pytest.raises(ValueError, match="X has 3 features, but StandardScaler is expecting 2"):
+        s.transform(_data(5, 3))
+    enc = OneHotEncoder([[0.0, 1.0], ["x", "y"]]).fit(np.array([[0.0, "x"], [1.0, "y"]], dtype=object))
+    assert list(enc.get_feature_names_out(["u", "v"])) == ["u_0.0", "u_1.0", "v_x", "v_y"]
+    with pytest.raises(ValueError, match="input_features"):
+        enc.get_feature_names_out(["u"])

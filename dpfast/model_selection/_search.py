@@ -177,6 +177,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     event_ : the tuned event, ``dpfast.accounting.Tuned`` of the per-run event (of
         :class:`~dpfast.model_selection.OneOf` the candidates' per-run events when they differ).
     epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
+    accountant_ : ``"rdp"`` (Papernot & Steinke's RDP bound, converted as above).
+    n_features_in_, feature_names_in_ : as in scikit-learn.
     rdp_orders_, rdp_curve_ : the tuned RDP curve.
     """
 

@@ -59,6 +59,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
     categories_ : list of ndarray (one per feature)
     event_ : None (public categories) or the ``ApproxDP(epsilon, delta)`` event of the selection.
     epsilon_, delta_ : the guarantee of ``fit``.
+    accountant_ : ``"public"`` (nothing learned) or ``"partition_selection"`` (the bound above).
     """
 
     _parameter_constraints = {

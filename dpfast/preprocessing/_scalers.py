@@ -101,6 +101,7 @@ class StandardScaler(_PrivateTransformer):
         The noisy count n~ (private, released).
     event_ : the accounting event of ``fit`` (``Laplace`` or ``Gaussian``, add/remove).
     epsilon_, delta_ : the guarantee of ``fit``.
+    accountant_ : ``"laplace"`` or ``"analytic_gaussian"``, the bound that gives them.
     """
 
     _parameter_constraints = {
@@ -219,7 +220,8 @@ class MinMaxScaler(_PrivateTransformer):
     ----------
     data_min_, data_max_, data_range_, scale_, min_ : as in scikit-learn's MinMaxScaler, computed
         from the private quantiles.
-    event_ : the accounting event of ``fit``; ``epsilon_`` and ``delta_`` (= 0) its guarantee.
+    event_ : the accounting event of ``fit``; ``epsilon_`` and ``delta_`` (= 0) its guarantee,
+        by ``accountant_ = "basic_composition"`` of the 2d exponential mechanisms.
     """
 
     _parameter_constraints = {

@@ -231,11 +231,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     # ------------------------------------------------------------------ validation
     def _check_params(self):
         eps = check_epsilon(self.epsilon, allow_array=False)
+        # (called after _validate_params: types and open ranges are already checked)
         delta = check_delta(self.delta, allow_zero=False)
-        if not delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if self.distribution not in _DISTRIBUTIONS:
-            raise ValueError(f"distribution must be one of {_DISTRIBUTIONS}, got {self.distribution!r}")
         mean = check_epsilon(self.n_runs_mean, allow_array=False, name="n_runs_mean")
         if self.distribution == "poisson":
             if mean < 1:
@@ -243,20 +240,10 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             gamma = None
             eta = None
         else:
-            if isinstance(self.eta, (str, bytes, bool)) or not isinstance(self.eta, (int, float, np.floating, np.integer)):
-                raise TypeError(f"eta must be a real number > -1, got {self.eta!r}")
             eta = float(self.eta)
-            if not (-1 < eta < math.inf):
-                raise ValueError(f"eta must be finite and > -1, got {self.eta!r}")
             if mean <= 1:
                 raise ValueError(f"n_runs_mean must be > 1 for the truncated negative binomial (K >= 1), got {mean!r}")
             gamma = _tnb_gamma(mean, eta)
-        for v, n in ((self.score_fraction, "score_fraction"), (self.validation_fraction, "validation_fraction")):
-            if isinstance(v, (str, bytes, bool)) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                    or not 0 < float(v) < 1:
-                raise ValueError(f"{n} must be in (0, 1), got {v!r}")
-        if not hasattr(self.estimator, "get_params") or not hasattr(self.estimator, "predict"):
-            raise TypeError("estimator must be a scikit-learn style classifier (get_params, fit, predict)")
         eps_p = _privacy_params(self.estimator, "epsilon")
         if not eps_p or not all(isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
                                 and 0 < float(v) < math.inf for v in eps_p.values()):

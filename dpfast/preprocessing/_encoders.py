@@ -93,18 +93,12 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
         self.random_state = random_state
 
     def _check_params(self):
-        if self.handle_unknown not in ("ignore", "error"):
-            raise ValueError(f"handle_unknown must be 'ignore' or 'error', got {self.handle_unknown!r}")
-        if isinstance(self.categories, str):
-            if self.categories != "private":
-                raise ValueError(f"categories must be 'private' or a list of public categories per feature, "
-                                 f"got {self.categories!r}")
+        # (called after _validate_params: types and ranges are already checked)
+        if isinstance(self.categories, str):  # "private", the only string allowed
             if self.epsilon is None or self.delta is None:
                 raise ValueError("categories='private' needs epsilon (> 0) and delta (in (0, 1))")
             eps = check_epsilon(self.epsilon, allow_array=False)
-            delta = check_delta(self.delta, allow_zero=False)
-            if not delta < 1:
-                raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+            delta = check_delta(self.delta, allow_zero=False)  # in (0, 1) by the constraints
             return eps, delta
         if self.epsilon is not None or self.delta is not None:
             raise ValueError("epsilon and delta apply to categories='private' only (public categories cost nothing)")

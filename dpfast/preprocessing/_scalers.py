@@ -130,9 +130,7 @@ class StandardScaler(_PrivateTransformer):
     def _event(self, d: int):
         """The event of one fit on d features (data-independent) and the per-coordinate noise."""
         eps = check_epsilon(self.epsilon, allow_array=False)
-        delta = check_delta(self.delta)
-        if delta >= 1:
-            raise ValueError(f"delta must be in [0, 1), got {self.delta!r}")
+        delta = check_delta(self.delta)  # in [0, 1) by the declarative constraints
         if delta == 0:
             l1 = 1.0 + 1.5 * d
             scale = l1 / eps
@@ -251,8 +249,6 @@ class MinMaxScaler(_PrivateTransformer):
         q = as_array(self.quantiles, "quantiles", np.float64)
         if q.shape != (2,) or not (0.0 <= q[0] < q[1] <= 1.0):
             raise ValueError(f"quantiles must be a pair (low, high) with 0 <= low < high <= 1, got {self.quantiles!r}")
-        if not isinstance(self.clip, (bool, np.bool_)):
-            raise TypeError(f"clip must be a bool, got {type(self.clip).__name__}")
         return eps, fr, q
 
     def fit(self, X, y=None, *, budget: Any = None) -> "MinMaxScaler":

@@ -177,3 +177,13 @@ def test_event_neighbours_of_a_toy_event_without_field_is_add_remove():
 
     assert A.event_neighbours(NoField()) is A.Neighbours.ADD_REMOVE
     assert NoField().neighbours is A.Neighbours.ADD_REMOVE
+
+
+def test_event_repr_constructs_the_same_event():
+    # The printed form of an event (ledgers, errors) is short and evaluates back to the event.
+    from dpfast import accounting as A
+    for ev in (A.Gaussian(1.5), A.Laplace(2.0, 1.0, neighbours="replace_one"),
+               A.SelfComposed(A.PoissonSampled(0.01, A.Gaussian(1.1)), 7)):
+        text = repr(ev)
+        assert "Neighbours." not in text
+        assert eval(text, vars(A)) == ev

@@ -74,6 +74,11 @@ class Neighbours(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:
+        # Events print as e.g. Gaussian(noise_multiplier=1.0, ..., neighbours='add_remove'): a
+        # repr that constructs the same event (the string form is accepted everywhere).
+        return repr(self.value)
+
     @classmethod
     def coerce(cls, value) -> "Neighbours":
         """The member for ``value`` (a member or its string); ValueError naming the allowed values."""

@@ -172,12 +172,9 @@ def regularization_stability(
     With R = all public rows, kappa^2 = max_j s_j / (N (2 eta s_j + r)).
     """
     N = check_positive(n_scale, "n_scale", allow_array=False)
-    if neighbours == "replace_one":
-        k = 2.0
-    elif neighbours == "add_remove":
-        k = 1.0
-    else:
-        raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {neighbours!r}")
+    from dpfast.accounting.events import Neighbours
+
+    k = Neighbours.coerce(neighbours).sum_factor  # the neighbour factor's one home
     slack = check_positive(slack, "slack", allow_array=False)
     rho_H = k * lipschitz * geo.clip_norm / math.sqrt(N)
     tau = slack * rho_H

@@ -75,12 +75,12 @@ class RRSPMResult:
 
 def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") -> float:
     """Laplace scale b of the public weights: 2m/eps (replace-one) or m/eps (add/remove)."""
+    from dpfast.accounting.events import Neighbours
+
     epsilon = check_epsilon(epsilon, allow_array=False)
-    if neighbours == "replace_one":
-        return 2.0 * m / epsilon
-    if neighbours == "add_remove":
-        return m / epsilon
-    raise ValueError(f"neighbours must be 'replace_one' or 'add_remove', got {neighbours!r}")
+    # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
+    # one home, Neighbours.sum_factor)
+    return Neighbours.coerce(neighbours).sum_factor * m / epsilon
 
 
 def rrspm_public_size(n: int, epsilon: float, vc_dim: float = 1.0) -> int:

@@ -1,5 +1,7 @@
 // Helpers shared by the binding files: the only code in csrc/ that knows Python.
 #pragma once
+#include "portable.hpp"  // first: stops cl.exe with a clear message
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 

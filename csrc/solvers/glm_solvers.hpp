@@ -3,6 +3,7 @@
 // portable build and an AVX2 build of the same code (csrc/solvers/impl.hpp).
 // Spec: objective_perturbation.md ("Algorithm 1", "Computational guarantee").  No Python.
 #pragma once
+#include "portable.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,7 +53,7 @@ namespace generic {
 #include "solvers/impl.hpp"
 }  // namespace generic
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(DPF_HAVE_AVX2_DISPATCH)  // csrc/portable.hpp: GCC on x86-64, not a baseline-only build
 #define DPF_GLM_HAVE_AVX2 1
 #pragma GCC push_options
 #pragma GCC target("avx2")

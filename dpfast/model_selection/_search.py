@@ -9,7 +9,6 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import optimize
 from numbers import Real
 
 from sklearn.base import MetaEstimatorMixin, clone
@@ -29,7 +28,7 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._safe_root import smallest_safe_root
+from dpfast._safe_root import safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError
@@ -53,14 +52,19 @@ _DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
 
 # ---------------------------------------------------------------------------- the run count K
 def _tnb_gamma(mean: float, eta: float) -> float:
-    """gamma in (0, 1) with E[K] = mean under D_{eta, gamma} (E[K] decreases in gamma)."""
-    f = lambda lg: math.log(tnb_expected_count(eta, math.exp(lg))) - math.log(mean)  # noqa: E731
-    lo = -1.0
-    while f(lo) < 0:  # E[K] -> inf as gamma -> 0
-        lo *= 2.0
-        if lo < -1e4:
-            raise ValueError(f"n_runs_mean={mean!r} is too large for eta={eta!r}")
-    return math.exp(optimize.brentq(f, lo, math.log1p(-1e-12), xtol=1e-14, rtol=1e-14))
+    """The smallest gamma in (0, 1) with E[K] <= mean under D_{eta, gamma} (E[K] decreases in
+    gamma from infinity at 0 to 1 at 1), by the one safe-side search; the privacy bound is then
+    computed at that gamma, so the search's tolerance never touches the guarantee."""
+    def excess(g: float) -> float:
+        return math.log(tnb_expected_count(eta, g)) - math.log(mean)
+
+    hi = 1.0 - 1e-12
+    if excess(hi) > 0:
+        raise ValueError(f"n_runs_mean={mean!r} is too small for eta={eta!r}")
+    g = safe_root(excess, 0.5, rtol=1e-13, lo=1e-300, hi=hi)
+    if excess(g) > 0 or g <= 1e-300:
+        raise ValueError(f"n_runs_mean={mean!r} is too large for eta={eta!r}")
+    return g
 
 
 def sample_run_count(distribution: str, mean: float, eta: float, gamma: Optional[float], gen) -> int:
@@ -326,10 +330,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         # in a sane range.  If it were, it would still be a safe one.)
         e_max = 64.0 * eps
         for at in dict.fromkeys((probe_shape, shape)):
-            # brentq stops within rtol (relative, in log x): nudge by relative steps of that
-            # size, not by one double (the calibrations round, so excess is flat at that scale)
-            x = smallest_safe_root(lambda x: total(e_max / (1.0 + x), at) - eps, 1.0, xtol=1e-12, rtol=1e-6,
-                                   nudge=lambda v: v * (1.0 + 1e-6) + 1e-12)
+            # the one safe-side search: x within rtol of the unsafe side, excess evaluated <= 0 there
+            x = smallest_safe_root(lambda x: total(e_max / (1.0 + x), at) - eps, 1.0, xtol=1e-12, rtol=1e-6)
             e = e_max / (1.0 + x)
             curve, events = self._run_curve(candidates, e, delta, shape, orders)
             if at == shape or events == self._run_curve(candidates, e, delta, at, orders)[1]:

@@ -1,4 +1,4 @@
-"""Exact rational parameters for the floating-point-safe samplers (spec ``mechanisms.md``,
+"""Exact rational parameters for the floating-point-safe samplers (see :doc:`/theory/mechanisms`,
 "Discrete Laplace / discrete Gaussian": parameters as exact rationals, ``fractions`` at the API,
 integers natively).
 

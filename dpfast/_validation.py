@@ -1,4 +1,4 @@
-"""Validation at the public boundary: one place, clear messages (spec architecture.md).
+"""Validation at the public boundary: one place, clear messages (dpfast's design notes).
 
 Native code asserts preconditions but never sees unvalidated input.
 """
@@ -136,7 +136,7 @@ def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
 
 
 def check_neighbours(neighbours: str) -> str:
-    """'add_remove' (default everywhere) or 'replace_one' (spec mechanisms.md, Conventions)."""
+    """'add_remove' (default everywhere) or 'replace_one' (see :doc:`/theory/conventions`, Conventions)."""
     if neighbours not in ("add_remove", "replace_one"):
         raise ValueError(f"neighbours must be 'add_remove' or 'replace_one', got {neighbours!r}")
     return neighbours

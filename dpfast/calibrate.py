@@ -1,6 +1,6 @@
 """Noise scales from (epsilon, delta, sensitivity), and back.
 
-Spec: ``mechanisms.md`` (Samplers), ``lectures.md`` B2-B4.  The Laplace and Gaussian
+See: :doc:`/theory/mechanisms` (Samplers), :doc:`/theory/mechanisms`.  The Laplace and Gaussian
 calibrations live here; mechanisms, accountants and estimators call these functions.  The other
 privacy formulas each have one home: composition and conversions in :mod:`dpfast.accounting`
 (objective perturbation and AMP in ``accounting.objective_perturbation``, mu-GDP in
@@ -34,7 +34,7 @@ __all__ = [
 def laplace_scale(epsilon, sensitivity=1.0):
     """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 
-    Spec: ``mechanisms.md`` Samplers/Laplace; ``lectures.md`` B2.  ``sensitivity`` is the
+    See: :doc:`/theory/mechanisms` Samplers/Laplace; :doc:`/theory/mechanisms`.  ``sensitivity`` is the
     l1 sensitivity (> 0, finite); ``epsilon`` > 0 and finite.  Accepts arrays (broadcast);
     returns a float for scalar input.
     """
@@ -46,7 +46,7 @@ def laplace_scale(epsilon, sensitivity=1.0):
 def laplace_epsilon(scale, sensitivity=1.0):
     """epsilon = sensitivity / scale: the (exact, pure) epsilon of Lap(scale) noise.
 
-    Inverse of :func:`laplace_scale` (``lectures.md`` B2).  Accepts arrays (broadcast).
+    Inverse of :func:`laplace_scale` (:doc:`/theory/mechanisms`).  Accepts arrays (broadcast).
     """
     scale = check_positive(scale, "scale")
     sensitivity = check_positive(sensitivity, "sensitivity")
@@ -256,16 +256,16 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     calibration : {"analytic", "classical"}
         ``"analytic"``: the smallest sigma with
         Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) <= delta (Balle & Wang 2018,
-        Theorem 8; lectures B4), the smallest double so certified (:func:`dpfast._safe_root.safe_root`);
+        Theorem 8), the smallest double so certified (:func:`dpfast._safe_root.safe_root`);
         exact for every epsilon.
-        ``"classical"``: D sqrt(2 ln(1.25/delta)) / eps (Dwork & Roth, Thm A.1; lectures B3),
+        ``"classical"``: D sqrt(2 ln(1.25/delta)) / eps (Dwork & Roth, Thm A.1),
         valid for epsilon < 1 only, so epsilon >= 1 raises.
 
     Returns
     -------
     float for scalar ``epsilon`` and ``sensitivity``, else an ndarray of their broadcast shape.
 
-    Spec: ``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3, B4, H1.11-13.
+    See: :doc:`/theory/mechanisms` Samplers/Gaussian; :doc:`/theory/mechanisms`.
     Test fact (spec): eps=1, delta=1e-5, D=1 gives classical 4.8448 and analytic 3.7306.
     """
     if not isinstance(calibration, str):

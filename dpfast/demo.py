@@ -1,7 +1,7 @@
 """``python -m dpfast.demo``: private logistic regression on UCI Adult at epsilon = 1.
 
 Algorithm 1 of Redberg, Koskela & Wang 2024 (approximate minima perturbation with gradient
-clipping; spec ``objective_perturbation.md``) with the paper's calibration, on the official
+clipping; see :doc:`/theory/erm`) with the paper's calibration, on the official
 Adult split; the paper reports 83.18 % test accuracy at (1, 1e-5)-DP (Table 2).
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ Native kernels draw 64-bit words through NumPy's C bit-generator interface, whil
 Python side holds the bit generator's lock, so a Generator shared between threads stays
 consistent even though the kernels release the GIL.
 
-Floating-point safety (spec ``mechanisms.md``, Randomness).  Under any generator the
+Floating-point safety (see :doc:`/theory/conventions`, Randomness).  Under any generator the
 continuous samplers (``laplace``, ``gaussian``, and the Gumbel/exponential noise of the
 selection mechanisms) produce IEEE doubles whose low-order bits can leak the input (Mironov
 2012).  The floating-point-safe samplers -- the ones to pair with :class:`SecureRandom` when

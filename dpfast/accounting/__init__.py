@@ -1,6 +1,6 @@
 """Privacy accounting: RDP, privacy-loss distributions composed by FFT, f-DP / Gaussian DP.
 
-Spec: ``accounting.md`` (and ``objective_perturbation.md`` for objective perturbation).
+See: :doc:`/theory/accounting` (and :doc:`/theory/erm` for objective perturbation).
 
 * Events (:mod:`dpfast.accounting.events`; frozen, data-only): :class:`Gaussian`,
   :class:`Laplace`, :class:`RandomizedResponse`, :class:`PureDP` (:class:`ExponentialMechanism`,

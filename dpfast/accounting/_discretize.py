@@ -1,6 +1,6 @@
 """Discretization of one mechanism's privacy-loss distribution on the grid h*Z.
 
-Spec: ``accounting.md`` ("Pessimistic discretization").  Every function returns a
+See: :doc:`/theory/accounting` ("Pessimistic discretization").  Every function returns a
 :class:`StepPMF`: P-masses of a *pessimistic* discrete pair (connect-the-dots, Doroshenko,
 Ghazi, Kamath, Kumar & Manurangsi 2022: its hockey-stick curve interpolates the true one by
 chords in e^eps, so it dominates the mechanism and compositions of it are upper bounds) and of

@@ -1,6 +1,6 @@
 """f-DP and Gaussian DP: trade-off functions, mu-GDP composition, conversions, CLT.
 
-Spec: ``accounting.md`` ("f-DP / GDP"), lectures D12-D16 and H2.
+See: :doc:`/theory/accounting` ("f-DP / GDP").
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _mu(mu, name: str = "mu") -> float:
 
 
 def gaussian_tradeoff(alpha, mu: float):
-    """G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu), the mu-GDP trade-off function (lectures D12).
+    """G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu), the mu-GDP trade-off function (Dong, Roth & Su 2022, Definition 2.7).
 
     ``alpha`` in [0, 1] (array or scalar); G_0 = 1 - alpha.
     """
@@ -47,7 +47,7 @@ def gaussian_tradeoff(alpha, mu: float):
 
 
 def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
-    """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (lectures D12)."""
+    """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Dong, Roth & Su 2022, Proposition 2.5)."""
     e = float(epsilon)
     if not e >= 0 or math.isinf(e):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
@@ -63,7 +63,7 @@ def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
 
 
 def gdp_compose(mus) -> float:
-    """G_{mu_1} x ... x G_{mu_k} = G_{sqrt(sum mu_i^2)} (exact; lectures D15)."""
+    """G_{mu_1} x ... x G_{mu_k} = G_{sqrt(sum mu_i^2)} (exact)."""
     m = np.atleast_1d(np.asarray(mus, dtype=np.float64))
     if np.isnan(m).any() or (m < 0).any() or np.isinf(m).any():
         raise ValueError("every mu must be finite and >= 0")
@@ -71,7 +71,7 @@ def gdp_compose(mus) -> float:
 
 
 def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) of mu-GDP (lectures B4/D13).
+    """delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) of mu-GDP (Dong, Roth & Su 2022, Corollary 2.13).
 
     Exact (``dpfast.calibrate.gaussian_log_delta``); mu = 0 gives 0.
     """
@@ -85,7 +85,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Smallest eps >= 0 with gdp_delta(mu, eps) <= delta (exact inverse; lectures H1.15)."""
+    """Smallest eps >= 0 with gdp_delta(mu, eps) <= delta (exact inverse)."""
     mu = _mu(mu)
     delta = check_delta(delta, allow_zero=False)
     if mu == 0:

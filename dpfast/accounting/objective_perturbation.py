@@ -1,6 +1,6 @@
 """Privacy of Gaussian objective perturbation and of approximate minima perturbation.
 
-Spec: ``objective_perturbation.md`` (Redberg, Koskela & Wang 2024, arXiv 2401.00583),
+See: :doc:`/theory/erm` (Redberg, Koskela & Wang 2024, arXiv 2401.00583),
 sections "Privacy" and "Algorithm 1".  Every privacy formula of objective perturbation in
 dpfast lives in this module; the estimators of :mod:`dpfast.linear_model` call it.
 
@@ -78,7 +78,7 @@ def _check_constants(noise_std, lipschitz, smoothness, regularization):
 def jacobian_cost(smoothness: float, regularization: float) -> float:
     """c_J = |log(1 - beta/lambda)| = -log(1 - beta/lambda), the Jacobian (determinant) cost.
 
-    Spec ``objective_perturbation.md``, "Privacy".  Requires lambda > beta >= 0.
+    See :doc:`/theory/erm`, "Privacy".  Requires lambda > beta >= 0.
     """
     beta = float(smoothness)
     lam = float(regularization)
@@ -135,8 +135,8 @@ def objective_perturbation_delta(
         t >= 0:  delta = 2 [Phi(-t/s) - e^(t + s^2/2) Phi(-t/s - s)]
         t <  0:  delta = 1 - 2 e^(t + s^2/2) Phi(-s),
 
-    i.e. E[(1 - e^(eps - Y))_+] for Y = c_J + s^2/2 + |N(0, s^2)| (spec
-    ``objective_perturbation.md``, "Privacy (Theorem 3.1)"; the appendix's reading of eps~).
+    i.e. E[(1 - e^(eps - Y))_+] for Y = c_J + s^2/2 + |N(0, s^2)| (see
+    :doc:`/theory/erm`, "Privacy (Theorem 3.1)"; the appendix's reading of eps~).
     The exact minimiser of the perturbed objective is assumed (use approximate minima
     perturbation, :func:`amp_delta`, for a solver's output).
 
@@ -158,7 +158,7 @@ def objective_perturbation_epsilon(
 ) -> float:
     """Smallest epsilon >= 0 with :func:`objective_perturbation_delta` (epsilon) <= delta.
 
-    Inverse of the tight privacy profile of Theorem 3.1 (spec ``objective_perturbation.md``),
+    Inverse of the tight privacy profile of Theorem 3.1 (see :doc:`/theory/erm`),
     solved by :func:`dpfast._safe_root.safe_root` (relative tolerance 1e-13): delta(result) <= delta
     holds exactly as evaluated.
     """
@@ -201,7 +201,7 @@ def objective_perturbation_rdp(
 
         eps(alpha) = c_J + s^2/2 + (1/(alpha-1)) [log 2 + (alpha-1)^2 s^2/2 + log Phi((alpha-1) s)],
 
-    with s = L/sigma and c_J = -log(1 - beta/lambda) (spec ``objective_perturbation.md``,
+    with s = L/sigma and c_J = -log(1 - beta/lambda) (see :doc:`/theory/erm`,
     "RDP (Theorem 3.2)"; add/remove neighbours, GLM losses, exact minimiser).
     Returns a float for a scalar order and an array otherwise.
     """
@@ -221,7 +221,7 @@ def objective_perturbation_min_regularization(
 ) -> float:
     """Smallest lambda for which objective perturbation with ``noise_std`` is (epsilon, delta)-DP.
 
-    By the tight profile of Theorem 3.1 (spec ``objective_perturbation.md``): delta(eps) is
+    By the tight profile of Theorem 3.1 (see :doc:`/theory/erm`): delta(eps) is
     increasing in c_J = -log(1 - beta/lambda), so the answer is the smallest double lambda > beta
     at which the profile, as evaluated, meets delta (:func:`dpfast._safe_root.safe_root`).  Raises ``ValueError`` when even
     lambda -> infinity (c_J = 0) is not enough, i.e. when ``noise_std`` is too small.
@@ -259,10 +259,10 @@ def objective_perturbation_min_regularization(
 # Kifer et al. 2012 (for comparison)
 # --------------------------------------------------------------------------------------------
 def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float, smoothness: float):
-    """Kifer, Smith & Thakurta 2012 (Theorem 2.8 in the spec): the parameters it needs.
+    """Kifer, Smith & Thakurta 2012, Theorem 2.8: the parameters it needs.
 
     Objective perturbation is (epsilon, delta)-DP when lambda >= 2 beta / epsilon and
-    sigma^2 >= L^2 (8 log(2/delta) + 4 epsilon) / epsilon^2 (spec ``objective_perturbation.md``,
+    sigma^2 >= L^2 (8 log(2/delta) + 4 epsilon) / epsilon^2 (see :doc:`/theory/erm`,
     "Kifer et al. 2012"; for comparison with the tight bounds only).
     Returns ``(noise_std, regularization)``, the smallest values the theorem allows.
     """
@@ -318,7 +318,7 @@ def amp_rdp(
 ):
     """RDP curve of Algorithm 1 (approximate minima perturbation with gradient clipping).
 
-    Theorem 4.1 (spec ``objective_perturbation.md``): for alpha > 1,
+    Theorem 4.1 (see :doc:`/theory/erm`): for alpha > 1,
 
         eps(alpha) <= c_J + C^2/(2 sigma^2) + (1/(alpha-1)) log E_{X~N(0, C^2/sigma^2)} e^((alpha-1)|X|)
                       + 2 tau^2 alpha / (sigma_out^2 lambda^2),
@@ -410,7 +410,7 @@ def amp_epsilon(
 ) -> float:
     """Smallest epsilon with :func:`amp_delta` (epsilon) <= delta (exact 1-D composition).
 
-    Spec ``objective_perturbation.md``, Algorithm 1 and Theorem 4.1.  Solved by
+    See :doc:`/theory/erm`, Algorithm 1 and Theorem 4.1.  Solved by
     :func:`dpfast._safe_root.safe_root`: ``amp_delta(result) <= delta`` as evaluated.
     """
     sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)

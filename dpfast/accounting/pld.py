@@ -1,10 +1,10 @@
 """Privacy-loss-distribution accountant: connect-the-dots discretization, FFT composition.
 
-Spec: ``accounting.md`` ("Privacy-loss distributions (PLD) and FFT composition"), lectures
+See: :doc:`/theory/accounting` ("Privacy-loss distributions (PLD) and FFT composition"), lectures
 D17-D20.
 
 How a query is answered (both "lanes", the remove and the add pair of the add/remove relation,
-are composed separately and the worse is reported -- lectures D20, Remark 14.6):
+are composed separately and the worse is reported):
 
 1. Each distinct leaf event is discretized once on the grid h*Z (cached): a pessimistic
    connect-the-dots PMF and an optimistic companion (:mod:`dpfast.accounting._discretize`).
@@ -443,7 +443,7 @@ def _locked(method):
 
 
 class PLDAccountant(PrivacyAccountant):
-    """Privacy-loss-distribution accountant with FFT composition (spec ``accounting.md``).
+    """Privacy-loss-distribution accountant with FFT composition (see :doc:`/theory/accounting`).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Renyi DP: RDP curves of the basic mechanisms, conversions to (epsilon, delta), RDPAccountant.
 
-Spec: ``accounting.md`` ("RDP"), lectures D8-D11.  All curves are functions of an array of
+See: :doc:`/theory/accounting` ("RDP").  All curves are functions of an array of
 orders alpha > 1 (``inf`` allowed) and return float64 arrays of the same shape.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: Default orders: a dense grid on (1, 11) (step 0.1), the integers 11..64 and 128..1024
-#: (spec ``accounting.md``; the same grid as dp-accounting plus 64, so that both agree).
+#: (see docs/theory/accounting.rst; the same grid as dp-accounting plus 64, so that both agree).
 DEFAULT_ORDERS = np.array(
     [1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 65)) + [128, 256, 512, 1024],
     dtype=np.float64,
@@ -75,7 +75,7 @@ def _param(x, name: str, *, rate: bool = False) -> float:
 
 
 def gaussian_rdp(orders, noise_multiplier: float) -> np.ndarray:
-    """RDP of the Gaussian mechanism: alpha / (2 z^2), z = sigma/sensitivity (lectures D10)."""
+    """RDP of the Gaussian mechanism: alpha / (2 z^2), z = sigma/sensitivity (Mironov 2017, Proposition 7)."""
     a = check_orders(orders)
     noise_multiplier = _param(noise_multiplier, "noise_multiplier")
     with np.errstate(over="ignore"):  # z^2 may under/overflow: divide twice (inf is exact enough)
@@ -83,7 +83,7 @@ def gaussian_rdp(orders, noise_multiplier: float) -> np.ndarray:
 
 
 def laplace_rdp(orders, scale: float, sensitivity: float = 1.0) -> np.ndarray:
-    """RDP of the Laplace mechanism (Mironov 2017, Prop. 6; spec ``accounting.md``).
+    """RDP of the Laplace mechanism (Mironov 2017, Prop. 6; see :doc:`/theory/accounting`).
 
     With t = sensitivity/scale: eps(alpha) = log( alpha/(2alpha-1) e^((alpha-1)t)
     + (alpha-1)/(2alpha-1) e^(-alpha t) ) / (alpha-1), evaluated in log space; t at alpha = inf.
@@ -99,7 +99,7 @@ def laplace_rdp(orders, scale: float, sensitivity: float = 1.0) -> np.ndarray:
 
 
 def discrete_pair_rdp(orders, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Exact Renyi divergence D_alpha(P || Q) of two finite distributions (lectures D8).
+    """Exact Renyi divergence D_alpha(P || Q) of two finite distributions (Mironov 2017, Definition 3).
 
     (1/(alpha-1)) log sum p^alpha q^(1-alpha); inf when P is not absolutely continuous w.r.t.
     Q; max log(p/q) at alpha = inf.
@@ -122,7 +122,7 @@ def discrete_pair_rdp(orders, p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def pure_dp_rdp_bound(orders, epsilon: float) -> np.ndarray:
-    """min(eps, alpha eps^2/2): the RDP bound of any pure eps-DP mechanism (lectures D9)."""
+    """min(eps, alpha eps^2/2): the RDP bound of any pure eps-DP mechanism (Bun & Steinke 2016, Proposition 3.3)."""
     a = check_orders(orders)
     epsilon = _param(epsilon, "epsilon")
     return np.minimum(epsilon, a * epsilon ** 2 / 2.0)
@@ -204,8 +204,8 @@ def poisson_subsampled_gaussian_rdp(orders, noise_multiplier: float, sample_rate
     """RDP of the Poisson-subsampled Gaussian mechanism (Mironov, Talwar & Zhang 2019).
 
     Add/remove neighbours, sensitivity 1, noise std ``noise_multiplier``, rate q.  Exact at
-    integer orders (binomial expansion), the MTZ19 fractional series elsewhere (spec
-    ``accounting.md``, "Poisson-subsampled Gaussian").  q = 1 gives alpha/(2 z^2); alpha = inf
+    integer orders (binomial expansion), the MTZ19 fractional series elsewhere (see
+    :doc:`/theory/accounting`, "Poisson-subsampled Gaussian").  q = 1 gives alpha/(2 z^2); alpha = inf
     gives inf for q > 0.  Fractional orders above 1024 use the linear interpolation of
     (alpha-1) eps(alpha) between the neighbouring integers (an upper bound: it is convex in
     alpha, van Erven & Harremoes 2014); orders above :data:`MAX_EXPANDED_ORDER` (whose exact
@@ -421,7 +421,7 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> Tuple[float, float]:
     """Improved RDP -> (epsilon, delta) conversion; returns (epsilon, best order).
 
     eps = min_alpha [ r(alpha) + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha-1) ]
-    (Canonne, Kamath & Steinke 2020, Prop. 12; Balle et al. 2020; spec ``accounting.md``),
+    (Canonne, Kamath & Steinke 2020, Prop. 12; Balle et al. 2020; see :doc:`/theory/accounting`),
     clipped at 0; also eps = 0 wherever delta^2 >= 1 - e^-r(alpha).  ``inf`` (with the smallest
     order, every order giving the same) when every order's RDP is infinite.
     """
@@ -438,7 +438,7 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> Tuple[float, float]:
 
 
 def rdp_to_epsilon_classic(orders, rdp, delta: float) -> Tuple[float, float]:
-    """Classic conversion eps = min_alpha r(alpha) + log(1/delta)/(alpha-1) (lectures D9).
+    """Classic conversion eps = min_alpha r(alpha) + log(1/delta)/(alpha-1) (Mironov 2017, Proposition 3).
 
     For comparison only: :func:`rdp_to_epsilon` is never worse."""
     a, r = _prep(orders, rdp)
@@ -453,7 +453,7 @@ def rdp_to_delta(orders, rdp, epsilon: float) -> Tuple[float, float]:
     """Improved RDP -> delta at a given epsilon; returns (delta, best order).
 
     delta = min_alpha exp((alpha-1)(r - eps + log(1 - 1/alpha)) - log alpha), clipped to 1
-    (the inverse of :func:`rdp_to_epsilon` order by order; spec ``accounting.md``), and also
+    (the inverse of :func:`rdp_to_epsilon` order by order; see :doc:`/theory/accounting`), and also
     delta <= sqrt(1 - e^-r).
     """
     a, r = _prep(orders, rdp)

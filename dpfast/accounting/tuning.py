@@ -1,6 +1,6 @@
 """Private hyperparameter tuning (Papernot & Steinke, ICLR 2022): RDP of "run K times, release the best".
 
-Spec: ``objective_perturbation.md`` ("honest DP-SGD": K ~ Poisson(mu)) and ``accounting.md``.
+See: :doc:`/theory/erm` ("honest DP-SGD": K ~ Poisson(mu)) and :doc:`/theory/accounting`.
 A base algorithm Q is run K times (K random, independent of the data) and the best output is
 released.  Statements implemented (Papernot & Steinke 2022):
 

@@ -1,6 +1,6 @@
 """UCI Adult, prepared as in the objective-perturbation paper's experiments.
 
-Spec ``objective_perturbation.md``, "Experiments to reproduce" (Adult preprocessing of Iyengar
+See :doc:`/theory/erm`, "Experiments to reproduce" (Adult preprocessing of Iyengar
 et al. 2019: one-hot categorical features, numeric features scaled, the official train/test
 split) and Section 5 (rows normalised to unit l2 norm).  The data files ship gzipped in
 ``dpfast/datasets/data/`` with their licence (CC BY 4.0).
@@ -79,7 +79,7 @@ def load_adult(*, normalize: bool = True, return_feature_names: bool = False):
     Returns ``(X_train, y_train, X_test, y_test)`` as NumPy arrays (float64 features, int64
     labels in {0, 1}, 1 meaning income >50K): 32,561 training and 16,281 test rows.
 
-    Preprocessing (spec ``objective_perturbation.md``, "Experiments to reproduce" and Section 5):
+    Preprocessing (see :doc:`/theory/erm`, "Experiments to reproduce" and Section 5):
     the 6 numeric attributes are min-max scaled to [0, 1] with the *training* set's range (test
     values clipped to it), the 8 categorical ones one-hot encoded over the training set's
     categories (a missing value '?' is its own category), and with ``normalize=True`` every row

@@ -1,7 +1,7 @@
 """Private linear models: output perturbation, objective perturbation and approximate minima
 perturbation (Algorithm 1 of Redberg, Koskela & Wang 2024) on dpfast's native GLM solvers.
 
-Spec ``objective_perturbation.md`` and ``mechanisms.md`` ("ERM mechanisms").
+See :doc:`/theory/erm` and :doc:`/theory/erm` ("ERM mechanisms").
 """
 from dpfast.linear_model._calibration import (
     PrivacyCalibration,

@@ -1,6 +1,6 @@
 """Choosing (sigma, lambda) from a target (epsilon, delta), and the privacy actually reached.
 
-Spec ``objective_perturbation.md``, "Calibration used in the experiments (Section 5)": with
+See :doc:`/theory/erm`, "Calibration used in the experiments (Section 5)": with
 sigma_G the noise of the (epsilon, delta)-DP Gaussian mechanism of sensitivity C, set
 sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole mechanism is
 (epsilon, delta)-DP (the paper grows lambda by 5 % steps; dpfast searches with :func:`dpfast._safe_root.safe_root`,
@@ -257,7 +257,7 @@ def calibrate_amp(
 ) -> PrivacyCalibration:
     """Calibrate Algorithm 1 (approximate minima perturbation with gradient clipping).
 
-    Spec ``objective_perturbation.md``, Section 5: sigma = ``noise_factor`` * sigma_G with
+    See :doc:`/theory/erm`, Section 5: sigma = ``noise_factor`` * sigma_G with
     sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip`` (for ``count``
     one-vs-rest models: sensitivity sqrt(count) * clip, the Gaussian composed count times), and
     lambda the smallest value (:func:`dpfast._safe_root.safe_root`, relative 1e-4, feasible side) for which the privacy of
@@ -347,7 +347,7 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     """Noise multiplier z of the output step of method="objective" (data-independent rule).
 
     The output noise is sigma_out = z * 2 tau / lambda, z times the l2 sensitivity of the
-    approximate minimiser (spec ``objective_perturbation.md``, Algorithm 1 / Theorem 4.1).  The
+    approximate minimiser (see :doc:`/theory/erm`, Algorithm 1 / Theorem 4.1).  The
     output step's term of the Theorem 4.1 RDP curve, composed ``count`` times, is then
     count * alpha / (2 z^2), whatever tau and lambda are; z is the smallest value for which it
     is at most :data:`OBJECTIVE_CERTIFICATION_SHARE` * epsilon at every RDP order used
@@ -377,7 +377,7 @@ def calibrate_objective(
     """Calibrate objective perturbation as released by dpfast: solved to ||grad|| <= ``tau``
     (default 1e-8), plus a tiny Gaussian output noise that certifies the solver's error.
 
-    The objective-perturbation theorems (spec ``objective_perturbation.md``, "Privacy",
+    The objective-perturbation theorems (see :doc:`/theory/erm`, "Privacy",
     Theorems 3.1-3.2) cover only the *exact* minimiser, which no solver returns.  dpfast
     therefore runs objective perturbation as Algorithm 1 (approximate minima perturbation,
     Theorem 4.1) with a tiny ``tau`` and accounts it exactly like :func:`calibrate_amp` (same
@@ -447,7 +447,7 @@ def calibrate_output(
 ) -> PrivacyCalibration:
     """Calibrate Gaussian output perturbation of an approximate minimiser.
 
-    Sensitivity (add/remove; lectures.md C1a, spec ``mechanisms.md``): the exact minimisers of
+    Sensitivity (add/remove; :doc:`/theory/erm`, see :doc:`/theory/mechanisms`): the exact minimisers of
     neighbouring objectives are within L/lambda, and each approximate minimiser with
     ||grad F|| <= tau is within tau/lambda of its exact one (strong convexity), so
     Delta_2 = (L + 2 tau)/lambda.  The noise is the analytic Gaussian sigma for

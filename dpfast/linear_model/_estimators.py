@@ -1,6 +1,6 @@
 """scikit-learn estimators for private linear models: LogisticRegression and LinearRegression.
 
-Spec ``objective_perturbation.md`` (Algorithm 1, calibration of Section 5) and issue 4
+See :doc:`/theory/erm` (Algorithm 1, calibration of Section 5) and issue 4
 ("Estimators").  They derive from :class:`dpfast._base.PrivateEstimator` (scikit-learn's
 ``BaseEstimator``), so ``clone``, pipelines, ``cross_val_score`` and ``GridSearchCV`` work.
 A Dask collection passed to ``fit`` / ``predict`` / ... is handed to
@@ -46,7 +46,7 @@ _COMMON_DOC = """
         Target privacy, (epsilon, delta)-DP under add/remove neighbours for the whole fit
         (all one-vs-rest models together).  ``epsilon_`` / ``delta_`` hold what was reached.
     method : {"amp", "objective", "output"}
-        ``"amp"`` (default): Algorithm 1 of the spec -- gradient-clipped objective
+        ``"amp"`` (default): Algorithm 1 of Redberg, Koskela & Wang (2024) -- gradient-clipped objective
         perturbation solved to ||grad|| <= tol, then Gaussian output noise ``sigma_out``;
         (epsilon, delta) from Theorem 4.1's RDP curve or from PLD composition in
         ``dpfast.accounting.PLDAccountant``, the tighter (``accountant_`` says which).
@@ -54,7 +54,7 @@ _COMMON_DOC = """
         the exact minimiser, so it is run as Algorithm 1 with a tiny tol (default 1e-8) and a
         tiny output noise sigma_out = z * 2 tol / lambda, z a data-independent noise multiplier
         for which the output step's RDP term is <= 0.1 % of epsilon
-        (``dpfast.linear_model.calibrate_objective``, spec ``objective_perturbation.md``,
+        (``dpfast.linear_model.calibrate_objective``, see docs/theory/erm.rst,
         "Algorithm 1"); ``epsilon_`` is the total of the composition, accounted as for "amp".
         ``accountant="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
         composition with 0.1 % of the budget for the output step.
@@ -342,7 +342,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private logistic regression (binary, or one-vs-rest multiclass).
 
-    Default: Algorithm 1 of Redberg, Koskela & Wang 2024 (spec ``objective_perturbation.md``) with
+    Default: Algorithm 1 of Redberg, Koskela & Wang 2024 (see docs/theory/erm.rst) with
     the paper's calibration (sigma = 1.3 sigma_G, smallest feasible lambda, tau = 0.01,
     sigma_out = 0.15, C = the gradient bound).  Labels: {0, 1} (the positive class is 1), or the
     labels listed in ``classes`` (e.g. ``classes=[-1, 1]``).  The label set is public schema,
@@ -476,7 +476,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private ridge (squared loss) or Huber regression.
 
-    Default: Algorithm 1 of the spec on the gradient-clipped squared loss (the clipped loss is a
+    Default: Algorithm 1 of Redberg, Koskela & Wang (2024) on the gradient-clipped squared loss (the clipped loss is a
     Huber loss with threshold C/||x||: convex, GLM, 1-smooth in the margin), calibrated as the
     paper does for logistic regression.  Labels are any finite reals; clipping bounds each
     example's gradient whatever the label, but the default C assumes labels roughly in [-1, 1]

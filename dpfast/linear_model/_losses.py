@@ -1,6 +1,6 @@
 """Constants of the GLM losses that the privacy mechanisms need.
 
-Spec ``objective_perturbation.md``, "Setting": for l(theta; z) = f(x^T theta; y) the mechanisms
+See :doc:`/theory/erm`, "Setting": for l(theta; z) = f(x^T theta; y) the mechanisms
 need L >= ||grad l|| = |f'| ||x|| and beta >= f'' ||x||^2.  With the gradient-clipped loss of
 Algorithm 1 (|f'_C| <= C/||x||), L = C and beta is unchanged (Theorem F.3: l_C stays convex,
 GLM and beta-smooth).  The losses are those of the solver (``csrc/glm/losses.hpp``):
@@ -57,7 +57,7 @@ class GLMConstants:
 
 
 def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_delta: float = 1.0) -> GLMConstants:
-    """L and beta for the mechanisms (spec ``objective_perturbation.md``, "Setting", Algorithm 1).
+    """L and beta for the mechanisms (see :doc:`/theory/erm`, "Setting", Algorithm 1).
 
     ``row_norm`` bounds ||x|| of every row the solver sees (bias feature included).
     ``clip`` = C clips each per-example gradient to norm <= C (Algorithm 1, step 1); the loss

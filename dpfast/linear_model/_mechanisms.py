@@ -1,8 +1,8 @@
 """Private ERM mechanisms for GLMs: output perturbation, objective perturbation and
 approximate minima perturbation with gradient clipping (Algorithm 1).
 
-Spec ``objective_perturbation.md`` ("The mechanism", "Algorithm 1") and ``mechanisms.md``
-("ERM mechanisms"; output perturbation from lectures.md C1a).  Add/remove neighbours.
+See :doc:`/theory/erm` ("The mechanism", "Algorithm 1") and :doc:`/theory/erm`
+("ERM mechanisms"; output perturbation from :doc:`/theory/erm`).  Add/remove neighbours.
 Privacy numbers come from :mod:`dpfast.linear_model._calibration`, which calls the formulas in
 :mod:`dpfast.accounting.objective_perturbation`; the optimisation is
 :func:`dpfast.linear_model._solver.minimize_glm`.
@@ -175,7 +175,7 @@ def private_glm(
 
     ``method``:
 
-    * ``"amp"`` -- Algorithm 1 of the spec (approximate minima perturbation with gradient
+    * ``"amp"`` -- Algorithm 1 of Redberg, Koskela & Wang (2024) (approximate minima perturbation with gradient
       clipping): minimise sum l_C + (lambda/2)||theta||^2 + b.theta, b ~ N(0, sigma^2 I), to
       ||grad|| <= tol (tau, default 0.01), then add N(0, sigma_out^2 I) (``sigma_out`` None:
       0.15).  (epsilon, delta)-DP by Theorem 4.1 (RDP) or PLD composition, the tighter reported.
@@ -184,7 +184,7 @@ def private_glm(
       1e-8) and a tiny output noise sigma_out = z * 2 tau / lambda (z from the data-independent
       rule :func:`~dpfast.linear_model._calibration.objective_output_multiplier`: the output
       step's RDP term is <= 0.1 % of epsilon), accounted by Theorem 4.1 / PLD composition like
-      ``"amp"`` (spec ``objective_perturbation.md``, "Algorithm 1"); the reported (epsilon,
+      ``"amp"`` (see :doc:`/theory/erm`, "Algorithm 1"); the reported (epsilon,
       delta) is the total.  The rule is meant for a tiny ``tol``: sigma_out grows with it (use
       ``"amp"`` for a large one).  ``accountant="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
       comparison, certified the same way by basic composition (0.1 % of the budget for the
@@ -285,7 +285,7 @@ def check_sample_weight(sample_weight, n: int):
 
 
 def approximate_minima_perturbation(X, y, loss: str = "logistic", **kwargs) -> PrivateGLMResult:
-    """Algorithm 1 of the spec; :func:`private_glm` with ``method="amp"``."""
+    """Algorithm 1 of Redberg, Koskela & Wang (2024); :func:`private_glm` with ``method="amp"``."""
     return private_glm(X, y, loss, method="amp", **kwargs)
 
 

@@ -6,7 +6,7 @@ Minimizes
                + (1/2) theta^T quadratic theta
 
 for the GLM losses ``logistic``, ``squared``, ``huber`` and ``smoothed_hinge``
-(spec ``objective_perturbation.md``, "Setting" and "The mechanism").  With ``clip=C`` each
+(see :doc:`/theory/erm`, "Setting" and "The mechanism").  With ``clip=C`` each
 per-example gradient l'(y_i, x_i.theta) x_i is clipped to l2 norm <= C, i.e. the scalar
 derivative is clamped to [-C/||x_i||, C/||x_i||] and the loss is continued linearly beyond
 (the gradient-clipped loss l_C of Algorithm 1, step 1; it stays convex, GLM and as smooth as l).
@@ -23,11 +23,11 @@ Nocedal & Wright Alg. 3.5/3.6, accepting Hager-Zhang approximate-Wolfe points wh
 flat to rounding), ``"sag"`` (Schmidt, Le Roux & Bach 2017) and ``"saga"`` (Defazio et al.
 2014) on the finite sum F = sum_i f_i with f_i = w_i l_C(x_i.theta) + (alpha/(2n))||theta||^2 +
 linear.theta/n.  SAG/SAGA check the exact full gradient after every n steps (one epoch),
-the stopping rule of the spec's Theorem G.1; ``max_iter`` counts epochs for them.  Their
+the stopping rule of Redberg, Koskela & Wang (2024), Theorem G.1; ``max_iter`` counts epochs for them.  Their
 step size on the mean objective is, with L_max = max_i w_i beta ||x_i||^2 + alpha/n (beta the
 loss's smoothness in the margin): ``step_size="auto"``: 1/L_max for SAG (Schmidt et al.'s
 practical choice), 1/(3 L_max) for SAGA (Defazio et al.'s theorem); ``"theory"``: 1/(16 L_max),
-the step of the SAG convergence theorem quoted in the spec's Appendix G; or a positive float.
+the step of the SAG convergence theorem quoted in Redberg, Koskela & Wang (2024), Appendix G; or a positive float.
 When alpha > 0 the step is further capped at n/(2 alpha), so that the regularizer's shrink
 factor 1 - step*alpha/n per step stays >= 1/2 (it only binds when alpha/n dominates L_max).
 The step size costs no privacy (any optimizer may be used in step 4 of Algorithm 1).
@@ -98,7 +98,7 @@ def loss_constants(loss: str, huber_delta: float = 1.0) -> Tuple[float, float]:
 
     For labels with |y| <= 1 (logistic and smoothed hinge use y in {-1, +1}):
     logistic (1, 1/4); squared (inf, 1); huber (huber_delta, 1); smoothed_hinge (1, 1).
-    Spec ``objective_perturbation.md``, "Setting": with ||x|| <= R the per-example gradient
+    See :doc:`/theory/erm`, "Setting": with ||x|| <= R the per-example gradient
     is L-Lipschitz with L = lipschitz * R and the Hessian is bounded by beta = smooth * R^2.
     The gradient-clipped loss with bound C has Lipschitz constant min(L, C) and the same beta.
     """
@@ -319,7 +319,7 @@ def glm_loss_and_grad(
 ) -> Tuple[float, np.ndarray]:
     """F(coef) and grad F(coef) for the objective of :func:`minimize_glm` (one pass over X).
 
-    Spec ``objective_perturbation.md`` ("The mechanism"; l_C of Algorithm 1 when ``clip`` is
+    See :doc:`/theory/erm` ("The mechanism"; l_C of Algorithm 1 when ``clip`` is
     given).
     """
     evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, quadratic=quadratic,
@@ -393,8 +393,8 @@ def minimize_glm(
     alpha : ridge coefficient (>= 0).  linear : (d,) vector b.  quadratic : (d, d) symmetric
         matrix (L-BFGS only).
     sample_weight : (n,) non-negative weights w_i (default 1).
-    clip : C > 0 for the gradient-clipped loss l_C of Algorithm 1 (spec
-        ``objective_perturbation.md``, step 1): each unweighted per-example gradient
+    clip : C > 0 for the gradient-clipped loss l_C of Algorithm 1 (see
+        :doc:`/theory/erm`, step 1): each unweighted per-example gradient
         l'(y_i, x_i.theta) x_i is clipped to norm <= C, then weighted.
     huber_delta : Huber threshold.
     solver : "lbfgs" | "sag" | "saga".

@@ -1,4 +1,4 @@
-"""Differentially private mechanisms with vectorized NumPy inputs (spec ``mechanisms.md``).
+"""Differentially private mechanisms with vectorized NumPy inputs (see :doc:`/theory/mechanisms`).
 
 One module per family; everything public is re-exported here and at ``dpfast``'s top level.
 

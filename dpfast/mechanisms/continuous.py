@@ -1,6 +1,6 @@
 """Laplace and Gaussian mechanisms on real arrays: the fast, vectorized path.
 
-Spec: ``mechanisms.md`` (Conventions; Samplers: Laplace, Gaussian) and ``lectures.md`` B2-B4.
+See: :doc:`/theory/conventions` (Conventions; Samplers: Laplace, Gaussian) and :doc:`/theory/mechanisms`.
 
 All functions take array-likes of any shape and broadcast their parameters NumPy-style
 (``values``, ``sensitivity`` and ``epsilon`` are broadcast together; the result has the
@@ -124,7 +124,7 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
             rng: RandomLike = None, *, budget: Optional["PrivacyBudget"] = None) -> Result:
     """The Laplace mechanism: ``values + Lap(sensitivity / epsilon)`` noise, elementwise.
 
-    Guarantee (``mechanisms.md`` Samplers/Laplace; ``lectures.md`` B2): if ``values`` = f(X)
+    Guarantee (:doc:`/theory/mechanisms` Samplers/Laplace; :doc:`/theory/mechanisms`): if ``values`` = f(X)
     and ``sensitivity`` bounds the **l1** sensitivity ||f(X) - f(X')||_1 over neighbouring
     data sets (under whichever neighbouring relation the caller used to derive it), the
     output is (epsilon, 0)-DP.  Noise of scale b = sensitivity / epsilon
@@ -235,10 +235,10 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
              budget: Optional["PrivacyBudget"] = None) -> Result:
     """The Gaussian mechanism: ``values + N(0, sigma^2)`` noise, elementwise.
 
-    Guarantee (``mechanisms.md`` Samplers/Gaussian; ``lectures.md`` B3-B4): if
+    Guarantee (:doc:`/theory/mechanisms` Samplers/Gaussian; :doc:`/theory/mechanisms`): if
     ``sensitivity`` bounds the **l2** sensitivity ||f(X) - f(X')||_2 over neighbouring data
     sets (under whichever neighbouring relation the caller used to derive it; replace-one
-    sensitivities are typically twice the add/remove ones, ``mechanisms.md`` Conventions),
+    sensitivities are typically twice the add/remove ones, :doc:`/theory/conventions` Conventions),
     the output is (epsilon, delta)-DP, with sigma from
     :func:`dpfast.calibrate.gaussian_sigma`:
 

@@ -1,4 +1,4 @@
-"""Exact discrete samplers and mechanisms on an integer lattice (spec ``mechanisms.md``,
+"""Exact discrete samplers and mechanisms on an integer lattice (see :doc:`/theory/mechanisms`,
 "Discrete Laplace / discrete Gaussian"; Canonne, Kamath & Steinke 2020, "The Discrete
 Gaussian for Differential Privacy", NeurIPS 2020 -- CKS20 below).
 
@@ -13,10 +13,10 @@ round the noise parameter up, never down.
 Parameters are exact rationals: an ``int``, a ``fractions.Fraction``, a string like
 ``"7/3"``, or a float taken at its exact binary value.
 
-Sources: the algorithms are CKS20's Algorithms 1-3 as summarised in the spec.  Theorem and
+Sources: the algorithms are Algorithms 1-3 of Canonne, Kamath & Steinke (2020).  Theorem and
 corollary numbers cited below (Theorem 7: exact (eps, delta) in one dimension; Theorem 14:
 zCDP of the multivariate discrete Gaussian; Corollary 13: zCDP -> (eps, delta)) follow the
-arXiv version (2004.00010) from memory -- the paper is not in ``spec/sources`` -- so the
+arXiv version (2004.00010) from memory so the
 numbers are unverified; the formulas themselves are re-derived or cross-checked in
 ``tests/test_discrete.py`` (hockey-stick sum, brute-force minimisation over alpha).
 
@@ -199,7 +199,7 @@ def discrete_laplace(scale: RationalLike, size: Size = None, rng: RandomLike = N
     ``ValueError`` instead of silently sampling another scale).  Variance: 2p/(1-p)^2.
 
     Returns an int (``size=None``) or an int64 array of shape ``size``.
-    Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian).
+    See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian).
     """
     fr, from_float = to_fraction(scale, "scale")
     s, t = _laplace_params(fr, from_float, mode="nearest", name="scale")
@@ -222,7 +222,7 @@ def discrete_gaussian(sigma2: RationalLike, size: Size = None, rng: RandomLike =
     The variance of N_Z(0, sigma^2) is slightly below sigma^2 (CKS20; checked in the tests).
 
     Returns an int (``size=None``) or an int64 array of shape ``size``.
-    Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian).
+    See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian).
     """
     fr, from_float = to_fraction(sigma2, "sigma2")
     n, d, tau = _gauss_params(fr, from_float, mode="nearest", name="sigma2")
@@ -308,7 +308,7 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
     (the hockey-stick divergence between N_Z(0, sigma^2) and its shift by Delta, derived again
     in the test suite).  Tails are summed over |k| <= 40 sigma in floating point, so this is an
     accounting helper, not a sampler; it supports sigma <= 10^5 (above, use :func:`zcdp_delta`).
-    Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian: "the exact (eps, delta) of their Theorem 7").
+    See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian: "the exact (eps, delta) of their Theorem 7").
     """
     fr, _ = to_fraction(sigma2, "sigma2")
     s2 = float(fr)
@@ -478,7 +478,7 @@ def discrete_laplace_mechanism(
     any) with one event for the whole array, ``PureDP`` at the epsilon of the scale actually
     used (at most ``epsilon``); ``BudgetExceededError`` when it does not fit (nothing drawn).
 
-    Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 2.
+    See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 2.
     """
     g = _granularity(granularity)
     sens, _ = to_fraction(sensitivity, "sensitivity")
@@ -520,7 +520,7 @@ def discrete_gaussian_mechanism(
     ``budget``: charged before any noise is drawn (default: the ``with budget:`` default, if
     any) with ``ApproxDP(epsilon, delta)``, one event for the whole array;
     ``BudgetExceededError`` when it does not fit (nothing drawn).
-    Spec: ``mechanisms.md`` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 3.
+    See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 3.
     """
     g = _granularity(granularity)
     sens_fr, _ = to_fraction(sensitivity, "sensitivity")

@@ -1,6 +1,6 @@
 """Private quantiles and the private median by the exponential mechanism over intervals.
 
-Spec: ``mechanisms.md`` "Private quantiles"; ``lectures.md`` B9 (AW §7.3, Alg. 3 and Alg. 4,
+See: :doc:`/theory/mechanisms` "Private quantiles"; :doc:`/theory/mechanisms` (AW §7.3, Alg. 3 and Alg. 4,
 with the corrected weight ``exp(-(eps/2)|i - q n|)``); Smith 2011, "Privacy-preserving
 statistical estimation with optimal convergence rates" (STOC).
 """
@@ -54,7 +54,7 @@ def private_quantile(
     """Differentially private q-quantile(s) of ``x`` on ``[lower, upper]``; epsilon-DP in total.
 
     The exponential mechanism with utility ``u(t) = -|#{i : x_i <= t} - q n|`` and base
-    measure Lebesgue on ``bounds`` (Smith 2011; ``lectures.md`` B9, AW Alg. 3/4):
+    measure Lebesgue on ``bounds`` (Smith 2011; :doc:`/theory/mechanisms`, AW Alg. 3/4):
 
     1. clamp ``x`` to ``bounds`` and sort it: ``lower = e_0 <= e_1 <= ... <= e_n <= e_{n+1} = upper``;
     2. pick interval ``i`` in ``0..n`` with probability proportional to
@@ -71,7 +71,7 @@ def private_quantile(
     (independent draws, basic composition), so the whole array is epsilon-DP.  (The joint
     mechanism of Gillenwater, Joseph & Kulesza 2021 is not implemented.)  Note that the AW
     Alg. 4 weight ``exp(-eps |i - q n|)`` as printed would be 2 eps-DP; the corrected
-    ``eps/2`` weight is used (spec ``lectures.md`` B9, DISCREPANCY).
+    ``eps/2`` weight is used (see :doc:`/theory/mechanisms`, DISCREPANCY).
 
     Parameters
     ----------
@@ -132,7 +132,7 @@ def private_median(
 ) -> float:
     """Differentially private median: :func:`private_quantile` with ``q = 0.5``; epsilon-DP.
 
-    Spec ``lectures.md`` B9 (median utility ``-|1/2 - F_n(m)|``, corrected sign, G12).
+    See :doc:`/theory/mechanisms` (median utility ``-|1/2 - F_n(m)|``, corrected sign, G12).
     ``budget``: as in :func:`private_quantile` (event ``ExponentialMechanism(epsilon)``).
     """
     return private_quantile(x, 0.5, epsilon, bounds, rng=rng, budget=budget)

@@ -1,9 +1,9 @@
 """Randomized response, binary and k-ary, with the unbiased frequency estimator.
 
-Spec: ``mechanisms.md`` (Samplers: Randomized response) and ``lectures.md`` B1, A9, E1.
+See: :doc:`/theory/mechanisms` (Samplers: Randomized response) and :doc:`/theory/mechanisms`.
 
 * Binary (``categories=None``): each bit is reported truthfully with probability
-  p = e^eps / (1 + e^eps) and flipped otherwise (lectures B1: this is the "coin" form with
+  p = e^eps / (1 + e^eps) and flipped otherwise (Warner 1965; this is the "coin" form with
   p_coin = 2/(1+e^eps)).  epsilon-local-DP, hence epsilon-DP for each respondent's bit.
 * k-ary (``categories=k`` or a sequence of k labels), EXT (generalised / direct encoding RR,
   Warner 1965; Kairouz, Oh & Viswanath 2014; Wang et al. 2017 "Locally differentially private
@@ -48,8 +48,8 @@ def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
     """(p, q): the probabilities of reporting the true category and one given other category.
 
     p = e^eps / (e^eps + k - 1), q = 1 / (e^eps + k - 1), so p + (k - 1) q = 1 and
-    p / q = e^eps (``mechanisms.md`` Randomized response).  For k = 2, p = e^eps/(1+e^eps)
-    (``lectures.md`` B1).  Computed by :func:`rr_log_probabilities` (accurate for large eps).
+    p / q = e^eps (:doc:`/theory/mechanisms` Randomized response).  For k = 2, p = e^eps/(1+e^eps)
+    (:doc:`/theory/mechanisms`).  Computed by :func:`rr_log_probabilities` (accurate for large eps).
     Accepts array ``epsilon``.
     """
     epsilon = check_epsilon(epsilon)
@@ -169,7 +169,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
                         categories: Categories = None, *, budget: Optional["PrivacyBudget"] = None):
     """Randomized response on every entry of ``bits`` (binary) or of a categorical array.
 
-    Guarantee (``mechanisms.md`` Randomized response; ``lectures.md`` B1, A9): each output
+    Guarantee (:doc:`/theory/mechanisms` Randomized response; :doc:`/theory/mechanisms`): each output
     entry is epsilon-local-DP with respect to the corresponding input entry (changing one
     respondent's value changes the probability of any report by a factor at most e^eps).
     With array ``epsilon`` (broadcast against ``bits``), entry i is epsilon_i-LDP.
@@ -257,10 +257,10 @@ def randomized_response_debias(reports: ArrayLike, epsilon: float,
 
         pi_j = (f_j - q) / (p - q)
 
-    (``mechanisms.md`` Randomized response; for k = 2 this is ``lectures.md`` B1/E1's
+    (:doc:`/theory/mechanisms` Randomized response; for k = 2 this is :doc:`/theory/mechanisms`'s
     theta_hat = (Y_bar - p_coin/2) / (1 - p_coin)).  E[f_j] = q + (p - q) pi_j, so the
     estimator is unbiased; its entries sum to 1 but may fall outside [0, 1] (clipping would
-    bias it).  Binary variance: (1/n)[e^eps/(e^eps-1)^2 + theta(1-theta)] (lectures B1).
+    bias it).  Binary variance: (1/n)[e^eps/(e^eps-1)^2 + theta(1-theta)].
 
     Parameters
     ----------

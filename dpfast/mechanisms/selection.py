@@ -1,7 +1,7 @@
 """Private selection: report-noisy-max, the exponential mechanism, one-shot top-k, streaming.
 
-Spec: ``mechanisms.md`` sections "Report-noisy-max" and "Exponential mechanism";
-``lectures.md`` B6 (RNM with Laplace noise), B7 (Gumbel-max = exponential mechanism) and
+See: :doc:`/theory/mechanisms` sections "Report-noisy-max" and "Exponential mechanism";
+:doc:`/theory/mechanisms` (RNM with Laplace noise), B7 (Gumbel-max = exponential mechanism) and
 B8 (exponential mechanism).
 
 All selections run in log space: candidate ``i`` gets the log-weight
@@ -13,7 +13,7 @@ once, so 10^8 candidates cost O(chunk) memory when streamed.
 
 Neighbouring relation: ``sensitivity`` is the largest change of any single utility
 ``|u(X, r) - u(X', r)|`` between neighbouring data sets X, X' under whichever relation the
-caller uses (add/remove or replace-one, spec ``mechanisms.md`` Conventions); the epsilon-DP
+caller uses (add/remove or replace-one, see :doc:`/theory/conventions` Conventions); the epsilon-DP
 guarantee holds for that same relation.  "Monotonic" means that for every pair of
 neighbours, all utilities move in the same direction (e.g. counts under add/remove).
 
@@ -219,7 +219,7 @@ def report_noisy_max(
 
     Each score gets i.i.d. noise of scale ``b = 2 * sensitivity / epsilon``
     (``sensitivity / epsilon`` when ``monotonic``) and only the argmax is released
-    (spec ``mechanisms.md`` "Report-noisy-max"; ``lectures.md`` B6, B7):
+    (see :doc:`/theory/mechanisms` "Report-noisy-max"; :doc:`/theory/mechanisms`):
 
     * ``noise="gumbel"``: Gumbel(0, b) -- exactly the exponential mechanism,
       ``P(i) = softmax(epsilon * scores / (2 * sensitivity))_i`` (Gumbel-max trick, AW §7.2
@@ -279,9 +279,9 @@ def exponential_mechanism(
     """The exponential mechanism over a finite set of candidates, epsilon-DP.
 
     Samples ``i`` with ``P(i) proportional to mu_i * exp(epsilon * u_i / (2 * sensitivity))``
-    (``exp(epsilon * u_i / sensitivity)`` when ``monotonic``) -- spec ``mechanisms.md``
-    "Exponential mechanism", ``lectures.md`` B8 (McSherry & Talwar 2007) -- exactly, by the
-    Gumbel-max trick in log space (``lectures.md`` B7):
+    (``exp(epsilon * u_i / sensitivity)`` when ``monotonic``) -- see :doc:`/theory/mechanisms`
+    "Exponential mechanism", :doc:`/theory/mechanisms` (McSherry & Talwar 2007) -- exactly, by the
+    Gumbel-max trick in log space (:doc:`/theory/mechanisms`):
     ``argmax_i [c u_i + log mu_i + G_i]`` with ``G_i`` standard Gumbel.  Utilities are never
     exponentiated; the kernel skips, with one integer comparison, every candidate whose
     random word provably cannot beat the running maximum.
@@ -334,7 +334,7 @@ def top_k(
     largest noisy values, largest first.
 
     Guarantee (Durfee & Rogers 2019, "Practical differentially private top-k selection with
-    pay-what-you-get composition", NeurIPS; spec ``mechanisms.md`` "One-shot top-k"): the
+    pay-what-you-get composition", NeurIPS; see :doc:`/theory/mechanisms` "One-shot top-k"): the
     ordered output has exactly the law of k rounds of the *peeling* exponential mechanism,
     each round an ``(epsilon / k)``-DP exponential mechanism over the candidates not yet
     chosen.  Basic composition makes the released ordered k-tuple epsilon-DP (pure), under
@@ -385,7 +385,7 @@ class ExponentialMechanismStream:
     """Exponential mechanism (or report-noisy-max) over candidates arriving in chunks.
 
     Memory is O(chunk): the state is the running maximum of the noisy log-weights and its
-    index (spec ``mechanisms.md``, "Streaming: keep the running (max, argmax) over chunks").
+    index (see :doc:`/theory/mechanisms`, "Streaming: keep the running (max, argmax) over chunks").
     The result has the same law as :func:`exponential_mechanism` (or
     :func:`report_noisy_max` with the same ``noise``) over the concatenation of all chunks,
     and with the same seed it is the same index.  The guarantee is the one of the one-shot
@@ -396,8 +396,8 @@ class ExponentialMechanismStream:
     created, before any chunk is read (default: the ``with budget:`` default, if any);
     ``BudgetExceededError`` when it does not fit (nothing drawn, ``rng`` untouched).
 
-    Example
-    -------
+    Examples
+    --------
     >>> s = ExponentialMechanismStream(sensitivity=1.0, epsilon=1.0, rng=0)
     >>> for chunk in chunks:          # doctest: +SKIP
     ...     s.update(chunk)
@@ -482,7 +482,7 @@ def exponential_mechanism_stream(
     Each item of ``chunks`` is a 1-D array of utilities or a pair ``(utilities,
     base_measure)``.  Returns the selected index in the concatenation of the chunks; same law
     (and, for the same seed, same index) as :func:`exponential_mechanism` over the
-    concatenated utilities.  epsilon-DP as the one-shot mechanism (spec ``mechanisms.md``,
+    concatenated utilities.  epsilon-DP as the one-shot mechanism (see :doc:`/theory/mechanisms`,
     "Exponential mechanism", streaming).  ``noise`` as in :func:`report_noisy_max`.
     ``budget`` (keyword): charged with ``ExponentialMechanism(epsilon)`` before the first chunk
     is read (default: the ``with budget:`` default, if any); ``BudgetExceededError`` when it

@@ -1,5 +1,5 @@
-"""The snapping mechanism: floating-point-safe Laplace noise for real values (spec
-``mechanisms.md``, "Snapping mechanism"; Mironov 2012, "On significance of the least
+"""The snapping mechanism: floating-point-safe Laplace noise for real values (see
+:doc:`/theory/mechanisms`, "Snapping mechanism"; Mironov 2012, "On significance of the least
 significant bits for differential privacy", CCS 2012, section 5).
 
 Textbook Laplace noise computed in floating point leaks the input through the pattern of
@@ -66,7 +66,7 @@ def _epsilon_fraction(lam: Fraction, bound: Fraction) -> Fraction:
 
 def snapping_epsilon(scale: float, bound: float) -> float:
     """Privacy of the snapping mechanism with noise scale ``scale`` (lambda) and clamping
-    bound ``bound`` (B), both in units of the query's sensitivity (spec ``mechanisms.md``).
+    bound ``bound`` (B), both in units of the query's sensitivity (see :doc:`/theory/mechanisms`).
 
     Returns (an upper bound on) its epsilon, rounded up:
 
@@ -78,7 +78,7 @@ def snapping_epsilon(scale: float, bound: float) -> float:
     2 eta = 2^-52 of the (epsilon - 2 eta)/(1 + 12 B eta) reading used by diffprivlib (Covington
     et al.), and a factor (1 + 2^-52 B) for the rounding of x / sensitivity when the
     sensitivity is not a power of two (a relative input error below 2 eta B; heuristic).
-    UNVERIFIED against the paper's text (not in ``spec/sources``); the deviations from the
+    UNVERIFIED against the paper's text (from the published statement, Mironov 2012); the deviations from the
     theorem's assumptions are listed in :func:`snapping`.
     """
     lam = Fraction(check_positive(scale, "scale", allow_array=False))
@@ -156,7 +156,7 @@ def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: Rand
     any) with the n compositions of ``PureDP(epsilon)`` of an n-entry array (every entry may
     change: the guarantee above; an empty array is charged as one entry), one event for the call; ``BudgetExceededError`` when it
     does not fit (nothing drawn, ``rng`` untouched).
-    Spec: ``mechanisms.md`` (Snapping mechanism).
+    See: :doc:`/theory/mechanisms` (Snapping mechanism).
     """
     arr = check_values(values)
     sens = check_positive(sensitivity, "sensitivity", allow_array=False)

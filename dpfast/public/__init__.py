@@ -1,4 +1,4 @@
-"""Private learning with public unlabelled data (spec ``public_data.md``).
+"""Private learning with public unlabelled data (see :doc:`/theory/public_data`).
 
 Block, Bun, Desai, Shetty & Wu 2024, "Oracle-Efficient Differentially Private Learning with
 Public Data": the Perturb template (Algorithm 1), the regularization learner (Algorithm 3) and

@@ -1,4 +1,4 @@
-"""Estimators for learning with public unlabelled data (spec ``public_data.md`` section 6.1).
+"""Estimators for learning with public unlabelled data (see :doc:`/theory/public_data` section 6.1).
 
 ``PublicDataClassifier`` and ``PublicDataRegressor`` are scikit-learn estimators (they derive
 from :class:`dpfast._base.PrivateEstimator`).  ``fit(X_private, y_private, X_public)``: the
@@ -20,11 +20,11 @@ guarantee of the underlying learner applies unchanged:
   (delta is not used) with the exact native stump / threshold oracle or a user oracle.
 * ``method="perturbation"`` (Algorithm 2) is **not shipped**: its privacy rests on the
   anti-concentration stability of Lemma 1, whose printed proof bounds the squared norm while the
-  statement uses the norm, uses a Hoeffding constant that is too small (spec 3.4 item 2), and
+  statement uses the norm, uses a Hoeffding constant that is too small (:doc:`/theory/public_data` item 2), and
   needs a bounded class with exact ERM under random linear perturbations and an anchored norm
   (inf ||f||_mu >= 2/3).  For the unbounded linear class the native solver handles,
   E sup omega_m = infinity and the bound is vacuous; for bounded classes the theorem's J and n
-  are astronomically large (spec 4.6).  We could not state a guarantee we can stand behind, so
+  are astronomically large (:doc:`/theory/public_data`).  We could not state a guarantee we can stand behind, so
   ``fit`` raises ``NotImplementedError`` with this explanation.
 
 Neighbouring relation: ``neighbours="replace_one"`` (the paper's Definition 1; default here,
@@ -62,7 +62,7 @@ __all__ = ["PublicDataClassifier", "PublicDataRegressor"]
 
 _PERTURBATION_MSG = (
     "method='perturbation' (Algorithm 2) is not shipped: its privacy proof (Lemma 1) bounds the squared "
-    "norm while the statement uses the norm and uses a too-small Hoeffding constant (spec public_data.md 3.4), "
+    "norm while the statement uses the norm and uses a too-small Hoeffding constant (see docs/theory/public_data.rst), "
     "it needs a bounded class with an anchored norm, and for linear predictors E sup omega_m is infinite, so no "
     "honest guarantee can be computed.  Use method='regularization' (Algorithm 3, the paper's recommended "
     "learner for convex classes, which also gives pure DP) or method='rrspm'."
@@ -148,7 +148,7 @@ class _Base(PrivateEstimator):
         if y_public is not None:
             warnings.warn(
                 "labels were passed for the public data; they are ignored (the public data is used "
-                "unlabelled, spec public_data.md 1.1)",
+                "unlabelled, see docs/theory/public_data.rst)",
                 UserWarning,
                 stacklevel=3,
             )

@@ -1,11 +1,11 @@
-"""ERM oracles for the public-data learners (spec ``public_data.md`` sections 1.4, 4.1, 4.4).
+"""ERM oracles for the public-data learners (see :doc:`/theory/public_data` sections 1.4, 4.1, 4.4).
 
 An *oracle* is the non-private solver the learners call.  Two kinds are used:
 
 * **weighted 0-1 oracle** (Algorithm 4, RRSPM): ``oracle(X, y, sample_weight) -> h`` where
   ``y`` is in {0,1}, ``sample_weight >= 0`` and ``h`` is a hypothesis: a callable
   ``h(X) -> {0,1}^n`` or an object with ``predict(X)``.  **Assumption (the privacy proof
-  needs it, spec 1.4 and Theorem 8):** ``h`` is an *exact* minimiser of
+  needs it, :doc:`/theory/public_data` and Theorem 8):** ``h`` is an *exact* minimiser of
   ``sum_i w_i 1[h(x_i) != y_i]`` over a fixed class F that does not depend on the data.
   dpfast cannot check this for a user oracle; the native oracles below are exact.
 * **least-squares / GLM oracles** (Algorithms 1 and 3): see :mod:`dpfast.public._perturb` and

@@ -1,6 +1,6 @@
 """The Perturb template (Algorithm 1 of Block, Bun, Desai, Shetty & Wu 2024).
 
-Spec: ``public_data.md`` sections 2.1 (Algorithm 1), 3.2 (Lemmas 3/9) and 4.2 (calibration).
+See: :doc:`/theory/public_data` sections 2.1 (Algorithm 1), 3.2 (Lemmas 3/9) and 4.2 (calibration).
 
 Perturb releases ``t = f_bar(Z) + gamma * zeta`` for the m public points Z, with zeta i.i.d.
 N(0, 1) or Lap(1), and then projects ``t`` back onto the class (a least-squares oracle call
@@ -13,7 +13,7 @@ pair of neighbouring private datasets, then
 * l2 sensitivity of v:  ``Delta_2 = sqrt(m) * rho``  (since ||v - v'||_2 = sqrt(m) ||.||_m);
 * l1 sensitivity of v:  ``Delta_1 <= sqrt(m) * Delta_2 = m * rho`` (Cauchy-Schwarz).
 
-dpfast calibrates these exactly (spec 4.2, "tight mode"): Gaussian ``gamma`` is the smallest
+dpfast calibrates these exactly (:doc:`/theory/public_data`, "tight mode"): Gaussian ``gamma`` is the smallest
 standard deviation that makes N(0, gamma^2 I_m) (eps, delta)-DP at l2 sensitivity Delta_2
 (analytic Gaussian mechanism, Balle & Wang 2018, via :func:`dpfast.calibrate.gaussian_sigma`);
 Laplace ``gamma = Delta_1 / eps`` (pure eps-DP).  This is the only calibration offered.  The
@@ -21,7 +21,7 @@ paper's Gaussian condition (eq. 14, Lemma 3/9) is *not* offered: it drops a fact
 event has probability about sqrt(delta) for small m, so it under-reports epsilon (m = 1, rho = 1,
 eps = 1, delta = 1e-5 gives gamma ~ 1.95, whose true delta(1) is ~ 7.9e-3).
 
-**Privacy requirement on the projection (spec 2.1):** its output must be a function of the
+**Privacy requirement on the projection (:doc:`/theory/public_data`):** its output must be a function of the
 public points and the noisy vector only -- no warm start from f_bar, no f_bar tie-breaks.
 :func:`project_linear` returns the minimum-norm least-squares solution, a deterministic
 function of ``(Z, t)``.
@@ -170,8 +170,7 @@ def perturb(
     ``||f_bar(D) - f_bar(D')||_m <= stability`` for all neighbouring D, D' (under whichever
     neighbouring relation that bound was proved for), the returned ``noisy_values`` are
     (epsilon, delta)-DP (Gaussian) or epsilon-DP (Laplace), and so is anything computed from
-    them and the public points alone (e.g. :func:`project_linear`).  Spec ``public_data.md``
-    2.1, 4.2.  The noise is drawn from ``rng`` (see :mod:`dpfast.random`); like every
+    them and the public points alone (e.g. :func:`project_linear`).  See :doc:`/theory/public_data`, 4.2.  The noise is drawn from ``rng`` (see :mod:`dpfast.random`); like every
     continuous-noise release it is subject to floating-point caveats (Mironov 2012).
     """
     v = np.asarray(public_values, dtype=np.float64)
@@ -196,7 +195,7 @@ def project_linear(Z, targets, *, rcond: Optional[float] = None) -> np.ndarray:
     """Perturb's projection for linear predictors: ``argmin_w ||Z w - t||_2^2`` (minimum norm).
 
     Deterministic in ``(Z, t)`` (SVD-based ``numpy.linalg.lstsq``); never warm-started, so it
-    is post-processing of the noisy public vector (spec 2.1).
+    is post-processing of the noisy public vector (:doc:`/theory/public_data`).
     """
     Z = np.asarray(Z, dtype=np.float64)
     t = np.asarray(targets, dtype=np.float64)

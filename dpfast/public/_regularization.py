@@ -1,6 +1,6 @@
 """Regularization learner (Algorithm 3) for linear predictors, with exact Perturb calibration.
 
-Spec: ``public_data.md`` sections 1.6 (sum vs average), 2.3 (Algorithm 3), 3.2 (Lemma 2),
+See: :doc:`/theory/public_data` sections 1.6 (sum vs average), 2.3 (Algorithm 3), 3.2 (Lemma 2),
 4.2-4.3 (calibration, linear instantiation), 4.6 (why the paper's constants are not used).
 Block, Bun, Desai, Shetty & Wu 2024, Algorithm 3 + Algorithm 1.
 
@@ -17,7 +17,7 @@ Rows x_i in R^p (an intercept column of ones is appended to private and public r
 2. Oracle call 1 (``minimize_glm``, native L-BFGS), the objective **as implemented** (a sum):
    ``F_D(w) = sum_i l(y_i, <w, x_i>) + (1/2) w^T H w``, ``H = N M``
    (``quadratic = 2 N eta S``, ``alpha = N r``), i.e. N times Algorithm 3's averaged objective
-   ``L_D(f_w) + eta ||f_w||_m^2`` plus a ridge ``(r/2)||w||^2`` (spec 1.6), with N = n under
+   ``L_D(f_w) + eta ||f_w||_m^2`` plus a ridge ``(r/2)||w||^2`` (:doc:`/theory/public_data`), with N = n under
    replace-one (n is public there) and N = ``n_scale`` (a data-independent constant you pass)
    under add/remove.
 3. Perturb: release ``t = Z w_bar + gamma zeta`` (Gaussian: (eps, delta); Laplace: eps).
@@ -45,7 +45,7 @@ The paper's Lemma 2 (``||f_bar - f_bar'||_m <= 2 / sqrt(eta n)``) needs a loss w
 * Empirical norm: ``||f_u||_m = ||u||_S <= kappa ||u||_H``,
   ``kappa^2 = lambda_max(H^{-1/2} S H^{-1/2}) = max_j s_j / (N (2 eta s_j + r))`` (s_j the
   eigenvalues of S).  Hence **rho = kappa (rho_H + 2 tau)**, about ``2 lam C / (N sqrt(2 eta))``
-  -- order 1/n, against the paper's 1/sqrt(eta n) (spec 4.3 "Lipschitz-refined" option, proved
+  -- order 1/n, against the paper's 1/sqrt(eta n) (:doc:`/theory/public_data` "Lipschitz-refined" option, proved
   here).  Laplace also gets the l1 bound ``||Z u||_1 <= (sum_k ||z_k||_{H^-1}) ||u||_H``; the
   smaller of that and ``m rho`` is used.
 * Release subset: Perturb may release the predictions at only the first ``release_size`` public
@@ -326,7 +326,7 @@ def regularization_learner(
     release_size: Optional[int] = None,
     rng: RandomLike = None,
 ) -> RegularizationResult:
-    """Algorithm 3 + Perturb for linear predictors f_w(x) = <w, x> (spec 2.3, 4.3).
+    """Algorithm 3 + Perturb for linear predictors f_w(x) = <w, x> (:doc:`/theory/public_data`, 4.3).
 
     Guarantee: (epsilon, delta)-DP (``mechanism="gaussian"``, default when delta > 0) or
     epsilon-DP (``"laplace"``, default when delta == 0) with respect to one private row under
@@ -429,8 +429,7 @@ def regularization_learner_generic(
     ``project(Z, t) -> model`` is oracle call 2 (least squares on the public points); it must
     use only its arguments.  Under these assumptions (which dpfast cannot check),
     ``||f_bar(D) - f_bar(D')||_m <= rho = sqrt(loss_range / (eta n))`` for replace-one neighbours
-    (Lemma 2 of the paper with the sharper strong-convexity modulus 2 eta of eta ||.||_m^2; spec
-    2.3 [MINE]: eta ||f - f*||^2 <= Phi_D(f) - Phi_D(f*) on both sides, and
+    (Lemma 2 of the paper with the sharper strong-convexity modulus 2 eta of eta ||.||_m^2; :doc:`/theory/public_data` (our derivation): eta ||f - f*||^2 <= Phi_D(f) - Phi_D(f*) on both sides, and
     |L_D - L_D'| differences <= 2 loss_range / n).  Returns ``(model, PerturbResult, rho)``.
     """
     Xp = np.asarray(X_private)

@@ -1,6 +1,6 @@
 """RRSPM: pure-DP binary classification with public unlabelled data (Algorithm 4).
 
-Spec: ``public_data.md`` sections 2.4, 3.1 (Theorem 4), 3.3 (Theorem 8, Lemmas 18-21), 4.4.
+See: :doc:`/theory/public_data` sections 2.4, 3.1 (Theorem 4), 3.3 (Theorem 8, Lemmas 18-21), 4.4.
 Block, Bun, Desai, Shetty & Wu 2024, "Oracle-Efficient Differentially Private Learning with
 Public Data", Appendix C.
 
@@ -14,7 +14,7 @@ Algorithm (as implemented)::
 ``b = 2m/eps`` under ``neighbours="replace_one"`` (the paper's Definition 1 and Lap(2m/eps)
 weights), ``b = m/eps`` under ``"add_remove"``.  Exponential(b) weights with uniform labels are
 the paper's signed Lap(b) weights with the sign folded into a label flip
-(``xi 1[f != y] = |xi| 1[f != 1-y] - |xi|`` for xi < 0; spec 2.4 [MINE]): the same
+(``xi 1[f != y] = |xi| 1[f != 1-y] - |xi|`` for xi < 0; :doc:`/theory/public_data` (our derivation)): the same
 distribution, so any non-negative weighted 0-1 oracle can be used.
 
 **Guarantee (pure epsilon-DP; Theorem 8).**  Write P_D(g) = min{private loss of f : f in F,
@@ -34,7 +34,7 @@ accuracy does (Theorem 10: m ~ (d + ln(1/beta)) / (alpha^2 sigma^2), and the tot
 ~ 2 m^2 / eps must stay small against n).
 
 The Gaussian-weight variant (Theorem 4, second part) is stated without proof in the paper
-(spec 3.4 item 3) and is not shipped.
+(:doc:`/theory/public_data` item 3) and is not shipped.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DP-SGD / DP-GD with native per-example clipping (spec ``mechanisms.md``, DP-SGD).
+"""DP-SGD / DP-GD with native per-example clipping (see :doc:`/theory/erm`, DP-SGD).
 
 * :func:`clip_gradients`, :func:`clipped_sum`, :func:`per_example_norms` -- for users who
   bring their own per-example gradients (vectorized, float32/float64).

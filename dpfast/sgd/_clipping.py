@@ -1,6 +1,6 @@
 """Per-example gradient clipping for users who bring their own gradients.
 
-Spec: ``mechanisms.md``, section "DP-SGD": each per-example gradient g_i is scaled to
+See: :doc:`/theory/mechanisms`, section "DP-SGD": each per-example gradient g_i is scaled to
 g_i * min(1, C / ||g_i||_2); the sum of the clipped gradients has l2 sensitivity C under
 add/remove neighbours (2C under replace-one), so N(0, (z C)^2 I) noise on it is the Gaussian
 mechanism with noise multiplier z.
@@ -152,7 +152,7 @@ def clipped_sum(
     """Sum over the batch of the clipped per-example gradients, optionally with Gaussian noise.
 
     Computes sum_i g_i min(1, C/||g_i||) in one pass without materializing the clipped
-    gradients (spec ``mechanisms.md``, DP-SGD).  With ``noise_multiplier`` z, adds
+    gradients (see :doc:`/theory/erm`, DP-SGD).  With ``noise_multiplier`` z, adds
     N(0, (z C)^2 I): the Gaussian mechanism on a sum of l2 sensitivity C under add/remove
     neighbours (replace-one: 2C, i.e. the same noise gives noise multiplier z/2), drawn from
     ``rng`` (the continuous Gaussian: not floating-point safe, see ``dpfast.random``).

@@ -1,4 +1,4 @@
-"""DP-SGD estimators with native per-example clipping (spec ``mechanisms.md``, DP-SGD).
+"""DP-SGD estimators with native per-example clipping (see :doc:`/theory/erm`, DP-SGD).
 
 Each step: sample a batch (Poisson at rate q = batch_size/n by geometric skips, or a uniform
 fixed-size subset -- both O(batch)); compute every per-example gradient's norm from the
@@ -296,7 +296,7 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
     Two classes: binary logistic regression (one score, sigmoid); more: multinomial softmax
     regression.  Per-example gradients are (p_i - y_i) x_i (with the intercept, the row
     (x_i, 1)), so their norms ||p_i - y_i|| sqrt(||x_i||^2 + 1) are computed without forming
-    them (spec ``mechanisms.md``, DP-SGD, GLMs).
+    them (see :doc:`/theory/erm`, DP-SGD, GLMs).
 
     Privacy: give ``epsilon`` (and ``delta``) to have the noise multiplier calibrated by the
     accountant, or ``noise_multiplier`` z directly; ``epsilon_`` is the run's epsilon at
@@ -449,7 +449,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
     """Differentially private linear regression (squared loss (1/2)(x.w + b - y)^2) by DP-SGD.
 
     Per-example gradients (x_i.w + b - y_i)(x_i, 1) have norm |r_i| sqrt(||x_i||^2 + 1); they are
-    clipped to ``max_norm`` without being formed (spec ``mechanisms.md``, DP-SGD, GLMs).
+    clipped to ``max_norm`` without being formed (see :doc:`/theory/erm`, DP-SGD, GLMs).
     Parameters, privacy and attributes as :class:`DPSGDClassifier` (``coef_`` has shape (d,),
     ``intercept_`` is a float).
     """
@@ -529,7 +529,7 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
     back-propagated output gradient g_i has per-example gradient norm ||g_i|| sqrt(||a_i||^2 + 1)
     (bias included); clipping is ``clipping="flat"`` (total norm <= C) or ``"per_layer"`` (each
     layer <= C/sqrt(2), so the total is <= C too); each layer's clipped sum is A^T diag(c) G
-    (spec ``mechanisms.md``, DP-SGD, ghost norms).  No B x P array is ever formed.
+    (see :doc:`/theory/erm`, DP-SGD, ghost norms).  No B x P array is ever formed.
 
     ``hidden`` (default 256), ``activation`` in {"relu", "tanh"}; initialization (He-uniform for
     relu, Glorot-uniform for tanh, zero biases) is drawn from ``random_state``.  Everything else

@@ -1,7 +1,7 @@
 """Privacy of a DP-SGD run: which event, which noise multiplier, which epsilon.
 
 Every formula lives in ``dpfast.accounting``; this module only picks the event that
-matches the sampling scheme (spec ``mechanisms.md`` DP-SGD, ``accounting.md``):
+matches the sampling scheme (see :doc:`/theory/erm` DP-SGD, :doc:`/theory/accounting`):
 
 * ``sampling="poisson"``: each step includes each example independently with probability
   q = batch_size / n; the clipped sum has add/remove sensitivity C and gets N(0, (z C)^2) noise;

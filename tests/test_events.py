@@ -187,3 +187,31 @@ def test_event_repr_constructs_the_same_event():
         text = repr(ev)
         assert "Neighbours." not in text
         assert eval(text, vars(A)) == ev
+
+
+def test_one_of_restores_from_its_dict_without_the_search_package():
+    # A budget's state_dict may hold a tuned search's OneOf event; restoring it must not
+    # depend on having imported dpfast.model_selection first.
+    import subprocess
+    import sys
+    code = (
+        "import json, sys\n"
+        "import dpfast.accounting as A\n"
+        "ev = A.Tuned(A.OneOf((A.PureDP(0.5), A.Gaussian(2.0))), 'poisson', mean=2.0)\n"
+        "assert A.from_dict(json.loads(json.dumps(A.to_dict(ev)))) == ev\n"
+        "assert 'dpfast.model_selection' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_one_of_rdp_is_the_members_pointwise_maximum():
+    import numpy as np
+    from dpfast import accounting as A
+    from dpfast.accounting.rdp import gaussian_rdp, pure_dp_rdp_bound, rdp_curve
+    orders = np.array([1.5, 2.0, 8.0, 64.0])
+    got = rdp_curve(A.OneOf((A.PureDP(0.5), A.Gaussian(2.0))), orders)
+    want = np.maximum(pure_dp_rdp_bound(orders, 0.5), gaussian_rdp(orders, 2.0))
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError):
+        A.OneOf((A.PureDP(0.5), A.PureDP(0.5, neighbours="replace_one")))

@@ -45,6 +45,7 @@ from dpfast.accounting.events import (
     Laplace,
     Neighbours,
     ObjectivePerturbation,
+    OneOf,
     PoissonSampled,
     PureDP,
     RandomizedResponse,

@@ -46,6 +46,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SelfComposed",
     "Composed",
+    "OneOf",
     "Tuned",
     "UnsupportedEventError",
     "to_dict",
@@ -477,6 +478,29 @@ class Composed(DpEvent):
 
 
 @dataclass(frozen=True)
+class OneOf(DpEvent):
+    """One of ``events`` (a non-empty tuple), picked at random independently of the data: a
+    tuning run whose candidate is drawn at random.  All of one neighbouring relation.
+
+    RDP accounting only: Renyi divergence is jointly quasi-convex (van Erven & Harremoes 2014,
+    "Renyi divergence and Kullback-Leibler divergence", IEEE Trans. Inf. Theory, Theorem 13),
+    so for data-independent mixture weights D_alpha(sum_i w_i P_i || sum_i w_i Q_i) <=
+    max_i D_alpha(P_i || Q_i): the mixture's RDP curve is at most the members' pointwise maximum."""
+
+    events: Tuple[DpEvent, ...] = field(default=())
+
+    def __post_init__(self):
+        evs = self.events
+        if isinstance(evs, DpEvent) or not isinstance(evs, (tuple, list)) or not evs:
+            raise TypeError("events must be a non-empty tuple of DpEvent")
+        evs = tuple(evs)
+        for k, e in enumerate(evs):
+            _check_event(e, f"events[{k}]")
+        _set(self, "events", evs)
+        event_neighbours(self)  # mixed relations refused here
+
+
+@dataclass(frozen=True)
 class Tuned(DpEvent):
     """Private hyperparameter tuning (Papernot & Steinke 2022): ``event`` (one training run) is
     repeated a random number K of times and the best output released.
@@ -521,7 +545,7 @@ class Tuned(DpEvent):
 # ----------------------------------------------------------------------------------------------
 def event_neighbours(event: DpEvent) -> Neighbours:
     """The neighbouring relation of ``event``; ValueError when a composition mixes relations."""
-    if isinstance(event, Composed):
+    if isinstance(event, (Composed, OneOf)):
         rels = {event_neighbours(e) for e in event.events}
         if len(rels) > 1:
             raise ValueError("cannot compose events with different neighbouring relations "

@@ -581,6 +581,13 @@ def _(event: ev.Composed, orders):
 
 
 @rdp_curve.register
+def _(event: ev.OneOf, orders):
+    # joint quasi-convexity of Renyi divergence: a data-independent mixture is bounded by the
+    # members' pointwise maximum (see OneOf)
+    return np.max([np.asarray(rdp_curve(e, orders), dtype=np.float64) for e in event.events], axis=0)
+
+
+@rdp_curve.register
 def _(event: ev.Tuned, orders):
     from dpfast.accounting import tuning
 

@@ -39,7 +39,7 @@ from dpfast.accounting.tuning import (
     tuning_rdp_truncated_negative_binomial,
 )
 from dpfast.mechanisms import laplace_noise
-from dpfast.model_selection._events import OneOf
+from dpfast.accounting.events import OneOf
 from dpfast.budget import detached
 from dpfast.preprocessing._pipeline import pipeline_event
 from dpfast.preprocessing._privacy import composed

@@ -29,6 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection
+# Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
+# by chunk): one home.
+from dpfast.linear_model._dask import decision_function, predict, predict_proba, score  # noqa: F401
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
 
@@ -137,39 +140,3 @@ def fit(est, X, y, *, budget=None):
         est.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
     return est
 
-
-def _pred_input(est, X):
-    Xd = _as_dask_rows(X)
-    if Xd.shape[1] != getattr(est, "n_features_in_", Xd.shape[1]):
-        raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {est.n_features_in_}")
-    return Xd
-
-
-def decision_function(est, X):
-    """Lazy ``est.decision_function`` chunk by chunk."""
-    Xd = _pred_input(est, X)
-    k = np.atleast_2d(est.coef_).shape[0]
-    if k == 1:
-        return Xd.map_blocks(lambda b: est.decision_function(b), drop_axis=1, dtype=np.float64)
-    return Xd.map_blocks(lambda b: est.decision_function(b), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
-
-
-def predict(est, X):
-    """Lazy ``est.predict`` chunk by chunk."""
-    Xd = _pred_input(est, X)
-    dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
-    return Xd.map_blocks(lambda b: est.predict(b), drop_axis=1, dtype=dtype)
-
-
-def predict_proba(est, X):
-    """Lazy ``est.predict_proba`` chunk by chunk."""
-    Xd = _pred_input(est, X)
-    return Xd.map_blocks(lambda b: est.predict_proba(b), chunks=(Xd.chunks[0], (len(est.classes_),)),
-                         dtype=np.float64)
-
-
-def score(est, X, y, sample_weight=None) -> float:
-    """Accuracy or R^2 with one Dask pass (as :func:`dpfast.linear_model._dask.score`)."""
-    from dpfast.linear_model import _dask as lm_dask
-
-    return lm_dask.score(est, X, y, sample_weight=sample_weight)

@@ -255,5 +255,38 @@ def main(argv=None) -> None:
     print(json.dumps(res, default=float), flush=True)
 
 
+
+
+# ---- pytest-benchmark (smoke size in CI; the figures come from the script above) ----------------
+
+def test_bench_dask_pass_vs_in_process(benchmark):
+    # One loss-and-gradient pass on Dask (threaded scheduler, no cluster in the smoke) next to
+    # the same kernel in process; the smoke checks the two sums agree.
+    import pytest
+    pytest.importorskip("dask")
+    import dask
+
+    from dpfast import _glm
+    from dpfast.linear_model import LogisticRegression
+    from dpfast.linear_model._dask import DaskDesign, DaskRows
+    from benchmarks.conftest import size
+
+    n, d = size(20_000, 4_000_000), 20
+    X, y = make_dask(n, d, max(n // 4, 1))
+    with dask.config.set(scheduler="threads"):
+        est = LogisticRegression(epsilon=1.0, random_state=0)
+        design = DaskDesign(DaskRows(X), est, 1.0, 1.0)
+        y_local = np.where(y.compute() == 1, 1.0, -1.0)
+        fg = design.oracle(y_local, "logistic", alpha=1.0, linear=None, clip=2 ** 0.5, sample_weight=None,
+                           huber_delta=1.0)
+        theta = np.full(d + 1, 0.01)
+        f_dask, g_dask = benchmark(fg, theta)[:2]
+    Xl = X.compute()
+    ones = np.ones(n)
+    _, sq = _glm.row_bounds(Xl, n, d, ones, 1.0, 0.0, 2)
+    ref = _glm.chunk_loss_grad(Xl, n, d, y_local, None, 0, 1.0, sq, 2 ** 0.5, ones, 1.0, theta, 1)
+    assert np.isfinite(f_dask) and np.all(np.isfinite(g_dask)) and np.all(np.isfinite(np.asarray(ref[1])))
+
+
 if __name__ == "__main__":
     main()

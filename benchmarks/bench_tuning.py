@@ -79,5 +79,23 @@ def main(out: Path) -> None:
     print("\n".join(lines))
 
 
+
+
+def test_bench_private_random_search_smoke(benchmark):
+    # Smoke: one small search and one untuned fit on 2,000 Adult rows (the figures come from
+    # `python benchmarks/bench_tuning.py`).
+    warnings.simplefilter("ignore")
+    X, y, Xt, yt = load_adult()
+    X, y = X[:2000], y[:2000]
+
+    def run():
+        s = PrivateRandomSearch(LogisticRegression(method="output"), {"sigma_out": [0.1, 0.3]}, epsilon=1.0,
+                                delta=DELTA, n_runs_mean=2.0, random_state=0).fit(X, y)
+        return s.score(Xt, yt), LogisticRegression(1.0, DELTA, random_state=0).fit(X, y).score(Xt, yt)
+
+    tuned, base = benchmark.pedantic(run, rounds=1, iterations=1)
+    assert 0.0 <= tuned <= 1.0 and 0.0 <= base <= 1.0
+
+
 if __name__ == "__main__":
     main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results" / "tuning.md")

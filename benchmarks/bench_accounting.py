@@ -34,12 +34,12 @@ def _clear():
 # ---------------------------------------------------------------------------------------- dpfast
 def dpfast_rdp(sigma=SIGMA, q=Q, steps=STEPS, delta=DELTA):
     _clear()
-    return acc.RDPAccountant().compose(acc.PoissonSubsampledGaussian(sigma, q), steps).get_epsilon(delta)
+    return acc.RDPAccountant().compose(acc.PoissonSampled(q, acc.Gaussian(sigma)), steps).get_epsilon(delta)
 
 
 def dpfast_pld(sigma=SIGMA, q=Q, steps=STEPS, delta=DELTA, h=1e-4):
     _clear()
-    return acc.PLDAccountant(h).compose(acc.PoissonSubsampledGaussian(sigma, q), steps).get_epsilon_bounds(delta)
+    return acc.PLDAccountant(h).compose(acc.PoissonSampled(q, acc.Gaussian(sigma)), steps).get_epsilon_bounds(delta)
 
 
 def test_dpfast_rdp(benchmark):

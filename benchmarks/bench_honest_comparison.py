@@ -29,7 +29,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from dpfast.accounting import DEFAULT_ORDERS, PoissonSubsampledGaussian, rdp_to_epsilon, tuning_rdp_poisson  # noqa: E402
+from dpfast.accounting import DEFAULT_ORDERS, Gaussian, PoissonSampled, rdp_to_epsilon, tuning_rdp_poisson  # noqa: E402
+from dpfast.accounting.rdp import rdp_curve  # noqa: E402
 from dpfast.datasets import load_adult  # noqa: E402
 from dpfast.linear_model import LogisticRegression  # noqa: E402
 from dpfast.sgd import DPSGDClassifier  # noqa: E402
@@ -51,7 +52,7 @@ def honest_noise_multiplier(eps, delta, q, steps, mu=MU):
     orders = DEFAULT_ORDERS
 
     def eps_of(z):
-        base = steps * np.asarray(PoissonSubsampledGaussian(z, q).rdp(orders))
+        base = steps * np.asarray(rdp_curve(PoissonSampled(q, Gaussian(z)), orders))
         return rdp_to_epsilon(orders, tuning_rdp_poisson(orders, base, mu), delta)[0]
 
     lo, hi = 0.3, 1.0

@@ -1,5 +1,9 @@
 """Docstrings cite the documentation pages and the papers, never the spec files (needs the
 checkout's tools/, so it is not in the wheel's fast subset)."""
+import pytest
+
+
+@pytest.mark.source_tree
 def test_docstrings_cite_docs_pages_not_spec_files():
     # Users cannot open ../shared/spec: docstrings cite the docs pages and the papers
     # (tools/rewrite_citations.py maps old citations; --check exits 1 if any is left).

@@ -329,6 +329,7 @@ def test_replace_one_profile_is_the_max_of_both_directions():
     assert abs(pinf - pinf2) <= tol
 
 
+@pytest.mark.source_tree
 def test_bindings_hold_no_privacy_logic():
     root = _PKG.parent / "csrc" / "bindings"
     sel = (root / "selection.cpp").read_text()

@@ -102,13 +102,35 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
-def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
-    import dask
-    import distributed
-
-    from dpfast import _glm
+def dask_pass(X, y, d: int):
+    """(the Dask fit's loss-and-gradient oracle, its labels as +-1, a probe theta): one evaluation
+    is one Dask pass over X (row bounds computed once, as in the fit)."""
     from dpfast.linear_model import LogisticRegression
     from dpfast.linear_model._dask import DaskDesign, DaskRows
+
+    design = DaskDesign(DaskRows(X), LogisticRegression(epsilon=1.0, random_state=0), 1.0, 1.0)
+    y_local = np.where(y.compute() == 1, 1.0, -1.0)
+    fg = design.oracle(y_local, "logistic", alpha=1.0, linear=None, clip=2 ** 0.5, sample_weight=None,
+                       huber_delta=1.0)
+    return fg, y_local, np.full(d + 1, 0.01)
+
+
+def in_process_pass(Xl, y_local):
+    """The same native kernel over the whole in-memory array: a function of (theta, n_threads)
+    returning the data term's (loss, gradient) without the ridge."""
+    from dpfast import _glm
+
+    n, d = Xl.shape
+    ones = np.ones(n)
+    _, sq = _glm.row_bounds(Xl, n, d, ones, 1.0, 0.0, 2)
+    return lambda theta, nt: _glm.chunk_loss_grad(Xl, n, d, y_local, None, 0, 1.0, sq, 2 ** 0.5, ones, 1.0,
+                                                  theta, nt)
+
+
+def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
+    import distributed
+
+    from dpfast.linear_model import LogisticRegression
 
     res = {"n": n, "d": d, "chunk_rows": chunk_rows}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -127,25 +149,17 @@ def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
         print(json.dumps(res, default=float), flush=True)
 
         # 2. one pass on Dask: the oracle of the fit (bounds persisted once, as in the fit)
-        est_c = LogisticRegression(epsilon=1.0, random_state=0)
-        design = DaskDesign(DaskRows(X), est_c, 1.0, 1.0)
-        y_local = np.where(y.compute() == 1, 1.0, -1.0)
-        fg = design.oracle(y_local, "logistic", alpha=1.0, linear=None, clip=2 ** 0.5, sample_weight=None,
-                           huber_delta=1.0)
-        theta = np.full(d + 1, 0.01)
+        fg, y_local, theta = dask_pass(X, y, d)
         fg(theta)
         res["dask_pass_s"] = min(timed(lambda: fg(theta))[0] for _ in range(5))
 
         # 3. the same kernel in process over the whole array, and NumPy's column sum
         Xl = X.compute()
-        ones = np.ones(n)
-        _, sq = _glm.row_bounds(Xl, n, d, ones, 1.0, 0.0, 2)
+        inproc = in_process_pass(Xl, y_local)
         for nt in (1, 2):
-            res[f"inproc_pass_s_{nt}t"] = min(
-                timed(lambda: _glm.chunk_loss_grad(Xl, n, d, y_local, None, 0, 1.0, sq, 2 ** 0.5, ones, 1.0,
-                                                   theta, nt))[0] for _ in range(5))
+            res[f"inproc_pass_s_{nt}t"] = min(timed(lambda: inproc(theta, nt))[0] for _ in range(5))
         res["numpy_colsum_s"] = min(timed(lambda: Xl.sum(axis=0))[0] for _ in range(5))
-        del Xl
+        del Xl, inproc
 
         # 1b. the peer: dask-ml, non-private, its defaults with lbfgs
         if not skip_daskml:
@@ -255,8 +269,6 @@ def main(argv=None) -> None:
     print(json.dumps(res, default=float), flush=True)
 
 
-
-
 # ---- pytest-benchmark (smoke size in CI; the figures come from the script above) ----------------
 
 def test_bench_dask_pass_vs_in_process(benchmark):
@@ -266,25 +278,14 @@ def test_bench_dask_pass_vs_in_process(benchmark):
     pytest.importorskip("dask")
     import dask
 
-    from dpfast import _glm
-    from dpfast.linear_model import LogisticRegression
-    from dpfast.linear_model._dask import DaskDesign, DaskRows
     from benchmarks.conftest import size
 
     n, d = size(20_000, 4_000_000), 20
     X, y = make_dask(n, d, max(n // 4, 1))
     with dask.config.set(scheduler="threads"):
-        est = LogisticRegression(epsilon=1.0, random_state=0)
-        design = DaskDesign(DaskRows(X), est, 1.0, 1.0)
-        y_local = np.where(y.compute() == 1, 1.0, -1.0)
-        fg = design.oracle(y_local, "logistic", alpha=1.0, linear=None, clip=2 ** 0.5, sample_weight=None,
-                           huber_delta=1.0)
-        theta = np.full(d + 1, 0.01)
+        fg, y_local, theta = dask_pass(X, y, d)
         f_dask, g_dask = benchmark(fg, theta)[:2]
-    Xl = X.compute()
-    ones = np.ones(n)
-    _, sq = _glm.row_bounds(Xl, n, d, ones, 1.0, 0.0, 2)
-    ref = _glm.chunk_loss_grad(Xl, n, d, y_local, None, 0, 1.0, sq, 2 ** 0.5, ones, 1.0, theta, 1)
+    ref = in_process_pass(X.compute(), y_local)(theta, 1)
     # the Dask objective is the in-process data term plus the ridge alpha/2 ||theta||^2 (alpha = 1),
     # its sums grouped by chunk: equal to rounding
     np.testing.assert_allclose(f_dask, ref[0] + 0.5 * theta @ theta, rtol=1e-10)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 from dpfast.tables import aggregate
 
 METRICS = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x"),
@@ -57,15 +57,6 @@ def run_pipelinedp(df):
     return list(res)
 
 
-def _best(fn, repeat):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def main(quick: bool = False) -> None:
     n_small = 20_000 if quick else 200_000
     n_big, u_big, g_big = (200_000, 20_000, 100) if quick else (10_000_000, 1_000_000, 1_000)
@@ -73,16 +64,16 @@ def main(quick: bool = False) -> None:
     lines = ["| what | rows | dpfast | peer | ratio |", "|---|---|---|---|---|"]
 
     df = table(n_small, n_small // 10, 100)
-    t_ours, out = _best(lambda: run_dpfast(df), 5)
+    t_ours, out = best_time(lambda: run_dpfast(df), 5)
     try:
-        t_peer, peer = _best(lambda: run_pipelinedp(df), 1)
+        t_peer, peer = best_time(lambda: run_pipelinedp(df), 1)
         lines.append(f"| five metrics vs PipelineDP LocalBackend | {n_small:,} | {t_ours * 1e3:.0f} ms "
                      f"({len(out)} groups) | {t_peer * 1e3:.0f} ms ({len(peer)} groups) | {t_peer / t_ours:.0f}x |")
     except ImportError:
         lines.append(f"| five metrics (PipelineDP not installed) | {n_small:,} | {t_ours * 1e3:.0f} ms | - | - |")
 
     big = table(n_big, u_big, g_big, seed=1)
-    t_big, out = _best(lambda: run_dpfast(big), 3)
+    t_big, out = best_time(lambda: run_dpfast(big), 3)
     lines.append(f"| five metrics in process, {u_big:,} units, {g_big:,} groups | {n_big:,} | {t_big:.2f} s "
                  f"({n_big / t_big / 1e6:.1f} M rows/s) | goal <= 2 s | |")
 
@@ -92,7 +83,7 @@ def main(quick: bool = False) -> None:
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         ddf = dd.from_pandas(big, npartitions=8).persist()  # data on the workers, as when read there
         distributed.wait(ddf)
-        t_dask, dout = _best(lambda: run_dpfast(ddf), 2)
+        t_dask, dout = best_time(lambda: run_dpfast(ddf), 2)
         client.cancel(ddf)
     same = dout.equals(out)
     lines.append(f"| Dask 2-worker LocalCluster (persisted, 8 partitions) vs in process | {n_big:,} | "

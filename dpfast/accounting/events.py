@@ -543,6 +543,17 @@ class Tuned(DpEvent):
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+def sampled_gaussian(event: DpEvent, accountant: str) -> "Gaussian":
+    """The Gaussian inside a sampling node (PoissonSampled / SampledWithoutReplacement): the
+    only inner mechanism whose amplification the accountants analyse.  UnsupportedEventError
+    naming ``accountant`` and the sampling scheme otherwise."""
+    if not isinstance(event.event, Gaussian):
+        what = "Poisson sampling" if isinstance(event, PoissonSampled) else "sampling without replacement"
+        raise UnsupportedEventError(
+            f"the {accountant} accountant accounts {what} of a Gaussian only, got {type(event.event).__name__}")
+    return event.event
+
+
 def event_neighbours(event: DpEvent) -> Neighbours:
     """The neighbouring relation of ``event``; ValueError when a composition mixes relations."""
     if isinstance(event, (Composed, OneOf)):

@@ -152,18 +152,11 @@ def _(event: ev.ObjectivePerturbation, h, tail, direction):
                              1e-3, 0.0, False)
 
 
-def _gaussian_inside(event, what: str) -> "ev.Gaussian":
-    if not isinstance(event.event, ev.Gaussian):
-        raise UnsupportedEventError(
-            f"the PLD accountant accounts {what} of a Gaussian only, got {type(event.event).__name__}")
-    return event.event
-
-
 @dominating_pairs.register
 def _(event: ev.PoissonSampled, h, tail, direction):
     if event.sample_rate == 1.0:
         return dominating_pairs(event.event, h, tail, direction)
-    g = _gaussian_inside(event, "Poisson sampling")
+    g = ev.sampled_gaussian(event, "PLD")
     # remove pair ((1-q)N(0,z^2) + qN(1,z^2), N(0,z^2)), add pair its mirror (Zhu, Dong & Wang 2022, Thm 11)
     return _disc.subsampled_gaussian_pmf(g.noise_multiplier, event.sample_rate, direction, h, tail)
 
@@ -177,7 +170,7 @@ def _(event: ev.PoissonSampled):
 def _(event: ev.SampledWithoutReplacement, h, tail, direction):
     if event.sample_rate == 1.0:
         return dominating_pairs(event.event, h, tail, direction)
-    g = _gaussian_inside(event, "sampling without replacement")
+    g = ev.sampled_gaussian(event, "PLD")
     # C_p(G_mu): the larger of the two subsampled-Gaussian profiles, one symmetric pair built by
     # connect-the-dots (Zhu, Dong & Wang 2022; not the two pairs composed separately, which is
     # not valid under replace-one)

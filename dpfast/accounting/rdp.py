@@ -543,18 +543,11 @@ def _(event: ev.ObjectivePerturbation, orders):
                                       event.regularization)
 
 
-def _sampled_gaussian(event, what: str) -> "ev.Gaussian":
-    if not isinstance(event.event, ev.Gaussian):
-        raise UnsupportedEventError(
-            f"the RDP accountant accounts {what} of a Gaussian only, got {type(event.event).__name__}")
-    return event.event
-
-
 @rdp_curve.register
 def _(event: ev.PoissonSampled, orders):
     if event.sample_rate == 1.0:
         return rdp_curve(event.event, orders)
-    g = _sampled_gaussian(event, "Poisson sampling")
+    g = ev.sampled_gaussian(event, "RDP")
     return poisson_subsampled_gaussian_rdp(orders, g.noise_multiplier, event.sample_rate)
 
 
@@ -562,7 +555,7 @@ def _(event: ev.PoissonSampled, orders):
 def _(event: ev.SampledWithoutReplacement, orders):
     if event.sample_rate == 1.0:
         return rdp_curve(event.event, orders)
-    g = _sampled_gaussian(event, "sampling without replacement")
+    g = ev.sampled_gaussian(event, "RDP")
     return sampled_without_replacement_gaussian_rdp(orders, g.noise_multiplier, event.sample_rate)
 
 

@@ -2,17 +2,16 @@
 
 The event classes live in :mod:`dpfast.accounting` and the budget in :mod:`dpfast.budget`;
 this module only gathers the few constructions these estimators share, so that every release
-here names its event the same way and charges it through the one helper,
-:func:`dpfast.budget.charge`, *before* any noise is drawn.
+here names its event the same way (each estimator charges it through the estimator base
+before any noise is drawn).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from dpfast import accounting
-from dpfast.budget import charge
 
-__all__ = ["charge", "composed", "self_composed"]
+__all__ = ["composed", "self_composed"]
 
 
 def composed(events: Sequence[Any]):

@@ -30,6 +30,14 @@ non-cryptographic generator -- are:
 Only the calibration helpers of those samplers (e.g. ``discrete_gaussian_sigma2``) use
 floating point, and they round the noise parameter up.
 
+Continuous noise: every continuous noise draw in dpfast (the mechanisms, DP-SGD, the private
+linear models, the public-data learners, report-noisy-max) comes from one family of samplers
+on the 64-bit word stream, ``csrc/random/distributions.hpp``; from Python,
+:func:`standard_normal`, :func:`standard_laplace`, :func:`standard_exponential` and
+:func:`standard_gumbel` (never NumPy's ``Generator.normal`` & co., whose float32 normal is
+built from 32-bit integers).  Their output depends on the stream only, never on the number of
+threads.
+
 Speed: ChaCha20 computes four blocks (32 words of 64 bits) per refill in a SIMD-friendly
 kernel (``csrc/random/chacha20.hpp``), and the exact samplers draw 32-bit halves and single
 bits from cached words, so the secure path runs at millions of samples per second.
@@ -45,7 +53,18 @@ import numpy as np
 
 from dpfast._chacha import ChaCha20, _check_n_children
 
-__all__ = ["SecureRandom", "ChaCha20", "RandomLike", "check_random_state", "is_secure", "native_stream"]
+__all__ = [
+    "SecureRandom",
+    "ChaCha20",
+    "RandomLike",
+    "check_random_state",
+    "is_secure",
+    "native_stream",
+    "standard_normal",
+    "standard_laplace",
+    "standard_exponential",
+    "standard_gumbel",
+]
 
 
 class SecureRandom(np.random.Generator):
@@ -146,3 +165,108 @@ class native_stream:  # noqa: N801  (used like a function: ``with native_stream(
 
     def __exit__(self, *exc) -> None:
         self._bit_generator.lock.release()
+
+
+# ----------------------------------------------------------------------- continuous noise
+#
+# One dispatch for every continuous noise draw, in the style of NumPy's ``cont``: rng ->
+# Generator -> size and dtype -> the bit generator's lock -> thread count -> native kernel
+# (csrc/random/noise_fill.hpp add_noise with the distributions of csrc/random/distributions.hpp).
+
+_NOISE_KINDS = ("normal", "laplace", "exponential", "gumbel")
+_KERNELS: dict = {}
+_ONE = np.ones(1)
+
+
+def _kernel(kind: str):
+    k = _KERNELS.get(kind)
+    if k is None:
+        if kind not in _NOISE_KINDS:
+            raise ValueError(f"noise kind must be one of {', '.join(map(repr, _NOISE_KINDS))}; got {kind!r}")
+        from dpfast import _core  # late: dpfast._core is a compiled extension, keep import order free
+
+        k = _KERNELS[kind] = getattr(_core, "add_" + kind)
+    return k
+
+
+def noise_threads(n: int) -> int:
+    """The one thread policy of the noise fills: 1 up to one kernel block (``NOISE_BLOCK``
+    words: nothing to share), else :func:`dpfast._threads.default_threads` (the
+    ``DPFAST_NUM_THREADS`` override, or the usable CPUs up to 4).  The output never depends on
+    it (the kernel is deterministic in the stream)."""
+    from dpfast import _core
+
+    if n <= _core.NOISE_BLOCK:
+        return 1
+    from dpfast._threads import default_threads
+
+    return default_threads()
+
+
+def fill_noise(cap, kind: str, out: np.ndarray) -> np.ndarray:
+    """Fill ``out`` (C-contiguous float32/float64) with i.i.d. standard ``kind`` noise drawn from
+    the capsule of :class:`native_stream` (the caller holds the lock); returns ``out``.
+
+    For callers that already hold the stream for other draws (the DP-SGD loop samples the batch
+    and the noise under one lock).  float32 output is the float64 draw rounded once.
+    """
+    _kernel(kind)(cap, out, None, _ONE, noise_threads(out.size))
+    return out
+
+
+def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
+    """``size`` i.i.d. standard ``kind`` variates from ``rng`` (a NumPy scalar for ``size=None``)."""
+    from dpfast._validation import check_size
+
+    kernel = _kernel(kind)
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    shape = check_size(size, itemsize=dt.itemsize)
+    gen = check_random_state(rng)
+    out = np.empty(() if shape is None else shape, dtype=dt)
+    with native_stream(gen) as cap:
+        kernel(cap, out, None, _ONE, noise_threads(out.size))
+    return out if out.ndim else out[()]
+
+
+def standard_normal(rng: RandomLike = None, size=None, dtype=np.float64):
+    """N(0, 1) variates: a 256-layer ziggurat (Marsaglia & Tsang 2000, "The ziggurat method for
+    generating random variables") on the 64-bit word stream, 52-bit abscissa.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or SecureRandom
+    size : int or tuple of ints, optional
+        Output shape (default: one value, returned as a NumPy scalar).
+    dtype : {float64, float32}
+        float32 output is the float64 variate rounded once (never a 32-bit-integer sampler).
+
+    The output is a function of the stream alone: the same seed gives the same values whatever
+    the number of threads.  Not floating-point safe (Mironov 2012; see the module docstring).
+    """
+    return _noise(rng, "normal", size, dtype)
+
+
+def standard_laplace(rng: RandomLike = None, size=None, dtype=np.float64):
+    """Laplace(0, 1) variates: a random sign times -log U, U on the 2^53-point grid of (0, 1],
+    from one 64-bit word each (so value ``i`` is a function of word ``i`` alone).  Parameters as
+    :func:`standard_normal`.  Not floating-point safe (Mironov 2012)."""
+    return _noise(rng, "laplace", size, dtype)
+
+
+def standard_exponential(rng: RandomLike = None, size=None, dtype=np.float64):
+    """Exponential(1) variates: -log(1 - U), U = (2m + 1) 2^-53 from the top 52 bits m of one word
+    (the map report-noisy-max uses).  Parameters as :func:`standard_normal`.  Not floating-point
+    safe (Mironov 2012)."""
+    return _noise(rng, "exponential", size, dtype)
+
+
+def standard_gumbel(rng: RandomLike = None, size=None, dtype=np.float64):
+    """Gumbel(0, 1) variates: -log(-log U), U = (2m + 1) 2^-53 from the top 52 bits m of one word
+    (the map of the exponential mechanism's Gumbel-max trick).  Parameters as
+    :func:`standard_normal`.  Not floating-point safe (Mironov 2012)."""
+    return _noise(rng, "gumbel", size, dtype)

@@ -35,7 +35,7 @@ from dpfast.linear_model._calibration import (
 from dpfast.linear_model._certify import PrivacyConvergenceError, certified_descent, check_certifiable
 from dpfast.linear_model._losses import glm_constants
 from dpfast.linear_model._solver import MappedRows, _vector, glm_gradient_oracle, loss_constants, minimize_glm
-from dpfast.random import check_random_state
+from dpfast.random import check_random_state, standard_normal
 
 __all__ = [
     "PrivacyConvergenceError",
@@ -105,7 +105,7 @@ def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_
     d = X.shape[1]
     linear = None
     if cal.method in ("amp", "objective"):
-        linear = cal.noise_std * gen.standard_normal(d)  # b ~ N(0, sigma^2 I_d)
+        linear = cal.noise_std * standard_normal(gen, d)  # b ~ N(0, sigma^2 I_d)
     # a chunked design (linear_model/_dask.py) brings its own minimiser: the same L-BFGS and
     # certification rule, its gradient passes run on a Dask cluster
     minimize = getattr(X, "minimize_certified", None)
@@ -115,7 +115,7 @@ def _fit_calibrated(X, y, loss, cal: PrivacyCalibration, *, solver_clip, sample_
         huber_delta=huber_delta, solver=solver, tol=cal.tau, max_iter=max_iter, gen=gen, lipschitz=cal.lipschitz)
     coef = np.array(coef, dtype=np.float64, copy=True)
     # every method ends with Gaussian output noise ("objective": the tiny noise certifying tau)
-    coef += cal.sigma_out * gen.standard_normal(d)
+    coef += cal.sigma_out * standard_normal(gen, d)
     return PrivateGLMResult(coef, cal, float(gnorm), int(n_iter), used)
 
 

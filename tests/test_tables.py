@@ -582,3 +582,16 @@ def test_bad_data_raises_before_the_budget_is_charged():
     with pytest.raises(ValueError, match="NaN"):
         aggregate(df, "u", "g", {"s": ("sum", "x")}, {"x": (0, 1)}, epsilon=0.5, delta=1e-6, budget=b)
     assert len(b.ledger) == 0
+
+
+def test_selection_formulas_import_without_pandas():
+    # dpfast.preprocessing's encoders use selection_threshold; importing it must not pull pandas
+    import subprocess
+    import sys
+    code = ("import sys\nfrom dpfast.tables import selection_threshold, selection_probabilities\n"
+            "assert selection_threshold(2, 1.0, 1e-6) > 1\nprint('pandas' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "False"
+    import dpfast.tables
+    from dpfast.tables._aggregate import aggregate as agg
+    assert dpfast.tables.aggregate is agg and "aggregate" in dir(dpfast.tables)

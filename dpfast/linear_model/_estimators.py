@@ -27,7 +27,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
-from dpfast.linear_model._losses import glm_constants, margin_constants
+from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
     _fit_calibrated,
@@ -353,19 +353,37 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     meets epsilon.  ``classes`` must be given (public) for multiclass: reading the label set off
     the data would leak it.
 
+    ``multi_class="multinomial"`` fits one softmax model W in R^{d x K} (one release, charged
+    once) by Gaussian output perturbation (``method="output"``): Chaudhuri, Monteleoni & Sarwate
+    (2011), Corollary 8 and its proof, hold for any convex L-Lipschitz loss of a vector parameter,
+    here the softmax cross-entropy with L = sqrt(2) * (row-norm bound) in the Frobenius norm,
+    so the certified minimiser has sensitivity (L + 2 tol)/lambda; the noise is the analytic
+    Gaussian mechanism's (Balle & Wang 2018; Wu et al. 2017 for Gaussian output perturbation).
+    ``method="amp"`` and ``"objective"`` are refused with ``ValueError``: the tight analysis of
+    Redberg, Koskela & Wang (2024) (Theorems 3.1, 3.2, 4.1) needs a GLM (rank-one per-example
+    Hessian), the softmax Hessian has rank K - 1, and their non-GLM Theorem E.1 covers only the
+    exact minimiser of an unclipped loss (:mod:`dpfast.linear_model._multinomial`).  So is a
+    ``clip`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
+
     Parameters
     ----------"""
         + _COMMON_DOC
         + """    classes : sequence or None
         The public label set (None: binary with labels in {0, 1}; give ``[-1, 1]`` for +-1 labels).
+    multi_class : {"ovr", "multinomial"}
+        ``"ovr"`` (default): one binary model per class (one model for two classes).
+        ``"multinomial"``: one softmax model, ``coef_`` of shape (K, d) and ``intercept_`` (K,)
+        also for K = 2; ``method="output"`` only (see above).
 """
         + _ATTR_DOC
         + """    classes_ : the label set, in the order of predict_proba's columns.
+    multi_class_ : "ovr" or "multinomial", the model that was fitted.
 """
     )
 
     _loss = "logistic"
-    _parameter_constraints = {**_CONSTRAINTS, "classes": ["array-like", None]}
+    _parameter_constraints = {**_CONSTRAINTS, "classes": ["array-like", None],
+                              "multi_class": [StrOptions({"ovr", "multinomial"})]}
     _expected_failures = {
         **_WEIGHT_FAILURES,
         "check_classifiers_classes": _base.PUBLIC_LABELS,
@@ -392,6 +410,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         classes=None,
+        multi_class: str = "ovr",
         max_iter: int = 1000,
         random_state=None,
     ):
@@ -411,11 +430,67 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.classes = classes
+        self.multi_class = multi_class
         self.max_iter = max_iter
         self.random_state = random_state
 
     def _label_set(self, y):
         return check_label_set(y, self.classes)[0]  # public schema, never read off y
+
+    def _fit_multinomial(self, X, labels, n_classes, sample_weight, *, budget=None):
+        """One multinomial model (W in R^{d x K}), Gaussian output perturbation, one release.
+
+        Everything that can refuse (method, solver, clip, noise_std, tol, lambda) is decided
+        from public quantities before the budget is charged and before any noise is drawn."""
+        from dpfast.linear_model import _multinomial as mn
+
+        if self.method != "output":
+            raise ValueError(
+                f"multi_class='multinomial' supports method='output' only, got method={self.method!r}: the "
+                "objective-perturbation and Algorithm 1 ('amp') bounds of Redberg, Koskela & Wang (2024) "
+                "(Theorems 3.1, 3.2, 4.1) assume a GLM (rank-one per-example Hessian); the softmax loss's "
+                "Hessian has rank K - 1, and their non-GLM Theorem E.1 covers only the exact minimiser of an "
+                "unclipped loss. Use method='output' or multi_class='ovr'")
+        if self.solver != "lbfgs":
+            raise ValueError(f"multi_class='multinomial' uses solver='lbfgs' (the certified L-BFGS), got {self.solver!r}")
+        if self.noise_std is not None:
+            raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its "
+                             "noise from (epsilon, delta, alpha)")
+        R, s = self._validate_common()
+        X = validate_X(self, X, reset=True, accept_sparse=True)
+        n = X.shape[0]
+        w = check_sample_weight(None if sample_weight is None else np.asarray(sample_weight), n)
+        # constants for the bound with the rounding slack of the data type (as _fit_problems)
+        Rs, ss = _slack(R, X.dtype), (_slack(s, X.dtype) if s > 0 else 0.0)
+        consts = multinomial_constants(math.sqrt(Rs * Rs + ss * ss))
+        mn.check_multinomial_clip(self.clip, consts.lipschitz)
+        cal = make_calibration("output", self.epsilon, self.delta, consts, tol=self.tol,
+                               regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
+                               sigma_out=self.sigma_out, accountant=self.accountant, count=1)
+        Xd = self._design(X, R, s, fitting=True)  # validates the rows (norm bound, finiteness)
+        event = _release_event(cal)
+        self._charge(event, budget)
+        gen = check_random_state(self.random_state)
+        W, gnorm, n_iter, used = mn.fit_multinomial_output(
+            Xd, labels, n_classes, cal, smoothness_factor=consts.smoothness / consts.row_norm ** 2,
+            sample_weight=w, max_iter=self.max_iter, gen=gen)
+        d = X.shape[1]
+        self.n_features_in_ = d
+        if s > 0:
+            self._coef, self._intercept = W[:d].T.copy(), W[d] * s
+        else:
+            self._coef, self._intercept = W.T.copy(), np.zeros(n_classes)
+        self.multi_class_ = "multinomial"
+        self.calibration_ = cal
+        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
+        self.sigma_ = cal.noise_std
+        self.sigma_out_ = cal.sigma_out
+        self.lambda_ = cal.regularization
+        self.clip_ = consts.lipschitz
+        self.smoothness_ = consts.smoothness
+        self.n_iter_ = np.array([n_iter])
+        self.grad_norm_ = np.array([gnorm])
+        self.solver_ = (used,)
 
     def fit(self, X, y, sample_weight=None, *, budget=None) -> "LogisticRegression":
         """Fit privately; see the class docstring for the guarantee.  Returns self.
@@ -424,33 +499,49 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         ``with budget:`` block, if any) charged with ``event_`` before any noise is drawn;
         ``BudgetExceededError`` leaves the estimator unfitted."""
         if _dask().is_dask_collection(X):
+            if self.multi_class == "multinomial":
+                raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
+                                 "one-vs-rest models); use multi_class='ovr' or in-memory rows")
             return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=True)
+        if self.multi_class == "multinomial":
+            classes, idx = check_label_set(y, self.classes)
+            self._fit_multinomial(X, idx, classes.size, sample_weight, budget=budget)
+            self.classes_ = classes
+            self.coef_ = self._coef
+            self.intercept_ = self._intercept
+            return self
         classes = self._label_set(y)
         if classes.size == 2:
             targets = [np.where(y == classes[1], 1.0, -1.0)]
         else:
             targets = [np.where(y == c, 1.0, -1.0) for c in classes]
         self._fit_problems(X, targets, sample_weight, budget=budget)
+        self.multi_class_ = "ovr"
         self.classes_ = classes
         self.coef_ = self._coef
         self.intercept_ = self._intercept
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest."""
+        """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest and multinomial."""
         if _dask().is_dask_collection(X):
             return _dask().decision_function(self, X)
         d = self._decision(X)
         return d[:, 0] if d.shape[1] == 1 else d
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (sigmoid; one-vs-rest scores normalised to sum to 1)."""
+        """Class probabilities: softmax of the scores (multinomial); sigmoid, one-vs-rest scores
+        normalised to sum to 1 (one-vs-rest)."""
         if _dask().is_dask_collection(X):
             return _dask().predict_proba(self, X)
         d = self._decision(X)
+        if getattr(self, "multi_class_", "ovr") == "multinomial":
+            from scipy.special import softmax
+
+            return softmax(d, axis=1)
         p = 0.5 * (1.0 + np.tanh(0.5 * d))  # stable sigmoid
         if p.shape[1] == 1:
             return np.hstack([1.0 - p, p])

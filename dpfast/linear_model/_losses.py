@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants"]
+__all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants", "multinomial_constants"]
 
 LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
 
@@ -79,3 +79,24 @@ def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_d
     if C >= natural:
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
     return GLMConstants(loss, R, C, smooth_m * R * R, C)
+
+
+def multinomial_constants(row_norm: float) -> GLMConstants:
+    """L and beta of the softmax cross-entropy with K outputs on rows with ||x|| <= ``row_norm``.
+
+    For l(W; x, y) = -log softmax(W^T x)_y with W in R^{d x K} (flattened, Frobenius norm):
+    ||grad_W l||_F = ||x|| ||p - e_y||_2 <= sqrt(2) ||x|| and the Hessian
+    (diag p - p p^T) kron x x^T has largest eigenvalue <= ||x||^2 / 2 and rank <= K - 1 (the
+    derivations are in ``csrc/glm/multinomial.hpp``; Boehning 1992, "Multinomial logistic
+    regression algorithm", Ann. Inst. Statist. Math. 44, gives the same 1/2 bound).  The factors
+    are read from the native loss table (``dpfast._multinomial.constants()``), their one home.
+    No clipping is offered: a Frobenius-clipped softmax gradient is not the gradient of a convex
+    loss, which output perturbation's sensitivity argument needs.
+    """
+    from dpfast import _multinomial
+
+    R = float(row_norm)
+    if not (R > 0 and math.isfinite(R)):
+        raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
+    c = _multinomial.constants()
+    return GLMConstants("multinomial", R, c["lipschitz_factor"] * R, c["smoothness_factor"] * R * R, None)

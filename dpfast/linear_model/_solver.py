@@ -296,6 +296,11 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt
 
 
+def _default_threads() -> int:
+    """``DPFAST_NUM_THREADS`` when set, else every CPU this process may use (results never depend on it)."""
+    return _threads.env_threads() or _threads.cpu_count()
+
+
 def _raise_bad_X(status: int) -> None:
     if status == 4:
         raise ValueError("X contains NaN or infinite entries (or a row whose squared norm overflows float64)")
@@ -346,7 +351,7 @@ def glm_gradient_oracle(
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
     )
-    nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
+    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
 
     def evaluate(coef) -> Tuple[float, np.ndarray]:
         th = _vector(coef, d, "coef")
@@ -405,7 +410,8 @@ def minimize_glm(
         :func:`dpfast.random.check_random_state`).  Unused by L-BFGS.
     step_size : SAG/SAGA step on the mean objective: "auto", "theory" or a float (module
         docstring).  memory : L-BFGS history length.  n_threads : threads for the passes
-        over X (default: the CPUs this process may use); the result does not depend on it.
+        over X (default: ``DPFAST_NUM_THREADS`` when set, else the CPUs this process may use);
+        the result does not depend on it.
 
     Returns
     -------
@@ -436,7 +442,7 @@ def minimize_glm(
         theta = np.zeros(d, dtype=np.float64)
     else:
         theta = _vector(coef0, d, "coef0").copy()
-    nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
+    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
     args = (data, indices, indptr, layout, n, dx, yv, w, code, delta, c, a, lin, Q,
             _SOLVER_CODE[solver], t, int(max_iter), int(memory), step, rule, nt, theta)
     if solver == "lbfgs":

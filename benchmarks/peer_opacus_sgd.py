@@ -6,15 +6,18 @@ Standalone (needs torch and opacus, not dpfast), e.g.::
     /tmp/torchvenv/bin/pip install torch==2.13.0 opacus numpy
     /tmp/torchvenv/bin/python benchmarks/peer_opacus_sgd.py --threads 1 --max-steps 60
 
-Same synthetic data as ``bench_sgd.mnist_like`` (60,000 x 784 float32, 10 classes), expected
-batch 256, noise multiplier 1, max_norm 1, plain SGD.  Modes: Opacus per-sample hooks,
-Opacus ghost clipping, and non-private PyTorch (DataLoader shuffle, batch 256).  The time per
-step includes Opacus's DataLoader (the user pays for it) and excludes the first warm-up step.
+Same synthetic data as ``bench_sgd.mnist_like`` (60,000 x 784 float32, 10 classes; with
+``--dtype float64`` the same values cast to float64 and a float64 model), expected batch 256,
+noise multiplier 1, max_norm 1, plain SGD.  Modes: Opacus per-sample hooks, Opacus ghost
+clipping, and non-private PyTorch (DataLoader shuffle, batch 256).  The time per step includes
+Opacus's DataLoader (the user pays for it) and excludes the first warm-up step.
+``--only mlp:ghost --json`` runs one configuration and prints one JSON line (used by
+``benchmarks/spot_mlp_vs_opacus.py``, which starts each run in a fresh process).
 """
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import time
 import warnings
 
@@ -45,6 +48,8 @@ def run(kind, mode, X, y, max_steps):
     torch.manual_seed(0)
     ds = TensorDataset(torch.from_numpy(X), torch.from_numpy(y))
     model = make_model(kind)
+    if X.dtype == np.float64:
+        model = model.double()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     crit = nn.CrossEntropyLoss()
     if mode == "nonprivate":
@@ -80,14 +85,26 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=10**9, help="steps timed per run (default: one epoch)")
     ap.add_argument("--n", type=int, default=60_000)
+    ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ap.add_argument("--only", default=None, help="one run, MODEL:MODE (e.g. mlp:ghost)")
+    ap.add_argument("--json", action="store_true", help="print one JSON line per run")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     X, y = mnist_like(args.n)
-    print(f"torch {torch.__version__}, threads {args.threads}, n {args.n}")
-    print(f"{'model':8s} {'mode':11s} {'wall ms/step':>12s} {'CPU ms/step':>11s} {'examples/s':>11s}")
-    for kind in ("softmax", "mlp"):
-        for mode in ("hooks", "ghost", "nonprivate"):
-            s, c = run(kind, mode, X, y, args.max_steps)
+    X = X.astype(args.dtype)
+    runs = [tuple(args.only.split(":"))] if args.only else [
+        (kind, mode) for kind in ("softmax", "mlp") for mode in ("hooks", "ghost", "nonprivate")]
+    if not args.json:
+        print(f"torch {torch.__version__}, threads {args.threads}, n {args.n}, {args.dtype}")
+        print(f"{'model':8s} {'mode':11s} {'wall ms/step':>12s} {'CPU ms/step':>11s} {'examples/s':>11s}")
+    for kind, mode in runs:
+        s, c = run(kind, mode, X, y, args.max_steps)
+        if args.json:
+            import opacus
+
+            print(json.dumps({"ms": s * 1e3, "cpu_ms": c * 1e3, "torch": torch.__version__,
+                              "opacus": opacus.__version__}), flush=True)
+        else:
             print(f"{kind:8s} {mode:11s} {s * 1e3:12.2f} {c * 1e3:11.2f} {256 / s:11.0f}", flush=True)
 
 

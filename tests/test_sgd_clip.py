@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dpfast import _clip
-from dpfast.random import native_stream
+from dpfast.random import fill_noise, native_stream
 from dpfast.sgd import clip_gradients, clipped_sum, per_example_norms
 
 
@@ -300,26 +300,30 @@ def test_fixed_sample_uniform_subsets():
     assert abs(chi2 - (n - 1)) < 6 * np.sqrt(2 * n)
 
 
-def test_fill_normal_is_standard_normal():
-    # Ziggurat sampler behind the DP-SGD noise: Kolmogorov-Smirnov against N(0, 1), the tail
-    # beyond the ziggurat's base strip r = 3.4426 (sampled by a separate branch), moments.
+def test_dp_sgd_noise_is_standard_normal():
+    # The normal sampler behind the DP-SGD noise (dpfast.random.fill_noise, the package's one
+    # ziggurat, the same call the estimators make): Kolmogorov-Smirnov against N(0, 1), the tail
+    # beyond the ziggurat's base strip r = 3.6542 (sampled by a separate branch), moments.
     from scipy import stats
 
     N = 400_000
     out = np.empty(N)
     with native_stream(np.random.default_rng(21)) as cap:
-        _clip.fill_normal(cap, out)
+        fill_noise(cap, "normal", out)
     assert stats.kstest(out, "norm").pvalue > 1e-4
-    p_tail = 2 * stats.norm.sf(3.442619855899)
-    assert abs((np.abs(out) > 3.442619855899).mean() - p_tail) < 6 * np.sqrt(p_tail / N)
+    r = 3.6541528853610087963519472518
+    p_tail = 2 * stats.norm.sf(r)
+    assert abs((np.abs(out) > r).mean() - p_tail) < 6 * np.sqrt(p_tail / N)
     assert abs(out.var() - 1) < 6 * np.sqrt(2 / N) and abs(out.mean()) < 6 / np.sqrt(N)
-    out32 = np.empty(1000, np.float32)
-    with native_stream(np.random.default_rng(21)) as cap:
-        _clip.fill_normal(cap, out32)
-    np.testing.assert_allclose(out32, out[:1000].astype(np.float32), rtol=1e-6)
+    out32, out64 = np.empty(1000, np.float32), np.empty(1000)
+    for o in (out32, out64):
+        with native_stream(np.random.default_rng(21)) as cap:
+            fill_noise(cap, "normal", o)
+    # float32 noise is the float64 variate rounded once (same words)
+    np.testing.assert_array_equal(out32, out64.astype(np.float32))
     with pytest.raises(TypeError):
         with native_stream(np.random.default_rng(0)) as cap:
-            _clip.fill_normal(cap, np.empty(3, np.int64))
+            fill_noise(cap, "normal", np.empty(3, np.int64))
 
 
 def _ziggurat_lattices_2_31():
@@ -339,14 +343,14 @@ def _fraction_on_lattices(x, lattices, tol=1e-4):
     return float((np.abs(k - np.round(k)) < tol).any(axis=1).mean())
 
 
-def test_fill_normal_is_not_on_a_coarse_lattice():
+def test_dp_sgd_noise_is_not_on_a_coarse_lattice():
     # Regression: the DP-SGD noise used a 32-bit abscissa, so every draw was a multiple of one of
     # 128 spacings ~1e-9 (a floating-point side channel, see the estimator test
     # test_one_step_release_resists_lattice_attack).  With a 52-bit abscissa a draw lands within
     # 1e-4 of a 2^31-lattice point by chance only: probability 1 - (1 - 2e-4)^128 ~ 2.5%.
     out = np.empty(20_000)
     with native_stream(np.random.default_rng(5)) as cap:
-        _clip.fill_normal(cap, out)
+        fill_noise(cap, "normal", out)
     frac = _fraction_on_lattices(out, _ziggurat_lattices_2_31())
     assert frac < 0.05, frac
 

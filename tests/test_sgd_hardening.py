@@ -367,12 +367,15 @@ def test_public_errors_name_the_argument(call, exc, word):
 
 def test_clipped_sum_float32_noise_is_drawn_at_53_bits():
     """The noise of clipped_sum on float32 gradients is a float64 normal draw rounded once, not
-    NumPy's float32 sampler (32-bit integers: a coarse lattice that can identify the sum)."""
+    a float32 sampler such as NumPy's (32-bit integers: a coarse lattice that can identify the sum)."""
     import dpfast.sgd as S
 
     g = np.zeros((3, 1000), dtype=np.float32)
     out = S.clipped_sum(g, 2.0, noise_multiplier=1.5, rng=np.random.default_rng(11))
-    ref = (np.float32(0.0) + 3.0 * np.random.default_rng(11).standard_normal(1000)).astype(np.float32)
+    from dpfast.random import standard_normal
+
+    # the package's float64 normal (dpfast.random, the sampler family) on the same stream
+    ref = (np.float32(0.0) + 3.0 * standard_normal(np.random.default_rng(11), 1000)).astype(np.float32)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, ref)
     f32 = (3.0 * np.random.default_rng(11).standard_normal(1000, dtype=np.float32)).astype(np.float32)

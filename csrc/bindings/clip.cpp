@@ -121,26 +121,6 @@ py::array_t<int64_t> fixed_sample(py::capsule cap, int64_t n, int64_t m, py::arr
     return to_array(out);
 }
 
-void fill_normal(py::capsule cap, py::array out) {
-    bitgen_t* bg = bitgen_from_capsule(cap);
-    if (!(out.flags() & py::array::c_style)) throw py::value_error("out must be C-contiguous");
-    if (!out.writeable()) throw py::value_error("out must be writeable");
-    const int64_t n = out.size();
-    if (is_dtype<float>(out)) {
-        float* p = static_cast<float*>(out.mutable_data());
-        py::gil_scoped_release nogil;
-        dpf::BitStream rs(bg);
-        clip::fill_normal(p, n, rs);
-    } else if (is_dtype<double>(out)) {
-        double* p = static_cast<double*>(out.mutable_data());
-        py::gil_scoped_release nogil;
-        dpf::BitStream rs(bg);
-        clip::fill_normal(p, n, rs);
-    } else {
-        throw py::type_error("out must be float32 or float64");
-    }
-}
-
 struct Workspace {
     clip::Workspace<float> f;
     clip::Workspace<double> d;
@@ -332,8 +312,6 @@ PYBIND11_MODULE(_clip, m) {
             "Threads for the fixed-block matrix products (results do not depend on it; the BLAS "
             "must be limited to one thread by the caller).");
     m.def("poisson_sample", &poisson_sample, py::arg("bitgen"), py::arg("n"), py::arg("q"));
-    m.def("fill_normal", &fill_normal, py::arg("bitgen"), py::arg("out"),
-          "Fill out with standard normal variates (ziggurat, csrc/clip/clip.hpp).");
     m.def("fixed_sample", &fixed_sample, py::arg("bitgen"), py::arg("n"), py::arg("m"),
           py::arg("mark"));
     m.def("glm_clipped_sum", &glm_clipped_sum, py::arg("ws"), py::arg("X"), py::arg("yr"),

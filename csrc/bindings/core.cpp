@@ -1,4 +1,5 @@
-// dpfast._core: the continuous noise samplers (kernels in csrc/samplers/continuous.hpp).
+// dpfast._core: the continuous noise samplers (the family in csrc/random/distributions.hpp, the
+// block-parallel fill in csrc/random/noise_fill.hpp; dispatched by dpfast.random).
 // Python validates (dpfast.mechanisms.continuous); these bindings only re-check what would
 // make the kernel read or write out of bounds.
 #include "bindings/common.hpp"
@@ -83,7 +84,7 @@ void rr_kary_impl(py::capsule cap, py::array_t<int64_t, py::array::c_style> out,
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-    m.doc() = "dpfast._core: continuous noise samplers (kernels in csrc/samplers/continuous.hpp)";
+    m.doc() = "dpfast._core: continuous noise samplers (csrc/random/distributions.hpp, noise_fill.hpp)";
     m.attr("NOISE_BLOCK") = dpf::kNoiseBlock;
     m.def("add_laplace", &add_noise_impl<double, dpf::LaplaceDist>, py::arg("bitgen"),
           py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
@@ -97,6 +98,18 @@ PYBIND11_MODULE(_core, m) {
     m.def("add_normal", &add_noise_impl<float, dpf::NormalDist>, py::arg("bitgen"),
           py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
           "out = values + scale * N(0, 1) noise (float32)");
+    m.def("add_exponential", &add_noise_impl<double, dpf::ExponentialDist>, py::arg("bitgen"),
+          py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
+          "out = values + scale * Exponential(1) noise (float64)");
+    m.def("add_exponential", &add_noise_impl<float, dpf::ExponentialDist>, py::arg("bitgen"),
+          py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
+          "out = values + scale * Exponential(1) noise (float32)");
+    m.def("add_gumbel", &add_noise_impl<double, dpf::GumbelDist>, py::arg("bitgen"),
+          py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
+          "out = values + scale * Gumbel(0, 1) noise (float64)");
+    m.def("add_gumbel", &add_noise_impl<float, dpf::GumbelDist>, py::arg("bitgen"),
+          py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
+          "out = values + scale * Gumbel(0, 1) noise (float32)");
     m.def("rr_binary", &rr_binary_impl, py::arg("bitgen"), py::arg("out").noconvert(), py::arg("bits"),
           py::arg("thr"), "binary randomized response: out = bits ^ (word < thr)");
     m.def("rr_kary", &rr_kary_impl, py::arg("bitgen"), py::arg("out").noconvert(), py::arg("values"),

@@ -619,74 +619,9 @@ int64_t clip_rows(const T* G, int64_t B, int64_t P, double C, double* norms, dou
 }
 
 // ------------------------------------------------------------------------- Gaussian noise
-
-// Standard normal variates by the ziggurat method (Marsaglia & Tsang 2000, "The ziggurat
-// method for generating random variables", 128 layers), with the layer index, the sign and
-// the abscissa taken from disjoint bits of one 64-bit word (avoiding the correlation noted by
-// Leong, Zhang, Lee, Luk & Villasenor 2005): bits 0-6 the layer, bits 11-63 a signed 53-bit
-// abscissa (sign and 52-bit magnitude, the resolution of NumPy's ziggurat).  Exact up to
-// floating-point rounding; the tail beyond r is sampled by Marsaglia's exponential rejection.
-// The continuous Gaussian: not floating-point safe (see dpfast.random).
-//
-// Why 52 bits: with the original 32-bit abscissa every accepted value lies on one of 128
-// lattices of spacing x_i / 2^31 (about 1e-9), far coarser than a double's resolution, so a
-// released iterate theta - lr (sum + sd x) / b determines which candidate clipped sum was used
-// (the noise implied by the wrong one is off every lattice): a one-step DP-GD release was
-// perfectly distinguishable between neighbouring datasets (regression test in
-// tests/test_sgd_clip.py).  With 52 bits the lattice spacing is within a few ulps of |x|'s own
-// resolution, the level of NumPy's Generator.standard_normal.
-struct Ziggurat {
-    uint64_t kn[128];  // fast acceptance thresholds on |abscissa| (52-bit scale)
-    double wn[128], fn[128];
-    static constexpr double R = 3.442619855899;
-    Ziggurat() {
-        const double m1 = 0x1.0p52, vn = 9.91256303526217e-3;
-        double dn = R, tn = dn;
-        const double q = vn / std::exp(-0.5 * dn * dn);
-        kn[0] = static_cast<uint64_t>((dn / q) * m1);
-        kn[1] = 0;
-        wn[0] = q / m1;
-        wn[127] = dn / m1;
-        fn[0] = 1.0;
-        fn[127] = std::exp(-0.5 * dn * dn);
-        for (int i = 126; i >= 1; --i) {
-            dn = std::sqrt(-2.0 * std::log(vn / dn + std::exp(-0.5 * dn * dn)));
-            kn[i + 1] = static_cast<uint64_t>((dn / tn) * m1);
-            tn = dn;
-            fn[i] = std::exp(-0.5 * dn * dn);
-            wn[i] = dn / m1;
-        }
-    }
-    static const Ziggurat& get() {
-        static const Ziggurat z;
-        return z;
-    }
-    double sample(BitStream& rs) const {
-        for (;;) {
-            const uint64_t w = rs.u64();
-            const int iz = static_cast<int>(w & 127u);
-            // signed 53-bit abscissa from bits 11-63 (arithmetic shift), disjoint from bits 0-6
-            const int64_t hz = static_cast<int64_t>(w) >> 11;
-            const double x = static_cast<double>(hz) * wn[iz];
-            if (static_cast<uint64_t>(hz < 0 ? -hz : hz) < kn[iz]) return x;
-            if (iz == 0) {  // tail |x| > R
-                double xt, y;
-                do {
-                    xt = -std::log(rs.uniform_pos()) / R;
-                    y = -std::log(rs.uniform_pos());
-                } while (y + y < xt * xt);
-                return hz > 0 ? R + xt : -R - xt;
-            }
-            if (fn[iz] + rs.uniform() * (fn[iz - 1] - fn[iz]) < std::exp(-0.5 * x * x)) return x;
-        }
-    }
-};
-
-template <class T>
-void fill_normal(T* out, int64_t n, BitStream& rs) {
-    const Ziggurat& z = Ziggurat::get();
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(z.sample(rs));
-}
+// The DP-SGD noise is drawn by the package's one sampler family (csrc/random/distributions.hpp,
+// the 52-bit-abscissa normal ziggurat, float32 = the float64 variate rounded once) through the
+// noise fill of dpfast.random (fill_noise); optimizer_step below only adds it.
 
 // ---------------------------------------------------------------------------- optimizers
 

@@ -29,38 +29,35 @@
 #include <vector>
 
 #include "random/bitstream.hpp"
+#include "random/distributions.hpp"
 
 namespace dpf {
 namespace sel {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::int64_t kBlock = 64;
-constexpr std::uint64_t kM = std::uint64_t(1) << 52;  // number of distinct uniforms
+constexpr std::uint64_t kM = kMid52;  // number of distinct uniforms (2^52)
 
-// U = (2m+1) 2^-53 and 1 - U, both exact.
-inline double u_of(std::uint64_t m) { return double(2 * m + 1) * 0x1.0p-53; }
-inline double one_minus_u_of(std::uint64_t m) {
-    return double((std::uint64_t(1) << 53) - 2 * m - 1) * 0x1.0p-53;
-}
-
+// The noise of candidate i: a monotone function of its word's top 52 bits m, from the package's
+// one sampler family (random/distributions.hpp: the same maps as standard_gumbel /
+// standard_exponential / the monotone Laplace, U = (2m+1) 2^-53), with its survival function for
+// the skip threshold.
 // Standard Gumbel: F(t) = exp(-exp(-t)); G = -log(-log U).
 struct GumbelNoise {
-    static double quantile(std::uint64_t m) { return -std::log(-std::log(u_of(m))); }
-    static double survival(double t) { return -std::expm1(-std::exp(-t)); }
+    static double quantile(std::uint64_t m) { return gumbel_quantile52(m); }
+    static double survival(double t) { return gumbel_survival(t); }
 };
 
 // Standard (one-sided) exponential: E = -log(1 - U).
 struct ExponentialNoise {
-    static double quantile(std::uint64_t m) { return -std::log(one_minus_u_of(m)); }
-    static double survival(double t) { return t <= 0.0 ? 1.0 : std::exp(-t); }
+    static double quantile(std::uint64_t m) { return exponential_quantile52(m); }
+    static double survival(double t) { return exponential_survival(t); }
 };
 
 // Standard Laplace by inversion (monotone in U, symmetric: m and 2^52-1-m give +-L).
 struct LaplaceNoise {
-    static double quantile(std::uint64_t m) {
-        return m < (kM >> 1) ? std::log(2.0 * u_of(m)) : -std::log(2.0 * one_minus_u_of(m));
-    }
-    static double survival(double t) { return t < 0.0 ? 1.0 - 0.5 * std::exp(t) : 0.5 * std::exp(-t); }
+    static double quantile(std::uint64_t m) { return laplace_quantile52(m); }
+    static double survival(double t) { return laplace_survival(t); }
 };
 
 // Pre-pass before any random word is drawn: 0 = fine, 1 = NaN, 2 = +-inf, 3 = c * u overflows.

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.calibrate import gaussian_sigma
-from dpfast.random import RandomLike, check_random_state
+from dpfast.random import RandomLike, check_random_state, standard_laplace, standard_normal
 
 #: The calibrations :func:`perturb_noise_scale` offers; each is a proven (eps, delta) guarantee.
 CALIBRATIONS = ("exact",)
@@ -185,9 +185,9 @@ def perturb(
     )
     gen = check_random_state(rng)
     if mech == "gaussian":
-        noise = gen.normal(0.0, 1.0, size=v.size)
+        noise = standard_normal(gen, v.size)
     else:
-        noise = gen.laplace(0.0, 1.0, size=v.size)
+        noise = standard_laplace(gen, v.size)
     return PerturbResult(v + gamma * noise, float(gamma), float(sens), mech, float(epsilon), float(delta))
 
 

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from dpfast import _clip
-from dpfast.random import RandomLike, check_random_state
+from dpfast.random import RandomLike, check_random_state, standard_normal
 
 __all__ = ["clip_gradients", "clipped_sum", "per_example_norms"]
 
@@ -183,10 +183,10 @@ def clipped_sum(
     if noise_multiplier is not None and z > 0:
         gen = check_random_state(rng)
         for s in sums:
-            # 53-bit noise for either dtype: NumPy's float32 normal sampler draws from 32-bit
-            # integers, whose coarse lattice (the leak the DP-SGD kernels were fixed for) would
-            # survive in the float32 sum; the float64 draw is rounded once, when it is added.
-            s += (z * C) * gen.standard_normal(s.shape[0])
+            # The package's normal (52-bit abscissa) in float64 for either dtype: a 32-bit
+            # sampler's coarse lattice (the leak the DP-SGD kernels were fixed for) would survive
+            # in the float32 sum; the float64 draw is rounded once, when it is added.
+            s += (z * C) * standard_normal(gen, s.shape[0])
     out = [s.reshape(shp[1:]) for s, shp in zip(sums, shapes)]
     out = out if is_list else out[0]
     return (out, norms) if return_norms else out

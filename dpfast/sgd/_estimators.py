@@ -50,7 +50,7 @@ from dpfast._base import (
 )
 from dpfast._threads import default_threads, single_threaded_blas
 from dpfast._validation import check_int, check_label_set
-from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
 from dpfast.sgd import _privacy
 
 __all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
@@ -219,7 +219,7 @@ class _DPSGDBase(PrivateEstimator):
                     else:
                         idx = _clip.fixed_sample(cap, n, bs, mark)
                     if noise is not None:
-                        _clip.fill_normal(cap, noise)  # N(0, 1) by ziggurat, same stream
+                        fill_noise(cap, "normal", noise)  # N(0, 1), the one sampler family, same stream
                 ls, nc = step_fn(ws, idx, gsum)
                 loss_sum += ls
                 count += idx.size

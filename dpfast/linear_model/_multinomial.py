@@ -43,6 +43,7 @@ import numpy as np
 
 from dpfast import _multinomial, _threads
 from dpfast.linear_model._certify import certified_descent, check_certifiable
+from dpfast.random import standard_normal
 
 __all__ = ["multinomial_oracle", "minimize_multinomial_certified", "fit_multinomial_output"]
 
@@ -148,7 +149,7 @@ def fit_multinomial_output(X, y, n_classes: int, cal, *, smoothness_factor: floa
         smoothness_factor=smoothness_factor, sample_weight=sample_weight)
     W = np.array(W, dtype=np.float64, copy=True)
     if noise:
-        W += cal.sigma_out * gen.standard_normal(W.size)
+        W += cal.sigma_out * standard_normal(gen, W.size)  # the package's one Gaussian sampler
     return W.reshape(-1, int(n_classes)), gnorm, n_iter, used
 
 

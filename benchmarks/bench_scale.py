@@ -197,7 +197,7 @@ def bench_out_of_core(gb: float, d: int, chunk_rows: int, path: str, mem_limit_g
         res["ooc_cache_dropped"] = True
     except OSError:
         res["ooc_cache_dropped"] = False
-    from dpfast._dask_utils import read_npy_rows
+    from dpfast.io import read_npy_rows
 
     if mem_limit_gb:  # page cache + process memory capped below the file size (cgroup v1)
         cg = "/sys/fs/cgroup/memory/dpfast_bench_scale"

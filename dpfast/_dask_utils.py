@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "read_npy_rows"]
+__all__ = ["is_dask_collection", "active_client", "scatter_chunks"]
 
 
 def is_dask_collection(X) -> bool:
@@ -91,34 +91,38 @@ def _chunk_name(k: int, starts) -> str:
     return f"chunk {k} (rows {starts[k]}..{starts[k + 1] - 1})"
 
 
+def active_client():
+    """The distributed Client of the current context, or None (no distributed scheduler).
 
-
-def _read_rows(path: str, a: int, b: int):
-    # a view of the memory-mapped file (no copy: the pages are read when the kernel touches them)
-    return np.load(path, mmap_mode="r")[a:b]
-
-
-def read_npy_rows(path: str, chunk_rows: int):
-    """A dask Array over the rows of a 2-d ``.npy`` file, read chunk by chunk from a memory map.
-
-    ``dask.array.from_array(np.load(path, mmap_mode="r"))`` copies the whole array into memory
-    (dask calls ``.copy()`` on array-likes), which defeats out-of-core fitting; here every chunk
-    is a task that maps the file and returns a view of its rows, so memory stays bounded by the
-    chunks in flight and the file is streamed once per pass.
+    Per-row vectors (labels, weights) go to the workers with ``Client.scatter`` when there is
+    one: a NumPy array wrapped in ``dask.delayed`` travels inside the graph, through the
+    scheduler, which dask advises against for data of more than a few MB.
     """
+    if "distributed" not in sys.modules:
+        return None
+    try:
+        from distributed import get_client
+        return get_client()
+    except (ImportError, ValueError):  # ValueError: no client in this context
+        return None
+
+
+def scatter_chunks(v, starts, dtype=None) -> list:
+    """``v[starts[k]:starts[k+1]]`` for every row chunk k, held by the cluster (None: Nones).
+
+    With a distributed Client the pieces are scattered to every worker (``broadcast=True``: a
+    lost worker leaves a copy, so a fit survives it; the pieces are one number per row, small
+    next to X).  Without one (threaded or synchronous scheduler) they are persisted delayed
+    values.  Either way each later pass refers to them by key and sends no data.
+    """
+    k = len(starts) - 1
+    if v is None:
+        return [None] * k
     import dask
-    import dask.array as da
 
-    from dpfast._validation import check_int
+    pieces = [np.ascontiguousarray(v[a:b], dtype=dtype) for a, b in zip(starts[:-1], starts[1:])]
+    client = active_client()
+    if client is not None:
+        return list(client.scatter(pieces, broadcast=True, hash=True))
+    return list(dask.persist(*[dask.delayed(p, pure=True) for p in pieces]))
 
-    chunk_rows = check_int(chunk_rows, "chunk_rows")
-    mm = np.load(path, mmap_mode="r")
-    if mm.ndim != 2:
-        raise ValueError(f"{path} holds a {mm.ndim}-d array; a 2-d (n_samples, n_features) array is needed")
-    n, d = mm.shape
-    dtype = mm.dtype
-    del mm
-    parts = [da.from_delayed(dask.delayed(_read_rows, pure=True)(str(path), a, min(a + chunk_rows, n)),
-                             (min(a + chunk_rows, n) - a, d), dtype)
-             for a in range(0, n, chunk_rows)]
-    return da.concatenate(parts, axis=0)

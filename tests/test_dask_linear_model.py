@@ -17,7 +17,7 @@ import dask  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpfast.linear_model import LinearRegression, LogisticRegression  # noqa: E402
-from dpfast._dask_utils import read_npy_rows  # noqa: E402
+from dpfast.io import read_npy_rows  # noqa: E402
 from dpfast.linear_model import _dask  # noqa: E402
 
 REL = 1e-6

@@ -11,7 +11,8 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   chunk raises ``ValueError`` naming the chunk and its rows, before anything is calibrated,
   charged or drawn.
 * Labels and sample weights (one number per row) are gathered to the client, validated there
-  by the estimator's ``fit`` exactly as for NumPy input, and scattered back once per model.
+  by the estimator's ``fit`` exactly as for NumPy input, and scattered back once per model
+  (``Client.scatter`` to every worker under distributed, not inside a graph).
 * The calibration, the budget charge and every noise draw are the estimator's in-memory code
   (``_fit_problems`` and :func:`~dpfast.linear_model._mechanisms._fit_calibrated`), run on the
   client from ``random_state``.  Only the minimisation differs: the native L-BFGS of the
@@ -40,7 +41,7 @@ recomputes the lost chunks (the usual case: the graph holds their lineage) the e
 returns the same numbers and the fit the same model.
 
 Out of core: a ``.npy`` larger than memory is read chunk by chunk through
-:func:`dpfast._dask_utils.read_npy_rows` (memory-mapped views; ``dask.array.from_array`` would
+:func:`dpfast.io.read_npy_rows` (memory-mapped views; ``dask.array.from_array`` would
 copy a memmap whole), or from zarr/HDF5 through dask's own readers; memory then holds the chunks
 in flight, two float64 per row (row scale, squared norm) and the labels.
 
@@ -69,7 +70,7 @@ import math
 
 import numpy as np
 
-from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection
+from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection, scatter_chunks
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
            "DaskRows"]
@@ -172,13 +173,9 @@ class DaskDesign:
         dask.compute(*[dask.delayed(len)(a) for a in self._aux])  # a bad chunk raises here
 
     def _scatter(self, v):
-        """A client vector cut into X's row chunks, as delayed pieces held by the cluster."""
-        if v is None:
-            return [None] * len(self.rows.row_chunks)
+        """A client vector cut into X's row chunks, held by the cluster (``scatter_chunks``)."""
         starts = np.concatenate([[0], np.cumsum(self.rows.row_chunks)])
-        parts = [self._dask.delayed(np.ascontiguousarray(v[a:b], dtype=np.float64), pure=True)
-                 for a, b in zip(starts[:-1], starts[1:])]
-        return list(self._dask.persist(*parts))
+        return scatter_chunks(v, starts, np.float64)
 
     def oracle(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta):
         """``fg(theta) -> (F, grad F)``: one Dask graph per call, partial sums added in chunk order."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection
+from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection, scatter_chunks
 # Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
 # by chunk): one home.
 from dpfast.linear_model._dask import decision_function, predict, predict_proba, score  # noqa: F401
@@ -105,13 +105,7 @@ def fit(est, X, y, *, budget=None):
     P = d * K + (K if fi else 0)
     theta = np.zeros(P, dtype)
 
-    def cut(v):
-        if v is None:
-            return [None] * len(blocks)
-        return list(dask.persist(*[dask.delayed(np.ascontiguousarray(v[a:b]), pure=True)
-                                   for a, b in zip(starts[:-1], starts[1:])]))
-
-    yrs, yls = cut(yr_all), cut(yl_all)
+    yrs, yls = scatter_chunks(yr_all, starts), scatter_chunks(yl_all, starts)
     C = float(est.max_norm)
 
     def step(ws, idx, gsum):

@@ -178,10 +178,12 @@ def objective_perturbation_epsilon(
 # RDP (Theorem 3.2)
 # --------------------------------------------------------------------------------------------
 def _check_orders(orders) -> np.ndarray:
-    a = np.asarray(orders, dtype=np.float64)
-    if a.size == 0 or np.isnan(a).any() or not (a > 1).all():
-        raise ValueError(f"RDP orders must be > 1, got {orders!r}")
-    return a
+    """:func:`dpfast.accounting.rdp.check_orders` (the one validator of RDP orders), keeping a
+    scalar order 0-d so that the curves below return a float for it."""
+    from dpfast.accounting.rdp import check_orders  # rdp imports this module's curves lazily
+
+    a = check_orders(orders)
+    return a.reshape(()) if orders is not None and np.ndim(orders) == 0 else a
 
 
 def _log_mgf_abs_normal_over(orders: np.ndarray, s: float) -> np.ndarray:

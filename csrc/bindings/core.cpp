@@ -46,6 +46,13 @@ void add_noise_impl(py::capsule cap, out_array<T> out, py::object values, carray
     }
 }
 
+// One N(0, 1) variate (the scalar Gaussian mechanism): the value a fill of length 1 gives, on the
+// same words, without the array set-up (about 1 us a call instead of 3).
+double normal1_impl(py::capsule cap) {
+    dpf::BitStream rs(bitgen_from_capsule(cap));
+    return dpf::standard_normal(rs);
+}
+
 // Randomized response; `thr` holds floor(P(flip) 2^64), 1 or n entries.  Values must be
 // in {0, 1} (binary) or [0, k) (k-ary); Python validates them.  A bad value cannot make the
 // kernel read or write out of bounds (values are never used as indices), so it is not
@@ -110,6 +117,8 @@ PYBIND11_MODULE(_core, m) {
     m.def("add_gumbel", &add_noise_impl<float, dpf::GumbelDist>, py::arg("bitgen"),
           py::arg("out").noconvert(), py::arg("values"), py::arg("scale"), py::arg("n_threads") = 1,
           "out = values + scale * Gumbel(0, 1) noise (float32)");
+    m.def("normal1", &normal1_impl, py::arg("bitgen"),
+          "one N(0, 1) variate: output 0 of add_normal with one element, on the same words");
     m.def("rr_binary", &rr_binary_impl, py::arg("bitgen"), py::arg("out").noconvert(), py::arg("bits"),
           py::arg("thr"), "binary randomized response: out = bits ^ (word < thr)");
     m.def("rr_kary", &rr_kary_impl, py::arg("bitgen"), py::arg("out").noconvert(), py::arg("values"),

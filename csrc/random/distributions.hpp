@@ -166,6 +166,15 @@ inline double normal_slow(const NormalZiggurat& z, uint64_t w, BitStream& rs) {
     }
 }
 
+// One N(0, 1) draw from the stream: the first word, then more only if the ziggurat rejects it
+// (exactly output 0 of a noise fill of length 1).
+inline double standard_normal(BitStream& rs) {
+    const NormalZiggurat& z = normal_ziggurat();
+    const uint64_t w = rs.u64();
+    double x;
+    return normal_fast(z, w, x) ? x : normal_slow(z, w, rs);
+}
+
 // ---------------------------------------------------------------------------------------
 // Distribution policies for the noise fill (noise_fill.hpp): fast(w, out) maps one word,
 // returning false when the variate needs more words; slow(w, rs) finishes it from the stream.

@@ -15,8 +15,8 @@ seed gives the same output on every run; a scalar input gives exactly the value 
 array gives.  For Laplace noise, output ``i`` is a function of the ``i``-th 64-bit word of the
 stream alone, so ``n`` scalar calls on one Generator reproduce one call of length ``n`` (a call
 on Python floats skips the kernel and evaluates the same formula on the same word in Python:
-same double, about 1 microsecond; Gaussian calls on Python floats likewise run the kernel's
-ziggurat in Python on the same words).
+same double, about 1 microsecond; Gaussian calls on Python floats draw one variate from the
+kernel's sampler through a scalar binding, the same words and double as a 1-element array).
 For Gaussian noise (a 256-layer ziggurat), output ``i`` is a function of word ``i`` except for
 the about 1.2% of outputs whose first word the ziggurat rejects: those are finished, in index
 order, with the words that follow the first ``n`` (csrc/samplers/continuous.hpp, add_noise).
@@ -182,54 +182,6 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
                                                       sensitivity, scale, shape))
 
 
-_ZIG_R = 3.6541528853610087963519472518
-_ZIG_INV_R = 0.27366123732975827203338247596
-_ZIG_V = 4.92867323399e-3
-_ZIG = None
-
-
-def _ziggurat_tables():
-    """The kernel's ziggurat tables (NormalZiggurat in csrc/samplers/continuous.hpp), computed
-    by the same recursion with the same libm: identical doubles."""
-    global _ZIG
-    if _ZIG is None:
-        r, v, m = _ZIG_R, _ZIG_V, 2.0**52
-        k, w, f = [0] * 256, [0.0] * 256, [0.0] * 256
-        dn = tn = r
-        q = v / math.exp(-0.5 * dn * dn)
-        k[0], k[1], w[0], w[255] = int((dn / q) * m), 0, q / m, dn / m
-        f[0], f[255] = 1.0, math.exp(-0.5 * dn * dn)
-        for i in range(254, 0, -1):
-            dn = math.sqrt(-2.0 * math.log(v / dn + math.exp(-0.5 * dn * dn)))
-            k[i + 1] = int((dn / tn) * m)
-            tn = dn
-            f[i] = math.exp(-0.5 * dn * dn)
-            w[i] = dn / m
-        _ZIG = (k, w, f)
-    return _ZIG
-
-
-def _py_std_normal(bg) -> float:
-    """One N(0, 1) draw exactly as the kernel's add_noise with n = 1 (normal_fast, then
-    normal_slow on the following words); used for Python-float scalar calls."""
-    k, w, f = _ziggurat_tables()
-    word = int(bg.random_raw())
-    while True:
-        idx, neg, rabs = word & 0xFF, (word >> 8) & 1, (word >> 9) & 0xFFFFFFFFFFFFF
-        x = rabs * w[idx]
-        if rabs < k[idx]:
-            return -x if neg else x
-        if idx == 0:
-            while True:
-                xx = -_ZIG_INV_R * math.log1p(-((int(bg.random_raw()) >> 11) * _TWO_M53))
-                yy = -math.log1p(-((int(bg.random_raw()) >> 11) * _TWO_M53))
-                if yy + yy > xx * xx:
-                    return -(_ZIG_R + xx) if neg else _ZIG_R + xx
-        if (f[idx - 1] - f[idx]) * ((int(bg.random_raw()) >> 11) * _TWO_M53) + f[idx] < math.exp(-0.5 * x * x):
-            return -x if neg else x
-        word = int(bg.random_raw())
-
-
 def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delta: float,
              rng: RandomLike = None, calibration: str = "analytic", *,
              budget: Optional["PrivacyBudget"] = None) -> Result:
@@ -282,12 +234,15 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
     """
     if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL \
             and math.isfinite(values):
-        # Python-scalar fast path: the kernel's ziggurat in Python, same words, same double.
+        # Python-scalar fast path: one variate from the kernel's sampler without the array
+        # set-up (_core.normal1: output 0 of add_normal with one element, same words, same double).
         sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)  # validates
         if type(sigma) is float and sigma <= _MAX_SCALE_F64:
             gen = check_random_state(rng)
             _events.charge(budget, "gaussian", _events.gaussian_event, float(sensitivity), sigma, ())
-            return np.float64(values + sigma * _py_std_normal(gen.bit_generator))
+            with native_stream(gen) as cap:
+                z = _core.normal1(cap)
+            return np.float64(values + sigma * z)
     x = check_values(values)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
     shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma (sensitivity, epsilon)"))

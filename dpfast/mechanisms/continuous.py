@@ -44,11 +44,10 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
-from dpfast._threads import default_threads
 from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import RandomLike, check_random_state, native_stream, noise_threads
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -60,13 +59,6 @@ _PY_REAL = (float, int)
 _TWO_M53 = 2.0**-53
 _MAX_NOISE_UNITS = 40.0
 _MAX_SCALE_F64 = float(np.finfo(np.float64).max) / _MAX_NOISE_UNITS
-
-
-def _n_threads(n: int) -> int:
-    """Threads for a kernel call on n values (1 below two blocks: nothing to share)."""
-    if n <= _core.NOISE_BLOCK:
-        return 1
-    return default_threads()
 
 
 def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale",
@@ -106,7 +98,7 @@ def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, w
         values = np.ascontiguousarray(values, dtype=dtype)
     out = np.empty(shape, dtype=dtype)
     with native_stream(gen) as cap:
-        kernel(cap, out, values, scale_arr, _n_threads(out.size))
+        kernel(cap, out, values, scale_arr, noise_threads(out.size))
     return out if out.ndim else out[()]
 
 

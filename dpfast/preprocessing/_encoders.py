@@ -125,7 +125,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             self._record_release(None, 0.0, 0.0, "public")
         else:
             eps, delta = params
-            from dpfast.tables._aggregate import selection_threshold  # the one home of the formula
+            from dpfast.tables._selection import selection_threshold  # the one home of the formula
 
             tau = selection_threshold(d, eps, delta)
             event = ApproxDP(eps, delta)

@@ -47,7 +47,7 @@ import numpy as np
 
 from dpfast._validation import check_epsilon, check_positive
 from dpfast.public._oracles import as_hypothesis, stump_oracle, threshold_oracle
-from dpfast.random import RandomLike, check_random_state
+from dpfast.random import RandomLike, check_random_state, standard_exponential
 
 __all__ = ["RRSPMResult", "rrspm", "rrspm_weight_scale", "rrspm_public_size"]
 
@@ -169,7 +169,7 @@ def rrspm(
     fn = _resolve_oracle(oracle, p)
     gen = check_random_state(rng)
     ytil = gen.integers(0, 2, size=m)
-    w = gen.exponential(b, size=m)
+    w = b * standard_exponential(gen, m)  # Exp(scale b) from the package's one sampler family
     X_all = np.concatenate([Xp, Z], axis=0)
     y_all = np.concatenate([y.astype(np.int64), ytil])
     w_all = np.concatenate([np.ones(n), w])

@@ -70,3 +70,106 @@ def test_dask_bad_values_raise_before_the_charge(client):
         aggregate(dd.from_pandas(df, npartitions=2), "u", "g", {"s": ("sum", "x")}, {"x": (0, 1)},
                   epsilon=1.0, delta=1e-6, budget=budget)
     assert len(budget.ledger) == 0
+
+
+# ---- no shuffle when no unit spans two partitions (proved from the data) ---------------------
+
+from dpfast.tables import _dask as tdask  # noqa: E402
+from dpfast.tables._aggregate import _plan, merge_stats  # noqa: E402
+
+KW = dict(metrics=METRICS, bounds={"x": (0.0, 200.0)}, max_groups_per_unit=2, max_rows_per_group=3, epsilon=1.0,
+          delta=1e-6)
+
+
+@pytest.fixture
+def shuffles(monkeypatch):
+    """Counts the calls of the shuffle by unit (made on the client)."""
+    calls = []
+    real = tdask.shuffle_by_unit
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(tdask, "shuffle_by_unit", spy)
+    return calls
+
+
+@pytest.mark.parametrize("layout", ["set_index", "hash_partitioned", "string_units_hash_partitioned"])
+def test_unit_partitioned_frames_skip_the_shuffle_and_equal_pandas(client, shuffles, layout):
+    df = _table(60_000, seed=4)
+    if layout == "string_units_hash_partitioned":
+        df["u"] = "user-" + df["u"].astype(str)
+    a = aggregate(df, "u", "g", rng=11, **KW)
+    ddf = dd.from_pandas(df.sample(frac=1.0, random_state=2), npartitions=4)
+    ddf = ddf.set_index("u") if layout == "set_index" else ddf.shuffle(on="u")
+    b = aggregate(ddf, "u", "g", rng=11, **KW)
+    assert shuffles == []  # the fast path ran
+    assert len(a) > 0
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    if layout == "set_index":  # a pandas frame indexed by the unit is accepted the same way
+        pd.testing.assert_frame_equal(a, aggregate(df.set_index("u"), "u", "g", rng=11, **KW), check_exact=True)
+
+
+def _spanning_frame():
+    """Two partitions with disjoint units except unit 50, which has 3 rows of group 0 in each."""
+    r = np.random.default_rng(5)
+    n = 4000
+    part_a = pd.DataFrame({"u": r.integers(0, 100, n), "g": r.integers(0, 4, n), "x": r.uniform(0, 200, n)})
+    part_b = pd.DataFrame({"u": r.integers(100, 200, n), "g": r.integers(0, 4, n), "x": r.uniform(0, 200, n)})
+    part_a = part_a[part_a.u != 50]
+    extra = pd.DataFrame({"u": [50] * 3, "g": [0] * 3, "x": [10.0, 20.0, 30.0]})
+    part_a = pd.concat([part_a, extra], ignore_index=True)
+    part_b = pd.concat([part_b, extra.assign(x=[40.0, 50.0, 60.0])], ignore_index=True)
+    return part_a, part_b
+
+
+def test_one_unit_spanning_two_partitions_takes_the_shuffle(client, shuffles):
+    part_a, part_b = _spanning_frame()
+    df = pd.concat([part_a, part_b], ignore_index=True)
+    ddf = dd.concat([dd.from_pandas(part_a, npartitions=1), dd.from_pandas(part_b, npartitions=1)])
+    assert ddf.npartitions == 2
+    # the unit ranges overlap ([0, 99] and [50, 199]) and unit 50 is among the smallest keys of both
+    assert not tdask.units_confined(ddf, "u")
+    kw = dict(KW, groups=[0, 1, 2, 3], metrics={"n": "count"})
+    a = aggregate(df, "u", "g", rng=3, **kw)
+    b = aggregate(ddf, "u", "g", rng=3, **kw)
+    assert shuffles == [1]
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+    # Why the check matters: bounding each partition on its own (the fast path, forced) keeps
+    # unit 50's 3 rows of group 0 in BOTH partitions, 6 > max_rows_per_group = 3 contributions.
+    plan = _plan(df.columns, "u", "g", {"n": "count"}, None, 2, 3, 1.0, 1e-6, [0, 1, 2, 3], "laplace", None,
+                 None, "truncated_geometric", None)
+    index = pd.Index([0, 1, 2, 3], name="g")
+
+    def group0_count(parts):
+        return int(merge_stats([tdask._partition_stats(p, plan, index, 99) for p in parts])["count"][0])
+
+    without_a, without_b = part_a[part_a.u != 50], part_b[part_b.u != 50]
+    forced = group0_count([part_a, part_b]) - group0_count([without_a, without_b])
+    assert forced == 6
+    # whereas with the unit's rows in one place its contribution is capped at 3
+    together = group0_count([df]) - group0_count([pd.concat([without_a, without_b])])
+    assert together == 3
+
+
+def _two_parts(a, b):
+    return dd.concat([dd.from_pandas(pd.DataFrame({"u": a}), npartitions=1),
+                      dd.from_pandas(pd.DataFrame({"u": b}), npartitions=1)])
+
+
+@pytest.mark.parametrize("a, b, confined", [
+    ([1, 2, 3], [4, 5], True),                        # disjoint ranges (tier 1)
+    ([1, 5, 9], [2, 6, 10], True),                    # interleaved ranges, disjoint sets (tier 2)
+    ([1, 5, 9], [2, 5, 10], False),                   # 5 in both
+    (list(range(0, 200, 2)), list(range(1, 200, 2)) + [198], False),  # shared key beyond the bottom 64
+    ([0.0, 3.0], [-0.0, 2.0], False),                 # -0.0 == 0.0: one unit
+    (["a", "c"], ["b", "d"], True),
+    (["a", "c"], ["c", "d"], False),
+    ([1, "a"], [2, "b"], False),                      # mixed object values: no exact key, shuffle
+    ([1, 2], [], True),                               # an empty partition
+])
+def test_units_confined_is_exact(a, b, confined):
+    # convert-string off: the mixed object column stays objects (1 and "a"), as in pandas
+    with __import__("dask").config.set({"scheduler": "sync", "dataframe.convert-string": False}):
+        assert tdask.units_confined(_two_parts(a, b), "u") is confined

@@ -758,17 +758,21 @@ def aggregate(
     """
     if not (isinstance(df, pd.DataFrame) or _is_dask(df)):
         raise TypeError(f"df must be a pandas.DataFrame or a dask.dataframe.DataFrame, got {type(df).__name__}")
+    if isinstance(privacy_unit, str) and privacy_unit not in df.columns and df.index.name == privacy_unit:
+        # a frame indexed by the unit (df.set_index(privacy_unit)): the index as a column; for Dask
+        # this keeps the partitions, whose unit ranges then prove the shuffle unnecessary
+        df = df.reset_index()
     plan = _plan(df.columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_rows_per_group,
                  epsilon, delta, groups, noise, weights, ci_level, selection, granularity)
     threads = default_threads() if n_threads is None else check_threads(n_threads)
     gen = check_random_state(rng)
     if _is_dask(df):
         from dpfast.tables._dask import prepare_dask, stats_dask
-        index = prepare_dask(df, plan)  # one pass: bad values raise here, before the charge
+        index, summaries = prepare_dask(df, plan)  # one pass: bad values raise here, before the charge
         event = _event(plan["budget"])
         charge_budget(budget, event, label="tables.aggregate")
         seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
-        st = stats_dask(df, plan, index, seed)
+        st = stats_dask(df, plan, index, seed, summaries)
     else:
         ucodes, ukeys, gcodes, index, values = _prepare_pandas(df, plan)
         event = _event(plan["budget"])

@@ -1,13 +1,33 @@
 """Dask DataFrame input of :func:`dpfast.tables.aggregate`.
 
-Two passes over the data.  The first validates the values (NaN units / values raise) and
-collects the distinct group keys, before the budget is charged.  The second shuffles the rows
-by privacy unit (so that each unit's rows sit in one partition), runs the native bounding and
-summing kernel on every partition on the workers, and returns per-group partial statistics,
-which are merged exactly (double-double sums, 128-bit lattice sums).  Bounding priorities
-depend only on a unit's own rows and public keys (``csrc/tables/aggregate.hpp``), so the
-merged statistics -- and the released frame, whose noise is drawn on the client in the same
-order as for pandas input -- equal those of the same table given as pandas.
+Two passes over the data.  The first validates the values (NaN units / values raise), collects
+the distinct group keys and summarises each partition's privacy units, before the budget is
+charged.  The second runs the native bounding and summing kernel on every partition on the
+workers and returns per-group partial statistics, which are merged exactly (double-double sums,
+128-bit lattice sums).  Bounding priorities depend only on a unit's own rows and public keys
+(``csrc/tables/aggregate.hpp``), so when every unit's rows sit in one partition the merged
+statistics -- and the released frame, whose noise is drawn on the client in the same order as
+for pandas input -- equal those of the same table given as pandas.
+
+Which partitions the kernel runs on (:func:`units_confined`):
+
+* **No unit spans two partitions** (proved from the data, never assumed): the kernel runs on the
+  partitions as they are, no shuffle.  Proof, tier 1: the partitions' ``[min, max]`` ranges of
+  the unit column are pairwise disjoint (sorted by min, each max is strictly below the next
+  min), so no value lies in two partitions -- the case of a frame indexed or sorted by the unit
+  (``set_index(privacy_unit)``).  Tier 2, when the ranges overlap (e.g. a frame hash-partitioned
+  by unit): each partition's sorted distinct unit keys are gathered (a second pass) and the total
+  count of keys must equal the number of distinct keys.  Keys are injective on unit values
+  (:func:`_check_keys`: integers and datetimes as themselves, floats by their bits with -0.0 =
+  0.0, strings by a 64-bit hash -- distinct hashes imply distinct strings), so disjoint key sets
+  are disjoint unit sets.  Before tier 2 a cheap refutation: the 64 smallest distinct keys of
+  each partition (from the first pass); if two of these sets meet, the frame is shuffled without
+  tier 2 (a shared key may be a shared unit).  A hash collision can only send a frame to the
+  shuffle, never let a unit through twice.  Partitions of different unit dtypes, and object
+  columns of mixed types (where 1 and 1.0 are one unit), are always shuffled.  No sketch or
+  sampling decides for the fast path: each tier that accepts is an exact proof.
+* **Otherwise** the rows are shuffled by privacy unit first (only the unit, the group code as a
+  compact integer, and the value columns; rows outside public ``groups`` dropped before).
 """
 from __future__ import annotations
 
@@ -18,9 +38,92 @@ import pandas as pd
 from dpfast.tables._aggregate import (bounded_stats, canonical_groups, group_codes, merge_stats, public_groups,
                                       unit_codes, value_matrix)
 
+_BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
+_GCODE = "__dpfast_group_code__"
 
-def prepare_dask(ddf, plan: dict) -> pd.Index:
-    """Validation pass; returns the group index (canonical, or the public groups)."""
+
+def _check_keys(col: pd.Series):
+    """(type tag, sorted distinct 64-bit keys) of a partition's unit values, or (None, None) when
+    the values have no exact key here.  Keys are injective on the values as pandas' factorize
+    tells them apart: integers (and booleans, datetimes) by their 64-bit value, floats by the bits
+    of ``x + 0.0`` (-0.0 and 0.0 are one unit; NaN was refused), strings by a 64-bit hash of the
+    string (distinct hashes, distinct strings; a collision only costs the shuffle).  Other object
+    values (mixed types, where 1 and 1.0 are one unit but format differently) get no key."""
+    v = pd.unique(col.to_numpy())
+    kind = v.dtype.kind
+    if kind in "iub":
+        return str(v.dtype), np.unique(v.astype(np.int64).view(np.uint64))
+    if kind in "mM":
+        return str(v.dtype), np.unique(v.view(np.int64).view(np.uint64))
+    if kind == "f":
+        return str(v.dtype), np.unique((v.astype(np.float64) + 0.0).view(np.uint64))
+    if kind in "OUT" and pd.api.types.infer_dtype(v, skipna=False) in ("string", "empty"):
+        return "str", np.unique(pd.util.hash_array(np.asarray(v, dtype=object), categorize=False))
+    return None, None
+
+
+def _unit_summary(col: pd.Series):
+    """Per partition: (type tag, (min, max), its ``_BOTTOM_K`` smallest distinct keys); an empty
+    partition gives ("empty", None, no keys)."""
+    if len(col) == 0:
+        return "empty", None, np.zeros(0, dtype=np.uint64)
+    tag, keys = _check_keys(col)
+    if tag is None:
+        return None, None, None
+    return tag, (col.min(), col.max()), keys[:_BOTTOM_K]
+
+
+def _per_partition(col, fn):
+    """A Dask Series with one object per partition: ``fn(partition)``."""
+    return col.map_partitions(lambda part: pd.Series([fn(part)], dtype=object), meta=(None, object))
+
+
+def _ranges_disjoint(spans) -> bool:
+    """Tier 1: the (min, max) ranges of the non-empty partitions are pairwise disjoint."""
+    try:
+        order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+        return all(bool(spans[a][1] < spans[b][0]) for a, b in zip(order, order[1:]))
+    except TypeError:  # no common order
+        return False
+
+
+def _keys_disjoint(key_sets) -> bool:
+    """True iff no key occurs in two of the (each duplicate-free) key arrays."""
+    allk = np.concatenate([np.asarray(k, dtype=np.uint64) for k in key_sets])
+    return np.unique(allk).size == allk.size
+
+
+def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
+    """True iff, proved from the data, no privacy unit has rows in two partitions of ``ddf``.
+
+    ``summaries``: the per-partition ``_unit_summary`` results (computed here when None).  Tier 1
+    (ranges), refutation (bottom keys), tier 2 (all keys): see the module docstring.  False
+    (shuffle) whenever a proof is not available: partitions of different unit dtypes, unit
+    values without an exact key, or keys shared between partitions.
+    """
+    if ddf.npartitions <= 1:
+        return True
+    if summaries is None:
+        summaries = _per_partition(ddf[privacy_unit], _unit_summary).compute()
+    summaries = [s for s in summaries if s[0] != "empty"]
+    if len(summaries) <= 1:
+        return True
+    tags = {s[0] for s in summaries}
+    if None in tags or len(tags) != 1:
+        return False
+    if _ranges_disjoint([s[1] for s in summaries]):
+        return True
+    if not _keys_disjoint([s[2] for s in summaries]):
+        return False
+    full = _per_partition(ddf[privacy_unit], _check_keys).compute()
+    full = [f for f in full if f[1] is None or f[1].size]
+    if len({t for t, _ in full}) != 1 or full[0][0] is None:
+        return False
+    return _keys_disjoint([k for _, k in full])
+
+
+def prepare_dask(ddf, plan: dict):
+    """Validation pass: (group index -- canonical, or the public groups --, unit summaries)."""
     pu, by_cols, vcols = plan["privacy_unit"], plan["by_cols"], plan["value_cols"]
     for col in vcols:
         dt = ddf.dtypes[col]
@@ -29,29 +132,61 @@ def prepare_dask(ddf, plan: dict) -> pd.Index:
     todo = [ddf[pu].isna().any()] + [ddf[c].isna().any() for c in vcols]
     if plan["groups"] is None:
         todo.append(ddf[by_cols].drop_duplicates(split_out=1))  # small: no shuffle
+    if ddf.npartitions > 1:
+        todo.append(_per_partition(ddf[pu], _unit_summary))
     res = dask.compute(*todo)
+    summaries = list(res[-1]) if ddf.npartitions > 1 else []
+    res = res[:len(todo) - (ddf.npartitions > 1)]
     if res[0]:
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
     for col, bad in zip(vcols, res[1:1 + len(vcols)]):
         if bad:
             raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
     if plan["groups"] is not None:
-        return public_groups(plan["groups"], by_cols)
+        return public_groups(plan["groups"], by_cols), summaries
     keys = res[-1]
     uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
-    return canonical_groups(uniq.drop_duplicates(), by_cols)
+    return canonical_groups(uniq.drop_duplicates(), by_cols), summaries
 
 
 def _partition_stats(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int) -> dict:
     ucodes, ukeys = unit_codes(pdf[plan["privacy_unit"]])
-    gcodes = np.ascontiguousarray(group_codes(pdf, plan["by_cols"], index), dtype=np.int64)
+    if _GCODE in pdf.columns:
+        gcodes = np.ascontiguousarray(pdf[_GCODE].to_numpy(), dtype=np.int64)
+    else:
+        gcodes = np.ascontiguousarray(group_codes(pdf, plan["by_cols"], index), dtype=np.int64)
     values = value_matrix(pdf, plan["value_cols"])
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def stats_dask(ddf, plan: dict, index: pd.Index, seed: int) -> dict:
-    """Bounding and per-group sums on the workers, merged on the client."""
-    cols = list(dict.fromkeys([plan["privacy_unit"], *plan["by_cols"], *plan["value_cols"]]))
-    shuffled = ddf[cols].shuffle(on=plan["privacy_unit"]) if ddf.npartitions > 1 else ddf[cols]
-    parts = [dask.delayed(_partition_stats)(d, plan, index, seed) for d in shuffled.to_delayed()]
-    return merge_stats(list(dask.compute(*parts)))
+def _encode_groups(pdf: pd.DataFrame, plan: dict, index: pd.Index, dtype) -> pd.DataFrame:
+    """The columns the kernel needs, the group as a compact code; rows outside ``index`` dropped
+    (the kernel ignores them: dropping them first shrinks the shuffle, not the result)."""
+    g = group_codes(pdf, plan["by_cols"], index)
+    out = pd.DataFrame({plan["privacy_unit"]: pdf[plan["privacy_unit"]].to_numpy(), _GCODE: g.astype(dtype)})
+    for c in plan["value_cols"]:
+        out[c] = pdf[c].to_numpy(dtype=np.float64)
+    return out[g >= 0] if plan["groups"] is not None else out
+
+
+def shuffle_by_unit(ddf, plan: dict, index: pd.Index):
+    """Rows moved so that each unit's rows sit in one partition (only the needed columns)."""
+    pu = plan["privacy_unit"]
+    dtype = np.int16 if len(index) < 2 ** 15 else np.int32 if len(index) < 2 ** 31 else np.int64
+    meta = pd.DataFrame({pu: ddf._meta[pu].to_numpy(), _GCODE: np.zeros(0, dtype=dtype),
+                         **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"]}})
+    enc = ddf.map_partitions(_encode_groups, plan, index, dtype, meta=meta)
+    return enc.shuffle(on=pu, shuffle_method="tasks")
+
+
+def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> dict:
+    """Bounding and per-group sums on the workers, merged on the client; the shuffle by unit
+    only when :func:`units_confined` cannot prove it unnecessary."""
+    pu = plan["privacy_unit"]
+    if units_confined(ddf, pu, summaries):
+        cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
+        parts = ddf[cols]
+    else:
+        parts = shuffle_by_unit(ddf, plan, index)
+    stats = [dask.delayed(_partition_stats)(d, plan, index, seed) for d in parts.to_delayed()]
+    return merge_stats(list(dask.compute(*stats)))

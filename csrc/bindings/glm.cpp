@@ -207,9 +207,17 @@ py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, p
 // Dask path, whose evaluations are Dask graphs.  An exception in fg propagates (nothing is
 // returned); theta is updated in place.
 py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_style> theta, double tol,
-                            int64_t max_iter, int memory) {
+                            int64_t max_iter, int memory, py::object hinv) {
     require(theta.ndim() == 1, "theta must be 1-d");
     const int64_t d = theta.shape(0);
+    const double* ph = nullptr;  // optional diagonal preconditioner: d positive finite entries
+    carray<double> hv;
+    if (!hinv.is_none()) {
+        hv = py::cast<carray<double>>(hinv);
+        require(hv.ndim() == 1 && hv.shape(0) == d, "hinv must have d entries");
+        ph = hv.data();
+        for (int64_t j = 0; j < d; ++j) require(ph[j] > 0.0 && std::isfinite(ph[j]), "hinv must be positive and finite");
+    }
     int64_t n_eval = 0;
     auto f = [&](const double* t, double* g) -> double {
         ++n_eval;
@@ -223,7 +231,7 @@ py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_st
         std::copy(gv.data(), gv.data() + d, g);
         return fv;
     };
-    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory);
+    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory, ph);
     return py::make_tuple(r.n_iter, n_eval, r.status == 0, r.fun, r.grad_norm, r.status);
 }
 
@@ -278,7 +286,7 @@ PYBIND11_MODULE(_glm, m) {
           py::arg("loss"), py::arg("delta"), py::arg("sq"), py::arg("clip"), py::arg("rscale"), py::arg("icpt"), py::arg("theta"),
           py::arg("nthreads"));
     m.def("minimize_callable", &minimize_callable, py::arg("fg"), py::arg("theta").noconvert(), py::arg("tol"),
-          py::arg("max_iter"), py::arg("memory"));
+          py::arg("max_iter"), py::arg("memory"), py::arg("hinv") = py::none());
     m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));
     m.def("constants", &constants, py::arg("loss"), py::arg("delta"));
     m.attr("has_avx2") = dpf::solvers::use_avx2();

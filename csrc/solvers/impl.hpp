@@ -540,7 +540,11 @@ struct LineSearch {
             if (std::fabs(w) <= 1e-16 * std::max(1.0, std::fabs(lo))) break;
             double t = cubic_min(lo, flo, dlo, hi, fhi, dhi);
             const double a = std::min(lo, hi), b = std::max(lo, hi), m = 0.1 * (b - a);
-            if (!(t >= a + m && t <= b - m)) t = 0.5 * (lo + hi);
+            // safeguard: a cubic step outside [a + m, b - m] is moved to the nearer end of it, not
+            // to the midpoint (a minimiser close to lo, typical after an overshoot in one stiff
+            // direction, is then reached in a few evaluations instead of one halving each)
+            if (!std::isfinite(t)) t = 0.5 * (lo + hi);
+            else t = std::min(std::max(t, a + m), b - m);
             eval(t);
             if (!armijo(t) || (ft >= flo && !(ft <= f0 + epsf && curvature()))) {
                 hi = t;
@@ -567,14 +571,24 @@ struct LineSearch {
     }
 };
 
+// hinv (optional, d entries > 0): a fixed diagonal preconditioner P^-1.  The iterations are
+// then those of L-BFGS on u = P^(1/2) theta (initial inverse Hessian gamma P^-1, Nocedal &
+// Wright 2006, eq. 7.20, with gamma from the latest pair in the u-norm); the stopping rule
+// stays ||grad F(theta)||_2 <= tol in the original coordinates.  hinv == nullptr: plain L-BFGS.
 template <class Fun>
-Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m) {
+Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m, const double* hinv = nullptr) {
     Result res;
     std::vector<double> g(d), p(d), xt(d), gt(d), S((size_t)m * d), Y((size_t)m * d), rho(m), al(m);
     double f = fg(x, g.data());
     double gn = std::sqrt(dotd(g.data(), g.data(), d));
     int k = 0, head = 0;  // stored pairs, next slot
     int64_t it = 0;
+    // u-norms: ||g||_{P^-1}^2 = g^T P^-1 g and ||s||_P^2 = s^T P s
+    auto ginv_norm2 = [hinv, d](const double* v) {
+        double a = 0.0;
+        for (int64_t j = 0; j < d; ++j) a += v[j] * hinv[j] * v[j];
+        return a;
+    };
     while (!stop_status(f, gn, tol, it, max_iter, res.status)) {
         // two-loop recursion: p = -H g
         for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
@@ -586,8 +600,15 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m)
         if (k > 0) {
             const int s = (head - 1 + m) % m;
             const double* ys = &Y[(size_t)s * d];
-            const double gamma = 1.0 / (rho[s] * dotd(ys, ys, d));
-            for (int64_t j = 0; j < d; ++j) p[j] *= gamma;
+            if (hinv) {
+                const double gamma = 1.0 / (rho[s] * ginv_norm2(ys));
+                for (int64_t j = 0; j < d; ++j) p[j] *= gamma * hinv[j];
+            } else {
+                const double gamma = 1.0 / (rho[s] * dotd(ys, ys, d));
+                for (int64_t j = 0; j < d; ++j) p[j] *= gamma;
+            }
+        } else if (hinv) {
+            for (int64_t j = 0; j < d; ++j) p[j] *= hinv[j];
         }
         for (int c = k - 1; c >= 0; --c) {
             const int s = (head - 1 - c + m) % m;
@@ -595,12 +616,19 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m)
             for (int64_t j = 0; j < d; ++j) p[j] += (al[s] - b) * S[(size_t)s * d + j];
         }
         double d0 = dotd(g.data(), p.data(), d);
-        if (!(d0 < 0.0)) {  // not a descent direction: restart from steepest descent
+        if (!(d0 < 0.0)) {  // not a descent direction: restart from (preconditioned) steepest descent
             k = 0;
-            for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
-            d0 = -gn * gn;
+            if (hinv) {
+                for (int64_t j = 0; j < d; ++j) p[j] = -hinv[j] * g[j];
+                d0 = -ginv_norm2(g.data());
+            } else {
+                for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
+                d0 = -gn * gn;
+            }
         }
-        const double t0 = k == 0 ? std::min(1.0, 1.0 / gn) : 1.0;
+        // first step of a steepest-descent direction: length <= 1; preconditioned, the full step
+        // -P^-1 g (P is the Hessian's diagonal where the loss is most curved, e.g. logistic at 0)
+        const double t0 = k == 0 && !hinv ? std::min(1.0, 1.0 / gn) : 1.0;
         LineSearch<Fun> ls{fg, d, x, p.data(), f, d0, xt, gt};
         ls.epsf = 1e-11 * (std::fabs(f) + 1.0);
         const bool ok = ls.run(t0);
@@ -621,7 +649,16 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m)
             yv[j] = gt[j] - g[j];
         }
         const double sy = dotd(sv, yv, d);
-        if (sy > 1e-12 * std::sqrt(dotd(sv, sv, d) * dotd(yv, yv, d)) && sy > 0.0) {
+        double ss, yy;
+        if (hinv) {
+            ss = 0.0;
+            for (int64_t j = 0; j < d; ++j) ss += sv[j] * sv[j] / hinv[j];
+            yy = ginv_norm2(yv);
+        } else {
+            ss = dotd(sv, sv, d);
+            yy = dotd(yv, yv, d);
+        }
+        if (sy > 1e-12 * std::sqrt(ss * yy) && sy > 0.0) {
             rho[head] = 1.0 / sy;
             head = (head + 1) % m;
             k = std::min(k + 1, m);
@@ -879,6 +916,50 @@ double loss_grad_bounded(const View& X, glm::Objective ob, const double* sq, dou
     return ev(th, g);
 }
 
+// Diagonal preconditioner of L-BFGS: hinv_j = 1 / D_j with D_j = alpha + Q_jj + beta sum_i w_i x_ij^2,
+// the diagonal of the bound alpha I + Q + beta X^T W X on the Hessian of F (beta the loss's
+// curvature bound in the margin).  Used for CSR rows, whose column scales follow the feature
+// frequencies and can differ by orders of magnitude (a bias column has n entries, a rare
+// feature a handful); dense rows keep plain L-BFGS (an empty hinv).  Column sums are formed
+// per fixed chunk of rows and reduced in chunk order, so hinv does not depend on the thread count.
+template <class T>
+void precond_diag(const glm::DenseC<T>&, const glm::Objective&, Evaluator<glm::DenseC<T>>&, std::vector<double>& hinv) {
+    hinv.clear();
+}
+template <class T>
+void precond_diag(const glm::DenseF<T>&, const glm::Objective&, Evaluator<glm::DenseF<T>>&, std::vector<double>& hinv) {
+    hinv.clear();
+}
+template <class T, class I>
+void precond_diag(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<glm::CSR<T, I>>& ev,
+                  std::vector<double>& hinv) {
+    const int64_t d = ob.d, dx = X.d;
+    run_chunks(ev.ch.count, ev.nthreads, [&](int64_t k) {
+        double* ck = ev.part.data() + k * d;
+        std::fill(ck, ck + d, 0.0);
+        for (int64_t i = ev.ch.begin(k); i < ev.ch.end(k); ++i) {
+            double wi = ob.w ? ob.w[i] : 1.0;
+            if (ob.rscale) wi *= ob.rscale[i] * ob.rscale[i];
+            for (int64_t p = (int64_t)X.indptr[i]; p < (int64_t)X.indptr[i + 1]; ++p) {
+                const double v = (double)X.data[p];
+                ck[X.indices[p]] += wi * (v * v);
+            }
+            if (ob.icpt != 0.0 && d > dx) ck[dx] += (ob.w ? ob.w[i] : 1.0) * (ob.icpt * ob.icpt);
+        }
+    });
+    double lip, beta;
+    glm::loss_constants(ob.lp, lip, beta);
+    hinv.assign((size_t)d, 0.0);
+    for (int64_t k = 0; k < ev.ch.count; ++k) {
+        const double* ck = ev.part.data() + k * d;
+        for (int64_t j = 0; j < d; ++j) hinv[j] += ck[j];
+    }
+    for (int64_t j = 0; j < d; ++j) {
+        const double D = ob.alpha + (ob.Q ? ob.Q[j * d + j] : 0.0) + beta * hinv[j];
+        hinv[j] = (D > 0.0 && std::isfinite(D)) ? 1.0 / D : 1.0;  // an empty column without ridge: no scaling
+    }
+}
+
 template <class View>
 Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bitgen_t* bg) {
     Result res;
@@ -891,7 +972,9 @@ Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bit
     Evaluator<View> ev(X, ob, o.nthreads);
     if (o.method == 0) {
         auto fg = [&ev](const double* t, double* g) { return ev(t, g); };
-        res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory));
+        std::vector<double> hinv;
+        precond_diag(X, ob, ev, hinv);
+        res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory), hinv.empty() ? nullptr : hinv.data());
     } else {
         double lip, smooth;
         glm::loss_constants(ob.lp, lip, smooth);

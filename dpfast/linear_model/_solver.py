@@ -18,9 +18,11 @@ the returned ``coef``; ``converged`` is ``grad_norm <= tol``.  Callers that need
 guarantee must check ``converged`` (a solver that did not reach tol returns
 ``converged=False``; it never pretends).
 
-Solvers: ``"lbfgs"`` (L-BFGS, memory 10, strong-Wolfe line search with cubic interpolation,
-Nocedal & Wright Alg. 3.5/3.6, accepting Hager-Zhang approximate-Wolfe points when F is
-flat to rounding), ``"sag"`` (Schmidt, Le Roux & Bach 2017) and ``"saga"`` (Defazio et al.
+Solvers: ``"lbfgs"`` (L-BFGS, memory 10, strong-Wolfe line search with safeguarded cubic
+interpolation, Nocedal & Wright Alg. 3.5/3.6, accepting Hager-Zhang approximate-Wolfe points
+when F is flat to rounding; on CSR rows preconditioned by the diagonal
+alpha + Q_jj + beta sum_i w_i x_ij^2 of the Hessian bound, Nocedal & Wright eq. 7.20, because
+sparse column scales follow feature frequencies -- the stopping rule stays the Euclidean one), ``"sag"`` (Schmidt, Le Roux & Bach 2017) and ``"saga"`` (Defazio et al.
 2014) on the finite sum F = sum_i f_i with f_i = w_i l_C(x_i.theta) + (alpha/(2n))||theta||^2 +
 linear.theta/n.  SAG/SAGA check the exact full gradient after every n steps (one epoch),
 the stopping rule of Redberg, Koskela & Wang (2024), Theorem G.1; ``max_iter`` counts epochs for them.  Their

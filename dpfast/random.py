@@ -214,22 +214,37 @@ def fill_noise(cap, kind: str, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
-    """``size`` i.i.d. standard ``kind`` variates from ``rng`` (a NumPy scalar for ``size=None``)."""
-    from dpfast._validation import check_size
-
-    kernel = _kernel(kind)
+def _noise_dtype(dtype) -> np.dtype:
+    """The noise output dtype: float32 or float64 (TypeError otherwise)."""
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError):
         raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
+    """The one native dispatch: ``out = values + scale * noise`` (``values`` None: ``scale *
+    noise``), under the bit generator's lock, with the one thread policy.  The caller has
+    validated and broadcast: ``out`` C-contiguous float32/float64, ``values`` None or of ``out``'s
+    dtype and size, ``scale`` float64 with 1 or ``out.size`` elements."""
+    kernel = _kernel(kind)
+    with native_stream(gen) as cap:
+        kernel(cap, out, values, scale, noise_threads(out.size))
+    return out
+
+
+def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
+    """``size`` i.i.d. standard ``kind`` variates from ``rng`` (a NumPy scalar for ``size=None``)."""
+    from dpfast._validation import check_size
+
+    _kernel(kind)
+    dt = _noise_dtype(dtype)
     shape = check_size(size, itemsize=dt.itemsize)
     gen = check_random_state(rng)
-    out = np.empty(() if shape is None else shape, dtype=dt)
-    with native_stream(gen) as cap:
-        kernel(cap, out, None, _ONE, noise_threads(out.size))
+    out = _draw(gen, kind, np.empty(() if shape is None else shape, dtype=dt))
     return out if out.ndim else out[()]
 
 

@@ -47,7 +47,7 @@ from dpfast import _core
 from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state, native_stream, noise_threads
+from dpfast.random import RandomLike, _draw, _noise_dtype, check_random_state, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -61,7 +61,7 @@ _MAX_NOISE_UNITS = 40.0
 _MAX_SCALE_F64 = float(np.finfo(np.float64).max) / _MAX_NOISE_UNITS
 
 
-def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale",
+def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale",
                charge=None) -> Result:
     """out = values + scale * noise with values/scale broadcast to ``shape`` (validated).
 
@@ -96,9 +96,7 @@ def _add_noise(kernel, values: Optional[np.ndarray], dtype, shape, scale, rng, w
         if values.shape != shape:
             values = np.broadcast_to(values, shape)
         values = np.ascontiguousarray(values, dtype=dtype)
-    out = np.empty(shape, dtype=dtype)
-    with native_stream(gen) as cap:
-        kernel(cap, out, values, scale_arr, noise_threads(out.size))
+    out = _draw(gen, kind, np.empty(shape, dtype=dtype), values, scale_arr)
     return out if out.ndim else out[()]
 
 
@@ -169,7 +167,7 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
     x = check_values(values)
     scale = laplace_scale(epsilon, sensitivity)
     shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "sensitivity / epsilon"))
-    return _add_noise(_core.add_laplace, x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon",
+    return _add_noise("laplace", x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon",
                       charge=lambda b: _events.charge(budget, "laplace", _events.laplace_event,
                                                       sensitivity, scale, shape))
 
@@ -238,19 +236,9 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
     x = check_values(values)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
     shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma (sensitivity, epsilon)"))
-    return _add_noise(_core.add_normal, x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)",
+    return _add_noise("normal", x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)",
                       charge=lambda s: _events.charge(budget, "gaussian", _events.gaussian_event,
                                                       sensitivity, sigma, shape))
-
-
-def _noise_dtype(dtype: DTypeLike) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except (TypeError, ValueError):
-        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"dtype must be float32 or float64, got {dt}")
-    return dt
 
 
 def _noise_shape(scale_shape: tuple, size, name: str, itemsize: int = 8) -> tuple:
@@ -275,7 +263,7 @@ def laplace_noise(scale: ArrayLike, size=None, rng: RandomLike = None,
     scale = check_positive(scale, "scale")
     dt = _noise_dtype(dtype)
     shape = _noise_shape(np.shape(scale), size, "scale", dt.itemsize)
-    return _add_noise(_core.add_laplace, None, dt, shape, scale, rng)
+    return _add_noise("laplace", None, dt, shape, scale, rng)
 
 
 def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
@@ -288,4 +276,4 @@ def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
     sigma = check_positive(sigma, "sigma")
     dt = _noise_dtype(dtype)
     shape = _noise_shape(np.shape(sigma), size, "sigma", dt.itemsize)
-    return _add_noise(_core.add_normal, None, dt, shape, sigma, rng, "sigma")
+    return _add_noise("normal", None, dt, shape, sigma, rng, "sigma")

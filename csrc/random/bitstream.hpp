@@ -16,8 +16,6 @@ struct BitStream {
     uint64_t u64() { return bg->next_uint64(bg->state); }
     // Uniform on the grid {0, 1, ..., 2^53-1} * 2^-53, i.e. [0, 1).
     double uniform() { return (u64() >> 11) * 0x1.0p-53; }
-    // Uniform on {1, ..., 2^53} * 2^-53, i.e. (0, 1]: safe to take the log of.
-    double uniform_pos() { return ((u64() >> 11) + 1) * 0x1.0p-53; }
     // Uniform integer in [0, n) without modulo bias (Lemire 2019, multiply-and-reject).
     uint64_t bounded(uint64_t n) {
         unsigned __int128 m = (unsigned __int128)u64() * n;

@@ -46,7 +46,7 @@ def _reference(Xd, y, W, K, alpha, w=None):
 
 
 # ----------------------------------------------------------------------------- loss and constants
-@pytest.mark.parametrize("form", ["dense", "mapped", "csr", "float32"])
+@pytest.mark.parametrize("form", ["dense", "mapped", "csr", "mapped_csr", "float32"])
 def test_loss_and_gradient_match_the_numpy_formula(form):
     g = np.random.default_rng(1)
     n, d, K, alpha = 257, 7, 5, 0.3
@@ -60,6 +60,11 @@ def test_loss_and_gradient_match_the_numpy_formula(form):
     elif form == "csr":
         X[g.uniform(size=X.shape) < 0.6] = 0.0
         Xin, Xd = sp.csr_matrix(X), X
+    elif form == "mapped_csr":
+        X[g.uniform(size=X.shape) < 0.6] = 0.0
+        scale, icpt = g.uniform(0.5, 2.0, size=n), 1.3
+        Xin = MappedRows(sp.csr_matrix(X.astype(np.float32)), scale, icpt)
+        Xd = np.hstack([X.astype(np.float32).astype(np.float64) * scale[:, None], np.full((n, 1), icpt)])
     elif form == "float32":
         Xin = X.astype(np.float32)
         Xd = Xin.astype(np.float64)
@@ -152,6 +157,17 @@ def test_deterministic_across_thread_counts():
     Xs = sp.csr_matrix(np.where(np.abs(X) > 0.3, X, 0.0))
     outs = [multinomial_oracle(Xs, y, 5, n_threads=t)(W) for t in (1, 4)]
     assert outs[0][0] == outs[1][0] and np.array_equal(outs[0][1], outs[1][1])
+
+
+def test_release_is_bit_identical_across_thread_counts(monkeypatch):
+    X, y = _blobs(n=5000, d=8, K=5, seed=13)
+    coefs = []
+    for t in ("1", "3"):
+        monkeypatch.setenv("DPFAST_NUM_THREADS", t)
+        clf = LogisticRegression(2.0, method="output", multi_class="multinomial", classes=np.arange(5),
+                                 random_state=0).fit(X, y)
+        coefs.append(np.vstack([clf.coef_.T, clf.intercept_]))
+    assert np.array_equal(coefs[0], coefs[1])
 
 
 def _exact(X, y, K, lam):

@@ -55,7 +55,10 @@ def _rows(X):
 
     from dpfast.linear_model._solver import MappedRows
 
-    if isinstance(X, MappedRows):
+    if isinstance(X, MappedRows):  # dense or CSR rows; the kernel applies the row map and the bias
+        if sp.issparse(X.X):
+            data, indices, indptr, n, dx, _, _ = _rows(X.X)
+            return data, indices, indptr, n, dx, X.scale, X.intercept
         data = X.X if X.X.flags.c_contiguous else np.ascontiguousarray(X.X)
         n, dx = data.shape
         return data, None, None, n, dx, X.scale, X.intercept
@@ -92,7 +95,8 @@ def multinomial_oracle(X, y, n_classes: int, *, alpha: float = 0.0, sample_weigh
         raise ValueError(f"y must have shape ({n},) to match X, got {yv.shape}")
     w = None if sample_weight is None else np.ascontiguousarray(sample_weight, dtype=np.float64)
     d = dx + (icpt != 0.0)
-    nt = _threads.cpu_count() if n_threads is None else _threads.check_threads(n_threads)
+    # the GLM solvers' thread policy (DPFAST_NUM_THREADS, else the usable CPUs); the value is the same for any count
+    nt = (_threads.env_threads() or _threads.cpu_count()) if n_threads is None else _threads.check_threads(n_threads)
     a = float(alpha)
 
     def evaluate(flat):

@@ -114,3 +114,31 @@ def test_sparse_release_does_not_depend_on_the_thread_count(monkeypatch):
         outs.append((m.coef_.copy(), m.intercept_.copy(), m.calibration_))
     assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
     assert outs[0][2] == outs[1][2]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("clip", [None, 0.6])
+def test_mapped_csr_rows_match_the_materialised_design(dtype, clip):
+    """CSR rows scaled and extended by a bias feature inside the kernels (no copy of X) give the
+    objective of the materialised design [scale_i x_i, s], computed by the NumPy reference."""
+    from _reference_solver import objective
+
+    from dpfast.linear_model._solver import MappedRows, glm_loss_and_grad, minimize_glm
+
+    X, y01 = _sparse_rows(n=700, d=60, k=5, seed=11)
+    X = X.astype(dtype)
+    y = np.where(y01 == 1, 1.0, -1.0)
+    rng = np.random.default_rng(12)
+    scale = rng.uniform(0.5, 2.0, size=X.shape[0])
+    theta = rng.normal(size=X.shape[1] + 1)
+    lin = rng.normal(size=X.shape[1] + 1)
+    design = np.hstack([X.toarray().astype(np.float64) * scale[:, None], np.full((X.shape[0], 1), 0.7)])
+    fr, gr = objective(theta, design, y, "logistic", 0.4, lin, clip)
+    f, g = glm_loss_and_grad(MappedRows(X, scale, 0.7), y, "logistic", theta, alpha=0.4, linear=lin, clip=clip)
+    rtol = 1e-6 if dtype == np.float32 else 1e-12  # float32 entries scaled in float64 vs a float64 product
+    np.testing.assert_allclose(f, fr, rtol=rtol)
+    np.testing.assert_allclose(g, gr, rtol=rtol, atol=rtol * np.abs(gr).max())
+    res = minimize_glm(MappedRows(X, scale, 0.7), y, "logistic", alpha=0.4, linear=lin, clip=clip, tol=1e-8)
+    assert res.converged and np.linalg.norm(objective(res.coef, design, y, "logistic", 0.4, lin, clip)[1]) <= 1e-6
+    with pytest.raises(ValueError, match="lbfgs"):
+        minimize_glm(MappedRows(X, scale, 0.7), y, "logistic", alpha=0.4, solver="sag", rng=0)

@@ -96,8 +96,6 @@ dpf::glm::Objective make_objective(int64_t n, int64_t d, const carray<double>& y
     require(loss >= 0 && loss <= 3, "unknown loss");
     require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
     require(std::isfinite(icpt), "icpt must be finite");
-    require(layout != kCSR || (rscale.is_none() && icpt == 0.0),
-            "the in-kernel row map and intercept are for dense X only");
     if (icpt != 0.0) d += 1;
     dpf::glm::Objective ob;
     ob.rscale = opt_ptr(rscale, n, "rscale");
@@ -120,6 +118,9 @@ py::tuple minimize(py::array X, py::object indices, py::object indptr, int layou
                    double step, int step_rule, int nthreads, py::array_t<double, py::array::c_style> theta,
                    py::object capsule, py::object rscale, double icpt) {
     require(method >= 0 && method <= 2, "unknown method");
+    // SAG/SAGA's lazy CSR updates read the stored rows: no in-kernel row map or intercept there
+    require(layout != kCSR || method == 0 || (rscale.is_none() && icpt == 0.0),
+            "the in-kernel row map and intercept of CSR X are for L-BFGS only");
     dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q, layout, rscale, icpt);
     require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
     bitgen_t* bg = nullptr;

@@ -297,13 +297,20 @@ double eval_chunk(const glm::CSR<T, I>& X, const glm::Objective& ob, int64_t a, 
             if (p < p1) z0 += (double)X.data[p] * th[X.indices[p]];
             zb[r] = z0 + z1;
         }
+        // the mapped row [rscale_i x_i, icpt] (data.hpp): scale the margin, add the bias feature
+        if (ob.rscale)
+            for (int64_t r = 0; r < m; ++r) zb[r] *= ob.rscale[i0 + r];
+        if (ob.icpt != 0.0)
+            for (int64_t r = 0; r < m; ++r) zb[r] += ob.icpt * th[X.d];
         loss += block_losses(ob, i0, m, zb);
         for (int64_t r = 0; r < m; ++r) {
             const double dl = zb[r];
             if (dstore) dstore[i0 + r] = dl;
-            if (dl != 0.0)
+            if (ob.icpt != 0.0) g[X.d] += dl * ob.icpt;
+            const double a = ob.rscale ? dl * ob.rscale[i0 + r] : dl;
+            if (a != 0.0)
                 for (int64_t p = (int64_t)X.indptr[i0 + r]; p < (int64_t)X.indptr[i0 + r + 1]; ++p)
-                    g[X.indices[p]] += dl * (double)X.data[p];
+                    g[X.indices[p]] += a * (double)X.data[p];
         }
     }
     return loss;

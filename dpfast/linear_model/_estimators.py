@@ -245,13 +245,20 @@ class _PrivateLinearModel(PrivateEstimator):
     def _design(self, X, R, s, *, fitting):
         """Rows after the row map, with the bias column appended: for dense X a
         :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map; no copy
-        of C-ordered X, one C-ordered copy of any other layout), for CSR a mapped copy."""
+        of C-ordered X, one C-ordered copy of any other layout), for CSR the same view with
+        solver="lbfgs" and a mapped copy with "sag"/"saga"."""
         import scipy.sparse as sp
 
         if getattr(X, "_dpfast_chunked", False):  # Dask rows (linear_model/_dask.py): validated chunk by chunk
             return X.design(self, R, s)
         scale = self._transform_rows(X, R, fitting=fitting)
         if sp.issparse(X):
+            if self.solver == "lbfgs" and X.dtype in (np.float32, np.float64):
+                from dpfast.linear_model._solver import MappedRows
+
+                # row map + bias column inside the L-BFGS kernels: no scaled copy, no hstack of
+                # the CSR arrays (SAG/SAGA read stored rows and take the mapped copy below)
+                return MappedRows(X if X.format == "csr" else X.tocsr(), scale, s)
             if scale is not None:
                 X = sp.csr_matrix(sp.diags(scale.astype(X.dtype)) @ X)
             if s > 0:

@@ -111,21 +111,25 @@ def loss_constants(loss: str, huber_delta: float = 1.0) -> Tuple[float, float]:
 
 
 class MappedRows:
-    """The design ``[scale_i x_i, intercept]`` of dense X, applied inside the kernels (no copy).
+    """The design ``[scale_i x_i, intercept]`` of dense or CSR X, applied inside the kernels (no copy).
 
     Row i of the design the solvers see is ``scale[i] * X[i]`` (``scale`` None: ``X[i]``),
     followed by the constant feature ``intercept`` when it is non-zero, which becomes the last
     coordinate of theta.  The products are formed in float64 inside the native passes, so a
     float32 X is read as stored (the design a copy would hold is the same up to float32
     rounding of the scaled entries).  ``X`` must be a float32/float64 ndarray (C order for the
-    private releases, which must not depend on the layout); it is not copied.
+    private releases, which must not depend on the layout) or a scipy CSR matrix/array with
+    float32/float64 data (L-BFGS only: SAG/SAGA read CSR rows as stored); it is not copied.
     """
 
     __slots__ = ("X", "scale", "intercept")
 
-    def __init__(self, X: np.ndarray, scale: Optional[np.ndarray] = None, intercept: float = 0.0):
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.float32, np.float64):
-            raise TypeError("MappedRows needs a 2-d float32/float64 ndarray X")
+    def __init__(self, X, scale: Optional[np.ndarray] = None, intercept: float = 0.0):
+        if _is_csr(X):
+            if X.dtype not in (np.float32, np.float64):
+                raise TypeError("MappedRows needs float32/float64 data in a CSR X")
+        elif not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.float32, np.float64):
+            raise TypeError("MappedRows needs a 2-d float32/float64 ndarray or a scipy CSR matrix X")
         n = X.shape[0]
         self.X = X
         self.scale = None if scale is None else _vector(scale, n, "scale", shape_note=" (one per row)")
@@ -144,20 +148,33 @@ class MappedRows:
 
     def sq_norms(self) -> np.ndarray:
         """Squared l2 norms of the mapped rows (float64)."""
-        sq = np.einsum("ij,ij->i", self.X, self.X, dtype=np.float64)
+        if _is_csr(self.X):
+            sq = np.asarray(self.X.multiply(self.X).sum(axis=1, dtype=np.float64)).ravel()
+        else:
+            sq = np.einsum("ij,ij->i", self.X, self.X, dtype=np.float64)
         if self.scale is not None:
             sq *= self.scale * self.scale
         return sq + self.intercept * self.intercept
 
     def toarray(self) -> np.ndarray:
         """The design as one array (a copy; for tests and references)."""
-        Xs = self.X.astype(np.float64) if self.scale is None else self.X * self.scale[:, None]
+        X = self.X.toarray() if _is_csr(self.X) else self.X
+        Xs = X.astype(np.float64) if self.scale is None else X * self.scale[:, None]
         if self.intercept == 0.0:
             return Xs
         return np.hstack([Xs, np.full((Xs.shape[0], 1), self.intercept)])
 
 
 # ----------------------------------------------------------------------------- validation
+
+def _is_csr(X) -> bool:
+    """A 2-d scipy CSR matrix or array."""
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        return False
+    return sp.issparse(X) and X.format == "csr" and X.ndim == 2
+
 
 def _check_loss(loss) -> int:
     if not isinstance(loss, str) or loss not in _LOSS_CODE:
@@ -440,6 +457,8 @@ def minimize_glm(
         step = _scalar(step_size, "step_size", positive=True, allow_zero=False)
     if Q is not None and solver != "lbfgs":
         raise ValueError("quadratic is supported by solver='lbfgs' only")
+    if layout == 2 and (rs is not None or icpt != 0.0) and solver != "lbfgs":
+        raise ValueError("MappedRows over CSR X is supported by solver='lbfgs' only (SAG/SAGA read stored rows)")
     if coef0 is None:
         theta = np.zeros(d, dtype=np.float64)
     else:

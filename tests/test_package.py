@@ -16,8 +16,13 @@ SUBPACKAGES = [
     "dpfast.sgd",
     "dpfast.public",
     "dpfast.datasets",
+    "dpfast.budget",
+    "dpfast.preprocessing",
+    "dpfast.model_selection",
+    "dpfast.tables",
+    "dpfast.io",
 ]
-NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public"]
+NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 
 
 def test_version_is_pep440_like():
@@ -29,6 +34,23 @@ def test_version_is_pep440_like():
 def test_native_modules_load(name):
     mod = importlib.import_module(f"dpfast.{name}")
     assert mod.__file__.endswith((".so", ".pyd"))
+
+
+@pytest.mark.source_tree
+def test_native_list_names_every_binding():
+    import os
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "bindings")
+    built = {"_" + f[:-4] for f in os.listdir(root) if f.endswith(".cpp")} | {"_chacha"}
+    assert built == set(NATIVE)
+
+
+def test_subpackage_list_names_every_public_module():
+    import pkgutil
+
+    public = {"dpfast." + m.name for m in pkgutil.iter_modules(dpfast.__path__)
+              if not m.name.startswith("_") and m.name != "demo"}
+    assert public == set(SUBPACKAGES)
 
 
 @pytest.mark.parametrize("modname", SUBPACKAGES)

@@ -13,6 +13,9 @@ epsilon = 1).  Data: rows with unit l2 norm, logistic labels, plus a bias featur
 CI smoke: ``pytest benchmarks/bench_linear_model.py --benchmark-disable``.  Figures recorded in
 ``benchmarks/results/erm.md``: ``DPFAST_BENCH_FULL=1 python benchmarks/bench_linear_model.py``
 (speed table) and ``python benchmarks/bench_linear_model.py --adult`` (Table 2, 10 seeds).
+CSR side by side (issue 12, item 5; dpfast at 1 and 2 threads and sklearn interleaved, best of 3,
+with the load average): ``python benchmarks/bench_linear_model.py --sparse [n d]`` (default
+200000 5000, 1 % density), recorded in ``benchmarks/RESULTS.md``.
 """
 from __future__ import annotations
 
@@ -123,6 +126,78 @@ def test_diffprivlib(benchmark, data):
     benchmark(diffprivlib_fit, X, y)
 
 
+# CSR rows (issue 12, item 5): private fit vs scikit-learn's non-private lbfgs on the same CSR matrix
+SPARSE = (size(20_000, 200_000), size(1_000, 5_000), 0.01)
+
+
+@pytest.fixture(scope="module")
+def sparse_data():
+    X, y = make_sparse(*SPARSE)
+    dpfast_fit(X[:100], y[:100])  # warm the (cached, data-independent) calibration
+    return X, y
+
+
+def test_dpfast_amp_lbfgs_csr(benchmark, sparse_data):
+    X, y = sparse_data
+    m = benchmark(dpfast_fit, X, y)
+    assert m.epsilon_ <= EPS and m.grad_norm_[0] <= 0.01
+
+
+def test_sklearn_lbfgs_nonprivate_csr(benchmark, sparse_data):
+    X, y = sparse_data
+    benchmark(sklearn_fit, X, y)
+
+
+def test_sparse_side_by_side_smoke(sparse_data):
+    """The script's interleaved comparison runs (smoke size; figures in RESULTS.md come from the script)."""
+    X, y = sparse_data
+    rows = sparse_side_by_side(X, y, threads=(1, 2), repeat=1)
+    assert [r[0] for r in rows] == ["dpfast AMP lbfgs, 1 thread", "dpfast AMP lbfgs, 2 threads", "sklearn lbfgs (non-private)"]
+    assert all(r[1] > 0 for r in rows)
+
+
+def sparse_side_by_side(X, y, threads=(1, 2), repeat=3):
+    """Best-of-``repeat`` wall times, dpfast (per thread count, ``DPFAST_NUM_THREADS``) and sklearn interleaved
+    in this process: rows (fitter, seconds, iterations, load average at the end)."""
+    import os
+
+    old = os.environ.get("DPFAST_NUM_THREADS")
+    best = {}
+    try:
+        for _ in range(repeat):
+            for t in threads:
+                os.environ["DPFAST_NUM_THREADS"] = str(t)
+                t0 = time.perf_counter()
+                m = dpfast_fit(X, y)
+                dt = time.perf_counter() - t0
+                key = f"dpfast AMP lbfgs, {t} thread{'s' if t > 1 else ''}"
+                if dt < best.get(key, (np.inf,))[0]:
+                    best[key] = (dt, int(m.n_iter_[0]))
+            t0 = time.perf_counter()
+            s = sklearn_fit(X, y)
+            dt = time.perf_counter() - t0
+            if dt < best.get("sklearn lbfgs (non-private)", (np.inf,))[0]:
+                best["sklearn lbfgs (non-private)"] = (dt, int(s.n_iter_[0]))
+    finally:
+        if old is None:
+            os.environ.pop("DPFAST_NUM_THREADS", None)
+        else:
+            os.environ["DPFAST_NUM_THREADS"] = old
+    load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "n/a"
+    return [(k, v[0], v[1], load) for k, v in best.items()]
+
+
+def print_sparse(n, d, density=0.01):
+    X, y = make_sparse(n, d, density)
+    dpfast_fit(X[:100], y[:100])  # warm the calibration
+    rows = sparse_side_by_side(X, y)
+    sk = rows[-1][1]
+    print(f"CSR {n} x {d}, density {density}, nnz {X.nnz}")
+    print("| fitter | best of 3 (s) | iterations | time / sklearn | load average (1 min) |\n|---|---|---|---|---|")
+    for name, t, it, load in rows:
+        print(f"| {name} | {t:.3f} | {it} | {t / sk:.2f} | {load} |")
+
+
 def test_adult_light():
     """One seed of the paper's Adult experiment at eps = 1 (10 seeds: run this file with --adult)."""
     from dpfast.datasets import load_adult
@@ -193,6 +268,10 @@ def adult_table(seeds=10):
 
 
 if __name__ == "__main__":
+    if "--sparse" in sys.argv:  # python benchmarks/bench_linear_model.py --sparse [n d]
+        args = [int(a) for a in sys.argv[sys.argv.index("--sparse") + 1:]]
+        print_sparse(*(args or [200_000, 5_000]))
+        sys.exit(0)
     if "--adult" in sys.argv:
         adult_table()
         sys.exit(0)

@@ -45,6 +45,7 @@ bits from cached words, so the secure path runs at millions of samples per secon
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 import os
 from typing import Union
@@ -225,6 +226,17 @@ def _noise_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _empty(shape: tuple, dtype: np.dtype, name: str = "size") -> np.ndarray:
+    """The output array; ``ValueError`` naming ``name`` (before any draw) when it cannot be
+    allocated: ``check_size`` refuses shapes beyond physical memory, but less may be free."""
+    try:
+        return np.empty(shape, dtype=dtype)
+    except MemoryError:
+        nbytes = math.prod(shape) * dtype.itemsize
+        raise ValueError(f"{name}={shape!r} needs {nbytes / 2**30:.3g} GiB of {dtype.name}, which cannot be "
+                         "allocated now") from None
+
+
 def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
     """The one native dispatch: ``out = values + scale * noise`` (``values`` None: ``scale *
     noise``), under the bit generator's lock, with the one thread policy.  The caller has
@@ -244,7 +256,7 @@ def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
     dt = _noise_dtype(dtype)
     shape = check_size(size, itemsize=dt.itemsize)
     gen = check_random_state(rng)
-    out = _draw(gen, kind, np.empty(() if shape is None else shape, dtype=dt))
+    out = _draw(gen, kind, _empty(() if shape is None else shape, dt))
     return out if out.ndim else out[()]
 
 

@@ -47,7 +47,7 @@ from dpfast import _core
 from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, _draw, _noise_dtype, check_random_state, native_stream
+from dpfast.random import RandomLike, _draw, _empty, _noise_dtype, check_random_state, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -86,8 +86,7 @@ def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng
                          f"output: noise up to {_MAX_NOISE_UNITS:g} x scale would overflow to inf; "
                          f"use {'float64 or ' if np.dtype(dtype) != np.float64 else ''}a scale "
                          f"<= {np.finfo(dtype).max / _MAX_NOISE_UNITS:.6g}")
-    if charge is not None:
-        charge(scale)
+    out = _empty(shape, np.dtype(dtype))  # before the charge: a refused allocation spends nothing
     if scale.size == 1:
         scale_arr = scale.reshape(1)
     else:
@@ -96,7 +95,9 @@ def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng
         if values.shape != shape:
             values = np.broadcast_to(values, shape)
         values = np.ascontiguousarray(values, dtype=dtype)
-    out = _draw(gen, kind, np.empty(shape, dtype=dtype), values, scale_arr)
+    if charge is not None:
+        charge(scale)
+    out = _draw(gen, kind, out, values, scale_arr)
     return out if out.ndim else out[()]
 
 

@@ -199,6 +199,15 @@ RANDOM = [
     _mk("is_secure", _is_secure, dict(rng=1)),
     _mk("clear_cache", _caches, dict(noise_multiplier=1.0), fixed=("noise_multiplier",)),
     _mk("native_stream", _native_stream, dict(rng=1)),
+    # the continuous sampler family (issue 12, item 1): size / dtype / rng validated before any draw
+    _mk("standard_normal", R.standard_normal, dict(rng=1, size=(3, 2), dtype=np.float64), seed="rng",
+        examples=(dict(size=2.7), dict(size=-1), dict(dtype=np.int64), dict(size=None, dtype=np.float32))),
+    _mk("standard_laplace", R.standard_laplace, dict(rng=1, size=(3, 2), dtype=np.float64), seed="rng",
+        examples=(dict(size=(2, 1.5)), dict(dtype="float16"))),
+    _mk("standard_exponential", R.standard_exponential, dict(rng=1, size=4, dtype=np.float32), seed="rng",
+        examples=(dict(size=True), dict(rng="seed"))),
+    _mk("standard_gumbel", R.standard_gumbel, dict(rng=1, size=4, dtype=np.float64), seed="rng",
+        examples=(dict(size=0), dict(rng=-3))),
 ]
 
 # --- accounting -------------------------------------------------------------------------------

@@ -288,14 +288,16 @@ double eval_chunk(const glm::CSR<T, I>& X, const glm::Objective& ob, int64_t a, 
         const int64_t m = std::min(B, b - i0);
         for (int64_t r = 0; r < m; ++r) {
             const int64_t p0 = (int64_t)X.indptr[i0 + r], p1 = (int64_t)X.indptr[i0 + r + 1];
-            double z0 = 0.0, z1 = 0.0;  // two chains hide the add latency of the gathers
+            double z0 = 0.0, z1 = 0.0, z2 = 0.0, z3 = 0.0;  // four chains hide the add latency of the gathers
             int64_t p = p0;
-            for (; p + 2 <= p1; p += 2) {
+            for (; p + 4 <= p1; p += 4) {
                 z0 += (double)X.data[p] * th[X.indices[p]];
                 z1 += (double)X.data[p + 1] * th[X.indices[p + 1]];
+                z2 += (double)X.data[p + 2] * th[X.indices[p + 2]];
+                z3 += (double)X.data[p + 3] * th[X.indices[p + 3]];
             }
-            if (p < p1) z0 += (double)X.data[p] * th[X.indices[p]];
-            zb[r] = z0 + z1;
+            for (; p < p1; ++p) z0 += (double)X.data[p] * th[X.indices[p]];
+            zb[r] = (z0 + z1) + (z2 + z3);
         }
         // the mapped row [rscale_i x_i, icpt] (data.hpp): scale the margin, add the bias feature
         if (ob.rscale)

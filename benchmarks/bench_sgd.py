@@ -205,6 +205,29 @@ def test_logistic_large_n_epoch(benchmark):
     benchmark.pedantic(dpfast_epoch, args=(_logistic_model(), X, y), rounds=1, iterations=1)
 
 
+def test_spot_mlp_vs_opacus_smoke(tmp_path):
+    """The fresh-process driver (benchmarks/spot_mlp_vs_opacus.py) at smoke size, without the
+    torch interpreter: every dpfast configuration runs in its own subprocess and reports its
+    step count, and the Opacus side is reported as not run (no torch needed)."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(__file__), "spot_mlp_vs_opacus.py")
+    out = subprocess.run([sys.executable, script, "--reps", "1", "--n", "1000", "--threads", "1",
+                          "--torch-python", str(tmp_path / "no-python")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| float")]
+    assert len(rows) == 4, out.stdout  # two dtypes, fresh; two dtypes after a float64 fit
+    assert all("not run" in r for r in rows[:2]), out.stdout
+    worker = subprocess.run([sys.executable, script, "--n", "1000", "--worker", "float64", "1", "none"],
+                            capture_output=True, text=True, timeout=600)
+    assert worker.returncode == 0, worker.stderr
+    import json
+
+    rec = json.loads(worker.stdout.strip().splitlines()[-1])
+    assert rec["steps"] == math.ceil(1000 / BATCH) and rec["ms"] > 0 and rec["cpu_ms"] > 0
+
+
 # --------------------------------------------------------------------------- table
 
 

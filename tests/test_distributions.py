@@ -219,3 +219,27 @@ def test_one_ziggurat_in_the_native_code():
         # the dead samplers named in issue 12 stay deleted
         for dead in ("std_laplace(", "std_normal(", "gauss_interval", "chacha20_rfc_state"):
             assert dead not in text, (p, dead)
+
+
+def test_unallocatable_output_raises_value_error_before_drawing(monkeypatch):
+    # check_size refuses shapes beyond physical memory; an allocation that fails anyway (less
+    # memory free) is a ValueError naming size, and the stream is untouched
+    import dpfast.random as R
+    from dpfast.mechanisms.continuous import gaussian_noise
+
+    real_empty = np.empty
+
+    def no_memory(shape, dtype=float, *args, **kwargs):  # the float outputs cannot be allocated
+        if np.dtype(dtype).kind == "f":
+            raise MemoryError
+        return real_empty(shape, dtype, *args, **kwargs)
+
+    g = np.random.default_rng(0)
+    before = g.bit_generator.state
+    monkeypatch.setattr(R.np, "empty", no_memory)
+    with pytest.raises(ValueError, match=r"size=\(1000,\) needs 7\.45e-06 GiB of float64"):
+        R.standard_normal(g, 1000)
+    with pytest.raises(ValueError, match=r"size=\(10, 3\) needs .* GiB of float32"):
+        gaussian_noise(1.0, (10, 3), rng=g, dtype=np.float32)
+    monkeypatch.undo()
+    assert g.bit_generator.state == before

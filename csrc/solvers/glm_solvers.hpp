@@ -114,14 +114,20 @@ double loss_grad_bounded(const View& X, const glm::Objective& ob, const double* 
 // L-BFGS of the native solvers on any objective fg(theta, grad) -> F (the Dask path evaluates
 // F chunk by chunk from Python): the same iterations as solve(), so equal evaluations give
 // equal points.
-// hinv: optional diagonal preconditioner (see impl.hpp, lbfgs).
+// hinv: optional diagonal preconditioner P^-1 (d entries > 0; see impl.hpp, Precond and lbfgs).
 template <class Fun>
 Result lbfgs_fn(Fun& fg, int64_t d, double* th, double tol, int64_t max_iter, int memory,
                 const double* hinv = nullptr) {
 #ifdef DPF_GLM_HAVE_AVX2
-    if (use_avx2()) return avx2::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv);
+    if (use_avx2()) {
+        avx2::Precond pc;
+        if (hinv) pc.hinv.assign(hinv, hinv + d);
+        return avx2::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv ? &pc : nullptr);
+    }
 #endif
-    return generic::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv);
+    generic::Precond pc;
+    if (hinv) pc.hinv.assign(hinv, hinv + d);
+    return generic::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv ? &pc : nullptr);
 }
 
 }  // namespace solvers

@@ -580,24 +580,69 @@ struct LineSearch {
     }
 };
 
-// hinv (optional, d entries > 0): a fixed diagonal preconditioner P^-1.  The iterations are
-// then those of L-BFGS on u = P^(1/2) theta (initial inverse Hessian gamma P^-1, Nocedal &
-// Wright 2006, eq. 7.20, with gamma from the latest pair in the u-norm); the stopping rule
-// stays ||grad F(theta)||_2 <= tol in the original coordinates.  hinv == nullptr: plain L-BFGS.
+// Fixed preconditioner P of L-BFGS: P = A^T D A with D diagonal (hinv = 1/D) and, when
+// bias >= 0, A = I + e_bias mu^T (A theta = theta with mu.theta added to the bias coordinate).
+// A centers the columns: in u = A theta the design rows [x_i, c] become [x_i - c mu, c], so
+// with mu the column means / c the bias no longer couples to every feature (columns of
+// non-negative sparse data all correlate with the bias).  Applying P^-1 and the two norms
+// below costs O(d).
+struct Precond {
+    std::vector<double> hinv, mu;  // d entries; mu empty: P = D
+    int64_t bias = -1;
+    // out = P^-1 v = A^-1 D^-1 A^-T v (out may not alias v)
+    void apply(const double* v, double* out, int64_t d) const {
+        if (bias < 0) {
+            for (int64_t j = 0; j < d; ++j) out[j] = hinv[j] * v[j];
+            return;
+        }
+        const double vb = v[bias];
+        double acc = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            if (j == bias) continue;
+            out[j] = hinv[j] * (v[j] - mu[j] * vb);
+            acc += mu[j] * out[j];
+        }
+        out[bias] = hinv[bias] * vb - acc;
+    }
+    // v^T P^-1 v
+    double inv_norm2(const double* v, int64_t d) const {
+        const double vb = bias < 0 ? 0.0 : v[bias];
+        double a = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            const double t = (bias < 0 || j != bias) ? v[j] - (bias < 0 ? 0.0 : mu[j] * vb) : vb;
+            a += t * hinv[j] * t;
+        }
+        return a;
+    }
+    // s^T P s
+    double norm2(const double* s, int64_t d) const {
+        double a = 0.0, ms = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            if (j == bias) continue;
+            a += s[j] * s[j] / hinv[j];
+            if (bias >= 0) ms += mu[j] * s[j];
+        }
+        if (bias >= 0) {
+            const double t = s[bias] + ms;
+            a += t * t / hinv[bias];
+        }
+        return a;
+    }
+};
+
+// pc (optional): the fixed preconditioner P above.  The iterations are then those of L-BFGS
+// on u = P^(1/2) theta (initial inverse Hessian gamma P^-1, Nocedal & Wright 2006, eq. 7.20,
+// with gamma from the latest pair in the u-norm); the stopping rule stays
+// ||grad F(theta)||_2 <= tol in the original coordinates.  pc == nullptr: plain L-BFGS.
 template <class Fun>
-Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m, const double* hinv = nullptr) {
+Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m, const Precond* pc = nullptr) {
     Result res;
     std::vector<double> g(d), p(d), xt(d), gt(d), S((size_t)m * d), Y((size_t)m * d), rho(m), al(m);
+    std::vector<double> tmp(pc ? d : 0);
     double f = fg(x, g.data());
     double gn = std::sqrt(dotd(g.data(), g.data(), d));
     int k = 0, head = 0;  // stored pairs, next slot
     int64_t it = 0;
-    // u-norms: ||g||_{P^-1}^2 = g^T P^-1 g and ||s||_P^2 = s^T P s
-    auto ginv_norm2 = [hinv, d](const double* v) {
-        double a = 0.0;
-        for (int64_t j = 0; j < d; ++j) a += v[j] * hinv[j] * v[j];
-        return a;
-    };
     while (!stop_status(f, gn, tol, it, max_iter, res.status)) {
         // two-loop recursion: p = -H g
         for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
@@ -609,15 +654,17 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m,
         if (k > 0) {
             const int s = (head - 1 + m) % m;
             const double* ys = &Y[(size_t)s * d];
-            if (hinv) {
-                const double gamma = 1.0 / (rho[s] * ginv_norm2(ys));
-                for (int64_t j = 0; j < d; ++j) p[j] *= gamma * hinv[j];
+            if (pc) {
+                const double gamma = 1.0 / (rho[s] * pc->inv_norm2(ys, d));
+                pc->apply(p.data(), tmp.data(), d);
+                for (int64_t j = 0; j < d; ++j) p[j] = gamma * tmp[j];
             } else {
                 const double gamma = 1.0 / (rho[s] * dotd(ys, ys, d));
                 for (int64_t j = 0; j < d; ++j) p[j] *= gamma;
             }
-        } else if (hinv) {
-            for (int64_t j = 0; j < d; ++j) p[j] *= hinv[j];
+        } else if (pc) {
+            pc->apply(p.data(), tmp.data(), d);
+            std::copy(tmp.begin(), tmp.end(), p.begin());
         }
         for (int c = k - 1; c >= 0; --c) {
             const int s = (head - 1 - c + m) % m;
@@ -627,17 +674,18 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m,
         double d0 = dotd(g.data(), p.data(), d);
         if (!(d0 < 0.0)) {  // not a descent direction: restart from (preconditioned) steepest descent
             k = 0;
-            if (hinv) {
-                for (int64_t j = 0; j < d; ++j) p[j] = -hinv[j] * g[j];
-                d0 = -ginv_norm2(g.data());
+            if (pc) {
+                pc->apply(g.data(), p.data(), d);
+                for (int64_t j = 0; j < d; ++j) p[j] = -p[j];
+                d0 = dotd(g.data(), p.data(), d);
             } else {
                 for (int64_t j = 0; j < d; ++j) p[j] = -g[j];
                 d0 = -gn * gn;
             }
         }
         // first step of a steepest-descent direction: length <= 1; preconditioned, the full step
-        // -P^-1 g (P is the Hessian's diagonal where the loss is most curved, e.g. logistic at 0)
-        const double t0 = k == 0 && !hinv ? std::min(1.0, 1.0 / gn) : 1.0;
+        // -P^-1 g (P is the Hessian bound's where the loss is most curved, e.g. logistic at 0)
+        const double t0 = k == 0 && !pc ? std::min(1.0, 1.0 / gn) : 1.0;
         LineSearch<Fun> ls{fg, d, x, p.data(), f, d0, xt, gt};
         ls.epsf = 1e-11 * (std::fabs(f) + 1.0);
         const bool ok = ls.run(t0);
@@ -658,15 +706,8 @@ Result lbfgs(Fun& fg, int64_t d, double* x, double tol, int64_t max_iter, int m,
             yv[j] = gt[j] - g[j];
         }
         const double sy = dotd(sv, yv, d);
-        double ss, yy;
-        if (hinv) {
-            ss = 0.0;
-            for (int64_t j = 0; j < d; ++j) ss += sv[j] * sv[j] / hinv[j];
-            yy = ginv_norm2(yv);
-        } else {
-            ss = dotd(sv, sv, d);
-            yy = dotd(yv, yv, d);
-        }
+        const double ss = pc ? pc->norm2(sv, d) : dotd(sv, sv, d);
+        const double yy = pc ? pc->inv_norm2(yv, d) : dotd(yv, yv, d);
         if (sy > 1e-12 * std::sqrt(ss * yy) && sy > 0.0) {
             rho[head] = 1.0 / sy;
             head = (head + 1) % m;
@@ -925,47 +966,81 @@ double loss_grad_bounded(const View& X, glm::Objective ob, const double* sq, dou
     return ev(th, g);
 }
 
-// Diagonal preconditioner of L-BFGS: hinv_j = 1 / D_j with D_j = alpha + Q_jj + beta sum_i w_i x_ij^2,
-// the diagonal of the bound alpha I + Q + beta X^T W X on the Hessian of F (beta the loss's
-// curvature bound in the margin).  Used for CSR rows, whose column scales follow the feature
+// Preconditioner of L-BFGS (Precond above) for CSR rows, whose column scales follow the feature
 // frequencies and can differ by orders of magnitude (a bias column has n entries, a rare
-// feature a handful); dense rows keep plain L-BFGS (an empty hinv).  Column sums are formed
-// per fixed chunk of rows and reduced in chunk order, so hinv does not depend on the thread count.
+// feature a handful); dense rows keep plain L-BFGS (pc.hinv empty).  D is the diagonal of the
+// bound alpha I + Q + beta X^T W X on the Hessian of F (beta the loss's curvature bound in the
+// margin), taken in the centered coordinates u = A theta when the design has an in-kernel bias
+// feature c (ob.icpt) and no Q: with S1_j = sum_i w_i x_ij, S2_j = sum_i w_i x_ij^2 (mapped rows),
+// W = sum_i w_i and mu_j = S1_j / (c W), the centered column has sum_i w_i (x_ij - c mu_j)^2 =
+// S2_j - S1_j^2 / W and the ridge alpha ||A^-1 u||^2 has diagonal alpha (1 + mu_j^2) (features), alpha
+// (bias).  Column sums are formed per fixed chunk of rows and reduced in chunk order, so P does
+// not depend on the thread count.  Any fixed P leaves the stopping rule (and the privacy
+// argument, which needs only ||grad F|| <= tau at the released point) unchanged.
 template <class T>
-void precond_diag(const glm::DenseC<T>&, const glm::Objective&, Evaluator<glm::DenseC<T>>&, std::vector<double>& hinv) {
-    hinv.clear();
+void precond_setup(const glm::DenseC<T>&, const glm::Objective&, Evaluator<glm::DenseC<T>>&, Precond& pc) {
+    pc.hinv.clear();
 }
 template <class T>
-void precond_diag(const glm::DenseF<T>&, const glm::Objective&, Evaluator<glm::DenseF<T>>&, std::vector<double>& hinv) {
-    hinv.clear();
+void precond_setup(const glm::DenseF<T>&, const glm::Objective&, Evaluator<glm::DenseF<T>>&, Precond& pc) {
+    pc.hinv.clear();
 }
 template <class T, class I>
-void precond_diag(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<glm::CSR<T, I>>& ev,
-                  std::vector<double>& hinv) {
+void precond_setup(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<glm::CSR<T, I>>& ev, Precond& pc) {
     const int64_t d = ob.d, dx = X.d;
-    run_chunks(ev.ch.count, ev.nthreads, [&](int64_t k) {
-        double* ck = ev.part.data() + k * d;
-        std::fill(ck, ck + d, 0.0);
-        for (int64_t i = ev.ch.begin(k); i < ev.ch.end(k); ++i) {
-            double wi = ob.w ? ob.w[i] : 1.0;
-            if (ob.rscale) wi *= ob.rscale[i] * ob.rscale[i];
-            for (int64_t p = (int64_t)X.indptr[i]; p < (int64_t)X.indptr[i + 1]; ++p) {
-                const double v = (double)X.data[p];
-                ck[X.indices[p]] += wi * (v * v);
+    const bool center = ob.icpt != 0.0 && d > dx && !ob.Q;
+    // column sums of (power 2: squares, 1: values) of the mapped rows, weighted, in chunk order
+    auto colsum = [&](int power, std::vector<double>& out) {
+        run_chunks(ev.ch.count, ev.nthreads, [&](int64_t k) {
+            double* ck = ev.part.data() + k * d;
+            std::fill(ck, ck + d, 0.0);
+            for (int64_t i = ev.ch.begin(k); i < ev.ch.end(k); ++i) {
+                const double wi = ob.w ? ob.w[i] : 1.0, r = ob.rscale ? ob.rscale[i] : 1.0;
+                const double f = power == 2 ? wi * (r * r) : wi * r;
+                for (int64_t p = (int64_t)X.indptr[i]; p < (int64_t)X.indptr[i + 1]; ++p) {
+                    const double v = (double)X.data[p];
+                    ck[X.indices[p]] += f * (power == 2 ? v * v : v);
+                }
+                if (ob.icpt != 0.0 && d > dx) ck[dx] += power == 2 ? wi * (ob.icpt * ob.icpt) : wi * ob.icpt;
             }
-            if (ob.icpt != 0.0 && d > dx) ck[dx] += (ob.w ? ob.w[i] : 1.0) * (ob.icpt * ob.icpt);
+        });
+        out.assign((size_t)d, 0.0);
+        for (int64_t k = 0; k < ev.ch.count; ++k) {
+            const double* ck = ev.part.data() + k * d;
+            for (int64_t j = 0; j < d; ++j) out[j] += ck[j];
         }
-    });
+    };
     double lip, beta;
     glm::loss_constants(ob.lp, lip, beta);
-    hinv.assign((size_t)d, 0.0);
-    for (int64_t k = 0; k < ev.ch.count; ++k) {
-        const double* ck = ev.part.data() + k * d;
-        for (int64_t j = 0; j < d; ++j) hinv[j] += ck[j];
+    std::vector<double> S2;
+    colsum(2, S2);
+    pc.bias = -1;
+    pc.mu.clear();
+    double W = 0.0;
+    if (center) {
+        for (int64_t i = 0; i < X.n; ++i) W += ob.w ? ob.w[i] : 1.0;
     }
+    if (center && W > 0.0) {
+        std::vector<double> S1;
+        colsum(1, S1);
+        pc.bias = dx;
+        pc.mu.assign((size_t)d, 0.0);
+        for (int64_t j = 0; j < dx; ++j) {
+            pc.mu[j] = S1[j] / (ob.icpt * W);
+            S2[j] = std::max(0.0, S2[j] - S1[j] * (S1[j] / W));  // centered column (Cauchy-Schwarz: >= 0)
+        }
+    }
+    pc.hinv.assign((size_t)d, 0.0);
     for (int64_t j = 0; j < d; ++j) {
-        const double D = ob.alpha + (ob.Q ? ob.Q[j * d + j] : 0.0) + beta * hinv[j];
-        hinv[j] = (D > 0.0 && std::isfinite(D)) ? 1.0 / D : 1.0;  // an empty column without ridge: no scaling
+        const double ridge = pc.bias >= 0 && j != pc.bias ? ob.alpha * (1.0 + pc.mu[j] * pc.mu[j]) : ob.alpha;
+        const double D = ridge + (ob.Q ? ob.Q[j * d + j] : 0.0) + beta * S2[j];
+        pc.hinv[j] = (D > 0.0 && std::isfinite(D)) ? 1.0 / D : 1.0;  // an empty column without ridge: no scaling
+    }
+    bool finite = true;
+    for (int64_t j = 0; j < (int64_t)pc.mu.size(); ++j) finite &= std::isfinite(pc.mu[j]);
+    if (!finite) {  // overflowing column sums: keep the diagonal only
+        pc.bias = -1;
+        pc.mu.clear();
     }
 }
 
@@ -981,9 +1056,9 @@ Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bit
     Evaluator<View> ev(X, ob, o.nthreads);
     if (o.method == 0) {
         auto fg = [&ev](const double* t, double* g) { return ev(t, g); };
-        std::vector<double> hinv;
-        precond_diag(X, ob, ev, hinv);
-        res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory), hinv.empty() ? nullptr : hinv.data());
+        Precond pc;
+        precond_setup(X, ob, ev, pc);
+        res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory), pc.hinv.empty() ? nullptr : &pc);
     } else {
         double lip, smooth;
         glm::loss_constants(ob.lp, lip, smooth);

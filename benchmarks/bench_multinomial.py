@@ -181,7 +181,7 @@ def main(out: Path) -> None:
     lines += ["", "One fit, best of 3: the private multinomial fit at epsilon 1 (certified ||grad F||_2 <= tau = 0.01 "
               "on the sum objective, then noise) and scikit-learn's lbfgs on the same objective and lambda "
               f"(load average before: {os.getloadavg()[0]:.1f}):", "",
-              "| data | fit | time | L-BFGS iterations | ||grad F||_2 at its point |", "|---|---|---|---|---|"]
+              "| data | fit | time | L-BFGS iterations | 2-norm of grad F at its point |", "|---|---|---|---|---|"]
     for label, (X, y) in (("digits train 1257 x 64, K = 10", (Xtr, ytr)),
                           ("synthetic 200,000 x 64, K = 10", synthetic())):
         for fit, (t, it, gn) in time_fit(X, y).items():

@@ -69,10 +69,12 @@ def dpfast_worker(dtype: str, threads: int, before: str, n: int) -> None:
 # ------------------------------------------------------------------------------- driver
 
 
-def _run(cmd, threads: int) -> dict:
+def _run(cmd, threads: int, omp_wait=None) -> dict:
     # DPFAST_NUM_THREADS: dpfast's other thread pools (the noise fill) use the same thread count
     # as the estimator's n_threads, so that "1 thread" means one thread on both sides.
     env = dict(os.environ, DPFAST_NUM_THREADS=str(threads))
+    if omp_wait:
+        env["OMP_WAIT_POLICY"] = omp_wait
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(HERE), env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
@@ -95,26 +97,29 @@ def main() -> None:
 
     have_torch = os.path.exists(args.torch_python)
     threads = [int(t) for t in args.threads.split(",")]
-    configs = []  # (key, command)
+    configs = []  # (key, command, OMP_WAIT_POLICY or None)
     for t in threads:
         for dt in ("float32", "float64"):
             configs.append((("dpfast", dt, t, "none"),
-                            [sys.executable, __file__, "--n", str(args.n), "--worker", dt, str(t), "none"]))
-            if have_torch:
+                            [sys.executable, __file__, "--n", str(args.n), "--worker", dt, str(t), "none"], None))
+            # Opacus with 2+ threads also runs with OMP_WAIT_POLICY=PASSIVE (torch's OpenMP
+            # workers spin while waiting, which costs it up to 10x on a loaded machine); the
+            # best of both is reported, the peer's best configuration.
+            for wait in ([None] if t == 1 else [None, "PASSIVE"]) if have_torch else []:
                 configs.append((("opacus", dt, t, "none"),
                                 [args.torch_python, os.path.join(HERE, "peer_opacus_sgd.py"), "--threads", str(t),
                                  "--dtype", dt, "--n", str(args.n), "--only", "mlp:ghost", "--json",
-                                 "--max-steps", str(args.opacus_steps)]))
-    for dt in ("float32", "float64"):
+                                 "--max-steps", str(args.opacus_steps)], wait))
+    for dt in ("float32", "float64") if 1 in threads else ():
         configs.append((("dpfast", dt, 1, "float64"),
-                        [sys.executable, __file__, "--n", str(args.n), "--worker", dt, "1", "float64"]))
+                        [sys.executable, __file__, "--n", str(args.n), "--worker", dt, "1", "float64"], None))
 
     load0 = loadavg()
     best: dict = {}
     meta: dict = {}
     for rep in range(args.reps):
-        for key, cmd in configs:  # interleaved: each rep runs every configuration once
-            r = _run(cmd, key[2])
+        for key, cmd, wait in configs:  # interleaved: each rep runs every configuration once
+            r = _run(cmd, key[2], wait)
             prev = best.setdefault(key, r)
             prev["ms"], prev["cpu_ms"] = min(prev["ms"], r["ms"]), min(prev["cpu_ms"], r["cpu_ms"])
             meta.update({k: r[k] for k in ("torch", "opacus") if k in r})
@@ -133,6 +138,8 @@ def main() -> None:
             os_ = f"{o['ms']:.2f} ({o['cpu_ms']:.2f})" if o else "not run"
             ratio = f"{o['ms'] / d['ms']:.2f}x | {o['cpu_ms'] / d['cpu_ms']:.2f}x" if o else "- | -"
             print(f"| {dt} | {t} | {d['ms']:.2f} ({d['cpu_ms']:.2f}) | {os_} | {ratio} |")
+    if 1 not in threads:
+        return
     print()
     print("| dtype (1 thread) | dpfast fresh wall ms/step (CPU) | after a float64 fit in the same process |")
     print("|---|---|---|")

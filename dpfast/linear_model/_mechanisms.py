@@ -141,8 +141,13 @@ def row_norms(X) -> np.ndarray:
         return np.sqrt(X.sq_norms())
     if sp.issparse(X):
         Xc = X.tocsr()
-        sq = np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=np.float64).ravel()
-        return np.sqrt(sq)
+        if not Xc.has_canonical_format:  # duplicates are summed first (squaring them apart would shrink the norm)
+            Xc = Xc.copy()
+            Xc.sum_duplicates()
+        # squares of the stored values and one CSR row sum: one nnz-vector, not an elementwise-product matrix
+        sq = np.asarray(sp.csr_matrix((np.square(Xc.data, dtype=np.float64), Xc.indices, Xc.indptr),
+                                      shape=Xc.shape).sum(axis=1, dtype=np.float64)).ravel()
+        return np.sqrt(sq, out=sq)
     X = np.asarray(X)
     sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
     return np.sqrt(sq, out=sq)  # in place: one n-vector (a fit's memory beside X is a few of them)

@@ -402,3 +402,19 @@ def test_subnormal_delta_calibrates_or_raises_value_error():
     except ValueError:
         return
     assert m.epsilon_ <= 1.0 and m.delta_ == 1e-320
+
+
+def test_row_norms_of_csr_with_duplicate_entries():
+    """The norm check sees the row a user means: duplicate CSR entries are summed before squaring
+    (squaring them apart would report sqrt(2) instead of 2 for a row (1, 1 at the same column))."""
+    from dpfast.linear_model._mechanisms import row_norms
+
+    dup = sp.csr_matrix((np.array([1.0, 1.0, 2.0, -3.0]), np.array([0, 0, 1, 2]), np.array([0, 2, 4])), shape=(2, 3))
+    assert not dup.has_canonical_format
+    np.testing.assert_array_equal(row_norms(dup), [2.0, np.sqrt(13.0)])
+    rng = np.random.default_rng(3)
+    A = sp.random(300, 40, density=0.1, random_state=rng, format="csr")
+    np.testing.assert_allclose(row_norms(A), np.linalg.norm(A.toarray(), axis=1), rtol=1e-15)
+    with pytest.raises(ValueError, match="normalize"):  # the norm check rejects the doubled entry
+        Xd = sp.csr_matrix((np.array([0.8, 0.8, 0.5]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 2))
+        LogisticRegression(random_state=0).fit(Xd, [0, 1])  # row 0 is (1.6, 0): norm 1.6 > 1

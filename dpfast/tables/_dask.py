@@ -31,7 +31,6 @@ Which partitions the kernel runs on (:func:`units_confined`):
 """
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
 
@@ -40,25 +39,33 @@ from dpfast.tables._aggregate import (bounded_stats, canonical_groups, group_cod
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _GCODE = "__dpfast_group_code__"
+_SHUFFLE_METHOD = "tasks"  # measured faster than p2p for this shuffle (benchmarks/results/tables.md)
 
 
 def _check_keys(col: pd.Series):
-    """(type tag, sorted distinct 64-bit keys) of a partition's unit values, or (None, None) when
-    the values have no exact key here.  Keys are injective on the values as pandas' factorize
-    tells them apart: integers (and booleans, datetimes) by their 64-bit value, floats by the bits
-    of ``x + 0.0`` (-0.0 and 0.0 are one unit; NaN was refused), strings by a 64-bit hash of the
+    """(type tag, distinct 64-bit keys) of a partition's unit values, or (None, None) when the
+    values have no exact key here.  Keys are injective on the values as pandas' factorize tells
+    them apart: integers (and booleans, datetimes) by their 64-bit value, floats by the bits of
+    ``x + 0.0`` (-0.0 and 0.0 are one unit; NaN was refused), strings by a 64-bit hash of the
     string (distinct hashes, distinct strings; a collision only costs the shuffle).  Other object
     values (mixed types, where 1 and 1.0 are one unit but format differently) get no key."""
-    v = pd.unique(col.to_numpy())
+    raw = col.to_numpy()
+    if raw.dtype.kind in "iu" and raw.size and not (raw.dtype.kind == "u" and raw.dtype.itemsize == 8):
+        lo, hi = int(raw.min()), int(raw.max())
+        if hi - lo < 4 * raw.size + (1 << 16):  # small range: distinct values by a bitmap (no hashing)
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[raw.astype(np.int64) - lo] = True
+            return str(raw.dtype), (np.flatnonzero(seen) + lo).view(np.uint64)
+    v = pd.unique(raw)
     kind = v.dtype.kind
     if kind in "iub":
-        return str(v.dtype), np.unique(v.astype(np.int64).view(np.uint64))
+        return str(v.dtype), v.astype(np.int64).view(np.uint64)
     if kind in "mM":
-        return str(v.dtype), np.unique(v.view(np.int64).view(np.uint64))
+        return str(v.dtype), v.view(np.int64).view(np.uint64)
     if kind == "f":
-        return str(v.dtype), np.unique((v.astype(np.float64) + 0.0).view(np.uint64))
-    if kind in "OUT" and pd.api.types.infer_dtype(v, skipna=False) in ("string", "empty"):
-        return "str", np.unique(pd.util.hash_array(np.asarray(v, dtype=object), categorize=False))
+        return str(v.dtype), pd.unique((v.astype(np.float64) + 0.0).view(np.uint64))
+    if kind in "OUT" and pd.api.types.infer_dtype(v, skipna=False) == "string":
+        return "str", pd.util.hash_array(np.asarray(v, dtype=object), categorize=False)
     return None, None
 
 
@@ -70,12 +77,19 @@ def _unit_summary(col: pd.Series):
     tag, keys = _check_keys(col)
     if tag is None:
         return None, None, None
-    return tag, (col.min(), col.max()), keys[:_BOTTOM_K]
+    if keys.size > _BOTTOM_K:
+        keys = np.partition(keys, _BOTTOM_K - 1)[:_BOTTOM_K]
+    return tag, (col.min(), col.max()), keys
 
 
-def _per_partition(col, fn):
-    """A Dask Series with one object per partition: ``fn(partition)``."""
-    return col.map_partitions(lambda part: pd.Series([fn(part)], dtype=object), meta=(None, object))
+def _one(part, fn, *args):
+    return pd.Series([fn(part, *args)], dtype=object)
+
+
+def _per_partition(coll, fn, *args):
+    """A Dask Series with one object per partition: ``fn(partition, *args)`` (module-level
+    functions and plain arguments only: a closure over a collection would ship its graph)."""
+    return coll.map_partitions(_one, fn, *args, meta=(None, object))
 
 
 def _ranges_disjoint(spans) -> bool:
@@ -88,7 +102,8 @@ def _ranges_disjoint(spans) -> bool:
 
 
 def _keys_disjoint(key_sets) -> bool:
-    """True iff no key occurs in two of the (each duplicate-free) key arrays."""
+    """True iff no key occurs twice in the key arrays together (each array: distinct keys of one
+    partition, so a repeat is a key in two partitions, or a hash collision inside one)."""
     allk = np.concatenate([np.asarray(k, dtype=np.uint64) for k in key_sets])
     return np.unique(allk).size == allk.size
 
@@ -122,29 +137,36 @@ def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
     return _keys_disjoint([k for _, k in full])
 
 
+def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int):
+    """The first pass on one partition: (NaN in the unit column, value columns with NaN, its
+    distinct group keys or None for public groups, its unit summary or None for one partition)."""
+    pu, by_cols = plan["privacy_unit"], plan["by_cols"]
+    unit_nan = bool(pdf[pu].isna().any())
+    bad = [c for c in plan["value_cols"] if pdf[c].isna().any()]
+    keys = pdf[by_cols].drop_duplicates() if plan["groups"] is None else None
+    summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
+    return unit_nan, bad, keys, summary
+
+
 def prepare_dask(ddf, plan: dict):
-    """Validation pass: (group index -- canonical, or the public groups --, unit summaries)."""
+    """Validation pass (one task per partition): (group index -- canonical, or the public groups
+    --, per-partition unit summaries for :func:`units_confined`)."""
     pu, by_cols, vcols = plan["privacy_unit"], plan["by_cols"], plan["value_cols"]
     for col in vcols:
         dt = ddf.dtypes[col]
         if dt.kind not in "iufb" or dt.kind == "b":
             raise TypeError(f"value column {col!r} must be numeric")
-    todo = [ddf[pu].isna().any()] + [ddf[c].isna().any() for c in vcols]
-    if plan["groups"] is None:
-        todo.append(ddf[by_cols].drop_duplicates(split_out=1))  # small: no shuffle
-    if ddf.npartitions > 1:
-        todo.append(_per_partition(ddf[pu], _unit_summary))
-    res = dask.compute(*todo)
-    summaries = list(res[-1]) if ddf.npartitions > 1 else []
-    res = res[:len(todo) - (ddf.npartitions > 1)]
-    if res[0]:
+    cols = list(dict.fromkeys([pu, *by_cols, *vcols]))
+    checks = _per_partition(ddf[cols], _check_partition, plan, ddf.npartitions).compute()
+    if any(c[0] for c in checks):
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
-    for col, bad in zip(vcols, res[1:1 + len(vcols)]):
-        if bad:
+    for col in vcols:
+        if any(col in c[1] for c in checks):
             raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
+    summaries = [c[3] for c in checks] if ddf.npartitions > 1 else None
     if plan["groups"] is not None:
         return public_groups(plan["groups"], by_cols), summaries
-    keys = res[-1]
+    keys = pd.concat([c[2] for c in checks], ignore_index=True)
     uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
     return canonical_groups(uniq.drop_duplicates(), by_cols), summaries
 
@@ -176,7 +198,7 @@ def shuffle_by_unit(ddf, plan: dict, index: pd.Index):
     meta = pd.DataFrame({pu: ddf._meta[pu].to_numpy(), _GCODE: np.zeros(0, dtype=dtype),
                          **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"]}})
     enc = ddf.map_partitions(_encode_groups, plan, index, dtype, meta=meta)
-    return enc.shuffle(on=pu, shuffle_method="tasks")
+    return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD)
 
 
 def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> dict:
@@ -188,5 +210,5 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> d
         parts = ddf[cols]
     else:
         parts = shuffle_by_unit(ddf, plan, index)
-    stats = [dask.delayed(_partition_stats)(d, plan, index, seed) for d in parts.to_delayed()]
-    return merge_stats(list(dask.compute(*stats)))
+    stats = _per_partition(parts, _partition_stats, plan, index, seed).compute()
+    return merge_stats(list(stats))

@@ -703,11 +703,18 @@ def aggregate(
     Parameters
     ----------
     df : pandas.DataFrame or dask.dataframe.DataFrame
-        A Dask frame is shuffled by ``privacy_unit`` (each unit's rows in one partition) and
-        bounded and summed per partition on the workers; partial sums are merged exactly
-        (double-double / 128-bit), so the output equals the pandas one for the same ``rng``.
+        A Dask frame is bounded and summed per partition on the workers, with each unit's rows
+        in one partition; partial sums are merged exactly (double-double / 128-bit), so the
+        output equals the pandas one for the same ``rng``.  The rows are shuffled by
+        ``privacy_unit`` first unless the first pass proves from the data that no unit has
+        rows in two partitions: the partitions' unit ranges ``[min, max]`` are disjoint (a
+        frame indexed or sorted by the unit, e.g. ``ddf.set_index(privacy_unit)``), or their
+        exact sets of unit keys are (a frame already partitioned by unit).  Such frames skip
+        the shuffle; any other frame, even with one unit in two partitions, is shuffled (a
+        unit bounded separately in two partitions could contribute twice).
     privacy_unit : str
-        Column identifying the privacy unit.
+        Column identifying the privacy unit, or the name of the index (``df.set_index(unit)``;
+        the index is then used as that column).
     by : str or list of str
         Group key column(s).
     metrics : dict

@@ -6,7 +6,8 @@ rows per (unit, group), epsilon = 1, delta = 1e-6, private partition selection, 
 
 * ``python benchmarks/bench_tables.py`` -- the table of ``benchmarks/results/tables.md``
   (200k rows side by side with PipelineDP, 10^7 rows in process, Dask 2-worker LocalCluster vs
-  in-process on the same 10^7 rows).  ``--quick`` for small sizes.
+  in-process on the same 10^7 rows, laid out at random -- shuffled by unit -- and indexed by the
+  unit -- no shuffle).  ``--quick`` for small sizes; ``--dask`` for the 10^7-row rows only.
 * ``pytest benchmarks/bench_tables.py`` -- pytest-benchmark at smoke size
   (``DPFAST_BENCH_FULL=1`` for 200k rows).
 """
@@ -57,38 +58,51 @@ def run_pipelinedp(df):
     return list(res)
 
 
-def main(quick: bool = False) -> None:
+def dask_side_by_side(big: pd.DataFrame, out: pd.DataFrame, t_big: float) -> list:
+    """The same 10^7 rows on a 2-worker LocalCluster, persisted in 8 partitions, laid out two ways:
+    randomly (units span partitions: the shuffle by unit runs) and indexed by the unit
+    (``set_index("u")``: disjoint unit ranges, proved in the first pass, no shuffle)."""
+    import dask.dataframe as dd
+    import distributed
+    from dpfast.tables._dask import units_confined
+    lines = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster):
+        for label, frame in (("random partitions (shuffle by unit)", big),
+                             ("indexed by unit, set_index (no shuffle)", big.set_index("u").sort_index())):
+            ddf = dd.from_pandas(frame, npartitions=8).persist()  # data on the workers, as when read there
+            distributed.wait(ddf)
+            confined = units_confined(ddf.reset_index() if ddf.index.name == "u" else ddf, "u")
+            t_dask, dout = best_time(lambda: run_dpfast(ddf), 2)
+            ddf = None  # released on the workers before the next layout
+            lines.append(f"| Dask 2-worker LocalCluster, {label}; units confined: {confined} | {len(big):,} | "
+                         f"{t_dask:.2f} s | in process {t_big:.2f} s | {t_big / t_dask:.0%} of in-process "
+                         f"throughput; same frame as pandas: {dout.equals(out)} |")
+    return lines
+
+
+def main(quick: bool = False, dask_only: bool = False) -> None:
     n_small = 20_000 if quick else 200_000
     n_big, u_big, g_big = (200_000, 20_000, 100) if quick else (10_000_000, 1_000_000, 1_000)
     print(f"load average before: {os.getloadavg()}")
     lines = ["| what | rows | dpfast | peer | ratio |", "|---|---|---|---|---|"]
 
-    df = table(n_small, n_small // 10, 100)
-    t_ours, out = best_time(lambda: run_dpfast(df), 5)
-    try:
-        t_peer, peer = best_time(lambda: run_pipelinedp(df), 1)
-        lines.append(f"| five metrics vs PipelineDP LocalBackend | {n_small:,} | {t_ours * 1e3:.0f} ms "
-                     f"({len(out)} groups) | {t_peer * 1e3:.0f} ms ({len(peer)} groups) | {t_peer / t_ours:.0f}x |")
-    except ImportError:
-        lines.append(f"| five metrics (PipelineDP not installed) | {n_small:,} | {t_ours * 1e3:.0f} ms | - | - |")
+    if not dask_only:
+        df = table(n_small, n_small // 10, 100)
+        t_ours, out = best_time(lambda: run_dpfast(df), 5)
+        try:
+            t_peer, peer = best_time(lambda: run_pipelinedp(df), 1)
+            lines.append(f"| five metrics vs PipelineDP LocalBackend | {n_small:,} | {t_ours * 1e3:.0f} ms "
+                         f"({len(out)} groups) | {t_peer * 1e3:.0f} ms ({len(peer)} groups) | "
+                         f"{t_peer / t_ours:.0f}x |")
+        except ImportError:
+            lines.append(f"| five metrics (PipelineDP not installed) | {n_small:,} | {t_ours * 1e3:.0f} ms | - | - |")
 
     big = table(n_big, u_big, g_big, seed=1)
     t_big, out = best_time(lambda: run_dpfast(big), 3)
     lines.append(f"| five metrics in process, {u_big:,} units, {g_big:,} groups | {n_big:,} | {t_big:.2f} s "
                  f"({n_big / t_big / 1e6:.1f} M rows/s) | goal <= 2 s | |")
-
-    import dask.dataframe as dd
-    import distributed
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        ddf = dd.from_pandas(big, npartitions=8).persist()  # data on the workers, as when read there
-        distributed.wait(ddf)
-        t_dask, dout = best_time(lambda: run_dpfast(ddf), 2)
-        client.cancel(ddf)
-    same = dout.equals(out)
-    lines.append(f"| Dask 2-worker LocalCluster (persisted, 8 partitions) vs in process | {n_big:,} | "
-                 f"{t_dask:.2f} s | in process {t_big:.2f} s | {t_big / t_dask:.0%} of in-process throughput; "
-                 f"same frame as pandas: {same} |")
+    lines += dask_side_by_side(big, out, t_big)
     print(f"load average after: {os.getloadavg()}")
     print("\n".join(lines))
 
@@ -111,4 +125,6 @@ def test_bench_aggregate_pipelinedp(benchmark):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    main(ap.parse_args().quick)
+    ap.add_argument("--dask", action="store_true", help="only the 10^7-row in-process and Dask rows")
+    args = ap.parse_args()
+    main(args.quick, args.dask)

@@ -173,3 +173,16 @@ def test_units_confined_is_exact(a, b, confined):
     # convert-string off: the mixed object column stays objects (1 and "a"), as in pandas
     with __import__("dask").config.set({"scheduler": "sync", "dataframe.convert-string": False}):
         assert tdask.units_confined(_two_parts(a, b), "u") is confined
+
+
+def test_shuffled_path_with_public_groups_and_the_unit_as_a_value(client, shuffles):
+    # rows outside the public groups are dropped before the shuffle, integer units are narrowed
+    # to int32 for it, and a unit column that is also a value column keeps its values
+    df = _table(40_000, seed=6)
+    kw = dict(metrics={"n": "count", "su": ("sum", "u"), "m": ("mean", "x")},
+              bounds={"x": (0.0, 200.0), "u": (0.0, 20_000.0)}, max_groups_per_unit=2, max_rows_per_group=3,
+              epsilon=1.0, delta=1e-6, groups=list(range(5, 15)))
+    a = aggregate(df, "u", "g", rng=21, **kw)
+    b = aggregate(dd.from_pandas(df, npartitions=3), "u", "g", rng=21, **kw)
+    assert shuffles == [1]
+    pd.testing.assert_frame_equal(a, b, check_exact=True)

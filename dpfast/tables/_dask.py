@@ -181,23 +181,43 @@ def _partition_stats(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int) 
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def _encode_groups(pdf: pd.DataFrame, plan: dict, index: pd.Index, dtype) -> pd.DataFrame:
-    """The columns the kernel needs, the group as a compact code; rows outside ``index`` dropped
-    (the kernel ignores them: dropping them first shrinks the shuffle, not the result)."""
+def _encode_groups(pdf: pd.DataFrame, plan: dict, index: pd.Index, dtype, unit_dtype) -> pd.DataFrame:
+    """The columns the kernel needs, the group as a compact code, integer units as ``unit_dtype``
+    when given (their values, hence their keys, unchanged); rows outside ``index`` dropped (the
+    kernel ignores them: dropping them first shrinks the shuffle, not the result)."""
+    pu = plan["privacy_unit"]
     g = group_codes(pdf, plan["by_cols"], index)
-    out = pd.DataFrame({plan["privacy_unit"]: pdf[plan["privacy_unit"]].to_numpy(), _GCODE: g.astype(dtype)})
+    u = pdf[pu].to_numpy()
+    out = pd.DataFrame({pu: u if unit_dtype is None else u.astype(unit_dtype), _GCODE: g.astype(dtype)})
     for c in plan["value_cols"]:
-        out[c] = pdf[c].to_numpy(dtype=np.float64)
+        if c != pu:
+            out[c] = pdf[c].to_numpy(dtype=np.float64)
     return out[g >= 0] if plan["groups"] is not None else out
 
 
-def shuffle_by_unit(ddf, plan: dict, index: pd.Index):
+def _narrow_units(ddf, pu: str, summaries):
+    """int32 when the unit column is integer and, by the first pass's per-partition (min, max),
+    every value fits in int32 (4 bytes less per shuffled row); else None."""
+    kind = ddf._meta[pu].dtype.kind
+    if summaries is None or kind not in "iu" or ddf._meta[pu].dtype.itemsize <= 4:
+        return None
+    spans = [s[1] for s in summaries if s[0] != "empty"]
+    if any(sp is None for sp in spans):
+        return None  # a partition without a range
+    if all(-2 ** 31 <= int(lo) and int(hi) < 2 ** 31 for lo, hi in spans):
+        return np.int32
+    return None
+
+
+def shuffle_by_unit(ddf, plan: dict, index: pd.Index, summaries=None):
     """Rows moved so that each unit's rows sit in one partition (only the needed columns)."""
     pu = plan["privacy_unit"]
     dtype = np.int16 if len(index) < 2 ** 15 else np.int32 if len(index) < 2 ** 31 else np.int64
-    meta = pd.DataFrame({pu: ddf._meta[pu].to_numpy(), _GCODE: np.zeros(0, dtype=dtype),
-                         **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"]}})
-    enc = ddf.map_partitions(_encode_groups, plan, index, dtype, meta=meta)
+    unit_dtype = _narrow_units(ddf, pu, summaries)
+    meta = pd.DataFrame({pu: ddf._meta[pu].to_numpy() if unit_dtype is None else np.zeros(0, dtype=unit_dtype),
+                         _GCODE: np.zeros(0, dtype=dtype),
+                         **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"] if c != pu}})
+    enc = ddf.map_partitions(_encode_groups, plan, index, dtype, unit_dtype, meta=meta)
     return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD)
 
 
@@ -209,6 +229,6 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> d
         cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
         parts = ddf[cols]
     else:
-        parts = shuffle_by_unit(ddf, plan, index)
+        parts = shuffle_by_unit(ddf, plan, index, summaries)
     stats = _per_partition(parts, _partition_stats, plan, index, seed).compute()
     return merge_stats(list(stats))

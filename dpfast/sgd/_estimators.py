@@ -597,7 +597,6 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         "check_classifiers_classes": _base.PUBLIC_LABELS,
         "check_classifiers_train": _base.PUBLIC_LABELS,
         "check_decision_proba_consistency": _base.PUBLIC_LABELS,
-        "check_classifiers_one_label": _base.NOISY_ONE_LABEL,
     }
 
     def fit(self, X, y, *, budget=None) -> "DPMLPClassifier":

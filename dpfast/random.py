@@ -211,7 +211,11 @@ def fill_noise(cap, kind: str, out: np.ndarray) -> np.ndarray:
     For callers that already hold the stream for other draws (the DP-SGD loop samples the batch
     and the noise under one lock).  float32 output is the float64 draw rounded once.
     """
-    _kernel(kind)(cap, out, None, _ONE, noise_threads(out.size))
+    return _fill(cap, kind, out)
+
+
+def _fill(cap, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
+    _kernel(kind)(cap, out, values, scale, noise_threads(out.size))
     return out
 
 
@@ -242,10 +246,9 @@ def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, sca
     noise``), under the bit generator's lock, with the one thread policy.  The caller has
     validated and broadcast: ``out`` C-contiguous float32/float64, ``values`` None or of ``out``'s
     dtype and size, ``scale`` float64 with 1 or ``out.size`` elements."""
-    kernel = _kernel(kind)
+    _kernel(kind)  # an unknown kind raises before the lock is taken
     with native_stream(gen) as cap:
-        kernel(cap, out, values, scale, noise_threads(out.size))
-    return out
+        return _fill(cap, kind, out, values, scale)
 
 
 def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):

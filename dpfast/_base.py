@@ -77,10 +77,6 @@ SMALL_RIDGE = (
     "the check sets alpha=0.01, below the smallest ridge lambda for which the privacy proof holds (lambda must "
     "exceed the loss's smoothness; Redberg, Koskela & Wang 2024); fit refuses it before reading the data"
 )
-NOISY_ONE_LABEL = (
-    "the check requires predicting the only training label on every row; DP-SGD's Gaussian noise on a few "
-    "dozen rows can move the decision boundary across some of them"
-)
 PUBLIC_ROWS = (
     "the learner needs public rows with the private data's features (public_data, fixed when the instance is "
     "made) and a public binary label set; this check fits data with another number of features or other labels"

@@ -3,7 +3,8 @@
 * One pybind11 extension per file ``csrc/bindings/<name>.cpp``, importable as
   ``dpfast._<name>`` (``_core``: continuous samplers; ``_exact``: discrete and snapping
   samplers; ``_selection``: exponential mechanism; ``_pld``: privacy-loss distributions;
-  ``_glm``: GLM solvers; ``_clip``: per-example clipping; ``_public``: public-data oracles).
+  ``_glm``: GLM solvers; ``_multinomial``: the K-output softmax loss; ``_clip``: per-example
+  clipping; ``_public``: public-data oracles; ``_tables``: grouped aggregates).
   Kernels live in headers under ``csrc/`` that know nothing of Python; ``csrc/bindings/`` is
   the only place that does.  Separate modules keep each subpackage's import light and let a
   kernel be rebuilt without relinking the others.

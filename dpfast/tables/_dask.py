@@ -40,6 +40,7 @@ from dpfast.tables._aggregate import (bounded_stats, canonical_groups, group_cod
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _GCODE = "__dpfast_group_code__"
 _SHUFFLE_METHOD = "tasks"  # measured faster than p2p for this shuffle (benchmarks/results/tables.md)
+_SHUFFLE_PARTITIONS = None  # as many as the input (2 or 4 measured slower on 2 workers)
 
 
 def _check_keys(col: pd.Series):
@@ -218,7 +219,7 @@ def shuffle_by_unit(ddf, plan: dict, index: pd.Index, summaries=None):
                          _GCODE: np.zeros(0, dtype=dtype),
                          **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"] if c != pu}})
     enc = ddf.map_partitions(_encode_groups, plan, index, dtype, unit_dtype, meta=meta)
-    return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD)
+    return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD, npartitions=_SHUFFLE_PARTITIONS)
 
 
 def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> dict:

@@ -186,3 +186,26 @@ def test_shuffled_path_with_public_groups_and_the_unit_as_a_value(client, shuffl
     b = aggregate(dd.from_pandas(df, npartitions=3), "u", "g", rng=21, **kw)
     assert shuffles == [1]
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_fast_path_proof_is_redone_on_the_rows_the_kernel_read(shuffles):
+    # A source that changes between reads: the first (validation) pass sees disjoint unit ranges,
+    # the bounding pass sees unit 50 in both partitions.  The proof is redone on the rows the
+    # kernel read, fails, and the rows are shuffled; the result is that of the data read then.
+    import dask
+    part_a, part_b = _spanning_frame()
+    reads = {"b": 0}
+
+    def load(i):
+        if i == 0:
+            return part_a
+        reads["b"] += 1
+        return part_b[part_b.u != 50] if reads["b"] == 1 else part_b
+
+    ddf = dd.from_map(load, [0, 1], meta=part_a.iloc[:0], enforce_metadata=False)
+    kw = dict(KW, groups=[0, 1, 2, 3], metrics={"n": "count"})
+    with dask.config.set(scheduler="sync"):
+        b = aggregate(ddf, "u", "g", rng=3, **kw)
+    assert reads["b"] >= 3 and shuffles == [1]
+    a = aggregate(pd.concat([part_a, part_b], ignore_index=True), "u", "g", rng=3, **kw)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)

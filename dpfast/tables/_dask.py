@@ -25,7 +25,11 @@ Which partitions the kernel runs on (:func:`units_confined`):
   tier 2 (a shared key may be a shared unit).  A hash collision can only send a frame to the
   shuffle, never let a unit through twice.  Partitions of different unit dtypes, and object
   columns of mixed types (where 1 and 1.0 are one unit), are always shuffled.  No sketch or
-  sampling decides for the fast path: each tier that accepts is an exact proof.
+  sampling decides for the fast path: each tier that accepts is an exact proof.  The first
+  pass only chooses the path: the proof is redone on the unit values that the bounding tasks
+  themselves read (min and max, or all keys for tier 2, returned with their partial sums), and
+  if it fails there -- a source that reads differently each time -- the partial sums are
+  discarded and the rows shuffled.
 * **Otherwise** the rows are shuffled by privacy unit first (only the unit, the group code as a
   compact integer, and the value columns; rows outside public ``groups`` dropped before).
 """
@@ -109,6 +113,45 @@ def _keys_disjoint(key_sets) -> bool:
     return np.unique(allk).size == allk.size
 
 
+def _decide(summaries):
+    """From per-partition summaries: "ranges" (tier 1 holds), "keys" (tier 2 must decide) or
+    None (shuffle: no proof possible, or a key shared by two partitions' bottom keys)."""
+    summaries = [s for s in summaries if s[0] != "empty"]
+    if len(summaries) <= 1:
+        return "ranges"
+    tags = {s[0] for s in summaries}
+    if None in tags or len(tags) != 1:
+        return None
+    if _ranges_disjoint([s[1] for s in summaries]):
+        return "ranges"
+    if not _keys_disjoint([s[2] for s in summaries]):
+        return None
+    return "keys"
+
+
+def _proved(summaries, tier: str) -> bool:
+    """The exact check of one tier on (tag, (min, max), all distinct keys or None) per partition."""
+    summaries = [s for s in summaries if s[0] != "empty"]
+    if len(summaries) <= 1:
+        return True
+    tags = {s[0] for s in summaries}
+    if None in tags or len(tags) != 1:
+        return False
+    if tier == "ranges":
+        return _ranges_disjoint([s[1] for s in summaries])
+    return _keys_disjoint([s[2] for s in summaries])
+
+
+def _full_summary(col: pd.Series, want_keys: bool):
+    """(tag, (min, max), all distinct keys if ``want_keys``) of a partition's unit column."""
+    if len(col) == 0:
+        return "empty", None, None
+    tag, keys = _check_keys(col)
+    if tag is None:
+        return None, None, None
+    return tag, (col.min(), col.max()), keys if want_keys else None
+
+
 def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
     """True iff, proved from the data, no privacy unit has rows in two partitions of ``ddf``.
 
@@ -121,21 +164,10 @@ def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
         return True
     if summaries is None:
         summaries = _per_partition(ddf[privacy_unit], _unit_summary).compute()
-    summaries = [s for s in summaries if s[0] != "empty"]
-    if len(summaries) <= 1:
-        return True
-    tags = {s[0] for s in summaries}
-    if None in tags or len(tags) != 1:
-        return False
-    if _ranges_disjoint([s[1] for s in summaries]):
-        return True
-    if not _keys_disjoint([s[2] for s in summaries]):
-        return False
-    full = _per_partition(ddf[privacy_unit], _check_keys).compute()
-    full = [f for f in full if f[1] is None or f[1].size]
-    if len({t for t, _ in full}) != 1 or full[0][0] is None:
-        return False
-    return _keys_disjoint([k for _, k in full])
+    tier = _decide(summaries)
+    if tier != "keys":
+        return tier == "ranges"
+    return _proved(list(_per_partition(ddf[privacy_unit], _full_summary, True).compute()), "keys")
 
 
 def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int):
@@ -222,14 +254,29 @@ def shuffle_by_unit(ddf, plan: dict, index: pd.Index, summaries=None):
     return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD, npartitions=_SHUFFLE_PARTITIONS)
 
 
+def _stats_and_units(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int, want_keys: bool):
+    """The kernel on one partition, with the summary of the very unit values it bounded."""
+    return _partition_stats(pdf, plan, index, seed), _full_summary(pdf[plan["privacy_unit"]], want_keys)
+
+
 def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> dict:
-    """Bounding and per-group sums on the workers, merged on the client; the shuffle by unit
-    only when :func:`units_confined` cannot prove it unnecessary."""
+    """Bounding and per-group sums on the workers, merged on the client.
+
+    The first pass's summaries only choose the path.  On the fast path the proof that no unit
+    spans two partitions is redone on the unit values the kernel tasks themselves read (so a
+    frame whose partitions are recomputed differently -- a non-deterministic source -- cannot
+    slip through); if it fails, the partial results are discarded and the rows are shuffled.
+    """
     pu = plan["privacy_unit"]
-    if units_confined(ddf, pu, summaries):
-        cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
-        parts = ddf[cols]
-    else:
-        parts = shuffle_by_unit(ddf, plan, index, summaries)
-    stats = _per_partition(parts, _partition_stats, plan, index, seed).compute()
-    return merge_stats(list(stats))
+    cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
+    if ddf.npartitions <= 1:
+        return merge_stats(list(_per_partition(ddf[cols], _partition_stats, plan, index, seed).compute()))
+    if summaries is None:
+        summaries = _per_partition(ddf[pu], _unit_summary).compute()
+    tier = _decide(summaries)
+    if tier is not None:
+        res = list(_per_partition(ddf[cols], _stats_and_units, plan, index, seed, tier == "keys").compute())
+        if _proved([r[1] for r in res], tier):
+            return merge_stats([r[0] for r in res])
+    parts = shuffle_by_unit(ddf, plan, index, summaries)
+    return merge_stats(list(_per_partition(parts, _partition_stats, plan, index, seed).compute()))

@@ -6,7 +6,8 @@
 
 Each is timed for dpfast and for a plain-NumPy DP-SGD with the same per-example norm
 factorisation (the floor quoted in the issue); Opacus is measured by the standalone script
-``benchmarks/peer_opacus_sgd.py`` (it needs torch).  ``python benchmarks/bench_sgd.py``
+``benchmarks/peer_opacus_sgd.py`` (it needs torch), and the MLP step against Opacus ghost clipping
+in fresh processes, both dtypes, by ``benchmarks/spot_mlp_vs_opacus.py``.  ``python benchmarks/bench_sgd.py``
 prints the table recorded in ``benchmarks/results/sgd.md`` (ms/step, examples/s, extra peak
 RSS); under pytest (``pytest benchmarks/bench_sgd.py``) the same runs at smoke size unless
 ``DPFAST_BENCH_FULL=1``.  Times exclude data generation, validation and accounting (the

@@ -146,10 +146,15 @@ def _full_summary(col: pd.Series, want_keys: bool):
     """(tag, (min, max), all distinct keys if ``want_keys``) of a partition's unit column."""
     if len(col) == 0:
         return "empty", None, None
-    tag, keys = _check_keys(col)
+    if want_keys:
+        tag, keys = _check_keys(col)
+    else:  # the tag _check_keys would give, without computing the keys
+        raw, keys = col.to_numpy(), None
+        tag = (str(raw.dtype) if raw.dtype.kind in "iubmMf" else
+               "str" if raw.dtype.kind in "OUT" and pd.api.types.infer_dtype(raw, skipna=False) == "string" else None)
     if tag is None:
         return None, None, None
-    return tag, (col.min(), col.max()), keys if want_keys else None
+    return tag, (col.min(), col.max()), keys
 
 
 def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:

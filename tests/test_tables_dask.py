@@ -70,6 +70,16 @@ def test_dask_bad_values_raise_before_the_charge(client):
         aggregate(dd.from_pandas(df, npartitions=2), "u", "g", {"s": ("sum", "x")}, {"x": (0, 1)},
                   epsilon=1.0, delta=1e-6, budget=budget)
     assert len(budget.ledger) == 0
+    df = _table(1000)
+    df["u"] = df["u"].astype(float)
+    df.loc[900, "u"] = np.nan  # in the second partition
+    with pytest.raises(ValueError, match="privacy_unit.*'u'.*NaN"):
+        aggregate(dd.from_pandas(df, npartitions=2), "u", "g", {"s": ("sum", "x")}, {"x": (0, 1)},
+                  epsilon=1.0, delta=1e-6, budget=budget)
+    with pytest.raises(ValueError, match="privacy_unit: unknown column 'user'"):
+        aggregate(dd.from_pandas(df, npartitions=2).set_index("u"), "user", "g", {"s": ("sum", "x")},
+                  {"x": (0, 1)}, epsilon=1.0, delta=1e-6, budget=budget)
+    assert len(budget.ledger) == 0
 
 
 # ---- no shuffle when no unit spans two partitions (proved from the data) ---------------------

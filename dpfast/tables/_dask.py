@@ -16,8 +16,8 @@ Which partitions the kernel runs on (:func:`units_confined`):
   the unit column are pairwise disjoint (sorted by min, each max is strictly below the next
   min), so no value lies in two partitions -- the case of a frame indexed or sorted by the unit
   (``set_index(privacy_unit)``).  Tier 2, when the ranges overlap (e.g. a frame hash-partitioned
-  by unit): each partition's sorted distinct unit keys are gathered (a second pass) and the total
-  count of keys must equal the number of distinct keys.  Keys are injective on unit values
+  by unit): each partition's distinct unit keys are gathered and the total count of keys must
+  equal the number of distinct keys.  Keys are injective on unit values
   (:func:`_check_keys`: integers and datetimes as themselves, floats by their bits with -0.0 =
   0.0, strings by a 64-bit hash -- distinct hashes imply distinct strings), so disjoint key sets
   are disjoint unit sets.  Before tier 2 a cheap refutation: the 64 smallest distinct keys of

@@ -48,7 +48,7 @@ import contextlib
 import math
 import numbers
 import os
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -204,18 +204,24 @@ def noise_threads(n: int) -> int:
     return default_threads()
 
 
-def fill_noise(cap, kind: str, out: np.ndarray) -> np.ndarray:
+def fill_noise(cap, kind: str, out: np.ndarray, max_threads: Optional[int] = None) -> np.ndarray:
     """Fill ``out`` (C-contiguous float32/float64) with i.i.d. standard ``kind`` noise drawn from
     the capsule of :class:`native_stream` (the caller holds the lock); returns ``out``.
 
     For callers that already hold the stream for other draws (the DP-SGD loop samples the batch
     and the noise under one lock).  float32 output is the float64 draw rounded once.
+    ``max_threads`` caps :func:`noise_threads` (an estimator's ``n_threads``); the output does
+    not depend on it.
     """
-    return _fill(cap, kind, out)
+    return _fill(cap, kind, out, max_threads=max_threads)
 
 
-def _fill(cap, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
-    _kernel(kind)(cap, out, values, scale, noise_threads(out.size))
+def _fill(cap, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE,
+          max_threads: Optional[int] = None) -> np.ndarray:
+    nt = noise_threads(out.size)
+    if max_threads is not None:
+        nt = max(1, min(nt, int(max_threads)))
+    _kernel(kind)(cap, out, values, scale, nt)
     return out
 
 

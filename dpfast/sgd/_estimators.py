@@ -219,7 +219,7 @@ class _DPSGDBase(PrivateEstimator):
                     else:
                         idx = _clip.fixed_sample(cap, n, bs, mark)
                     if noise is not None:
-                        fill_noise(cap, "normal", noise)  # N(0, 1), the one sampler family, same stream
+                        fill_noise(cap, "normal", noise, n_threads)  # N(0, 1), the one sampler family
                 ls, nc = step_fn(ws, idx, gsum)
                 loss_sum += ls
                 count += idx.size

@@ -606,10 +606,14 @@ struct Precond {
     }
     // v^T P^-1 v
     double inv_norm2(const double* v, int64_t d) const {
-        const double vb = bias < 0 ? 0.0 : v[bias];
         double a = 0.0;
+        if (bias < 0) {
+            for (int64_t j = 0; j < d; ++j) a += v[j] * hinv[j] * v[j];
+            return a;
+        }
+        const double vb = v[bias];  // (A^-T v)_j = v_j - mu_j v_b, (A^-T v)_b = v_b
         for (int64_t j = 0; j < d; ++j) {
-            const double t = (bias < 0 || j != bias) ? v[j] - (bias < 0 ? 0.0 : mu[j] * vb) : vb;
+            const double t = j == bias ? vb : v[j] - mu[j] * vb;
             a += t * hinv[j] * t;
         }
         return a;

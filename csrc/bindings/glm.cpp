@@ -15,13 +15,6 @@ namespace {
 
 enum Layout : int { kC = 0, kF = 1, kCSR = 2 };
 
-void require(bool ok, const char* msg) {
-    if (!ok) throw py::value_error(msg);
-}
-void require(bool ok, const std::string& msg) {
-    if (!ok) throw py::value_error(msg);
-}
-
 int float_bytes(const py::array& a, const char* name) {
     const auto dt = a.dtype();
     require(dt.kind() == 'f' && (dt.itemsize() == 4 || dt.itemsize() == 8),
@@ -29,14 +22,6 @@ int float_bytes(const py::array& a, const char* name) {
     return (int)dt.itemsize();
 }
 
-const double* opt_ptr(const py::object& o, int64_t len, const char* name) {
-    if (o.is_none()) return nullptr;
-    auto a = py::cast<py::array>(o);
-    require(a.dtype().kind() == 'f' && a.dtype().itemsize() == 8, std::string(name) + " must be float64");
-    require((a.flags() & py::array::c_style) != 0, std::string(name) + " must be C-contiguous");
-    require(a.size() == len, std::string(name) + " has the wrong size");
-    return static_cast<const double*>(a.data());
-}
 
 // Calls fn(view) with the matrix view matching (layout, dtype, index type).
 template <class Fn>

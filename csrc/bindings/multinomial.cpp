@@ -15,19 +15,6 @@ namespace mn = dpf::solvers::multinomial;
 
 namespace {
 
-void require(bool ok, const std::string& msg) {
-    if (!ok) throw py::value_error(msg);
-}
-
-const double* opt_ptr(const py::object& o, int64_t len, const char* name) {
-    if (o.is_none()) return nullptr;
-    auto a = py::cast<py::array>(o);
-    require(a.dtype().kind() == 'f' && a.dtype().itemsize() == 8, std::string(name) + " must be float64");
-    require((a.flags() & py::array::c_style) != 0, std::string(name) + " must be C-contiguous");
-    require(a.size() == len, std::string(name) + " has the wrong size");
-    return static_cast<const double*>(a.data());
-}
-
 // Calls fn(view) for dense C-order X (indices None) or CSR (data, indices, indptr).
 template <class Fn>
 void with_view(const py::array& X, const py::object& indices, const py::object& indptr, int64_t n, int64_t d,

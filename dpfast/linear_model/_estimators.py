@@ -321,6 +321,12 @@ class _PrivateLinearModel(PrivateEstimator):
             self._coef, self._intercept = coefs[:, :d].copy(), coefs[:, d] * s
         else:
             self._coef, self._intercept = coefs, np.zeros(len(targets))
+        self._record_fit(event, cal, consts, [r.n_iter for r in results], [r.grad_norm for r in results],
+                         tuple(r.solver for r in results))
+        return results
+
+    def _record_fit(self, event, cal, consts, n_iter, grad_norm, solver) -> None:
+        """The fitted attributes every release sets: calibration, privacy reached, constants, solver."""
         self.calibration_ = cal
         self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
         self.sigma_ = cal.noise_std
@@ -328,10 +334,9 @@ class _PrivateLinearModel(PrivateEstimator):
         self.lambda_ = cal.regularization
         self.clip_ = consts.lipschitz
         self.smoothness_ = consts.smoothness
-        self.n_iter_ = np.array([r.n_iter for r in results])
-        self.grad_norm_ = np.array([r.grad_norm for r in results])
-        self.solver_ = tuple(r.solver for r in results)
-        return results
+        self.n_iter_ = np.array(n_iter)
+        self.grad_norm_ = np.array(grad_norm)
+        self.solver_ = tuple(solver)
 
     def _decision(self, X):
         check_fitted(self)
@@ -488,16 +493,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         else:
             self._coef, self._intercept = W.T.copy(), np.zeros(n_classes)
         self.multi_class_ = "multinomial"
-        self.calibration_ = cal
-        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
-        self.sigma_ = cal.noise_std
-        self.sigma_out_ = cal.sigma_out
-        self.lambda_ = cal.regularization
-        self.clip_ = consts.lipschitz
-        self.smoothness_ = consts.smoothness
-        self.n_iter_ = np.array([n_iter])
-        self.grad_norm_ = np.array([gnorm])
-        self.solver_ = (used,)
+        self._record_fit(event, cal, consts, [n_iter], [gnorm], (used,))
 
     def fit(self, X, y, sample_weight=None, *, budget=None) -> "LogisticRegression":
         """Fit privately; see the class docstring for the guarantee.  Returns self.

@@ -21,17 +21,13 @@ from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import LogisticRegression
 from dpfast.linear_model._multinomial import minimize_multinomial_certified, multinomial_oracle
 from dpfast.linear_model._solver import MappedRows
+from test_linear_model import _blobs as _lm_blobs
 
 SQ2 = math.sqrt(2.0)
 
 
 def _blobs(n=600, d=6, K=4, seed=0):
-    g = np.random.default_rng(seed)
-    centers = g.normal(size=(K, d)) * 1.5
-    y = g.integers(0, K, size=n)
-    X = centers[y] + g.normal(size=(n, d))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    return X, y
+    return _lm_blobs(n=n, d=d, seed=seed, classes=K)  # the linear-model tests' generator, K classes
 
 
 def _reference(Xd, y, W, K, alpha, w=None):

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bindings/common.hpp"
+#include "bindings/csr_view.hpp"
 #include "solvers/glm_solvers.hpp"
 
 using namespace dpf_bind;
@@ -42,36 +43,7 @@ void with_view(const py::array& X, const py::object& indices, const py::object& 
         return;
     }
     require(layout == kCSR, "unknown layout");
-    auto ind = py::cast<py::array>(indices);
-    auto ptr = py::cast<py::array>(indptr);
-    require(X.ndim() == 1 && ind.ndim() == 1 && ptr.ndim() == 1, "CSR arrays must be 1-d");
-    require((X.flags() & py::array::c_style) && (ind.flags() & py::array::c_style) &&
-                (ptr.flags() & py::array::c_style),
-            "CSR arrays must be contiguous");
-    require(ptr.shape(0) == n + 1, "indptr must have n + 1 entries");
-    require(ind.dtype().kind() == 'i' && ptr.dtype().kind() == 'i' &&
-                ind.dtype().itemsize() == ptr.dtype().itemsize() &&
-                (ind.dtype().itemsize() == 4 || ind.dtype().itemsize() == 8),
-            "CSR indices and indptr must both be int32 or both int64");
-    require(ind.shape(0) == X.shape(0), "CSR data and indices differ in length");
-    auto go = [&](auto* pind, auto* pptr) {
-        using I = std::remove_const_t<std::remove_pointer_t<decltype(pind)>>;
-        // bounds of indptr and indices (cheap next to a solve, and a kernel relies on them)
-        require(pptr[0] == 0 && (int64_t)pptr[n] == (int64_t)ind.shape(0), "indptr is inconsistent");
-        bool mono = true;
-        for (int64_t i = 0; i < n; ++i) mono &= pptr[i] <= pptr[i + 1];
-        require(mono, "indptr must be non-decreasing");
-        const int64_t nnz = ind.shape(0);
-        bool inrange = true;
-        for (int64_t p = 0; p < nnz; ++p) inrange &= (pind[p] >= 0) & ((int64_t)pind[p] < d);
-        require(inrange, "CSR column index out of range");
-        if (fb == 8) fn(dpf::glm::CSR<double, I>{static_cast<const double*>(X.data()), pind, pptr, n, d});
-        else fn(dpf::glm::CSR<float, I>{static_cast<const float*>(X.data()), pind, pptr, n, d});
-    };
-    if (ind.dtype().itemsize() == 4)
-        go(static_cast<const int32_t*>(ind.data()), static_cast<const int32_t*>(ptr.data()));
-    else
-        go(static_cast<const int64_t*>(ind.data()), static_cast<const int64_t*>(ptr.data()));
+    with_csr(X, indices, indptr, n, d, fn);
 }
 
 // d: X's stored columns; the problem has d + (icpt != 0) coordinates (data.hpp).

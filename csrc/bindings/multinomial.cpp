@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bindings/common.hpp"
+#include "bindings/csr_view.hpp"
 #include "solvers/multinomial.hpp"
 
 using namespace dpf_bind;
@@ -15,7 +16,7 @@ namespace mn = dpf::solvers::multinomial;
 
 namespace {
 
-// Calls fn(view) for dense C-order X (indices None) or CSR (data, indices, indptr).
+// Calls fn(view) for dense C-order X (indices None) or CSR (data, indices, indptr; bindings/csr_view.hpp).
 template <class Fn>
 void with_view(const py::array& X, const py::object& indices, const py::object& indptr, int64_t n, int64_t d,
                Fn&& fn) {
@@ -29,25 +30,7 @@ void with_view(const py::array& X, const py::object& indices, const py::object& 
         else fn(dpf::glm::DenseC<float>{static_cast<const float*>(X.data()), n, d});
         return;
     }
-    auto ind = py::cast<py::array>(indices);
-    auto ptr = py::cast<py::array>(indptr);
-    require(X.ndim() == 1 && ind.ndim() == 1 && ptr.ndim() == 1, "CSR arrays must be 1-d");
-    require((X.flags() & py::array::c_style) && (ind.flags() & py::array::c_style) &&
-                (ptr.flags() & py::array::c_style),
-            "CSR arrays must be contiguous");
-    require(ptr.shape(0) == n + 1 && ind.shape(0) == X.shape(0), "CSR arrays have inconsistent lengths");
-    require(ind.dtype().kind() == 'i' && ptr.dtype().kind() == 'i' && ind.dtype().itemsize() == 8 &&
-                ptr.dtype().itemsize() == 8,
-            "CSR indices and indptr must be int64");
-    const auto* pind = static_cast<const int64_t*>(ind.data());
-    const auto* pptr = static_cast<const int64_t*>(ptr.data());
-    require(pptr[0] == 0 && pptr[n] == ind.shape(0), "indptr is inconsistent");
-    bool ok = true;
-    for (int64_t i = 0; i < n; ++i) ok &= pptr[i] <= pptr[i + 1];
-    for (int64_t p = 0; p < ind.shape(0); ++p) ok &= (pind[p] >= 0) & (pind[p] < d);
-    require(ok, "indptr must be non-decreasing and column indices within [0, d)");
-    if (f64) fn(dpf::glm::CSR<double, int64_t>{static_cast<const double*>(X.data()), pind, pptr, n, d});
-    else fn(dpf::glm::CSR<float, int64_t>{static_cast<const float*>(X.data()), pind, pptr, n, d});
+    with_csr(X, indices, indptr, n, d, fn);
 }
 
 // (F, G, ok): F(W) = sum_i w_i l(W; x_i, y_i) + (alpha/2)||W||_F^2 and its gradient (d x K),

@@ -14,15 +14,14 @@
 // No Python headers here; callers validate shapes and ranges.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#include <thread>
 #include <vector>
 
+#include "parallel.hpp"
 #include "random/bitstream.hpp"
 #include "random/uniform.hpp"
 
@@ -72,27 +71,7 @@ inline void gemm_rm_fixed(gemm_t<T> f, int nthreads, bool ta, bool tb, int M, in
         const T* Ab = ta ? A + r0 : A + (int64_t)r0 * lda;
         gemm_rm<T>(f, ta, tb, m, N, K, alpha, Ab, lda, B, ldb, beta, C + (int64_t)r0 * ldc, ldc);
     };
-    const int nt = std::max(1, std::min(nthreads, nb));
-    if (nt == 1) {
-        for (int blk = 0; blk < nb; ++blk) run(blk);
-        return;
-    }
-    // Blocks are claimed from a shared counter, not dealt out in a fixed pattern: on a busy
-    // machine a helper thread may not get a core for a while, and the calling thread then runs
-    // its blocks instead of waiting for it (MLP step, float32, 2 threads, load average 5 on 2
-    // cores: median 4.8-8.0 ms against 6.1-11.6 ms with blocks dealt round-robin).  Which
-    // thread runs a block does not change the block's result.
-    std::atomic<int> next{0};
-    auto claim_blocks = [&] {
-        for (int blk = next.fetch_add(1, std::memory_order_relaxed); blk < nb;
-             blk = next.fetch_add(1, std::memory_order_relaxed))
-            run(blk);
-    };
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<size_t>(nt - 1));
-    for (int t = 1; t < nt; ++t) pool.emplace_back(claim_blocks);
-    claim_blocks();
-    for (auto& th : pool) th.join();
+    run_chunks(nb, nthreads, run);  // csrc/parallel.hpp: blocks claimed from a shared counter
 }
 
 // ---------------------------------------------------------------------------------- sampling

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "glm/data.hpp"
+#include "parallel.hpp"
 #include "random/bitstream.hpp"
 
 namespace dpf {

@@ -358,7 +358,7 @@ template <class T, class I>
 inline int64_t work_of(const glm::CSR<T, I>& X) { return X.n > 0 ? (int64_t)X.indptr[X.n] : 0; }
 
 // ---------------------------------------------------------------------------------------
-// Fixed partition of the rows and a tiny fork-join over it.
+// Fixed partition of the rows (the fork-join over it is dpf::run_chunks, csrc/parallel.hpp).
 
 // At most 32 chunks of >= 2048 rows, and at most 2^22 partial-gradient doubles in all
 // (so that very wide sparse X does not pay 32 d-vectors per pass); depends on n and d only.
@@ -373,22 +373,7 @@ struct Chunks {
     int64_t end(int64_t k) const { return std::min(n, (k + 1) * rows); }
 };
 
-template <class Fn>
-void run_chunks(int64_t count, int nthreads, const Fn& fn) {
-    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(nthreads, count));
-    if (T <= 1) {
-        for (int64_t k = 0; k < count; ++k) fn(k);
-        return;
-    }
-    std::vector<std::thread> pool;
-    pool.reserve(T - 1);
-    for (int t = 1; t < T; ++t)
-        pool.emplace_back([&fn, count, T, t] {
-            for (int64_t k = t; k < count; k += T) fn(k);
-        });
-    for (int64_t k = 0; k < count; k += T) fn(k);
-    for (auto& th : pool) th.join();
-}
+// run_chunks (csrc/parallel.hpp) runs them.
 
 // Threads pay only above this much work per pass (multiply-adds).
 constexpr int64_t kParallelWork = 1 << 17;

@@ -5,8 +5,9 @@
 // dx of W (as in csrc/glm/data.hpp's Objective).  Deterministic: the rows are cut into chunks
 // that depend on n only (never on the thread count), each chunk accumulates its own partial
 // value and gradient, and the partials are reduced in chunk order -- the scheme of
-// csrc/solvers/impl.hpp's Evaluator (kept separate because impl.hpp is compiled per target
-// inside glm_solvers.hpp and its Objective is scalar-margin).  No Python here.
+// csrc/solvers/impl.hpp's Evaluator, with the same fork-join (csrc/parallel.hpp).  The kernel
+// is kept apart from impl.hpp because that file is compiled per target inside glm_solvers.hpp
+// and its Objective is scalar-margin.  No Python here.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "glm/data.hpp"
 #include "glm/multinomial.hpp"
+#include "parallel.hpp"
 
 namespace dpf {
 namespace solvers {
@@ -125,19 +127,7 @@ bool loss_grad(const View& X, const Problem& P, int nthreads, const double* W, d
         double* gk = part.data() + k * dK;
         lossp[k] = eval_chunk(X, P, ch.begin(k), ch.end(k), W, gk);
     };
-    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(nthreads, ch.count));
-    if (T <= 1) {
-        for (int64_t k = 0; k < ch.count; ++k) run(k);
-    } else {
-        std::vector<std::thread> pool;
-        pool.reserve(T - 1);
-        for (int t = 1; t < T; ++t)
-            pool.emplace_back([&run, &ch, T, t] {
-                for (int64_t k = t; k < ch.count; k += T) run(k);
-            });
-        for (int64_t k = 0; k < ch.count; k += T) run(k);
-        for (auto& th : pool) th.join();
-    }
+    run_chunks(ch.count, nthreads, run);
     std::fill(G, G + dK, 0.0);
     f = 0.0;
     for (int64_t k = 0; k < ch.count; ++k) {  // chunk order: independent of the thread count

@@ -43,6 +43,7 @@ import numpy as np
 
 from dpfast import _multinomial, _threads
 from dpfast.linear_model._certify import certified_descent, check_certifiable
+from dpfast.linear_model._solver import _default_threads
 from dpfast.random import standard_normal
 
 __all__ = ["multinomial_oracle", "minimize_multinomial_certified", "fit_multinomial_output"]
@@ -95,8 +96,8 @@ def multinomial_oracle(X, y, n_classes: int, *, alpha: float = 0.0, sample_weigh
         raise ValueError(f"y must have shape ({n},) to match X, got {yv.shape}")
     w = None if sample_weight is None else np.ascontiguousarray(sample_weight, dtype=np.float64)
     d = dx + (icpt != 0.0)
-    # the GLM solvers' thread policy (DPFAST_NUM_THREADS, else the usable CPUs); the value is the same for any count
-    nt = (_threads.env_threads() or _threads.cpu_count()) if n_threads is None else _threads.check_threads(n_threads)
+    # the GLM solvers' thread policy; the value is the same for any count
+    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
     a = float(alpha)
 
     def evaluate(flat):

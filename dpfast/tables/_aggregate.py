@@ -711,7 +711,9 @@ def aggregate(
         frame indexed or sorted by the unit, e.g. ``ddf.set_index(privacy_unit)``), or their
         exact sets of unit keys are (a frame already partitioned by unit).  Such frames skip
         the shuffle; any other frame, even with one unit in two partitions, is shuffled (a
-        unit bounded separately in two partitions could contribute twice).
+        unit bounded separately in two partitions could contribute twice), each row routed by a
+        key of its unit's value that agrees across dtypes (int64 7 and float64 7.0 are one
+        person, as for pandas input).
     privacy_unit : str
         Column identifying the privacy unit, or the name of the index (``df.set_index(unit)``;
         the index is then used as that column).

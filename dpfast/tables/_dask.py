@@ -30,8 +30,16 @@ Which partitions the kernel runs on (:func:`units_confined`):
   themselves read (min and max, or all keys for tier 2, returned with their partial sums), and
   if it fails there -- a source that reads differently each time -- the partial sums are
   discarded and the rows shuffled.
-* **Otherwise** the rows are shuffled by privacy unit first (only the unit, the group code as a
-  compact integer, and the value columns; rows outside public ``groups`` dropped before).
+* **Otherwise** the bucket shuffle (:func:`shuffle_stats`): every partition is cut into pieces by
+  a routing key of each row's unit (only the unit, the group code as a compact integer and the
+  value columns, as NumPy arrays; rows outside public ``groups`` dropped first), bucket j
+  gathers piece j of every partition and the kernel runs on it.  The routing key is a function
+  of the unit's *value*, equal for all the values pandas counts as one unit whatever dtype a
+  partition reads them in (:func:`_bucket_keys`), so no premise about the partitions needs
+  checking.  Dask's own DataFrame shuffle is not used: it routes by pandas' hash of the column
+  as each partition types it, which differs for int64 7 and float64 7.0 (or for one instant at
+  two datetime resolutions, or for ``1`` and ``1.0`` in object columns), so partitions that
+  disagree on the unit dtype could send one person to two partitions and bound them twice.
 """
 from __future__ import annotations
 
@@ -42,9 +50,7 @@ from dpfast.tables._aggregate import (bounded_stats, canonical_groups, group_cod
                                       unit_codes, value_matrix)
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
-_GCODE = "__dpfast_group_code__"
-_SHUFFLE_METHOD = "tasks"  # measured faster than p2p for this shuffle (benchmarks/results/tables.md)
-_SHUFFLE_PARTITIONS = None  # as many as the input (2 or 4 measured slower on 2 workers)
+_BUCKETS = None  # bucket shuffle: as many buckets as input partitions (benchmarks/results/tables.md)
 
 
 def _check_keys(col: pd.Series):
@@ -211,52 +217,169 @@ def prepare_dask(ddf, plan: dict):
 
 def _partition_stats(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int) -> dict:
     ucodes, ukeys = unit_codes(pdf[plan["privacy_unit"]])
-    if _GCODE in pdf.columns:
-        gcodes = np.ascontiguousarray(pdf[_GCODE].to_numpy(), dtype=np.int64)
-    else:
-        gcodes = np.ascontiguousarray(group_codes(pdf, plan["by_cols"], index), dtype=np.int64)
+    gcodes = np.ascontiguousarray(group_codes(pdf, plan["by_cols"], index), dtype=np.int64)
     values = value_matrix(pdf, plan["value_cols"])
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def _encode_groups(pdf: pd.DataFrame, plan: dict, index: pd.Index, dtype, unit_dtype) -> pd.DataFrame:
-    """The columns the kernel needs, the group as a compact code, integer units as ``unit_dtype``
-    when given (their values, hence their keys, unchanged); rows outside ``index`` dropped (the
-    kernel ignores them: dropping them first shrinks the shuffle, not the result)."""
-    pu = plan["privacy_unit"]
-    g = group_codes(pdf, plan["by_cols"], index)
-    u = pdf[pu].to_numpy()
-    out = pd.DataFrame({pu: u if unit_dtype is None else u.astype(unit_dtype), _GCODE: g.astype(dtype)})
-    for c in plan["value_cols"]:
-        if c != pu:
-            out[c] = pdf[c].to_numpy(dtype=np.float64)
-    return out[g >= 0] if plan["groups"] is not None else out
+def _gcode_dtype(index: pd.Index):
+    return np.int16 if len(index) < 2 ** 15 else np.int32 if len(index) < 2 ** 31 else np.int64
 
 
-def _narrow_units(ddf, pu: str, summaries):
-    """int32 when the unit column is integer and, by the first pass's per-partition (min, max),
-    every value fits in int32 (4 bytes less per shuffled row); else None."""
-    kind = ddf._meta[pu].dtype.kind
-    if summaries is None or kind not in "iu" or ddf._meta[pu].dtype.itemsize <= 4:
+# ---- the bucket shuffle: every row of a unit sent to one bucket ------------------------------
+
+_TWO63, _TWO64 = 2.0 ** 63, 2.0 ** 64
+_BIG = np.uint64(0x5EC0DE5EC0DE5EC0)  # the key of every integral number outside [-2^63, 2^64)
+_SALT_TIME = np.uint64(0x7F4A7C159E3779B9)  # keys of datetimes / timedeltas: apart from numbers
+
+
+def _integer_key(n: int) -> int:
+    return n % 2 ** 64 if -2 ** 63 <= n < 2 ** 64 else int(_BIG)
+
+
+def _float_bits(f: float) -> int:
+    return int(np.float64(f + 0.0).view(np.uint64))
+
+
+def _number_key(x) -> int:
+    """:func:`_bucket_keys` of one number (Python or NumPy bool, int, float; Decimal, Fraction;
+    complex): the integer value's key when integral, else the bits of float64(x) + 0.0 -- a
+    function of the value, so numbers that compare equal (1, 1.0, True, np.float32(1),
+    Decimal(1), 1 + 0j) get one key."""
+    if isinstance(x, (complex, np.complexfloating)):
+        if x.imag != 0:
+            return _float_bits(float(x.real)) ^ (_float_bits(float(x.imag)) * 3 % 2 ** 64)
+        x = x.real
+    if isinstance(x, (bool, np.bool_, int, np.integer)):
+        return _integer_key(int(x))
+    f = float(x)
+    if f != f or f in (float("inf"), float("-inf")):
+        try:
+            return _integer_key(int(x))  # a Decimal or Fraction beyond float's range
+        except (OverflowError, ValueError):
+            return _float_bits(f)
+    integral = x == int(x) if not isinstance(x, (float, np.floating)) else f == int(f)
+    return _integer_key(int(x)) if integral else _float_bits(f)
+
+
+def _bucket_keys(raw: np.ndarray) -> np.ndarray:
+    """One 64-bit routing key per unit value, equal for values that ``pd.factorize`` counts as
+    one unit *whatever the dtype they are read in* -- int64 7, float64 7.0, True/1, uint64,
+    numbers inside object columns, datetime64 of any resolution and Timestamps of one instant --
+    so the rows of a person meet in one bucket even when partitions type the unit column
+    differently.  Keys may collide (two units, one bucket): that costs balance, never privacy;
+    the kernel tells the units apart after the buckets meet.  Pandas' own object hash is not
+    such a function: it hashes ``str`` of a partition's first representative (``1`` vs
+    ``1.0``), and its hashes of int64 and float64 columns differ for one value."""
+    kind = raw.dtype.kind
+    if kind in "iub":
+        return raw.astype(np.int64, copy=False).view(np.uint64) if kind != "u" or raw.dtype.itemsize < 8 \
+            else raw.view(np.uint64)
+    if kind == "f":
+        x = raw.astype(np.float64) + 0.0
+        keys = x.view(np.uint64).copy()  # not integral (or inf): the float's bits
+        integral = np.isfinite(x) & (np.floor(x) == x)
+        low = integral & (x >= -_TWO63) & (x < _TWO63)
+        high = integral & (x >= _TWO63) & (x < _TWO64)
+        keys[low] = x[low].astype(np.int64).view(np.uint64)
+        keys[high] = x[high].astype(np.uint64)
+        keys[integral & ~low & ~high] = _BIG
+        return keys
+    if kind in "mM":  # one instant, one key: seconds since the epoch (a function of the instant)
+        unit = "datetime64[s]" if kind == "M" else "timedelta64[s]"
+        return raw.astype(unit).view(np.int64).view(np.uint64) ^ _SALT_TIME
+    if kind in "OUT":
+        if pd.api.types.infer_dtype(raw, skipna=False) == "string":
+            return pd.util.hash_array(np.asarray(raw, dtype=object), categorize=True)
+        return np.fromiter((_object_key(v) for v in raw), dtype=np.uint64, count=raw.size)
+    raise TypeError(f"privacy_unit values of dtype {raw.dtype} cannot be routed to one bucket per unit")
+
+
+def _object_key(v) -> int:
+    """:func:`_bucket_keys` of one value of an object column (mixed types)."""
+    import datetime
+    import numbers
+    if isinstance(v, str):
+        return int(pd.util.hash_array(np.array([v], dtype=object))[0])
+    if isinstance(v, (numbers.Number, np.bool_)):
+        return _number_key(v)
+    if isinstance(v, datetime.datetime):  # Timestamp included; tz-aware: its UTC instant
+        t = pd.Timestamp(v)
+        v = (t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t).to_datetime64()
+    elif isinstance(v, datetime.timedelta):
+        v = pd.Timedelta(v).to_timedelta64()
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return int(_bucket_keys(np.array([v]))[0])
+    return 0  # anything else (bytes, tuples, ...): one shared bucket, consistent by construction
+
+
+def _bucket_split(pdf: pd.DataFrame, plan: dict, index: pd.Index, n_buckets: int, gdtype):
+    """One input partition cut into ``n_buckets`` pieces by a hash of each row's routing key
+    (:func:`_bucket_keys`).  A piece: (unit values -- int32 when integers fit --, group codes,
+    (k, m) float64 values); rows outside public ``groups`` dropped first (they do not count)."""
+    if len(pdf) == 0:
+        return [None] * n_buckets
+    raw = pdf[plan["privacy_unit"]].to_numpy()
+    keys = _bucket_keys(raw)
+    g = group_codes(pdf, plan["by_cols"], index).astype(gdtype)
+    vals = value_matrix(pdf, plan["value_cols"])
+    if plan["groups"] is not None:
+        keep = g >= 0
+        raw, keys, g, vals = raw[keep], keys[keep], g[keep], vals[:, keep]
+    if raw.dtype.kind in "iu" and raw.size and raw.dtype.itemsize > 4 and \
+            -2 ** 31 <= int(raw.min()) and int(raw.max()) < 2 ** 31:
+        raw = raw.astype(np.int32)  # 4 bytes less a moved row; the values, hence the units, unchanged
+    # Fibonacci hashing: the high bits of key * 2^64/phi, scaled to [0, n_buckets)
+    h = ((keys * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) * np.uint64(n_buckets) >> np.uint64(32)
+    b = h.astype(np.int16 if n_buckets < 2 ** 15 else np.int32)
+    order = np.argsort(b, kind="stable")
+    cuts = np.cumsum(np.bincount(b, minlength=n_buckets))[:-1]
+    raw, g, vals = raw[order], g[order], vals[:, order]
+    return [(u, gg, np.ascontiguousarray(v)) for u, gg, v in
+            zip(np.split(raw, cuts), np.split(g, cuts), np.split(vals, cuts, axis=1))]
+
+
+def _bucket_stats(plan: dict, index: pd.Index, seed: int, *pieces):
+    """The kernel on one bucket: its pieces of every input partition, concatenated (numpy's
+    common type: int64 and float64 pieces give float64, whose 7.0 is the int's 7, as pandas'
+    concatenation would)."""
+    pieces = [p for p in pieces if p is not None and p[0].size]
+    if not pieces:
         return None
-    spans = [s[1] for s in summaries if s[0] != "empty"]
-    if any(sp is None for sp in spans):
-        return None  # a partition without a range
-    if all(-2 ** 31 <= int(lo) and int(hi) < 2 ** 31 for lo, hi in spans):
-        return np.int32
-    return None
+    units = np.concatenate([p[0] for p in pieces])
+    gcodes = np.ascontiguousarray(np.concatenate([p[1] for p in pieces]), dtype=np.int64)
+    values = np.concatenate([p[2] for p in pieces], axis=1)
+    ucodes, ukeys = unit_codes(pd.Series(units, copy=False))
+    return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def shuffle_by_unit(ddf, plan: dict, index: pd.Index, summaries=None):
-    """Rows moved so that each unit's rows sit in one partition (only the needed columns)."""
+def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | None = None) -> dict:
+    """Per-group statistics of a frame whose units may span partitions: the bucket shuffle.
+
+    Each input partition is cut by the routing key of its units into ``n_buckets`` pieces (one
+    task); bucket j gathers piece j of every partition (one task) and runs the kernel.  The key
+    is a function of the unit's value alone, equal for values pandas counts as one unit in any
+    dtype (:func:`_bucket_keys`), so every row of a person, as the splitting tasks read it,
+    lands in one bucket and the person is bounded once -- with no premise to check, whatever the
+    partitions' dtypes.  Only numpy arrays move between workers (unit, group code, values: 14
+    bytes a row for int32 units, int16 groups and one value column), with no DataFrame
+    machinery on the moved path (measured against Dask's DataFrame shuffle in
+    ``benchmarks/results/tables.md``).
+    """
+    import dask
     pu = plan["privacy_unit"]
-    dtype = np.int16 if len(index) < 2 ** 15 else np.int32 if len(index) < 2 ** 31 else np.int64
-    unit_dtype = _narrow_units(ddf, pu, summaries)
-    meta = pd.DataFrame({pu: ddf._meta[pu].to_numpy() if unit_dtype is None else np.zeros(0, dtype=unit_dtype),
-                         _GCODE: np.zeros(0, dtype=dtype),
-                         **{c: np.zeros(0, dtype=np.float64) for c in plan["value_cols"] if c != pu}})
-    enc = ddf.map_partitions(_encode_groups, plan, index, dtype, unit_dtype, meta=meta)
-    return enc.shuffle(on=pu, shuffle_method=_SHUFFLE_METHOD, npartitions=_SHUFFLE_PARTITIONS)
+    cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
+    parts = ddf[cols].to_delayed()
+    n_buckets = n_buckets or len(parts)
+    gdtype = _gcode_dtype(index)
+    split = dask.delayed(_bucket_split, nout=n_buckets, pure=True)
+    pieces = [split(p, plan, index, n_buckets, gdtype) for p in parts]
+    stats = dask.compute(*[dask.delayed(_bucket_stats, pure=True)(plan, index, seed, *[pc[j] for pc in pieces])
+                           for j in range(n_buckets)])
+    stats = [st for st in stats if st is not None]
+    if not stats:  # no row in any partition (public groups only, all rows outside them)
+        return _partition_stats(ddf._meta[cols], plan, index, seed)
+    return merge_stats(stats)
 
 
 def _stats_and_units(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int, want_keys: bool):
@@ -283,5 +406,4 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> d
         res = list(_per_partition(ddf[cols], _stats_and_units, plan, index, seed, tier == "keys").compute())
         if _proved([r[1] for r in res], tier):
             return merge_stats([r[0] for r in res])
-    parts = shuffle_by_unit(ddf, plan, index, summaries)
-    return merge_stats(list(_per_partition(parts, _partition_stats, plan, index, seed).compute()))
+    return shuffle_stats(ddf, plan, index, seed, _BUCKETS)

@@ -359,3 +359,31 @@ def test_one_real_number_validator():
         Gaussian(True)
     with pytest.raises(TypeError, match="target_epsilon must be a real number"):
         calibrate_noise_multiplier(True, 1e-5, 0.01, 10)
+
+
+# ------------------------------------------------------------ one home: RDP order grids
+_GRID = re.compile(r"\b(logspace|geomspace|linspace|arange)\b|range\(")
+
+
+def test_rdp_order_grids_are_defined_in_rdp_only():
+    # a module-level *ORDERS* name anywhere else must be a plain alias, not a new grid
+    offenders = []
+    for path in sorted(_PKG.rglob("*.py")):
+        rel = path.relative_to(_PKG).as_posix()
+        if rel == "accounting/rdp.py":
+            continue
+        for line in path.read_text().splitlines():
+            m = re.match(r"^([A-Z_]*ORDERS[A-Z_]*)\s*(:[^=]*)?=\s*(.*)", line)
+            if m and (_GRID.search(m.group(3)) or "[" in m.group(3)):
+                offenders.append(f"{rel}: {line.strip()}")
+    assert not offenders, offenders
+    from dpfast.accounting import rdp
+    from dpfast.linear_model._calibration import RDP_ORDERS
+    assert RDP_ORDERS is rdp.ERM_ORDERS and not rdp.ERM_ORDERS.flags.writeable
+    # the grid its docstring states: 60 log-spaced points in (1, 2], 2..20 step 0.25, 40 geometric to 1024
+    near_one = [1.0 + 10.0 ** (-3 + 3 * i / 59) for i in range(60)]
+    middle = [2.0 + 0.25 * i for i in range(73)]
+    upper = [20.0 * (1024.0 / 20.0) ** (i / 39) for i in range(40)]
+    expected = np.unique(np.array(near_one + middle + upper))
+    np.testing.assert_allclose(rdp.ERM_ORDERS, expected, rtol=1e-13)
+    assert rdp.ERM_ORDERS.size == 60 + 73 + 40 - 2  # 2.0 and 20.0 appear twice

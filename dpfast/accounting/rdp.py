@@ -21,6 +21,7 @@ from dpfast.accounting.events import UnsupportedEventError
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "ERM_ORDERS",
     "check_orders",
     "gaussian_rdp",
     "laplace_rdp",
@@ -41,6 +42,17 @@ DEFAULT_ORDERS = np.array(
     [1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 65)) + [128, 256, 512, 1024],
     dtype=np.float64,
 )
+
+
+#: Orders of the private-ERM calibrations (``dpfast.linear_model``: objective perturbation, AMP):
+#: dense just above 1 (60 log-spaced points in (1, 2]), where the small epsilons those fits target
+#: are decided, then 2..20 step 0.25 and 40 geometric points up to 1024.  A second grid beside
+#: :data:`DEFAULT_ORDERS` on purpose: merging the two (their union) would lower released epsilons
+#: of one side or the other; both are valid for every RDP-to-(epsilon, delta) conversion, and
+#: each side's figures are pinned against closed forms and peers on its own grid.
+ERM_ORDERS = np.unique(np.concatenate([1.0 + np.logspace(-3, 0, 60), np.linspace(2.0, 20.0, 73),
+                                       np.geomspace(20.0, 1024.0, 40)]))
+ERM_ORDERS.setflags(write=False)
 
 
 #: Largest order whose subsampled-Gaussian RDP is expanded exactly (time and memory linear in the

@@ -30,6 +30,7 @@ import numpy as np
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_int, check_positive
 from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
+from dpfast.accounting.rdp import ERM_ORDERS
 from dpfast.accounting import objective_perturbation as op
 from dpfast.calibrate import gaussian_sigma
 
@@ -45,8 +46,8 @@ __all__ = [
     "calibrate_output",
 ]
 
-#: RDP orders used for the conversions (dense near 1, where small epsilons are decided).
-RDP_ORDERS = np.unique(np.concatenate([1.0 + np.logspace(-3, 0, 60), np.linspace(2.0, 20.0, 73), np.geomspace(20.0, 1024.0, 40)]))
+#: RDP orders used for the conversions: :data:`dpfast.accounting.rdp.ERM_ORDERS`, their one home.
+RDP_ORDERS = ERM_ORDERS
 
 _ACCOUNTANTS = ("best", "pld", "rdp")
 

@@ -85,6 +85,31 @@ def _chunk(k: int, rows: int, d: int, seed: int):
     return X, y
 
 
+class _counting_passes:
+    """Counts the Dask fit's loss-and-gradient evaluations (one pass over X each) in a list."""
+
+    def __enter__(self):
+        from dpfast.linear_model import _dask as lm_dask
+
+        self.mod, self.orig, passes = lm_dask, lm_dask.DaskDesign.oracle, []
+        orig = self.orig
+
+        def counting(design, *a, **k):
+            fg = orig(design, *a, **k)
+
+            def wrapped(th):
+                passes.append(1)
+                return fg(th)
+
+            return wrapped
+
+        lm_dask.DaskDesign.oracle = counting
+        return passes
+
+    def __exit__(self, *exc):
+        self.mod.DaskDesign.oracle = self.orig
+
+
 def make_dask(n: int, d: int, chunk_rows: int, seed: int = 0):
     import dask
     import dask.array as da
@@ -104,14 +129,14 @@ def timed(fn):
 
 def dask_pass(X, y, d: int):
     """(the Dask fit's loss-and-gradient oracle, its labels as +-1, a probe theta): one evaluation
-    is one Dask pass over X (row bounds computed once, as in the fit)."""
+    is one Dask pass over X (row bounds computed once, labels kept on the workers, as in the fit)."""
     from dpfast.linear_model import LogisticRegression
-    from dpfast.linear_model._dask import DaskDesign, DaskRows
+    from dpfast.linear_model._dask import DaskTarget, validated_design
 
-    design = DaskDesign(DaskRows(X), LogisticRegression(epsilon=1.0, random_state=0), 1.0, 1.0)
+    design = validated_design(LogisticRegression(epsilon=1.0, random_state=0), X, y)
     y_local = np.where(y.compute() == 1, 1.0, -1.0)
-    fg = design.oracle(y_local, "logistic", alpha=1.0, linear=None, clip=2 ** 0.5, sample_weight=None,
-                       huber_delta=1.0)
+    fg = design.oracle(DaskTarget(1, X.shape[0]), "logistic", alpha=1.0, linear=None, clip=2 ** 0.5,
+                       sample_weight=None, huber_delta=1.0)
     return fg, y_local, np.full(d + 1, 0.01)
 
 
@@ -142,9 +167,11 @@ def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
 
         # 1. private fit on the persisted data (first a warm-up fit on 1 % for imports / caches)
         LogisticRegression(epsilon=1.0, random_state=0).fit(X[: max(n // 100, 2 * d)], y[: max(n // 100, 2 * d)])
-        t_fit, est = timed(lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y))
+        with _counting_passes() as passes:
+            t_fit, est = timed(lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y))
         res["dpfast_fit_s"] = t_fit
         res["dpfast_n_iter"] = int(est.n_iter_[0])
+        res["dpfast_passes"] = 1 + len(passes)  # the validation pass and one per evaluation
         res["dpfast_solver"] = est.solver_[0]
         print(json.dumps(res, default=float), flush=True)
 
@@ -211,27 +238,11 @@ def bench_out_of_core(gb: float, d: int, chunk_rows: int, path: str, mem_limit_g
         res["ooc_memory_limit_gib"] = mem_limit_gb
     # (dask.array.from_array(np.load(path, mmap_mode="r")) would copy the whole file into memory)
     Xd = read_npy_rows(path, chunk_rows)
-    passes = []
-    from dpfast.linear_model import _dask as lm_dask
-
-    orig = lm_dask.DaskDesign.oracle
-
-    def counting(self, *a, **k):
-        fg = orig(self, *a, **k)
-
-        def wrapped(th):
-            passes.append(1)
-            return fg(th)
-
-        return wrapped
-
-    lm_dask.DaskDesign.oracle = counting
     rb0 = _disk_read_bytes(path)
     anon0 = _kib("RssAnon")
-    with dask.config.set(scheduler="threads"), _AnonPeak() as peak:
+    with dask.config.set(scheduler="threads"), _AnonPeak() as peak, _counting_passes() as passes:
         t_fit, est = timed(lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(Xd, y))
     rb1 = _disk_read_bytes(path)
-    lm_dask.DaskDesign.oracle = orig
     res.update(ooc_fit_s=t_fit, ooc_passes=1 + len(passes), ooc_peak_anon_gib=peak.peak / 2**20,
                ooc_anon_before_gib=anon0 / 2**20, ooc_peak_rss_incl_file_pages_gib=_kib("VmHWM") / 2**20, ooc_disk_read_gib=(rb1 - rb0) / 2**30,
                ooc_read_rate_gbs=(rb1 - rb0) / 1e9 / t_fit, ooc_n_iter=int(est.n_iter_[0]))

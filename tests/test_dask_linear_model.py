@@ -264,3 +264,146 @@ def test_map_blocks_with_a_fixed_seed_repeats_noise_and_chunk_rngs_do_not():
     assert stats.kstest(noisy, stats.laplace(scale=1.0).cdf).pvalue > 1e-3
     corr = np.corrcoef(parts)[np.triu_indices(4, 1)]
     assert np.abs(corr).max() < 4.0 / np.sqrt(1000)  # 4 standard errors of a correlation of 1000 pairs
+
+
+# ----------------------------------------------------------------------------- labels kept on the workers
+
+def _numpy_error(est, X, y, sw=None):
+    with pytest.raises((ValueError, TypeError)) as info:
+        est.fit(X, y, sample_weight=sw)
+    return type(info.value), str(info.value)
+
+
+def _bad_labels(case, y):
+    if case == "plus_minus":  # {-1, +1} labels with classes=None: the hint names classes=[-1, 1]
+        return np.where(y == 1, 1, -1)
+    if case == "many_labels":  # more distinct labels in one chunk than the summary keeps
+        out = y.copy()
+        out[1000:2000] = np.arange(1000)
+        return out
+    if case == "many_floats":  # many distinct floats and one non-integral one
+        out = y.astype(float)
+        out[:1000] = np.arange(1000)
+        out[2222] = 3.25
+        return out
+    out = y.astype(float) if case != "outside_set" else y.copy()
+    out[{"nan_label": 2500, "inf_label": 10, "continuous": 2900, "outside_set": 1999}[case]] = {
+        "nan_label": np.nan, "inf_label": np.inf, "continuous": 0.5, "outside_set": 2}[case]
+    return out
+
+
+@pytest.mark.parametrize("case", ["nan_label", "inf_label", "continuous", "outside_set", "plus_minus",
+                                  "many_labels", "many_floats"])
+def test_dask_labels_raise_the_in_memory_error_before_any_release(case):
+    # the labels stay on the workers; the chunks' summaries must give the in-memory fit's error, word for word
+    X, y, _, _ = _data(n=3000, seed=10)
+    Xc = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    yb = _bad_labels(case, y)
+    want = _numpy_error(LogisticRegression(random_state=0), Xc, yb)
+    gen = np.random.default_rng(0)
+    state = gen.bit_generator.state
+    est = LogisticRegression(random_state=gen)
+    with dask.config.set(scheduler="sync"):
+        got = _numpy_error(est, da.from_array(Xc, chunks=(1000, -1)), da.from_array(yb, chunks=1000))
+    assert got == want
+    _unfitted_and_rng_untouched(est, gen, state)
+
+
+@pytest.mark.parametrize("case", ["nan_target", "weight_range", "weight_nan", "labels_before_rows"])
+def test_dask_targets_and_weights_raise_the_in_memory_error(case):
+    X, y, _, yr = _data(n=3000, seed=11)
+    Xc = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    sw = np.full(3000, 0.5)
+    est_cls, target = LinearRegression, yr.copy()
+    if case == "nan_target":
+        target[2100] = np.nan
+    elif case == "weight_range":
+        sw[1500] = 1.5
+    elif case == "weight_nan":
+        sw[700] = np.nan
+    else:  # a bad label and a row over the bound: the label's error first, as in memory
+        est_cls, target = LogisticRegression, y.copy()
+        target[5] = 7
+        Xc = Xc.copy()
+        Xc[2500] *= 5.0
+    want = _numpy_error(est_cls(random_state=0), Xc, target, sw)
+    gen = np.random.default_rng(0)
+    state = gen.bit_generator.state
+    est = est_cls(random_state=gen)
+    with dask.config.set(scheduler="sync"):
+        got = _numpy_error(est, da.from_array(Xc, chunks=(1000, -1)), da.from_array(target, chunks=1000),
+                           da.from_array(sw, chunks=1000))
+    assert got == want
+    _unfitted_and_rng_untouched(est, gen, state)
+
+
+def test_dask_string_labels_and_weights_equal_in_memory():
+    X, y, y3, _ = _data(n=4000, seed=12)
+    Xc = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    names = np.array(["low", "mid", "high"])[y3]
+    sw = np.linspace(0.2, 1.0, 4000)
+    ref = LogisticRegression(classes=["low", "mid", "high"], random_state=1).fit(Xc, names, sample_weight=sw)
+    with dask.config.set(scheduler="threads"):
+        got = LogisticRegression(classes=["low", "mid", "high"], random_state=1).fit(
+            da.from_array(Xc, chunks=(1000, -1)), da.from_array(names, chunks=1000),
+            sample_weight=da.from_array(sw, chunks=1000))
+    _close(got, ref)
+    assert list(got.classes_) == ["low", "mid", "high"]
+
+
+def test_label_summary_keeps_what_the_checks_read():
+    # more distinct values than the cap: the four smallest, one outside the label set, the
+    # non-finite ones and one non-integral one stand in for the chunk
+    v = np.r_[np.arange(200.0), np.inf, 7.5, -np.inf, np.nan]
+    rep = _dask._label_summary(v, True, None, 64)
+    assert rep.size <= 10
+    assert np.isnan(rep).any() and np.isposinf(rep).any() and np.isneginf(rep).any()
+    assert 7.5 in rep and np.any(~np.isin(rep[np.isfinite(rep)], [0, 1]))
+    assert list(_dask._label_summary(np.array([1, 0, 1, 1]), True, None, 64)) == [0, 1]
+    assert list(_dask._label_summary(np.array([0.5, np.inf, 2.0]), False, None, 64)) == [np.inf]
+
+
+# ----------------------------------------------------------------------------- the preconditioned solver
+
+def test_dense_preconditioned_fit_keeps_the_certificate_and_stays_within_2_tau_over_lambda_of_plain_lbfgs():
+    # Dense L-BFGS now runs with the fixed diagonal preconditioner of the CSR path (the Dask fit
+    # builds the same one from its chunks' column sums).  Privacy needs only ||grad F|| <= tau at
+    # the released point: the calibration and the noise are unchanged, and the point moves within
+    # 2 tau / lambda of the plain L-BFGS point (two certified points of one lambda-strongly convex F).
+    from dpfast import _glm
+    from dpfast.linear_model import _mechanisms as mech
+
+    X, y, _, _ = _data(n=5000, d=10, seed=13)
+    seen = {}
+    orig = mech._minimize_certified
+
+    def spy(X_, y_, loss, **k):
+        out = orig(X_, y_, loss, **k)
+        seen.update(k, y=y_, X=X_, theta=np.array(out[0]))
+        return out
+
+    try:
+        mech._minimize_certified = spy
+        est = LogisticRegression(row_norm="normalize", random_state=4).fit(X, y)
+    finally:
+        mech._minimize_certified = orig
+    lam, tau = est.lambda_, est.calibration_.tau
+    Xm = seen["X"]  # the MappedRows design the solver saw
+    n, d = X.shape
+
+    def fg(th):
+        f, g, ok = _glm.loss_and_grad(Xm.X, None, None, 0, n, d, seen["y"], None, 0, 1.0, 0.0, lam,
+                                      seen["linear"], None, th, 1, Xm.scale, Xm.intercept)
+        return f, g
+
+    theta = seen["theta"]
+    assert np.linalg.norm(fg(theta)[1]) <= tau  # the certificate, recomputed independently
+    plain = np.zeros(d + 1)
+    res = _glm.minimize_callable(fg, plain, tau, 1000, 10)  # plain L-BFGS (the previous solver)
+    assert res[4] <= tau
+    assert np.linalg.norm(theta - plain) <= 2 * tau / lam
+    pre = np.zeros(d + 1)
+    S1, S2, W = _glm.precond_sums(Xm.X, n, d, None, Xm.scale, Xm.intercept, True, 1)
+    res_p = _glm.minimize_callable(fg, pre, tau, 1000, 10, precond=(S1, S2, W, lam, 0.25, Xm.intercept))
+    assert res_p[0] < res[0]  # fewer iterations than plain L-BFGS here
+    np.testing.assert_allclose(pre, theta, rtol=1e-9, atol=1e-12)  # the in-memory solver's point

@@ -331,7 +331,7 @@ def test_row_norm_options_and_sparse_input():
     c = LogisticRegression(row_norm="clip", norm_bound=1.0, random_state=0).fit(Xs, y)
     np.testing.assert_allclose(c.coef_, b.coef_, atol=1e-9)
     d = LogisticRegression(random_state=0).fit(sp.csr_matrix(X), y)
-    # CSR runs preconditioned L-BFGS, dense plain L-BFGS: both stop at a certified ||grad F|| <= tau of the
+    # CSR and dense rows run separate kernels (their sums round differently): both stop at a certified ||grad F|| <= tau of the
     # same lambda-strongly convex objective (same noise), so the points are within 2 tau / lambda
     diff = np.r_[d.coef_.ravel() - b.coef_.ravel(), d.intercept_ - b.intercept_]
     assert np.linalg.norm(diff) <= 2 * b.calibration_.tau / b.lambda_

@@ -319,7 +319,7 @@ def test_input_forms_reach_the_runs():
     coo = PrivateRandomSearch(lr, {"method": ["output"]}, random_state=1, **kw).fit(sp.coo_matrix(X), y)
     b, c = dense.best_estimator_, coo.best_estimator_
     assert (c.epsilon_, c.lambda_) == (b.epsilon_, b.lambda_)
-    # CSR runs preconditioned L-BFGS, dense plain L-BFGS: two certified ||grad F|| <= tau points of one
+    # CSR and dense rows run separate kernels (their sums round differently): two certified ||grad F|| <= tau points of one
     # lambda-strongly convex objective, plus the same noise, are within 2 tau / lambda
     diff = np.r_[c.coef_.ravel() - b.coef_.ravel(), np.ravel(c.intercept_) - np.ravel(b.intercept_)]
     assert np.linalg.norm(diff) <= 2 * b.calibration_.tau / b.lambda_

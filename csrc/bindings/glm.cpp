@@ -161,11 +161,35 @@ py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, p
     return py::make_tuple(f, g);
 }
 
+// The L-BFGS preconditioner's column sums of a dense C-order chunk of mapped rows
+// (solvers::precond_sums): (S1 or None, S2, W), d + (icpt != 0) entries each.
+py::tuple precond_sums(py::array X, int64_t n, int64_t d, py::object w, py::object rscale, double icpt, bool first,
+                       int nthreads) {
+    carray<double> y0(n);
+    std::fill(y0.mutable_data(), y0.mutable_data() + n, 1.0);
+    dpf::glm::Objective ob = make_objective(n, d, y0, w, 0, 1.0, 0.0, py::none(), py::none(), kC, rscale, icpt);
+    std::vector<double> S1, S2;
+    double W = 0.0;
+    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+        py::gil_scoped_release nogil;
+        dpf::solvers::precond_sums(view, ob, std::max(1, nthreads), first, S1, S2, W);
+    });
+    py::array_t<double> s2((py::ssize_t)S2.size());
+    std::copy(S2.begin(), S2.end(), s2.mutable_data());
+    py::object s1 = py::none();
+    if (first) {
+        py::array_t<double> a((py::ssize_t)S1.size());
+        std::copy(S1.begin(), S1.end(), a.mutable_data());
+        s1 = a;
+    }
+    return py::make_tuple(s1, s2, W);
+}
+
 // L-BFGS (the native iterations of minimize) on fg(theta) -> (F, grad F) given in Python: the
 // Dask path, whose evaluations are Dask graphs.  An exception in fg propagates (nothing is
 // returned); theta is updated in place.
 py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_style> theta, double tol,
-                            int64_t max_iter, int memory, py::object hinv) {
+                            int64_t max_iter, int memory, py::object hinv, py::object precond) {
     require(theta.ndim() == 1, "theta must be 1-d");
     const int64_t d = theta.shape(0);
     const double* ph = nullptr;  // optional diagonal preconditioner: d positive finite entries
@@ -175,6 +199,28 @@ py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_st
         require(hv.ndim() == 1 && hv.shape(0) == d, "hinv must have d entries");
         ph = hv.data();
         for (int64_t j = 0; j < d; ++j) require(ph[j] > 0.0 && std::isfinite(ph[j]), "hinv must be positive and finite");
+    }
+    // precond: (S1 or None, S2, W, alpha, beta, icpt), the sums of precond_sums over all rows: the
+    // preconditioner minimize() builds from the same sums (solvers::lbfgs_fn)
+    dpf::solvers::PrecondSums ps;
+    const bool have_ps = !precond.is_none();
+    if (have_ps) {
+        require(ph == nullptr, "give hinv or precond, not both");
+        auto t = py::cast<py::tuple>(precond);
+        require(t.size() == 6, "precond must be (S1, S2, W, alpha, beta, icpt)");
+        auto vec = [d](const py::object& o, const char* name) {
+            auto a = py::cast<carray<double>>(o);
+            require(a.ndim() == 1 && a.shape(0) == d, std::string(name) + " must have d entries");
+            return std::vector<double>(a.data(), a.data() + d);
+        };
+        if (!t[0].is_none()) ps.S1 = vec(t[0], "S1");
+        ps.S2 = vec(t[1], "S2");
+        ps.W = py::cast<double>(t[2]);
+        ps.alpha = py::cast<double>(t[3]);
+        ps.beta = py::cast<double>(t[4]);
+        ps.icpt = py::cast<double>(t[5]);
+        require(std::isfinite(ps.icpt), "icpt must be finite");
+        ps.dx = ps.icpt != 0.0 ? d - 1 : d;
     }
     int64_t n_eval = 0;
     auto f = [&](const double* t, double* g) -> double {
@@ -189,7 +235,7 @@ py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_st
         std::copy(gv.data(), gv.data() + d, g);
         return fv;
     };
-    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory, ph);
+    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory, ph, have_ps ? &ps : nullptr);
     return py::make_tuple(r.n_iter, n_eval, r.status == 0, r.fun, r.grad_norm, r.status);
 }
 
@@ -244,7 +290,9 @@ PYBIND11_MODULE(_glm, m) {
           py::arg("loss"), py::arg("delta"), py::arg("sq"), py::arg("clip"), py::arg("rscale"), py::arg("icpt"), py::arg("theta"),
           py::arg("nthreads"));
     m.def("minimize_callable", &minimize_callable, py::arg("fg"), py::arg("theta").noconvert(), py::arg("tol"),
-          py::arg("max_iter"), py::arg("memory"), py::arg("hinv") = py::none());
+          py::arg("max_iter"), py::arg("memory"), py::arg("hinv") = py::none(), py::arg("precond") = py::none());
+    m.def("precond_sums", &precond_sums, py::arg("X"), py::arg("n"), py::arg("d"), py::arg("w"), py::arg("rscale"),
+          py::arg("icpt"), py::arg("first"), py::arg("nthreads"));
     m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));
     m.def("constants", &constants, py::arg("loss"), py::arg("delta"));
     m.attr("has_avx2") = dpf::solvers::use_avx2();

@@ -112,23 +112,46 @@ double loss_grad_bounded(const View& X, const glm::Objective& ob, const double* 
     return generic::loss_grad_bounded(X, ob, sq, clip, nthreads, th, g);
 }
 
+// The column sums the L-BFGS preconditioner is built from (impl.hpp, precond_sums): the Dask
+// path forms them chunk by chunk in its validation pass and adds them in chunk order.
+template <class View>
+void precond_sums(const View& X, const glm::Objective& ob, int nthreads, bool first, std::vector<double>& S1,
+                  std::vector<double>& S2, double& W) {
+#ifdef DPF_GLM_HAVE_AVX2
+    if (use_avx2()) return avx2::precond_sums(X, ob, nthreads, first, S1, S2, W);
+#endif
+    return generic::precond_sums(X, ob, nthreads, first, S1, S2, W);
+}
+
+// Inputs of the preconditioner P of impl.hpp (precond_build): the sums of precond_sums over all
+// rows (S1 empty: no centering), the ridge alpha, the loss's curvature bound beta, the bias
+// feature c (0: none) and the stored columns dx.
+struct PrecondSums {
+    std::vector<double> S1, S2;
+    double W = 0.0, alpha = 0.0, beta = 0.0, icpt = 0.0;
+    int64_t dx = 0;
+};
+
 // L-BFGS of the native solvers on any objective fg(theta, grad) -> F (the Dask path evaluates
 // F chunk by chunk from Python): the same iterations as solve(), so equal evaluations give
-// equal points.
-// hinv: optional diagonal preconditioner P^-1 (d entries > 0; see impl.hpp, Precond and lbfgs).
+// equal points.  Preconditioner: ps (the P of solve() for the same sums), else hinv, an
+// explicit diagonal P^-1 (d entries > 0), else none.
 template <class Fun>
 Result lbfgs_fn(Fun& fg, int64_t d, double* th, double tol, int64_t max_iter, int memory,
-                const double* hinv = nullptr) {
+                const double* hinv = nullptr, const PrecondSums* ps = nullptr) {
+    const int m = std::max(1, memory);
 #ifdef DPF_GLM_HAVE_AVX2
     if (use_avx2()) {
         avx2::Precond pc;
-        if (hinv) pc.hinv.assign(hinv, hinv + d);
-        return avx2::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv ? &pc : nullptr);
+        if (ps) avx2::precond_build(d, ps->dx, ps->alpha, nullptr, ps->beta, ps->icpt, ps->S1, ps->S2, ps->W, pc);
+        else if (hinv) pc.hinv.assign(hinv, hinv + d);
+        return avx2::lbfgs(fg, d, th, tol, max_iter, m, (ps || hinv) ? &pc : nullptr);
     }
 #endif
     generic::Precond pc;
-    if (hinv) pc.hinv.assign(hinv, hinv + d);
-    return generic::lbfgs(fg, d, th, tol, max_iter, std::max(1, memory), hinv ? &pc : nullptr);
+    if (ps) generic::precond_build(d, ps->dx, ps->alpha, nullptr, ps->beta, ps->icpt, ps->S1, ps->S2, ps->W, pc);
+    else if (hinv) pc.hinv.assign(hinv, hinv + d);
+    return generic::lbfgs(fg, d, th, tol, max_iter, m, (ps || hinv) ? &pc : nullptr);
 }
 
 }  // namespace solvers

@@ -955,74 +955,123 @@ double loss_grad_bounded(const View& X, glm::Objective ob, const double* sq, dou
     return ev(th, g);
 }
 
-// Preconditioner of L-BFGS (Precond above) for CSR rows, whose column scales follow the feature
-// frequencies and can differ by orders of magnitude (a bias column has n entries, a rare
-// feature a handful); dense rows keep plain L-BFGS (pc.hinv empty).  D is the diagonal of the
-// bound alpha I + Q + beta X^T W X on the Hessian of F (beta the loss's curvature bound in the
-// margin), taken in the centered coordinates u = A theta when the design has an in-kernel bias
-// feature c (ob.icpt) and no Q: with S1_j = sum_i w_i x_ij, S2_j = sum_i w_i x_ij^2 (mapped rows),
-// W = sum_i w_i and mu_j = S1_j / (c W), the centered column has sum_i w_i (x_ij - c mu_j)^2 =
-// S2_j - S1_j^2 / W and the ridge alpha ||A^-1 u||^2 has diagonal alpha (1 + mu_j^2) (features), alpha
-// (bias).  Column sums are formed per fixed chunk of rows and reduced in chunk order, so P does
-// not depend on the thread count.  Any fixed P leaves the stopping rule (and the privacy
-// argument, which needs only ||grad F|| <= tau at the released point) unchanged.
+// Preconditioner of L-BFGS (Precond above), for dense and CSR rows alike.  D is the diagonal
+// of the bound alpha I + Q + beta X^T W X on the Hessian of F (beta the loss's curvature bound in
+// the margin), taken in the centered coordinates u = A theta when the design has an in-kernel
+// bias feature c (ob.icpt) and no Q: with S1_j = sum_i w_i x_ij, S2_j = sum_i w_i x_ij^2 (mapped
+// rows), W = sum_i w_i and mu_j = S1_j / (c W), the centered column has sum_i w_i (x_ij - c mu_j)^2
+// = S2_j - S1_j^2 / W and the ridge alpha ||A^-1 u||^2 has diagonal alpha (1 + mu_j^2) (features),
+// alpha (bias).  CSR column scales follow the feature frequencies and can differ by orders of
+// magnitude (a bias column has n entries, a rare feature a handful); dense columns differ less,
+// but the bias column of unit-norm rows has d times the features' mean square, and one-hot
+// columns all correlate with the bias.  Column sums are formed per fixed chunk of rows and
+// reduced in chunk order, so P does not depend on the thread count; the sums of one row are
+// the same products for C, F and CSR storage (so the layouts give the same P).  Any fixed P
+// leaves the stopping rule (and the privacy argument, which needs only ||grad F|| <= tau at
+// the released point) unchanged.
+
+// Column sums over rows [b, e) of the mapped rows into c2 (w_i (r_i x_ij)^2) and, when c1 is
+// not null, c1 (w_i r_i x_ij), the bias column at index X.d when the design has one.
 template <class T>
-void precond_setup(const glm::DenseC<T>&, const glm::Objective&, Evaluator<glm::DenseC<T>>&, Precond& pc) {
-    pc.hinv.clear();
+void colsum_rows(const glm::DenseC<T>& X, const glm::Objective& ob, int64_t b, int64_t e, double* c1, double* c2) {
+    const int64_t dx = X.d;
+    for (int64_t i = b; i < e; ++i) {
+        const double wi = ob.w ? ob.w[i] : 1.0, r = ob.rscale ? ob.rscale[i] : 1.0;
+        const double f2 = wi * (r * r), f1 = wi * r;
+        const T* xi = X.X + i * dx;
+        for (int64_t j = 0; j < dx; ++j) {
+            const double v = (double)xi[j];
+            c2[j] += f2 * (v * v);
+        }
+        if (c1)
+            for (int64_t j = 0; j < dx; ++j) c1[j] += f1 * (double)xi[j];
+    }
 }
 template <class T>
-void precond_setup(const glm::DenseF<T>&, const glm::Objective&, Evaluator<glm::DenseF<T>>&, Precond& pc) {
-    pc.hinv.clear();
+void colsum_rows(const glm::DenseF<T>& X, const glm::Objective& ob, int64_t b, int64_t e, double* c1, double* c2) {
+    const int64_t dx = X.d, n = X.n;
+    for (int64_t j = 0; j < dx; ++j) {  // per column the same additions in row order as DenseC
+        const T* xj = X.X + j * n;
+        double a2 = c2[j], a1 = c1 ? c1[j] : 0.0;
+        for (int64_t i = b; i < e; ++i) {
+            const double wi = ob.w ? ob.w[i] : 1.0, r = ob.rscale ? ob.rscale[i] : 1.0;
+            const double v = (double)xj[i];
+            a2 += (wi * (r * r)) * (v * v);
+            a1 += (wi * r) * v;
+        }
+        c2[j] = a2;
+        if (c1) c1[j] = a1;
+    }
 }
 template <class T, class I>
-void precond_setup(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<glm::CSR<T, I>>& ev, Precond& pc) {
+void colsum_rows(const glm::CSR<T, I>& X, const glm::Objective& ob, int64_t b, int64_t e, double* c1, double* c2) {
+    for (int64_t i = b; i < e; ++i) {
+        const double wi = ob.w ? ob.w[i] : 1.0, r = ob.rscale ? ob.rscale[i] : 1.0;
+        const double f2 = wi * (r * r), f1 = wi * r;
+        for (int64_t p = (int64_t)X.indptr[i]; p < (int64_t)X.indptr[i + 1]; ++p) {
+            const double v = (double)X.data[p];
+            c2[X.indices[p]] += f2 * (v * v);
+            if (c1) c1[X.indices[p]] += f1 * v;
+        }
+    }
+}
+
+// S2 (and S1 when `first`) of the mapped rows, d = ob.d entries, and W = sum_i w_i (row order):
+// the sums P is built from (precond_build).  The Dask path adds them over its chunks.
+template <class View>
+void precond_sums(const View& X, const glm::Objective& ob, int nthreads, bool first, std::vector<double>& S1,
+                  std::vector<double>& S2, double& W) {
     const int64_t d = ob.d, dx = X.d;
-    const bool center = ob.icpt != 0.0 && d > dx && !ob.Q;
-    // column sums of (power 2: squares, 1: values) of the mapped rows, weighted, in chunk order
-    auto colsum = [&](int power, std::vector<double>& out) {
-        run_chunks(ev.ch.count, ev.nthreads, [&](int64_t k) {
-            double* ck = ev.part.data() + k * d;
-            std::fill(ck, ck + d, 0.0);
-            for (int64_t i = ev.ch.begin(k); i < ev.ch.end(k); ++i) {
-                const double wi = ob.w ? ob.w[i] : 1.0, r = ob.rscale ? ob.rscale[i] : 1.0;
-                const double f = power == 2 ? wi * (r * r) : wi * r;
-                for (int64_t p = (int64_t)X.indptr[i]; p < (int64_t)X.indptr[i + 1]; ++p) {
-                    const double v = (double)X.data[p];
-                    ck[X.indices[p]] += f * (power == 2 ? v * v : v);
-                }
-                if (ob.icpt != 0.0 && d > dx) ck[dx] += power == 2 ? wi * (ob.icpt * ob.icpt) : wi * ob.icpt;
+    const bool bias = ob.icpt != 0.0 && d > dx;
+    const Chunks ch(X.n, d);
+    const int T = work_of(X) >= kParallelWork ? nthreads : 1;
+    std::vector<double> p2((size_t)(ch.count * d)), p1(first ? (size_t)(ch.count * d) : 0);
+    run_chunks(ch.count, T, [&](int64_t k) {
+        double* c2 = p2.data() + k * d;
+        double* c1 = first ? p1.data() + k * d : nullptr;
+        std::fill(c2, c2 + d, 0.0);
+        if (c1) std::fill(c1, c1 + d, 0.0);
+        colsum_rows(X, ob, ch.begin(k), ch.end(k), c1, c2);
+        if (bias)
+            for (int64_t i = ch.begin(k); i < ch.end(k); ++i) {
+                const double wi = ob.w ? ob.w[i] : 1.0;
+                c2[dx] += wi * (ob.icpt * ob.icpt);
+                if (c1) c1[dx] += wi * ob.icpt;
             }
-        });
+    });
+    auto reduce = [&](const std::vector<double>& part, std::vector<double>& out) {
         out.assign((size_t)d, 0.0);
-        for (int64_t k = 0; k < ev.ch.count; ++k) {
-            const double* ck = ev.part.data() + k * d;
+        for (int64_t k = 0; k < ch.count; ++k) {
+            const double* ck = part.data() + k * d;
             for (int64_t j = 0; j < d; ++j) out[j] += ck[j];
         }
     };
-    double lip, beta;
-    glm::loss_constants(ob.lp, lip, beta);
-    std::vector<double> S2;
-    colsum(2, S2);
+    reduce(p2, S2);
+    if (first) reduce(p1, S1);
+    else S1.clear();
+    W = 0.0;
+    for (int64_t i = 0; i < X.n; ++i) W += ob.w ? ob.w[i] : 1.0;
+}
+
+// P from the sums of precond_sums (d coordinates, dx stored columns, the bias at dx when d > dx
+// and icpt != 0; S1 empty: no centering); Q (d x d) or null.
+inline void precond_build(int64_t d, int64_t dx, double alpha, const double* Q, double beta, double icpt,
+                          const std::vector<double>& S1, std::vector<double> S2, double W, Precond& pc) {
+    const bool center = icpt != 0.0 && d > dx && !Q && (int64_t)S1.size() == d;
     pc.bias = -1;
     pc.mu.clear();
-    double W = 0.0;
-    if (center) {
-        for (int64_t i = 0; i < X.n; ++i) W += ob.w ? ob.w[i] : 1.0;
-    }
     if (center && W > 0.0) {
-        std::vector<double> S1;
-        colsum(1, S1);
         pc.bias = dx;
         pc.mu.assign((size_t)d, 0.0);
         for (int64_t j = 0; j < dx; ++j) {
-            pc.mu[j] = S1[j] / (ob.icpt * W);
+            pc.mu[j] = S1[j] / (icpt * W);
             S2[j] = std::max(0.0, S2[j] - S1[j] * (S1[j] / W));  // centered column (Cauchy-Schwarz: >= 0)
         }
     }
     pc.hinv.assign((size_t)d, 0.0);
     for (int64_t j = 0; j < d; ++j) {
-        const double ridge = pc.bias >= 0 && j != pc.bias ? ob.alpha * (1.0 + pc.mu[j] * pc.mu[j]) : ob.alpha;
-        const double D = ridge + (ob.Q ? ob.Q[j * d + j] : 0.0) + beta * S2[j];
+        const double ridge = pc.bias >= 0 && j != pc.bias ? alpha * (1.0 + pc.mu[j] * pc.mu[j]) : alpha;
+        const double D = ridge + (Q ? Q[j * d + j] : 0.0) + beta * S2[j];
         pc.hinv[j] = (D > 0.0 && std::isfinite(D)) ? 1.0 / D : 1.0;  // an empty column without ridge: no scaling
     }
     bool finite = true;
@@ -1031,6 +1080,16 @@ void precond_setup(const glm::CSR<T, I>& X, const glm::Objective& ob, Evaluator<
         pc.bias = -1;
         pc.mu.clear();
     }
+}
+
+template <class View>
+void precond_setup(const View& X, const glm::Objective& ob, Evaluator<View>& ev, Precond& pc) {
+    const bool center = ob.icpt != 0.0 && ob.d > X.d && !ob.Q;
+    double lip, beta, W;
+    glm::loss_constants(ob.lp, lip, beta);
+    std::vector<double> S1, S2;
+    precond_sums(X, ob, ev.nthreads, center, S1, S2, W);
+    precond_build(ob.d, X.d, ob.alpha, ob.Q, beta, ob.icpt, S1, std::move(S2), W, pc);
 }
 
 template <class View>

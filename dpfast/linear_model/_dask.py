@@ -3,34 +3,43 @@
 ``LogisticRegression`` / ``LinearRegression`` send a ``dask.array.Array`` (chunked along rows,
 every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  The plan:
 
-* One validation pass over the chunks (on the workers): the estimator's own row map
-  (``_transform_rows``: the norm check, or the scale factors of ``row_norm="normalize"``/
-  ``"clip"``), NaN/inf detection, and the squared norms of the mapped rows (the native kernel derives the
-  clipping bounds C/||x_i|| from them in each pass).
-  The scale factors and bounds (two float64 per row) stay on the workers (``persist``); a bad
-  chunk raises ``ValueError`` naming the chunk and its rows, before anything is calibrated,
-  charged or drawn.
-* Labels and sample weights (one number per row) are gathered to the client, validated there
-  by the estimator's ``fit`` exactly as for NumPy input, and scattered back once per model
-  (``Client.scatter`` to every worker under distributed, not inside a graph).
+* One validation pass over the chunks (on the workers) reads the rows, the labels and the
+  weights together: the estimator's own row map (``_transform_rows`` on the native kernel's row
+  norms: the norm check, or the scale factors of ``row_norm="normalize"``/``"clip"``),
+  NaN/inf detection, the squared norms of the mapped rows (the native kernel derives the
+  clipping bounds C/||x_i|| from them in each pass), the column sums of the L-BFGS
+  preconditioner, and a few values standing in for each chunk's labels and weights
+  (:func:`_label_summary`; the weights' extremes).  The scale factors and squared norms (two
+  float64 per row) stay on the workers (``persist``), and so do the labels and weights: the
+  client checks the summaries with the estimator's own ``validate_y``, label-set and
+  ``check_sample_weight`` code, in the order of the in-memory ``fit`` (labels, parameters,
+  weights, rows), and raises the in-memory fit's error word for word (a bad chunk of rows: a
+  ``ValueError`` naming the chunk and its rows), before anything is calibrated, charged or
+  drawn.  NumPy labels and weights are checked on the client and scattered once
+  (``Client.scatter`` to every worker under distributed).
 * The calibration, the budget charge and every noise draw are the estimator's in-memory code
   (``_fit_problems`` and :func:`~dpfast.linear_model._mechanisms._fit_calibrated`), run on the
   client from ``random_state``.  Only the minimisation differs: the native L-BFGS of the
-  in-memory path runs on the client (``dpfast._glm.minimize_callable``, the same iterations),
-  and each evaluation of F and grad F is one Dask graph: the native loss-and-gradient kernel
-  on every chunk (row map and intercept inside the kernel, partial sums in float64), the d + 1
-  numbers per chunk combined on the client in chunk order.  Per iteration the client sends
-  theta (d floats) to every chunk's task and receives d + 1 floats per chunk.
+  in-memory path runs on the client (``dpfast._glm.minimize_callable``, the same iterations and
+  the same fixed diagonal preconditioner, built from the same column sums), and each evaluation
+  of F and grad F is one Dask graph of one task per worker (the chunks that worker holds): the
+  native loss-and-gradient kernel on every chunk (targets formed from the labels in the task, row
+  map and intercept inside the kernel, partial sums in float64), the d + 1 numbers per chunk
+  combined on the client in chunk order.  Per iteration the client sends theta (d floats) to
+  each task and receives d + 1 floats per chunk.
 * Certification ``||grad F||_2 <= tau`` is on that exact full gradient; when L-BFGS has not
   reached tau within ``max_iter``, the certified Nesterov continuation of the in-memory path
   runs on the same Dask gradient (:mod:`dpfast.linear_model._certify`).
 
 Determinism: a chunk's partial sums depend only on the chunk (the kernel's row partition
 depends on the chunk's shape, never on threads), and the client adds them in chunk order, so
-the released model is bit-identical for any number of workers and threads.  Against the
-in-memory fit of the same data the only difference is the grouping of the float64 partial sums
-(chunks of the Dask array instead of the kernel's own row blocks), a relative change of the
-gradient of order 1e-16 per evaluation; the solver's points then agree to about 1e-12 relative
+the released model is bit-identical for any number of workers and threads (the grouping of
+chunks into one task per worker changes no number).  Against the in-memory fit of the same data
+the differences are the grouping of the float64 sums (the gradient's partial sums and the
+preconditioner's column sums: chunks of the Dask array instead of the kernel's own row blocks)
+and the row norms behind the scale factors of ``"normalize"``/``"clip"`` (the native kernel's
+here, NumPy's in memory), relative changes of order 1e-16; the solver's points then agree to
+about 1e-12 relative
 (the tests assert 1e-6, the issue's bound).  A different chunking of the same data can change
 the released model at that level too.
 
@@ -46,7 +55,7 @@ copy a memmap whole), or from zarr/HDF5 through dask's own readers; memory then 
 in flight, two float64 per row (row scale, squared norm) and the labels.
 
 Passes over X: one validation pass, then one per L-BFGS evaluation (about 1.1 per iteration;
-a fit to the default tau = 0.01 takes 10-40), per one-vs-rest model.  SAG/SAGA need random
+a fit to the default tau = 0.01 takes 10-30: 21 on 4e6 x 100 unit rows), per one-vs-rest model.  SAG/SAGA need random
 access to rows and are not offered on Dask (``solver`` must be ``"lbfgs"``).
 
 Randomness inside ``map_blocks``: the estimators draw all their noise on the client.  Users
@@ -70,7 +79,14 @@ import math
 
 import numpy as np
 
-from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection, scatter_chunks
+from dpfast._dask_utils import (
+    _as_dask_rows,
+    _chunk_name,
+    _is_frame,
+    active_client,
+    is_dask_collection,
+    scatter_chunks,
+)
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
            "DaskRows"]
@@ -91,39 +107,168 @@ def chunk_rngs(count: int, seed=None):
 
 # ----------------------------------------------------------------------------- chunk tasks
 
-def _block_prepare(block, est, R, icpt, k, starts):
-    """Validation pass of chunk k: the estimator's row map, then the kernel's row norms.
+#: labels of a chunk summarised on the workers (numbers, booleans, strings); other dtypes
+#: (object) are gathered and validated on the client as NumPy input
+_SUMMARY_KINDS = "biufUS"
 
-    Returns an (n_k, 2) float64 array: column 0 the row scale (1 for no map), column 1 the
-    squared norm of the mapped row (the kernel turns it into the clipping bound C/||x_i||).
+
+def _uniques(v: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a chunk (one NaN at most; bincount for small integer ranges)."""
+    if v.dtype.kind in "iu" and v.size:
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < 4096:
+            return (np.flatnonzero(np.bincount((v - lo).astype(np.intp), minlength=hi - lo + 1)) + lo).astype(v.dtype)
+    return np.unique(v)
+
+
+def _label_summary(yk, classifier: bool, classes, cap: int) -> np.ndarray:
+    """A few labels of chunk k standing in for all of them in the estimator's own checks.
+
+    The checks of ``validate_y`` and ``check_label_set`` depend only on the set of values: NaN or
+    infinity present, a non-integral float present (a "continuous" target), every value in the
+    public label set, every value in {-1, +1}.  Classifiers: the chunk's distinct values, or
+    (more than ``cap`` of them, so some lie outside the label set) the smallest four, the
+    non-finite ones, one non-integral one and one outside the label set.  Regressors: the
+    non-finite values present, else one finite value.
+    """
+    v = np.asarray(yk)
+    if not classifier:
+        v = np.asarray(v, dtype=np.float64)
+        bad = v[~np.isfinite(v)]
+        return np.unique(bad) if bad.size else v[:1]
+    u = _uniques(v)
+    if u.size <= cap:
+        return u
+    keep = [u[:4]]
+    try:
+        keep.append(u[~np.isin(u, np.array([0, 1]) if classes is None else np.asarray(classes))][:1])
+    except TypeError:  # values not comparable with the label set: keep all of them
+        return u
+    if u.dtype.kind == "f":
+        fin = np.isfinite(u)
+        keep.append(u[~fin])
+        keep.append(u[fin & (u != np.trunc(u))][:1])
+    return np.concatenate(keep)
+
+
+def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, classes, cap, weighted, center):
+    """The validation pass of chunk k, its labels and weights read on the worker.
+
+    Returns ``(aux, summary)``: ``aux`` (kept on the worker) an (n_k, 2) float64 array, column 0
+    the row scale (1 for no map), column 1 the squared norm of the mapped row (the kernel turns it
+    into the clipping bound C/||x_i||); ``summary`` (sent to the client) the labels standing in
+    for the chunk's (:func:`_label_summary`), the weights' non-finite values or [min, max], and
+    the preconditioner's column sums (S1 or None, S2, W) of the mapped, weighted rows, or the
+    message of the row check that failed.  Nothing here raises for bad data: the client raises
+    in the order of the in-memory ``fit`` (labels, parameters, weights, rows).
     """
     from dpfast import _glm
 
+    summary = {"y": None if yk is None else _label_summary(yk, classifier, classes, cap)}
+    w = None
+    if weighted:
+        w = np.ascontiguousarray(wk, dtype=np.float64)
+        fin = np.isfinite(w)
+        summary["w"] = np.unique(w[~fin]) if not fin.all() else np.array([w.min(), w.max()]) if w.size else w
+    if not rows:
+        return None, summary
     block = np.ascontiguousarray(block)
-    try:
-        scale = est._transform_rows(block, R, fitting=True)
-    except ValueError as exc:
-        raise ValueError(f"{_chunk_name(k, starts)}: {exc}") from None
-    scale = np.ones(block.shape[0]) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
-    ok, v = _glm.row_bounds(block, block.shape[0], block.shape[1], scale, icpt, 0.0, 1)
+    nk, dk = block.shape
+    bad = f"{_chunk_name(k, starts)}: X contains NaN or infinite entries (or a row whose norm overflows)"
+    ok, sq = _glm.row_bounds(block, nk, dk, None, 0.0, 0.0, 1)  # squared norms of the stored rows
     if not ok:
-        raise ValueError(f"{_chunk_name(k, starts)}: X contains NaN or infinite entries (or a row whose norm overflows)")
-    return np.column_stack([scale, v])
+        summary["x_error"] = bad
+        return None, summary
+    try:  # the estimator's row map (norm check, or scale factors) on the kernel's norms
+        scale = est._transform_rows(block, R, fitting=True, norms=np.sqrt(sq))
+    except ValueError as exc:
+        summary["x_error"] = f"{_chunk_name(k, starts)}: {exc}"
+        return None, summary
+    rs = None if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
+    ones = np.ones(nk)
+    # squared norms of the mapped rows [r_i x_i, c], as the kernel maps them (solvers' prepare)
+    r = ones if rs is None else rs
+    v = (r * r) * sq + icpt * icpt
+    if not np.isfinite(v).all():
+        summary["x_error"] = bad
+        return None, summary
+    if w is None or ("w" in summary and np.all(np.isfinite(summary["w"]))):
+        summary["sums"] = _glm.precond_sums(block, nk, dk, w, rs, icpt, center, 1)
+    return np.column_stack([ones if rs is None else rs, v]), summary
 
 
-def _block_fg(block, aux, y, w, theta, code, delta, clip, icpt):
-    """Data part of F and grad F on one chunk: [f, g_0 .. g_{d'-1}] (float64)."""
+def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
+    """Data part of F and grad F on one chunk: [f, g_0 .. g_{d'-1}] (float64).
+
+    The chunk's targets are formed here from its labels, as the in-memory ``fit`` forms them:
+    +1 where the label is ``positive`` and -1 elsewhere (classifiers), the labels as float64
+    (``positive`` is ``_REAL``: regressors)."""
     from dpfast import _glm
 
     block = np.ascontiguousarray(block)
     scale, sq = np.ascontiguousarray(aux[:, 0]), np.ascontiguousarray(aux[:, 1])
-    f, g = _glm.chunk_loss_grad(block, block.shape[0], block.shape[1], y, w, code, delta, sq, clip, scale, icpt,
+    yv = np.asarray(yk)
+    t = np.asarray(yv, dtype=np.float64) if positive is _REAL else np.where(yv == positive, 1.0, -1.0)
+    w = None if wk is None else np.ascontiguousarray(wk, dtype=np.float64)
+    f, g = _glm.chunk_loss_grad(block, block.shape[0], block.shape[1], t, w, code, delta, sq, clip, scale, icpt,
                                 theta, 1)
     return np.concatenate([[f], g])
 
 
-def _block_sq(aux):
-    return float(np.sum(aux[:, 1]))
+def _group_fg(blocks, auxs, ys, ws, theta, code, delta, clip, icpt, positive):
+    """:func:`_block_fg` of several chunks (those one worker holds): one row per chunk."""
+    return np.stack([_block_fg(b, x, yk, wk, theta, code, delta, clip, icpt, positive)
+                     for b, x, yk, wk in zip(blocks, auxs, ys, ws)])
+
+
+def _chunk_groups(blocks) -> list:
+    """Chunk indices grouped by the worker holding the chunk (one task per worker and pass: the
+    scheduler's cost per pass is per task), or one group per chunk when X is not held by a
+    distributed cluster.  The grouping changes no number: each chunk's partial sums are its
+    own, added on the client in chunk order."""
+    client = active_client()
+    singles = [[k] for k in range(len(blocks))]
+    if client is None:
+        return singles
+    try:
+        from distributed import Future
+
+        who = client.who_has([Future(b.key, client) for b in blocks])
+    except Exception:  # pragma: no cover - a scheduler that cannot answer: no grouping
+        return singles
+    by_worker: dict = {}
+    for k, b in enumerate(blocks):
+        holders = sorted(who.get(b.key, ()))
+        if not holders:  # not persisted (or lost): computed wherever the scheduler decides
+            return singles
+        by_worker.setdefault(holders[0], []).append(k)
+    return list(by_worker.values())
+
+
+def _block_sq(aux, wk):
+    return float(np.sum(aux[:, 1])) if wk is None else float(np.dot(np.asarray(wk, dtype=np.float64), aux[:, 1]))
+
+
+class _Real:
+    """Marker of a real-valued (regression) target."""
+
+    def __repr__(self):
+        return "_REAL"
+
+    def __reduce__(self):
+        return "_REAL"
+
+
+_REAL = _Real()
+
+
+class DaskTarget:
+    """One model's target on Dask: the labels stay on the workers (``DaskDesign``), each task
+    forms +1/-1 (``positive`` the class of this one-vs-rest model) or the real labels (``_REAL``)."""
+
+    def __init__(self, positive, n: int):
+        self.positive = positive
+        self.shape = (n,)
 
 
 # ----------------------------------------------------------------------------- design objects
@@ -131,8 +276,8 @@ def _block_sq(aux):
 class DaskRows:
     """Rows of a Dask array as the estimator's ``_fit_problems`` sees them (``_dpfast_chunked``).
 
-    ``shape``/``dtype`` are X's; ``design(est, R, s)`` runs the validation pass with the
-    estimator's row map and returns a :class:`DaskDesign`.
+    ``shape``/``dtype`` are X's; :func:`fit` runs the validation pass (:meth:`validate`), after
+    which ``design(est, R, s)`` returns its :class:`DaskDesign`.
     """
 
     _dpfast_chunked = True
@@ -143,59 +288,82 @@ class DaskRows:
         self.shape = tuple(int(v) for v in X.shape)
         self.dtype = X.dtype
         self.row_chunks = tuple(int(c) for c in X.chunks[0])
+        self.starts = np.concatenate([[0], np.cumsum(self.row_chunks)]).astype(np.int64).tolist()
+        self._design = None
 
     def design(self, est, R, s, **_):
-        return DaskDesign(self, est, float(R), float(s))
+        des = self._design
+        if des is None or des.est is not est or des.R != float(R) or des.intercept != float(s):
+            raise RuntimeError("DaskRows.design before the validation pass (linear_model._dask.fit runs it)")
+        return des
+
+
+def _vector_chunks(v, rows: DaskRows, name: str, kinds: str = _SUMMARY_KINDS):
+    """A per-row vector as chunk handles held by the cluster, or a NumPy array (returned as is)."""
+    if v is None or not is_dask_collection(v):
+        return v
+    import dask
+    import dask.array as da
+
+    if _is_frame(v):
+        if getattr(v, "ndim", 1) != 1:
+            raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
+        v = v.to_dask_array(lengths=True)
+    if not isinstance(v, da.Array) or v.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d dask Array or Series")
+    if any(math.isnan(c) for c in v.chunks[0]):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
+    if tuple(v.chunks[0]) != rows.row_chunks:
+        raise ValueError(f"{name} has row chunks {tuple(v.chunks[0])[:6]}... but X has {rows.row_chunks[:6]}...: "
+                         f"chunk {name} like X's rows (e.g. {name}.rechunk(X.chunks[0]))")
+    if v.dtype.kind not in kinds:  # e.g. object labels: validated on the client, as NumPy input
+        return np.asarray(v.compute())
+    return v
 
 
 class DaskDesign:
-    """The design ``[scale_i x_i, s]`` of a Dask array: its minimiser runs on the client, its
-    gradient passes on the workers (module docstring)."""
+    """The design ``[scale_i x_i, s]`` of a Dask array with its labels and weights: its minimiser
+    runs on the client, its gradient passes on the workers (module docstring)."""
 
-    def __init__(self, rows: DaskRows, est, R: float, s: float):
+    def __init__(self, rows: DaskRows, est, R: float, s: float, aux, ys, ws, sums):
         import dask
 
         self.rows = rows
         self.est = est
-        self.R = R
-        self.intercept = s
+        self.R = float(R)
+        self.intercept = float(s)
         n, d = rows.shape
         self.shape = (n, d + (s != 0.0))
         self.dtype = rows.dtype
         self._dask = dask
-        # the validation pass, now: before calibration, budget charge or any draw (all
-        # one-vs-rest models share its scale factors and norms, kept on the workers)
-        blocks = rows.X.to_delayed().ravel()
-        starts = np.concatenate([[0], np.cumsum(rows.row_chunks)]).tolist()
-        est_d = dask.delayed(est, pure=True)
-        aux = [dask.delayed(_block_prepare, pure=True)(b, est_d, R, s, k, starts) for k, b in enumerate(blocks)]
-        self._aux = list(dask.persist(*aux))
-        dask.compute(*[dask.delayed(len)(a) for a in self._aux])  # a bad chunk raises here
-
-    def _scatter(self, v):
-        """A client vector cut into X's row chunks, held by the cluster (``scatter_chunks``)."""
-        starts = np.concatenate([[0], np.cumsum(self.rows.row_chunks)])
-        return scatter_chunks(v, starts, np.float64)
+        self._aux, self._ys, self._ws = aux, ys, ws
+        self._sums = sums  # (S1 or None, S2, W) over all rows, added in chunk order
 
     def oracle(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta):
-        """``fg(theta) -> (F, grad F)``: one Dask graph per call, partial sums added in chunk order."""
+        """``fg(theta) -> (F, grad F)``: one Dask graph per call, partial sums added in chunk order.
+
+        ``y`` is a :class:`DaskTarget` (the labels and weights are the design's, on the workers;
+        ``sample_weight`` is ignored)."""
         from dpfast.linear_model._solver import _check_delta, _check_loss
 
         dask = self._dask
         code, delta = _check_loss(loss), _check_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
-        aux = self._aux
-        ys, ws = self._scatter(y), self._scatter(sample_weight)
+        positive = y.positive
         blocks = self.rows.X.to_delayed().ravel()
         d = self.shape[1]
         a = float(alpha)
         lin = None if linear is None else np.asarray(linear, dtype=np.float64)
+        groups = _chunk_groups(blocks)
+        args = [([blocks[k] for k in grp], [self._aux[k] for k in grp], [self._ys[k] for k in grp],
+                 [self._ws[k] for k in grp]) for grp in groups]
+        order = np.argsort(np.concatenate(groups), kind="stable")
 
         def fg(theta):
             th = np.ascontiguousarray(theta, dtype=np.float64)
-            tasks = [dask.delayed(_block_fg, pure=True)(b, x, yk, wk, th, code, delta, c, self.intercept)
-                     for b, x, yk, wk in zip(blocks, aux, ys, ws)]
-            parts = dask.compute(*tasks)
+            tasks = [dask.delayed(_group_fg, pure=True)(b, x, yk, wk, th, code, delta, c, self.intercept, positive)
+                     for b, x, yk, wk in args]
+            parts = np.concatenate(dask.compute(*tasks))[order]  # one row per chunk, in chunk order
             f = 0.0
             g = np.zeros(d)
             for p in parts:  # chunk order: the same sums for any number of workers
@@ -212,16 +380,19 @@ class DaskDesign:
 
         return fg
 
-    def weighted_sq_norms(self, sample_weight) -> float:
+    def weighted_sq_norms(self) -> float:
         """sum_i w_i ||x_i'||^2 of the mapped rows (from the persisted norms; for the certified fallback)."""
         dask = self._dask
-        aux = self._aux
-        if sample_weight is None:
-            parts = dask.compute(*[dask.delayed(_block_sq)(x) for x in aux])
-            return float(math.fsum(parts))
-        ws = self._scatter(sample_weight)
-        parts = dask.compute(*[dask.delayed(lambda x, w: float(np.dot(w, x[:, 1])))(x, w) for x, w in zip(aux, ws)])
+        parts = dask.compute(*[dask.delayed(_block_sq)(x, w) for x, w in zip(self._aux, self._ws)])
         return float(math.fsum(parts))
+
+    def precond(self, alpha: float, loss: str, huber_delta: float):
+        """The L-BFGS preconditioner's inputs for ``_glm.minimize_callable`` (the in-memory solver
+        builds the same P from the same column sums, formed over its own row blocks)."""
+        from dpfast.linear_model._solver import loss_constants
+
+        S1, S2, W = self._sums
+        return (S1, S2, float(W), float(alpha), float(loss_constants(loss, huber_delta)[1]), self.intercept)
 
     def minimize_certified(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter,
                            gen, lipschitz):
@@ -235,33 +406,148 @@ class DaskDesign:
         n = self.shape[0]
         b_norm = 0.0 if linear is None else float(np.linalg.norm(linear))
         check_certifiable(tol, 2.0 * (n * lipschitz + b_norm))
-        fg = self.oracle(y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
-                         huber_delta=huber_delta)
+        fg = self.oracle(y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=None, huber_delta=huber_delta)
         theta = np.zeros(self.shape[1])
-        n_iter, _n_eval, _conv, _fun, gnorm, _status = _glm.minimize_callable(fg, theta, float(tol), int(max_iter), 10)
+        n_iter, _n_eval, _conv, _fun, gnorm, _status = _glm.minimize_callable(
+            fg, theta, float(tol), int(max_iter), 10, precond=self.precond(alpha, loss, huber_delta))
         if gnorm <= tol:
             return theta, float(gnorm), int(n_iter), "lbfgs"
         curvature = loss_constants(loss, huber_delta)[1]
-        weighted = self.weighted_sq_norms(sample_weight)
+        weighted = self.weighted_sq_norms()
         coef, gn, passes = certified_descent(lambda th: fg(th)[1], theta, tol=tol, strong_convexity=alpha,
                                              smoothness=alpha + curvature * weighted)
         return coef, gn, int(n_iter) + passes, "nesterov"
 
 
+# ----------------------------------------------------------------------------- validation pass
+
+def _validate(est, rows: DaskRows, y, sample_weight, *, classifier: bool):
+    """The one validation pass: rows, labels and weights read on the workers, checked on the
+    client in the order (and with the messages) of the in-memory ``fit``: labels
+    (``validate_y``, the public label set), the estimator's parameters, the weights
+    (``check_sample_weight``), the rows.  NumPy labels and weights are checked on the client
+    (the in-memory code itself) and scattered to the workers once.  Returns the public label set
+    (classifiers; None for regressors) and leaves the :class:`DaskDesign` on ``rows``.  Raises
+    before anything is calibrated, charged or drawn."""
+    import dask
+
+    from dpfast._base import validate_y
+    from dpfast._validation import check_label_set
+    from dpfast.linear_model._mechanisms import check_sample_weight
+
+    n = rows.shape[0]
+    starts = rows.starts
+    blocks = rows.X.to_delayed().ravel()
+    k_count = len(blocks)
+    classes = getattr(est, "classes", None) if classifier else None
+    y_dask = is_dask_collection(y)
+    label_set = None
+    if not y_dask:  # NumPy labels: the in-memory checks, on the client, first
+        if y is not None and np.shape(y)[:1] != (n,):
+            raise ValueError(f"y has {np.shape(y)[:1]} entries but X has {n} rows")
+        y = validate_y(est, y, n, classifier=classifier)
+        label_set = check_label_set(y, classes)[0] if classifier else None
+    try:
+        R, s = est._validate_common()
+        common_error = None
+    except ValueError as exc:  # raised after the labels' errors, as in the in-memory fit
+        R, s, common_error = 1.0, 0.0, exc
+    if common_error is not None and not y_dask:
+        raise common_error
+    w_dask = is_dask_collection(sample_weight)
+    w_error = None
+    if sample_weight is not None and not w_dask:
+        try:
+            sample_weight = check_sample_weight(np.asarray(sample_weight), n)
+        except (TypeError, ValueError) as exc:  # raised after the labels' and parameters' errors
+            w_error, sample_weight = exc, None
+    weighted = sample_weight is not None and (not w_dask or np.dtype(sample_weight.dtype).kind in "biuf")
+    if y_dask:
+        ys = list(dask.persist(*y.to_delayed().ravel()))
+    else:
+        ys = scatter_chunks(y if classifier else np.asarray(y, dtype=np.float64), starts)
+    if w_dask:
+        ws = list(dask.persist(*sample_weight.to_delayed().ravel()))
+    else:
+        ws = scatter_chunks(sample_weight, starts, np.float64)
+    cap = max(64, 2 * (2 if classes is None else len(np.atleast_1d(classes))))
+    est_d = dask.delayed(est, pure=True)
+    tasks = [dask.delayed(_block_validate, pure=True, nout=2)(
+        b, yk if y_dask else None, wk if weighted else None, est_d, R, s, k, starts, common_error is None,
+        classifier, classes, cap, weighted, s != 0.0)
+        for k, (b, yk, wk) in enumerate(zip(blocks, ys, ws))]
+    persisted = dask.persist(*[t[0] for t in tasks], *[t[1] for t in tasks])
+    aux = list(persisted[:k_count])
+    summaries = dask.compute(*persisted[k_count:])
+
+    # 1. labels: validate_y and the label set on the values standing in for each chunk's
+    if y_dask:
+        rep = np.concatenate([sm["y"] for sm in summaries])
+        rep = validate_y(est, rep, rep.shape[0], classifier=classifier)
+        label_set = check_label_set(rep, classes)[0] if classifier else None
+    # 2. the estimator's parameters
+    if common_error is not None:
+        raise common_error
+    # 3. weights: check_sample_weight (dtype, finiteness, range) on the chunks' extremes
+    if w_error is not None:
+        raise w_error
+    if w_dask:  # (numeric: other dtypes were gathered and checked on the client)
+        wrep = np.concatenate([sm["w"] for sm in summaries])
+        check_sample_weight(wrep, wrep.shape[0])
+    # 4. rows: the first bad chunk in chunk order
+    for sm in summaries:
+        if "x_error" in sm:
+            raise ValueError(sm["x_error"])
+    sums = _add_sums([sm["sums"] for sm in summaries])
+    rows._design = DaskDesign(rows, est, R, s, aux, ys, ws, sums)
+    return label_set
+
+
+def _add_sums(parts):
+    """(S1 or None, S2, W) over all chunks, added in chunk order."""
+    S1 = None if parts[0][0] is None else np.zeros_like(parts[0][0])
+    S2 = np.zeros_like(parts[0][1])
+    W = 0.0
+    for p1, p2, pw in parts:
+        if S1 is not None:
+            S1 += p1
+        S2 += p2
+        W += pw
+    return S1, S2, W
+
+
+def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
+    """The validation pass of :func:`fit` alone: the :class:`DaskDesign` of Dask ``X`` with its
+    labels and weights on the workers (benchmarks and tests time its passes with ``oracle``)."""
+    rows = DaskRows(_as_dask_rows(X))
+    classifier = hasattr(est, "_label_set")
+    est._validate_params()
+    _validate(est, rows, _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf"),
+              _vector_chunks(sample_weight, rows, "sample_weight", "biuf"), classifier=classifier)
+    return rows._design
+
+
 # ----------------------------------------------------------------------------- estimator API
 
-def fit(est, X, y, sample_weight=None, **kwargs):
+def fit(est, X, y, sample_weight=None, *, budget=None):
     """``est.fit`` for a Dask X (module docstring): validation on the workers, calibration,
     budget charge and noise on the client, each gradient pass a Dask graph."""
     if getattr(est, "solver", "lbfgs") != "lbfgs":
         raise ValueError(f"solver={est.solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
     Xd = _as_dask_rows(X)
     rows = DaskRows(Xd)
-    y_local = _local_vector(y, rows.row_chunks, "y")
-    w_local = _local_vector(sample_weight, rows.row_chunks, "sample_weight")
-    if not is_dask_collection(y) and y is not None and np.shape(y)[:1] != (rows.shape[0],):
-        raise ValueError(f"y has {np.shape(y)[:1]} entries but X has {rows.shape[0]} rows")
-    est.fit(rows, y_local, w_local, **kwargs)
+    classifier = hasattr(est, "_label_set")
+    y = _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf")
+    sample_weight = _vector_chunks(sample_weight, rows, "sample_weight", "biuf")
+    est._validate_params()
+    est._reset_fit()
+    classes = _validate(est, rows, y, sample_weight, classifier=classifier)
+    n = rows.shape[0]
+    if classifier:
+        targets = [DaskTarget(classes[1], n)] if classes.size == 2 else [DaskTarget(c, n) for c in classes]
+        est._fit_ovr(rows, classes, targets, None, budget=budget)
+    else:
+        est._fit_target(rows, DaskTarget(_REAL, n), None, budget=budget)
     if _is_frame(X):
         est.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
     return est

@@ -218,9 +218,12 @@ class _PrivateLinearModel(PrivateEstimator):
             raise ValueError(f"intercept_scaling must be finite and > 0, got {self.intercept_scaling!r}")
         return R, (s if self.fit_intercept else 0.0)
 
-    def _transform_rows(self, X, R, *, fitting):
-        """Row map of ``row_norm`` (returns the scale factors, or None for the identity)."""
-        norms = row_norms(X)
+    def _transform_rows(self, X, R, *, fitting, norms=None):
+        """Row map of ``row_norm`` (returns the scale factors, or None for the identity).
+
+        ``norms``: X's row norms when the caller has them (the Dask validation pass takes them
+        from the native kernel's squared norms; overwritten)."""
+        norms = row_norms(X) if norms is None else norms
         if not np.isfinite(norms).all():  # a NaN/inf entry (or an overflowing row) shows in its norm
             raise ValueError("X contains NaN or infinite entries (or a row whose norm overflows); "
                              "private ERM needs finite, bounded rows")
@@ -521,6 +524,10 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
             targets = [np.where(y == classes[1], 1.0, -1.0)]
         else:
             targets = [np.where(y == c, 1.0, -1.0) for c in classes]
+        return self._fit_ovr(X, classes, targets, sample_weight, budget=budget)
+
+    def _fit_ovr(self, X, classes, targets, sample_weight, *, budget=None) -> "LogisticRegression":
+        """One-vs-rest fit of validated targets (+-1 per model; the Dask path's stand in for them)."""
         self._fit_problems(X, targets, sample_weight, budget=budget)
         self.multi_class_ = "ovr"
         self.classes_ = classes
@@ -648,6 +655,10 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=False)
+        return self._fit_target(X, y, sample_weight, budget=budget)
+
+    def _fit_target(self, X, y, sample_weight, *, budget=None) -> "LinearRegression":
+        """The fit of a validated target (the Dask path's stand in for it)."""
         self._fit_problems(X, [y], sample_weight, budget=budget)
         self.coef_ = self._coef[0]
         self.intercept_ = float(self._intercept[0])

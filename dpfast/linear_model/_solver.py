@@ -20,11 +20,12 @@ guarantee must check ``converged`` (a solver that did not reach tol returns
 
 Solvers: ``"lbfgs"`` (L-BFGS, memory 10, strong-Wolfe line search with safeguarded cubic
 interpolation, Nocedal & Wright Alg. 3.5/3.6, accepting Hager-Zhang approximate-Wolfe points
-when F is flat to rounding; on CSR rows preconditioned (initial inverse Hessian gamma P^-1,
+when F is flat to rounding; preconditioned (initial inverse Hessian gamma P^-1,
 Nocedal & Wright eq. 7.20) by the diagonal of the Hessian bound alpha I + Q + beta X^T W X,
 taken in coordinates where the columns are centered when the design has an in-kernel bias
-feature (:class:`MappedRows`), because sparse column scales follow feature frequencies and
-non-negative sparse columns all correlate with the bias -- the stopping rule stays
+feature (:class:`MappedRows`), because sparse column scales follow feature frequencies,
+non-negative and one-hot columns all correlate with the bias, and the bias column of unit-norm
+dense rows has d times a feature's mean square -- the stopping rule stays
 ||grad F||_2 <= tol in the original coordinates), ``"sag"`` (Schmidt, Le Roux & Bach 2017) and ``"saga"`` (Defazio et al.
 2014) on the finite sum F = sum_i f_i with f_i = w_i l_C(x_i.theta) + (alpha/(2n))||theta||^2 +
 linear.theta/n.  SAG/SAGA check the exact full gradient after every n steps (one epoch),

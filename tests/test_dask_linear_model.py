@@ -151,6 +151,10 @@ def test_bit_identical_for_one_and_two_workers(cluster2):
         models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
     with distributed.Client(cluster2):
         models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
+    with distributed.Client(cluster2) as client:  # persisted: one task per worker and pass, on futures
+        Xp, yp = client.persist([Xd, yd])
+        distributed.wait([Xp, yp])
+        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xp, yp))
     with dask.config.set(scheduler="threads", num_workers=4):
         models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
     for m in models[1:]:
@@ -161,7 +165,10 @@ def test_bit_identical_for_one_and_two_workers(cluster2):
 # ----------------------------------------------------------------------------- faults
 
 @pytest.mark.slow
-def test_killed_worker_gives_the_same_model_or_raises(cluster2, monkeypatch):
+@pytest.mark.parametrize("persisted", [False, True])
+def test_killed_worker_gives_the_same_model_or_raises(cluster2, monkeypatch, persisted):
+    # persisted: X held by the cluster (the fit's passes are tasks on its futures, one per worker);
+    # else a graph computed in every pass
     X, y, _, _ = _data(n=20000, d=12, seed=7)
     ref = LogisticRegression(row_norm="normalize", random_state=3, tol=1e-4).fit(X, y)
     Xd = da.from_array(X, chunks=(2500, -1))
@@ -186,6 +193,9 @@ def test_killed_worker_gives_the_same_model_or_raises(cluster2, monkeypatch):
     est = LogisticRegression(row_norm="normalize", random_state=3, tol=1e-4)
     with distributed.Client(cluster2) as client:
         client.wait_for_workers(2)
+        if persisted:
+            Xd = client.persist(Xd)
+            distributed.wait(Xd)
         try:
             est.fit(Xd, y)
         except Exception:

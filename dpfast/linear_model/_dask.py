@@ -221,13 +221,14 @@ def _group_fg(blocks, auxs, ys, ws, theta, code, delta, clip, icpt, positive):
                      for b, x, yk, wk in zip(blocks, auxs, ys, ws)])
 
 
-def _chunk_groups(blocks) -> list:
-    """Chunk indices grouped by the worker holding the chunk (one task per worker and pass: the
-    scheduler's cost per pass is per task), or one group per chunk when X is not held by a
-    distributed cluster.  The grouping changes no number: each chunk's partial sums are its
-    own, added on the client in chunk order."""
+def _chunk_groups(blocks):
+    """``(groups, held)``: chunk indices grouped by the worker holding the chunk (one task per
+    worker and pass: the scheduler's cost per pass is per task), ``held`` True; or one group per
+    chunk, ``held`` False, when X is not held by a distributed cluster (a graph computed in each
+    pass).  The grouping changes no number: each chunk's partial sums are its own, added on the
+    client in chunk order."""
     client = active_client()
-    singles = [[k] for k in range(len(blocks))]
+    singles = ([[k] for k in range(len(blocks))], False)
     if client is None:
         return singles
     try:
@@ -242,7 +243,23 @@ def _chunk_groups(blocks) -> list:
         if not holders:  # not persisted (or lost): computed wherever the scheduler decides
             return singles
         by_worker.setdefault(holders[0], []).append(k)
-    return list(by_worker.values())
+    return list(by_worker.values()), True
+
+
+def _futures(handles) -> list:
+    """The distributed Futures behind persisted or scattered per-chunk handles (None stays None)."""
+    from distributed import Future, futures_of
+
+    out = []
+    for h in handles:
+        if h is None or isinstance(h, Future):
+            out.append(h)
+            continue
+        fs = [f for f in futures_of(h) if f.key == h.key]
+        if len(fs) != 1:
+            raise RuntimeError("a per-chunk handle is not held by the cluster")
+        out.append(fs[0])
+    return out
 
 
 def _block_sq(aux, wk):
@@ -354,16 +371,26 @@ class DaskDesign:
         d = self.shape[1]
         a = float(alpha)
         lin = None if linear is None else np.asarray(linear, dtype=np.float64)
-        groups = _chunk_groups(blocks)
-        args = [([blocks[k] for k in grp], [self._aux[k] for k in grp], [self._ys[k] for k in grp],
-                 [self._ws[k] for k in grp]) for grp in groups]
+        groups, held = _chunk_groups(blocks)
         order = np.argsort(np.concatenate(groups), kind="stable")
+        client = active_client() if held else None
+        if client is not None:  # everything held by the cluster: tasks on its futures, no graph to build
+            from distributed import Future
+
+            ins = [[Future(b.key, client) for b in blocks], _futures(self._aux), _futures(self._ys),
+                   _futures(self._ws)]
+        else:
+            ins = [blocks, self._aux, self._ys, self._ws]
+        args = [tuple([v[k] for k in grp] for v in ins) for grp in groups]
 
         def fg(theta):
             th = np.ascontiguousarray(theta, dtype=np.float64)
-            tasks = [dask.delayed(_group_fg, pure=True)(b, x, yk, wk, th, code, delta, c, self.intercept, positive)
-                     for b, x, yk, wk in args]
-            parts = np.concatenate(dask.compute(*tasks))[order]  # one row per chunk, in chunk order
+            rest = (th, code, delta, c, self.intercept, positive)
+            if client is not None:
+                out = client.gather([client.submit(_group_fg, *a, *rest, pure=False) for a in args])
+            else:
+                out = dask.compute(*[dask.delayed(_group_fg, pure=True)(*a, *rest) for a in args])
+            parts = np.concatenate(out)[order]  # one row per chunk, in chunk order
             f = 0.0
             g = np.zeros(d)
             for p in parts:  # chunk order: the same sums for any number of workers

@@ -154,8 +154,8 @@ def _label_summary(yk, classifier: bool, classes, cap: int) -> np.ndarray:
 def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, classes, cap, weighted, center):
     """The validation pass of chunk k, its labels and weights read on the worker.
 
-    Returns ``(aux, summary)``: ``aux`` (kept on the worker) an (n_k, 2) float64 array, column 0
-    the row scale (1 for no map), column 1 the squared norm of the mapped row (the kernel turns it
+    Returns ``(aux, summary)``: ``aux`` (kept on the worker) a (2, n_k) float64 array, row 0
+    the row scales (1 for no map), row 1 the squared norms of the mapped rows (the kernel turns it
     into the clipping bound C/||x_i||); ``summary`` (sent to the client) the labels standing in
     for the chunk's (:func:`_label_summary`), the weights' non-finite values or [min, max], and
     the preconditioner's column sums (S1 or None, S2, W) of the mapped, weighted rows, or the
@@ -194,7 +194,7 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
         return None, summary
     if w is None or ("w" in summary and np.all(np.isfinite(summary["w"]))):
         summary["sums"] = _glm.precond_sums(block, nk, dk, w, rs, icpt, center, 1)
-    return np.column_stack([ones if rs is None else rs, v]), summary
+    return np.stack([ones if rs is None else rs, v]), summary  # rows contiguous: no copy per pass
 
 
 def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
@@ -206,7 +206,7 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
     from dpfast import _glm
 
     block = np.ascontiguousarray(block)
-    scale, sq = np.ascontiguousarray(aux[:, 0]), np.ascontiguousarray(aux[:, 1])
+    scale, sq = aux[0], aux[1]
     yv = np.asarray(yk)
     t = np.asarray(yv, dtype=np.float64) if positive is _REAL else np.where(yv == positive, 1.0, -1.0)
     w = None if wk is None else np.ascontiguousarray(wk, dtype=np.float64)
@@ -263,7 +263,7 @@ def _futures(handles) -> list:
 
 
 def _block_sq(aux, wk):
-    return float(np.sum(aux[:, 1])) if wk is None else float(np.dot(np.asarray(wk, dtype=np.float64), aux[:, 1]))
+    return float(np.sum(aux[1])) if wk is None else float(np.dot(np.asarray(wk, dtype=np.float64), aux[1]))
 
 
 class _Real:

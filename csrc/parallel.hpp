@@ -3,6 +3,9 @@
 // writes only chunk k's own outputs and the caller reduces them in chunk order, so the result
 // never depends on the number of threads or on which thread ran which chunk.
 //
+// A thread that cannot be started (std::system_error under a thread limit) is not an error: the
+// chunks are claimed by the threads that run, the calling thread at least.
+//
 // Chunks are claimed from a shared counter rather than dealt out in a fixed pattern: on a busy
 // machine a helper thread may not get a core for a while, and the others then run its chunks
 // instead of waiting for it (DP-SGD MLP step, float32, 2 threads, load average 5 on 2 cores:
@@ -31,7 +34,13 @@ void run_chunks(int64_t count, int nthreads, const Fn& fn) {
     };
     std::vector<std::thread> pool;
     pool.reserve(static_cast<size_t>(T - 1));
-    for (int t = 1; t < T; ++t) pool.emplace_back(claim);
+    for (int t = 1; t < T; ++t) {
+        try {
+            pool.emplace_back(claim);
+        } catch (...) {  // no thread to be had (a resource limit): the threads running claim the rest
+            break;
+        }
+    }
     claim();
     for (auto& th : pool) th.join();
 }

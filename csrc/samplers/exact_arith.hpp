@@ -10,12 +10,11 @@
 // Integers: unsigned __int128 (GCC/Clang) for rationals up to 2^127 and a tiny 256-bit
 // accumulator for gamma = a^2 / b in the discrete Gaussian's acceptance step.
 #pragma once
-#include <cstdint>
-
 #include <cstddef>
-#include <thread>
+#include <cstdint>
 #include <vector>
 
+#include "parallel.hpp"
 #include "random/bitstream.hpp"
 #include "random/chacha20.hpp"
 
@@ -191,35 +190,15 @@ void run_exact_blocks(bitgen_t* bg, std::size_t n, int n_threads, Fn fn) {
         keys[2 * i] = static_cast<uint32_t>(w);
         keys[2 * i + 1] = static_cast<uint32_t>(w >> 32);
     }
-    auto work = [&](std::size_t b0, std::size_t b1) {
-        for (std::size_t b = b0; b < b1; ++b) {
-            ChaChaWords w;
-            w.s.seed(&keys[8 * b], 0, 0);
-            FastExactRng r(w);
-            const std::size_t lo = b * kExactBlock, hi = lo + kExactBlock < n ? lo + kExactBlock : n;
-            fn(r, lo, hi);
-        }
-    };
-    std::size_t nt = n_threads < 1 ? 1 : static_cast<std::size_t>(n_threads);
-    if (nt > nb) nt = nb;
-    if (nt <= 1) {
-        work(0, nb);
-        return;
-    }
-    std::vector<std::thread> pool;
-    std::vector<std::size_t> local;  // ranges whose thread could not be started: run here
-    pool.reserve(nt - 1);
-    local.reserve(nt);
-    for (std::size_t t = 1; t < nt; ++t) {
-        try {
-            pool.emplace_back(work, nb * t / nt, nb * (t + 1) / nt);
-        } catch (...) {
-            local.push_back(t);
-        }
-    }
-    work(0, nb / nt);
-    for (std::size_t t : local) work(nb * t / nt, nb * (t + 1) / nt);
-    for (auto& th : pool) th.join();
+    // the fork-join of every kernel (csrc/parallel.hpp): block b writes only [b * kExactBlock, ...)
+    run_chunks(static_cast<int64_t>(nb), n_threads < 1 ? 1 : n_threads, [&](int64_t b) {
+        ChaChaWords w;
+        w.s.seed(&keys[8 * b], 0, 0);
+        FastExactRng r(w);
+        const std::size_t lo = static_cast<std::size_t>(b) * kExactBlock;
+        const std::size_t hi = lo + kExactBlock < n ? lo + kExactBlock : n;
+        fn(r, lo, hi);
+    });
 }
 
 }  // namespace dpf

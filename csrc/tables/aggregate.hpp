@@ -19,8 +19,9 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
+
+#include "parallel.hpp"
 
 namespace dpf {
 namespace tables {
@@ -220,10 +221,17 @@ inline Result bound_and_sum(const Params& p) {
         }
     }
     std::vector<detail::RowRef> recs(m);
+    // start[u]: first record of unit u.  A bucket's first unit starts where the bucket does: set
+    // here, before the chunks run, because the last unit of a chunk reads start[] of the next
+    // chunk's first unit (its end).  (Before 2026-11-26 the chunks wrote it themselves, so that
+    // read raced with the other thread: it could see 0 and drop the unit -- which unit sits at a
+    // chunk boundary depends on the other units, so that broke the sensitivity bound, and the
+    // output depended on thread timing.)
     std::vector<int64_t> start(U + 1, 0);
+    for (int64_t q = 0; q < B; ++q) start[q << shift] = bstart[q];
     start[U] = m;
     if (p.keep) std::fill(p.keep, p.keep + n, 0);
-    // Second level and the per-unit work, buckets split over threads by row counts.
+    // Second level and the per-unit work on first-level buckets [b0, b1).
     auto second_level = [&](int64_t b0, int64_t b1) {
         std::vector<int64_t> cnt((size_t)1 << shift);
         for (int64_t q = b0; q < b1; ++q) {
@@ -232,7 +240,7 @@ inline Result bound_and_sum(const Params& p) {
             for (int64_t t = bstart[q]; t < bstart[q + 1]; ++t) cnt[tmp[t].u - u0] += 1;
             int64_t acc = bstart[q];
             for (int64_t v = 0; v < nu; ++v) {
-                start[u0 + v] = acc;
+                if (v > 0) start[u0 + v] = acc;  // start[u0] = bstart[q], set before the chunks
                 const int64_t c = cnt[v];
                 cnt[v] = acc;
                 acc += c;
@@ -243,8 +251,15 @@ inline Result bound_and_sum(const Params& p) {
             }
         }
     };
-    const int T = (int)std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(p.threads, B), m / 100000));
-    std::vector<detail::Local> locals(T);
+    // Chunks of consecutive first-level buckets, balanced by row count; their number depends on
+    // the data only (rows, groups, value columns), never on p.threads, and each chunk sums into
+    // its own accumulators, merged in chunk order below: the result is the same bits for any
+    // number of threads.  At most 64 chunks, about 10^5 rows each, and accumulators of at most
+    // 256 MiB together (a table with millions of groups runs in fewer, larger chunks).
+    const int64_t local_bytes = G * (16 + 32 * k) + 1;  // count, units; 4 doubles or 2 int128 per (column, group)
+    const int64_t mem_cap = std::max<int64_t>(1, (int64_t(256) << 20) / local_bytes);
+    const int64_t K = std::max<int64_t>(1, std::min({B, m / 100000, int64_t(64), mem_cap}));
+    std::vector<detail::Local> locals(K);
     for (auto& L : locals) {
         L.count.assign(G, 0);
         L.units.assign(G, 0);
@@ -258,27 +273,22 @@ inline Result bound_and_sum(const Params& p) {
             L.s2l.assign(k * G, 0.0);
         }
     }
-    std::vector<int64_t> cut(T + 1, B);
+    std::vector<int64_t> cut(K + 1, B);
     cut[0] = 0;
-    for (int t = 1; t < T; ++t) {
-        const int64_t target = m * t / T;
-        cut[t] = std::lower_bound(bstart.begin(), bstart.end(), target) - bstart.begin();
-        cut[t] = std::max(cut[t - 1], std::min(cut[t], B));
+    for (int64_t c = 1; c < K; ++c) {
+        const int64_t target = m * c / K;
+        cut[c] = std::lower_bound(bstart.begin(), bstart.end(), target) - bstart.begin();
+        cut[c] = std::max(cut[c - 1], std::min(cut[c], B));
     }
-    auto work = [&](int t) {
-        second_level(cut[t], cut[t + 1]);
-        detail::run_units(p, start, recs, std::min<int64_t>(cut[t] << shift, U), std::min<int64_t>(cut[t + 1] << shift, U),
-                          locals[t]);
-    };
-    if (T == 1) {
-        work(0);
-    } else {
-        std::vector<std::thread> pool;
-        for (int t = 0; t < T; ++t) pool.emplace_back(work, t);
-        for (auto& th : pool) th.join();
-    }
+    // csrc/parallel.hpp: chunk c writes its own accumulators, keep[] of its own rows and the
+    // start[] / recs[] ranges of its own units
+    run_chunks(K, p.threads, [&](int64_t c) {
+        second_level(cut[c], cut[c + 1]);
+        detail::run_units(p, start, recs, std::min<int64_t>(cut[c] << shift, U),
+                          std::min<int64_t>(cut[c + 1] << shift, U), locals[c]);
+    });
     tmp.reset();
-    // Merge in fixed thread order.
+    // Merge in chunk order.
     Result r;
     r.count = std::move(locals[0].count);
     r.units = std::move(locals[0].units);
@@ -288,8 +298,8 @@ inline Result bound_and_sum(const Params& p) {
     r.s2l = std::move(locals[0].s2l);
     r.t1 = std::move(locals[0].t1);
     r.t3 = std::move(locals[0].t3);
-    for (int t = 1; t < T; ++t) {
-        const auto& L = locals[t];
+    for (int64_t c = 1; c < K; ++c) {
+        const auto& L = locals[c];
         for (int64_t g = 0; g < G; ++g) {
             r.count[g] += L.count[g];
             r.units[g] += L.units[g];

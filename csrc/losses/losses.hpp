@@ -81,10 +81,6 @@ static_assert(codes_in_order(), "loss codes must be 0 .. count-1 in table order"
 // The table row of a code, or nullptr (the bindings validate codes with this).
 inline const Info* find(int code) { return code >= 0 && code < kCount ? &kTable[code] : nullptr; }
 inline const Info& info(Loss l) { return kTable[static_cast<int>(l)]; }
-inline bool is_margin(int code) {
-    const Info* p = find(code);
-    return p && p->outputs == Outputs::one;
-}
 
 // ------------------------------------------------------------------ margin losses (K = 1)
 

@@ -3,7 +3,7 @@
 Expected values are independent of the code under test: the loss and gradient from a NumPy
 formula (scipy.special.logsumexp / softmax), the Hessian from its Kronecker form, the minimiser
 from scikit-learn's lbfgs, the calibration from dpfast.calibrate.gaussian_sigma and the
-sensitivity formula (L + 2 tau)/lambda with L = sqrt(2) R derived in csrc/glm/multinomial.hpp.
+sensitivity formula (L + 2 tau)/lambda with L = sqrt(2) R derived in csrc/losses/losses.hpp.
 """
 import math
 
@@ -99,8 +99,9 @@ def test_gradient_matches_central_differences():
 
 
 def test_privacy_constants_of_the_native_table():
-    c = _multinomial.constants()
-    assert c["lipschitz_factor"] == SQ2 and c["smoothness_factor"] == 0.5 and c["rank_deficit"] == 1
+    c = _multinomial.loss_table()["softmax"]
+    assert c["lipschitz"] == SQ2 and c["smoothness"] == 0.5 and c["rank_deficit"] == 1
+    assert c["outputs"] == "classes" and c["labels"] == "classes" and not c["convex_clip"]
     consts = dpfast.linear_model._losses.multinomial_constants(3.0)
     assert consts.lipschitz == pytest.approx(3.0 * SQ2) and consts.smoothness == pytest.approx(4.5)
 

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from dpfast import _clip
+from dpfast._loss_table import binary_labels
+from dpfast._loss_table import code as loss_code
 from dpfast.random import fill_noise, native_stream
 from dpfast.sgd import clip_gradients, clipped_sum, per_example_norms
 
@@ -106,14 +108,15 @@ def test_clipped_sum_noise_validation():
 
 
 def _glm_reference(X, y, W, b, loss):
-    """Materialized per-example gradients (B, d+1, K) of the GLM (NumPy reference)."""
+    """Materialized per-example gradients (B, d+1, K) of the GLM (NumPy reference; logistic
+    labels y in {0, 1}: dl/dz = sigmoid(z) - y)."""
     Z = X @ W + (b if b is not None else 0)
-    if loss == 2:
+    if loss == "softmax":
         P = np.exp(Z - Z.max(1, keepdims=True))
         P /= P.sum(1, keepdims=True)
         G = P.copy()
         G[np.arange(len(y)), y] -= 1
-    elif loss == 0:
+    elif loss == "logistic":
         G = (1 / (1 + np.exp(-Z[:, 0])) - y)[:, None]
     else:
         G = (Z[:, 0] - y)[:, None]
@@ -121,17 +124,19 @@ def _glm_reference(X, y, W, b, loss):
     return np.einsum("ij,ik->ijk", Xa, G)  # (B, d[+1], K)
 
 
-@pytest.mark.parametrize("loss,K", [(0, 1), (1, 1), (2, 4)])
+@pytest.mark.parametrize("loss,K", [("logistic", 1), ("squared", 1), ("softmax", 4)])
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_glm_norms_and_clipped_sum_match_materialized(loss, K, intercept, dtype):
-    rng = np.random.default_rng(10 + loss)
+    rng = np.random.default_rng(10 + loss_code(loss))
     n, d, C = 50, 6, 0.8
     X = (rng.standard_normal((n, d)) * rng.uniform(0.1, 2, (n, 1))).astype(dtype)
-    if loss == 2:
+    y01 = None
+    if loss == "softmax":
         yl, yr = rng.integers(0, K, n).astype(np.int64), None
-    elif loss == 0:
-        yl, yr = None, rng.integers(0, 2, n).astype(dtype)
+    elif loss == "logistic":
+        y01 = rng.integers(0, 2, n)
+        yl, yr = None, binary_labels(loss, y01).astype(dtype)
     else:
         yl, yr = None, (3 * rng.standard_normal(n)).astype(dtype)
     W = rng.standard_normal((d, K)).astype(dtype)
@@ -141,9 +146,10 @@ def test_glm_norms_and_clipped_sum_match_materialized(loss, K, intercept, dtype)
     gb = np.empty(K, dtype) if intercept else None
     norms = np.empty(idx.size)
     factors = np.empty(idx.size)
-    _clip.glm_clipped_sum(_clip.Workspace(), X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors)
+    _clip.glm_clipped_sum(_clip.Workspace(), X, yr, yl, idx, W, b, loss_code(loss), C, gW, gb, norms, factors)
     f64 = lambda a: None if a is None else a.astype(np.float64)
-    Gi = _glm_reference(f64(X)[idx], (yl if loss == 2 else f64(yr))[idx], f64(W), f64(b), loss)
+    ylab = yl if loss == "softmax" else (f64(y01) if loss == "logistic" else f64(yr))
+    Gi = _glm_reference(f64(X)[idx], ylab[idx], f64(W), f64(b), loss)
     ref_norms = np.linalg.norm(Gi.reshape(idx.size, -1), axis=1)
     rtol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(norms, ref_norms, rtol=rtol)
@@ -240,10 +246,10 @@ def test_kernel_rejects_bad_indices_and_labels():
     W = np.zeros((2, 3))
     with pytest.raises(IndexError):
         _clip.glm_clipped_sum(_clip.Workspace(), X, None, np.zeros(5, np.int64), np.array([5], np.int64), W, None,
-                              2, 1.0, np.empty((2, 3)), None, None, None)
+                              loss_code("softmax"), 1.0, np.empty((2, 3)), None, None, None)
     with pytest.raises(ValueError):
         _clip.glm_clipped_sum(_clip.Workspace(), X, None, np.full(5, 3, np.int64), np.array([1], np.int64), W, None,
-                              2, 1.0, np.empty((2, 3)), None, None, None)
+                              loss_code("softmax"), 1.0, np.empty((2, 3)), None, None, None)
 
 
 # ------------------------------------------------------------------------------- samplers
@@ -385,14 +391,14 @@ def test_one_extreme_record_changes_the_clipped_sum_by_at_most_C(dtype, big):
     X[0] = big
     full, rest = np.arange(n, dtype=np.int64), np.arange(1, n, dtype=np.int64)
     with np.errstate(all="ignore"):
-        for loss, K in [(0, 1), (1, 1), (2, 3)]:
+        for loss, K in [("logistic", 1), ("squared", 1), ("softmax", 3)]:
             W, b = np.ones((d, K), dtype), np.zeros(K, dtype)
-            yr = rng.integers(0, 2, n).astype(dtype) if loss != 2 else None
-            yl = rng.integers(0, K, n).astype(np.int64) if loss == 2 else None
+            yr = binary_labels(loss, rng.integers(0, 2, n)).astype(dtype) if loss != "softmax" else None
+            yl = rng.integers(0, K, n).astype(np.int64) if loss == "softmax" else None
             sums = []
             for idx in (full, rest):
                 gW, gb = np.empty((d, K), dtype), np.empty(K, dtype)
-                _clip.glm_clipped_sum(_clip.Workspace(), X, yr, yl, idx, W, b, loss, C, gW, gb, None, None)
+                _clip.glm_clipped_sum(_clip.Workspace(), X, yr, yl, idx, W, b, loss_code(loss), C, gW, gb, None, None)
                 sums.append(np.concatenate([gW.ravel(), gb]).astype(np.float64))
             assert np.isfinite(sums[0]).all(), loss
             assert np.linalg.norm(sums[0] - sums[1]) <= C * (1 + 1e-5), loss

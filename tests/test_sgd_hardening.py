@@ -15,6 +15,7 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from dpfast import _clip, sgd
+from dpfast._loss_table import code as loss_code
 from dpfast.sgd._estimators import MAX_STEPS
 
 # ------------------------------------------------------------------ exact norm helpers
@@ -113,7 +114,7 @@ def test_glm_clipped_example_norm_le_max_norm_exactly(dtype):
                 gW = np.empty((d, 1), dtype)
                 gb = np.empty(1, dtype)
                 _clip.glm_clipped_sum(_clip.Workspace(), x, np.array([y], dtype), None,
-                                      np.array([0], np.int64), W, b, 1, C, gW, gb, None, None)
+                                      np.array([0], np.int64), W, b, loss_code("squared"), C, gW, gb, None, None)
                 assert_norm_le(exact_sq(gb) * (exact_sq(x) + 1), C)
 
 

@@ -53,7 +53,7 @@ def ref_objective(theta, X, y, loss, alpha=0.0, linear=None, quadratic=None, w=N
 
     The clipped loss value is obtained by integrating the clipped derivative along the
     margin: l_C(z) = l(z*) + c (z - z*) beyond the breakpoint z*, found here numerically by
-    bisection on |l'| = c (independent of the closed forms in csrc/glm/losses.hpp).
+    bisection on |l'| = c (independent of the closed forms in csrc/losses/losses.hpp).
     """
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     z = Xd @ theta

@@ -2,6 +2,7 @@
 // Python (dpfast/sgd) validates; these wrappers check dtypes/shapes again so that a misuse
 // raises instead of crashing, then release the GIL around every kernel.
 #include "bindings/common.hpp"
+#include "bindings/loss_table.hpp"
 #include "clip/clip.hpp"
 
 #include <Python.h>
@@ -141,18 +142,24 @@ void check_idx(py::array& idx, int64_t n) {
 template <class T>
 py::tuple glm_impl(Workspace& ws, py::array X, py::object yr, py::object yl, py::array idx,
                    py::array W, py::object b, int loss, double C, py::array gW, py::object gb,
-                   py::object norms, py::object factors) {
+                   py::object norms, py::object factors, double delta) {
     auto [Xp, ldx] = matrix<T>(X);
     const int64_t n = X.shape(0), d = X.shape(1);
     if (W.ndim() != 2 || W.shape(0) != d) throw py::value_error("W must be (d, K)");
     const int K = static_cast<int>(W.shape(1));
-    if (loss < 0 || loss > 2) throw py::value_error("unknown loss");
-    if (loss != clip::SOFTMAX && K != 1) throw py::value_error("logistic/squared need K == 1");
+    const dpf::loss::Info* info = dpf::loss::find(loss);
+    if (!info) throw py::value_error("unknown loss code");
+    const bool multi = info->outputs == dpf::loss::Outputs::classes;
+    if (!multi && K != 1) throw py::value_error("a margin loss needs K == 1");
+    if (!(delta > 0 && std::isfinite(delta))) throw py::value_error("delta must be finite and > 0");
+    dpf::loss::LossParams lp;
+    lp.loss = static_cast<dpf::loss::Loss>(loss);
+    lp.delta = delta;
     check_idx(idx, n);
     const int64_t B = idx.size();
     const T* yrp = nullptr;
     const int64_t* ylp = nullptr;
-    if (loss == clip::SOFTMAX) {
+    if (multi) {
         py::array a = yl.cast<py::array>();
         ylp = cdata<int64_t>(a, "y labels", n);
         for (py::ssize_t i = 0; i < B; ++i) {
@@ -162,6 +169,13 @@ py::tuple glm_impl(Workspace& ws, py::array X, py::object yr, py::object yl, py:
     } else {
         py::array a = yr.cast<py::array>();
         yrp = cdata<T>(a, "y", n);
+        // A {0, 1} label given to a {-1, +1} loss would train silently on the wrong loss.
+        if (info->labels == dpf::loss::Labels::pm1)
+            for (py::ssize_t i = 0; i < B; ++i) {
+                const T lab = yrp[static_cast<const int64_t*>(idx.data())[i]];
+                if (lab != T(1) && lab != T(-1))
+                    throw py::value_error(std::string("the ") + info->name + " loss needs labels in {-1, +1}");
+            }
     }
     const T* Wp = cdata<T>(W, "W", d * K);
     const T* bp = opt_cdata<T>(b, "b", K);
@@ -176,17 +190,18 @@ py::tuple glm_impl(Workspace& ws, py::array X, py::object yr, py::object yl, py:
     {
         py::gil_scoped_release nogil;
         st = clip::glm_clipped_sum<T>(gemm, ws.get<T>(), Xp, ldx, d, yrp, ylp, ip, B, Wp, bp, K,
-                                      loss, C, gWp, gbp, np_, fp);
+                                      lp, C, gWp, gbp, np_, fp);
     }
     return py::make_tuple(st.loss_sum, st.n_clipped);
 }
 
 py::tuple glm_clipped_sum(Workspace& ws, py::array X, py::object yr, py::object yl,
                           py::array idx, py::array W, py::object b, int loss, double C,
-                          py::array gW, py::object gb, py::object norms, py::object factors) {
+                          py::array gW, py::object gb, py::object norms, py::object factors,
+                          double delta) {
     if (is_dtype<float>(X))
-        return glm_impl<float>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors);
-    return glm_impl<double>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors);
+        return glm_impl<float>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors, delta);
+    return glm_impl<double>(ws, X, yr, yl, idx, W, b, loss, C, gW, gb, norms, factors, delta);
 }
 
 template <class T>
@@ -316,7 +331,9 @@ PYBIND11_MODULE(_clip, m) {
           py::arg("mark"));
     m.def("glm_clipped_sum", &glm_clipped_sum, py::arg("ws"), py::arg("X"), py::arg("yr"),
           py::arg("yl"), py::arg("idx"), py::arg("W"), py::arg("b"), py::arg("loss"),
-          py::arg("max_norm"), py::arg("gW"), py::arg("gb"), py::arg("norms"), py::arg("factors"));
+          py::arg("max_norm"), py::arg("gW"), py::arg("gb"), py::arg("norms"), py::arg("factors"),
+          py::arg("delta") = 1.0);
+    m.def("loss_table", &dpf_bind::loss_table, "Every loss once: name -> code, outputs, labels and constants (csrc/losses/losses.hpp).");
     m.def("mlp_clipped_sum", &mlp_clipped_sum, py::arg("ws"), py::arg("X"), py::arg("yl"),
           py::arg("idx"), py::arg("hidden"), py::arg("n_outputs"), py::arg("activation"),
           py::arg("params"), py::arg("max_norm"), py::arg("mode"), py::arg("grad"),

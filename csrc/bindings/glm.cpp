@@ -1,5 +1,5 @@
-// dpfast._glm: GLM losses and the L-BFGS / SAG / SAGA solvers (kernels in csrc/glm/ and
-// csrc/solvers/).  Validation of values (finiteness of y, labels, shapes, dtypes) is done in
+// dpfast._glm: GLM losses and the L-BFGS / SAG / SAGA solvers (kernels in csrc/losses/,
+// csrc/glm/ and csrc/solvers/).  Validation of values (finiteness of y, labels, shapes, dtypes) is done in
 // dpfast/linear_model/_solver.py; this file checks the layout facts a kernel relies on so
 // that a wrong call raises instead of reading out of bounds.
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/csr_view.hpp"
+#include "bindings/loss_table.hpp"
 #include "solvers/glm_solvers.hpp"
 
 using namespace dpf_bind;
@@ -50,14 +51,14 @@ void with_view(const py::array& X, const py::object& indices, const py::object& 
 dpf::glm::Objective make_objective(int64_t n, int64_t d, const carray<double>& y, const py::object& w,
                                    int loss, double delta, double alpha, const py::object& linear,
                                    const py::object& Q, int layout, const py::object& rscale, double icpt) {
-    require(loss >= 0 && loss <= 3, "unknown loss");
+    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
     require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
     require(std::isfinite(icpt), "icpt must be finite");
     if (icpt != 0.0) d += 1;
     dpf::glm::Objective ob;
     ob.rscale = opt_ptr(rscale, n, "rscale");
     ob.icpt = icpt;
-    ob.lp.loss = static_cast<dpf::glm::Loss>(loss);
+    ob.lp.loss = static_cast<dpf::loss::Loss>(loss);
     ob.lp.delta = delta;
     ob.n = n;
     ob.d = d;
@@ -242,11 +243,11 @@ py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_st
 // Elementwise loss value, first and second derivative in the margin (and clipped versions
 // when c is given; c = inf means no clipping).  For tests and for callers that need l(z).
 py::tuple loss_eval(int loss, double delta, carray<double> z, carray<double> y, carray<double> c) {
-    require(loss >= 0 && loss <= 3, "unknown loss");
+    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
     const int64_t n = z.size();
     require(y.size() == n && (c.size() == n || c.size() == 1), "shape mismatch");
-    dpf::glm::LossParams p;
-    p.loss = static_cast<dpf::glm::Loss>(loss);
+    dpf::loss::LossParams p;
+    p.loss = static_cast<dpf::loss::Loss>(loss);
     p.delta = delta;
     py::array_t<double> v(n), d1(n), d2(n);
     double *pv = v.mutable_data(), *p1 = d1.mutable_data(), *p2 = d2.mutable_data();
@@ -254,26 +255,26 @@ py::tuple loss_eval(int loss, double delta, carray<double> z, carray<double> y, 
     for (int64_t i = 0; i < n; ++i) {
         bool cl;
         const double ci = c.size() == 1 ? pc[0] : pc[i];
-        dpf::glm::clipped_value_deriv(p, pz[i], py_[i], ci, pv[i], p1[i], cl);
-        p2[i] = cl ? 0.0 : dpf::glm::second_deriv(p, pz[i], py_[i]);
+        dpf::loss::clipped_value_deriv(p, pz[i], py_[i], ci, pv[i], p1[i], cl);
+        p2[i] = cl ? 0.0 : dpf::loss::second_deriv(p, pz[i], py_[i]);
     }
     return py::make_tuple(v, d1, d2);
 }
 
 py::tuple constants(int loss, double delta) {
-    require(loss >= 0 && loss <= 3, "unknown loss");
-    dpf::glm::LossParams p;
-    p.loss = static_cast<dpf::glm::Loss>(loss);
+    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
+    dpf::loss::LossParams p;
+    p.loss = static_cast<dpf::loss::Loss>(loss);
     p.delta = delta;
     double lip, sm;
-    dpf::glm::loss_constants(p, lip, sm);
+    dpf::loss::loss_constants(p, lip, sm);
     return py::make_tuple(lip, sm);
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_glm, m) {
-    m.doc() = "dpfast._glm: GLM losses, L-BFGS and SAG/SAGA solvers (kernels in csrc/glm, csrc/solvers)";
+    m.doc() = "dpfast._glm: GLM losses, L-BFGS and SAG/SAGA solvers (kernels in csrc/losses, csrc/glm, csrc/solvers)";
     m.def("minimize", &minimize, py::arg("X"), py::arg("indices"), py::arg("indptr"), py::arg("layout"),
           py::arg("n"), py::arg("d"), py::arg("y"), py::arg("w"), py::arg("loss"), py::arg("delta"),
           py::arg("clip"), py::arg("alpha"), py::arg("linear"), py::arg("Q"), py::arg("method"),
@@ -295,5 +296,6 @@ PYBIND11_MODULE(_glm, m) {
           py::arg("icpt"), py::arg("first"), py::arg("nthreads"));
     m.def("loss_eval", &loss_eval, py::arg("loss"), py::arg("delta"), py::arg("z"), py::arg("y"), py::arg("c"));
     m.def("constants", &constants, py::arg("loss"), py::arg("delta"));
+    m.def("loss_table", &dpf_bind::loss_table, "Every loss once: name -> code, outputs, labels and constants (csrc/losses/losses.hpp).");
     m.attr("has_avx2") = dpf::solvers::use_avx2();
 }

@@ -1,4 +1,4 @@
-// dpfast._multinomial: the K-output softmax cross-entropy loss (csrc/glm/multinomial.hpp) and
+// dpfast._multinomial: the K-output softmax cross-entropy loss (csrc/losses/losses.hpp) and
 // its chunked loss-and-gradient pass (csrc/solvers/multinomial.hpp).  Values (finiteness,
 // label range, shapes) are validated in dpfast/linear_model/_multinomial.py; this file checks
 // the layout facts the kernel relies on so that a wrong call raises instead of reading out of
@@ -9,6 +9,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/csr_view.hpp"
+#include "bindings/loss_table.hpp"
 #include "solvers/multinomial.hpp"
 
 using namespace dpf_bind;
@@ -66,15 +67,6 @@ py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int6
     return py::make_tuple(f, G, ok);
 }
 
-// The constants of csrc/glm/multinomial.hpp, the single table the calibration reads.
-py::dict constants() {
-    py::dict c;
-    c["lipschitz_factor"] = dpf::glm::multinomial::kLipschitzFactor;
-    c["smoothness_factor"] = dpf::glm::multinomial::kSmoothnessFactor;
-    c["rank_deficit"] = dpf::glm::multinomial::kRankDeficit;
-    return c;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_multinomial, m) {
@@ -82,5 +74,5 @@ PYBIND11_MODULE(_multinomial, m) {
     m.def("loss_and_grad", &loss_and_grad, py::arg("X"), py::arg("indices"), py::arg("indptr"), py::arg("n"),
           py::arg("dx"), py::arg("y"), py::arg("w"), py::arg("K"), py::arg("alpha"), py::arg("W"),
           py::arg("nthreads"), py::arg("rscale"), py::arg("icpt"));
-    m.def("constants", &constants);
+    m.def("loss_table", &dpf_bind::loss_table, "Every loss once: name -> code, outputs, labels and constants (csrc/losses/losses.hpp).");
 }

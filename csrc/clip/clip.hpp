@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "losses/losses.hpp"
 #include "parallel.hpp"
 #include "random/bitstream.hpp"
 #include "random/uniform.hpp"
@@ -230,21 +231,6 @@ inline double safe_factor(double ub, double C, double t) {
     return t > 0 ? t / ub : 0.0;
 }
 
-// Softmax cross-entropy on one row z (length K), label y: z <- p - e_y; returns the loss.
-template <class T>
-inline double softmax_grad_row(T* z, int K, int64_t y) {
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int k = 0; k < K; ++k) mx = std::max(mx, static_cast<double>(z[k]));
-    double s = 0;
-    for (int k = 0; k < K; ++k) s += std::exp(static_cast<double>(z[k]) - mx);
-    const double lse = mx + std::log(s);
-    const double loss = lse - static_cast<double>(z[y]);
-    for (int k = 0; k < K; ++k) z[k] = static_cast<T>(std::exp(static_cast<double>(z[k]) - lse));
-    z[y] -= T(1);
-    return loss;
-}
-
-
 template <class T>
 inline void colsum(const T* G, int64_t B, int64_t K, T* out) {
     for (int64_t k = 0; k < K; ++k) out[k] = T(0);
@@ -259,18 +245,19 @@ struct StepStats {
 
 // -------------------------------------------------------------------------------------- GLM
 
-enum GlmLoss : int { LOGISTIC = 0, SQUARED = 1, SOFTMAX = 2 };
-
-// Clipped sum of per-example gradients of a GLM with K outputs over the rows idx of X.
-// Parameters: W (d x K row-major), b (K, or nullptr without intercept).  Targets: yr (real,
-// logistic labels in {0,1}) or yl (class labels in [0,K), softmax).  Outputs: gW (d x K), gb (K,
-// when b), optional norms (B, unclipped per-example gradient norms) and factors (B).
+// Clipped sum of per-example gradients of a GLM with K outputs over the rows idx of X, for any
+// loss of csrc/losses/losses.hpp (`lp`; the caller checks that K == 1 for a margin loss).
+// Parameters: W (d x K row-major), b (K, or nullptr without intercept).  Targets: yr (margin
+// losses, in the loss's label convention: {-1, +1} for logistic) or yl (class labels in [0,K),
+// softmax).  Outputs: gW (d x K), gb (K, when b), optional norms (B, unclipped per-example
+// gradient norms) and factors (B).
 template <class T>
 StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t ldx, int64_t d,
                           const T* yr, const int64_t* yl, const int64_t* idx, int64_t B,
-                          const T* W, const T* b, int K, int loss, double C, T* gW, T* gb,
+                          const T* W, const T* b, int K, const dpf::loss::LossParams& lp, double C, T* gW, T* gb,
                           double* norms, double* factors) {
     StepStats st;
+    const bool multi = dpf::loss::info(lp.loss).outputs == dpf::loss::Outputs::classes;
     if (B == 0) {
         std::fill(gW, gW + d * K, T(0));
         if (gb) std::fill(gb, gb + K, T(0));
@@ -279,7 +266,7 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
     gather_rows(X, ldx, d, idx, B, ws.xb, ws.xn2);
     ws.z.resize(static_cast<size_t>(B * K));
     T* Z = ws.z.data();
-    // K == 1 (binary logistic, squared loss): dot products by hand -- a BLAS call with one
+    // K == 1 (margin losses): dot products by hand -- a BLAS call with one
     // output column costs more in overhead than the arithmetic.
     if (K == 1) {
         for (int64_t i = 0; i < B; ++i) Z[i] = static_cast<T>(dot(ws.xb.data() + i * d, W, d));
@@ -292,21 +279,13 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         if (b)
             for (int k = 0; k < K; ++k) zi[k] += b[k];
         double gn2, g1 = 0.0;  // g1: the K == 1 output gradient, in double
-        if (loss == SOFTMAX) {
-            st.loss_sum += softmax_grad_row(zi, K, yl[idx[i]]);
+        if (multi) {
+            st.loss_sum += dpf::loss::softmax_value_residual<T>(zi, K, yl[idx[i]], zi);
             gn2 = row_sq(zi, K);
-        } else if (loss == LOGISTIC) {
-            const double zz = zi[0], y = yr[idx[i]];
-            // log(1 + e^z) - y z, and sigmoid(z) - y, both stable.
-            const double sp = zz > 0 ? zz + std::log1p(std::exp(-zz)) : std::log1p(std::exp(zz));
-            st.loss_sum += sp - y * zz;
-            const double p = zz >= 0 ? 1.0 / (1.0 + std::exp(-zz)) : std::exp(zz) / (1.0 + std::exp(zz));
-            g1 = p - y;
-            zi[0] = static_cast<T>(g1);
-            gn2 = g1 * g1;
-        } else {  // SQUARED: 0.5 (z - y)^2
-            g1 = static_cast<double>(zi[0]) - yr[idx[i]];
-            st.loss_sum += 0.5 * g1 * g1;
+        } else {
+            double v;
+            dpf::loss::value_deriv(lp, static_cast<double>(zi[0]), static_cast<double>(yr[idx[i]]), v, g1);
+            st.loss_sum += v;
             zi[0] = static_cast<T>(g1);
             gn2 = g1 * g1;
         }
@@ -318,14 +297,14 @@ StepStats glm_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
         // keeps the sensitivity bound.  K == 1: scale the double g1, not its float rounding
         // (which may be inf in float32).
         const double A = norm_upper<T>(ws.xn2[i] + bias_term, d + 1);
-        const double ub_u = loss != SOFTMAX ? std::fabs(g1) : norm_upper<T>(gn2, K);
+        const double ub_u = !multi ? std::fabs(g1) : norm_upper<T>(gn2, K);
         const double ub = ub_u * A * (1.0 + 0x1p-51);
         const double c = safe_factor(ub, C, clip_target<T>(C, subnormal_slack<T>(K, A)));
         if (c < 1.0) {
             ++st.n_clipped;
             if (c == 0.0)
                 for (int k = 0; k < K; ++k) zi[k] = T(0);
-            else if (loss != SOFTMAX)
+            else if (!multi)
                 zi[0] = static_cast<T>(g1 * c);
             else
                 for (int k = 0; k < K; ++k) zi[k] = static_cast<T>(static_cast<double>(zi[k]) * c);
@@ -404,7 +383,7 @@ StepStats mlp_clipped_sum(gemm_t<T> gemm, Workspace<T>& ws, const T* X, int64_t 
     for (int64_t i = 0; i < B; ++i) {
         T* zi = Z + i * K;
         for (int k = 0; k < K; ++k) zi[k] += b2[k];
-        st.loss_sum += softmax_grad_row(zi, K, yl[idx[i]]);
+        st.loss_sum += dpf::loss::softmax_value_residual<T>(zi, K, yl[idx[i]], zi);
         ws.c2[i] = row_sq(zi, K);  // ||g2_i||^2
         ws.hn2[i] = row_sq(H + i * h, h);
     }

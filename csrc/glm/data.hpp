@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "glm/losses.hpp"
+#include "losses/losses.hpp"
 
 namespace dpf {
 namespace glm {
@@ -37,7 +37,7 @@ struct CSR {
 };
 
 struct Objective {
-    LossParams lp;
+    dpf::loss::LossParams lp;
     int64_t n = 0, d = 0;
     const double* y = nullptr;       // (n,)
     const double* w = nullptr;       // (n,) or null (all ones)
@@ -56,9 +56,9 @@ struct Objective {
     inline void row(int64_t i, double z, double& val, double& der) const {
         if (cbound) {
             bool cl;
-            clipped_value_deriv(lp, z, y[i], cbound[i], val, der, cl);
+            dpf::loss::clipped_value_deriv(lp, z, y[i], cbound[i], val, der, cl);
         } else {
-            value_deriv(lp, z, y[i], val, der);
+            dpf::loss::value_deriv(lp, z, y[i], val, der);
         }
         if (w) {
             val *= w[i];

@@ -66,7 +66,7 @@ inline double dotd(const double* a, const double* b, int64_t d) { return dot<dou
 // Logistic loss for a block of rows, 4 lanes at a time (branch-free, vectorizable).
 // exp(-a) by Cody-Waite reduction and a degree-13 Taylor polynomial (|r| <= ln2/2);
 // log1p(e) for e in [0, 1] as 2 atanh(e / (2 + e)) by its series (ratio <= 1/9, 17 terms).
-// Both are within a few ulp of glibc; csrc/glm/losses.hpp keeps the scalar reference.
+// Both are within a few ulp of glibc; csrc/losses/losses.hpp keeps the scalar reference.
 
 typedef long long v4i __attribute__((vector_size(32)));
 
@@ -143,8 +143,8 @@ inline void logistic_block(const double* z, const double* y, double* val, double
                 val[r0 + u] = vo[u];
                 der[r0 + u] = dout[u];
             } else {  // NaN/inf margins keep the scalar semantics (reported as non-finite F)
-                glm::LossParams lp;
-                glm::value_deriv(lp, zz[u], yy[u], val[r0 + u], der[r0 + u]);
+                dpf::loss::LossParams lp;
+                dpf::loss::value_deriv(lp, zz[u], yy[u], val[r0 + u], der[r0 + u]);
             }
         }
     }
@@ -154,7 +154,7 @@ inline void logistic_block(const double* z, const double* y, double* val, double
 // weighted, clipped derivatives; returns the sum of the weighted values.  m <= 256.
 inline double block_losses(const glm::Objective& ob, int64_t i0, int64_t m, double* zb) {
     double loss = 0.0;
-    if (ob.lp.loss != glm::Loss::logistic) {
+    if (ob.lp.loss != dpf::loss::Loss::logistic) {
         for (int64_t r = 0; r < m; ++r) {
             double v, dl;
             ob.row(i0 + r, zb[r], v, dl);
@@ -169,7 +169,7 @@ inline double block_losses(const glm::Objective& ob, int64_t i0, int64_t m, doub
         double v = val[r], dl = der[r];
         if (ob.cbound && std::fabs(dl) > ob.cbound[i0 + r]) {
             bool cl;
-            glm::clipped_value_deriv(ob.lp, zb[r], ob.y[i0 + r], ob.cbound[i0 + r], v, dl, cl);
+            dpf::loss::clipped_value_deriv(ob.lp, zb[r], ob.y[i0 + r], ob.cbound[i0 + r], v, dl, cl);
         }
         if (ob.w) {
             v *= ob.w[i0 + r];
@@ -1086,7 +1086,7 @@ template <class View>
 void precond_setup(const View& X, const glm::Objective& ob, Evaluator<View>& ev, Precond& pc) {
     const bool center = ob.icpt != 0.0 && ob.d > X.d && !ob.Q;
     double lip, beta, W;
-    glm::loss_constants(ob.lp, lip, beta);
+    dpf::loss::loss_constants(ob.lp, lip, beta);
     std::vector<double> S1, S2;
     precond_sums(X, ob, ev.nthreads, center, S1, S2, W);
     precond_build(ob.d, X.d, ob.alpha, ob.Q, beta, ob.icpt, S1, std::move(S2), W, pc);
@@ -1109,7 +1109,7 @@ Result solve(const View& X, glm::Objective ob, const Options& o, double* th, bit
         res = lbfgs(fg, ob.d, th, o.tol, o.max_iter, std::max(1, o.memory), pc.hinv.empty() ? nullptr : &pc);
     } else {
         double lip, smooth;
-        glm::loss_constants(ob.lp, lip, smooth);
+        dpf::loss::loss_constants(ob.lp, lip, smooth);
         lmax *= smooth;
         lmax += ob.alpha / (double)std::max<int64_t>(1, X.n);
         if (!(lmax > 0.0)) lmax = 1.0;

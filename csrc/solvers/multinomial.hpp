@@ -1,6 +1,6 @@
 // Loss and gradient of the multinomial objective
 //   F(W) = sum_i w_i l(W; x_i, y_i) + (alpha/2) ||W||_F^2,      W in R^{d x K} (row-major),
-// with l the softmax cross-entropy of csrc/glm/multinomial.hpp, over dense row-major or CSR
+// with l the softmax cross-entropy of csrc/losses/losses.hpp, over dense row-major or CSR
 // rows, with the row map x_i -> rscale_i x_i and the constant feature icpt appended as row
 // dx of W (as in csrc/glm/data.hpp's Objective).  Deterministic: the rows are cut into chunks
 // that depend on n only (never on the thread count), each chunk accumulates its own partial
@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "glm/data.hpp"
-#include "glm/multinomial.hpp"
 #include "parallel.hpp"
 
 namespace dpf {
@@ -103,7 +102,7 @@ double eval_chunk(const View& X, const Problem& P, int64_t a, int64_t b, const d
             for (int64_t k = 0; k < K; ++k) z[k] *= s;
         if (P.icpt != 0.0)
             for (int64_t k = 0; k < K; ++k) z[k] += P.icpt * W[dx * K + k];
-        double v = glm::multinomial::value_residual(z.data(), K, P.y[i], r.data());
+        double v = dpf::loss::softmax_value_residual<double>(z.data(), K, P.y[i], r.data());
         if (P.w) {
             const double wi = P.w[i];
             v *= wi;

@@ -203,12 +203,13 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
     The chunk's targets are formed here from its labels, as the in-memory ``fit`` forms them:
     +1 where the label is ``positive`` and -1 elsewhere (classifiers), the labels as float64
     (``positive`` is ``_REAL``: regressors)."""
-    from dpfast import _glm
+    from dpfast import _glm, _loss_table
 
     block = np.ascontiguousarray(block)
     scale, sq = aux[0], aux[1]
     yv = np.asarray(yk)
-    t = np.asarray(yv, dtype=np.float64) if positive is _REAL else np.where(yv == positive, 1.0, -1.0)
+    t = (np.asarray(yv, dtype=np.float64) if positive is _REAL
+         else _loss_table.binary_labels(_loss_table.name_of(code), yv == positive))
     w = None if wk is None else np.ascontiguousarray(wk, dtype=np.float64)
     f, g = _glm.chunk_loss_grad(block, block.shape[0], block.shape[1], t, w, code, delta, sq, clip, scale, icpt,
                                 theta, 1)

@@ -14,7 +14,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils.validation import _num_samples
 
-from dpfast import _base
+from dpfast import _base, _loss_table
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,
@@ -521,9 +521,9 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
             return self
         classes = self._label_set(y)
         if classes.size == 2:
-            targets = [np.where(y == classes[1], 1.0, -1.0)]
+            targets = [_loss_table.binary_labels(self._loss, y == classes[1])]
         else:
-            targets = [np.where(y == c, 1.0, -1.0) for c in classes]
+            targets = [_loss_table.binary_labels(self._loss, y == c) for c in classes]
         return self._fit_ovr(X, classes, targets, sample_weight, budget=budget)
 
     def _fit_ovr(self, X, classes, targets, sample_weight, *, budget=None) -> "LogisticRegression":

@@ -3,7 +3,9 @@
 See :doc:`/theory/erm`, "Setting": for l(theta; z) = f(x^T theta; y) the mechanisms
 need L >= ||grad l|| = |f'| ||x|| and beta >= f'' ||x||^2.  With the gradient-clipped loss of
 Algorithm 1 (|f'_C| <= C/||x||), L = C and beta is unchanged (Theorem F.3: l_C stays convex,
-GLM and beta-smooth).  The losses are those of the solver (``csrc/glm/losses.hpp``):
+GLM and beta-smooth).  The losses are those of the solver, defined once in
+``csrc/losses/losses.hpp``; the figures below are documentation, the code reads them from the
+native loss table (:mod:`dpfast._loss_table`):
 
 =================  ==========================  ===================  ===========
 loss               f(u; y)                      sup |f'|             sup f''
@@ -19,25 +21,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dpfast import _loss_table
+
 __all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants", "multinomial_constants"]
 
-LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
+LOSSES = _loss_table.MARGIN_LOSSES
 
 
 def margin_constants(loss: str, huber_delta: float = 1.0) -> tuple[float, float]:
-    """(sup |f'|, sup f'') of the loss in the margin u = x^T theta (labels |y| <= 1)."""
-    if loss == "logistic":
-        return 1.0, 0.25
-    if loss == "squared":
-        return math.inf, 1.0
-    if loss == "huber":
+    """(sup |f'|, sup f'') of the loss in the margin u = x^T theta (labels |y| <= 1).
+
+    Read from the native loss table (the table above); Huber's sup |f'| is its threshold.
+    """
+    if not isinstance(loss, str) or loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    e = _loss_table.TABLE[loss]
+    lip = e.lipschitz
+    if e.lipschitz_per_delta:
         d = float(huber_delta)
         if not (d > 0 and math.isfinite(d)):
             raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
-        return d, 1.0
-    if loss == "smoothed_hinge":
-        return 1.0, 1.0
-    raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+        lip = e.lipschitz * d
+    return lip, e.smoothness
 
 
 @dataclass(frozen=True)
@@ -87,16 +92,15 @@ def multinomial_constants(row_norm: float) -> GLMConstants:
     For l(W; x, y) = -log softmax(W^T x)_y with W in R^{d x K} (flattened, Frobenius norm):
     ||grad_W l||_F = ||x|| ||p - e_y||_2 <= sqrt(2) ||x|| and the Hessian
     (diag p - p p^T) kron x x^T has largest eigenvalue <= ||x||^2 / 2 and rank <= K - 1 (the
-    derivations are in ``csrc/glm/multinomial.hpp``; Boehning 1992, "Multinomial logistic
+    derivations are in ``csrc/losses/losses.hpp``; Boehning 1992, "Multinomial logistic
     regression algorithm", Ann. Inst. Statist. Math. 44, gives the same 1/2 bound).  The factors
-    are read from the native loss table (``dpfast._multinomial.constants()``), their one home.
+    are read from the native loss table (the ``softmax`` row of :data:`dpfast._loss_table.TABLE`),
+    their one home.
     No clipping is offered: a Frobenius-clipped softmax gradient is not the gradient of a convex
     loss, which output perturbation's sensitivity argument needs.
     """
-    from dpfast import _multinomial
-
     R = float(row_norm)
     if not (R > 0 and math.isfinite(R)):
         raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
-    c = _multinomial.constants()
-    return GLMConstants("multinomial", R, c["lipschitz_factor"] * R, c["smoothness_factor"] * R * R, None)
+    c = _loss_table.TABLE["softmax"]
+    return GLMConstants("multinomial", R, c.lipschitz * R, c.smoothness * R * R, None)

@@ -6,7 +6,7 @@ Objective (sum over examples, as for the GLMs of :mod:`dpfast.linear_model._solv
     F(W) = sum_i w_i l(W; x_i, y_i) + (lambda/2) ||W||_F^2,   l = -log softmax(W^T x)_y,
 
 with W in R^{d x K} (d includes the bias feature).  The loss, its gradient and the constants
-L = sqrt(2) ||x||, beta = ||x||^2 / 2 live in ``csrc/glm/multinomial.hpp`` (one home); the pass
+L = sqrt(2) ||x||, beta = ||x||^2 / 2 live in ``csrc/losses/losses.hpp`` (one home); the pass
 over the rows is the native, chunked ``dpfast._multinomial.loss_and_grad`` (deterministic for
 any thread count).  The minimiser is the native L-BFGS of the GLM solvers driven on the
 flattened W (``dpfast._glm.minimize_callable``, the driver of the Dask path), followed, when it

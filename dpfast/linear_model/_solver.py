@@ -60,14 +60,14 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from dpfast import _glm, _threads
+from dpfast import _glm, _loss_table, _threads
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = ["GLMResult", "MappedRows", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
 
-LOSSES = ("logistic", "squared", "huber", "smoothed_hinge")
+LOSSES = _loss_table.MARGIN_LOSSES  # ("logistic", "squared", "huber", "smoothed_hinge"), from the native table
 SOLVERS = ("lbfgs", "sag", "saga")
-_LOSS_CODE = {name: k for k, name in enumerate(LOSSES)}
+_LOSS_CODE = {name: _loss_table.code(name) for name in LOSSES}
 _SOLVER_CODE = {"lbfgs": 0, "sag": 1, "saga": 2}
 _STATUS = {
     0: "converged",
@@ -287,7 +287,7 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     rs, icpt = (X.scale, X.intercept) if isinstance(X, MappedRows) else (None, 0.0)
     dx, d = d, d + (icpt != 0.0)  # stored columns, problem dimension
     yv = _vector(y, n, "y", shape_note=" to match X")
-    if loss in ("logistic", "smoothed_hinge"):
+    if _loss_table.TABLE[loss].labels == "pm1":
         bad = (yv != 1.0) & (yv != -1.0)
         if bad.any():
             raise ValueError(

@@ -41,7 +41,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 from sklearn.utils.validation import check_array
 
-from dpfast import _base
+from dpfast import _base, _loss_table
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,
@@ -305,7 +305,7 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
             self._release(budget)
             gen = check_random_state(self.random_state)
             self._standardize_fit(Z)
-            self._fit_regularization(Xp, 2.0 * y01 - 1.0, Z, "logistic", gen)
+            self._fit_regularization(Xp, _loss_table.binary_labels("logistic", y01), Z, "logistic", gen)
             self.n_public_used_ = len(self.result_.public_targets)
             self.classes_ = classes
             return self

@@ -67,6 +67,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from dpfast import _loss_table
 from dpfast._validation import check_delta, check_epsilon, check_positive
 from dpfast.calibrate import gaussian_sigma
 from dpfast.public._perturb import _mechanism, perturb, project_linear
@@ -83,7 +84,12 @@ __all__ = [
     "LIPSCHITZ_LOSSES",
 ]
 
-LIPSCHITZ_LOSSES = ("logistic", "smoothed_hinge", "huber")
+# The margin losses with a bounded derivative, from the native loss table: logistic,
+# huber, smoothed_hinge.
+LIPSCHITZ_LOSSES = tuple(
+    name for name in _loss_table.MARGIN_LOSSES
+    if _loss_table.TABLE[name].lipschitz_per_delta or math.isfinite(_loss_table.TABLE[name].lipschitz)
+)
 
 
 def _solver():
@@ -353,7 +359,7 @@ def regularization_learner(
         raise ValueError(
             f"loss must be one of {LIPSCHITZ_LOSSES} (the stability bound needs a Lipschitz loss); got {loss!r}"
         )
-    if loss in ("logistic", "smoothed_hinge") and not ((y == -1.0) | (y == 1.0)).all():
+    if _loss_table.TABLE[loss].labels == "pm1" and not ((y == -1.0) | (y == 1.0)).all():
         raise ValueError(f"{loss} loss needs labels in {{-1, +1}}")
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta)

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpfast import _loss_table
 from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection, scatter_chunks
 # Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
 # by chunk): one home.
 from dpfast.linear_model._dask import decision_function, predict, predict_proba, score  # noqa: F401
+from dpfast.sgd._estimators import _LOGISTIC, _SOFTMAX, _SQUARED  # the kernel's loss codes, from the loss table
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
-
-_LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2  # the kernel's loss codes (sgd/_estimators.py)
 
 
 def _block_check(block, k, starts):
@@ -90,7 +90,7 @@ def fit(est, X, y, *, budget=None):
         lab = np.ascontiguousarray(lab, dtype=np.int64)
         K = 1 if classes.size == 2 else int(classes.size)
         loss = _LOGISTIC if K == 1 else _SOFTMAX
-        yr_all = lab.astype(dtype) if K == 1 else None
+        yr_all = _loss_table.binary_labels("logistic", lab).astype(dtype) if K == 1 else None
         yl_all = None if K == 1 else lab
     else:
         classes, K, loss = None, 1, _SQUARED

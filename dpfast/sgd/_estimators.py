@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpfast import _clip
+from dpfast import _clip, _loss_table
 from dpfast import _base
 from dpfast._base import (
     RANDOM_STATE,
@@ -61,7 +61,7 @@ _OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
 # ~10 us a step) and keeps the step counter, the accountant's composition count and the loop
 # bounded.
 MAX_STEPS = 10**9
-_LOGISTIC, _SQUARED, _SOFTMAX = 0, 1, 2
+_LOGISTIC, _SQUARED, _SOFTMAX = (_loss_table.code(n) for n in ("logistic", "squared", "softmax"))
 
 
 def _layout(a: np.ndarray) -> np.ndarray:
@@ -407,7 +407,7 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         run = self._setup_privacy(X.shape[0], budget)
         self.classes_ = classes
         if classes.size == 2:
-            yr = lab.astype(X.dtype)
+            yr = _loss_table.binary_labels("logistic", lab).astype(X.dtype)
             return self._fit_glm(X, yr, None, 1, _LOGISTIC, run)
         return self._fit_glm(X, None, lab, int(classes.size), _SOFTMAX, run)
 

@@ -168,40 +168,50 @@ def test_bit_identical_for_one_and_two_workers(cluster2):
 @pytest.mark.parametrize("persisted", [False, True])
 def test_killed_worker_gives_the_same_model_or_raises(cluster2, monkeypatch, persisted):
     # persisted: X held by the cluster (the fit's passes are tasks on its futures, one per worker);
-    # else a graph computed in every pass
+    # else a graph computed in every pass.  The persisted case gets a cluster of its own: the
+    # first case kills a worker of cluster2, and its nanny's restart is not awaited here.
     X, y, _, _ = _data(n=20000, d=12, seed=7)
     ref = LogisticRegression(row_norm="normalize", random_state=3, tol=1e-4).fit(X, y)
     Xd = da.from_array(X, chunks=(2500, -1))
     orig = _dask.DaskDesign.oracle
     killed = []
 
-    def oracle(self, *a, **k):
-        fg = orig(self, *a, **k)
-        calls = [0]
+    def run(cluster):
+        def oracle(self, *a, **k):
+            fg = orig(self, *a, **k)
+            calls = [0]
 
-        def wrapped(theta):
-            calls[0] += 1
-            if calls[0] == 3 and not killed:  # mid-fit, after the bounds were persisted on both workers
-                nanny = next(iter(cluster2.workers.values()))
-                nanny.process.process.kill()
-                killed.append(True)
-            return fg(theta)
+            def wrapped(theta):
+                calls[0] += 1
+                if calls[0] == 3 and not killed:  # mid-fit, after the bounds were persisted on both workers
+                    nanny = next(iter(cluster.workers.values()))
+                    nanny.process.process.kill()
+                    killed.append(True)
+                return fg(theta)
 
-        return wrapped
+            return wrapped
 
-    monkeypatch.setattr(_dask.DaskDesign, "oracle", oracle)
-    est = LogisticRegression(row_norm="normalize", random_state=3, tol=1e-4)
-    with distributed.Client(cluster2) as client:
-        client.wait_for_workers(2)
-        if persisted:
-            Xd = client.persist(Xd)
-            distributed.wait(Xd)
-        try:
-            est.fit(Xd, y)
-        except Exception:
-            assert not hasattr(est, "coef_")  # nothing released
-        else:
-            np.testing.assert_allclose(_params(est), _params(ref), rtol=REL, atol=0)
+        monkeypatch.setattr(_dask.DaskDesign, "oracle", oracle)
+        est = LogisticRegression(row_norm="normalize", random_state=3, tol=1e-4)
+        with distributed.Client(cluster) as client:
+            client.wait_for_workers(2, timeout=120)
+            Xf = Xd
+            if persisted:
+                Xf = client.persist(Xd)
+                distributed.wait(Xf)
+            try:
+                est.fit(Xf, y)
+            except Exception:
+                assert not hasattr(est, "coef_")  # nothing released
+            else:
+                np.testing.assert_allclose(_params(est), _params(ref), rtol=REL, atol=0)
+
+    if persisted:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      silence_logs=40) as cl:
+            run(cl)
+    else:
+        run(cluster2)
     assert killed
 
 

@@ -296,8 +296,9 @@ def test_partitions_of_different_unit_types_bound_each_person_once(shuffles, mon
 
 
 def test_a_source_that_retypes_units_between_reads_bounds_each_person_once(shuffles):
-    # the first pass reads part b's units as int64, the splitting tasks as float64: routing keys
-    # are functions of the value, so each person is still bounded once
+    # part a reads int64 units; part b reads float64 units first (the first pass, which cuts the
+    # rows for the buckets), int64 after: routing keys are functions of the value, so each person
+    # is bounded once, whichever read the buckets get
     part_a, part_b = _int_and_float_parts()
     reads = {"b": 0}
 
@@ -305,11 +306,11 @@ def test_a_source_that_retypes_units_between_reads_bounds_each_person_once(shuff
         if i == 0:
             return part_a
         reads["b"] += 1
-        return part_b.astype({"u": np.int64}) if reads["b"] == 1 else part_b
+        return part_b if reads["b"] == 1 else part_b.astype({"u": np.int64})
 
     ddf = _from_map(load, part_a)
     assert _group0_count(ddf) == 180
-    assert reads["b"] >= 2 and shuffles == ["bucket"]
+    assert reads["b"] >= 1 and shuffles == ["bucket"]
 
 
 def test_routing_keys_agree_for_values_that_factorize_counts_as_one():
@@ -339,3 +340,35 @@ def test_routing_keys_agree_for_values_that_factorize_counts_as_one():
     for c in np.unique(codes):
         assert len(set(keys[codes == c].tolist())) == 1, [values[i] for i in np.flatnonzero(codes == c)]
     assert len(np.unique(codes)) > 15  # the cases are not all one unit
+
+
+def test_first_pass_cuts_the_buckets_and_nan_groups_match_pandas(shuffles):
+    # the first pass cuts each partition for the bucket shuffle while it reads it (groups coded
+    # locally, mapped to the released index after): NaN group keys and two key columns included
+    import dask
+    df = _table(20_000, seed=13)
+    df["g"] = df["g"].astype(float)
+    df.loc[df.index[::7], "g"] = np.nan  # a NaN key forms its own group, as for pandas
+    kw = dict(KW, metrics={"n": "count", "s": ("sum", "x")})
+    cuts = []
+    real = tdask._split_rows
+
+    def spy(*a, **k):
+        cuts.append(1)
+        return real(*a, **k)
+    with dask.config.set(scheduler="sync"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tdask, "_split_rows", spy)
+            for by in ("g", ["g", "h"]):
+                cuts.clear()
+                a = aggregate(df, "u", by, rng=9, **kw)
+                b = aggregate(dd.from_pandas(df, npartitions=3, sort=False), "u", by, rng=9, **kw)
+                assert len(cuts) == 3  # once per partition, in the first pass only
+                pd.testing.assert_frame_equal(a, b, check_exact=True)
+                assert a.index.to_frame()["g"].isna().any()
+            # a frame sorted by the unit (known divisions) is not cut: its partitions are used as they are
+            cuts.clear()
+            c = aggregate(dd.from_pandas(df.set_index("u").sort_index(), npartitions=3), "u", "g", rng=9, **kw)
+            assert cuts == []
+            pd.testing.assert_frame_equal(aggregate(df, "u", "g", rng=9, **kw), c, check_exact=True)
+    assert shuffles == ["bucket", "bucket"]

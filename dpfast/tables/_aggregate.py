@@ -767,7 +767,11 @@ def aggregate(
     """
     if not (isinstance(df, pd.DataFrame) or _is_dask(df)):
         raise TypeError(f"df must be a pandas.DataFrame or a dask.dataframe.DataFrame, got {type(df).__name__}")
-    if isinstance(privacy_unit, str) and privacy_unit not in df.columns and df.index.name == privacy_unit:
+    indexed = isinstance(privacy_unit, str) and privacy_unit not in df.columns and df.index.name == privacy_unit
+    # a Dask frame sorted by the unit (known divisions of a unit index) skips the shuffle: the
+    # first pass need not cut its rows for it
+    cut = _is_dask(df) and not (indexed and df.known_divisions)
+    if indexed:
         # a frame indexed by the unit (df.set_index(privacy_unit)): the index as a column; for Dask
         # this keeps the partitions, whose unit ranges then prove the shuffle unnecessary
         df = df.reset_index()
@@ -777,11 +781,11 @@ def aggregate(
     gen = check_random_state(rng)
     if _is_dask(df):
         from dpfast.tables._dask import prepare_dask, stats_dask
-        index, summaries = prepare_dask(df, plan)  # one pass: bad values raise here, before the charge
+        index, state = prepare_dask(df, plan, cut)  # one pass: bad values raise here, before the charge
         event = _event(plan["budget"])
         charge_budget(budget, event, label="tables.aggregate")
         seed = int(gen.integers(0, 2 ** 64, dtype=np.uint64))
-        st = stats_dask(df, plan, index, seed, summaries)
+        st = stats_dask(df, plan, index, seed, state)
     else:
         ucodes, ukeys, gcodes, index, values = _prepare_pandas(df, plan)
         event = _event(plan["budget"])

@@ -46,8 +46,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfast.tables._aggregate import (bounded_stats, canonical_groups, group_codes, merge_stats, public_groups,
-                                      unit_codes, value_matrix)
+from dpfast.tables._aggregate import (_key_index, bounded_stats, canonical_groups, group_codes, merge_stats,
+                                      public_groups, unit_codes, value_matrix)
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _BUCKETS = None  # bucket shuffle: as many buckets as input partitions (benchmarks/results/tables.md)
@@ -181,38 +181,68 @@ def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
     return _proved(list(_per_partition(ddf[privacy_unit], _full_summary, True).compute()), "keys")
 
 
-def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int):
-    """The first pass on one partition: (NaN in the unit column, value columns with NaN, its
-    distinct group keys or None for public groups, its unit summary or None for one partition)."""
+def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int = 0):
+    """The first pass on one partition: ((NaN in the unit column, value columns with NaN, its
+    distinct group keys or None for public groups, its unit summary or None for one partition),
+    its rows cut into ``n_buckets`` pieces by unit or None).  The pieces stay on the worker:
+    they are what the bucket shuffle would cut in a second read, cut here while the partition is
+    read anyway, with the groups coded locally (the released index is known only once every
+    partition's keys are in).  Only the first item goes to the client."""
     pu, by_cols = plan["privacy_unit"], plan["by_cols"]
     unit_nan = bool(pdf[pu].isna().any())
     bad = [c for c in plan["value_cols"] if pdf[c].isna().any()]
-    keys = pdf[by_cols].drop_duplicates() if plan["groups"] is None else None
     summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
-    return unit_nan, bad, keys, summary
+    if not n_buckets or unit_nan or bad or len(pdf) == 0:
+        keys = pdf[by_cols].drop_duplicates() if plan["groups"] is None else None
+        return (unit_nan, bad, keys, summary), None
+    if plan["groups"] is None:
+        codes, uniq = pd.factorize(_key_index(pdf, by_cols), use_na_sentinel=False)
+        keys = uniq.to_frame(index=False, name=list(by_cols)) if isinstance(uniq, pd.MultiIndex) else \
+            pd.DataFrame({by_cols[0]: np.asarray(uniq)})
+        g = np.asarray(codes, dtype=np.int32)
+    else:  # public groups: the released index is known, code against it
+        index = public_groups(plan["groups"], by_cols)
+        keys, g = None, group_codes(pdf, by_cols, index).astype(_gcode_dtype(index))
+    pieces = _split_rows(pdf[pu].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
+                         plan["groups"] is not None)
+    return (unit_nan, bad, keys, summary), pieces
 
 
-def prepare_dask(ddf, plan: dict):
+def prepare_dask(ddf, plan: dict, cut: bool = False):
     """Validation pass (one task per partition): (group index -- canonical, or the public groups
-    --, per-partition unit summaries for :func:`units_confined`)."""
+    --, the state :func:`stats_dask` continues from: per-partition unit summaries for
+    :func:`units_confined` and, with ``cut``, the partitions' pieces for the bucket shuffle,
+    persisted on the workers, with the maps of their local group codes)."""
+    import dask
+    # Tasks of this call get keys of their own (pure=False) here and in shuffle_stats: a key
+    # repeated from an earlier call (same frame, plan and seed) could be answered from results
+    # the cluster still holds -- from a read of the source that may no longer be current.
     pu, by_cols, vcols = plan["privacy_unit"], plan["by_cols"], plan["value_cols"]
     for col in vcols:
         dt = ddf.dtypes[col]
         if dt.kind not in "iufb" or dt.kind == "b":
             raise TypeError(f"value column {col!r} must be numeric")
     cols = list(dict.fromkeys([pu, *by_cols, *vcols]))
-    checks = _per_partition(ddf[cols], _check_partition, plan, ddf.npartitions).compute()
+    n_parts = ddf.npartitions
+    n_buckets = _buckets(n_parts) if cut and n_parts > 1 else 0
+    first = dask.persist(*[dask.delayed(_check_partition, pure=False)(p, plan, n_parts, n_buckets)
+                           for p in ddf[cols].to_delayed()])
+    checks = dask.compute(*[f[0] for f in first])
     if any(c[0] for c in checks):
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
     for col in vcols:
         if any(col in c[1] for c in checks):
             raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
-    summaries = [c[3] for c in checks] if ddf.npartitions > 1 else None
+    summaries = [c[3] for c in checks] if n_parts > 1 else None
     if plan["groups"] is not None:
-        return public_groups(plan["groups"], by_cols), summaries
-    keys = pd.concat([c[2] for c in checks], ignore_index=True)
-    uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
-    return canonical_groups(uniq.drop_duplicates(), by_cols), summaries
+        index = public_groups(plan["groups"], by_cols)
+        code_maps = None
+    else:
+        keys = pd.concat([c[2] for c in checks], ignore_index=True)
+        uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
+        index = canonical_groups(uniq.drop_duplicates(), by_cols)
+        code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks]
+    return index, {"summaries": summaries, "prepared": (first, code_maps) if n_buckets else None}
 
 
 def _partition_stats(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int) -> dict:
@@ -313,17 +343,13 @@ def _object_key(v) -> int:
     return 0  # anything else (bytes, tuples, ...): one shared bucket, consistent by construction
 
 
-def _bucket_split(pdf: pd.DataFrame, plan: dict, index: pd.Index, n_buckets: int, gdtype):
-    """One input partition cut into ``n_buckets`` pieces by a hash of each row's routing key
-    (:func:`_bucket_keys`).  A piece: (unit values -- int32 when integers fit --, group codes,
-    (k, m) float64 values); rows outside public ``groups`` dropped first (they do not count)."""
-    if len(pdf) == 0:
-        return [None] * n_buckets
-    raw = pdf[plan["privacy_unit"]].to_numpy()
+def _split_rows(raw: np.ndarray, g: np.ndarray, vals: np.ndarray, n_buckets: int, drop_outside: bool):
+    """Rows (unit values, group codes, (k, m) values) cut into ``n_buckets`` pieces by a hash of
+    each row's routing key (:func:`_bucket_keys`).  A piece: (unit values -- int32 when integers
+    fit --, group codes, values); with ``drop_outside``, rows of group code -1 (outside public
+    ``groups``: they do not count) are dropped first."""
     keys = _bucket_keys(raw)
-    g = group_codes(pdf, plan["by_cols"], index).astype(gdtype)
-    vals = value_matrix(pdf, plan["value_cols"])
-    if plan["groups"] is not None:
+    if drop_outside:
         keep = g >= 0
         raw, keys, g, vals = raw[keep], keys[keep], g[keep], vals[:, keep]
     if raw.dtype.kind in "iu" and raw.size and raw.dtype.itemsize > 4 and \
@@ -339,10 +365,24 @@ def _bucket_split(pdf: pd.DataFrame, plan: dict, index: pd.Index, n_buckets: int
             zip(np.split(raw, cuts), np.split(g, cuts), np.split(vals, cuts, axis=1))]
 
 
-def _bucket_stats(plan: dict, index: pd.Index, seed: int, *pieces):
+def _bucket_split(pdf: pd.DataFrame, plan: dict, index: pd.Index, n_buckets: int, gdtype):
+    """One input partition cut into ``n_buckets`` pieces (:func:`_split_rows`), its group codes
+    those of ``index``."""
+    if len(pdf) == 0:
+        return [None] * n_buckets
+    g = group_codes(pdf, plan["by_cols"], index).astype(gdtype)
+    return _split_rows(pdf[plan["privacy_unit"]].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
+                       plan["groups"] is not None)
+
+
+def _bucket_stats(plan: dict, index: pd.Index, seed: int, code_maps, *pieces):
     """The kernel on one bucket: its pieces of every input partition, concatenated (numpy's
     common type: int64 and float64 pieces give float64, whose 7.0 is the int's 7, as pandas'
-    concatenation would)."""
+    concatenation would).  ``code_maps``: None (the pieces carry codes of ``index``) or, per
+    partition, the map from its local group codes to those of ``index``."""
+    if code_maps is not None:
+        pieces = [None if p is None or code_maps[i] is None else (p[0], code_maps[i][p[1]], p[2])
+                  for i, p in enumerate(pieces)]
     pieces = [p for p in pieces if p is not None and p[0].size]
     if not pieces:
         return None
@@ -353,7 +393,8 @@ def _bucket_stats(plan: dict, index: pd.Index, seed: int, *pieces):
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | None = None) -> dict:
+def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | None = None,
+                  prepared=None) -> dict:
     """Per-group statistics of a frame whose units may span partitions: the bucket shuffle.
 
     Each input partition is cut by the routing key of its units into ``n_buckets`` pieces (one
@@ -365,16 +406,27 @@ def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | 
     bytes a row for int32 units, int16 groups and one value column), with no DataFrame
     machinery on the moved path (measured against Dask's DataFrame shuffle in
     ``benchmarks/results/tables.md``).
+
+    ``prepared``: (the first pass's persisted per-partition results, whose second item holds
+    the partition's pieces, cut while it was read; per partition the map of its local group
+    codes to ``index``'s, or None when they are already ``index``'s) -- then nothing is read or
+    cut again.
     """
     import dask
     pu = plan["privacy_unit"]
     cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
-    parts = ddf[cols].to_delayed()
-    n_buckets = n_buckets or len(parts)
-    gdtype = _gcode_dtype(index)
-    split = dask.delayed(_bucket_split, nout=n_buckets, pure=True)
-    pieces = [split(p, plan, index, n_buckets, gdtype) for p in parts]
-    stats = dask.compute(*[dask.delayed(_bucket_stats, pure=True)(plan, index, seed, *[pc[j] for pc in pieces])
+    if prepared is not None:
+        first, code_maps = prepared
+        n_buckets = _buckets(len(first))
+        pieces = [f[1] for f in first]
+    else:
+        parts = ddf[cols].to_delayed()
+        n_buckets = n_buckets or _buckets(len(parts))
+        split = dask.delayed(_bucket_split, nout=n_buckets, pure=False)
+        pieces = [split(p, plan, index, n_buckets, _gcode_dtype(index)) for p in parts]
+        code_maps = None
+    stats = dask.compute(*[dask.delayed(_bucket_stats, pure=False)(plan, index, seed, code_maps,
+                                                                    *[pc[j] for pc in pieces])
                            for j in range(n_buckets)])
     stats = [st for st in stats if st is not None]
     if not stats:  # no row in any partition (public groups only, all rows outside them)
@@ -382,19 +434,27 @@ def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | 
     return merge_stats(stats)
 
 
+def _buckets(n_parts: int) -> int:
+    return _BUCKETS or n_parts
+
+
 def _stats_and_units(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int, want_keys: bool):
     """The kernel on one partition, with the summary of the very unit values it bounded."""
     return _partition_stats(pdf, plan, index, seed), _full_summary(pdf[plan["privacy_unit"]], want_keys)
 
 
-def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> dict:
+def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, state=None) -> dict:
     """Bounding and per-group sums on the workers, merged on the client.
 
-    The first pass's summaries only choose the path.  On the fast path the proof that no unit
-    spans two partitions is redone on the unit values the kernel tasks themselves read (so a
-    frame whose partitions are recomputed differently -- a non-deterministic source -- cannot
-    slip through); if it fails, the partial results are discarded and the rows are shuffled.
+    ``state``: :func:`prepare_dask`'s (the first pass's unit summaries, and the pieces it cut).
+    The summaries only choose the path.  On the fast path the proof that no unit spans two
+    partitions is redone on the unit values the kernel tasks themselves read (so a frame whose
+    partitions are recomputed differently -- a non-deterministic source -- cannot slip through);
+    if it fails, the partial results are discarded and the rows are cut anew for the bucket
+    shuffle (the first pass's pieces are of a read that disagreed).
     """
+    state = state or {}
+    summaries, prepared = state.get("summaries"), state.get("prepared")
     pu = plan["privacy_unit"]
     cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
     if ddf.npartitions <= 1:
@@ -406,4 +466,5 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, summaries=None) -> d
         res = list(_per_partition(ddf[cols], _stats_and_units, plan, index, seed, tier == "keys").compute())
         if _proved([r[1] for r in res], tier):
             return merge_stats([r[0] for r in res])
-    return shuffle_stats(ddf, plan, index, seed, _BUCKETS)
+        prepared = None
+    return shuffle_stats(ddf, plan, index, seed, None, prepared)

@@ -198,21 +198,28 @@ def test_shuffled_path_with_public_groups_and_the_unit_as_a_value(client, shuffl
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
-def test_fast_path_proof_is_redone_on_the_rows_the_kernel_read(shuffles):
-    # A source that changes between reads: the first (validation) pass sees disjoint unit ranges,
-    # the bounding pass sees unit 50 in both partitions.  The proof is redone on the rows the
-    # kernel read, fails, and the rows are shuffled; the result is that of the data read then.
+def _changing_source(part_a, b_first, b_later):
+    """A two-partition frame whose second partition reads ``b_first`` the first time and
+    ``b_later`` after (a source that changes between reads), and the count of its reads."""
     import dask
-    part_a, part_b = _spanning_frame()
     reads = {"b": 0}
 
     def load(i):
         if i == 0:
             return part_a
         reads["b"] += 1
-        return part_b[part_b.u != 50] if reads["b"] == 1 else part_b
+        return b_first if reads["b"] == 1 else b_later
+    with dask.config.set({"dataframe.convert-string": False}):  # object units stay objects
+        return dd.from_map(load, [0, 1], meta=part_a.iloc[:0], enforce_metadata=False), reads
 
-    ddf = dd.from_map(load, [0, 1], meta=part_a.iloc[:0], enforce_metadata=False)
+
+def test_fast_path_proof_is_redone_on_the_rows_the_kernel_read(shuffles):
+    # A source that changes between reads: the first (validation) pass sees disjoint unit ranges,
+    # the bounding pass sees unit 50 in both partitions.  The proof is redone on the rows the
+    # kernel read, fails, and the rows are shuffled; the result is that of the data read then.
+    import dask
+    part_a, part_b = _spanning_frame()
+    ddf, reads = _changing_source(part_a, part_b[part_b.u != 50], part_b)
     kw = dict(KW, groups=[0, 1, 2, 3], metrics={"n": "count"})
     with dask.config.set(scheduler="sync"):
         b = aggregate(ddf, "u", "g", rng=3, **kw)
@@ -300,15 +307,7 @@ def test_a_source_that_retypes_units_between_reads_bounds_each_person_once(shuff
     # rows for the buckets), int64 after: routing keys are functions of the value, so each person
     # is bounded once, whichever read the buckets get
     part_a, part_b = _int_and_float_parts()
-    reads = {"b": 0}
-
-    def load(i):
-        if i == 0:
-            return part_a
-        reads["b"] += 1
-        return part_b if reads["b"] == 1 else part_b.astype({"u": np.int64})
-
-    ddf = _from_map(load, part_a)
+    ddf, reads = _changing_source(part_a, part_b, part_b.astype({"u": np.int64}))
     assert _group0_count(ddf) == 180
     assert reads["b"] >= 1 and shuffles == ["bucket"]
 

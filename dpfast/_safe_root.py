@@ -26,6 +26,8 @@ _HUGE = 1.7976931348623157e308  # the largest double
 #: bracket leaves the doubles within ~12 steps each way, Brent converges in < 60 iterations, and
 #: bisection of a bracket reaches adjacent doubles within ~64 + 11 (geometric) + 53 steps).
 MAX_BRACKET = 64
+#: Step reductions of the bracketing after a point where the excess could not be computed.
+MAX_SHRINK = 16
 MAX_BRENT = 200
 MAX_BISECT = 2200
 
@@ -85,11 +87,15 @@ def safe_root(
     Notes
     -----
     The search runs in u = +-log x (the sign making the excess non-increasing in u): geometric
-    bracketing from ``start`` with doubling steps, Brent's method to ``rtol`` / 4 in u, then
+    bracketing from ``start`` with doubling steps (a step that lands where ``excess`` raises --
+    not computable there, e.g. a calibration asked for an epsilon it cannot reach -- is taken
+    again from the last unsafe point at a quarter of its length, up to MAX_SHRINK times, so that
+    a region of failures beyond the root is not stepped into past the root), Brent's method to
+    ``rtol`` / 4 in u, then
     bisection of the tightest bracket [unsafe, safe] among all evaluations (arithmetic in x once
     its ends are within a factor 2, geometric before), until it is within the tolerance or no
     double lies strictly between its ends.  At most MAX_BRACKET + MAX_BRENT + MAX_BISECT + 4
-    evaluations; a non-monotone (noisy) excess still gives a point at which it was <= 0.
+    evaluations (+ MAX_SHRINK); a non-monotone (noisy) excess still gives a point at which it was <= 0.
     """
     lo, hi, start = float(lo), float(hi), float(start)
     if not (0.0 <= lo < hi <= _HUGE):
@@ -102,6 +108,8 @@ def safe_root(
     cache: dict[float, float] = {}
     failures: list[ValueError] = []
 
+    failed: set = set()  # points where excess raised: not computable (neither side is known)
+
     def ev(x: float) -> float:
         """excess(x) as a finite float (+1e300: not satisfied), cached."""
         if x not in cache:
@@ -109,6 +117,7 @@ def safe_root(
                 v = excess(x)
             except ValueError as exc:  # not computable: not verified, never returned
                 failures.append(exc)
+                failed.add(x)
                 v = math.inf
             v = float(v) if not isinstance(v, bool) else (1.0 if v else -1.0)
             cache[x] = 1e300 if (math.isnan(v) or v > 1e300) else max(v, -1e300)
@@ -160,7 +169,8 @@ def safe_root(
                 break
     else:
         u_bad = u
-        for _ in range(MAX_BRACKET):
+        shrinks = 0
+        for _ in range(MAX_BRACKET + MAX_SHRINK):
             if u_bad >= u_max:
                 raise fail()
             u = min(u_bad + d, u_max)
@@ -168,6 +178,14 @@ def safe_root(
             if safe(xu(u)):
                 u_ok = u
                 break
+            if xu(u) in failed and shrinks < MAX_SHRINK:
+                # Not computable there (e.g. a calibration asked for an epsilon it cannot
+                # reach): the safe side may lie between the last unsafe point and this one, so
+                # step again from the unsafe point with a quarter of the step, rather than
+                # counting a failure as unsafe and stepping past the root.
+                shrinks += 1
+                d = (u - u_bad) / 4.0
+                continue
             u_bad = u
     if u_ok is None or u_bad is None:
         raise fail()

@@ -56,6 +56,28 @@ def test_safe_root_never_returns_an_unverified_point_of_a_noisy_excess():
     assert len(calls) < 64 + 200 + 2200 + 3  # the bound of the docstring
 
 
+def test_safe_root_finds_the_root_before_a_region_it_cannot_compute():
+    # Non-increasing excess with its root at x = 200, not computable (ValueError) beyond x = 1000:
+    # the doubling bracket from x = 1 steps 2, 8, 128 (unsafe), then 32768 (not computable).
+    # Counting that failure as unsafe walked on to the end of the range and raised NoSafeValue
+    # (PrivateRandomSearch on Adult: per-run epsilons too small for the fit's calibration).
+    calls = []
+
+    def excess(x):
+        calls.append(x)
+        if x > 1000.0:
+            raise ValueError("not computable here")
+        return 200.0 - x
+
+    x = safe_root(excess, 1.0, rtol=1e-9)
+    assert 200.0 <= x <= 200.0 * (1 + 1e-9) and excess(x) <= 0
+    assert max(calls) > 1000.0  # the failure was met, and stepped back from
+    # a root inside the failing region stays refused, naming the failure
+    with pytest.raises(NoSafeValue, match="not computable"):
+        safe_root(lambda x: (_ for _ in ()).throw(ValueError("not computable")) if x > 10 else 1.0, 1.0,
+                  rtol=1e-9)
+
+
 @pytest.mark.parametrize("increasing", [False, True])
 def test_safe_root_predicate_and_edges(increasing):
     # a yes/no predicate (smooth=False): the answer is the threshold's safe side to rtol

@@ -67,10 +67,9 @@ def _as_dask_rows(X, name: str = "X"):
     return X
 
 
-def _local_vector(v, row_chunks, name: str):
-    """A per-row vector given as NumPy or Dask, gathered to the client (None stays None)."""
-    if v is None or not is_dask_collection(v):
-        return v
+def _row_vector(v, row_chunks, name: str):
+    """A per-row Dask vector (Array or Series) checked against X's row chunks: a 1-d dask Array
+    chunked like X (ValueError naming what is wrong otherwise)."""
     import dask.array as da
 
     if _is_frame(v):
@@ -84,7 +83,14 @@ def _local_vector(v, row_chunks, name: str):
     if tuple(v.chunks[0]) != tuple(row_chunks):
         raise ValueError(f"{name} has row chunks {tuple(v.chunks[0])[:6]}... but X has {tuple(row_chunks)[:6]}...: "
                          f"chunk {name} like X's rows (e.g. {name}.rechunk(X.chunks[0]))")
-    return np.asarray(v.compute())
+    return v
+
+
+def _local_vector(v, row_chunks, name: str):
+    """A per-row vector given as NumPy or Dask, gathered to the client (None stays None)."""
+    if v is None or not is_dask_collection(v):
+        return v
+    return np.asarray(_row_vector(v, row_chunks, name).compute())
 
 
 def _chunk_name(k: int, starts) -> str:

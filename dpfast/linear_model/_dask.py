@@ -88,6 +88,7 @@ from dpfast._dask_utils import (
     _as_dask_rows,
     _chunk_name,
     _is_frame,
+    _row_vector,
     active_client,
     is_dask_collection,
     scatter_chunks,
@@ -352,20 +353,7 @@ def _vector_chunks(v, rows: DaskRows, name: str, kinds: str = _SUMMARY_KINDS):
     """A per-row vector as chunk handles held by the cluster, or a NumPy array (returned as is)."""
     if v is None or not is_dask_collection(v):
         return v
-    import dask
-    import dask.array as da
-
-    if _is_frame(v):
-        if getattr(v, "ndim", 1) != 1:
-            raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-        v = v.to_dask_array(lengths=True)
-    if not isinstance(v, da.Array) or v.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d dask Array or Series")
-    if any(math.isnan(c) for c in v.chunks[0]):
-        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
-    if tuple(v.chunks[0]) != rows.row_chunks:
-        raise ValueError(f"{name} has row chunks {tuple(v.chunks[0])[:6]}... but X has {rows.row_chunks[:6]}...: "
-                         f"chunk {name} like X's rows (e.g. {name}.rechunk(X.chunks[0]))")
+    v = _row_vector(v, rows.row_chunks, name)
     if v.dtype.kind not in kinds:  # e.g. object labels: validated on the client, as NumPy input
         return np.asarray(v.compute())
     return v

@@ -20,29 +20,7 @@ from dpfast.linear_model import LinearRegression, LogisticRegression  # noqa: E4
 from dpfast.io import read_npy_rows  # noqa: E402
 from dpfast.linear_model import _dask  # noqa: E402
 
-REL = 1e-6
-
-
-def _data(n=6000, d=8, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    X /= np.linalg.norm(X, axis=1, keepdims=True) * rng.uniform(0.6, 1.6, size=(n, 1))
-    w = rng.normal(size=d)
-    y = (X @ w + 0.3 * rng.normal(size=n) > 0).astype(np.int64)
-    y3 = np.digitize(X @ w, [-0.4, 0.4])
-    yr = np.clip(0.5 * X @ w, -1, 1)
-    return X, y, y3, yr
-
-
-def _params(m):
-    return np.r_[np.ravel(m.coef_), np.ravel(m.intercept_)]
-
-
-def _close(a, b, rel=REL):
-    a, b = _params(a), _params(b)
-    assert np.all(np.isfinite(a))
-    err = np.abs(a - b).max() / np.abs(b).max()
-    assert err <= rel, f"relative difference {err:.3g}"
+from _fit_data import REL, fit_data as _data, params as _params, assert_close as _close  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,31 @@
+"""Data and comparisons shared by the Dask and warm-start tests of the private linear models."""
+from __future__ import annotations
+
+import numpy as np
+
+#: Relative agreement of two fits of the same data (issue 9: Dask vs in memory).
+REL = 1e-6
+
+
+def fit_data(n=6000, d=8, seed=0):
+    """(X with row norms in [1/1.6, 1/0.6], binary y, 3-class y, real y in [-1, 1])."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True) * rng.uniform(0.6, 1.6, size=(n, 1))
+    w = rng.normal(size=d)
+    y = (X @ w + 0.3 * rng.normal(size=n) > 0).astype(np.int64)
+    y3 = np.digitize(X @ w, [-0.4, 0.4])
+    yr = np.clip(0.5 * X @ w, -1, 1)
+    return X, y, y3, yr
+
+
+def params(m):
+    return np.r_[np.ravel(m.coef_), np.ravel(m.intercept_)]
+
+
+def assert_close(a, b, rel=REL):
+    """The fitted parameters of ``a`` and ``b`` agree to ``rel`` relative to the largest of b's."""
+    a, b = params(a), params(b)
+    assert np.all(np.isfinite(a))
+    err = np.abs(a - b).max() / np.abs(b).max()
+    assert err <= rel, f"relative difference {err:.3g}"

@@ -29,3 +29,32 @@ def assert_close(a, b, rel=REL):
     assert np.all(np.isfinite(a))
     err = np.abs(a - b).max() / np.abs(b).max()
     assert err <= rel, f"relative difference {err:.3g}"
+
+
+def assert_same_model_on_every_scheduler(fit, Xd, yd, X, y, cluster2=None):
+    """``fit(X, y)`` gives bit-identical models on a 1-worker and a 2-worker LocalCluster (``cluster2``
+    or a new one), on X and y persisted on the 2 workers, and on the threaded scheduler, and
+    agrees with the in-memory fit to REL."""
+    import contextlib
+
+    import dask
+    import distributed
+
+    def local(workers):
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=40)
+
+    models = []
+    with local(1) as cl1, distributed.Client(cl1):
+        models.append(fit(Xd, yd))
+    with (contextlib.nullcontext(cluster2) if cluster2 is not None else local(2)) as cl2, \
+            distributed.Client(cl2) as client:
+        models.append(fit(Xd, yd))
+        Xp, yp = client.persist([Xd, yd])  # persisted: the passes run on the futures where the chunks are held
+        distributed.wait([Xp, yp])
+        models.append(fit(Xp, yp))
+    with dask.config.set(scheduler="threads", num_workers=4):
+        models.append(fit(Xd, yd))
+    for m in models[1:]:
+        np.testing.assert_array_equal(params(m), params(models[0]))
+    assert_close(models[0], fit(X, y))

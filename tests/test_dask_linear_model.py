@@ -20,7 +20,8 @@ from dpfast.linear_model import LinearRegression, LogisticRegression  # noqa: E4
 from dpfast.io import read_npy_rows  # noqa: E402
 from dpfast.linear_model import _dask  # noqa: E402
 
-from _fit_data import REL, fit_data as _data, params as _params, assert_close as _close  # noqa: E402,F401
+from _fit_data import (REL, assert_same_model_on_every_scheduler, fit_data as _data,  # noqa: E402,F401
+                       params as _params, assert_close as _close)
 
 
 @pytest.fixture(scope="module")
@@ -123,21 +124,8 @@ def test_bit_identical_for_one_and_two_workers(cluster2):
     X, y, _, _ = _data(n=20000, d=12, seed=6)  # 1.9 MB
     Xd = da.from_array(X, chunks=(3000, -1))
     yd = da.from_array(y, chunks=3000)
-    models = []
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cl1, distributed.Client(cl1):
-        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
-    with distributed.Client(cluster2):
-        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
-    with distributed.Client(cluster2) as client:  # persisted: one task per worker and pass, on futures
-        Xp, yp = client.persist([Xd, yd])
-        distributed.wait([Xp, yp])
-        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xp, yp))
-    with dask.config.set(scheduler="threads", num_workers=4):
-        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
-    for m in models[1:]:
-        np.testing.assert_array_equal(_params(m), _params(models[0]))
-    _close(models[0], LogisticRegression(row_norm="normalize", random_state=9).fit(X, y))
+    assert_same_model_on_every_scheduler(lambda X_, y_: LogisticRegression(row_norm="normalize", random_state=9).fit(X_, y_),
+                                         Xd, yd, X, y, cluster2)
 
 
 # ----------------------------------------------------------------------------- faults

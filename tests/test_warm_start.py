@@ -17,7 +17,8 @@ import pytest
 from dpfast.linear_model import LinearRegression, LogisticRegression
 from dpfast.linear_model import _mechanisms as mech
 
-from _fit_data import REL, fit_data as _data, params as _params, assert_close as _close  # noqa: E402,F401
+from _fit_data import (REL, assert_same_model_on_every_scheduler, fit_data as _data,  # noqa: E402,F401
+                       params as _params, assert_close as _close)
 
 
 @pytest.fixture
@@ -174,23 +175,9 @@ def test_dask_multiclass_regression_weights_warm_start_equal_in_memory(low_thres
 
 @pytest.mark.slow
 def test_dask_warm_start_bit_identical_for_one_and_two_workers(low_threshold):
-    da, dask = _dask()
-    import distributed
-
+    da, _ = _dask()
     X, y, _, _ = _data(n=20000, d=12, seed=6)
     Xd = da.from_array(X, chunks=(1000, -1))  # sample 1250 rows: chunks 0 and 1
     yd = da.from_array(y, chunks=1000)
-    models = []
-    for workers in (1, 2):
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      silence_logs=40) as cl, distributed.Client(cl) as client:
-            models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
-            if workers == 2:  # persisted: the sample fit runs on the futures where the chunks are held
-                Xp, yp = client.persist([Xd, yd])
-                distributed.wait([Xp, yp])
-                models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xp, yp))
-    with dask.config.set(scheduler="threads", num_workers=4):
-        models.append(LogisticRegression(row_norm="normalize", random_state=9).fit(Xd, yd))
-    for m in models[1:]:
-        np.testing.assert_array_equal(_params(m), _params(models[0]))
-    _close(models[0], LogisticRegression(row_norm="normalize", random_state=9).fit(X, y))
+    assert_same_model_on_every_scheduler(lambda X_, y_: LogisticRegression(row_norm="normalize", random_state=9).fit(X_, y_),
+                                         Xd, yd, X, y)

@@ -43,6 +43,9 @@ Which partitions the kernel runs on (:func:`units_confined`):
 """
 from __future__ import annotations
 
+import datetime
+import numbers
+
 import numpy as np
 import pandas as pd
 
@@ -192,17 +195,18 @@ def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int
     unit_nan = bool(pdf[pu].isna().any())
     bad = [c for c in plan["value_cols"] if pdf[c].isna().any()]
     summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
-    if not n_buckets or unit_nan or bad or len(pdf) == 0:
-        keys = pdf[by_cols].drop_duplicates() if plan["groups"] is None else None
-        return (unit_nan, bad, keys, summary), None
-    if plan["groups"] is None:
+    keys = codes = None
+    if plan["groups"] is None:  # the partition's distinct group keys, in the order of its local codes
         codes, uniq = pd.factorize(_key_index(pdf, by_cols), use_na_sentinel=False)
         keys = uniq.to_frame(index=False, name=list(by_cols)) if isinstance(uniq, pd.MultiIndex) else \
             pd.DataFrame({by_cols[0]: np.asarray(uniq)})
+    if not n_buckets or unit_nan or bad or len(pdf) == 0:
+        return (unit_nan, bad, keys, summary), None
+    if codes is not None:
         g = np.asarray(codes, dtype=np.int32)
     else:  # public groups: the released index is known, code against it
         index = public_groups(plan["groups"], by_cols)
-        keys, g = None, group_codes(pdf, by_cols, index).astype(_gcode_dtype(index))
+        g = group_codes(pdf, by_cols, index).astype(_gcode_dtype(index))
     pieces = _split_rows(pdf[pu].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
                          plan["groups"] is not None)
     return (unit_nan, bad, keys, summary), pieces
@@ -225,9 +229,12 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
     cols = list(dict.fromkeys([pu, *by_cols, *vcols]))
     n_parts = ddf.npartitions
     n_buckets = _buckets(n_parts) if cut and n_parts > 1 else 0
-    first = dask.persist(*[dask.delayed(_check_partition, pure=False)(p, plan, n_parts, n_buckets)
-                           for p in ddf[cols].to_delayed()])
-    checks = dask.compute(*[f[0] for f in first])
+    tasks = [dask.delayed(_check_partition, pure=False)(p, plan, n_parts, n_buckets) for p in ddf[cols].to_delayed()]
+    if n_buckets:  # the pieces stay on the workers for stats_dask; only the checks come here
+        first = dask.persist(*tasks)
+        checks = dask.compute(*[f[0] for f in first])
+    else:
+        first, checks = None, [t[0] for t in dask.compute(*tasks)]
     if any(c[0] for c in checks):
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
     for col in vcols:
@@ -241,7 +248,8 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
         keys = pd.concat([c[2] for c in checks], ignore_index=True)
         uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
         index = canonical_groups(uniq.drop_duplicates(), by_cols)
-        code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks]
+        code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks] \
+            if n_buckets else None
     return index, {"summaries": summaries, "prepared": (first, code_maps) if n_buckets else None}
 
 
@@ -327,8 +335,6 @@ def _bucket_keys(raw: np.ndarray) -> np.ndarray:
 
 def _object_key(v) -> int:
     """:func:`_bucket_keys` of one value of an object column (mixed types)."""
-    import datetime
-    import numbers
     if isinstance(v, str):
         return int(pd.util.hash_array(np.array([v], dtype=object))[0])
     if isinstance(v, (numbers.Number, np.bool_)):
@@ -393,11 +399,10 @@ def _bucket_stats(plan: dict, index: pd.Index, seed: int, code_maps, *pieces):
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | None = None,
-                  prepared=None) -> dict:
+def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, prepared=None) -> dict:
     """Per-group statistics of a frame whose units may span partitions: the bucket shuffle.
 
-    Each input partition is cut by the routing key of its units into ``n_buckets`` pieces (one
+    Each input partition is cut by the routing key of its units into :func:`_buckets` pieces (one
     task); bucket j gathers piece j of every partition (one task) and runs the kernel.  The key
     is a function of the unit's value alone, equal for values pandas counts as one unit in any
     dtype (:func:`_bucket_keys`), so every row of a person, as the splitting tasks read it,
@@ -421,7 +426,7 @@ def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, n_buckets: int | 
         pieces = [f[1] for f in first]
     else:
         parts = ddf[cols].to_delayed()
-        n_buckets = n_buckets or _buckets(len(parts))
+        n_buckets = _buckets(len(parts))
         split = dask.delayed(_bucket_split, nout=n_buckets, pure=False)
         pieces = [split(p, plan, index, n_buckets, _gcode_dtype(index)) for p in parts]
         code_maps = None
@@ -467,4 +472,4 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, state=None) -> dict:
         if _proved([r[1] for r in res], tier):
             return merge_stats([r[0] for r in res])
         prepared = None
-    return shuffle_stats(ddf, plan, index, seed, None, prepared)
+    return shuffle_stats(ddf, plan, index, seed, prepared)

@@ -503,3 +503,41 @@ def test_search_with_secure_streams():
     with pytest.raises(BudgetExceededError):
         s.fit(X, y, budget=PrivacyBudget(0.5, 1e-5, accountant="rdp"))
     assert not hasattr(s, "best_estimator_")
+
+
+class Diverging(NoisyCentroid):
+    """NoisyCentroid whose candidate sign=-1 diverges (DP-SGD's FloatingPointError) on the real
+    data (not on the search's all-zero probe)."""
+
+    def fit(self, X, y, *, budget=None):
+        super().fit(X, y, budget=budget)
+        if self.sign < 0 and np.any(np.asarray(X)):
+            raise FloatingPointError("training diverged (non-finite parameters); lower learning_rate")
+        return self
+
+
+def test_a_diverged_run_is_a_run_not_an_abort():
+    """A run's divergence is a function of that run's private release: it scores -inf instead of
+    aborting the search after the charge (an abort would reveal an unreleased run, more likely
+    the larger K); when every run diverges, the output is "no model", as for a Poisson K = 0."""
+    X, y = _data(400)
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    s = PrivateRandomSearch(Diverging(), GRID, epsilon=1.0, delta=1e-5, n_runs_mean=6.0,
+                            distribution="truncated_negative_binomial", random_state=0).fit(X, y, budget=b)
+    assert s.best_params_ == {"sign": 1.0} and len(b.ledger) == 1
+    with pytest.warns(RuntimeWarning, match="released no model") as w_all:
+        s = PrivateRandomSearch(Diverging(), {"sign": [-1.0]}, epsilon=1.0, delta=1e-5, n_runs_mean=3.0,
+                                distribution="truncated_negative_binomial", random_state=0).fit(X, y, budget=b)
+    assert s.best_estimator_ is None and s.best_score_ is None and len(b.ledger) == 2
+    with pytest.raises(ValueError, match="released no model"):
+        s.predict(X)
+    # the same output as a Poisson K = 0
+    from dpfast.model_selection import _search
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_search, "sample_run_count", lambda *a: 0)
+        with pytest.warns(RuntimeWarning, match="released no model") as w_none:
+            z = PrivateRandomSearch(NoisyCentroid(), {"sign": [-1.0]}, epsilon=1.0, delta=1e-5, n_runs_mean=3.0,
+                                    random_state=0).fit(X, y)
+    assert [str(x.message) for x in w_all] == [str(x.message) for x in w_none]
+    assert _structure(z).keys() == _structure(s).keys()

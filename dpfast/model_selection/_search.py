@@ -49,6 +49,9 @@ from dpfast.random import SecureRandom, check_random_state, is_secure
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
 
 _DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+# one message for the two ways nothing is released (told apart, they would say whether K = 0)
+_NO_MODEL = ("the search released no model (no run was drawn -- Poisson, probability exp(-n_runs_mean) -- "
+             "or every run diverged)")
 
 
 # ---------------------------------------------------------------------------- the run count K
@@ -196,7 +199,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     everything computed from public parameters alone (``event_``, ``epsilon_``, ``delta_``,
     ``run_epsilon_``, ``rdp_curve_``, ...).  K itself is released nowhere: no attribute, ledger
     entry (one charge, made before K is drawn), warning or log depends on it, except the
-    theorem's own output "no model" when the Poisson K is 0.  The released estimator's
+    theorem's own output "no model" when the Poisson K is 0 (merged with "every run diverged").  The released estimator's
     ``random_state`` is the one it was given, never the stream that drew its noise (holding that
     stream would let anyone subtract the noise).
 
@@ -237,7 +240,10 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     ----------
     best_estimator_, best_params_, best_score_ : the released run (``best_score_`` is the noisy
         count of correct validation predictions); None when no model is released (Poisson K
-        = 0, probability ``exp(-n_runs_mean)``).  There is no ``n_runs_``: K is not released.
+        = 0, probability ``exp(-n_runs_mean)``, or every run diverged: one output, with one
+        warning).  There is no ``n_runs_``: K is not released.  A run whose fit raises
+        ``FloatingPointError`` (DP-SGD's divergence, a function of that run's own private
+        release) counts as a run with score -inf instead of aborting the search.
     run_epsilon_ : e, the per-run epsilon (fit + score).
     event_ : the tuned event, ``dpfast.accounting.Tuned`` of the per-run event (of
         :class:`~dpfast.model_selection.OneOf` the candidates' per-run events when they differ).
@@ -464,8 +470,15 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             # fresh one), gets a fresh secure stream instead of a seeded one
             est.set_params(**{k_: SecureRandom() if secure or isinstance(public[k_], SecureRandom) else s_
                               for k_, s_ in seeds.items()})
-            with detached():  # the runs are inside the tuned event charged above
-                est.fit(X_tr, ya[tr])
+            try:
+                with detached():  # the runs are inside the tuned event charged above
+                    est.fit(X_tr, ya[tr])
+            except FloatingPointError:
+                # A diverged run (DP-SGD's non-finite parameters) is a function of that run's own
+                # private release, so "diverged" is the run's output, scored -inf (never preferred
+                # to a model).  Raising would reveal a run that is not released, with a
+                # probability that grows with K.
+                continue
             # the stream that drew the run's noise is not released: whoever held its seed could
             # subtract the noise; the released model carries the public random_state it was given
             est.set_params(**public)
@@ -474,10 +487,9 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             noisy = correct + float(laplace_noise(b_score, 1, rng=gen)[0])
             if noisy > best[0]:
                 best = (noisy, est, params)
-        self.best_score_, self.best_estimator_, self.best_params_ = best if k else (None, None, None)
-        if k == 0:  # the theorem's output "nothing" (probability exp(-n_runs_mean)), not K itself
-            warnings.warn("the search released no model (Poisson run count 0, probability exp(-n_runs_mean))",
-                          RuntimeWarning, stacklevel=2)
+        self.best_score_, self.best_estimator_, self.best_params_ = best if best[1] is not None else (None, None, None)
+        if best[1] is None:  # no run (Poisson K = 0) and "every run diverged" are one output
+            warnings.warn(_NO_MODEL, RuntimeWarning, stacklevel=2)
         return self
 
     def _charge_tuned(self, budget, event, eps_reached, delta):
@@ -497,7 +509,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     def _check_released(self) -> None:
         check_fitted(self)
         if self.best_estimator_ is None:
-            raise ValueError("the search released no model (Poisson run count 0, probability exp(-n_runs_mean))")
+            raise ValueError(_NO_MODEL)
 
     def predict(self, X):
         self._check_released()

@@ -198,10 +198,10 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     privately (e.g. ``coef_``, ``intercept_``, ``classes_``, its ``event_`` and calibration), plus
     everything computed from public parameters alone (``event_``, ``epsilon_``, ``delta_``,
     ``run_epsilon_``, ``rdp_curve_``, ...).  K itself is released nowhere: no attribute, ledger
-    entry (one charge, made before K is drawn), warning or log depends on it, except the
-    theorem's own output "no model" when the Poisson K is 0 (merged with "every run diverged").  The released estimator's
-    ``random_state`` is the one it was given, never the stream that drew its noise (holding that
-    stream would let anyone subtract the noise).
+    entry (one charge, made before K is drawn), warning or log depends on it, beyond the
+    theorem's own output "no model" for a Poisson K = 0 (one output with "every run
+    diverged").  The released estimator's ``random_state`` is the one it was given, never the
+    stream that drew its noise (holding that stream would let anyone subtract the noise).
 
     Not covered, as for a standalone fit: the diagnostics that ``best_estimator_``'s docstring
     lists as computed from the private data without noise (``n_iter_``, ``grad_norm_`` and

@@ -21,7 +21,12 @@ The pieces, each in one place:
   stores ``event_``, ``epsilon_``, ``delta_`` and ``accountant_`` after the fit;
 * :func:`expected_failed_checks` lists the scikit-learn estimator checks that contradict
   differential privacy by design, with the reason, for
-  ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``.
+  ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``;
+* ``clone`` (:func:`sklearn.base.clone`, hence ``cross_val_score``, pipelines and
+  :class:`~dpfast.model_selection.PrivateRandomSearch`) gives a parameter that is a
+  :class:`dpfast.random.SecureRandom` to the clone as a *fresh* secure stream (its own key from
+  ``os.urandom``): a secret stream is never copied, so no two fits share its state
+  (:func:`_clone_with_fresh_secure_streams`).
 """
 from __future__ import annotations
 
@@ -145,6 +150,31 @@ def _charge_budget(budget, event, label: str) -> None:
     _budget.charge(budget, event, label=label)
 
 
+def _clone_with_fresh_secure_streams(estimator):
+    """scikit-learn's clone of ``estimator``, except that a parameter holding a
+    :class:`dpfast.random.SecureRandom` is given to the clone as a new ``SecureRandom()``.
+
+    ``clone`` deep-copies every non-estimator parameter, and a secure generator refuses to be
+    copied (a copy would replay its secret stream).  "Same parameters" for a secure stream means
+    "a secure stream": the clone gets one keyed afresh from ``os.urandom``, independent of the
+    original's, exactly as ``random_state=None`` gives every fit fresh entropy.  Nested estimators
+    (a pipeline's steps, a search's ``estimator``) are cloned by their own ``__sklearn_clone__``.
+    """
+    from dpfast.random import SecureRandom  # dpfast.random imports no estimator code
+
+    secure = [k for k, v in estimator.get_params(deep=False).items() if isinstance(v, SecureRandom)]
+    if not secure:
+        return BaseEstimator.__sklearn_clone__(estimator)
+    # clone a shallow stand-in whose secure parameters are None (the original is not touched, so
+    # concurrent clones of one estimator are safe), then give each clone its own stream
+    proxy = object.__new__(type(estimator))
+    proxy.__dict__.update(vars(estimator))
+    for k in secure:
+        setattr(proxy, k, None)
+    new = BaseEstimator.__sklearn_clone__(proxy)
+    return new.set_params(**{k: SecureRandom() for k in secure})
+
+
 class PrivateEstimator(BaseEstimator):
     """Base of every dpfast estimator (see the module docstring for what it provides).
 
@@ -170,6 +200,9 @@ class PrivateEstimator(BaseEstimator):
         tags.target_tags.required = True
         tags.input_tags.sparse = self._accept_sparse
         return tags
+
+    def __sklearn_clone__(self):
+        return _clone_with_fresh_secure_streams(self)
 
     # ------------------------------------------------------------------ release record
     def _reset_fit(self) -> None:

@@ -32,7 +32,7 @@ import math
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from scipy import signal
+from scipy import fft as sfft
 
 from dpfast import _pld
 from dpfast.accounting import events as ev
@@ -41,15 +41,35 @@ from dpfast.accounting.pld import _T_GRID, ComposedPLD, PLDAccountant, _flatten,
 
 __all__ = ["IncrementalPLD"]
 
-_DIRECT_OPS = 2e7  # direct convolution below this many multiply-adds, FFT above
+_DIRECT_OPS = 5e6  # direct convolution below this many multiply-adds, FFT above
 _MAX_REFINE = 6  # the accountant refines by at most 64x
 
 
 def _convolve(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    if p.size * q.size <= _DIRECT_OPS or min(p.size, q.size) <= 8:
+    """Full linear convolution: direct for small products (exact up to relative rounding, the
+    sums being of nonnegative terms), else by FFT (overlap-add when one side is much shorter,
+    so that a long ledger PMF costs O(N log m) with an m-point event); negative round-off
+    clipped.  (scipy.fft only: scipy.signal would add a second to the first charge's import.)"""
+    if p.size < q.size:
+        p, q = q, p
+    n, m = p.size, q.size
+    if n * m <= _DIRECT_OPS or m <= 8:
         return np.convolve(p, q)
-    out = signal.fftconvolve(p, q)
-    out[out < 0] = 0.0  # round-off around zero masses
+    N = sfft.next_fast_len(8 * m, real=True)
+    if N >= n:  # comparable sizes: one FFT pair
+        N = sfft.next_fast_len(n + m - 1, real=True)
+        out = sfft.irfft(sfft.rfft(p, N) * sfft.rfft(q, N), N)[: n + m - 1]
+    else:  # overlap-add: blocks of L = N - m + 1 points, each convolved with q in N points
+        L = N - m + 1
+        nb = -(-n // L)
+        blocks = np.zeros((nb, L))
+        blocks.flat[:n] = p
+        r = sfft.irfft(sfft.rfft(blocks, N, axis=1) * sfft.rfft(q, N), N, axis=1)
+        acc = np.zeros((nb + 1, L))
+        acc[:nb] += r[:, :L]
+        acc[1:, : m - 1] += r[:, L:]
+        out = acc.ravel()[: n + m - 1]
+    out[out < 0] = 0.0
     return out
 
 

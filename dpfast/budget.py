@@ -140,9 +140,11 @@ class PrivacyBudget:
 
     Notes
     -----
-    **When a release fits.**  :meth:`charge` composes the ledger's events and the new event
-    with a fresh accountant and accepts the release iff the composed ``get_epsilon(delta) <=
-    epsilon`` (the certified, pessimistic epsilon at the budget's delta).  Testing epsilon at
+    **When a release fits.**  :meth:`charge` composes the new event with the ledger's
+    composition (incrementally: a PLD budget convolves the event's privacy-loss distribution
+    into the ledger's, :mod:`dpfast.accounting._incremental`; the result is the from-scratch
+    accountant's within 1e-6 relative) and accepts the release iff the composed epsilon at the
+    budget's delta is ``<= epsilon`` (the certified, pessimistic value).  Testing epsilon at
     the budget's delta (rather than ``get_delta(epsilon) <= delta``, equivalent up to the
     accountants' rounding) makes the rule the same quantity that :meth:`spent` reports: a
     charge is accepted exactly when ``spent()`` afterwards is at most ``epsilon``.

@@ -181,8 +181,8 @@ class PrivacyBudget:
     **Copies.**  ``copy.copy`` and ``copy.deepcopy`` raise ``TypeError``: a budget stands for
     the privacy loss of one data set, and a copy would be a second budget whose charges the
     original never sees, so the same data could be spent twice without an error.  A pickled
-    budget unpickles as a read-only record (ledger, ``spent``, ``state_dict``) that refuses charges with
-    :class:`BudgetScopeError`.  To continue an analysis elsewhere, or deliberately start an
+    budget unpickles as a read-only record (ledger, ``spent``, ``state_dict``) that refuses
+    charges with :class:`BudgetScopeError`.  To continue an analysis elsewhere, or deliberately start an
     independent budget from a ledger, use ``PrivacyBudget.from_state_dict(b.state_dict())``.
     """
 
@@ -471,8 +471,10 @@ def _start_time(pid: int) -> str:
 
 
 def _marker_write() -> None:
-    try:
-        with open(_marker_path(os.getpid()), "w") as f:
+    try:  # never through a link another user planted in a shared temporary directory
+        fd = os.open(_marker_path(os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(_start_time(os.getpid()))
     except OSError:  # no writable temporary directory: worker processes cannot be warned
         import warnings
@@ -511,8 +513,12 @@ def _parent_has_open_budget() -> bool:
     if ppid <= 1:
         return False
     path = _marker_path(ppid)
-    if not os.path.exists(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
         return False
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return False  # not written by this user's processes
     try:
         with open(path) as f:
             saved = f.read().strip()

@@ -462,7 +462,12 @@ def test_a_charge_composes_only_the_new_event(monkeypatch):
 
     pieces = []
     real = pld._compose_lane
-    monkeypatch.setattr(pld, "_compose_lane", lambda steps, *a, **k: (pieces.append(len(steps)), real(steps, *a, **k))[1])
+
+    def spy(steps, *args, **kwargs):
+        pieces.append(len(steps))
+        return real(steps, *args, **kwargs)
+
+    monkeypatch.setattr(pld, "_compose_lane", spy)
     b = PrivacyBudget(50.0, 1e-6)
     for i in range(30):
         pieces.clear()

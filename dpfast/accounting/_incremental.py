@@ -11,9 +11,10 @@ Why it is an upper bound.  Each event's PMF is the accountant's own pessimistic 
 (connect-the-dots on the grid h*Z, Doroshenko et al. 2022; an event composed ``count`` times is
 composed by :class:`PLDAccountant` itself), and composition of dominating pairs is convolution of
 their PLDs (Zhu, Dong & Wang 2022), so the convolution of pessimistic PMFs is pessimistic.  After
-each convolution the tails are cut exactly: the upper tail (mass <= ``window_mass``) is moved to
-the +inf atom and the lower tail (mass <= ``window_mass``) onto the lowest kept loss -- both move
-mass to larger losses, which can only increase delta(epsilon) = P(L = inf) + E[(1 - e^{eps - L})+].
+each convolution the tails are cut to the Chernoff window of the composed loss (as the
+accountant cuts its FFT window): the upper tail is replaced by its bound (<= ``window_mass``) on
+the +inf atom and the lower tail by its bound on the lowest kept loss -- both move mass to larger
+losses, which can only increase delta(epsilon) = P(L = inf) + E[(1 - e^{eps - L})+].
 The +inf atoms compose exactly: P(inf) = 1 - prod (1 - p_inf_i).  Small convolutions are direct
 (nonnegative sums: relative accuracy in the tails); large ones use an FFT, whose absolute
 round-off (~1e-16 of the largest mass per entry) is the accountant's own.
@@ -79,9 +80,11 @@ def _trim(p: np.ndarray, A: int, p_inf: float, K_up: np.ndarray, K_dn: np.ndarra
     :func:`dpfast.accounting.pld._compose_lane` does: with K the log-MGF of the ledger's
     pessimistic PMF (a sum over its events), P(L >= b) <= exp(K(t) - t b) and P(L <= a) <=
     exp(K(-t) + t a).  The mass above the window is *replaced* by that bound on the +inf atom and
-    the mass below by the bound on the lowest kept loss: both bound the true tail masses, so the
-    cut is pessimistic even where the FFT's round-off (not the masses) dominates the tail
-    entries -- cutting by the entries' own sums would keep that noise and let the array grow."""
+    the mass below by the bound on the lowest kept loss: both bound the tail masses of the exact
+    convolution, so the cut stays pessimistic where the FFT's round-off (not the masses)
+    dominates the tail entries -- cutting by the entries' own sums would keep that noise and let
+    the array grow.  (What earlier cuts moved, <= ``tol`` a charge, is not tracked into the
+    bound; below the window losses are negative, where delta(eps >= 0) does not look.)"""
     logtol = math.log(tol)
     b_min = float(np.min((K_up - logtol) / _T_GRID))
     a_max = float(np.max(-(K_dn - logtol) / _T_GRID))

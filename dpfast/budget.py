@@ -45,6 +45,7 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
+import multiprocessing
 import os
 import tempfile
 import threading
@@ -98,8 +99,9 @@ class BudgetScopeError(RuntimeError):
     before it draws anything (an estimator's ``fit``: before it reads the data).
 
     Raised when the budget lives in another process (a worker process of joblib's ``loky`` or
-    ``multiprocessing`` backends, a forked child, an unpickled copy), when a process whose parent
-    has a ``with budget:`` block open makes a release without ``budget=``, and when threads of
+    ``multiprocessing`` backends, a forked child, an unpickled copy), when a worker process
+    (started by :mod:`multiprocessing`) whose parent has a ``with budget:`` block open makes a
+    release without ``budget=``, and when threads of
     one process have entered different budgets so that a thread without its own ``with`` block
     has no single default (see "Default budget" in :class:`PrivacyBudget`).  The message is a
     function of the budgets' scope only, never of data."""
@@ -168,9 +170,10 @@ class PrivacyBudget:
       raises :class:`BudgetScopeError` (enter the budget in the worker, or pass ``budget=``);
     * *other processes* (joblib's ``loky`` and ``multiprocessing`` backends, ``fork``): a
       budget cannot be charged across processes, so a release there is refused with
-      :class:`BudgetScopeError`: in a child of a process with an open block when no ``budget=``
-      is given (the parent leaves a marker file in the temporary directory while a block is
-      open, so reused worker pools see it), and always when the budget is a copy from another
+      :class:`BudgetScopeError`: in a process started by :mod:`multiprocessing` (as joblib's
+      workers are) whose parent has a block open, when no ``budget=`` is given (the parent
+      leaves a marker file in the temporary directory while a block is open, so reused worker
+      pools see it), and always when the budget is a copy from another
       process (unpickled or inherited by ``fork``).  Use ``n_jobs=1`` or joblib's
       ``threading`` backend under a budget.
 
@@ -456,8 +459,13 @@ def _unregister(entry: int) -> None:
             _marker_remove()
 
 
+_MARKER_DIR: List[str] = []
+
+
 def _marker_path(pid: int) -> str:
-    return os.path.join(tempfile.gettempdir(), f"dpfast-budget-open-{pid}")
+    if not _MARKER_DIR:
+        _MARKER_DIR.append(tempfile.gettempdir())
+    return os.path.join(_MARKER_DIR[0], f"dpfast-budget-open-{pid}")
 
 
 def _start_time(pid: int) -> str:
@@ -509,10 +517,16 @@ if hasattr(os, "register_at_fork"):
 
 
 def _parent_has_open_budget() -> bool:
+    # Runs on every release without a budget, so only in processes started by multiprocessing
+    # (joblib's loky and multiprocessing workers, Pools, Process), and then one access() call.
+    if multiprocessing.parent_process() is None:
+        return False
     ppid = os.getppid()
     if ppid <= 1:
         return False
     path = _marker_path(ppid)
+    if not os.access(path, os.F_OK):
+        return False
     try:
         st = os.lstat(path)
     except OSError:
@@ -554,8 +568,10 @@ def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
 
 
 def _process_default() -> Optional[PrivacyBudget]:
-    with _REG_LOCK:
-        entries = sorted(_ENTERED.items())
+    entries = None
+    if _ENTERED:  # (unlocked peek: the common case, no block anywhere, takes no lock)
+        with _REG_LOCK:
+            entries = sorted(_ENTERED.items())
     if entries:
         innermost: Dict[int, PrivacyBudget] = {}
         for _, (thread, b) in entries:  # in entry order: the last one of a thread is its innermost

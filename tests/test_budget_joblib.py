@@ -129,6 +129,7 @@ def test_worker_processes_refuse_before_reading_data(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python 3.12+
 def test_a_forked_copy_of_the_budget_refuses_charges():
     b = PrivacyBudget(5.0, 1e-6)
     ctx = multiprocessing.get_context("fork")

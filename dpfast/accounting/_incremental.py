@@ -63,15 +63,14 @@ def _convolve(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     else:  # overlap-add: blocks of L = N - m + 1 points, each convolved with q in N points
         L = N - m + 1
         nb = -(-n // L)
-        blocks = np.zeros((nb, L))
-        blocks.flat[:n] = p
-        r = sfft.irfft(sfft.rfft(blocks, N, axis=1) * sfft.rfft(q, N), N, axis=1)
+        blocks = np.zeros(nb * L)
+        blocks[:n] = p
+        r = sfft.irfft(sfft.rfft(blocks.reshape(nb, L), N, axis=1) * sfft.rfft(q, N), N, axis=1)
         acc = np.zeros((nb + 1, L))
-        acc[:nb] += r[:, :L]
+        acc[:nb] = r[:, :L]
         acc[1:, : m - 1] += r[:, L:]
-        out = acc.ravel()[: n + m - 1]
-    out[out < 0] = 0.0
-    return out
+        out = acc.reshape(-1)[: n + m - 1]
+    return np.maximum(out, 0.0, out=out)
 
 
 def _trim(p: np.ndarray, A: int, p_inf: float, K_up: np.ndarray, K_dn: np.ndarray, h: float,

@@ -16,6 +16,9 @@ The pieces, each in one place:
 * :func:`validate_X` is the one data validator for dense and CSR input (float64 and float32 are
   kept, other real dtypes become float64; NaN / inf raise ``ValueError`` naming the argument);
 * "not fitted" is scikit-learn's ``NotFittedError`` (:func:`check_fitted`);
+* every subclass's ``fit`` first calls :func:`dpfast.budget.check_scope` with its ``budget=``
+  argument, so a fit that could not be charged (in a joblib worker process while a budget is
+  open, with an unpickled budget, ...) raises ``BudgetScopeError`` before it reads any data;
 * :meth:`PrivateEstimator._charge` charges the release's event to the privacy budget *before*
   any noise is drawn (``dpfast.budget.charge``), and :meth:`PrivateEstimator._record_release`
   stores ``event_``, ``epsilon_``, ``delta_`` and ``accountant_`` after the fit;
@@ -30,6 +33,7 @@ The pieces, each in one place:
 """
 from __future__ import annotations
 
+import functools
 from numbers import Integral
 from typing import Mapping
 
@@ -175,6 +179,20 @@ def _clone_with_fresh_secure_streams(estimator):
     return new.set_params(**{k: SecureRandom() for k in secure})
 
 
+def _scope_checked(fit):
+    """``fit`` preceded by :func:`dpfast.budget.check_scope` on its ``budget=`` argument: a fit
+    whose release could not be charged is refused before it reads data (signature kept)."""
+    @functools.wraps(fit)
+    def checked(self, *args, **kwargs):
+        from dpfast import budget as _budget
+
+        _budget.check_scope(kwargs.get("budget"))
+        return fit(self, *args, **kwargs)
+
+    checked._dp_scope_checked = True
+    return checked
+
+
 class PrivateEstimator(BaseEstimator):
     """Base of every dpfast estimator (see the module docstring for what it provides).
 
@@ -190,6 +208,12 @@ class PrivateEstimator(BaseEstimator):
 
     #: check name -> reason, for the checks that contradict DP by design (see the reasons above)
     _expected_failures: Mapping[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is not None and not getattr(fit, "_dp_scope_checked", False):
+            cls.fit = _scope_checked(fit)
 
     @classmethod
     def _dp_expected_failed_checks(cls, estimator) -> Mapping[str, str]:

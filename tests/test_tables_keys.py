@@ -1,13 +1,143 @@
 """dpfast.tables: the keys of unit and group values (a function of the value alone), the one
 rule for value columns, and the kernel's centred terms within their bounds (issue 21, items
 3, 7b, 12; pandas input -- the Dask side is in test_tables_dask.py)."""
+import datetime
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pytest
 
+import dpfast
 from dpfast import _tables
 from dpfast.tables import aggregate
+from dpfast.tables._aggregate import group_keys, unit_keys
+
+
+# ---- item 3: a key is a function of the value, not of the dtype the other rows give the column
+
+def _representations_of_7():
+    return [
+        pd.Index(np.array([7], dtype=np.int64)),
+        pd.Index(np.array([7.0])),
+        pd.Index(np.array([7], dtype=np.uint8)),
+        pd.Index(pd.array([7, None], dtype="Int64"))[:1],
+        pd.Index(pd.array([7, None], dtype="UInt8"))[:1],
+        pd.Index(pd.array([7.0, None], dtype="Float64"))[:1],
+        pd.CategoricalIndex([7], categories=[3, 7]),
+        pd.CategoricalIndex([7.0], categories=[7.0, 0.5]),
+        pd.Index(np.array([7, "a"], dtype=object))[:1],
+        pd.Index(np.array([Decimal(7)], dtype=object)),
+        pd.Index(np.array([Fraction(7)], dtype=object)),
+    ]
+
+
+def test_group_and_unit_keys_agree_across_representations_of_one_value():
+    reps = _representations_of_7()
+    # the oracle: pandas counts all these as one value
+    assert len(pd.unique(pd.Series([r[0] for r in reps], dtype=object))) == 1
+    gk = {int(group_keys(r)[0]) for r in reps}
+    uk = {int(unit_keys(r)[0]) for r in reps}
+    assert len(gk) == 1 and uk == gk
+    # True and 1 (booleans, nullable booleans) likewise
+    ones = [pd.Index([True]), pd.Index(pd.array([True, None], dtype="boolean"))[:1], pd.Index([1]),
+            pd.Index(np.array([1.0]))]
+    assert len({int(group_keys(r)[0]) for r in ones}) == 1
+    # every missing value, whatever the dtype: one key (one group, as factorize makes it)
+    missing = [pd.Index(np.array([np.nan])), pd.Index(pd.array([None], dtype="Int64")),
+               pd.Index(pd.array([None], dtype="boolean")), pd.Index(np.array([None], dtype=object)),
+               pd.Index(np.array([pd.NA], dtype=object)), pd.Index(np.array(["NaT"], dtype="datetime64[ns]")),
+               pd.CategoricalIndex([np.nan], categories=[1, 2]), pd.Index(pd.array([None], dtype="str"))]
+    assert len({int(group_keys(r)[0]) for r in missing}) == 1
+    # one instant at two resolutions (and as Python objects): one key
+    inst = [pd.Index(np.array(["2020-01-01T00:00:05"], dtype="datetime64[s]")),
+            pd.Index(np.array(["2020-01-01T00:00:05"], dtype="datetime64[ns]")),
+            pd.Index(np.array([datetime.datetime(2020, 1, 1, 0, 0, 5)], dtype=object))]
+    assert len({int(group_keys(r)[0]) for r in inst}) == 1
+    # several by columns: the key of a pair is that of its values, whatever the level dtypes
+    a = pd.MultiIndex.from_arrays([pd.array([7, None], dtype="Int64"), ["x", "y"]])
+    b = pd.MultiIndex.from_arrays([np.array([7.0, np.nan]), np.array(["x", "y"], dtype=object)])
+    np.testing.assert_array_equal(group_keys(a), group_keys(b))
+
+
+def test_distinct_values_get_distinct_keys():
+    vals = [0, 1, -1, 7, 0.5, -0.5, 2 ** 63, 2 ** 64 - 1, 2 ** 70, "7", "a", "", None, b"z",
+            pd.Timestamp("2020-01-01"), pd.Timedelta(1, "s"), (1, 2), (2, 1)]
+    keys = group_keys(pd.Index(np.array(vals, dtype=object)))
+    assert len(set(keys.tolist())) == len(vals)
+
+
+def _counts(df, **kw):
+    out = aggregate(df, "u", "g", {"n": "count"}, max_groups_per_unit=1, max_rows_per_group=1, epsilon=1e9,
+                    delta=1e-3, rng=0, **kw)
+    return out["n"].round()
+
+
+@pytest.mark.parametrize("victim_group", ["v", None])
+def test_a_victim_with_an_odd_group_moves_no_one_else(victim_group):
+    # Each of n units has a row in groups 0 and 1 and keeps one (L0 = 1): which one is a keyed
+    # hash of its unit key and the group keys.  Adding one person whose group is a string (or
+    # None) turns the int64 column into object; the others' choices must not change (on 1181d15
+    # the group keys were pandas' hash of the column as typed: int64 0 and object 0 differed).
+    n = 400
+    D = pd.DataFrame({"u": np.repeat(np.arange(n), 2), "g": np.tile([0, 1], n), "x": 0.0})
+    D2 = pd.concat([D, pd.DataFrame({"u": [n], "g": pd.Series([victim_group], dtype=object), "x": [0.0]})],
+                   ignore_index=True)
+    assert D2["g"].dtype == object
+    a, b = _counts(D), _counts(D2)
+    assert 0.25 * n < a.loc[0] < 0.75 * n  # the choice is random, not always the first group
+    pd.testing.assert_series_equal(a, b.loc[[0, 1]], check_index_type=False)
+
+
+def test_a_victim_with_a_string_unit_moves_no_one_else():
+    # likewise for the unit column: int64 7 and object 7 are one key
+    n = 400
+    D = pd.DataFrame({"u": np.repeat(np.arange(n), 2), "g": np.tile([0, 1], n), "x": 0.0})
+    D2 = pd.concat([D, pd.DataFrame({"u": ["victim"], "g": [0], "x": [0.0]})], ignore_index=True)
+    assert D2["u"].dtype == object
+    a, b = _counts(D, groups=[0, 1]), _counts(D2, groups=[0, 1])
+    assert b.loc[0] == a.loc[0] + 1 and b.loc[1] == a.loc[1]
+
+
+# ---- item 12: one rule for value columns (pandas; the same for Dask in test_tables_dask.py) ----
+
+BAD_VALUES = {
+    "str": pd.Series(["1", "2", "3", "4"], dtype=object),
+    "string": pd.Series(["1", "2", "3", "4"], dtype="str"),
+    "datetime": pd.Series(pd.date_range("2020-01-01", periods=4, unit="us")),
+    "timedelta": pd.Series(pd.to_timedelta([1, 2, 3, 4], unit="s")),
+    "complex": pd.Series([1 + 0j, 2, 3, 4]),
+    "category": pd.Series([1.0, 2.0, 3.0, 4.0], dtype="category"),
+    "object numbers": pd.Series([1.0, 2.0, 3.0, 4.0], dtype=object),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_VALUES))
+def test_value_columns_that_are_not_real_numbers_are_refused_before_the_charge(kind):
+    df = pd.DataFrame({"u": [0, 1, 2, 3], "g": 0, "x": BAD_VALUES[kind]})
+    budget = dpfast.PrivacyBudget(10.0, 1e-3)
+    gen = np.random.default_rng(5)
+    state = gen.bit_generator.state
+    with pytest.raises(TypeError, match="value column 'x' must hold real numbers"):
+        aggregate(df, "u", "g", {"s": ("sum", "x")}, {"x": (0.0, 10.0)}, epsilon=1.0, groups=[0], rng=gen,
+                  budget=budget)
+    assert len(budget.ledger) == 0 and gen.bit_generator.state == state
+
+
+@pytest.mark.parametrize("dtype", ["bool", "boolean", "Int64", "UInt8", "Float32", "int8"])
+def test_real_number_value_columns_are_read_as_their_float_values(dtype):
+    x = [1, 0, 1, 1]
+    df = pd.DataFrame({"u": [0, 1, 2, 3], "g": 0, "x": pd.Series(x, dtype=dtype)})
+    kw = dict(metrics={"s": ("sum", "x"), "m": ("mean", "x")}, bounds={"x": (0.0, 1.0)}, epsilon=1.0,
+              groups=[0], rng=3)
+    pd.testing.assert_frame_equal(aggregate(df, "u", "g", **kw),
+                                  aggregate(df.astype({"x": float}), "u", "g", **kw), check_exact=True)
+    # a missing value of a nullable column is refused as NaN is
+    if dtype in ("boolean", "Int64", "UInt8", "Float32"):
+        df["x"] = pd.Series([1, None, 1, 1], dtype=dtype)
+        with pytest.raises(ValueError, match="'x' contains NaN"):
+            aggregate(df, "u", "g", **kw)
 
 
 # ---- item 7b: every centred term within the bound the release's sensitivity assumes ----------

@@ -388,20 +388,23 @@ def _parts_frame(parts, **kw):
     return dd.concat([dd.from_pandas(p, npartitions=1, **kw) for p in parts])
 
 
-@pytest.mark.parametrize("units, cats, ordered", [
-    (["m", "a", "a"], ["m", "a"], True),    # the issue's example: category order is not value order
-    (["m", "a", "a"], ["m", "a"], False),   # unordered: Categorical.min raised TypeError on 1181d15
-    ([9, 1, 1], [9, 1], True),              # categories of ints
+@pytest.mark.parametrize("units, dt", [
+    (["m", "a", "a"], pd.CategoricalDtype(["m", "a"], ordered=True)),   # the issue's example: category
+    (["m", "a", "a"], pd.CategoricalDtype(["m", "a"], ordered=False)),  # order is not value order;
+    ([9, 1, 1], pd.CategoricalDtype([9, 1], ordered=True)),             # unordered raised TypeError
+    ([9, 1, 1], "Int64"),                                               # nullable
+    (["m", "a", "a"], "str"),                                           # pandas' string dtype
+    (["m", 1, 1], object),                                              # mixed objects: shuffled
 ])
-def test_categorical_units_spread_over_partitions_are_bounded_once(sync, units, cats, ordered):
+def test_units_spread_over_partitions_are_bounded_once_for_every_dtype(sync, units, dt):
     # unit units[1] has rows in both partitions; the partitions' ranges in category order
     # ([m, a] and [a, a]) look disjoint when compared as values, which let it be bounded twice
-    dt = pd.CategoricalDtype(cats, ordered=ordered)
     p1 = pd.DataFrame({"u": pd.Series(units[:2], dtype=dt), "g": [0, 1], "x": 1.0})
     p2 = pd.DataFrame({"u": pd.Series(units[2:], dtype=dt), "g": [2], "x": 1.0})
-    ddf = _parts_frame([p1, p2])
+    with __import__("dask").config.set({"dataframe.convert-string": False}):
+        ddf = _parts_frame([p1, p2])
     kw = dict(privacy_unit="u", by="g", metrics={"n": "count"}, groups=[0, 1, 2], epsilon=1e9, rng=0)
-    a, b = aggregate(ddf.compute(), **kw), aggregate(ddf, **kw)
+    a, b = aggregate(pd.concat([p1, p2], ignore_index=True), **kw), aggregate(ddf, **kw)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert b["n"].round().sum() == 2  # two units, one group each (L0 = 1), one row each
     assert not tdask.units_confined(ddf, "u")

@@ -68,6 +68,19 @@ def test_distinct_values_get_distinct_keys():
     assert len(set(keys.tolist())) == len(vals)
 
 
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def test_keys_never_raise():
+    # group keys are computed in the kernel's call, after the charge: no value may make them fail
+    odd = np.array([frozenset({1}), _BadRepr(), Decimal("NaN"), 1 + 2j, datetime.date(2020, 1, 1), (1, (2, "a"))],
+                   dtype=object)
+    assert group_keys(pd.Index(odd)).shape == (6,)
+    assert unit_keys(np.zeros(2, dtype=[("a", "i4")])).shape == (2,)
+
+
 def _counts(df, **kw):
     out = aggregate(df, "u", "g", {"n": "count"}, max_groups_per_unit=1, max_rows_per_group=1, epsilon=1e9,
                     delta=1e-3, rng=0, **kw)

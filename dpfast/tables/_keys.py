@@ -115,7 +115,15 @@ def _number_key(x) -> int:
 
 
 def _object_key(v) -> int:
-    """The key of one value of an object column (mixed types)."""
+    """The key of one value of an object column (mixed types); never raises (a value whose
+    comparison or repr fails gets the key of its type: a collision at worst)."""
+    try:
+        return _object_key_of(v)
+    except Exception:
+        return int(_hash_strings([f"{type(v).__module__}.{type(v).__qualname__}"])[0])
+
+
+def _object_key_of(v) -> int:
     if isinstance(v, str):
         return int(_hash_strings([v])[0])
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating)) and v != v):
@@ -205,9 +213,10 @@ def _numpy_keys(raw: np.ndarray) -> np.ndarray:
             keys = np.full(raw.size, _NA_KEY, dtype=np.uint64)
             keys[~miss] = _hash_strings(raw[~miss])
             return keys
-        return np.fromiter((_object_key(v) for v in raw), dtype=np.uint64, count=raw.size)
-    raise TypeError(f"values of dtype {raw.dtype} have no key (privacy_unit and by columns must hold numbers, "
-                    "strings, datetimes, timedeltas or tuples of them)")
+    # objects (mixed types) and any other dtype: per value.  Never an error: group keys are
+    # computed after the charge (in the kernel's call), so this must not fail on any value.
+    return np.fromiter((_object_key(v) for v in raw.astype(object, copy=False).ravel()), dtype=np.uint64,
+                       count=raw.size)
 
 
 def value_keys(values) -> np.ndarray:

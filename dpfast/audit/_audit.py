@@ -135,14 +135,12 @@ def _numbers(na: list, nb: list, structural: List[str], events: dict) -> None:
     for k in sorted(keys):
         a = np.array([n.get(k, np.nan) for n in na], dtype=np.float64)
         b = np.array([n.get(k, np.nan) for n in nb], dtype=np.float64)
-        ua, ub = np.unique(a), np.unique(b)  # NaNs: unique keeps each, so compare with nan-aware
         const_a = np.all((a == a[0]) | (np.isnan(a) & np.isnan(a[0])))
         const_b = np.all((b == b[0]) | (np.isnan(b) & np.isnan(b[0])))
         if const_a and const_b:
             if not ((a[0] == b[0]) or (np.isnan(a[0]) and np.isnan(b[0]))):
                 structural.append(f"{k}: always {a[0]!r} vs always {b[0]!r}")
             continue
-        del ua, ub
         events[k] = (a, b)
 
 
@@ -252,6 +250,7 @@ def audit(release: Callable[[Any, Any], Any], neighbours, epsilon: float, delta:
     ----------
     release : callable ``(data, rng) -> output``
     neighbours : pair or iterable of pairs ``(D, D_prime)``
+        A tuple of two is read as one pair; pass several pairs as a list.
     epsilon : float > 0
         The claimed epsilon.
     delta : float in [0, 1)

@@ -12,15 +12,19 @@ See: :doc:`/theory/mechanisms` (Samplers: Randomized response) and :doc:`/theory
   p/q = e^eps, each report is epsilon-local-DP.
 
 Sampling (native kernel ``dpfast._core.rr_binary`` / ``rr_kary``, GIL released): one 64-bit
-word w per entry, flipped iff w < ceil(P_flip 2^64) (at least 1), so the flip probability is
-the double P_flip rounded *up* to a multiple of 2^-64 (the rounding only adds privacy; not
-floating-point exact beyond the rounding of P_flip itself); a k-ary flip draws one
-more word for the replacement category (Lemire's unbiased bounded integers).  Entries are
+word w per entry, flipped iff w < thr, so P(flip) = thr / 2^64 exactly; a k-ary flip draws one
+more word for the replacement category (Lemire's unbiased bounded integers, exactly uniform on
+the k - 1 others).  thr is computed in exact integer arithmetic from a rigorous lower bound
+on e^eps (:func:`_flip_threshold`), so the *realised* probabilities satisfy
+p'/q' = (2^64 - thr)(k - 1)/thr <= e^eps exactly for the double epsilon given: the rounding
+to a multiple of 2^-64 only adds privacy.  Entries are
 processed in order, so the same seed gives the same output and n scalar calls on one
 Generator reproduce one call of length n.
 """
 from __future__ import annotations
 
+import decimal
+import functools
 import math
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
@@ -152,17 +156,65 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
     return arr
 
 
-def _flip_threshold(flip_prob) -> np.ndarray:
-    """thr with P(flip) = thr / 2^64 = ceil(flip_prob 2^64) / 2^64, and thr >= 1.
+#: Precision (decimal digits) of the lower bound on e^eps in :func:`_flip_threshold_one`: 40
+#: digits (~133 bits) make the 64-bit threshold the exact minimum except where the true value is
+#: within ~1e-21 of an integer, and then it errs upward (more privacy).
+_EXP_CTX = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN)
+#: e^89 > 2^128 > 2^64 (k - 1) for every k <= 2^63: from here on the threshold is 1.
+_EPS_THR_ONE = 89.0
 
-    Rounded *up*: a flip probability at least (k-1)/(e^eps + k - 1) keeps the ratio of the
-    truth's probability to any other report's at most e^eps (rounding down would exceed it;
-    for eps above about 44 it would give thr = 0, i.e. the truth always, infinite epsilon).
-    thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where flip_prob underflows.
-    flip_prob <= (k-1)/k < 1, so thr < 2^64.
+
+@functools.lru_cache(maxsize=4096)
+def _flip_threshold_one(eps: float, k: int) -> int:
+    """The smallest integer thr with thr / 2^64 >= (k - 1) / (E + k - 1) for a rational E <= e^eps.
+
+    E is a rigorous lower bound on e^eps for the double ``eps``: ``decimal``'s ``exp`` is
+    correctly rounded (round-half-even, Python's documented guarantee), and e^eps is
+    irrational, so the next 40-digit decimal below it is < e^eps; e^x >= 1 + x is used where
+    it is the larger (eps below ~1e-39).  Integer arithmetic from there on, so the returned
+    thr meets the inequality exactly (see :func:`_flip_threshold`).
     """
-    thr = np.ceil(np.ldexp(np.asarray(flip_prob, dtype=np.float64), 64))
-    return np.clip(thr, 1.0, math.nextafter(2.0**64, 0.0)).astype(np.uint64)
+    if eps >= _EPS_THR_ONE:
+        return 1
+    e_num, e_den = _EXP_CTX.exp(decimal.Decimal(eps)).next_minus(_EXP_CTX).as_integer_ratio()
+    a, b = eps.as_integer_ratio()  # exact: 1 + eps = (b + a) / b
+    if (b + a) * e_den > e_num * b:
+        e_num, e_den = b + a, b
+    km1 = k - 1
+    num, den = (km1 * e_den) << 64, e_num + km1 * e_den
+    # ceil(num / den) >= 1 as num > 0; and E > 1 gives num / den < 2^64 (k - 1) / k
+    # <= 2^64 - 2 for k <= 2^63, so thr fits a uint64 without clipping.
+    return -(-num // den)
+
+
+def _flip_threshold(epsilon, k: int) -> np.ndarray:
+    """thr (uint64, the shape of ``epsilon``): the sampler flips iff a uniform 64-bit word w < thr,
+    so it reports the truth with probability p' = (2^64 - thr)/2^64 and each given other
+    category with q' = thr / (2^64 (k - 1)) -- exactly (w is uniform on [0, 2^64), and the
+    replacement category is uniform on the k - 1 others by Lemire's unbiased method).
+
+    thr is the smallest integer with thr / 2^64 >= (k - 1)/(e^eps + k - 1) (up to an upward
+    error in the last unit from the 40-digit lower bound on e^eps), and at least 1.  Then
+
+        p' / q' = (2^64 - thr)(k - 1) / thr <= e^eps
+
+    holds exactly, in rational arithmetic, for the double eps the caller passed: the
+    ratio bound of epsilon-local DP is met by the realised probabilities themselves, not only
+    by the ideal p, q (issue 21 item 7c: computing the flip probability (k - 1) q as a double
+    first and rounding it up to a multiple of 2^-64 left the *keep* probability p' = 1 - P_flip
+    with a relative error of 2^-53 / p', an excess of 8e-13 in epsilon at k = 1000 and 7e-10 at
+    k = 10^6 at small epsilon).  thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where
+    the flip probability is below 2^-64 (eps >= 89 for every k).
+
+    The threshold is computed once per distinct epsilon value (about 40 us each, cached), so an
+    array of per-entry epsilons costs that per distinct value.
+    """
+    e = np.asarray(epsilon, dtype=np.float64)
+    if e.ndim == 0:
+        return np.asarray(_flip_threshold_one(float(e), k), dtype=np.uint64)
+    vals, inv = np.unique(e, return_inverse=True)
+    thr = np.array([_flip_threshold_one(float(v), k) for v in vals], dtype=np.uint64)
+    return thr[inv.reshape(e.shape)]
 
 
 def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
@@ -217,9 +269,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
             shape = np.broadcast_shapes(idx.shape, np.shape(epsilon))
         except ValueError:
             raise ValueError(f"shapes do not broadcast: values {idx.shape}, epsilon {np.shape(epsilon)}") from None
-    p, q = randomized_response_probabilities(epsilon, k)
-    flip_prob = (k - 1) * np.asarray(q, dtype=np.float64)  # 1 - p, without cancellation
-    thr = _flip_threshold(flip_prob)
+    thr = _flip_threshold(epsilon, k)
     thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
     gen = check_random_state(rng)
     _events.charge(budget, "randomized_response", _events.randomized_response_event, epsilon, k)

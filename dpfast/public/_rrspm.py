@@ -80,7 +80,11 @@ def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") 
     epsilon = check_epsilon(epsilon, allow_array=False)
     # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
     # one home, Neighbours.sum_factor)
-    return Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    b = Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    if not b < math.inf:  # epsilon ~1e-308 and below: rrspm would draw, then feed inf weights to the oracle
+        raise ValueError(f"the public weights' Laplace scale sum_factor * m / epsilon overflows a double "
+                         f"(m={m}, epsilon={epsilon!r}); use a larger epsilon")
+    return b
 
 
 def rrspm_public_size(n: int, epsilon: float, vc_dim: float = 1.0) -> int:

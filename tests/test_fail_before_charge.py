@@ -380,6 +380,9 @@ CASES = [
     Case("aggregate", "bounds 2**31 x 2**31, discrete_gaussian",
          _agg(metrics={"n": "count"}, max_groups_per_unit=2**31, max_rows_per_group=2**31,
               noise="discrete_gaussian"), owner=TABLES),
+    Case("aggregate", "max_rows_per_group 2**63", _agg(max_rows_per_group=2**63), owner=TABLES),
+    Case("aggregate", "gaussian, epsilon subnormal", _agg(noise="gaussian", epsilon=5e-324), owner=TABLES),
+    Case("aggregate", "gaussian, delta subnormal", _agg(noise="gaussian", delta=5e-324), owner=TABLES),
     Case("aggregate", "unknown column", _agg(by="nope")),
     Case("aggregate", "bounds missing", _agg(bounds=None)),
     Case("aggregate", "selection unknown", _agg(selection="nope")),
@@ -469,6 +472,7 @@ CASES = [
     Case("PrivateRandomSearch", "score_fraction 1", _search(score_fraction=1.0)),
     Case("PrivateRandomSearch", "param_distributions not a dict", _search(params=5)),
     Case("PrivateRandomSearch", "eta < 0", _search(eta=-1.0)),
+    Case("PrivateRandomSearch", "epsilon subnormal (ZeroDivisionError)", _search(epsilon=5e-324), owner="search"),
     Case("PrivateRandomSearch", "estimator not private", _search(est=object())),
 ]
 

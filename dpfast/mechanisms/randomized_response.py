@@ -23,7 +23,6 @@ Generator reproduce one call of length n.
 """
 from __future__ import annotations
 
-import decimal
 import functools
 import math
 from typing import TYPE_CHECKING, Optional, Sequence, Union
@@ -156,27 +155,49 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
     return arr
 
 
-#: Precision (decimal digits) of the lower bound on e^eps in :func:`_flip_threshold_one`: 40
-#: digits (~133 bits) make the 64-bit threshold the exact minimum except where the true value is
-#: within ~1e-21 of an integer, and then it errs upward (more privacy).
-_EXP_CTX = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN)
+#: Fixed-point fraction bits of the lower bound on e^eps in :func:`_exp_lower_fixed`: its
+#: relative error is below 1e-40, so the 64-bit threshold is the exact minimum except where the
+#: true value lies within ~1e-21 of an integer, and then it errs upward (more privacy).
+_EXP_BITS = 160
 #: e^89 > 2^128 > 2^64 (k - 1) for every k <= 2^63: from here on the threshold is 1.
 _EPS_THR_ONE = 89.0
+
+
+def _exp_lower_fixed(x: float) -> int:
+    """An integer N with N / 2^160 <= e^x, for a double 0 < x < 89, within a relative 1e-40.
+
+    Integer arithmetic only, every rounding downward: r = floor(x 2^160 / 2^m) <= x / 2^m with
+    x / 2^m < 2^-12; the Taylor sum of e^r with each term floored (a lower bound: every term of
+    e^r's series is positive, and the dropped tail too); then m squarings, each floored
+    (squaring is increasing on positive numbers), give a lower bound on (e^(x/2^m))^(2^m) = e^x.
+    """
+    a, b = x.as_integer_ratio()  # exact: x = a / 2^s
+    s = b.bit_length() - 1
+    m = max(0, math.frexp(x)[1] + 12)
+    shift = _EXP_BITS - m - s
+    r = a << shift if shift >= 0 else a >> -shift
+    total = term = 1 << _EXP_BITS
+    j = 0
+    while term:
+        j += 1
+        term = (term * r >> _EXP_BITS) // j
+        total += term
+    for _ in range(m):
+        total = total * total >> _EXP_BITS
+    return total
 
 
 @functools.lru_cache(maxsize=4096)
 def _flip_threshold_one(eps: float, k: int) -> int:
     """The smallest integer thr with thr / 2^64 >= (k - 1) / (E + k - 1) for a rational E <= e^eps.
 
-    E is a rigorous lower bound on e^eps for the double ``eps``: ``decimal``'s ``exp`` is
-    correctly rounded (round-half-even, Python's documented guarantee), and e^eps is
-    irrational, so the next 40-digit decimal below it is < e^eps; e^x >= 1 + x is used where
-    it is the larger (eps below ~1e-39).  Integer arithmetic from there on, so the returned
-    thr meets the inequality exactly (see :func:`_flip_threshold`).
+    E = max(N / 2^160, 1 + eps) with N from :func:`_exp_lower_fixed` (e^x >= 1 + x is the sharper
+    bound for eps below ~1e-40, where the fixed point rounds x away).  Integer arithmetic
+    throughout, so the returned thr meets the inequality exactly (see :func:`_flip_threshold`).
     """
     if eps >= _EPS_THR_ONE:
         return 1
-    e_num, e_den = _EXP_CTX.exp(decimal.Decimal(eps)).next_minus(_EXP_CTX).as_integer_ratio()
+    e_num, e_den = _exp_lower_fixed(eps), 1 << _EXP_BITS
     a, b = eps.as_integer_ratio()  # exact: 1 + eps = (b + a) / b
     if (b + a) * e_den > e_num * b:
         e_num, e_den = b + a, b
@@ -194,7 +215,7 @@ def _flip_threshold(epsilon, k: int) -> np.ndarray:
     replacement category is uniform on the k - 1 others by Lemire's unbiased method).
 
     thr is the smallest integer with thr / 2^64 >= (k - 1)/(e^eps + k - 1) (up to an upward
-    error in the last unit from the 40-digit lower bound on e^eps), and at least 1.  Then
+    error in the last unit from the 1e-40-accurate lower bound on e^eps), and at least 1.  Then
 
         p' / q' = (2^64 - thr)(k - 1) / thr <= e^eps
 
@@ -206,7 +227,7 @@ def _flip_threshold(epsilon, k: int) -> np.ndarray:
     k = 10^6 at small epsilon).  thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where
     the flip probability is below 2^-64 (eps >= 89 for every k).
 
-    The threshold is computed once per distinct epsilon value (about 40 us each, cached), so an
+    The threshold is computed once per distinct epsilon value (about 10 us each, cached), so an
     array of per-entry epsilons costs that per distinct value.
     """
     e = np.asarray(epsilon, dtype=np.float64)

@@ -481,6 +481,7 @@ CASES = [
 NOT_RELEASES = {
     "charge": "dpfast.budget.charge: charges a given event (the budget's own tests)",
     "resolve": "dpfast.budget.resolve: which budget a release charges",
+    "check_scope": "dpfast.budget.check_scope: refuses a release that could not be charged (the budget's tests)",
     "native_stream": "context manager exposing a Generator's bit generator to the native kernels",
     "is_secure": "predicate on a generator",
 }

@@ -473,7 +473,7 @@ CASES = [
     Case("PrivateRandomSearch", "score_fraction 1", _search(score_fraction=1.0)),
     Case("PrivateRandomSearch", "param_distributions not a dict", _search(params=5)),
     Case("PrivateRandomSearch", "eta < 0", _search(eta=-1.0)),
-    Case("PrivateRandomSearch", "epsilon subnormal (ZeroDivisionError)", _search(epsilon=5e-324), owner="search"),
+    Case("PrivateRandomSearch", "epsilon subnormal (ZeroDivisionError)", _search(epsilon=5e-324)),
     Case("PrivateRandomSearch", "estimator not private", _search(est=object())),
 ]
 

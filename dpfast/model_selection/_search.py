@@ -359,7 +359,13 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
 
     def _run_curve(self, candidates, e, delta, Xd, orders):
         """Q's RDP bound at per-run epsilon e: max over candidates of fit + score; the events."""
-        score = accounting.Laplace(scale=1.0 / (float(self.score_fraction) * e), sensitivity=1.0)
+        eps_score = float(self.score_fraction) * e
+        if not (eps_score > 0 and math.isfinite(1.0 / eps_score)):
+            # a public-parameter failure (epsilon so small that the score's share underflows):
+            # raised while calibrating, before the charge and before any draw
+            raise ValueError(f"epsilon={self.epsilon!r} is too small: the score's share "
+                             f"score_fraction * epsilon per run underflows to {eps_score!r}")
+        score = accounting.Laplace(scale=1.0 / eps_score, sensitivity=1.0)
         s = _rdp_curve(score, orders)
         curve = np.full(orders.shape, -np.inf)
         events = []

@@ -323,7 +323,7 @@ def test_row_norm_options_and_sparse_input():
     X, y = _blobs(n=500, d=4, seed=4)
     Xs = 3.0 * X  # norms 3
     with pytest.raises(ValueError, match="normalize"):
-        LogisticRegression(random_state=0).fit(Xs, y)
+        LogisticRegression(row_norm="check", random_state=0).fit(Xs, y)
     a = LogisticRegression(row_norm="normalize", random_state=0).fit(Xs, y)
     b = LogisticRegression(random_state=0).fit(X, y)
     np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-9)
@@ -417,4 +417,4 @@ def test_row_norms_of_csr_with_duplicate_entries():
     np.testing.assert_allclose(row_norms(A), np.linalg.norm(A.toarray(), axis=1), rtol=1e-15)
     with pytest.raises(ValueError, match="normalize"):  # the norm check rejects the doubled entry
         Xd = sp.csr_matrix((np.array([0.8, 0.8, 0.5]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 2))
-        LogisticRegression(random_state=0).fit(Xd, [0, 1])  # row 0 is (1.6, 0): norm 1.6 > 1
+        LogisticRegression(row_norm="check", random_state=0).fit(Xd, [0, 1])  # row 0 is (1.6, 0): norm 1.6 > 1

@@ -30,7 +30,7 @@ def _data(n=20000, d=3, seed=0):
 def test_standard_scaler_matches_numpy_on_clamped_data_at_large_epsilon(delta):
     X = _data()
     lo, hi = np.array([-4.0, -1.0, 0.0]), np.array([8.0, 5.0, 6.0])
-    s = StandardScaler(1e5, delta, bounds=(lo, hi), random_state=1).fit(X)
+    s = StandardScaler(1e5, delta, bounds=dict(enumerate(zip(lo, hi))), random_state=1).fit(X)
     Xc = np.clip(X, lo, hi)
     # noise per coordinate <= ~ 30 l1/eps in units of r; divided by n: far below 1e-5 r
     r = (hi - lo) / 2
@@ -145,7 +145,11 @@ def test_standard_scaler_charges_before_noise():
     (dict(bounds=None), ValueError, "bounds"),
     (dict(bounds=(1, 1)), ValueError, "lower < upper"),
     (dict(bounds=(0, np.inf)), ValueError, "finite"),
-    (dict(bounds=((0, 0), (1, 1))), ValueError, "n_features=3"),
+    (dict(bounds=((0, 0), (1, 1))), ValueError, "ambiguous"),
+    (dict(bounds=((0, 1), (0, 1), (0, 1))), ValueError, "ambiguous"),
+    (dict(bounds={0: (0, 1), 1: (0, 1)}), ValueError, r"missing .* \[2\]"),
+    (dict(bounds={0: (0, 1), 1: (0, 1), 2: (0, 1), 3: (0, 1)}), ValueError, "not features"),
+    (dict(bounds={0: (0, 1), 1: (0, 1), 2: (1, 0)}), ValueError, "lower < upper"),
     (dict(bounds=(0, 1), epsilon=0), ValueError, "epsilon"),
     (dict(bounds=(0, 1), delta=1.0), ValueError, "delta"),
     (dict(bounds="ab"), TypeError, "bounds"),

@@ -1,9 +1,9 @@
 """One-hot encoding with public categories, or categories chosen by DP partition selection."""
 from __future__ import annotations
 
-from typing import Any
-
+from collections import Counter
 from numbers import Real
+from typing import Any
 
 import numpy as np
 from sklearn.base import TransformerMixin
@@ -23,6 +23,53 @@ def _column(Xa: np.ndarray, j: int) -> list:
     return Xa[:, j].tolist()  # Python scalars: numpy and Python values of equal value hash alike
 
 
+def _type_name(v) -> str:
+    t = type(v)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _canonical_order(values: list) -> list:
+    """``values`` (distinct, hashable) in an order that is a function of the set alone.
+
+    Their natural order when they are mutually comparable (numbers, or strings: the order
+    scikit-learn's encoder releases); otherwise grouped by type name, and within a type by
+    value, or by ``repr`` where values of one type do not compare (e.g. None and str, or str
+    and int in one object column)."""
+    try:
+        return sorted(values)
+    except TypeError:
+        pass
+    try:
+        return sorted(values, key=lambda v: (_type_name(v), v))
+    except TypeError:
+        return sorted(values, key=lambda v: (_type_name(v), repr(v)))
+
+
+def _category_counts(col: list) -> tuple[list, np.ndarray]:
+    """The distinct values of ``col`` (in :func:`_canonical_order`) and their counts.
+
+    Hash-based, so it works for any hashable values, mixed types and None included: a private
+    selection must not fail on the data after its charge (issue 21, item 8).  Values that compare
+    equal across types (1, 1.0, True) are one category, represented by the value of the first
+    type in type-name order, so the released representative does not depend on the row order."""
+    types = sorted({type(v) for v in col}, key=lambda t: f"{t.__module__}.{t.__qualname__}")
+    if len(types) == 1:
+        counts = Counter(col)
+    else:  # first representative of equal values = its smallest type name, whatever the row order
+        counts = Counter()
+        for t in types:
+            counts.update(v for v in col if type(v) is t)
+    values = _canonical_order(list(counts))
+    return values, np.array([counts[v] for v in values], dtype=np.float64)
+
+
+def _object_array(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)  # filled element by element: tuples stay scalars
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
 class OneHotEncoder(TransformerMixin, PrivateEstimator):
     """One-hot encoder whose categories are public, or selected privately.
 
@@ -38,8 +85,10 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
       categories present in both neighbours are epsilon-DP, and a category only the added row
       has (count 1) is kept with probability ``exp(-(tau - 1) epsilon / d) / 2``, at most
       ``delta`` over the <= d such categories (union bound).  Hence ``(epsilon, delta)``-DP
-      under add/remove neighbours; only the kept categories (sorted) are released, never the
-      counts.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
+      under add/remove neighbours; only the kept categories are released, never the counts,
+      sorted (mixed types, e.g. str and int or None in one object column: grouped by type
+      name, then sorted), so their order is a function of the kept set alone.  Any hashable
+      values work: nothing about the data can make the selection fail after its charge.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
       Rare categories are dropped (``handle_unknown="ignore"`` then encodes them as all zeros).
 
     Parameters
@@ -134,9 +183,10 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             cats = []
             with detached():  # samplers charge nothing today; the fit's event covers them anyway
                 for j in range(d):
-                    values, counts = np.unique(np.asarray(_column(Xa, j), dtype=object), return_counts=True)
+                    values, counts = _category_counts(_column(Xa, j))
                     keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
-                    cats.append(values[keep])
+                    # the kept set in its canonical order: a function of the released values only
+                    cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))
             self.categories_ = cats
             self._record_release(event, eps, delta, "partition_selection")
         return self
@@ -154,7 +204,8 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             idx = np.fromiter((lookup.get(v, -1) for v in _column(Xa, j)), dtype=np.int64, count=n)
             unknown = idx < 0
             if unknown.any() and self.handle_unknown == "error":
-                raise ValueError(f"feature {j} has values outside categories_ (e.g. {Xa[unknown, j][0]!r})")
+                # the value itself is not named: X may be private data (issue 21, item 10)
+                raise ValueError(f"feature {j} has values outside categories_ (handle_unknown='error')")
             rows = np.nonzero(~unknown)[0]
             out[rows, start + idx[rows]] = 1
             start += sizes[j]

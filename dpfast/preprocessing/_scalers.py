@@ -78,7 +78,7 @@ def _centring(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Midpoint c and half-width r of the bounds, both finite; r > 0 or ValueError (public only).
 
     c = (lo + hi) / 2 where that sum is finite, else lo + r (both ends near the overflow
-    threshold, same sign).  A width of one or two subnormal steps halves to r = 0, which cannot
+    threshold, same sign; StandardScaler's bound on r^2 excludes that today).  A width of one or two subnormal steps halves to r = 0, which cannot
     scale anything: refused."""
     r = 0.5 * (hi - lo)
     if not (r > 0).all():
@@ -352,7 +352,9 @@ class MinMaxScaler(_PrivateTransformer):
     def _check_params(self):
         eps = check_epsilon(self.epsilon, allow_array=False)
         fr = as_array(self.feature_range, "feature_range", np.float64)
-        if fr.shape != (2,) or not np.isfinite(fr).all() or not fr[0] < fr[1] or not np.isfinite(fr[1] - fr[0]):
+        with np.errstate(over="ignore"):
+            width_ok = fr.shape == (2,) and bool(np.isfinite(fr[1] - fr[0]))
+        if fr.shape != (2,) or not np.isfinite(fr).all() or not fr[0] < fr[1] or not width_ok:
             raise ValueError(f"feature_range must be a pair (min, max) of finite reals with min < max, "
                              f"got {self.feature_range!r}")
         q = as_array(self.quantiles, "quantiles", np.float64)

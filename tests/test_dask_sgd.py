@@ -119,7 +119,7 @@ def test_bad_input_raises_before_any_charge_or_draw(case):
     elif case == "nan":
         Xn = X.copy()
         Xn[2500, 1] = np.inf
-        Xd, msg = da.from_array(Xn, chunks=(1000, -1)), r"chunk 2 \(rows 2000\.\.2999\).*NaN or infinite"
+        Xd, msg = da.from_array(Xn, chunks=(1000, -1)), r"^X contains NaN or infinite entries$"  # no chunk, no row
     else:
         Xd, msg = da.from_array(X, chunks=(1000, 3)), "chunked across columns"
     est = DPSGDClassifier(**kw)

@@ -482,3 +482,14 @@ def test_errors_after_reading_data_name_no_record_and_no_value():
         assert msg, name
         for token in forbidden:
             assert token not in msg, (name, token, msg)
+
+
+def test_solver_label_error_quotes_no_label():
+    from dpfast.linear_model import minimize_glm
+
+    X, y = _blobs(n=30, d=2, seed=3)
+    t = 2.0 * y - 1
+    t[17] = 0.73519
+    with pytest.raises(ValueError, match=r"labels in \{-1, \+1\}") as info:
+        minimize_glm(X, t, "logistic", alpha=1.0)
+    assert "73519" not in str(info.value) and "0.735" not in str(info.value)

@@ -121,16 +121,18 @@ def _no_values_in_errors(name: str):
         yield
     except (ValueError, TypeError) as exc:
         msg = str(exc)
-        if "could not convert" in msg or "invalid literal" in msg or "argument must be" in msg:
+        # (NumPy's "float() argument must be a string or a real number, not 'dict'" names a
+        # type, not a value: kept, as scikit-learn's estimator checks expect it)
+        if "could not convert" in msg or "invalid literal" in msg:
             cls = ValueError if isinstance(exc, ValueError) else TypeError
             raise cls(f"{name} must hold real numbers: it has an entry that cannot be converted to float "
                             "(e.g. a string)") from None
         if msg.startswith("Complex data not supported"):
-            raise ValueError(f"{name} must be real: complex data not supported") from None
+            raise ValueError(f"Complex data not supported ({name} must be real)") from None
         if "\narray=" in msg:
             head = msg.split("\narray=", 1)[0].rstrip(":")
-            raise ValueError(f"{head} (reshape with {name}.reshape(-1, 1) for a single feature or "
-                             f"{name}.reshape(1, -1) for a single sample)") from None
+            raise ValueError(f"{head}. Reshape your data either using {name}.reshape(-1, 1) if it has a single "
+                             f"feature or {name}.reshape(1, -1) if it contains a single sample") from None
         raise
 
 

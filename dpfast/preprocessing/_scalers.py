@@ -78,8 +78,8 @@ def _centring(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Midpoint c and half-width r of the bounds, both finite; r > 0 or ValueError (public only).
 
     c = (lo + hi) / 2 where that sum is finite, else lo + r (both ends near the overflow
-    threshold, same sign; StandardScaler's bound on r^2 excludes that today).  A width of one or two subnormal steps halves to r = 0, which cannot
-    scale anything: refused."""
+    threshold, same sign).  A width of one subnormal step halves to r = 0, which cannot scale
+    anything: refused."""
     r = 0.5 * (hi - lo)
     if not (r > 0).all():
         raise ValueError("bounds are too narrow: upper - lower must be at least 2 * 5e-324 so that the half-width "
@@ -113,7 +113,7 @@ def _check_minmax_range(lo, hi, fr) -> None:
     if not np.isfinite(full).all():
         raise ValueError("bounds are too narrow for feature_range: (max - min) / (upper - lower) overflows a double; "
                          "rescale the feature first")
-    if not np.isfinite(fr[0] - big).all():
+    if not (np.isfinite(fr[0] - big).all() and np.isfinite(fr[0] + big).all()):
         raise ValueError("bounds are too large for feature_range: the offset min_ = min - data_min_ * scale_ can "
                          "overflow a double; rescale the feature first")
 

@@ -152,7 +152,8 @@ def rrspm(
     try:
         Xp = np.asarray(X_private, dtype=np.float64)
     except (TypeError, ValueError):  # NumPy's message quotes the entry: X_private is private (issue 21, item 10)
-        raise ValueError("X_private must hold real numbers: it has an entry that cannot be converted to float") from None
+        raise ValueError("X_private must hold real numbers: it has an entry that cannot be converted "
+                         "to float") from None
     Z = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim == 1:
         Xp = Xp[:, None]

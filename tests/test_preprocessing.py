@@ -540,3 +540,11 @@ def test_preprocessing_errors_after_reading_data_name_no_value():
     with pytest.raises(ValueError) as info:
         StandardScaler(1.0, bounds=(0, 1)).fit(np.array([[0.25 + 0.9137j], [0.5]]))
     assert "9137" not in str(info.value) and "Complex data not supported" in str(info.value)
+
+
+def test_one_hot_private_epsilon_too_small_for_the_noise_is_refused_before_the_charge():
+    # d / epsilon overflows: laplace_noise refused the scale after the charge (issue 21, item 8)
+    X = _cats(50)
+    _ledger_and_rng_unchanged(
+        lambda b, g: OneHotEncoder("private", epsilon=5e-324, delta=1e-5, random_state=g).fit(X, budget=b),
+        ValueError, "too small")

@@ -1,6 +1,7 @@
 """One-hot encoding with public categories, or categories chosen by DP partition selection."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from numbers import Real
 from typing import Any
@@ -177,6 +178,10 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             from dpfast.tables._selection import selection_threshold  # the one home of the formula
 
             tau = selection_threshold(d, eps, delta)
+            scale = d / eps
+            if not (math.isfinite(scale) and math.isfinite(tau)):  # e.g. epsilon = 5e-324: before the charge
+                raise ValueError(f"epsilon={eps!r} is too small for {d} features: the noise scale d / epsilon "
+                                 "overflows a double")
             event = ApproxDP(eps, delta)
             gen = check_random_state(self.random_state)
             self._charge(event, budget)
@@ -184,7 +189,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             with detached():  # samplers charge nothing today; the fit's event covers them anyway
                 for j in range(d):
                     values, counts = _category_counts(_column(Xa, j))
-                    keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
+                    keep = counts + laplace_noise(scale, counts.size, rng=gen) > tau
                     # the kept set in its canonical order: a function of the released values only
                     cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))
             self.categories_ = cats

@@ -171,3 +171,17 @@ def test_errors_after_reading_private_data_name_no_value(data):
             make()
         assert "83171" not in str(info.value) and "47" not in str(info.value)
         assert "X_private" in str(info.value) and "convert" in str(info.value)
+
+
+def test_rrspm_epsilon_too_small_for_the_weights_is_refused_before_the_charge(data):
+    # 2m / epsilon overflows at epsilon = 5e-324: it charged, then failed inside rrspm (issue 21, item 8)
+    from dpfast.budget import PrivacyBudget
+
+    X, y, Z, _, _ = data
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(7)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="too small"):
+        PublicDataClassifier(epsilon=5e-324, method="rrspm", classes=C, random_state=g).fit(X[:200], y[:200], Z,
+                                                                                            budget=b)
+    assert not b.ledger and g.bit_generator.state == state

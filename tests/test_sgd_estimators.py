@@ -258,3 +258,19 @@ def test_sgd_errors_after_reading_data_name_no_record_and_no_value():
         with pytest.raises(ValueError) as info:
             est.fit(X, y)
         assert "83171" not in str(info.value) and "47" not in str(info.value) and "convert" in str(info.value)
+
+
+def test_mlp_too_large_for_memory_is_refused_before_the_charge():
+    # hidden = 10**11: the parameter vectors alone (4 TB) exceed any machine's memory; a MemoryError came
+    # after the charge (issue 21, item 8: parameter-only failures happen before it)
+    from dpfast.budget import PrivacyBudget
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(7)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="GiB"):
+        DPMLPClassifier(epsilon=1.0, epochs=1, batch_size=8, hidden=10**11, random_state=g).fit(X, y, budget=b)
+    assert not b.ledger and g.bit_generator.state == state

@@ -80,7 +80,11 @@ def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") 
     epsilon = check_epsilon(epsilon, allow_array=False)
     # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
     # one home, Neighbours.sum_factor)
-    return Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    b = Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    if not math.isfinite(b):  # e.g. epsilon = 5e-324: refused here, from public values only
+        raise ValueError(f"epsilon={epsilon!r} is too small for m={m} public points: the weights' Laplace "
+                         "scale overflows a double")
+    return b
 
 
 def rrspm_public_size(n: int, epsilon: float, vc_dim: float = 1.0) -> int:

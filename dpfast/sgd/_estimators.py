@@ -49,7 +49,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._threads import default_threads, single_threaded_blas
-from dpfast._validation import check_int, check_label_set
+from dpfast._validation import check_allocation, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
 from dpfast.sgd import _privacy
 
@@ -616,6 +616,11 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         if not self.fit_intercept:
             raise ValueError("DPMLPClassifier always has biases; fit_intercept=False is not supported")
         classes, lab = check_label_set(y, self.classes)
+        # the parameters and the training loop's P-vectors (theta, gradient sum, noise, moments)
+        # sized from public quantities, refused before the charge rather than by a MemoryError after
+        P = X.shape[1] * h + h + h * int(classes.size) + int(classes.size)
+        check_allocation((6 * P,), X.dtype.itemsize, "DPMLPClassifier parameters (6 vectors of d*hidden + "
+                         "hidden + hidden*K + K)")
         run = self._setup_privacy(X.shape[0], budget)
         self.classes_ = classes
         n, d = X.shape

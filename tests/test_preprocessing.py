@@ -501,25 +501,27 @@ def test_scaler_bounds_follow_the_aggregate_convention_one_pair_per_feature():
 
 def test_one_hot_private_selection_on_mixed_types_and_none_charges_once_and_works():
     # str, int and None in one object column: hash-based counts, released in an order that is a
-    # function of the kept set only (grouped by type name: NoneType, int, str)
+    # function of the kept set only (numbers first, then by type name: NoneType, str)
     col = ["a"] * 300 + [7] * 300 + [None] * 300 + ["rare"]
     X = np.array(col, dtype=object)[:, None]
     b = PrivacyBudget(5.0, 1e-3)
     enc = OneHotEncoder("private", epsilon=2.0, delta=1e-6, random_state=0).fit(X, budget=b)
     assert len(b.ledger) == 1
-    assert enc.categories_[0].tolist() == [None, 7, "a"]  # counts 300 >> tau = 1 + ln(1/2e-6)/2 = 7.6
+    assert enc.categories_[0].tolist() == [7, None, "a"]  # counts 300 >> tau = 1 + ln(1/2e-6)/2 = 7.6
     np.testing.assert_array_equal(enc.transform(np.array([[7], [None], ["a"], ["zz"]], dtype=object)),
-                                  [[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 0, 0]])
-    # the row order changes nothing released (1 and 1.0 are one category: its representative
-    # is the value of the first type name, float, whatever comes first)
-    mixed = [1] * 200 + [1.0] * 200 + ["x"] * 200
+                                  [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    # 1, 1.0 and True are one category, represented by int 1 whatever the data holds: neither the
+    # row order nor one record holding 1.0 among ints changes the released type (or feature name)
+    base = [1] * 200 + ["x"] * 200 + [2.5] * 200
     outs = []
-    for seed in range(3):
-        perm = np.random.default_rng(seed).permutation(len(mixed))
-        Xm = np.array([mixed[i] for i in perm], dtype=object)[:, None]
-        c = OneHotEncoder("private", epsilon=2.0, delta=1e-6, random_state=0).fit(Xm).categories_[0].tolist()
-        outs.append([(type(v).__name__, v) for v in c])
-    assert outs[0] == outs[1] == outs[2] == [("float", 1.0), ("str", "x")]
+    for seed, extra in ((0, []), (1, [1.0]), (2, [True, 1.0] * 100)):
+        rows = base + extra
+        perm = np.random.default_rng(seed).permutation(len(rows))
+        Xm = np.array([rows[i] for i in perm], dtype=object)[:, None]
+        enc = OneHotEncoder("private", epsilon=2.0, delta=1e-6, random_state=0).fit(Xm)
+        outs.append(([(type(v).__name__, v) for v in enc.categories_[0].tolist()], list(enc.get_feature_names_out())))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == ([("int", 1), ("float", 2.5), ("str", "x")], ["x0_1", "x0_2.5", "x0_x"])
 
 
 def test_preprocessing_errors_after_reading_data_name_no_value():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from decimal import Decimal
 from numbers import Real
 from typing import Any
 
@@ -25,6 +26,9 @@ def _column(Xa: np.ndarray, j: int) -> list:
 
 
 def _type_name(v) -> str:
+    """The sort group of a value: "" for real numbers (first, in numeric order), else its type."""
+    if isinstance(v, Real):
+        return ""
     t = type(v)
     return f"{t.__module__}.{t.__qualname__}"
 
@@ -33,9 +37,9 @@ def _canonical_order(values: list) -> list:
     """``values`` (distinct, hashable) in an order that is a function of the set alone.
 
     Their natural order when they are mutually comparable (numbers, or strings: the order
-    scikit-learn's encoder releases); otherwise grouped by type name, and within a type by
-    value, or by ``repr`` where values of one type do not compare (e.g. None and str, or str
-    and int in one object column)."""
+    scikit-learn's encoder releases); otherwise numbers first, then the other values grouped by
+    type name, each group by value, or by ``repr`` where values of one group do not compare
+    (e.g. None and str, or str and int in one object column)."""
     try:
         return sorted(values)
     except TypeError:
@@ -46,20 +50,41 @@ def _canonical_order(values: list) -> list:
         return sorted(values, key=lambda v: (_type_name(v), repr(v)))
 
 
-def _category_counts(col: list) -> tuple[list, np.ndarray]:
+def _canonical_number(v):
+    """One representative per numeric value: an integral real as ``int``, any other real as
+    ``float``; anything else (str, None, ...) as is.
+
+    In an object column 1, 1.0, True (and Decimal(1)) compare and hash equal, so they are one
+    category; which of them represents it must not depend on which ones the data holds (one row
+    holding 1.0 among ints would otherwise change the released category's type and name)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v  # exact, also beyond 2**53
+    if isinstance(v, (Real, Decimal)):
+        try:
+            i = int(v)
+        except (OverflowError, ValueError):  # inf
+            return float(v)
+        if i == v:
+            return i
+        try:
+            return float(v)
+        except OverflowError:  # a Fraction beyond the double range stays exact
+            return v
+    return v
+
+
+def _category_counts(col: list, object_column: bool) -> tuple[list, np.ndarray]:
     """The distinct values of ``col`` (in :func:`_canonical_order`) and their counts.
 
     Hash-based, so it works for any hashable values, mixed types and None included: a private
-    selection must not fail on the data after its charge (issue 21, item 8).  Values that compare
-    equal across types (1, 1.0, True) are one category, represented by the value of the first
-    type in type-name order, so the released representative does not depend on the row order."""
-    types = sorted({type(v) for v in col}, key=lambda t: f"{t.__module__}.{t.__qualname__}")
-    if len(types) == 1:
-        counts = Counter(col)
-    else:  # first representative of equal values = its smallest type name, whatever the row order
-        counts = Counter()
-        for t in types:
-            counts.update(v for v in col if type(v) is t)
+    selection must not fail on the data after its charge (issue 21, item 8).  In an object
+    column numbers are counted by value (:func:`_canonical_number`); a numeric column (its dtype
+    is public schema) holds one type and is counted as is."""
+    if object_column:
+        col = [_canonical_number(v) for v in col]
+    counts = Counter(col)
     values = _canonical_order(list(counts))
     return values, np.array([counts[v] for v in values], dtype=np.float64)
 
@@ -87,9 +112,12 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
       has (count 1) is kept with probability ``exp(-(tau - 1) epsilon / d) / 2``, at most
       ``delta`` over the <= d such categories (union bound).  Hence ``(epsilon, delta)``-DP
       under add/remove neighbours; only the kept categories are released, never the counts,
-      sorted (mixed types, e.g. str and int or None in one object column: grouped by type
-      name, then sorted), so their order is a function of the kept set alone.  Any hashable
-      values work: nothing about the data can make the selection fail after its charge.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
+      sorted (mixed types, e.g. str and int or None in one object column: numbers first, then
+      grouped by type name), so their order is a function of the kept set alone.  Any
+      hashable values work: nothing about the data can make the selection fail after its
+      charge.  In an object column numbers are categories by value (1, 1.0 and True are one,
+      released as int 1; other reals as float), so a record's numeric type changes nothing
+      released.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
       Rare categories are dropped (``handle_unknown="ignore"`` then encodes them as all zeros).
 
     Parameters
@@ -188,7 +216,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             cats = []
             with detached():  # samplers charge nothing today; the fit's event covers them anyway
                 for j in range(d):
-                    values, counts = _category_counts(_column(Xa, j))
+                    values, counts = _category_counts(_column(Xa, j), Xa.dtype == object)
                     keep = counts + laplace_noise(scale, counts.size, rng=gen) > tau
                     # the kept set in its canonical order: a function of the released values only
                     cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))

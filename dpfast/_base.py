@@ -33,6 +33,7 @@ The pieces, each in one place:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from numbers import Integral
 from typing import Mapping
@@ -107,6 +108,34 @@ def check_fitted(estimator) -> None:
     check_is_fitted(estimator)
 
 
+@contextlib.contextmanager
+def _no_values_in_errors(name: str):
+    """Re-raise scikit-learn's / NumPy's conversion errors without the data they quote.
+
+    ``check_array`` puts private values into some messages: ``could not convert string to float:
+    'x'``, the whole array after "Complex data not supported" or "Expected 2D array, got 1D
+    array instead:\narray=[...]".  After private data is read a message states what was
+    violated, never which record or what value (issue 21, item 10); the original exception is
+    not chained (its text would travel with the traceback)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        # (NumPy's "float() argument must be a string or a real number, not 'dict'" names a
+        # type, not a value: kept, as scikit-learn's estimator checks expect it)
+        if "could not convert" in msg or "invalid literal" in msg:
+            cls = ValueError if isinstance(exc, ValueError) else TypeError
+            raise cls(f"{name} must hold real numbers: it has an entry that cannot be converted to float "
+                            "(e.g. a string)") from None
+        if msg.startswith("Complex data not supported"):
+            raise ValueError(f"Complex data not supported ({name} must be real)") from None
+        if "\narray=" in msg:
+            head = msg.split("\narray=", 1)[0].rstrip(":")
+            raise ValueError(f"{head}. Reshape your data either using {name}.reshape(-1, 1) if it has a single "
+                             f"feature or {name}.reshape(1, -1) if it contains a single sample") from None
+        raise
+
+
 def validate_X(estimator, X, *, reset: bool, accept_sparse: bool = False, name: str = "X",
                dtype=(np.float64, np.float32)):
     """The one data validator of dpfast's estimators (dense and CSR).
@@ -119,8 +148,9 @@ def validate_X(estimator, X, *, reset: bool, accept_sparse: bool = False, name: 
     ``feature_names_in_``; ``reset=False`` checks ``X`` against them.
     """
     _check_feature_names(estimator, X, reset=reset)
-    X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=dtype, ensure_all_finite=True,
-                    input_name=name, estimator=estimator, ensure_non_negative=False)
+    with _no_values_in_errors(name):
+        X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=dtype, ensure_all_finite=True,
+                        input_name=name, estimator=estimator, ensure_non_negative=False)
     _check_n_features(estimator, X, reset=reset)
     return X
 
@@ -136,8 +166,9 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None "
                          f"(argument {name})")
-    y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
-                    input_name=name, estimator=estimator, ensure_min_samples=0)
+    with _no_values_in_errors(name):
+        y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
+                        input_name=name, estimator=estimator, ensure_min_samples=0)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
     if y.ndim != 1 or y.shape[0] != n:

@@ -40,6 +40,11 @@ from dpfast.random import check_random_state
 __all__ = ["LogisticRegression", "LinearRegression"]
 
 _ROW_NORM = ("check", "normalize", "clip")
+_NORM_CHECK_MSG = (
+    "X has rows with l2 norm above norm_bound={R:.6g} (row_norm='check'); the privacy guarantee needs every row "
+    "within the declared bound. Use row_norm='clip' (the default: shrink longer rows to the bound, a per-row map "
+    "that costs no privacy) or row_norm='normalize' (scale every row to the bound), or declare a larger "
+    "norm_bound")
 
 _COMMON_DOC = """
     epsilon, delta : float
@@ -91,11 +96,18 @@ _COMMON_DOC = """
         Which bound gives epsilon ("kifer" for method="objective" only).
     norm_bound : float
         Declared bound R on the rows' l2 norm before the bias feature.
-    row_norm : {"check", "normalize", "clip"}
-        ``"check"`` (default): a row with norm > R raises ``ValueError``.  ``"normalize"``:
-        every non-zero row is scaled to norm R (x R/||x||, the paper's preprocessing; a per-row
-        map that costs no privacy), also in ``predict``.  ``"clip"``: rows longer than R are
-        scaled down to R, also in ``predict``.
+    row_norm : {"clip", "normalize", "check"}
+        ``"clip"`` (default): rows longer than R are scaled down to R (x min(1, R/||x||)), also
+        in ``predict``.  ``"normalize"``: every non-zero row is scaled to norm R (x R/||x||, the
+        paper's preprocessing), also in ``predict``.  Both are per-row maps fixed by the public R,
+        so they cost no privacy and the sensitivity holds for any data.  ``"check"``: a row with
+        norm > R raises ``ValueError`` before anything is charged or drawn.  Why clipping is the
+        default: the check's outcome is a function of the private rows (whether one of them
+        exceeds R), so the exception itself discloses a bit the guarantee does not cover, and it
+        made every first fit on unscaled data fail; clipping never fails on data and releases
+        only the DP model.  Rows far beyond R lose their scale under clipping: choose R (or
+        scale the features, e.g. with :class:`dpfast.preprocessing.StandardScaler`) so that
+        typical rows lie within it.  The check's message names neither the row nor its norm.
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` (its coefficient, times the scaling, is
         ``intercept_``); rows then have norm <= sqrt(R^2 + intercept_scaling^2).
@@ -228,15 +240,9 @@ class _PrivateLinearModel(PrivateEstimator):
             raise ValueError("X contains NaN or infinite entries (or a row whose norm overflows); "
                              "private ERM needs finite, bounded rows")
         if self.row_norm == "check":
-            if fitting:
-                worst = float(norms.max())
-                if worst > _slack(R, X.dtype):
-                    i = int(np.argmax(norms))
-                    raise ValueError(
-                        f"row {i} of X has l2 norm {worst:.6g} > norm_bound={R:.6g}; the privacy guarantee needs "
-                        "every row within the declared bound. Use row_norm='normalize' (scale rows to the bound) "
-                        "or row_norm='clip' (shrink longer rows), or declare a larger norm_bound"
-                    )
+            if fitting and norms.size and float(norms.max()) > _slack(R, X.dtype):
+                # names no row and no norm: both are private (issue 21, item 10)
+                raise ValueError(_NORM_CHECK_MSG.format(R=R))
             return None
         # in place (one n-vector, not three): scale_i = R / ||x_i|| where the map changes the row
         change = norms > 0 if self.row_norm == "normalize" else norms > R
@@ -421,7 +427,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
-        row_norm: str = "check",
+        row_norm: str = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         classes=None,
@@ -617,7 +623,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
-        row_norm: str = "check",
+        row_norm: str = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         max_iter: int = 1000,

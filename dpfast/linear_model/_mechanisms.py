@@ -188,12 +188,11 @@ def check_rows(X, norm_bound: float) -> np.ndarray:
     """Row l2 norms of dense or CSR ``X``; ``ValueError`` when one exceeds ``norm_bound``."""
     norms = row_norms(X)
     worst = float(norms.max()) if norms.size else 0.0
-    if worst > norm_bound:
-        i = int(np.argmax(norms))
+    if worst > norm_bound:  # names no row and no norm: both are private (issue 21, item 10)
         raise ValueError(
-            f"row {i} of X has l2 norm {worst:.6g} > norm_bound={norm_bound:.6g}; the privacy guarantee needs "
-            "every row within the declared bound. Normalise or clip the rows (row_norm='normalize' or "
-            "'clip' in the estimators), or declare a larger norm_bound"
+            f"X has rows with l2 norm above norm_bound={norm_bound:.6g}; the privacy guarantee needs every row "
+            "within the declared bound. Normalise or clip the rows (row_norm='normalize' or 'clip' in the "
+            "estimators), or declare a larger norm_bound"
         )
     return norms
 

@@ -289,11 +289,9 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     yv = _vector(y, n, "y", shape_note=" to match X")
     if _loss_table.TABLE[loss].labels == "pm1":
         bad = (yv != 1.0) & (yv != -1.0)
-        if bad.any():
-            raise ValueError(
-                f"{loss} loss needs labels in {{-1, +1}}; got {np.unique(yv[bad])[:5].tolist()} "
-                "(map {0, 1} labels with 2*y - 1)"
-            )
+        if bad.any():  # the offending labels are not quoted: y may be private (issue 21, item 10)
+            raise ValueError(f"{loss} loss needs labels in {{-1, +1}}; y has other values "
+                             "(map {0, 1} labels with 2*y - 1)")
     a = _scalar(alpha, "alpha", positive=True)
     lin = _vector(linear, d, "linear")
     Q = None

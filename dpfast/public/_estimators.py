@@ -55,7 +55,7 @@ from dpfast._base import (
 )
 from dpfast._validation import check_label_set
 from dpfast.public._regularization import regularization_learner
-from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size
+from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size, rrspm_weight_scale
 from dpfast.random import check_random_state
 
 __all__ = ["PublicDataClassifier", "PublicDataRegressor"]
@@ -333,6 +333,7 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
                 raise ValueError(f"max_public must be in [1, {m_all}], got {m}")
             if n_ref is not None:
                 _warn_public_size(m, n_ref, float(self.epsilon))
+        rrspm_weight_scale(m, float(self.epsilon), self.neighbours)  # refuses an overflowing scale before the charge
         self._release(budget)
         gen = check_random_state(self.random_state)
         self._standardize_fit(Z)

@@ -153,7 +153,11 @@ def rrspm(
     Raises ``RuntimeError`` if the consistency step does not reproduce h on Z (the oracle is
     not exact); this is decided from the DP release h only.
     """
-    Xp = np.asarray(X_private, dtype=np.float64)
+    try:
+        Xp = np.asarray(X_private, dtype=np.float64)
+    except (TypeError, ValueError):  # NumPy's message quotes the entry: X_private is private (issue 21, item 10)
+        raise ValueError("X_private must hold real numbers: it has an entry that cannot be converted "
+                         "to float") from None
     Z = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim == 1:
         Xp = Xp[:, None]

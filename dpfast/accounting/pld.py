@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -194,6 +195,7 @@ def _flatten(event, count: int, out: list) -> list:
     return out
 
 _T_GRID = 2.0 ** np.arange(-6.0, 8.01, 1.0)
+_TILT_GRID = 2.0 ** np.arange(-6.0, 30.01, 0.5)
 #: Discretized PLDs of leaf events (process-wide; thread-safe, LRU, at most 32 MiB of masses;
 #: one larger than that is not cached process-wide, only by the accountant that uses it;
 #: :func:`dpfast.accounting.clear_cache` empties it).
@@ -243,14 +245,83 @@ class ComposedPLD:
         self.correction = float(correction)  # subtracted from delta (optimistic wrap bound)
         self.T, self.D, self.Tm1, self.Dm1 = _pld.scan_prepare(p, self.h)
 
+    #: pessimistic queries with 1 - delta below this use the complement (see _near_one)
+    NEAR_ONE = 1e-3
+    pessimistic = False  # set by _finish
+
     def delta(self, eps) -> np.ndarray:
         e = np.atleast_1d(np.asarray(eps, dtype=np.float64))
         d = _pld.scan_delta(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, e)
+        if self.pessimistic and np.any(d > 1.0 - self.NEAR_ONE):
+            near = d > 1.0 - self.NEAR_ONE
+            d[near] = np.maximum(d[near], self._near_one_delta(e[near]))
         return np.clip(d - self.correction, 0.0, 1.0)
 
     def epsilon(self, delta) -> np.ndarray:
         d = np.atleast_1d(np.asarray(delta, dtype=np.float64)) + self.correction
-        return _pld.scan_epsilon(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, d)
+        out = _pld.scan_epsilon(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, d)
+        if self.pessimistic and np.any(d > 1.0 - self.NEAR_ONE):
+            near = d > 1.0 - self.NEAR_ONE
+            out = np.asarray(out, dtype=np.float64).copy()
+            out[near] = np.maximum(out[near], self._near_one_epsilon(d[near]))
+        return out
+
+    # Near delta = 1 the scans' D_m (~1) carry absolute round-off (3.6e-12 of delta(0) at
+    # h = 1e-4 over 1.3e7 points), which made the "pessimistic" delta below the true one and
+    # epsilon(1 - 1e-12) = 0 instead of ~1554.  There the complement is computed instead:
+    # 1 - delta(l_m) = C_m = sum_j p_j min(1, e^{l_m - l_j}) = P(L <= l_m) + e^{-h} S_{m+1},
+    # S_m = p_m + e^{-h} S_{m+1}: sums of non-negative terms, so relative (not absolute)
+    # round-off.  G_m = C_m (1 - rel) - allowance is a lower bound on C_m (rel: the recursion's
+    # relative round-off, ~4u (m + 1/h); allowance: the FFT's absolute noise per entry times
+    # the entries that enter C_m), made non-decreasing; delta(eps) <= 1 - G_m for l_m <= eps.
+    def _near_one(self):
+        g = getattr(self, "_G", None)
+        if g is None:
+            from scipy.signal import lfilter
+
+            p = np.maximum(self.p, 0.0)
+            eh = math.exp(-self.h)
+            pcum = np.cumsum(p)
+            M = min(p.size, int(np.searchsorted(pcum, 2.0 * self.NEAR_ONE, side="right")) + 1)
+            S = lfilter([1.0], [1.0, -eh], p[::-1])[::-1]  # S_m = sum_{j>=m} p_j e^{-(j-m)h}
+            C = pcum[:M].copy()
+            C[:M - 1] += eh * S[1:M]
+            del S, pcum
+            m = np.arange(M, dtype=np.float64)
+            inv_h = 1.0 / -math.expm1(-self.h)
+            rel = 4.0 * 2.0 ** -53 * (m + 2.0 + inv_h)
+            noise = float(getattr(self, "ctx", {}).get("noise", 0.0))
+            g = C * (1.0 - rel) - noise * (m + 2.0 + inv_h)
+            g = np.minimum.accumulate(g[::-1])[::-1]  # non-decreasing, never above C
+            self._G = g
+        return g
+
+    def _near_one_delta(self, e: np.ndarray) -> np.ndarray:
+        g = self._near_one()
+        pos = e / self.h - self.A
+        out = np.ones(e.shape)
+        below = pos < 0  # C(eps) = e^{eps - l_0} C_0 below the support
+        with np.errstate(under="ignore", over="ignore"):
+            out[below] = 1.0 - np.maximum(g[0], 0.0) * np.exp(np.minimum(e[below] - self.A * self.h, 0.0))
+        inside = (pos >= 0) & (pos < g.size)
+        out[inside] = 1.0 - np.maximum(g[np.floor(pos[inside]).astype(np.int64)], 0.0)
+        # beyond the computed part (C > 2 NEAR_ONE there): the scan's value stands
+        out[pos >= g.size] = 0.0
+        return out
+
+    def _near_one_epsilon(self, d: np.ndarray) -> np.ndarray:
+        g = self._near_one()
+        target = 1.0 - d
+        out = np.full(d.shape, -np.inf)
+        m = np.searchsorted(g, target, side="left")  # first m with G_m >= target
+        ok = (m < g.size) & (target > 0)
+        l = (self.A + m[ok]) * self.h
+        first = m[ok] == 0
+        if g[0] > 0:
+            with np.errstate(divide="ignore"):
+                l[first] = self.A * self.h + np.minimum(np.log(target[ok][first] / g[0]), 0.0)
+        out[ok] = l
+        return out
 
     # optimistic queries with the Hoeffding correction for the rounding deficit R = sum R_i:
     # delta_true(eps) >= delta_opt(eps - c) - P(R < c), c = shift_mean - t,
@@ -277,6 +348,27 @@ class ComposedPLD:
         if c <= 0 or delta + pfail >= 1:
             return base
         return max(base, float(self.epsilon(delta + pfail)[0]) + c)
+
+
+#: Memory budget of one composed lane: the FFT composition and the queries on it (a tilted
+#: recomposition for small deltas, the complement near delta = 1) must fit in it.  A grid
+#: whose composed window would need more is refused before anything is allocated, and the
+#: accountant coarsens its grid instead (see PLDAccountant).
+MAX_COMPOSED_BYTES = 2 ** 30
+#: Bytes per point of the composed window, measured with tracemalloc (11.6M points): the FFT
+#: composition peaks at 54, a composed lane keeps 24 (PMF and the two scans), a tilted
+#: recomposition for a small delta peaks at 104 with the base lane alive, the optimistic lane
+#: of ``get_*_bounds`` at 114; rounded up.
+BYTES_PER_POINT = 128
+
+
+def estimated_bytes(width: int) -> int:
+    """Estimated peak memory (bytes) of composing and querying a window of ``width`` points."""
+    return int(width) * BYTES_PER_POINT
+
+
+class GridTooLargeError(ValueError):
+    """The composed window would exceed :data:`MAX_COMPOSED_BYTES` at this grid step."""
 
 
 def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimistic: bool,
@@ -319,20 +411,34 @@ def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimi
         up_mass = 0.0 if hi_idx >= hi_sum else float(np.min(np.exp(K_up - _T_GRID * (hi_idx + 1) * h)))
         low_mass = 0.0 if lo_idx <= lo_sum else float(np.min(np.exp(K_dn + _T_GRID * (lo_idx - 1) * h)))
     width = hi_idx - lo_idx + 1
-    if width > MAX_POINTS * 4:
-        raise ValueError(
-            f"the composed privacy-loss distribution needs {width} grid points at "
-            f"value_discretization={h}: use a coarser value_discretization"
+    exact = len(pieces) == 1 and pieces[0][2] == 1 and up_mass == 0.0 and low_mass == 0.0
+    if not exact and estimated_bytes(width) > MAX_COMPOSED_BYTES:
+        # refused before the FFT allocates anything (the accountant retries on a coarser grid)
+        raise GridTooLargeError(
+            f"the composed privacy-loss distribution needs {width} grid points at grid step {h:.4g} "
+            f"(about {estimated_bytes(width) / 2 ** 30:.3g} GiB; the limit is "
+            f"{MAX_COMPOSED_BYTES / 2 ** 30:.3g} GiB): use a coarser value_discretization"
         )
     ctx = dict(K_up=K_up, pieces=pieces, lo_idx=lo_idx, width=width, h=h, workers=workers, p_inf=p_inf,
                up_mass=up_mass, low_mass=low_mass, optimistic=optimistic, steps=steps, tol=tol)
-    if len(pieces) == 1 and pieces[0][2] == 1 and up_mass == 0.0 and low_mass == 0.0:
+    if exact:
         p, lo, _ = pieces[0]
         comp, A = p.copy(), lo
         ctx["exact"] = True
     else:
         A = lo_idx
-        comp = _fft_compose(pieces, lo_idx, width, workers, 0.0)
+        info: dict = {}
+        comp = _fft_compose(pieces, lo_idx, width, workers, 0.0, info=info)
+        # The FFT's relative error in the transform at 0 (the total mass), ~1e-16, is raised to
+        # the power of the count: 1000 Gaussians lose 1.1e-13 of the mass, which made delta near
+        # 1 too small.  The finite mass is known exactly (1 - the +inf atom): restore it.
+        total = float(np.sum(comp))
+        if total > 0:
+            comp *= (1.0 - p_inf) / total
+        # absolute round-off level of an entry (complement queries near delta = 1 allow for it):
+        # the most negative raw entry, at least count * 2^-53 of the largest one
+        K = sum(c for _, _, c in pieces)
+        ctx["noise"] = max(info.get("neg", 0.0), K * 2.0 ** -53 * float(np.max(comp, initial=0.0)))
     return _finish(comp, A, ctx)
 
 
@@ -344,11 +450,13 @@ def _finish(comp, A, ctx) -> ComposedPLD:
         out = ComposedPLD(comp, A, h, ctx["p_inf"], correction=ctx["low_mass"], shift_mean=sm, shift_count=sc)
     else:
         out = ComposedPLD(comp, A, h, ctx["p_inf"] + ctx["up_mass"])
+        out.pessimistic = True
     out.ctx = ctx
     return out
 
 
-def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float = 0.0) -> np.ndarray:
+def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float = 0.0,
+                 info: Optional[dict] = None) -> np.ndarray:
     """Composed PMF on absolute indices lo_idx .. lo_idx + width - 1 (one FFT pair).
 
     With ``tilt`` = lambda > 0 every piece is exponentially tilted, p_i e^{lambda l_i - K(lambda)}
@@ -392,6 +500,8 @@ def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float
     comp = np.concatenate((r[s0:], r[:s0]))[:width] if s0 else r[:width].copy()
     if tilt > 0:
         return comp, logscale
+    if info is not None:
+        info["neg"] = max(0.0, -float(np.min(r)))
     comp[comp < 0] = 0.0
     return comp
 
@@ -412,6 +522,8 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     new_hi = min(hi_sum, max(lo_idx + width - 1, math.ceil(b / h) + 1))
     # reuse the untilted composition (zero beyond its window, where the tilted values are used)
     width = new_hi - lo_idx + 1
+    if estimated_bytes(width) > MAX_COMPOSED_BYTES:
+        return base  # the widened window would not fit: keep the untilted values
     r0 = np.zeros(width)
     r0[:base.p.size] = base.p[:width]
     r1, logscale = _fft_compose(pieces, lo_idx, width, ctx["workers"], tilt, h)
@@ -586,18 +698,28 @@ class PLDAccountant(PrivacyAccountant):
         while True:
             try:
                 steps = {d: self._steps(d, h) for d in dirs}
+                out = {d: {"pess": _compose_lane(steps[d], h, self.window_mass, False, self.workers)}
+                       for d in dirs}
                 break
-            except ValueError:  # refined grid too large for some mechanism: back off
-                if h >= self.value_discretization:
+            except ValueError as exc:
+                # A refined grid too large for some mechanism, or a composed window over the
+                # memory budget: back off to the configured grid, then coarser.  Any grid gives
+                # a certified upper bound (connect-the-dots); a coarser one a looser one.
+                # A mechanism refused at the configured grid is refused (its range, not the
+                # composition, is the problem).
+                coarse = h >= self.value_discretization
+                if h >= 1.0 or (coarse and not isinstance(exc, GridTooLargeError)):
                     raise
-                h = min(self.value_discretization, 2 * h)
+                h = min(self.value_discretization, 2 * h) if not coarse else min(1.0, 2 * h)
+        if h > self.value_discretization:
+            warnings.warn(
+                f"PLDAccountant: the composed privacy-loss distribution does not fit in "
+                f"{MAX_COMPOSED_BYTES / 2 ** 30:.3g} GiB at value_discretization="
+                f"{self.value_discretization:.4g}; composed on the coarser grid {h:.4g} instead "
+                f"(still a certified upper bound, a looser one)", RuntimeWarning, stacklevel=4)
         self.grid_step = h
         # keep only what the current grids use (earlier refinements' grids are stale)
         self._memo = {k: v for k, v in self._memo.items() if k[2] in (h, self.value_discretization)}
-        out = {}
-        for direction in dirs:
-            out[direction] = {"pess": _compose_lane(steps[direction], h, self.window_mass, False,
-                                                    self.workers)}
         self._cache = out
         return out
 
@@ -621,12 +743,14 @@ class PLDAccountant(PrivacyAccountant):
         ctx = getattr(base, "ctx", None)
         if ctx is None or ctx.get("exact") or not math.isfinite(eps):
             return base
-        ok = _T_GRID <= 16
-        t = _T_GRID[ok]
-        lam = float(t[int(np.argmin(ctx["K_up"][ok] - t * eps))])
+        if "K_tilt" not in ctx:
+            ctx["K_tilt"] = sum(c * _log_mgf(p, lo, ctx["h"], _TILT_GRID) for p, lo, c in ctx["pieces"])
+        lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:
+            while len(cache) >= 2:  # bounded memory: each tilted lane is as large as the base
+                cache.pop(next(iter(cache)))
             cache[key] = _tilted(base, lam)
         return cache[key]
 
@@ -634,7 +758,15 @@ class PLDAccountant(PrivacyAccountant):
         f = (lambda P: P.lower_epsilon(delta)) if lower else (lambda P: float(P.epsilon(delta)[0]))
         e = f(pld)
         if delta < self.SMALL_DELTA:
-            e = f(self._tilt_for(pld, e))
+            # the tilt that gives relative accuracy at e depends on e: iterate to a fixed point
+            # (the first e, from the untilted FFT, can be far off where round-off dominates)
+            seen = set()
+            for _ in range(8):
+                P = self._tilt_for(pld, e)
+                if id(P) in seen:
+                    break
+                seen.add(id(P))
+                e = f(P)
         return e
 
     def _lane_delta(self, pld: ComposedPLD, eps: float, lower: bool) -> float:

@@ -54,7 +54,7 @@ from dpfast.accounting._pairs import approx_dp_pair, rr_pair
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
 
-__all__ = ["PLDAccountant", "ComposedPLD", "dominating_pairs", "symmetric"]
+__all__ = ["PLDAccountant", "ComposedPLD", "GridCoarsenedWarning", "dominating_pairs", "symmetric"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,6 +369,11 @@ def estimated_bytes(width: int) -> int:
 
 class GridTooLargeError(ValueError):
     """The composed window would exceed :data:`MAX_COMPOSED_BYTES` at this grid step."""
+
+
+class GridCoarsenedWarning(RuntimeWarning):
+    """A PLD was composed on a grid coarser than ``value_discretization`` (memory budget): the
+    reported values are still certified upper bounds, looser ones."""
 
 
 def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimistic: bool,
@@ -716,7 +721,7 @@ class PLDAccountant(PrivacyAccountant):
                 f"PLDAccountant: the composed privacy-loss distribution does not fit in "
                 f"{MAX_COMPOSED_BYTES / 2 ** 30:.3g} GiB at value_discretization="
                 f"{self.value_discretization:.4g}; composed on the coarser grid {h:.4g} instead "
-                f"(still a certified upper bound, a looser one)", RuntimeWarning, stacklevel=4)
+                f"(still a certified upper bound, a looser one)", GridCoarsenedWarning, stacklevel=4)
         self.grid_step = h
         # keep only what the current grids use (earlier refinements' grids are stale)
         self._memo = {k: v for k, v in self._memo.items() if k[2] in (h, self.value_discretization)}

@@ -231,6 +231,28 @@ def _log_mgf(p: np.ndarray, lo: int, h: float, ts: np.ndarray) -> np.ndarray:
     return _pld.log_mgf(p, float(lo), h, np.ascontiguousarray(ts, dtype=np.float64))
 
 
+def _discounted_suffix(p: np.ndarray, h: float, m_max: int) -> np.ndarray:
+    """S_m = sum_{j >= m} p_j e^{-(j - m) h} for m < m_max (p >= 0): blockwise suffix sums of
+    p_j e^{-(j - s) h} (block start s, blocks of at most 30 / h points, so no overflow),
+    carried between blocks.  Sums of non-negative terms: relative round-off."""
+    n = p.size
+    B = max(1, int(30.0 / h))
+    out = np.empty(min(m_max, n))
+    carry = 0.0  # S at the end of the current block
+    end = n
+    while end > 0:
+        start = max(0, end - B)
+        k = np.arange(end - start, dtype=np.float64)
+        x = p[start:end] * np.exp(-k * h)
+        suf = np.cumsum(x[::-1])[::-1]  # sum_{j=m}^{end-1} p_j e^{-(j-start)h}
+        S = suf * np.exp(k * h) + carry * np.exp(-(end - start - k) * h)
+        if start < out.size:
+            out[start:min(end, out.size)] = S[:min(end, out.size) - start]
+        carry = float(S[0])
+        end = start
+    return out
+
+
 class ComposedPLD:
     """A composed PMF on losses (A + m) h, m = 0..N-1, plus a +inf atom; native scans."""
 
@@ -277,19 +299,16 @@ class ComposedPLD:
     def _near_one(self):
         g = getattr(self, "_G", None)
         if g is None:
-            from scipy.signal import lfilter
-
             p = np.maximum(self.p, 0.0)
             eh = math.exp(-self.h)
             pcum = np.cumsum(p)
             M = min(p.size, int(np.searchsorted(pcum, 2.0 * self.NEAR_ONE, side="right")) + 1)
-            S = lfilter([1.0], [1.0, -eh], p[::-1])[::-1]  # S_m = sum_{j>=m} p_j e^{-(j-m)h}
-            C = pcum[:M].copy()
-            C[:M - 1] += eh * S[1:M]
-            del S, pcum
+            del pcum
+            C = np.cumsum(p[:M])
+            C[:M - 1] += eh * _discounted_suffix(p, self.h, M)[1:M]
             m = np.arange(M, dtype=np.float64)
             inv_h = 1.0 / -math.expm1(-self.h)
-            rel = 4.0 * 2.0 ** -53 * (m + 2.0 + inv_h)
+            rel = rounding_margin(self.h) + 4.0 * 2.0 ** -53 * (m + 2.0 + inv_h)
             noise = float(getattr(self, "ctx", {}).get("noise", 0.0))
             g = C * (1.0 - rel) - noise * (m + 2.0 + inv_h)
             g = np.minimum.accumulate(g[::-1])[::-1]  # non-decreasing, never above C
@@ -350,16 +369,28 @@ class ComposedPLD:
         return max(base, float(self.epsilon(delta + pfail)[0]) + c)
 
 
+def rounding_margin(h: float) -> float:
+    """Relative margin on every reported delta at grid step ``h`` (pessimistic: raised,
+    optimistic: lowered; epsilons are read at the correspondingly moved delta).
+
+    It covers the floating-point error of the discretization: connect-the-dots splits lose
+    about log10(1/h) digits to cancellation (a single Gaussian(1.0) at h = 1e-4 came out
+    1.7e-14 (relative) below the exact delta), and the compositions' relative round-off:
+    16 u / h (1.8e-11 at h = 1e-4), at least 1e-12; far below the discretization's pessimism."""
+    return max(1e-12, 16 * 2.0 ** -53 / h)
+
+
 #: Memory budget of one composed lane: the FFT composition and the queries on it (a tilted
 #: recomposition for small deltas, the complement near delta = 1) must fit in it.  A grid
 #: whose composed window would need more is refused before anything is allocated, and the
 #: accountant coarsens its grid instead (see PLDAccountant).
 MAX_COMPOSED_BYTES = 2 ** 30
-#: Bytes per point of the composed window, measured with tracemalloc (11.6M points): the FFT
-#: composition peaks at 54, a composed lane keeps 24 (PMF and the two scans), a tilted
-#: recomposition for a small delta peaks at 104 with the base lane alive, the optimistic lane
-#: of ``get_*_bounds`` at 114; rounded up.
-BYTES_PER_POINT = 128
+#: Bytes per point of the composed window, measured with tracemalloc (2e5 points): the FFT
+#: composition peaks at 54; a lane keeps 24 (PMF and the two scans), its tilted recomposition
+#: for small deltas (one cached per lane) 24 more, the complement near delta = 1 3, the
+#: optimistic lane of ``get_*_bounds`` and its tilt 48: about 100 kept and a peak of 138 with
+#: everything built.  Rounded up (a tilted window can be somewhat wider than the base one).
+BYTES_PER_POINT = 192
 
 
 def estimated_bytes(width: int) -> int:
@@ -525,14 +556,23 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     b = float(np.min((K1 - K0 - math.log(ctx["tol"])) / _T_GRID))
     hi_sum = sum(c * (lo + p.size - 1) for p, lo, c in pieces)
     new_hi = min(hi_sum, max(lo_idx + width - 1, math.ceil(b / h) + 1))
-    # reuse the untilted composition (zero beyond its window, where the tilted values are used)
-    width = new_hi - lo_idx + 1
+    # and cut it below: P~(S < a) <= exp(K(lambda - t) - K(lambda) + t a).  Only the right tail
+    # is queried on this lane (delta(eps) needs the masses above eps only), and the window
+    # must fit in the memory budget (a full-width one did not, for 1000 Gaussian(1.0): the
+    # lane fell back to the untilted values and the optimistic bound came out above the exact)
+    K2 = sum(c * _log_mgf(p, lo, h, tilt - _T_GRID) for p, lo, c in pieces)
+    a = float(np.max(-(K2 - K0 - math.log(ctx["tol"])) / _T_GRID))
+    t_lo = max(lo_idx, math.floor(a / h) - 1) if math.isfinite(a) else lo_idx
+    t_lo = min(t_lo, new_hi)
+    width = new_hi - t_lo + 1
     if estimated_bytes(width) > MAX_COMPOSED_BYTES:
-        return base  # the widened window would not fit: keep the untilted values
+        return base  # the tilted window would not fit: keep the untilted values
+    # reuse the untilted composition (zero beyond its window, where the tilted values are used)
     r0 = np.zeros(width)
-    r0[:base.p.size] = base.p[:width]
-    r1, logscale = _fft_compose(pieces, lo_idx, width, ctx["workers"], tilt, h)
-    s = (lo_idx + np.arange(width)) * h
+    seg = base.p[t_lo - lo_idx:t_lo - lo_idx + width]
+    r0[:seg.size] = seg
+    r1, logscale = _fft_compose(pieces, t_lo, width, ctx["workers"], tilt, h)
+    s = (t_lo + np.arange(width)) * h
     # error models: u * max(r0) (absolute) vs u * max(r1) * e^{logscale - tilt s} (tilted)
     with np.errstate(over="ignore"):
         fac = np.exp(np.minimum(logscale - tilt * s, 700.0))
@@ -540,7 +580,10 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     comp = np.where(use1, r1 * fac, r0)
     comp[comp < 0] = 0.0
     ctx["width"] = width
-    return _finish(comp, lo_idx, ctx)
+    ctx["lo_idx"] = t_lo
+    out = _finish(comp, t_lo, ctx)
+    out.valid_from = t_lo * h  # queries below this use the base lane
+    return out
 
 
 def _locked(method):
@@ -754,7 +797,7 @@ class PLDAccountant(PrivacyAccountant):
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:
-            while len(cache) >= 2:  # bounded memory: each tilted lane is as large as the base
+            while len(cache) >= 1:  # bounded memory: a tilted lane is about as large as the base
                 cache.pop(next(iter(cache)))
             cache[key] = _tilted(base, lam)
         return cache[key]
@@ -771,27 +814,41 @@ class PLDAccountant(PrivacyAccountant):
                 if id(P) in seen:
                     break
                 seen.add(id(P))
-                e = f(P)
+                et = f(P)
+                if et < getattr(P, "valid_from", -math.inf) + P.h:
+                    break  # below the tilted window: the base lane's value stands
+                e = et
         return e
 
     def _lane_delta(self, pld: ComposedPLD, eps: float, lower: bool) -> float:
         f = (lambda P: P.lower_delta(eps)) if lower else (lambda P: float(P.delta(eps)[0]))
         d = f(pld)
         if d < self.SMALL_DELTA:
-            d = f(self._tilt_for(pld, eps))
+            P = self._tilt_for(pld, eps)
+            if eps >= getattr(P, "valid_from", -math.inf) + P.h:
+                d = f(P)
         return d
 
     @_locked
     def get_delta(self, epsilon: float) -> float:
         """Certified (pessimistic) delta at ``epsilon`` (max over the lanes)."""
         e = _check_eps(epsilon)
-        return float(max(self._lane_delta(l["pess"], e, False) for l in self._lanes().values()))
+        lanes = self._lanes()
+        r = rounding_margin(self.grid_step)
+        # the margin is on the finite part (the +inf atom is exact: 1 - prod (1 - p_j)^c_j)
+        return min(1.0, float(max(l["pess"].p_inf + max(0.0, d - l["pess"].p_inf) * (1.0 + r)
+                                  for l in lanes.values()
+                                  for d in (self._lane_delta(l["pess"], e, False),))))
 
     @_locked
     def get_epsilon(self, delta: float) -> float:
         """Certified (pessimistic) smallest epsilon >= 0 at ``delta`` (max over the lanes)."""
         delta = check_delta(delta, allow_zero=False)
-        e = max(self._lane_eps(l["pess"], delta, False) for l in self._lanes().values())
+        lanes = self._lanes()
+        # (near 1 the complement carries the margin instead: see ComposedPLD._near_one)
+        r = rounding_margin(self.grid_step)
+        d = delta if delta > 1.0 - ComposedPLD.NEAR_ONE else delta / (1.0 + r)
+        e = max(self._lane_eps(l["pess"], d, False) for l in lanes.values())
         return max(e, 0.0)
 
     @_locked
@@ -800,14 +857,15 @@ class PLDAccountant(PrivacyAccountant):
         e = _check_eps(epsilon)
         lanes = self._lanes()
         lo = max(self._lane_delta(self._opt(l, k), e, True) for k, l in lanes.items())
-        return lo, self.get_delta(e)
+        return lo * (1.0 - rounding_margin(self.grid_step)), self.get_delta(e)
 
     @_locked
     def get_epsilon_bounds(self, delta: float) -> Tuple[float, float]:
         """(optimistic, pessimistic) epsilon at ``delta``: the true epsilon lies between."""
         delta = check_delta(delta, allow_zero=False)
         lanes = self._lanes()
-        lo = max(self._lane_eps(self._opt(l, k), delta, True) for k, l in lanes.items())
+        d = delta * (1.0 + rounding_margin(self.grid_step))
+        lo = max(self._lane_eps(self._opt(l, k), d, True) for k, l in lanes.items()) if d < 1.0 else 0.0
         return max(lo, 0.0), self.get_epsilon(delta)
 
 

@@ -177,3 +177,15 @@ def test_issue_examples():
         acc = PLDAccountant().compose(PoissonSampled(0.01, Gaussian(0.1)), 1000)
         eps = acc.get_epsilon(1e-5)  # was ValueError ("needs 106675067 grid points")
         assert 1190 < eps < 1200 and np.isfinite(eps)
+
+
+def test_rounding_margin_leaves_exact_infinite_atoms_alone():
+    # the margin moves only the finite part of delta: an (epsilon, delta)-DP pair's atom of
+    # mass delta must still give epsilon at exactly that delta (not inf)
+    from dpfast.accounting.events import ApproxDP
+
+    acc = PLDAccountant().compose(ApproxDP(1.5, 1e-5))
+    lo, hi = acc.get_epsilon_bounds(1e-5)
+    assert hi == pytest.approx(1.5, abs=2e-4) and lo <= 1.5 <= hi
+    assert acc.get_epsilon(1e-5) == hi
+    assert acc.get_delta(math.inf) == acc.composed()["remove"].p_inf

@@ -865,8 +865,9 @@ class PLDAccountant(PrivacyAccountant):
         lanes = self._lanes()
         # (near 1 the complement carries the margin instead: see ComposedPLD._near_one)
         r = rounding_margin(self.grid_step)
-        d = delta if delta > 1.0 - ComposedPLD.NEAR_ONE else delta / (1.0 + r)
-        e = max(self._lane_eps(l["pess"], d, False) for l in lanes.values())
+        e = max(self._lane_eps(l["pess"], _finite_moved(delta, l["pess"].p_inf, 1.0 / (1.0 + r))
+                               if delta <= 1.0 - ComposedPLD.NEAR_ONE else delta, False)
+                for l in lanes.values())
         return max(e, 0.0)
 
     @_locked
@@ -882,9 +883,19 @@ class PLDAccountant(PrivacyAccountant):
         """(optimistic, pessimistic) epsilon at ``delta``: the true epsilon lies between."""
         delta = check_delta(delta, allow_zero=False)
         lanes = self._lanes()
-        d = delta * (1.0 + rounding_margin(self.grid_step))
-        lo = max(self._lane_eps(self._opt(l, k), d, True) for k, l in lanes.items()) if d < 1.0 else 0.0
+        r = rounding_margin(self.grid_step)
+        lo = 0.0
+        for k, l in lanes.items():
+            opt = self._opt(l, k)
+            d = _finite_moved(delta, opt.p_inf, 1.0 + r)
+            if d < 1.0:
+                lo = max(lo, self._lane_eps(opt, d, True))
         return max(lo, 0.0), self.get_epsilon(delta)
+
+
+def _finite_moved(delta: float, p_inf: float, factor: float) -> float:
+    """delta with its finite part (above the exact +inf atom) scaled by ``factor``."""
+    return delta if delta <= p_inf else p_inf + (delta - p_inf) * factor
 
 
 def _same(a, b) -> bool:

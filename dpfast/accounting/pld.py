@@ -824,26 +824,34 @@ class PLDAccountant(PrivacyAccountant):
         f = (lambda P: P.lower_epsilon(delta)) if lower else (lambda P: float(P.epsilon(delta)[0]))
         e = f(pld)
         if delta < self.SMALL_DELTA:
-            # the tilt that gives relative accuracy at e depends on e: iterate to a fixed point
-            # (the first e, from the untilted FFT, can be far off where round-off dominates)
+            # The tilt that gives relative accuracy depends on where the lane's own epsilon
+            # lies (for the optimistic bound: before its Hoeffding shift c is added, which
+            # is where its masses are read): iterate to a fixed point (the first value, from
+            # the untilted FFT, can be far off where round-off dominates).
+            dq = min(1.0, delta * (1.0 + 1e-3)) if lower else delta  # (lower_epsilon's pfail)
+            raw = float(pld.epsilon(dq)[0])
             seen = set()
             for _ in range(8):
-                P = self._tilt_for(pld, e)
+                if not math.isfinite(raw):
+                    break
+                P = self._tilt_for(pld, raw)
                 if id(P) in seen:
                     break
                 seen.add(id(P))
-                et = f(P)
-                if et < getattr(P, "valid_from", -math.inf) + P.h:
+                raw_t = float(P.epsilon(dq)[0])
+                if raw_t < getattr(P, "valid_from", -math.inf) + P.h:
                     break  # below the tilted window: the base lane's value stands
-                e = et
+                raw, e = raw_t, f(P)
         return e
 
     def _lane_delta(self, pld: ComposedPLD, eps: float, lower: bool) -> float:
         f = (lambda P: P.lower_delta(eps)) if lower else (lambda P: float(P.delta(eps)[0]))
         d = f(pld)
         if d < self.SMALL_DELTA:
-            P = self._tilt_for(pld, eps)
-            if eps >= getattr(P, "valid_from", -math.inf) + P.h:
+            # read where the lane's masses are used (optimistic: below eps by its shift)
+            at = eps - pld.shift_mean if lower else eps
+            P = self._tilt_for(pld, at)
+            if at >= getattr(P, "valid_from", -math.inf) + P.h:
                 d = f(P)
         return d
 

@@ -194,3 +194,20 @@ def test_rounding_margin_leaves_exact_infinite_atoms_alone():
     assert hi == pytest.approx(1.5, abs=2e-4) and lo <= 1.5 <= hi
     assert acc.get_epsilon(1e-5) == hi
     assert acc.get_delta(math.inf) == acc.composed()["remove"].p_inf
+
+
+def test_refine_false_keeps_its_grid_and_refuses_a_window_over_the_budget(monkeypatch):
+    # refine=False means exactly value_discretization (callers that combine composed lanes,
+    # e.g. the budget's incremental composition, read the lanes on that grid): over the memory
+    # budget it is a ValueError raised before the FFT allocates anything
+    def never(*args, **kwargs):  # pragma: no cover - reaching it is the failure
+        raise AssertionError("the FFT composition ran")
+
+    acc = PLDAccountant(1e-4, refine=False).compose(SelfComposed(Gaussian(1.0), 10 ** 5))
+    monkeypatch.setattr(pld_mod, "_fft_compose", never)
+    with pytest.raises(ValueError, match="composed privacy-loss distribution needs"):
+        acc.get_epsilon(1e-5)
+    monkeypatch.undo()
+    small = PLDAccountant(1e-3, refine=False).compose(Gaussian(5000.0), 1000)
+    small.get_epsilon(1e-5)
+    assert small.grid_step == 1e-3 and small.composed()["remove"].h == 1e-3

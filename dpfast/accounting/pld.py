@@ -31,8 +31,9 @@ are composed separately and the worse is reported):
 8. The grid is refined automatically when connect-the-dots' extra variance would be more than
    1e-3 of the composed variance (``refine=True``).  A composed window whose estimated memory
    (:func:`estimated_bytes`) exceeds :data:`MAX_COMPOSED_BYTES` (1 GiB) is refused before
-   anything is allocated; the accountant then backs off the refinement and, if needed, composes
-   on a grid coarser than ``value_discretization`` (:class:`GridCoarsenedWarning`).
+   anything is allocated; the accountant then backs off the refinement and, if needed (and
+   ``refine=True``), composes on a grid coarser than ``value_discretization``
+   (:class:`GridCoarsenedWarning`); with ``refine=False`` it raises :class:`GridTooLargeError`.
 
 Certification: ``get_epsilon`` / ``get_delta`` return the pessimistic values, upper bounds on the
 true ones up to floating-point round-off: every reported delta carries a relative margin
@@ -627,14 +628,17 @@ class PLDAccountant(PrivacyAccountant):
     refine : bool
         Refine the grid automatically when it is coarse for the composed loss (see below);
         default True.  Any grid gives a certified upper bound; refinement only tightens it.
+        With ``refine=False`` the grid is exactly ``value_discretization``: a composed window
+        over the memory budget is refused (ValueError) instead of coarsened.
 
     The grid actually used (attribute ``grid_step`` after a query) is ``value_discretization``,
     refined automatically (at most 64x) when connect-the-dots' extra variance (<= h^2/4 per
     mechanism) would exceed 1e-3 of the composed loss's variance -- e.g. 10^6 steps at sample rate
     1e-4, where a fixed h = 1e-4 overstates epsilon by 15%.  Memory is bounded: a composed window
     that would need more than :data:`MAX_COMPOSED_BYTES` is never allocated; the refinement is
-    backed off, then the grid coarsened beyond ``value_discretization`` with a
-    :class:`GridCoarsenedWarning` (e.g. 10^5 compositions of Gaussian(1.0): grid 1.6e-3).
+    backed off, then (``refine=True``) the grid coarsened beyond ``value_discretization`` with a
+    :class:`GridCoarsenedWarning` (e.g. 10^5 compositions of Gaussian(1.0): grid 1.6e-3);
+    ``grid_step`` and each composed lane's ``h`` say which grid was used.
 
     ``compose(event, count)`` records (composition nodes are flattened into their leaves, each
     discretized by its :func:`dominating_pairs` registration; an event without one raises
@@ -772,9 +776,12 @@ class PLDAccountant(PrivacyAccountant):
                 # memory budget: back off to the configured grid, then coarser.  Any grid gives
                 # a certified upper bound (connect-the-dots); a coarser one a looser one.
                 # A mechanism refused at the configured grid is refused (its range, not the
-                # composition, is the problem).
+                # composition, is the problem); with refine=False the grid is exactly
+                # value_discretization (callers that combine lanes rely on it: the budget's
+                # incremental composition), so a window over the budget is refused, before
+                # anything is allocated.
                 coarse = h >= self.value_discretization
-                if h >= 1.0 or (coarse and not isinstance(exc, GridTooLargeError)):
+                if h >= 1.0 or (coarse and not (self.refine and isinstance(exc, GridTooLargeError))):
                     raise
                 h = min(self.value_discretization, 2 * h) if not coarse else min(1.0, 2 * h)
         if h > self.value_discretization:

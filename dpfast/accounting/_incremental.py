@@ -38,7 +38,8 @@ from scipy import fft as sfft
 from dpfast import _pld
 from dpfast.accounting import events as ev
 from dpfast.accounting._discretize import MAX_POINTS
-from dpfast.accounting.pld import _T_GRID, ComposedPLD, PLDAccountant, _flatten, _log_mgf, _step_pmf, symmetric
+from dpfast.accounting.pld import (_T_GRID, ComposedPLD, PLDAccountant, _finite_moved, _flatten, _log_mgf, _step_pmf,
+                                   rounding_margin, symmetric)
 
 __all__ = ["IncrementalPLD"]
 
@@ -239,9 +240,19 @@ class IncrementalPLD:
     # ------------------------------------------------------------------ queries
     def epsilon(self, delta: float) -> float:
         """Certified (pessimistic) epsilon at ``delta``: max over the lanes, >= 0."""
-        e = max(float(ComposedPLD(p, A, self.h, p_inf).epsilon(delta)[0]) for p, A, p_inf in self.lanes.values())
+        # the accountant's rounding margin on the finite part of delta (PLDAccountant.get_epsilon):
+        # epsilon is read at a delta lowered by it, so round-off cannot report below the exact value.
+        # (Below the accountant's SMALL_DELTA it would also tilt the lane for accuracy; untilted,
+        # FFT round-off only adds mass, so the value here is larger: safe, possibly looser.)
+        r = rounding_margin(self.h)
+        e = max(float(ComposedPLD(p, A, self.h, p_inf).epsilon(
+                    _finite_moved(delta, p_inf, 1.0 / (1.0 + r)) if delta <= 1.0 - ComposedPLD.NEAR_ONE
+                    else delta)[0])
+                for p, A, p_inf in self.lanes.values())
         return max(e, 0.0)
 
     def delta(self, epsilon: float) -> float:
         """Certified (pessimistic) delta at ``epsilon``: max over the lanes."""
-        return max(float(ComposedPLD(p, A, self.h, p_inf).delta(epsilon)[0]) for p, A, p_inf in self.lanes.values())
+        r = rounding_margin(self.h)
+        return min(1.0, max(p_inf + max(0.0, float(ComposedPLD(p, A, self.h, p_inf).delta(epsilon)[0]) - p_inf) * (1.0 + r)
+                            for p, A, p_inf in self.lanes.values()))

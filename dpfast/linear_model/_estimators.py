@@ -72,8 +72,9 @@ _COMMON_DOC = """
         continues from its point for an iteration count proved sufficient for every data set
         (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
         refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
-        float64 cannot certify for the number of rows raises ``ValueError`` before the rows
-        are read; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
+        float64 cannot certify for the number of rows, the gradient bound (``clip``) and the
+        objective's ``noise_std`` raises ``ValueError`` before the rows are read, the budget is
+        charged or the noise is drawn; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
         arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").

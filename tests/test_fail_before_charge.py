@@ -167,7 +167,6 @@ def _oracle_generic(X_private, y_private, X_public, eta):
 
 TABLES = "tables-release"
 BUDGETED = ("ambient", "explicit")  # fails only when a budget is charged (the draw comes after it)
-EST = "estimators"
 
 CASES = [
     # --- mechanisms ---------------------------------------------------------------------------
@@ -390,14 +389,14 @@ CASES = [
     Case("LogisticRegression", "epsilon 0", _fit(LM.LogisticRegression, epsilon=0.0)),
     Case("LogisticRegression", "method unknown", _fit(LM.LogisticRegression, method="nope")),
     Case("LogisticRegression", "delta 1", _fit(LM.LogisticRegression, delta=1.0)),
-    Case("LogisticRegression", "max_iter 2**63", _fit(LM.LogisticRegression, max_iter=2**63), owner=EST),
+    Case("LogisticRegression", "max_iter 2**63", _fit(LM.LogisticRegression, max_iter=2**63)),
     Case("LogisticRegression", "classes given, y outside", _fit(LM.LogisticRegression, classes=[0, 2])),
-    Case("LogisticRegression", "max_iter True", _fit(LM.LogisticRegression, max_iter=True), owner=EST),
-    Case("LogisticRegression", "tol subnormal", _fit(LM.LogisticRegression, tol=5e-324), owner=EST),
-    Case("LogisticRegression", "noise_std 1e300", _fit(LM.LogisticRegression, noise_std=1e300), owner=EST),
+    Case("LogisticRegression", "max_iter True", _fit(LM.LogisticRegression, max_iter=True)),
+    Case("LogisticRegression", "tol subnormal", _fit(LM.LogisticRegression, tol=5e-324)),
+    Case("LogisticRegression", "noise_std 1e300", _fit(LM.LogisticRegression, noise_std=1e300)),
     Case("LogisticRegression", "objective, epsilon subnormal", _fit(LM.LogisticRegression, method="objective",
-                                                                    epsilon=5e-324), owner=EST),
-    Case("LinearRegression", "clip 1e300", _fit(LM.LinearRegression, y=YREG, clip=1e300), owner=EST),
+                                                                    epsilon=5e-324)),
+    Case("LinearRegression", "clip 1e300", _fit(LM.LinearRegression, y=YREG, clip=1e300)),
     Case("LinearRegression", "loss unknown", _fit(LM.LinearRegression, y=YREG, loss="nope")),
     Case("LinearRegression", "huber_delta 0", _fit(LM.LinearRegression, y=YREG, loss="huber", huber_delta=0.0)),
     Case("LinearRegression", "sample_weight shape", _fit(LM.LinearRegression, y=YREG,
@@ -415,7 +414,7 @@ CASES = [
          exc=(ImportError,), setup=_no_tqdm),
     Case("DPSGDClassifier", "batch_size 2**31", _fit(S.DPSGDClassifier, noise_multiplier=1.0, batch_size=2**31)),
     Case("DPSGDClassifier", "n_threads 2**31", _fit(S.DPSGDClassifier, noise_multiplier=1.0, epochs=1, batch_size=4,
-                                                    n_threads=2**31), owner=EST, owner_modes=BUDGETED),
+                                                    n_threads=2**31)),
     Case("DPSGDClassifier", "sampling unknown", _fit(S.DPSGDClassifier, noise_multiplier=1.0, sampling="x")),
     Case("DPSGDClassifier", "epsilon too small to calibrate", _fit(S.DPSGDClassifier, epsilon=1e-300, epochs=1)),
     Case("DPMLPClassifier", "hidden 2**40", _fit(S.DPMLPClassifier, hidden=2**40, noise_multiplier=1.0)),
@@ -435,12 +434,12 @@ CASES = [
     Case("PublicDataClassifier", "hypothesis unknown", _fit(P.PublicDataClassifier, fit_kw=dict(X_public=XPUB),
                                                             method="rrspm", hypothesis="nope")),
     Case("PublicDataClassifier", "n_scale subnormal", _fit(P.PublicDataClassifier, fit_kw=dict(X_public=XPUB),
-                                                           n_scale=5e-324), owner=EST),
+                                                           n_scale=5e-324)),
     Case("PublicDataClassifier", "rrspm, epsilon subnormal", _fit(P.PublicDataClassifier, fit_kw=dict(X_public=XPUB),
                                                                   method="rrspm", epsilon=5e-324)),
     Case("PublicDataClassifier", "no public data", _fit(P.PublicDataClassifier)),
     Case("PublicDataRegressor", "eta subnormal", _fit(P.PublicDataRegressor, y=YREG, fit_kw=dict(X_public=XPUB),
-                                                      eta=5e-324), owner=EST, owner_modes=BUDGETED),
+                                                      eta=5e-324)),
     Case("PublicDataRegressor", "epsilon -1", _fit(P.PublicDataRegressor, y=YREG, fit_kw=dict(X_public=XPUB),
                                                    epsilon=-1.0)),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),

@@ -82,8 +82,8 @@ def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") 
     # one home, Neighbours.sum_factor)
     b = Neighbours.coerce(neighbours).sum_factor * m / epsilon
     if not b < math.inf:  # epsilon ~1e-308 and below: rrspm would draw, then feed inf weights to the oracle
-        raise ValueError(f"the public weights' Laplace scale sum_factor * m / epsilon overflows a double "
-                         f"(m={m}, epsilon={epsilon!r}); use a larger epsilon")
+        raise ValueError(f"epsilon={epsilon!r} is too small: the public weights' Laplace scale sum_factor * m / "
+                         f"epsilon overflows a double (m={m}); use a larger epsilon")
     return b
 
 

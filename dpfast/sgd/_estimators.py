@@ -48,7 +48,7 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._threads import default_threads, single_threaded_blas
+from dpfast._threads import check_threads, default_threads, single_threaded_blas
 from dpfast._validation import check_allocation, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
 from dpfast.sgd import _privacy
@@ -150,8 +150,10 @@ class _DPSGDBase(PrivateEstimator):
         """Calibrate (or take) the noise multiplier, account the run and charge its event to
         ``budget`` -- all before any randomness is drawn."""
         delta, epochs, bs, q, spe = self._check_run(n)
-        # optional tqdm resolved here, before the charge: a missing package must not cost budget
+        # optional tqdm and the thread count (n_threads <= 4096, DPFAST_NUM_THREADS) resolved here,
+        # before the charge: a missing package or a bad setting must not cost budget
         bar_cls = _progress_bar_class() if self.progress else None
+        n_threads = default_threads() if self.n_threads is None else check_threads(self.n_threads)
         steps = epochs * spe
         if self.noise_multiplier is not None:
             z = float(self.noise_multiplier)
@@ -177,12 +179,11 @@ class _DPSGDBase(PrivateEstimator):
             self._charge(event, budget)
         epsilon = _privacy.run_epsilon(z, q, steps, delta, self._sampling(), self.accountant)
         self._record_release(event, epsilon, delta, self.accountant)
-        return epochs, bs, q, spe, bar_cls
+        return epochs, bs, q, spe, bar_cls, n_threads
 
     # ------------------------------------------------------------------------ training
     def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen, run) -> None:
-        epochs, bs, q, spe, bar_cls = run  # from _setup_privacy, called (and charged) before any draw
-        n_threads = default_threads() if self.n_threads is None else int(self.n_threads)
+        epochs, bs, q, spe, bar_cls, n_threads = run  # from _setup_privacy, called (and charged) before any draw
         # The BLAS runs single-threaded (a scoped, re-entrant limit restored exactly on exit,
         # also with concurrent fits); the kernels split each product into fixed row blocks over
         # n_threads threads, so the result is bit-identical for every n_threads.

@@ -126,7 +126,7 @@ def i21_5_search_run_count():
                                 delta=1e-5, n_runs_mean=1.0, validation_fraction=0.99, score_fraction=0.9,
                                 random_state=rng)
         return s.fit(*d)
-    return audit(release, [((X, y), Dp)], 1.0, 1e-5, n_runs=100, rng=0), \
+    return audit(release, [((X, y), Dp)], 1.0, 1e-5, n_runs=60, rng=0), \
         "the issue's setting (x = 0, label 0 (one label 1); one more such record), Poisson mean 1, 1000 rows"
 
 

@@ -193,3 +193,41 @@ def test_table_neighbours_add_exactly_one_unit():
         new = p.D_prime.iloc[len(p.D):]
         assert len(p.D_prime) > len(p.D)
         assert len(set(new["u"].astype(float))) == 1 and not (set(new["u"].astype(float)) & base_units)
+
+
+# ----------------------------------------------------------------------------- observation and event gaps
+# (found by auditing old commits, benchmarks/audit_old_code.py)
+
+class _BareModel:
+    """A fitted model without scikit-learn's get_params (DPSGDClassifier in 0.1 was one)."""
+
+    def fit(self, x, rng):
+        self.coef_ = np.array([float(x) + np.random.default_rng(rng).laplace()])
+        self.loss_history_ = np.array([1.0, np.nan if x > 0 else 0.5])
+        return self
+
+
+def test_model_without_get_params_is_read_through_its_fitted_attributes():
+    facts, nums = observe(_BareModel().fit(0.0, 1))
+    assert facts["out.fitted_attributes"] == ("coef_", "loss_history_")
+    assert "out.coef_[0]" in nums
+    # before: the model was one fact, its repr with a memory address -- different on every run
+    assert not any("0x" in str(v) and "0x..." not in str(v) for v in facts.values())
+    # a non-finite fitted value that only D' produces is found (as in 0.1's strided DP-SGD input)
+    rep = audit(lambda x, rng: _BareModel().fit(x, rng), (0.0, 1.0), 1.0, n_runs=40, rng=0)
+    assert not rep.passed and any("nonfinite" in d for d in rep.structural_differences), rep
+
+
+def test_repr_facts_carry_no_memory_address():
+    facts, _ = observe(object())
+    assert facts["out"] == "<object object at 0x...>"
+
+
+def test_thresholds_reach_into_both_tails():
+    from dpfast.audit._audit import _thresholds
+    x = np.random.default_rng(0).normal(size=100_000)
+    t = _thresholds(x)
+    # the evenly spaced quantiles stop at 1/47 of the runs; the tail ones go to ~5 runs
+    assert np.sum(x > t.max() - 1e-12) <= 6 and np.sum(x < t.min() + 1e-12) <= 6
+    assert np.sum(x < np.sort(t)[1]) < 0.001 * x.size
+

@@ -18,6 +18,8 @@ __all__ = ["audit", "AuditReport", "PairResult"]
 
 _N_THRESHOLDS = 48    # candidate thresholds per number (quantiles of the search half)
 _N_CATEGORIES = 16    # most frequent values of a varying fact turned into 0/1 events
+_N_TAIL = 8         # extra thresholds in each tail (geometric quantiles, see _thresholds)
+_TAIL_MAX = 0.02
 _N_DIRECTIONS = 2     # Fisher discriminant directions tried for vector outputs (search half)
 
 
@@ -145,13 +147,22 @@ def _numbers(na: list, nb: list, structural: List[str], events: dict) -> None:
 
 
 def _thresholds(x: np.ndarray) -> np.ndarray:
+    """Candidate thresholds: every value when few, else evenly spaced quantiles plus quantiles
+    spaced geometrically into both tails (down to about 5 runs beyond the threshold).  At a
+    small delta the best event of a Gaussian or Laplace release lies far in a tail, beyond
+    the outermost evenly spaced quantile (1/47 of the runs)."""
     v = x[np.isfinite(x)]
     if v.size == 0:
         return np.array([0.0])
     u = np.unique(v)
     if u.size <= _N_THRESHOLDS:
         return u
-    return np.unique(np.quantile(v, np.linspace(0.0, 1.0, _N_THRESHOLDS)))
+    probs = np.linspace(0.0, 1.0, _N_THRESHOLDS)
+    lo = 5.0 / v.size
+    if lo < _TAIL_MAX:
+        tails = np.geomspace(lo, _TAIL_MAX, _N_TAIL)
+        probs = np.concatenate([probs, tails, 1.0 - tails])
+    return np.unique(np.quantile(v, probs))
 
 
 def _counts(x: np.ndarray, t: np.ndarray) -> np.ndarray:

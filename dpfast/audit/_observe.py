@@ -16,6 +16,7 @@ path such as ``"[0].coef_[3]"``:
 from __future__ import annotations
 
 import numbers as _numbers
+import re
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -26,7 +27,22 @@ _MAX_FACT_REPR = 400  # characters of a fact's repr kept in reports
 
 
 def _is_estimator(obj) -> bool:
-    return hasattr(obj, "get_params") and hasattr(obj, "fit")
+    # a fitted model: scikit-learn's protocol, or any object with ``fit`` and fitted (trailing
+    # underscore) attributes -- a model class that does not implement get_params is still read
+    # through what it fitted, not through its repr
+    if not callable(getattr(obj, "fit", None)):
+        return False
+    return hasattr(obj, "get_params") or any(k.endswith("_") and not k.startswith("_")
+                                             for k in getattr(obj, "__dict__", ()))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _repr(obj) -> str:
+    """repr without memory addresses (``<X object at 0x7f...>``): the address differs on every
+    run and says nothing about the data, so it would only spend events."""
+    return _ADDRESS.sub(" at 0x...", repr(obj))[:_MAX_FACT_REPR]
 
 
 def _label_key(label) -> str:
@@ -155,7 +171,7 @@ def _walk(obj: Any, path: str, facts: dict, nums: dict, attrs: bool = False) -> 
         return
     # anything else (events, accountants, custom objects): its type and its repr, exactly
     facts[path + ".type"] = type(obj).__module__ + "." + type(obj).__qualname__
-    facts[path] = repr(obj)[:_MAX_FACT_REPR]
+    facts[path] = _repr(obj)
 
 
 def observe(output: Any = None, error: BaseException = None) -> Tuple[Dict[str, Any], Dict[str, float]]:

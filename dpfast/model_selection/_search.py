@@ -446,8 +446,10 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         val = (SecureRandom() if secure else copy.deepcopy(gen)).random(n_rows) < float(self.validation_fraction)
         n_train = n_rows - int(np.count_nonzero(val))
         if n_train == 0:  # refused before anything is charged or drawn
-            raise ValueError(f"the training part is empty: X has n_samples = {n_rows} and every row was put in the "
-                             f"validation part (validation_fraction={self.validation_fraction!r})")
+            # (the message names no row count: n is private under add/remove neighbours)
+            raise ValueError("the training part is empty: every row was put in the validation part "
+                             f"(validation_fraction={self.validation_fraction!r}); use more rows or a smaller "
+                             "validation_fraction")
         e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, X, Xv,
                                                                 n_train)
         kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}

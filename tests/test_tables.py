@@ -4,6 +4,8 @@ an empirical privacy audit of count and selection, CI coverage and bad input.
 Expected values come from pandas ``groupby`` and from the formulas of Wilson et al. 2020 /
 Desfontaines et al. 2022 written out here independently; tolerances from the noise scales."""
 import math
+import pathlib
+import sys
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,12 @@ import pytest
 from scipy import stats
 
 from dpfast.tables import aggregate
-from tests.audit._audit_stats import clopper_pearson
+
+# tests/audit is not a package: its helpers are imported by module name (as the audit tests do),
+# never as ``tests.audit...``, which another installed top-level ``tests`` package (diffprivlib
+# ships one) would shadow.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "audit"))
+from _audit_stats import chi_square_ok, clopper_pearson  # noqa: E402
 
 METRICS = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x"),
            "p50": ("quantile", "x", 0.5)}
@@ -315,7 +322,6 @@ def test_quantile_follows_the_exponential_mechanism_at_eps_over_l0_linf():
     # exponential mechanism (Smith 2011) at eps' has density exp(-(eps'/2) |#{x <= t} - q n|):
     # on [k, k+1) the count is k + 1, so bin k has probability proportional to
     # exp(-(eps'/2) |k + 1 - 5|).  With L0 = 2, Linf = 3 the per-group eps' = eps / 6.
-    from tests.audit._audit_stats import chi_square_ok
     df = pd.DataFrame({"u": np.arange(10), "g": 0, "x": np.arange(10.0)})
     eps, l0, linf, trials = 3.0, 2, 3, 3000
     master = np.random.default_rng(5)

@@ -569,7 +569,8 @@ def _quantile_draws(gs: np.ndarray, xs: np.ndarray, released: np.ndarray, q: flo
                     lo: float, hi: float, gen: np.random.Generator) -> np.ndarray:
     """:func:`dpfast.mechanisms.private_quantile` of each released group's kept values at
     ``eps_g``, batched: the same validation, edges ``[lo, sorted values, hi]``, targets ``q n``
-    and native draw (``_selection.quantile_draws``), without its per-call overhead.
+    and native draw (``sel::quantile_draw``) for every group in one call
+    (``_selection.quantile_draws_grouped``) instead of one Python call per group.
     ``gs``/``xs``: group codes and clamped values, sorted by (group, value)."""
     res = np.full(released.size, np.nan)
     if lo == hi:  # the one possible value; no draw
@@ -589,14 +590,12 @@ def _quantile_draws(gs: np.ndarray, xs: np.ndarray, released: np.ndarray, q: flo
     j = np.arange(int(n.sum()), dtype=np.int64)
     edges[j + np.repeat(off[:-1] + 1 - cn, n)] = xs[j + np.repeat(starts - cn, n)]
     targets = q * n.astype(np.float64)
-    c = 0.5 * eps_g
+    if released.size == 0:
+        return res
     bg = gen.bit_generator
-    draw = _selection.quantile_draws
-    with bg.lock:  # as private_quantile
-        cap = bg.capsule
-        for i in range(released.size):
-            res[i] = draw(cap, edges[off[i]:off[i + 1]], targets[i:i + 1], c)[0]
-    return res
+    with bg.lock:  # as private_quantile (dpfast.random.native_stream)
+        # group i: sel::quantile_draw on edges[off[i]:off[i+1]], target q n_i, c = eps_g / 2
+        return _selection.quantile_draws_grouped(bg.capsule, edges, off, targets, 0.5 * eps_g)
 
 
 def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) -> pd.DataFrame:

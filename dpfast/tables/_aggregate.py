@@ -524,7 +524,10 @@ def _canonical_level(values: pd.Index) -> pd.Index:
         if np.all(np.isfinite(f) & (np.abs(f) < 2.0 ** 53) & (f == np.round(f))):
             return pd.Index(f.astype(np.int64))
         return pd.Index(f)
-    return pd.Index([_canon(v) for v in values.tolist()])
+    vals = values.tolist()
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":  # all str: _canon keeps them as they are
+        return pd.Index(vals)
+    return pd.Index([_canon(v) for v in vals])
 
 
 def _ranks(level: pd.Index) -> np.ndarray:
@@ -855,7 +858,9 @@ def aggregate(
        (eps, delta)-DP rule, run at ``(eps_sel/L0, delta_sel/L0)`` per group, basic
        composition over the <= L0 groups a unit touches; :func:`selection_probabilities`);
        ``selection="laplace"`` releases iff ``n + Lap(L0/eps_sel)`` exceeds
-       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (:func:`selection_threshold`).  Both are
+       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (:func:`selection_threshold`).  The candidates
+       are the groups with ``n >= 1`` after bounding (a unit is in at most L0 of them, whatever
+       its raw rows; a group bounding emptied is never released).  Both are
        (eps_sel, delta_sel)-DP and need ``delta > 0``; neither depends on ``noise``.  Metrics
        are released for selected groups only.  With public ``groups`` every listed group is
        reported (empty ones too; rows of other groups are dropped before bounding) and
@@ -900,7 +905,7 @@ def aggregate(
     bounds : dict
         ``{column: (lo, hi)}`` for every value column, finite, lo <= hi, |lo|, |hi| <= 2^450
         (public).
-    max_groups_per_unit, max_rows_per_group : int >= 1
+    max_groups_per_unit, max_rows_per_group : int in [1, 2**63 - 1]
     epsilon : float > 0
     delta : float in [0, 1); > 0 when ``groups is None`` or the noise is Gaussian.
     groups : None or sequence
@@ -925,8 +930,13 @@ def aggregate(
 
     Returns
     -------
-    pandas.DataFrame indexed by the released groups (named after ``by``; sorted, or in the
-    order of public ``groups``), one column per metric.  ``out.attrs``: ``noise_scale`` (per
+    pandas.DataFrame indexed by the released groups (named after ``by``), one column per metric
+    (plus the CI columns).  With public ``groups``: those groups, in their order and dtype.
+    Otherwise the index is rebuilt from the released values alone (:func:`released_index`):
+    one representation per value (missing -> NaN, integral reals below 2^53 -> int), the dtype
+    inferred from them, sorted by value (by type name first where types do not compare); a
+    categorical ``by`` gives a plain index.  Its dtype, order and categories never depend on
+    unreleased groups (docs/privacy.rst, "Tables").  ``out.attrs``: ``noise_scale`` (per
     metric, per primitive: Laplace scale b, Gaussian sigma, or the discrete noises' scale in
     output units), ``budget`` (per part: (epsilon, delta)), ``epsilon_spent``,
     ``delta_spent``, ``event``, ``selection``, ``selection_threshold`` (Laplace selection) or
@@ -937,7 +947,10 @@ def aggregate(
     ValueError, TypeError
         Unknown columns, missing or bad bounds, NaN values, bad bounds on contributions,
         epsilon/delta out of range, bad weights, ci_level or granularity, quantiles with a
-        discrete noise -- all before any noise is drawn and before the budget is charged.
+        discrete noise, output column names used twice, an epsilon/delta or weight whose
+        share rounds to 0, noise parameters beyond a sampler's range -- all before any noise is
+        drawn and before the budget is charged (the parameter checks of every mechanism run in
+        a dry run on zero groups first).
     dpfast.BudgetExceededError
         When the call's event does not fit the remaining budget (nothing drawn or charged).
     """

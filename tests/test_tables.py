@@ -769,6 +769,18 @@ def test_truncated_geometric_realised_law_meets_its_delta_exactly(eps_sel, delta
         assert P[K] == 1  # large groups are released surely
 
 
+def test_selection_probabilities_on_the_grid_of_the_uniform():
+    # every value is k 2^-53 (the grid Generator.random draws from), so P(U < pi) = pi exactly;
+    # a per-group delta below 2^-53 cannot be realised (all pi would be 0) and is refused
+    from dpfast.tables import selection_probabilities
+    pi = selection_probabilities(60, 2, 1.0, 1e-6)
+    assert np.all(pi * 2.0 ** 53 == np.round(pi * 2.0 ** 53)) and pi[-1] == 1.0
+    assert pi[1] == math.floor(0.5e-6 * 2 ** 53) / 2 ** 53
+    with pytest.raises(ValueError, match="below 2\\*\\*-53"):
+        selection_probabilities(10, 1, 1.0, 1e-17)
+    assert selection_probabilities(3, 1, 1.0, 2.0 ** -53)[1] == 2.0 ** -53
+
+
 @pytest.mark.parametrize("over", [
     dict(max_groups_per_unit=10 ** 30),
     dict(max_rows_per_group=2 ** 70),
@@ -777,6 +789,7 @@ def test_truncated_geometric_realised_law_meets_its_delta_exactly(eps_sel, delta
     dict(max_groups_per_unit=2 ** 31, max_rows_per_group=2 ** 31, noise="discrete_gaussian"),
     dict(epsilon=5e-324),
     # (1.5e-323 and 2.5e-323 hung before the fix: see test_tiny_epsilon_..., under a timer)
+    dict(delta=1e-17),  # per-group selection delta below the 2^-53 grid of the uniform
     dict(metrics={"n": "count", "n_lo": ("sum", "x")}, ci_level=0.9),
     dict(metrics={"a": ("mean", "x"), "a_hi": "count"}, ci_level=0.5),
     dict(metrics={"q": ("quantile", "x", 0.5)}, max_groups_per_unit=2 ** 62, max_rows_per_group=2 ** 62,
@@ -792,7 +805,7 @@ def test_parameter_only_failures_charge_nothing_and_draw_nothing(over):
     b = dpfast.PrivacyBudget(1e3, 0.5)
     gen = np.random.default_rng(5)
     state = gen.bit_generator.state
-    with pytest.raises(ValueError, match="too small|<= 2\\*\\*|exceeds|used twice|overflows"):
+    with pytest.raises(ValueError, match="too small|<= 2\\*\\*|exceeds|used twice|overflows|below 2\\*\\*-53"):
         aggregate(df, "u", "g", rng=gen, budget=b, **kw)
     assert len(b.ledger) == 0 and gen.bit_generator.state == state
 

@@ -59,8 +59,9 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
     recurrence runs on that grid in exact integer arithmetic, from the previous *rounded*
     value, with a lower bound of ``e^eps`` (an upper bound of ``e^-eps``) and ``delta``
     rounded down, each step rounded down: every released probability satisfies both
-    inequalities of the theorem exactly, whatever (eps, delta) (a per-group delta below
-    ``2^-53`` gives ``pi(1) = 0``).  Each value is within about ``2^-52`` of the real optimum.
+    inequalities of the theorem exactly, whatever (eps, delta).  Each value is within about
+    ``2^-52`` of the real optimum.  A per-group delta ``delta / l0`` below ``2^-53`` cannot be
+    realised by that uniform (every pi(n) would round to 0): ``ValueError``.
     """
     n_max = check_int(n_max, "n_max", lo=0)
     if n_max > 10 ** 7:
@@ -69,7 +70,7 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     short = _selection_pi(n_max, l0, epsilon, delta)
-    pi = np.ones(n_max + 1)
+    pi = np.full(n_max + 1, short[-1])  # constant beyond
     pi[:short.size] = short
     return pi
 
@@ -78,8 +79,9 @@ _GRID_BITS = 53  # Generator.random() draws k 2^-53, k uniform in [0, 2^53)
 
 
 def _selection_pi(n_max: int, l0: int, epsilon: float, delta: float) -> np.ndarray:
-    """pi(0..m) of :func:`selection_probabilities` up to m = n_max or the first n with pi(n) = 1
-    (pi stays 1 beyond: index with ``min(n, size - 1)``); multiples of 2^-53, exact.
+    """pi(0..m) of :func:`selection_probabilities` up to m = n_max or the first n from which pi
+    is constant (1): index with ``min(n, size - 1)``; multiples of 2^-53, exact.  A per-group
+    delta below 2^-53 raises ``ValueError`` (no group could be released).
 
     With ``N = 2^53`` and ``pi(n) = k_n / N``: ``k_0 = 0`` and
     ``k_n = min(floor(E k_{n-1}) + D, N - ceil((N - k_{n-1} - D) F), N)`` with ``D =
@@ -100,12 +102,21 @@ def _selection_pi(n_max: int, l0: int, epsilon: float, delta: float) -> np.ndarr
     es, fs = eb.bit_length() - 1, fb.bit_length() - 1
     dfr = Fraction(delta) * N / l0
     D = dfr.numerator // dfr.denominator                   # floor(delta N / l0)
+    if D == 0:
+        # pi(1) <= delta / l0 < 2^-53 rounds to 0, and then every pi(n) does: no group could
+        # ever be released.  Refused rather than run as a rule that never releases.
+        raise ValueError(f"the per-group delta of partition selection, delta / max_groups_per_unit = "
+                         f"{float(Fraction(delta) / l0):.3g}, is below 2**-53 (the resolution of the uniform "
+                         f"the selection draws): raise delta (or its weight) or lower max_groups_per_unit")
     out = [0]
     k = 0
     while len(out) <= n_max and k < N:
         a = ((ea * k) >> es) + D                           # floor(E k) + D
         r = N - k - D
         b = N - (-((-(r * fa)) >> fs)) if r > 0 else N     # N - ceil(r F)
-        k = min(a, b, N)
+        nk = min(a, b, N)
+        if nk == k:  # a fixed point (e.g. delta N / l0 < 1): k_n = k for every later n
+            break
+        k = nk
         out.append(k)
     return np.array(out, dtype=np.float64) / N             # exact: k <= 2^53

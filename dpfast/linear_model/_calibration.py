@@ -357,7 +357,13 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    return math.sqrt(count * float(RDP_ORDERS.max()) / (2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon))
+    num, den = count * float(RDP_ORDERS.max()), 2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon
+    z = math.sqrt(num / den) if den > 0.0 else math.inf  # den underflows to 0 for epsilon < 2.5e-321
+    if not math.isfinite(z):  # a tiny epsilon: the roots taken apart do not overflow
+        z = math.sqrt(num / (2.0 * OBJECTIVE_CERTIFICATION_SHARE)) / math.sqrt(epsilon)
+    if not math.isfinite(z):
+        raise ValueError(f"epsilon={epsilon!r} is too small: the output step's noise multiplier overflows")
+    return z
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set

@@ -718,6 +718,8 @@ def test_public_groups_keep_their_order_and_dtype():
     df = _one_row_per_unit()
     out = aggregate(df, "u", "g", {"n": "count"}, None, 1, 1, 1.0, 0.0, groups=[3.0, 0.0, 1.0], rng=0)
     assert list(out.index) == [3.0, 0.0, 1.0] and out.index.dtype == np.float64
+    out = aggregate(df, "u", "g", {"n": "count"}, None, 1, 1, 1.0, 0.0, groups=iter([2, 0]), rng=0)
+    assert list(out.index) == [2, 0]  # an iterator is read once
 
 
 class _GridUniforms(np.random.Generator):

@@ -220,6 +220,7 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
                              f"{len(parts)} parts: the share of {p!r} rounds to 0.0; raise {which} or "
                              f"the weight of {p!r}")
     if groups is not None:
+        groups = list(groups)  # once: an iterator must not be used up by this check
         public_groups(groups, by_cols)  # duplicates: a public-parameter error, raised here
     plan = dict(privacy_unit=privacy_unit, by_cols=by_cols, parsed=parsed, value_cols=value_cols, bnds=bnds,
                 l0=l0, linf=linf, epsilon=epsilon, delta=delta, noise=noise, discrete=discrete,
@@ -514,7 +515,8 @@ def _dgauss_half_width(sigma2: float, alpha: float) -> float:
 
 
 def _canon(v):
-    """One representation per group value, whatever the column's dtype: missing -> NaN,
+    """One representation per group value, whatever the column's dtype: missing -> NaN (NA in
+    an ``Int64`` / ``boolean`` level, see :func:`_from_canonical`),
     integral reals below 2^53 -> int (int64 7, float64 7.0, Int64 7 and object 7 are one group,
     as the group-by treats them), other numbers as Python numbers, anything else as it is."""
     if isinstance(v, (bool, np.bool_)):
@@ -538,7 +540,8 @@ def _canon(v):
 
 def _canonical_level(values: pd.Index) -> pd.Index:
     """A level of released group values rebuilt from the values alone (dtype inferred from
-    them), never from the input column's dtype, categories or other groups."""
+    them by :func:`_from_canonical`), never from the input column's dtype, categories or other
+    groups."""
     if len(values) == 0:
         return pd.Index([], dtype=object)
     a = values.to_numpy() if values.dtype.kind in "biuf" and not isinstance(values.dtype, pd.CategoricalDtype) \
@@ -551,13 +554,30 @@ def _canonical_level(values: pd.Index) -> pd.Index:
         if a.dtype.kind == "u":
             return pd.Index(a.astype(np.uint64))
         f = a.astype(np.float64)
-        if np.all(np.isfinite(f) & (np.abs(f) < 2.0 ** 53) & (f == np.round(f))):
+        na = np.isnan(f)
+        rest = f[~na]
+        if not na.all() and np.all(np.isfinite(rest) & (np.abs(rest) < 2.0 ** 53) & (rest == np.round(rest))):
+            if na.any():
+                return pd.Index(pd.arrays.IntegerArray(np.where(na, 0.0, f).astype(np.int64), na))
             return pd.Index(f.astype(np.int64))
         return pd.Index(f)
     vals = values.tolist()
     if pd.api.types.infer_dtype(values, skipna=False) == "string":  # all str: _canon keeps them as they are
         return pd.Index(vals)
-    return pd.Index([_canon(v) for v in vals])
+    return _from_canonical([_canon(v) for v in vals])
+
+
+def _from_canonical(vals: list) -> pd.Index:
+    """The index of canonical values: ints (or bools) with missing values -> ``Int64``
+    (``boolean``) with NA, otherwise pandas' inference from the values."""
+    na = [isinstance(v, float) and math.isnan(v) for v in vals]
+    if any(na) and not all(na):
+        rest = [v for v, m in zip(vals, na) if not m]
+        if all(type(v) is int and -2 ** 63 <= v < 2 ** 63 for v in rest):
+            return pd.Index(pd.array([None if m else v for v, m in zip(vals, na)], dtype="Int64"))
+        if all(type(v) is bool for v in rest):
+            return pd.Index(pd.array([None if m else v for v, m in zip(vals, na)], dtype="boolean"))
+    return pd.Index(vals)
 
 
 def _ranks(level: pd.Index) -> np.ndarray:
@@ -963,8 +983,8 @@ def aggregate(
     pandas.DataFrame indexed by the released groups (named after ``by``), one column per metric
     (plus the CI columns).  With public ``groups``: those groups, in their order and dtype.
     Otherwise the index is rebuilt from the released values alone (:func:`released_index`):
-    one representation per value (missing -> NaN, integral reals below 2^53 -> int), the dtype
-    inferred from them, sorted by value (by type name first where types do not compare); a
+    one representation per value (integral reals below 2^53 -> int; missing -> NaN, or NA in
+    an ``Int64`` / ``boolean`` index among ints / bools), the dtype inferred from them, sorted by value (by type name first where types do not compare); a
     categorical ``by`` gives a plain index.  Its dtype, order and categories never depend on
     unreleased groups (docs/privacy.rst, "Tables").  ``out.attrs``: ``noise_scale`` (per
     metric, per primitive: Laplace scale b, Gaussian sigma, or the discrete noises' scale in

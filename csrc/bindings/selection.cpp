@@ -153,6 +153,36 @@ py::array_t<double> quantile_draws(py::capsule cap, carray<double> edges, carray
     return out;
 }
 
+// Private quantiles of many groups in one call: group j draws sel::quantile_draw on its own
+// edges edges[offsets[j] : offsets[j + 1]] with target targets[j] (dpfast.tables' quantile
+// metric: one private_quantile per group, without a Python call per group).
+py::array_t<double> quantile_draws_grouped(py::capsule cap, carray<double> edges, carray<std::int64_t> offsets,
+                                           carray<double> targets, double c) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    if (edges.ndim() != 1 || offsets.ndim() != 1 || targets.ndim() != 1)
+        throw py::value_error("edges, offsets and targets must be 1-D");
+    const py::ssize_t m = targets.shape(0);
+    if (offsets.shape(0) != m + 1) throw py::value_error("offsets must have len(targets) + 1 entries");
+    const std::int64_t* po_ = offsets.data();
+    if (po_[0] != 0 || po_[m] != std::int64_t(edges.shape(0)))
+        throw py::value_error("offsets must start at 0 and end at len(edges)");
+    for (py::ssize_t j = 0; j < m; ++j)
+        if (po_[j + 1] - po_[j] < 2) throw py::value_error("each group needs >= 2 edges");
+    const double* pe = edges.data();
+    const double* pt = targets.data();
+    py::array_t<double> out(m);
+    double* po = out.mutable_data();
+    bool failed = false;
+    {
+        py::gil_scoped_release nogil;
+        dpf::BitStream rs(bg);
+        for (py::ssize_t j = 0; j < m && !failed; ++j)
+            failed = !sel::quantile_draw(rs, pe + po_[j], po_[j + 1] - po_[j], c, pt[j], po + j);
+    }
+    if (failed) throw py::value_error("all intervals are empty (lower bound == upper bound)");
+    return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_selection, m) {
@@ -177,4 +207,6 @@ PYBIND11_MODULE(_selection, m) {
           py::arg("logw"), py::arg("c"), py::arg("k"), py::arg("name") = "utilities");
     m.def("quantile_draws", &quantile_draws, py::arg("bitgen"), py::arg("edges"),
           py::arg("targets"), py::arg("c"));
+    m.def("quantile_draws_grouped", &quantile_draws_grouped, py::arg("bitgen"), py::arg("edges"),
+          py::arg("offsets"), py::arg("targets"), py::arg("c"));
 }

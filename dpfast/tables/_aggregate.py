@@ -35,7 +35,9 @@ from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
 from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_gaussian_sigma2,
                                         discrete_laplace_mechanism)
-from dpfast.mechanisms.quantile import private_quantile
+from dpfast import _selection
+from dpfast._validation import check_bounds
+from dpfast.mechanisms.selection import _fast_positive
 from dpfast.random import RandomLike, check_random_state
 from dpfast.tables._keys import mix_keys, value_keys
 from dpfast.tables._selection import _selection_pi, selection_probabilities, selection_threshold
@@ -52,6 +54,7 @@ _LATTICE_BITS = 20       # default granularity: max(|lo|, |hi|) / granularity <=
 _SQUARE_BITS = 12        # lattice squares are summed exactly, then divided by c with (d^2 / c) ~ 2^12
 _LATTICE_MAX = 2 ** 53 - 1  # the discrete mechanisms need |value| < 2^53 lattice units
 _MAX_ABS_BOUND = 2.0 ** 450  # |bound|^2 times any row count stays finite: no overflow in the sums
+_MAX_CONTRIB = 2 ** 63 - 1  # max_groups_per_unit, max_rows_per_group: int64 in the native kernel
 
 
 def _parse_metrics(metrics, columns) -> list:
@@ -161,6 +164,9 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
                              f"overflow), got {(lo, hi)!r}")
     l0 = check_int(max_groups_per_unit, "max_groups_per_unit")
     linf = check_int(max_rows_per_group, "max_rows_per_group")
+    for v, nm in ((l0, "max_groups_per_unit"), (linf, "max_rows_per_group")):
+        if v > _MAX_CONTRIB:  # the native kernel counts in int64
+            raise ValueError(f"{nm} must be <= 2**63 - 1, got {v!r}")
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta)
     if noise not in _NOISES:
@@ -185,6 +191,7 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
         ci_level = float(ci_level)
     if "selection" in [name for name, _, _, _ in parsed]:
         raise ValueError("metric name 'selection' is reserved (budget weight of partition selection)")
+    columns_out = _output_columns(parsed, ci_level)
     parts = [name for name, _, _, _ in parsed] + (["selection"] if groups is None else [])
     weights = {} if weights is None else weights
     if not isinstance(weights, Mapping):
@@ -203,16 +210,68 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
     needs_delta = [p for p in parts if p == "selection" or
                    (noise in ("gaussian", "discrete_gaussian") and kinds[p] != "quantile")]
     dsum = sum(w[p] for p in needs_delta)
-    budget = {p: (epsilon * w[p] / wsum, (delta * w[p] / dsum) if p in needs_delta else 0.0) for p in parts}
-    # Rounding in the shares must not push the totals over the caller's (epsilon, delta).
-    for j, total in ((0, epsilon), (1, delta)):
-        while sum(b[j] for b in budget.values()) > total:
-            budget = {p: tuple(v * (1 - 2.0 ** -50) if i == j else v for i, v in enumerate(b))
-                      for p, b in budget.items()}
-    return dict(privacy_unit=privacy_unit, by_cols=by_cols, parsed=parsed, value_cols=value_cols, bnds=bnds,
+    eps_sh = _shares(epsilon, {p: w[p] for p in parts})
+    dlt_sh = _shares(delta, {p: w[p] for p in needs_delta}) if needs_delta else {}
+    budget = {p: (eps_sh[p], dlt_sh.get(p, 0.0)) for p in parts}
+    for p, (e, d) in budget.items():
+        if e == 0.0 or (p in needs_delta and d == 0.0):
+            which = "epsilon" if e == 0.0 else "delta"
+            raise ValueError(f"{which}={epsilon if e == 0.0 else delta!r} is too small to split over "
+                             f"{len(parts)} parts: the share of {p!r} rounds to 0.0; raise {which} or "
+                             f"the weight of {p!r}")
+    if groups is not None:
+        groups = list(groups)  # once: an iterator must not be used up by this check
+        public_groups(groups, by_cols)  # duplicates: a public-parameter error, raised here
+    plan = dict(privacy_unit=privacy_unit, by_cols=by_cols, parsed=parsed, value_cols=value_cols, bnds=bnds,
                 l0=l0, linf=linf, epsilon=epsilon, delta=delta, noise=noise, discrete=discrete,
                 selection=selection, gran=gran, ci_level=ci_level, budget=budget, groups=groups,
-                want_mask=any(k == "quantile" for _, k, _, _ in parsed))
+                want_mask=any(k == "quantile" for _, k, _, _ in parsed), columns=columns_out)
+    _dry_run(plan)
+    return plan
+
+
+def _output_columns(parsed, ci_level) -> list:
+    """The output's columns, a function of the metrics and ci_level only; a name used twice
+    (a metric called ``<m>_lo`` next to the CI column of ``m``) is refused, never overwritten."""
+    cols = []
+    for name, kind, _, _ in parsed:
+        cols.append(name)
+        if ci_level is not None and kind in ("count", "sum", "mean"):
+            cols += [name + "_lo", name + "_hi"]
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise ValueError(f"output column name(s) {dup} would be used twice: with ci_level set, count, sum "
+                         "and mean metrics add '<name>_lo' and '<name>_hi' columns; rename the metric")
+    return cols
+
+
+def _shares(total: float, weights: dict) -> dict:
+    """``total`` split in proportion to ``weights``, the float sum of the shares <= total.
+
+    Each round lowers every share by at least one ulp (multiplying by ``1 - 2^-50`` alone makes
+    no progress on subnormals), so the loop ends after a few rounds for any input."""
+    top = max(weights.values())
+    wsum = math.fsum(v / top for v in weights.values())  # normalised: no overflow for huge weights
+    sh = {p: total * ((v / top) / wsum) for p, v in weights.items()}
+    while sum(sh.values()) > total:
+        sh = {p: min(v * (1 - 2.0 ** -50), math.nextafter(v, 0.0)) for p, v in sh.items()}
+    return sh
+
+
+def _dry_run(plan: dict) -> None:
+    """Every parameter-only failure before the charge and before any draw: the release runs
+    on zero groups, with a throwaway generator and no budget, so each mechanism, calibration
+    and CI half-width validates the exact arguments the real release will give it."""
+    nv = len(plan["value_cols"])
+    z = np.zeros((nv, 0))
+    zu = np.zeros((nv, 0), dtype=np.uint64)
+    st = {"count": np.zeros(0, dtype=np.int64), "units": np.zeros(0, dtype=np.int64), "s1": (z, z), "s2": (z, z),
+          "t1": (zu, zu), "t3": (zu, zu),
+          "quantile_values": {c: (np.zeros(0, dtype=np.int64), np.zeros(0)) for c in plan["value_cols"]}}
+    idx = pd.MultiIndex.from_arrays([[]] * len(plan["by_cols"]), names=plan["by_cols"]) \
+        if len(plan["by_cols"]) > 1 else pd.Index([], dtype=object, name=plan["by_cols"][0])
+    with detached():
+        _release(plan, idx, st, np.random.default_rng(0))
 
 
 def _event(budget: dict):
@@ -432,27 +491,164 @@ def _clamp53(v: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ release
 
-def _dlap_half_width(b: float, level: float) -> float:
-    """Smallest integer t with P(|Z| > t) <= 1 - level, Z discrete Laplace P(z) ~ exp(-|z|/b):
+def _dlap_half_width(b: float, alpha: float) -> float:
+    """Smallest integer t with P(|Z| > t) <= alpha, Z discrete Laplace P(z) ~ exp(-|z|/b):
     P(|Z| > t) = 2 exp(-(t+1)/b) / (1 + exp(-1/b))."""
     a = math.exp(-1.0 / b)
-    t = math.ceil(-b * math.log((1.0 - level) * (1.0 + a) / 2.0) - 1.0)
+    t = math.ceil(-b * math.log(alpha * (1.0 + a) / 2.0) - 1.0)
     return float(max(t, 0))
 
 
-def _dgauss_half_width(sigma2: float, level: float) -> float:
-    """Smallest integer t with P(|Z| > t) <= 1 - level for the discrete Gaussian N_Z(0, sigma2)
+def _dgauss_half_width(sigma2: float, alpha: float) -> float:
+    """Smallest integer t with P(|Z| > t) <= alpha for the discrete Gaussian N_Z(0, sigma2)
     (exact summation of the pmf up to 12 sigma; beyond 10^6 lattice points the continuous
     quantile rounded up, which the discrete law matches to exp(-2 pi^2 sigma2))."""
     s = math.sqrt(sigma2)
     K = int(math.ceil(12 * s)) + 2
     if K > 10 ** 6:
-        return float(math.ceil(s * stats.norm.isf((1.0 - level) / 2.0)))
+        return float(math.ceil(s * stats.norm.isf(alpha / 2.0)))
     k = np.arange(K + 1, dtype=np.float64)
     w = np.exp(-k * k / (2.0 * sigma2))
     total = w[0] + 2.0 * w[1:].sum()
     tail = 2.0 * (np.cumsum(w[::-1])[::-1] - w) / total  # tail[t] = P(|Z| > t)
-    return float(np.flatnonzero(tail <= 1.0 - level)[0])
+    return float(np.flatnonzero(tail <= alpha)[0])
+
+
+def _canon(v):
+    """One representation per group value, whatever the column's dtype: missing -> NaN (NA in
+    an ``Int64`` / ``boolean`` level, see :func:`_from_canonical`),
+    integral reals below 2^53 -> int (int64 7, float64 7.0, Int64 7 and object 7 are one group,
+    as the group-by treats them), other numbers as Python numbers, anything else as it is."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if math.isnan(f):
+            return math.nan
+        return int(f) if f.is_integer() and abs(f) < 2.0 ** 53 else f
+    if isinstance(v, numbers.Complex):
+        return complex(v)
+    try:
+        if pd.isna(v):  # None, pd.NA, NaT (scalars only)
+            return math.nan
+    except (TypeError, ValueError):
+        pass
+    return v
+
+
+def _canonical_level(values: pd.Index) -> pd.Index:
+    """A level of released group values rebuilt from the values alone (dtype inferred from
+    them by :func:`_from_canonical`), never from the input column's dtype, categories or other
+    groups."""
+    if len(values) == 0:
+        return pd.Index([], dtype=object)
+    a = values.to_numpy() if values.dtype.kind in "biuf" and not isinstance(values.dtype, pd.CategoricalDtype) \
+        else None
+    if a is not None and a.dtype.kind in "biuf":  # numpy numbers: the same result as _canon, vectorised
+        if a.dtype.kind == "b":
+            return pd.Index(a.astype(bool))
+        if a.dtype.kind == "i" or (a.dtype.kind == "u" and int(a.max()) < 2 ** 63):
+            return pd.Index(a.astype(np.int64))
+        if a.dtype.kind == "u":
+            return pd.Index(a.astype(np.uint64))
+        f = a.astype(np.float64)
+        na = np.isnan(f)
+        rest = f[~na]
+        if not na.all() and np.all(np.isfinite(rest) & (np.abs(rest) < 2.0 ** 53) & (rest == np.round(rest))):
+            if na.any():
+                return pd.Index(pd.arrays.IntegerArray(np.where(na, 0.0, f).astype(np.int64), na))
+            return pd.Index(f.astype(np.int64))
+        return pd.Index(f)
+    vals = values.tolist()
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":  # all str: _canon keeps them as they are
+        return pd.Index(vals)
+    return _from_canonical([_canon(v) for v in vals])
+
+
+def _from_canonical(vals: list) -> pd.Index:
+    """The index of canonical values: ints (or bools) with missing values -> ``Int64``
+    (``boolean``) with NA, otherwise pandas' inference from the values."""
+    na = [isinstance(v, float) and math.isnan(v) for v in vals]
+    if any(na) and not all(na):
+        rest = [v for v, m in zip(vals, na) if not m]
+        if all(type(v) is int and -2 ** 63 <= v < 2 ** 63 for v in rest):
+            return pd.Index(pd.array([None if m else v for v, m in zip(vals, na)], dtype="Int64"))
+        if all(type(v) is bool for v in rest):
+            return pd.Index(pd.array([None if m else v for v, m in zip(vals, na)], dtype="boolean"))
+    return pd.Index(vals)
+
+
+def _ranks(level: pd.Index) -> np.ndarray:
+    """Rank of each value of a level in one order that depends on the values only: sorted
+    (NaN last); values that do not sort together (str among ints) by (type name, value), and
+    failing that by (type name, repr)."""
+    codes, uniq = pd.factorize(level, use_na_sentinel=False)
+    try:
+        _, order = pd.Index(uniq).sort_values(return_indexer=True, na_position="last")
+    except TypeError:
+        vals = list(uniq)
+
+        def isna(v):
+            return isinstance(v, float) and math.isnan(v)
+        try:
+            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), type(vals[i]).__name__, vals[i]))
+        except TypeError:
+            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), type(vals[i]).__name__, repr(vals[i])))
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
+    return rank[np.asarray(codes, dtype=np.int64)]
+
+
+def released_index(groups: pd.Index, by_cols) -> tuple:
+    """(index, order): the released groups ``groups`` as the output's index, and the
+    permutation of ``groups`` it lists them in.  A function of the released values and
+    ``by_cols`` only: each level rebuilt by :func:`_canonical_level`, sorted by :func:`_ranks`
+    (lexicographically over levels).  A categorical ``by`` gives a plain index: its categories
+    may list groups that were not released (or were read off the data), so they are not kept."""
+    nlev = len(by_cols)
+    levels = [_canonical_level(groups.get_level_values(i) if nlev > 1 else groups) for i in range(nlev)]
+    if len(groups) == 0:
+        order = np.zeros(0, dtype=np.int64)
+    else:
+        order = np.lexsort([_ranks(lv) for lv in reversed(levels)])
+    if nlev == 1:
+        return pd.Index(levels[0][order], name=by_cols[0]), order
+    return pd.MultiIndex.from_arrays([lv[order] for lv in levels], names=by_cols), order
+
+
+def _quantile_draws(gs: np.ndarray, xs: np.ndarray, released: np.ndarray, q: float, eps_g: float,
+                    lo: float, hi: float, gen: np.random.Generator) -> np.ndarray:
+    """:func:`dpfast.mechanisms.private_quantile` of each released group's kept values at
+    ``eps_g``, batched: the same validation, edges ``[lo, sorted values, hi]``, targets ``q n``
+    and native draw (``sel::quantile_draw``) for every group in one call
+    (``_selection.quantile_draws_grouped``) instead of one Python call per group.
+    ``gs``/``xs``: group codes and clamped values, sorted by (group, value)."""
+    res = np.full(released.size, np.nan)
+    if lo == hi:  # the one possible value; no draw
+        res[:] = lo
+        return res
+    eps_g = _fast_positive(eps_g, "epsilon")
+    check_bounds((lo, hi))
+    starts = np.searchsorted(gs, released, side="left")
+    n = np.searchsorted(gs, released, side="right") - starts
+    # one buffer holding every group's edges back to back: [lo, x_1 <= ... <= x_n, hi]
+    off = np.zeros(released.size + 1, dtype=np.int64)
+    np.cumsum(n + 2, out=off[1:])
+    edges = np.empty(int(off[-1]), dtype=np.float64)
+    edges[off[:-1]] = lo
+    edges[off[1:] - 1] = hi
+    cn = np.cumsum(n) - n  # values before group i
+    j = np.arange(int(n.sum()), dtype=np.int64)
+    edges[j + np.repeat(off[:-1] + 1 - cn, n)] = xs[j + np.repeat(starts - cn, n)]
+    targets = q * n.astype(np.float64)
+    if released.size == 0:
+        return res
+    bg = gen.bit_generator
+    with bg.lock:  # as private_quantile (dpfast.random.native_stream)
+        # group i: sel::quantile_draw on edges[off[i]:off[i+1]], target q n_i, c = eps_g / 2
+        return _selection.quantile_draws_grouped(bg.capsule, edges, off, targets, 0.5 * eps_g)
 
 
 def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) -> pd.DataFrame:
@@ -466,87 +662,91 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
         eps_sel, delta_sel = budget["selection"]
         if plan["selection"] == "laplace":
             tau = selection_threshold(l0, eps_sel, delta_sel)
-            released = np.flatnonzero(np.asarray(laplace(units.astype(np.float64), float(l0), eps_sel, rng=gen))
-                                      > tau) if G else np.zeros(0, dtype=np.int64)
+            # candidates: the groups with >= 1 unit after bounding (a unit is in <= L0 of them);
+            # a group that bounding emptied is no candidate, whatever the raw rows held
+            cand = np.flatnonzero(units > 0)
+            noisy_units = np.asarray(laplace(units[cand].astype(np.float64), float(l0), eps_sel, rng=gen))
+            released = cand[noisy_units > tau]
         else:
+            # pi: multiples of 2^-53 and U on that grid, so P(release) = pi(n) exactly (pi(0) = 0)
             pi = _selection_pi(int(units.max()) if G else 0, l0, eps_sel, delta_sel)
             u = gen.random(G)
-            released = np.flatnonzero(u < pi[np.minimum(units, pi.size - 1)] - 2.0 ** -52)
+            released = np.flatnonzero(u < pi[np.minimum(units, pi.size - 1)])
+        # the output lists the released groups by a rule on their values alone (not the index
+        # of every group in the data, whose dtype, categories and order depend on the others)
+        out_index, order = released_index(index[released], plan["by_cols"])
+        released = released[order]
     else:
         released = np.arange(G)
+        out_index = index  # public groups: their given order and dtype
     k = released.size
 
     def noisy(true_vals: np.ndarray, l1: float, l2: float, eps: float, dlt: float):
         """(noisy values, noise scale) of per-group statistics; for the discrete noises the
-        values and sensitivities are integers (lattice units)."""
+        values and sensitivities are integers (lattice units).  The mechanism runs even on
+        zero groups: it validates its arguments (the dry run of :func:`_plan` relies on it)."""
         if noise == "laplace":
-            scale = float(laplace_scale(eps, l1)) if l1 > 0 else 0.0
-            if k == 0 or l1 == 0:  # l1 == 0: lo == hi, the statistic is constant
-                return true_vals.astype(np.float64), scale
+            if l1 == 0:  # lo == hi: the statistic is constant
+                return true_vals.astype(np.float64), 0.0
+            scale = float(laplace_scale(eps, l1))
             return np.asarray(laplace(true_vals, l1, eps, rng=gen), dtype=np.float64), scale
         if noise == "gaussian":
-            scale = float(gaussian_sigma(eps, dlt, l2)) if l2 > 0 else 0.0
-            if k == 0 or l2 == 0:
-                return true_vals.astype(np.float64), scale
+            if l2 == 0:
+                return true_vals.astype(np.float64), 0.0
+            scale = float(gaussian_sigma(eps, dlt, l2))
             return np.asarray(gaussian(true_vals, l2, eps, dlt, rng=gen), dtype=np.float64), scale
         tv = np.asarray(true_vals, dtype=np.int64)
         if noise == "discrete":
-            scale = l1 / eps if l1 > 0 else 0.0
-            if k == 0 or l1 == 0:
-                return tv.astype(np.float64), scale
-            return discrete_laplace_mechanism(tv, int(l1), Fraction(eps), rng=gen).astype(np.float64), scale
+            if l1 == 0:
+                return tv.astype(np.float64), 0.0
+            return discrete_laplace_mechanism(tv, int(l1), Fraction(eps), rng=gen).astype(np.float64), l1 / eps
         if l2 == 0:
             return tv.astype(np.float64), 0.0
         s2 = float(discrete_gaussian_sigma2(l2, eps, dlt, method="zcdp"))
-        if k == 0:
-            return tv.astype(np.float64), math.sqrt(s2)
         out = discrete_gaussian_mechanism(tv, l2, eps, dlt, rng=gen, method="zcdp")
         return np.asarray(out, dtype=np.float64), math.sqrt(s2)
 
-    def half_width(scale: float, level: float) -> float:
+    def half_width(scale: float, alpha: float) -> float:
+        """Half-width of the central interval missing the noise with probability <= alpha."""
         if noise == "laplace":  # P(|Lap(b)| > t) = exp(-t/b)
-            return -scale * math.log(1.0 - level)
+            return -scale * math.log(alpha)
         if noise == "gaussian":
-            return scale * float(stats.norm.isf((1.0 - level) / 2.0))
+            return scale * float(stats.norm.isf(alpha / 2.0))
         if scale == 0:
             return 0.0
         if noise == "discrete":
-            return _dlap_half_width(scale, level)
-        return _dgauss_half_width(scale * scale, level)
+            return _dlap_half_width(scale, alpha)
+        return _dgauss_half_width(scale * scale, alpha)
 
     out_cols: dict = {}
     scales: dict = {}
     count_true = count[released]
     cnt_l1, cnt_l2 = float(l0 * linf), math.sqrt(l0) * linf
     disc = plan["discrete"]
+    alpha = None if ci_level is None else 1.0 - ci_level  # exact (Sterbenz) for ci_level >= 1/2
     for name, kind, col, q in plan["parsed"]:
         eps_m, dlt_m = budget[name]
         nprim = len(_PRIMITIVES[kind])
-        eps_p, dlt_p = (eps_m / nprim, dlt_m / nprim) if nprim else (eps_m, dlt_m)
+        eps_p, dlt_p = (eps_m / nprim, dlt_m / nprim) if nprim else (eps_m / (l0 * linf), dlt_m)
+        if eps_p == 0.0 or (dlt_m > 0 and dlt_p == 0.0):
+            raise ValueError(f"metric {name!r}: its budget share {(eps_m, dlt_m)!r} is too small to split "
+                             f"over its {max(nprim, 1)} noisy parts (each rounds to 0.0); raise epsilon/delta "
+                             f"or the metric's weight")
         if kind == "count":
             v, s = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
             out_cols[name], scales[name] = v, {"count": s}
             if ci_level is not None:
-                h = half_width(s, ci_level)
+                h = half_width(s, alpha)
                 out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
             continue
         lo, hi = plan["bnds"][col]
         j = plan["value_cols"].index(col)
         if kind == "quantile":
-            eps_g = eps_m / (l0 * linf)
-            res = np.full(k, np.nan)
+            # group privacy over Linf rows, basic composition over L0 groups: eps_m / (L0 Linf)
             g, x = st["quantile_values"][col]
-            if k:
-                # grouped by a stable (radix for small G) sort; the order inside a group does not
-                # matter: private_quantile sorts its input
-                order = np.argsort(g.astype(np.int16) if G < 2 ** 15 else g, kind="stable")
-                gs, xs = g[order], x[order]
-                starts = np.searchsorted(gs, released, side="left")
-                ends = np.searchsorted(gs, released, side="right")
-                for i in range(k):
-                    res[i] = lo if lo == hi else float(private_quantile(xs[starts[i]:ends[i]], q, eps_g, (lo, hi),
-                                                                       rng=gen))
-            out_cols[name], scales[name] = res, {"exponential_epsilon_per_group": eps_g}
+            order = np.lexsort((x, g))  # by group, then value (the edges private_quantile sorts)
+            res = _quantile_draws(g[order], x[order], released, q, eps_p, lo, hi, gen)
+            out_cols[name], scales[name] = res, {"exponential_epsilon_per_group": eps_p}
             continue
         m, r = (lo + hi) / 2.0, (hi - lo) / 2.0
         if disc:
@@ -566,7 +766,7 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
                 v, s = noisy(s1 + m * count_true, cnt_l1 * mx, cnt_l2 * mx, eps_p, dlt_p)
             out_cols[name], scales[name] = v, {"sum": s}
             if ci_level is not None:
-                h = half_width(s / gam, ci_level) * gam if disc else half_width(s, ci_level)
+                h = half_width(s / gam, alpha) * gam if disc else half_width(s, alpha)
                 out_cols[name + "_lo"], out_cols[name + "_hi"] = v - h, v + h
             continue
         c, sc = noisy(count_true, cnt_l1, cnt_l2, eps_p, dlt_p)
@@ -586,9 +786,8 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
             out_cols[name] = np.clip(m_eff + S / cpos, lo, hi)
             scales[name] = {"count": sc, "sum": ss}
             if ci_level is not None:
-                lvl = 1.0 - (1.0 - ci_level) / 2.0
-                hc = half_width(sc, lvl)
-                hs = half_width(ss2, lvl) * gam / 2.0 if disc else half_width(ss, lvl)
+                hc = half_width(sc, alpha / 2.0)  # Bonferroni: each part misses with <= alpha / 2
+                hs = half_width(ss2, alpha / 2.0) * gam / 2.0 if disc else half_width(ss, alpha / 2.0)
                 clo, chi = c - hc, c + hc
                 corners = np.stack([(S - hs) / clo, (S - hs) / chi, (S + hs) / clo, (S + hs) / chi])
                 ok = clo > 0
@@ -622,7 +821,7 @@ def _release(plan: dict, index: pd.Index, st: dict, gen: np.random.Generator) ->
         out_cols[name] = np.clip(sumsq / cpos - mean_y ** 2, 0.0, r * r)
         scales[name] = {"count": sc, "sum": ss, "sumsq": sq}
 
-    out = pd.DataFrame(out_cols, index=index[released])
+    out = pd.DataFrame({c: out_cols[c] for c in plan["columns"]}, index=out_index)
     out.attrs["noise_scale"] = scales
     out.attrs["budget"] = budget
     out.attrs["epsilon_spent"] = float(sum(e for e, _ in budget.values()))
@@ -709,7 +908,9 @@ def aggregate(
        (eps, delta)-DP rule, run at ``(eps_sel/L0, delta_sel/L0)`` per group, basic
        composition over the <= L0 groups a unit touches; :func:`selection_probabilities`);
        ``selection="laplace"`` releases iff ``n + Lap(L0/eps_sel)`` exceeds
-       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (:func:`selection_threshold`).  Both are
+       ``1 + (L0/eps_sel) ln(L0/(2 delta_sel))`` (:func:`selection_threshold`).  The candidates
+       are the groups with ``n >= 1`` after bounding (a unit is in at most L0 of them, whatever
+       its raw rows; a group bounding emptied is never released).  Both are
        (eps_sel, delta_sel)-DP and need ``delta > 0``; neither depends on ``noise``.  Metrics
        are released for selected groups only.  With public ``groups`` every listed group is
        reported (empty ones too; rows of other groups are dropped before bounding) and
@@ -754,7 +955,7 @@ def aggregate(
     bounds : dict
         ``{column: (lo, hi)}`` for every value column, finite, lo <= hi, |lo|, |hi| <= 2^450
         (public).
-    max_groups_per_unit, max_rows_per_group : int >= 1
+    max_groups_per_unit, max_rows_per_group : int in [1, 2**63 - 1]
     epsilon : float > 0
     delta : float in [0, 1); > 0 when ``groups is None`` or the noise is Gaussian.
     groups : None or sequence
@@ -779,8 +980,13 @@ def aggregate(
 
     Returns
     -------
-    pandas.DataFrame indexed by the released groups (named after ``by``; sorted, or in the
-    order of public ``groups``), one column per metric.  ``out.attrs``: ``noise_scale`` (per
+    pandas.DataFrame indexed by the released groups (named after ``by``), one column per metric
+    (plus the CI columns).  With public ``groups``: those groups, in their order and dtype.
+    Otherwise the index is rebuilt from the released values alone (:func:`released_index`):
+    one representation per value (integral reals below 2^53 -> int; missing -> NaN, or NA in
+    an ``Int64`` / ``boolean`` index among ints / bools), the dtype inferred from them, sorted by value (by type name first where types do not compare); a
+    categorical ``by`` gives a plain index.  Its dtype, order and categories never depend on
+    unreleased groups (docs/privacy.rst, "Tables").  ``out.attrs``: ``noise_scale`` (per
     metric, per primitive: Laplace scale b, Gaussian sigma, or the discrete noises' scale in
     output units), ``budget`` (per part: (epsilon, delta)), ``epsilon_spent``,
     ``delta_spent``, ``event``, ``selection``, ``selection_threshold`` (Laplace selection) or
@@ -791,7 +997,10 @@ def aggregate(
     ValueError, TypeError
         Unknown columns, missing or bad bounds, NaN values, bad bounds on contributions,
         epsilon/delta out of range, bad weights, ci_level or granularity, quantiles with a
-        discrete noise -- all before any noise is drawn and before the budget is charged.
+        discrete noise, output column names used twice, an epsilon/delta or weight whose
+        share rounds to 0, noise parameters beyond a sampler's range -- all before any noise is
+        drawn and before the budget is charged (the parameter checks of every mechanism run in
+        a dry run on zero groups first).
     dpfast.BudgetExceededError
         When the call's event does not fit the remaining budget (nothing drawn or charged).
     """

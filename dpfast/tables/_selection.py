@@ -9,6 +9,7 @@ encoders) do not pull pandas in.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -51,9 +52,16 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
     partitions: each partition's rule runs at ``(eps/l0, delta/l0)``; the <= l0 decisions a
     unit changes are independent, so basic composition over them gives (eps, delta).
 
-    Floating point: the recurrence runs at ``eps (1 - 2^-40)`` and ``delta (1 - 2^-40)``, so
-    the computed values stay below the exact ones for (eps, delta) despite rounding; the draw
-    ``U < pi - 2^-52`` with a 53-bit uniform ``U`` releases with probability <= pi.
+    Floating point: the values returned are the release probabilities actually used, each a
+    multiple of ``2^-53``: :func:`dpfast.tables.aggregate` releases a group of ``n`` units iff
+    ``U < pi(n)`` for a uniform ``U`` on the grid ``{0, 2^-53, ..., 1 - 2^-53}`` (what
+    ``Generator.random`` draws), which happens with probability exactly ``pi(n)``.  The
+    recurrence runs on that grid in exact integer arithmetic, from the previous *rounded*
+    value, with a lower bound of ``e^eps`` (an upper bound of ``e^-eps``) and ``delta``
+    rounded down, each step rounded down: every released probability satisfies both
+    inequalities of the theorem exactly, whatever (eps, delta).  Each value is within about
+    ``2^-52`` of the real optimum.  A per-group delta ``delta / l0`` below ``2^-53`` cannot be
+    realised by that uniform (every pi(n) would round to 0): ``ValueError``.
     """
     n_max = check_int(n_max, "n_max", lo=0)
     if n_max > 10 ** 7:
@@ -62,21 +70,53 @@ def selection_probabilities(n_max: int, l0: int, epsilon: float, delta: float) -
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     short = _selection_pi(n_max, l0, epsilon, delta)
-    pi = np.ones(n_max + 1)
+    pi = np.full(n_max + 1, short[-1])  # constant beyond
     pi[:short.size] = short
     return pi
 
 
+_GRID_BITS = 53  # Generator.random() draws k 2^-53, k uniform in [0, 2^53)
+
+
 def _selection_pi(n_max: int, l0: int, epsilon: float, delta: float) -> np.ndarray:
-    """pi(0..m) of :func:`selection_probabilities` up to m = n_max or the first n with pi(n) = 1
-    (pi stays 1 beyond: index with ``min(n, size - 1)``)."""
-    e = (epsilon / l0) * (1.0 - 2.0 ** -40)
-    d = (delta / l0) * (1.0 - 2.0 ** -40)
-    e = min(e, 700.0)  # a smaller epsilon is safe (smaller pi); keeps exp finite
-    ee, em = math.exp(e), math.exp(-e)
-    out = [0.0]
-    p = 0.0
-    while len(out) <= n_max and p < 1.0:
-        p = min(ee * p + d, 1.0 + em * (p + d - 1.0), 1.0)
-        out.append(p)
-    return np.array(out)
+    """pi(0..m) of :func:`selection_probabilities` up to m = n_max or the first n from which pi
+    is constant (1): index with ``min(n, size - 1)``; multiples of 2^-53, exact.  A per-group
+    delta below 2^-53 raises ``ValueError`` (no group could be released).
+
+    With ``N = 2^53`` and ``pi(n) = k_n / N``: ``k_0 = 0`` and
+    ``k_n = min(floor(E k_{n-1}) + D, N - ceil((N - k_{n-1} - D) F), N)`` with ``D =
+    floor(delta N / l0)``, ``E <= e^e`` and ``F >= e^-e`` (``e <= eps / l0``): then
+    ``k_n / N <= e^e pi(n-1) + delta / l0`` and ``1 - pi(n-1) <= e^e (1 - pi(n)) + delta / l0``
+    hold exactly (Python integers), not only up to rounding.
+    """
+    N = 1 << _GRID_BITS
+    e_exact = Fraction(epsilon) / l0
+    e = min(float(e_exact), 700.0)  # a smaller epsilon is safe (smaller pi); keeps exp finite
+    if Fraction(e) > e_exact:
+        e = math.nextafter(e, 0.0)
+    # math.exp is within 1 ulp (2^-52 relative): a 2^-50 relative margin makes these bounds
+    E = max(1.0, math.exp(e) * (1.0 - 2.0 ** -50))        # <= e^e
+    F = min(1.0, math.exp(-e) * (1.0 + 2.0 ** -50))       # >= e^-e
+    ea, eb = E.as_integer_ratio()                          # eb, fb: powers of two
+    fa, fb = F.as_integer_ratio()
+    es, fs = eb.bit_length() - 1, fb.bit_length() - 1
+    dfr = Fraction(delta) * N / l0
+    D = dfr.numerator // dfr.denominator                   # floor(delta N / l0)
+    if D == 0:
+        # pi(1) <= delta / l0 < 2^-53 rounds to 0, and then every pi(n) does: no group could
+        # ever be released.  Refused rather than run as a rule that never releases.
+        raise ValueError(f"the per-group delta of partition selection, delta / max_groups_per_unit = "
+                         f"{float(Fraction(delta) / l0):.3g}, is below 2**-53 (the resolution of the uniform "
+                         f"the selection draws): raise delta (or its weight) or lower max_groups_per_unit")
+    out = [0]
+    k = 0
+    while len(out) <= n_max and k < N:
+        a = ((ea * k) >> es) + D                           # floor(E k) + D
+        r = N - k - D
+        b = N - (-((-(r * fa)) >> fs)) if r > 0 else N     # N - ceil(r F)
+        nk = min(a, b, N)
+        if nk == k:  # a fixed point (e.g. delta N / l0 < 1): k_n = k for every later n
+            break
+        k = nk
+        out.append(k)
+    return np.array(out, dtype=np.float64) / N             # exact: k <= 2^53

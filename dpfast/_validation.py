@@ -272,6 +272,11 @@ def process_memory_headroom() -> int | None:
     return room
 
 
+def _gib(nbytes: int) -> str:
+    """``nbytes`` in GiB for a message (an int beyond a double's range does not overflow)."""
+    return f"{nbytes / 2**30:.3g}" if nbytes < 2**1000 else f"about 2**{nbytes.bit_length() - 31}"
+
+
 def check_allocation(shape: tuple, itemsize: int, name: str = "size") -> None:
     """``ValueError`` before allocating an output of ``shape`` that exceeds physical memory, or
     (for outputs of 64 MiB or more) what the process may still allocate under its memory limits
@@ -285,12 +290,12 @@ def check_allocation(shape: tuple, itemsize: int, name: str = "size") -> None:
     nbytes = math.prod(shape) * int(itemsize)
     limit = physical_memory()
     if limit is not None and nbytes > limit:
-        raise ValueError(f"{name}={shape!r} needs {nbytes / 2**30:.3g} GiB, more than this machine's "
+        raise ValueError(f"{name}={shape!r} needs {_gib(nbytes)} GiB, more than this machine's "
                          f"{limit / 2**30:.3g} GiB of memory")
     if nbytes >= _LIMIT_CHECK_BYTES:
         room = process_memory_headroom()
         if room is not None and nbytes + _WORKING_MARGIN_BYTES > room:
-            raise ValueError(f"{name}={shape!r} needs {nbytes / 2**30:.3g} GiB, more than the "
+            raise ValueError(f"{name}={shape!r} needs {_gib(nbytes)} GiB, more than the "
                              f"{max(room, 0) / 2**30:.3g} GiB this process may still allocate "
                              "(its RLIMIT_DATA/RLIMIT_AS memory limit)")
 

@@ -480,7 +480,11 @@ def calibrate_output(
     sens = L + 2.0 * tau  # lambda times the l2 sensitivity
     if not math.isfinite(sens):
         raise ValueError("lipschitz + 2 * tau overflows a double; rescale the loss")
-    unit = gaussian_sigma(epsilon, delta, math.sqrt(count))
+    try:
+        root_count = math.sqrt(count)
+    except OverflowError:  # an int beyond a double
+        raise ValueError("count is too large (sqrt(count) must be a double)") from None
+    unit = gaussian_sigma(epsilon, delta, root_count)
     if regularization is None:
         so = check_real(sigma_out, "sigma_out")
         if not (so > 0 and math.isfinite(so)):

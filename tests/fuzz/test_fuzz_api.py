@@ -3,7 +3,7 @@
 Properties (see ``_fuzzlib``): a result or ValueError/TypeError, never another exception, crash or
 hang; no NaN where a number is promised; inputs never modified; same seed => bit-identical
 output, also for C/F/strided/read-only copies of the same data.  Deterministic: Hypothesis runs
-derandomized with a fixed number of examples per target (``DPFAST_FUZZ_EXAMPLES``, default 40),
+derandomized with a fixed number of examples per target (``DPFAST_FUZZ_EXAMPLES``, default 80),
 and each target's known reproducers from issue 15 run as explicit cases.
 
 Targets listed in ``_targets.PENDING`` fail today on a reported bug, and so do the reproducers in

@@ -68,7 +68,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from dpfast import _loss_table
-from dpfast._validation import check_delta, check_epsilon, check_int, check_positive
+from dpfast._validation import as_array, check_delta, check_epsilon, check_int, check_positive
 from dpfast.calibrate import gaussian_sigma
 from dpfast.public._perturb import _mechanism, perturb, project_linear
 from dpfast.random import RandomLike
@@ -375,7 +375,7 @@ def regularization_learner(
     n, d = Xp.shape
     if Z.shape[1] != d:
         raise ValueError(f"X_public has {Z.shape[1]} features but X_private has {d}")
-    y = np.asarray(y_private, dtype=np.float64)
+    y = as_array(y_private, "y_private", np.float64)  # Fraction(10**400, 3): ValueError, not OverflowError
     if y.shape != (n,) or not np.isfinite(y).all():
         raise ValueError(f"y_private must be a finite 1-D array of length {n}")
     if loss not in LIPSCHITZ_LOSSES:
@@ -463,6 +463,8 @@ def regularization_learner_generic(
     """
     Xp = np.asarray(X_private)
     n = len(Xp)
+    if n == 0:  # rho = sqrt(w / (eta n)) needs a record (an empty X_private: ZeroDivisionError)
+        raise ValueError("X_private must have at least one row")
     Z = _check_matrix(X_public, "X_public")
     eta = check_positive(eta, "eta", allow_array=False)
     w = check_positive(loss_range, "loss_range", allow_array=False)

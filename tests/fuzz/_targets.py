@@ -108,15 +108,17 @@ MECHANISMS = [
         dict(reports=np.array([0, 1, 1, 0, 1]), epsilon=1.0, categories=None), data=("reports",)),
     _mk("randomized_response_probabilities", M.randomized_response_probabilities,
         dict(epsilon=1.0, categories=3)),
-    _mk("bernoulli_exp", M.bernoulli_exp, dict(gamma=0.5, size=5, rng=1), seed="rng",
+    _mk("bernoulli_exp", M.bernoulli_exp, dict(gamma=0.5, size=5, rng=1), seed="rng", memory_mb=64,
         # size=2**31 ran its 2 GiB native fill for minutes (a hang) under the fuzz's 2 GiB memory
         # cap; 2**32 raised MemoryError: both refused before any draw (check_allocation sees the
         # process's memory limit).  Under ASan the allocator's own cap (2048 MB) admits 2**31.
         examples=(dict(size=2**32), dict(size=BIG_INT), dict(gamma=BIG_FRACTION), dict(gamma=1e308))
         + (() if _SANITIZED else (dict(size=2**31),))),
-    _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng",
+    _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng", memory_mb=64,
         examples=(dict(scale=1e-30), dict(size=2**31), dict(size=BIG_INT))),
-    _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng"),
+    # size=99001916 (a 75 s fill, 1,000-example run): the exact samplers' cap (Target.memory_mb)
+    _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng", memory_mb=64,
+        examples=(dict(sigma2=1, size=99001916),)),
     _mk("discrete_laplace_mechanism", M.discrete_laplace_mechanism,
         dict(values=np.array([1, -3, 7]), sensitivity=1, epsilon=1.0, rng=1, granularity=1),
         seed="rng", data=("values",),
@@ -386,8 +388,9 @@ ACCOUNTING = [
     _mk("make_accountant", _make_accountant, dict(accountant="pld", epsilon=0.5)),
     _mk("to_dict", _event_dict, dict(epsilon=1.0, delta=1e-6, count=2)),
     _mk("event_of", _event_of, dict(values=X1, sensitivity=1.0, epsilon=1.0), data=("values",)),
+    # charges is the harness's loop count, not an API parameter (charges=2387749 was a 30 s "hang")
     _mk("PrivacyBudget", _budget, dict(epsilon=1.0, delta=1e-6, accountant="pld",
-                                       charge_epsilon=0.3, charges=5),
+                                       charge_epsilon=0.3, charges=5), fixed=("charges",),
         examples=(dict(epsilon=BIG_INT), dict(delta=BIG_INT), dict(charge_epsilon=BIG_INT))),
     _mk("RDPAccountant", _rdp_acct,
         dict(orders=None, conversion="improved", noise_multiplier=1.0, sample_rate=0.01,
@@ -571,7 +574,8 @@ PUBLIC = [
         data=("Z",)),
     _mk("regularization_learner", P.regularization_learner,
         dict(X_private=X2, y_private=YPM, X_public=XPUB, epsilon=1.0, delta=1e-5,
-             loss="logistic", rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+             loss="logistic", rng=1), seed="rng", data=("X_private", "y_private", "X_public"),
+        examples=(dict(y_private=BIG_FRACTION),)),
     _mk("regularization_stability", lambda Z, eta, n_scale, lipschitz, neighbours, slack:
         P.regularization_stability(P.public_geometry(Z, eta), n_scale, lipschitz, neighbours, slack),
         dict(Z=XPUB, eta=0.1, n_scale=100.0, lipschitz=1.0, neighbours="replace_one", slack=0.01),
@@ -582,7 +586,8 @@ PUBLIC = [
             X_private, y_private, X_public, oracle=_generic_oracle, project=P.project_linear,
             epsilon=epsilon, delta=delta, eta=eta, loss_range=loss_range, rng=rng),
         dict(X_private=X2, y_private=YREG, X_public=XPUB, epsilon=1.0, delta=1e-5, eta=0.5,
-             loss_range=1.0, rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+             loss_range=1.0, rng=1), seed="rng", data=("X_private", "y_private", "X_public"),
+        examples=(dict(X_private=np.array([], dtype=np.float16)),)),
     _mk("rrspm", P.rrspm,
         dict(X_private=X2, y_private=Y01, X_public=XPUB, epsilon=1.0, oracle="stump",
              neighbours="replace_one", rng=1), seed="rng",

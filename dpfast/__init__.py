@@ -26,7 +26,7 @@ from dpfast.mechanisms import __all__ as _mechanism_names
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables",
-                    "preprocessing", "model_selection")
+                    "preprocessing", "model_selection", "audit")
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {

@@ -16,15 +16,25 @@ The pieces, each in one place:
 * :func:`validate_X` is the one data validator for dense and CSR input (float64 and float32 are
   kept, other real dtypes become float64; NaN / inf raise ``ValueError`` naming the argument);
 * "not fitted" is scikit-learn's ``NotFittedError`` (:func:`check_fitted`);
+* every subclass's ``fit`` first calls :func:`dpfast.budget.check_scope` with its ``budget=``
+  argument, so a fit that could not be charged (in a joblib worker process while a budget is
+  open, with an unpickled budget, ...) raises ``BudgetScopeError`` before it reads any data;
 * :meth:`PrivateEstimator._charge` charges the release's event to the privacy budget *before*
   any noise is drawn (``dpfast.budget.charge``), and :meth:`PrivateEstimator._record_release`
   stores ``event_``, ``epsilon_``, ``delta_`` and ``accountant_`` after the fit;
 * :func:`expected_failed_checks` lists the scikit-learn estimator checks that contradict
   differential privacy by design, with the reason, for
-  ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``.
+  ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``;
+* ``clone`` (:func:`sklearn.base.clone`, hence ``cross_val_score``, pipelines and
+  :class:`~dpfast.model_selection.PrivateRandomSearch`) gives a parameter that is a
+  :class:`dpfast.random.SecureRandom` to the clone as a *fresh* secure stream (its own key from
+  ``os.urandom``): a secret stream is never copied, so no two fits share its state
+  (:func:`_clone_with_fresh_secure_streams`).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 from numbers import Integral
 from typing import Mapping
 
@@ -98,6 +108,34 @@ def check_fitted(estimator) -> None:
     check_is_fitted(estimator)
 
 
+@contextlib.contextmanager
+def _no_values_in_errors(name: str):
+    """Re-raise scikit-learn's / NumPy's conversion errors without the data they quote.
+
+    ``check_array`` puts private values into some messages: ``could not convert string to float:
+    'x'``, the whole array after "Complex data not supported" or "Expected 2D array, got 1D
+    array instead:\narray=[...]".  After private data is read a message states what was
+    violated, never which record or what value (issue 21, item 10); the original exception is
+    not chained (its text would travel with the traceback)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        # (NumPy's "float() argument must be a string or a real number, not 'dict'" names a
+        # type, not a value: kept, as scikit-learn's estimator checks expect it)
+        if "could not convert" in msg or "invalid literal" in msg:
+            cls = ValueError if isinstance(exc, ValueError) else TypeError
+            raise cls(f"{name} must hold real numbers: it has an entry that cannot be converted to float "
+                            "(e.g. a string)") from None
+        if msg.startswith("Complex data not supported"):
+            raise ValueError(f"Complex data not supported ({name} must be real)") from None
+        if "\narray=" in msg:
+            head = msg.split("\narray=", 1)[0].rstrip(":")
+            raise ValueError(f"{head}. Reshape your data either using {name}.reshape(-1, 1) if it has a single "
+                             f"feature or {name}.reshape(1, -1) if it contains a single sample") from None
+        raise
+
+
 def validate_X(estimator, X, *, reset: bool, accept_sparse: bool = False, name: str = "X",
                dtype=(np.float64, np.float32)):
     """The one data validator of dpfast's estimators (dense and CSR).
@@ -110,8 +148,9 @@ def validate_X(estimator, X, *, reset: bool, accept_sparse: bool = False, name: 
     ``feature_names_in_``; ``reset=False`` checks ``X`` against them.
     """
     _check_feature_names(estimator, X, reset=reset)
-    X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=dtype, ensure_all_finite=True,
-                    input_name=name, estimator=estimator, ensure_non_negative=False)
+    with _no_values_in_errors(name):
+        X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=dtype, ensure_all_finite=True,
+                        input_name=name, estimator=estimator, ensure_non_negative=False)
     _check_n_features(estimator, X, reset=reset)
     return X
 
@@ -127,8 +166,9 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None "
                          f"(argument {name})")
-    y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
-                    input_name=name, estimator=estimator, ensure_min_samples=0)
+    with _no_values_in_errors(name):
+        y = check_array(y, ensure_2d=False, dtype=None if classifier else np.float64, ensure_all_finite=True,
+                        input_name=name, estimator=estimator, ensure_min_samples=0)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
     if y.ndim != 1 or y.shape[0] != n:
@@ -143,6 +183,45 @@ def _charge_budget(budget, event, label: str) -> None:
     from dpfast import budget as _budget  # imported lazily: accounting is heavier than the estimators
 
     _budget.charge(budget, event, label=label)
+
+
+def _clone_with_fresh_secure_streams(estimator):
+    """scikit-learn's clone of ``estimator``, except that a parameter holding a
+    :class:`dpfast.random.SecureRandom` is given to the clone as a new ``SecureRandom()``.
+
+    ``clone`` deep-copies every non-estimator parameter, and a secure generator refuses to be
+    copied (a copy would replay its secret stream).  "Same parameters" for a secure stream means
+    "a secure stream": the clone gets one keyed afresh from ``os.urandom``, independent of the
+    original's, exactly as ``random_state=None`` gives every fit fresh entropy.  Nested estimators
+    (a pipeline's steps, a search's ``estimator``) are cloned by their own ``__sklearn_clone__``.
+    """
+    from dpfast.random import SecureRandom  # dpfast.random imports no estimator code
+
+    secure = [k for k, v in estimator.get_params(deep=False).items() if isinstance(v, SecureRandom)]
+    if not secure:
+        return BaseEstimator.__sklearn_clone__(estimator)
+    # clone a shallow stand-in whose secure parameters are None (the original is not touched, so
+    # concurrent clones of one estimator are safe), then give each clone its own stream
+    proxy = object.__new__(type(estimator))
+    proxy.__dict__.update(vars(estimator))
+    for k in secure:
+        setattr(proxy, k, None)
+    new = BaseEstimator.__sklearn_clone__(proxy)
+    return new.set_params(**{k: SecureRandom() for k in secure})
+
+
+def _scope_checked(fit):
+    """``fit`` preceded by :func:`dpfast.budget.check_scope` on its ``budget=`` argument: a fit
+    whose release could not be charged is refused before it reads data (signature kept)."""
+    @functools.wraps(fit)
+    def checked(self, *args, **kwargs):
+        from dpfast import budget as _budget
+
+        _budget.check_scope(kwargs.get("budget"))
+        return fit(self, *args, **kwargs)
+
+    checked._dp_scope_checked = True
+    return checked
 
 
 class PrivateEstimator(BaseEstimator):
@@ -161,6 +240,12 @@ class PrivateEstimator(BaseEstimator):
     #: check name -> reason, for the checks that contradict DP by design (see the reasons above)
     _expected_failures: Mapping[str, str] = {}
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is not None and not getattr(fit, "_dp_scope_checked", False):
+            cls.fit = _scope_checked(fit)
+
     @classmethod
     def _dp_expected_failed_checks(cls, estimator) -> Mapping[str, str]:
         return cls._expected_failures
@@ -170,6 +255,9 @@ class PrivateEstimator(BaseEstimator):
         tags.target_tags.required = True
         tags.input_tags.sparse = self._accept_sparse
         return tags
+
+    def __sklearn_clone__(self):
+        return _clone_with_fresh_secure_streams(self)
 
     # ------------------------------------------------------------------ release record
     def _reset_fit(self) -> None:

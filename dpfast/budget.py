@@ -22,6 +22,8 @@ Module functions used by every release:
 * :func:`resolve` -- the budget that applies to a call: the explicit one, else the one made the
   default by ``with budget:``, else ``None``;
 * :func:`charge` -- ``resolve(budget)`` then ``.charge(event, label=...)`` when there is one;
+* :func:`check_scope` -- what an estimator's ``fit`` calls first: raise
+  :class:`BudgetScopeError` now, before any data is read, when the release could not be charged;
 * :func:`detached` -- for composite releases (an estimator's ``fit``, ``tables.aggregate``, a
   scaler) that charge their total event once and then call mechanisms internally: inside
   ``with detached():`` no default budget applies, so nothing is charged twice.
@@ -38,9 +40,14 @@ Example
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import dataclasses
+import itertools
+import multiprocessing
+import os
+import tempfile
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -49,7 +56,8 @@ from dpfast._validation import check_delta, check_epsilon
 if TYPE_CHECKING:
     from dpfast.accounting import DpEvent
 
-__all__ = ["PrivacyBudget", "BudgetExceededError", "Charge", "resolve", "charge", "detached"]
+__all__ = ["PrivacyBudget", "BudgetExceededError", "BudgetScopeError", "Charge", "resolve", "charge",
+           "check_scope", "detached"]
 
 _ACCOUNTANTS = ("pld", "rdp")
 _STATE_VERSION = 1
@@ -84,6 +92,19 @@ class BudgetExceededError(Exception):
             f"but the budget is ({epsilon:.6g}, {delta:.3g})-DP; spent so far {spent:.6g}, remaining "
             f"{max(epsilon - spent, 0.0):.6g} (epsilon at delta={delta:.3g}). Nothing was charged or released."
         )
+
+
+class BudgetScopeError(RuntimeError):
+    """A release that could not be charged to the budget that applies to it; it is refused
+    before it draws anything (an estimator's ``fit``: before it reads the data).
+
+    Raised when the budget lives in another process (a worker process of joblib's ``loky`` or
+    ``multiprocessing`` backends, a forked child, an unpickled copy), when a worker process
+    (started by :mod:`multiprocessing`) whose parent has a ``with budget:`` block open makes a
+    release without ``budget=``, and when threads of
+    one process have entered different budgets so that a thread without its own ``with`` block
+    has no single default (see "Default budget" in :class:`PrivacyBudget`).  The message is a
+    function of the budgets' scope only, never of data."""
 
 
 class Charge(NamedTuple):
@@ -121,9 +142,11 @@ class PrivacyBudget:
 
     Notes
     -----
-    **When a release fits.**  :meth:`charge` composes the ledger's events and the new event
-    with a fresh accountant and accepts the release iff the composed ``get_epsilon(delta) <=
-    epsilon`` (the certified, pessimistic epsilon at the budget's delta).  Testing epsilon at
+    **When a release fits.**  :meth:`charge` composes the new event with the ledger's
+    composition (incrementally: a PLD budget convolves the event's privacy-loss distribution
+    into the ledger's, :mod:`dpfast.accounting._incremental`; the result is the from-scratch
+    accountant's within 1e-6 relative) and accepts the release iff the composed epsilon at the
+    budget's delta is ``<= epsilon`` (the certified, pessimistic value).  Testing epsilon at
     the budget's delta (rather than ``get_delta(epsilon) <= delta``, equivalent up to the
     accountants' rounding) makes the rule the same quantity that :meth:`spent` reports: a
     charge is accepted exactly when ``spent()`` afterwards is at most ``epsilon``.
@@ -134,8 +157,36 @@ class PrivacyBudget:
 
     **Default budget.**  ``with budget:`` makes it the default of every release in the block
     (and in code it calls) that is not given ``budget=`` explicitly; blocks nest, the inner
-    one wins and the outer is restored on exit.  The default is a :mod:`contextvars` variable:
-    each thread (and asyncio task) has its own, and a new thread starts with none.
+    one wins and the outer is restored on exit.  The rule is that under an open ``with
+    budget:`` block every release of the workflow is charged to it or refused before it reads
+    data, whichever threads or processes scikit-learn or joblib run it in:
+
+    * *this thread* (and asyncio task): the innermost block of its own context
+      (:mod:`contextvars`) applies;
+    * *other threads* of the process that have entered no block of their own (joblib's
+      ``threading`` backend, ``n_jobs`` in scikit-learn, a ``threading.Thread``): the block
+      open in the process applies -- the innermost one of each thread that holds blocks; when
+      threads hold blocks of *different* budgets the default is ambiguous and such a release
+      raises :class:`BudgetScopeError` (enter the budget in the worker, or pass ``budget=``);
+    * *other processes* (joblib's ``loky`` and ``multiprocessing`` backends, ``fork``): a
+      budget cannot be charged across processes, so a release there is refused with
+      :class:`BudgetScopeError`: in a process started by :mod:`multiprocessing` (as joblib's
+      workers are) whose parent has a block open, when no ``budget=`` is given (the parent
+      leaves a marker file in the temporary directory while a block is open, so reused worker
+      pools see it), and always when the budget is a copy from another
+      process (unpickled or inherited by ``fork``).  Use ``n_jobs=1`` or joblib's
+      ``threading`` backend under a budget.
+
+    Inside :func:`detached` no default applies (in that context only; threads it starts fall
+    back to the process's block, which at worst charges twice, never too little).  An explicit
+    ``budget=`` is always honoured: it is charged, or refused if it is a copy (above).
+
+    **Copies.**  ``copy.copy`` and ``copy.deepcopy`` raise ``TypeError``: a budget stands for
+    the privacy loss of one data set, and a copy would be a second budget whose charges the
+    original never sees, so the same data could be spent twice without an error.  A pickled
+    budget unpickles as a read-only record (ledger, ``spent``, ``state_dict``) that refuses
+    charges with :class:`BudgetScopeError`.  To continue an analysis elsewhere, or deliberately start an
+    independent budget from a ledger, use ``PrivacyBudget.from_state_dict(b.state_dict())``.
     """
 
     def __init__(self, epsilon: float, delta: float, accountant: str = "pld"):
@@ -146,8 +197,24 @@ class PrivacyBudget:
         self.accountant = accountant
         self._lock = threading.RLock()
         self._ledger: List[Charge] = []
-        self._acc = None  # accountant holding the composed ledger (None while empty)
+        self._state = None  # the composed ledger (_extend's result; None while empty)
+        self._full = None  # a from-scratch accountant of the ledger, for spent(other delta)
         self._spent = 0.0
+        self._pid = os.getpid()  # a fork's copy (another pid) must not be charged
+
+    #: why this object cannot be charged (an unpickled record), else None
+    _record: Optional[str] = None
+    _pid: Optional[int] = None
+
+    def _check_live(self) -> None:
+        """Raise :class:`BudgetScopeError` unless charges to this object reach the budget."""
+        if self._record is not None:
+            raise BudgetScopeError(self._record)
+        if self._pid is not None and self._pid != os.getpid():
+            raise BudgetScopeError(
+                f"this PrivacyBudget belongs to process {self._pid}; process {os.getpid()} holds a copy "
+                "(inherited by fork), and charges to it would not reach the budget. Run the releases in the "
+                "budget's process (n_jobs=1 or joblib's threading backend). Nothing was charged or released.")
 
     # ----------------------------------------------------------------- charging
     def _composed(self, events):
@@ -170,16 +237,40 @@ class PrivacyBudget:
             acc.compose(e)
         return acc
 
+    def _extend(self, state, event):
+        """``state`` (the composed ledger, None when empty) with ``event`` composed once more, and
+        its epsilon at the budget's delta; ``state`` itself is not changed.
+
+        PLD: :class:`dpfast.accounting._incremental.IncrementalPLD` convolves the event's
+        pessimistic PLD into the ledger's, so a charge costs the same at the 1000th release as
+        at the first (recomposing the ledger made it O(n) compositions, ~n^3 in all); the
+        epsilon is the from-scratch accountant's up to its discretization error.  RDP: a copy of
+        the ledger's accountant (RDP curves add) composed with the event."""
+        if self.accountant == "pld":
+            from dpfast.accounting._incremental import IncrementalPLD
+
+            new = (state if state is not None else IncrementalPLD()).extended(event)
+            return new, float(new.epsilon(self.delta))
+        from dpfast.accounting import make_accountant
+
+        new = state.copy() if state is not None else make_accountant(self.accountant)
+        new.compose(event)
+        return new, float(new.get_epsilon(self.delta))
+
     def charge(self, event: "DpEvent", *, label: str = "") -> None:
         """Charge one release described by ``event``; raise if it does not fit.
 
-        Composes the events already charged and ``event`` (a fresh accountant of this budget's
-        kind) and commits iff the composed epsilon at the budget's delta is ``<= epsilon``.
+        Composes the events already charged and ``event`` (incrementally: see :meth:`_extend`)
+        and commits iff the composed epsilon at the budget's delta is ``<= epsilon``; the check
+        and the commit hold the budget's lock.
 
         Raises
         ------
         BudgetExceededError
             The composition would exceed the budget; the budget is unchanged.
+        BudgetScopeError
+            This object cannot be charged (a copy from another process, an unpickled record);
+            the budget is unchanged.
         dpfast.accounting.UnsupportedEventError
             ``event`` is not an event the accountant supports (e.g. a profile-only event with
             ``accountant="rdp"``); the budget is unchanged.
@@ -188,14 +279,13 @@ class PrivacyBudget:
             already charged; the budget is unchanged.
         """
         label = _check_label(label)
+        self._check_live()
         with self._lock:
-            acc = self._composed([c.event for c in self._ledger] + [event])
-            eps = float(acc.get_epsilon(self.delta))
+            state, eps = self._extend(self._state, event)
             if not eps <= self.epsilon:  # also refuses NaN
                 raise BudgetExceededError(label, event, self._spent, eps, self.epsilon, self.delta)
             self._ledger.append(Charge(label, event, eps))
-            self._acc = acc
-            self._spent = eps
+            self._state, self._spent, self._full = state, eps, None
 
     # ----------------------------------------------------------------- queries
     @property
@@ -209,13 +299,15 @@ class PrivacyBudget:
         budget's delta): the certified (pessimistic) ``get_epsilon(delta)`` of the accountant.
         0.0 while nothing has been charged."""
         with self._lock:
-            if self._acc is None:
-                if delta is not None:
-                    check_delta(delta, allow_zero=False)
+            if delta is not None:
+                delta = check_delta(delta, allow_zero=False)
+            if not self._ledger:
                 return 0.0
-            if delta is None:
+            if delta is None or delta == self.delta:
                 return self._spent
-            return float(self._acc.get_epsilon(check_delta(delta, allow_zero=False)))
+            if self._full is None:  # another delta: a from-scratch composition, kept until the next charge
+                self._full = self._composed([c.event for c in self._ledger])
+            return float(self._full.get_epsilon(delta))
 
     def remaining(self) -> float:
         """``epsilon - spent()``, floored at 0: the epsilon headroom at the budget's delta.
@@ -266,9 +358,9 @@ class PrivacyBudget:
     def from_state_dict(cls, state: dict) -> "PrivacyBudget":
         """The budget saved by :meth:`state_dict`: the same ledger and the same spent epsilon.
 
-        The accountant is rebuilt by composing the saved events (the composition is
-        deterministic, so :meth:`spent` equals the saved value on the same build); a ledger
-        whose composition exceeds the saved epsilon is refused with ``ValueError``."""
+        The composition is rebuilt by charging the saved events in order (deterministic, so
+        :meth:`spent` equals the saved value on the same build); a ledger whose composition
+        exceeds the saved epsilon is refused with ``ValueError``."""
         from dpfast.accounting import from_dict
 
         if not isinstance(state, dict):
@@ -283,31 +375,49 @@ class PrivacyBudget:
         except KeyError as exc:
             raise ValueError(f"budget state lacks the key {exc.args[0]!r}") from None
         if entries:
-            acc = budget._composed([e for _, e, _ in entries])
-            spent = float(acc.get_epsilon(budget.delta))
+            state = None
+            for _, e, _ in entries:
+                state, spent = budget._extend(state, e)
             if not spent <= budget.epsilon:
                 raise ValueError(f"the saved ledger composes to epsilon {spent:.6g} at delta {budget.delta:g}, "
                                  f"above the saved budget {budget.epsilon:g}")
-            budget._acc, budget._spent = acc, spent
+            budget._state, budget._spent = state, spent
             budget._ledger = [Charge(*e) for e in entries]
         return budget
 
     # ----------------------------------------------------------------- default budget
     def __enter__(self) -> "PrivacyBudget":
+        self._check_live()  # a block whose every release would be refused: say so now
         token = _DEFAULT.set(self)
-        _TOKENS.set(_TOKENS.get() + (token,))
+        entry = _register(self)
+        _TOKENS.set(_TOKENS.get() + ((token, entry),))
         return self
 
     def __exit__(self, *exc) -> None:
         tokens = _TOKENS.get()
         _TOKENS.set(tokens[:-1])
-        _DEFAULT.reset(tokens[-1])
+        token, entry = tokens[-1]
+        _unregister(entry)
+        _DEFAULT.reset(token)
 
-    # a lock is not state
+    # ----------------------------------------------------------------- copies
+    def __copy__(self):
+        raise TypeError(_NO_COPY)
+
+    def __deepcopy__(self, memo):
+        raise TypeError(_NO_COPY)
+
+    # a lock is not state; the unpickled object is a record (see "Copies")
     def __getstate__(self):
         with self._lock:
             state = self.__dict__.copy()
         del state["_lock"]
+        state["_state"] = state["_full"] = None  # arrays a record does not need (spent() is kept)
+        state["_record"] = (
+            "this PrivacyBudget was unpickled (e.g. sent to a joblib worker process): it is a read-only record, "
+            "and charges to it would not reach the original budget. Run the releases in the budget's process "
+            "(n_jobs=1 or joblib's threading backend), or use PrivacyBudget.from_state_dict(b.state_dict()) "
+            "to continue a saved analysis. Nothing was charged or released.")
         return state
 
     def __setstate__(self, state):
@@ -315,18 +425,177 @@ class PrivacyBudget:
         self._lock = threading.RLock()
 
 
-_DEFAULT: contextvars.ContextVar[Optional[PrivacyBudget]] = contextvars.ContextVar("dpfast_budget", default=None)
+_NO_COPY = ("a PrivacyBudget cannot be copied: a copy would be a second budget for the same data, whose charges "
+            "the original never sees. Share the budget itself, or use PrivacyBudget.from_state_dict(b.state_dict()) "
+            "for a deliberately independent budget.")
+
+
+_DETACHED = object()  # the default inside ``detached()`` (None: no block in this context)
+_DEFAULT: contextvars.ContextVar[Any] = contextvars.ContextVar("dpfast_budget", default=None)
 _TOKENS: contextvars.ContextVar[tuple] = contextvars.ContextVar("dpfast_budget_tokens", default=())
+
+# Process-wide registry of the open ``with budget:`` blocks: entry number -> (thread, budget).
+# A thread whose own context has no block falls back to it (joblib's threads do not inherit
+# context variables).  While it is non-empty a marker file names this process, so that worker
+# processes (which cannot charge it) refuse their releases -- also workers started earlier.
+_REG_LOCK = threading.Lock()
+_ENTERED: Dict[int, Tuple[int, PrivacyBudget]] = {}
+_ENTRY = itertools.count()
+
+
+def _register(budget: PrivacyBudget) -> int:
+    entry = next(_ENTRY)
+    with _REG_LOCK:
+        _ENTERED[entry] = (threading.get_ident(), budget)
+        if len(_ENTERED) == 1:
+            _marker_write()
+    return entry
+
+
+def _unregister(entry: int) -> None:
+    with _REG_LOCK:
+        _ENTERED.pop(entry, None)
+        if not _ENTERED:
+            _marker_remove()
+
+
+_MARKER_DIR: List[str] = []
+
+
+def _marker_path(pid: int) -> str:
+    if not _MARKER_DIR:
+        _MARKER_DIR.append(tempfile.gettempdir())
+    return os.path.join(_MARKER_DIR[0], f"dpfast-budget-open-{pid}")
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time (Linux: /proc; '' elsewhere): tells a live process from a
+    stale marker left by a dead one whose pid was reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _marker_write() -> None:
+    try:  # never through a link another user planted in a shared temporary directory
+        fd = os.open(_marker_path(os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(_start_time(os.getpid()))
+    except OSError:  # no writable temporary directory: worker processes cannot be warned
+        import warnings
+
+        warnings.warn("dpfast could not write its budget marker in the temporary directory: releases in "
+                      "worker processes cannot see that a budget is open; use n_jobs=1 or threads",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _marker_remove() -> None:
+    try:
+        os.remove(_marker_path(os.getpid()))
+    except OSError:
+        pass
+
+
+@atexit.register
+def _marker_cleanup() -> None:
+    if _ENTERED:
+        _marker_remove()
+
+
+def _after_fork_in_child() -> None:
+    # the child inherits the parent's registry (its budgets refuse charges there: another pid)
+    # but not its marker file; a lock held by another thread at fork time is reset.
+    global _REG_LOCK
+    _REG_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _parent_has_open_budget() -> bool:
+    # Runs on every release without a budget, so only in processes started by multiprocessing
+    # (joblib's loky and multiprocessing workers, Pools, Process), and then one access() call.
+    if multiprocessing.parent_process() is None:
+        return False
+    ppid = os.getppid()
+    if ppid <= 1:
+        return False
+    path = _marker_path(ppid)
+    if not os.access(path, os.F_OK):
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return False  # not written by this user's processes
+    try:
+        with open(path) as f:
+            saved = f.read().strip()
+    except OSError:
+        return True
+    now = _start_time(ppid)
+    return not (saved and now and saved != now)  # a stale marker of a dead process: ignore
 
 
 def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
-    """The budget a release charges: ``budget`` when given, else the default set by the
-    innermost ``with some_budget:`` block of this context, else ``None`` (no charge)."""
+    """The budget a release charges: ``budget`` when given, else the default (the innermost
+    ``with some_budget:`` block of this context; in a thread without one, the block open in
+    the process), else ``None`` (no charge).
+
+    Raises :class:`BudgetScopeError` (nothing read, drawn or charged) when the release cannot
+    be charged: the budget is a copy from another process, this process's parent has a block
+    open, or threads have entered different budgets (the rule: "Default budget" in
+    :class:`PrivacyBudget`)."""
     if budget is None:
-        return _DEFAULT.get()
+        b = _DEFAULT.get()
+        if b is _DETACHED:
+            return None
+        if b is None:
+            b = _process_default()
+            if b is None:
+                return None
+        b._check_live()
+        return b
     if not isinstance(budget, PrivacyBudget):
         raise TypeError(f"budget must be a dpfast.PrivacyBudget or None, got {type(budget).__name__}")
+    budget._check_live()
     return budget
+
+
+def _process_default() -> Optional[PrivacyBudget]:
+    entries = None
+    if _ENTERED:  # (unlocked peek: the common case, no block anywhere, takes no lock)
+        with _REG_LOCK:
+            entries = sorted(_ENTERED.items())
+    if entries:
+        innermost: Dict[int, PrivacyBudget] = {}
+        for _, (thread, b) in entries:  # in entry order: the last one of a thread is its innermost
+            innermost[thread] = b
+        budgets = {id(b): b for b in innermost.values()}
+        if len(budgets) == 1:
+            return next(iter(budgets.values()))
+        raise BudgetScopeError(
+            f"{len(budgets)} different privacy budgets are open in 'with' blocks of other threads, so this thread "
+            "has no single default: enter one with 'with budget:' in this thread or pass budget=. "
+            "Nothing was charged or released.")
+    if _parent_has_open_budget():
+        raise BudgetScopeError(
+            f"the parent process ({os.getppid()}) has a 'with budget:' block open, and a budget cannot be charged "
+            "from another process (e.g. a joblib loky/multiprocessing worker): run the releases in the budget's "
+            "process (n_jobs=1 or joblib's threading backend), or pass an explicit budget=. "
+            "Nothing was charged or released.")
+    return None
+
+
+def check_scope(budget: Optional[PrivacyBudget] = None) -> None:
+    """Raise :class:`BudgetScopeError` (or ``TypeError`` for a non-budget) now if a release
+    with ``budget=budget`` could not be charged; estimators call it before reading data."""
+    resolve(budget)
 
 
 def charge(budget: Optional[PrivacyBudget], event: "DpEvent", label: str = "") -> None:
@@ -346,7 +615,7 @@ def detached() -> Iterator[None]:
     draw its noise runs those calls inside ``with detached():``, so that the default budget is
     charged once, with the composite's event, not again for each inner call.  Explicit
     ``budget=`` arguments inside the block are still charged."""
-    token = _DEFAULT.set(None)
+    token = _DEFAULT.set(_DETACHED)
     try:
         yield
     finally:

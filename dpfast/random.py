@@ -81,6 +81,15 @@ class SecureRandom(np.random.Generator):
     copying, pickling or reading/setting the ``state`` of its bit generator, raise
     ``TypeError`` (each would copy the key and replay the stream).  Independent streams come
     from :meth:`spawn`, whose children are keyed afresh from ``os.urandom``.
+
+    As an estimator's ``random_state``: scikit-learn's ``clone`` (``cross_val_score``,
+    ``GridSearchCV``, pipelines, :class:`~dpfast.model_selection.PrivateRandomSearch`) gives every
+    clone of a dpfast estimator a fresh ``SecureRandom`` (its own key; never a copy of this
+    one), and the search gives each of its runs a fresh one.  A fitted model's ``random_state``
+    is therefore not the stream that drew its noise, and refitting draws new noise.  Sending
+    such an estimator to another *process* (joblib's default ``loky`` backend with
+    ``n_jobs > 1``) pickles it and is refused, before anything is fitted or charged: use
+    ``n_jobs=1`` or joblib's ``threading`` backend, or ``random_state=None``.
     """
 
     def __init__(self) -> None:
@@ -94,7 +103,9 @@ class SecureRandom(np.random.Generator):
     def __reduce__(self):
         # Pickling would copy the key; a secure stream must not be duplicated.
         raise TypeError("SecureRandom cannot be pickled or copied (it would replay the secret stream); "
-                        "use spawn(n) for independent generators")
+                        "use spawn(n) for independent generators.  An estimator with random_state=SecureRandom() "
+                        "is cloned with a fresh stream (sklearn.base.clone) but cannot be sent to another "
+                        "process: use n_jobs=1 or joblib's threading backend")
 
     def __copy__(self):
         self.__reduce__()

@@ -251,3 +251,23 @@ def test_large_epsilon_rr_and_all_infinite_loss_do_not_crash():
     assert b.get_epsilon(1e-5) == math.inf
     c = PLDAccountant().compose(FromDominatingPair([1.0, 0.0], [0.0, 1.0]), 2).compose(Gaussian(1.0))
     assert c.get_delta(5.0) == 1.0 and c.get_epsilon(0.5) == math.inf
+
+
+def test_calibrate_noise_multiplier_tiny_sample_rate_answers_at_once():
+    # issue 21 item 14: sample_rate=np.float32(1e-45) searched for 14 s (1181d15) through
+    # grids far too wide; with q * steps <= delta every multiplier meets the target
+    # ((0, q T)-DP by basic composition: each step's total variation is <= q), so the search
+    # floor is the answer
+    import time
+
+    from dpfast.accounting.calibration import SIGMA_MIN
+    from dpfast.accounting.events import PoissonSampled
+
+    t0 = time.process_time()
+    z = calibrate_noise_multiplier(1.0, 1e-5, np.float32(1e-45), 1000)
+    assert time.process_time() - t0 < 1.0
+    assert z == SIGMA_MIN
+    # the (0, q)-DP step the shortcut relies on: delta(0) of one step <= q, any noise
+    for sigma in (0.3, 1.0):
+        acc = PLDAccountant(1e-3).compose(PoissonSampled(1e-3, Gaussian(sigma)))
+        assert acc.get_delta_bounds(0.0)[0] <= 1e-3

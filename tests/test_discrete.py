@@ -456,3 +456,63 @@ def test_binding_rejects_bad_thread_counts():
     cap = np.random.default_rng(0).bit_generator.capsule
     with pytest.raises(ValueError, match="n_threads"):
         _exact.discrete_laplace_fill(cap, 1, 1, np.empty(3, np.int64), 0)
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 21, item 14: the delta helpers are never below the exact value (accountants' block)
+# ----------------------------------------------------------------------------------------------
+def _mp_discrete_gaussian_delta(s2: Fraction, d: int, eps: float):
+    """CKS20 Theorem 7's delta at 50 digits, summed over |k| <= 60 sigma + 5 (the weights
+    left out are below e^-1800 of the largest), independently of the library."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 50
+    v = ctx.mpf(s2.numerator) / s2.denominator
+    W = int(ctx.ceil(60 * ctx.sqrt(v))) + 5 + d
+    w = {k: ctx.exp(-ctx.mpf(k) ** 2 / (2 * v)) for k in range(-W - d, W + d + 1)}
+    Z = ctx.fsum(w[k] for k in range(-W, W + 1))
+    k0 = ctx.mpf(eps) * v / d + ctx.mpf(d) / 2
+    return ctx.fsum(w[k - d] - ctx.exp(eps) * w[k] for k in range(-W + d, W + d + 1) if k > k0) / Z
+
+
+def test_discrete_gaussian_delta_is_never_below_the_exact_value():
+    # On 1181d15 (a difference of two tails) it was below the exact value in 33 of these 60
+    # cases (0.0 in some where the exact value is positive)
+    worst = 0.0
+    for s2 in (Fraction(1, 4), Fraction(1), Fraction(9, 2), Fraction(25)):
+        for d in (1, 2, 3):
+            for eps in (0.0, 0.5, 2.0, 5.0, 10.0):
+                exact = _mp_discrete_gaussian_delta(s2, d, eps)
+                got = discrete_gaussian_delta(s2, d, eps)
+                if exact > 1e-300:
+                    assert got >= exact, (s2, d, eps, got, exact)
+                    worst = max(worst, float(got / exact - 1))
+                else:  # below the doubles: the smallest positive one, never 0
+                    assert got == 5e-324
+    assert worst <= 2e-12  # raised by 1e-12 (relative) on purpose, no more
+
+
+def test_zcdp_delta_is_an_upper_bound_on_the_cks20_infimum_and_never_zero():
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+
+    def infimum(rho, eps):  # CKS20 Corollary 13 minimised over alpha at 40 digits
+        rho, eps = ctx.mpf(rho), ctx.mpf(eps)
+
+        def f(a):
+            return (a - 1) * (a * rho - eps) - ctx.log(a - 1) + a * ctx.log(1 - 1 / a)
+
+        a = ctx.findroot(lambda x: ctx.diff(f, x), (eps + rho) / (2 * rho))
+        return ctx.exp(f(a))
+
+    for rho, eps in [(0.5, 1.0), (0.5, 5.0), (0.05, 1.0), (0.01, 0.5), (0.5, 20.0), (2.0, 30.0)]:
+        exact = infimum(rho, eps)
+        got = zcdp_delta(rho, eps)
+        assert exact <= got <= exact * (1 + 1e-9), (rho, eps, got, exact)
+    # the true value is positive and below the doubles (1.4e-341): 0.0 would claim pure DP
+    # (1181d15 returned 0.0)
+    assert float(ctx.log(infimum(0.5, 40.0))) < math.log(5e-324)
+    assert zcdp_delta(0.5, 40.0) == 5e-324

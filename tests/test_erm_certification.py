@@ -174,3 +174,75 @@ def test_subnormal_tau_calibrates():
     b = calibrate_amp(1.0, 1e-5, clip=1.0, smoothness=0.25, tau=1e-300)
     assert a.epsilon <= 1.0 and b.epsilon <= 1.0
     assert a.regularization == pytest.approx(b.regularization, rel=1e-3)
+
+
+# ------------------------------------------------- refusals of public parameters come first (issue 21, item 8)
+
+def _gen_state():
+    g = np.random.default_rng(11)
+    return g, g.bit_generator.state
+
+
+def _unit_rows(n=40, d=3, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True), (rng.random(n) < 0.5).astype(int)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(tol=5e-324), "below what float64 arithmetic can certify"),
+    (dict(noise_std=1e300), r"noise_std=1e\+300"),   # the noise b alone is too large to certify tol
+    (dict(max_iter=True), "max_iter must be an integer"),
+    (dict(max_iter=2**63), "max_iter must be an integer"),
+])
+def test_private_glm_refuses_public_parameters_before_the_noise_is_drawn(kw, match):
+    # on 1181d15 each drew the objective's noise b first (tol, noise_std: checked against the drawn
+    # ||b||; max_iter: checked by the solver), so the refusal advanced the caller's generator
+    from dpfast.linear_model import private_glm
+
+    X, y = _unit_rows()
+    g, state = _gen_state()
+    with pytest.raises(ValueError, match=match):
+        private_glm(X, 2 * y - 1, epsilon=1.0, delta=1e-5, random_state=g, **kw)
+    assert g.bit_generator.state == state
+
+
+def test_clip_too_large_to_certify_is_refused_before_the_charge():
+    from dpfast import PrivacyBudget
+
+    X, y = _unit_rows()
+    g, state = _gen_state()
+    budget = PrivacyBudget(10.0, 1e-3)
+    with pytest.raises(ValueError, match=r"L=1e\+300"):
+        LinearRegression(clip=1e300, random_state=g).fit(X, y - 0.5, budget=budget)
+    assert budget.ledger == () and g.bit_generator.state == state
+
+
+def test_pre_draw_floor_covers_the_drawn_noise():
+    # The floor checked before the draw bounds ||b|| by sigma (sqrt(d) + 10); the check the solver
+    # repeats with the drawn b must then pass.  Here at a tol just above the pre-draw floor.
+    from dpfast.linear_model._mechanisms import NOISE_NORM_MARGIN
+
+    X, y = _unit_rows(n=50, d=3)
+    n, p = X.shape[0], X.shape[1] + 1  # bias column
+    probe = LogisticRegression(tol=1.0, random_state=0).fit(X, y)
+    sigma, L = probe.calibration_.noise_std, probe.calibration_.lipschitz
+    floor = 8.0 * 2.0 * (n * L + sigma * (math.sqrt(p) + NOISE_NORM_MARGIN)) * np.finfo(np.float64).eps
+    for seed in range(20):
+        m = LogisticRegression(tol=floor * 1.01, random_state=seed).fit(X, y)
+        assert m.grad_norm_[0] <= m.calibration_.tau
+    with pytest.raises(ValueError, match="below what float64"):
+        LogisticRegression(tol=floor * 0.99, random_state=0).fit(X, y)
+
+
+def test_objective_output_multiplier_at_a_subnormal_epsilon():
+    # 2e-3 * epsilon underflowed to 0 (ZeroDivisionError, issue 21 item 8); z = sqrt(1024 K / (2e-3 eps))
+    # is finite for every positive double, checked here in 60-digit decimal arithmetic
+    from decimal import Decimal, getcontext
+
+    from dpfast.linear_model._calibration import objective_output_multiplier
+
+    getcontext().prec = 60
+    for eps, count in [(5e-324, 1), (1e-310, 3), (2.5e-321, 2), (0.7, 4)]:
+        exact = (Decimal(1024 * count) / (Decimal(2) * Decimal("1e-3") * Decimal(eps))).sqrt()
+        assert objective_output_multiplier(eps, count) == pytest.approx(float(exact), rel=1e-14)

@@ -122,8 +122,9 @@ def test_discrete_accounting_helpers_extremes():
         discrete_gaussian_sigma2(1e308, 1.0, 1e-5)
     with pytest.raises(ValueError, match="sigma exceeds 2\\*\\*31"):
         discrete_gaussian_mechanism(np.array([1]), 1e308, 1.0, 1e-5, rng=0)
-    # huge epsilon: e^epsilon overflowed (OverflowError); the exact delta is 0 there
-    assert discrete_gaussian_delta(1, 1, 1e308) == 0.0
+    # huge epsilon: e^epsilon overflowed (OverflowError); the exact delta is positive but
+    # below the smallest double: the smallest positive double is returned (an upper bound)
+    assert discrete_gaussian_delta(1, 1, 1e308) == 5e-324
     # rho-zCDP with huge rho: the trivial delta 1 (was OverflowError)
     assert zcdp_delta(1e308, 1.0) == 1.0
     with pytest.raises(TypeError, match="sensitivity"):
@@ -443,9 +444,10 @@ def test_sweep_regressions_raise_value_or_type_error_naming_the_argument(case):
 
 @pytest.mark.parametrize("call, expect", [
     # extremes where an overflowing term made SciPy's minimizer warn (or a tiny sigma2 overflowed
-    # -k^2 / (2 sigma2)); the values are the limits: delta 1 for no privacy, 0 for huge epsilon
+    # -k^2 / (2 sigma2)); the values are the limits: delta 1 for no privacy, and for huge
+    # epsilon the smallest positive double (the exact delta is positive; 0 would claim pure DP)
     (lambda: zcdp_delta(1e308, 1.0), 1.0),
-    (lambda: zcdp_delta(0.5, 1e308), 0.0),
+    (lambda: zcdp_delta(0.5, 1e308), 5e-324),
     (lambda: discrete_gaussian_delta(1e-320, 1, 1.0), 1.0),  # (no noise: P[Y > -1/2] = 1)
 ])
 def test_extreme_accounting_values_without_runtime_warnings(call, expect):

@@ -12,6 +12,7 @@ from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
 from dpfast import accounting
+from dpfast._base import PrivateEstimator
 from dpfast.accounting.tuning import tnb_expected_count
 from dpfast.budget import BudgetExceededError, PrivacyBudget, charge
 from dpfast.calibrate import gaussian_sigma
@@ -144,7 +145,6 @@ def test_truncated_negative_binomial_run_count_law(eta):
 def test_selects_the_useful_candidate_and_releases_it():
     X, y = _data(8000)
     s = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=5.0, delta=1e-5, random_state=3).fit(X, y)
-    assert s.n_runs_ >= 2
     assert s.best_params_ == {"sign": 1.0}
     assert s.score(X, y) > 0.8
     np.testing.assert_array_equal(s.predict(X), s.best_estimator_.predict(X))
@@ -175,7 +175,7 @@ def test_same_seed_same_release():
     X, y = _data()
     a = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=1.0, delta=1e-5, random_state=7).fit(X, y)
     b = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=1.0, delta=1e-5, random_state=7).fit(X, y)
-    assert a.n_runs_ == b.n_runs_ and a.best_score_ == b.best_score_
+    assert a.best_params_ == b.best_params_ and a.best_score_ == b.best_score_
     np.testing.assert_array_equal(a.best_estimator_.c_, b.best_estimator_.c_)
     assert clone(a).get_params()["epsilon"] == 1.0
 
@@ -336,3 +336,208 @@ def test_input_forms_reach_the_runs():
     # one row: the training part or the validation part is empty; an empty training part is refused
     with pytest.raises(ValueError, match="n_samples = 1"):
         PrivateRandomSearch(NoisyCentroid(), GRID, validation_fraction=0.999, random_state=0, **kw).fit(X[:1], y[:1])
+
+
+# ----------------------------------------------------------------- issue 21: K is internal (item 5)
+def _structure(obj):
+    """Every public attribute of a fitted object: name -> (type, shape/len, dtype), recursing
+    into a released estimator (its parameters by value: they are public)."""
+    out = {}
+    for name, v in sorted(vars(obj).items()):
+        if name.startswith("_"):
+            continue
+        if hasattr(v, "get_params") and name.endswith("_"):
+            out[name] = (type(v).__name__, _structure(v), repr(sorted(v.get_params(deep=False).items())))
+        elif isinstance(v, np.ndarray):
+            out[name] = ("ndarray", v.shape, str(v.dtype))
+        elif isinstance(v, (list, tuple, dict)):
+            out[name] = (type(v).__name__, len(v))
+        else:
+            out[name] = (type(v).__name__,)
+    return out
+
+
+def test_no_released_attribute_depends_on_the_run_count(monkeypatch):
+    """Papernot & Steinke's theorems bound the law of the best run alone; K is internal. Two
+    fits whose K differs (forced through the run-count draw) release the same attributes, of the
+    same types and shapes, the same data-independent values, one identical ledger entry and no
+    warning: nothing from which K could be read."""
+    import warnings
+
+    from dpfast.model_selection import _search
+
+    X, y = _data(600)
+    fits = {}
+    for k in (1, 5):
+        monkeypatch.setattr(_search, "sample_run_count", lambda *a, k=k: k)
+        b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            # one candidate: the released parameters are then public, compared by value
+            s = PrivateRandomSearch(NoisyCentroid(random_state=5), {"sign": [1.0]}, epsilon=1.0, delta=1e-5,
+                                    random_state=0).fit(X, y, budget=b)
+        fits[k] = (s, b, [str(x.message) for x in w])
+    (s1, b1, w1), (s5, b5, w5) = fits[1], fits[5]
+    assert _structure(s1) == _structure(s5)
+    assert not any(hasattr(s, "n_runs_") for s in (s1, s5))
+    for name in ("event_", "epsilon_", "delta_", "accountant_", "run_epsilon_", "n_features_in_"):
+        assert getattr(s1, name) == getattr(s5, name)
+    np.testing.assert_array_equal(s1.rdp_curve_, s5.rdp_curve_)
+    assert [(c.event, c.label) for c in b1.ledger] == [(c.event, c.label) for c in b5.ledger]
+    assert len(b1.ledger) == 1 and w1 == w5 == []
+
+
+def test_released_estimator_carries_no_run_seed():
+    """The seed that drew a run's noise would let anyone holding the released model subtract
+    the noise: the released estimator carries the random_state it was given, not the run's."""
+    X, y = _data(600)
+    for template_state in (None, 5):
+        s = PrivateRandomSearch(NoisyCentroid(random_state=template_state), GRID, epsilon=1.0, delta=1e-5,
+                                n_runs_mean=3.0, random_state=None).fit(X, y)
+        if s.best_estimator_ is not None:
+            assert s.best_estimator_.random_state == template_state
+
+
+# ----------------------------------------------------------------- issue 21: the probe (item 15)
+class BatchedCentroid(NoisyCentroid):
+    """NoisyCentroid that, like DP-SGD, refuses a batch larger than the training data."""
+
+    def __init__(self, epsilon=1.0, delta=1e-5, sign=1.0, boost=1.0, random_state=None, batch_size=32):
+        super().__init__(epsilon, delta, sign, boost, random_state)
+        self.batch_size = batch_size
+
+    def fit(self, X, y, *, budget=None):
+        if self.batch_size > X.shape[0]:
+            raise ValueError(f"batch_size ({self.batch_size}) must be <= the number of training examples")
+        return super().fit(X, y, budget=budget)
+
+
+def test_probe_fits_an_estimator_that_needs_more_than_eight_rows():
+    X, y = _data(400)
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    s = PrivateRandomSearch(BatchedCentroid(batch_size=32), GRID, epsilon=1.0, delta=1e-5, n_runs_mean=2.0,
+                            random_state=0).fit(X, y, budget=b)
+    assert len(b.ledger) == 1 and s.epsilon_ <= 1.0
+    # a batch larger than the training part is a bad public parameter: refused before the
+    # charge and before any draw
+    g = np.random.default_rng(0)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="batch_size"):
+        PrivateRandomSearch(BatchedCentroid(batch_size=1000), GRID, epsilon=1.0, delta=1e-5,
+                            random_state=g).fit(X, y, budget=b)
+    assert len(b.ledger) == 1 and g.bit_generator.state == state
+
+
+def test_dp_sgd_with_a_batch_larger_than_the_training_part_fails_before_the_charge():
+    from dpfast.sgd import DPSGDClassifier
+
+    X, y = _data(200)
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    g = np.random.default_rng(0)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="batch_size"):
+        PrivateRandomSearch(DPSGDClassifier(epsilon=1.0, batch_size=190, accountant="rdp"), {"learning_rate": [0.1]},
+                            epsilon=1.0, delta=1e-5, random_state=g).fit(X, y, budget=b)
+    assert not b.ledger and g.bit_generator.state == state
+
+
+def test_probe_keeps_the_dataframe_columns():
+    """A ColumnTransformer that selects columns by name (and a string column with public
+    categories) is probed on a dummy with the DataFrame's columns and dtypes."""
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+
+    from dpfast.preprocessing import OneHotEncoder, StandardScaler
+
+    X, y = _data(600)
+    df = pd.DataFrame(X[:, :2], columns=["a", "b"])
+    df["c"] = np.where(X[:, 2] > 0, "x", "y")
+    df["d"] = pd.Categorical(np.where(X[:, 3] > 0, "u", "v"))
+    ct = ColumnTransformer([("num", StandardScaler(0.2, bounds=(-1, 1)), ["b", "a"]),
+                            ("cat", OneHotEncoder([["x", "y"], ["u", "v"]]), ["c", "d"])])
+    pipe = make_pipeline(ct, NoisyCentroid(0.8))
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    s = PrivateRandomSearch(pipe, {"noisycentroid__sign": [1.0, -1.0]}, epsilon=1.0, delta=1e-5,
+                            n_runs_mean=2.0, random_state=1).fit(df, y, budget=b)
+    assert len(b.ledger) == 1
+    scaler_ev, centroid_ev = s.event_.event.events[0].events
+    # the scaler's l1 sensitivity counts its 2 columns; the centroid's sees 2 + 4 features
+    assert scaler_ev.sensitivity == 1 + 2 + 1 and centroid_ev.sensitivity == pytest.approx(math.sqrt(6))
+    np.testing.assert_array_equal(s.best_estimator_[0].feature_names_in_, ["a", "b", "c", "d"])
+    assert s.predict(df).shape == (600,)
+
+
+# ----------------------------------------------------------------- issue 21: SecureRandom (item 15)
+class StreamRecorder(NoisyCentroid, PrivateEstimator):
+    """NoisyCentroid as a dpfast estimator (cloned by dpfast's rule) recording whether its fit
+    drew from a secure stream."""
+
+    def fit(self, X, y, *, budget=None):
+        from dpfast.random import check_random_state, is_secure
+
+        self.secure_stream_ = is_secure(check_random_state(self.random_state))
+        return super().fit(X, y, budget=budget)
+
+
+def test_search_with_secure_streams():
+    from dpfast.random import SecureRandom, is_secure
+
+    X, y = _data(600)
+    for est_state, search_state in ((SecureRandom(), 0), (None, SecureRandom()), (SecureRandom(), SecureRandom())):
+        b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+        # (truncated negative binomial: K >= 1, so a model is always released)
+        s = PrivateRandomSearch(StreamRecorder(random_state=est_state), GRID, epsilon=1.0, delta=1e-5,
+                                n_runs_mean=3.0, distribution="truncated_negative_binomial",
+                                random_state=search_state).fit(X, y, budget=b)
+        assert len(b.ledger) == 1
+        # the run drew from a fresh secure stream; the released model holds none of the runs'
+        best = s.best_estimator_
+        assert best.secure_stream_
+        assert best.random_state is None if est_state is None else (
+            is_secure(best.random_state) and best.random_state is not est_state)
+        clone(s)  # a search holding secure streams clones too
+    # refused charges draw nothing from a secure search's generator either (nothing to compare:
+    # its state cannot be read), and leave no model
+    s = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=1.0, delta=1e-5, random_state=SecureRandom())
+    with pytest.raises(BudgetExceededError):
+        s.fit(X, y, budget=PrivacyBudget(0.5, 1e-5, accountant="rdp"))
+    assert not hasattr(s, "best_estimator_")
+
+
+class Diverging(NoisyCentroid):
+    """NoisyCentroid whose candidate sign=-1 diverges (DP-SGD's FloatingPointError) on the real
+    data (not on the search's all-zero probe)."""
+
+    def fit(self, X, y, *, budget=None):
+        super().fit(X, y, budget=budget)
+        if self.sign < 0 and np.any(np.asarray(X)):
+            raise FloatingPointError("training diverged (non-finite parameters); lower learning_rate")
+        return self
+
+
+def test_a_diverged_run_is_a_run_not_an_abort():
+    """A run's divergence is a function of that run's private release: it scores -inf instead of
+    aborting the search after the charge (an abort would reveal an unreleased run, more likely
+    the larger K); when every run diverges, the output is "no model", as for a Poisson K = 0."""
+    X, y = _data(400)
+    b = PrivacyBudget(5.0, 1e-5, accountant="rdp")
+    s = PrivateRandomSearch(Diverging(), GRID, epsilon=1.0, delta=1e-5, n_runs_mean=6.0,
+                            distribution="truncated_negative_binomial", random_state=0).fit(X, y, budget=b)
+    assert s.best_params_ == {"sign": 1.0} and len(b.ledger) == 1
+    with pytest.warns(RuntimeWarning, match="released no model") as w_all:
+        s = PrivateRandomSearch(Diverging(), {"sign": [-1.0]}, epsilon=1.0, delta=1e-5, n_runs_mean=3.0,
+                                distribution="truncated_negative_binomial", random_state=0).fit(X, y, budget=b)
+    assert s.best_estimator_ is None and s.best_score_ is None and len(b.ledger) == 2
+    with pytest.raises(ValueError, match="released no model"):
+        s.predict(X)
+    # the same output as a Poisson K = 0
+    from dpfast.model_selection import _search
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_search, "sample_run_count", lambda *a: 0)
+        with pytest.warns(RuntimeWarning, match="released no model") as w_none:
+            z = PrivateRandomSearch(NoisyCentroid(), {"sign": [-1.0]}, epsilon=1.0, delta=1e-5, n_runs_mean=3.0,
+                                    random_state=0).fit(X, y)
+    assert [str(x.message) for x in w_all] == [str(x.message) for x in w_none]
+    assert _structure(z).keys() == _structure(s).keys()

@@ -271,7 +271,8 @@ def test_budget_is_charged_once_and_refusals_draw_no_noise():
 def test_row_bound_and_sparse_input():
     X, y = _blobs(seed=10)
     with pytest.raises(ValueError, match="norm_bound"):
-        LogisticRegression(method="output", multi_class="multinomial", classes=np.arange(4)).fit(2 * X, y)
+        LogisticRegression(method="output", multi_class="multinomial", classes=np.arange(4),
+                           row_norm="check").fit(2 * X, y)  # the default clips
     dense, _, _ = _fit(seed=3)
     sparse = LogisticRegression(1.0, 1e-5, method="output", multi_class="multinomial", classes=np.arange(4),
                                 random_state=3).fit(sp.csr_matrix(X), y)

@@ -30,7 +30,7 @@ def _data(n=20000, d=3, seed=0):
 def test_standard_scaler_matches_numpy_on_clamped_data_at_large_epsilon(delta):
     X = _data()
     lo, hi = np.array([-4.0, -1.0, 0.0]), np.array([8.0, 5.0, 6.0])
-    s = StandardScaler(1e5, delta, bounds=(lo, hi), random_state=1).fit(X)
+    s = StandardScaler(1e5, delta, bounds=dict(enumerate(zip(lo, hi))), random_state=1).fit(X)
     Xc = np.clip(X, lo, hi)
     # noise per coordinate <= ~ 30 l1/eps in units of r; divided by n: far below 1e-5 r
     r = (hi - lo) / 2
@@ -145,7 +145,11 @@ def test_standard_scaler_charges_before_noise():
     (dict(bounds=None), ValueError, "bounds"),
     (dict(bounds=(1, 1)), ValueError, "lower < upper"),
     (dict(bounds=(0, np.inf)), ValueError, "finite"),
-    (dict(bounds=((0, 0), (1, 1))), ValueError, "n_features=3"),
+    (dict(bounds=((0, 0), (1, 1))), ValueError, "ambiguous"),
+    (dict(bounds=((0, 1), (0, 1), (0, 1))), ValueError, "ambiguous"),
+    (dict(bounds={0: (0, 1), 1: (0, 1)}), ValueError, r"missing .* \[2\]"),
+    (dict(bounds={0: (0, 1), 1: (0, 1), 2: (0, 1), 3: (0, 1)}), ValueError, "not features"),
+    (dict(bounds={0: (0, 1), 1: (0, 1), 2: (1, 0)}), ValueError, "lower < upper"),
     (dict(bounds=(0, 1), epsilon=0), ValueError, "epsilon"),
     (dict(bounds=(0, 1), delta=1.0), ValueError, "delta"),
     (dict(bounds="ab"), TypeError, "bounds"),
@@ -378,3 +382,171 @@ def test_transform_checks_the_fitted_width_and_feature_names():
     assert list(enc.get_feature_names_out(["u", "v"])) == ["u_0.0", "u_1.0", "v_x", "v_y"]
     with pytest.raises(ValueError, match="input_features"):
         enc.get_feature_names_out(["u"])
+
+
+# ------------------------------------------------------------------------------ issue 21
+_ULP_LO, _ULP_HI = 1060.3046685859608, 1060.304668585962  # bounds a few ulps wide (issue 21, item 7b)
+
+
+def _released_vectors(monkeypatch, fits):
+    """The exact (count, S1, S2) vector each StandardScaler fit adds noise to.
+
+    The noise samplers are replaced by a spy that reads the vector from the caller's frame and
+    returns zeros: the test sees what the mechanism releases before noise, as its sensitivity
+    argument does."""
+    import sys
+
+    from dpfast.preprocessing import _scalers
+
+    seen = []
+
+    def spy(scale, size, rng=None):
+        seen.append(np.array(sys._getframe(1).f_locals["exact"], dtype=np.float64))
+        return np.zeros(size)
+
+    monkeypatch.setattr(_scalers, "laplace_noise", spy)
+    monkeypatch.setattr(_scalers, "gaussian_noise", spy)
+    for f in fits:
+        f()
+    return seen
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_standard_scaler_terms_respect_the_sensitivity_for_bounds_a_few_ulps_wide(monkeypatch, delta):
+    # neighbours: D = two rows (one at each bound), D' = D plus a row at the upper bound.  Each row
+    # moves (n, S1, S2) by (1, u, u^2 - 1/2) with |u| <= 1: at most 1 + 1 + 1/2 in l1 and
+    # sqrt(1 + 1 + 1/4) in l2 for one feature (the calibration's 1 + 1.5 d and sqrt(1 + 1.25 d)).
+    # Unclamped, (hi - c) / r rounds to 1.2 here: l1 1 + 1.2 + 0.94 = 3.14, 26 % over.
+    D = np.array([[_ULP_LO], [_ULP_HI]])
+    Dp = np.vstack([D, [[_ULP_HI]]])
+    kw = dict(epsilon=1.0, delta=delta, bounds=(_ULP_LO, _ULP_HI), random_state=0)
+    a, b = _released_vectors(monkeypatch, [lambda: StandardScaler(**kw).fit(D), lambda: StandardScaler(**kw).fit(Dp)])
+    diff = np.abs(b - a)
+    assert diff[0] == 1.0 and diff[1] <= 1.0 and diff[2] <= 0.5
+    assert diff.sum() <= 2.5 and math.hypot(*diff) <= math.sqrt(2.25)
+    # every term lies in its bound: |S1| <= n and |S2| <= n / 2 for all-extreme data
+    for v in (a, b):
+        assert abs(v[1]) <= v[0] and abs(v[2]) <= v[0] / 2
+
+
+def _ledger_and_rng_unchanged(fit, exc, match):
+    """``fit(budget, gen)`` raises ``exc`` with nothing charged and no randomness drawn."""
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(21)
+    state = g.bit_generator.state
+    with pytest.raises(exc, match=match):
+        fit(b, g)
+    assert not b.ledger and g.bit_generator.state == state
+
+
+@pytest.mark.parametrize("make, match", [
+    # var_ = r^2 var_u overflows (it was nan); r^2 underflows to 0; half-width 0
+    (lambda g: StandardScaler(1.0, bounds=(-1e200, 1e200), random_state=g), "too wide"),
+    (lambda g: StandardScaler(1.0, bounds=(0.0, 1e-170), random_state=g), "too narrow"),
+    (lambda g: StandardScaler(1.0, bounds=(0.0, 5e-324), random_state=g), "too narrow"),
+    # scale_ = (max - min) / range overflows (it was inf); min_ = min - data_min_ scale_ overflows
+    (lambda g: MinMaxScaler(1.0, bounds=(0.0, 5e-324), random_state=g), "too narrow"),
+    (lambda g: MinMaxScaler(1.0, bounds=(1e300, 1.5e300), feature_range=(0, 1e10), random_state=g), "too large"),
+    (lambda g: MinMaxScaler(1.0, bounds=(0, 1), feature_range=(-1e308, 1e308), random_state=g), "feature_range"),
+], ids=["std-wide", "std-r2-underflow", "std-r-zero", "minmax-narrow", "minmax-offset", "minmax-fr-width"])
+def test_scalers_refuse_bounds_whose_statistics_are_not_doubles_before_the_charge(make, match):
+    _ledger_and_rng_unchanged(lambda b, g: make(g).fit(np.zeros((20, 2)), budget=b), ValueError, match)
+
+
+def test_scalers_answer_with_finite_statistics_at_the_edges_of_the_double_range():
+    # the widest StandardScaler bounds accepted: r^2 <= max double; a mean near the upper end
+    X = np.full((50, 1), 1e154)
+    s = StandardScaler(1e6, bounds=(-1e154, 1e154), random_state=0).fit(X)
+    assert np.isfinite(s.var_).all() and np.isfinite(s.mean_).all() and np.isfinite(s.scale_).all()
+    assert s.mean_[0] == pytest.approx(1e154, rel=1e-3) and s.mean_[0] <= 1e154
+    m = MinMaxScaler(1.0, bounds=(0.0, 1e-300), random_state=0).fit(np.zeros((20, 2)))
+    assert np.isfinite(m.scale_).all() and np.isfinite(m.min_).all()
+
+
+def test_minmax_scaler_treats_a_range_too_narrow_to_invert_as_constant(monkeypatch):
+    # released quantiles one ulp apart with feature_range width 1e300: 1e300 / 1.1e-16 overflows;
+    # documented answer: a constant feature, scale_ = max - min (a range of 1), as for range 0
+    from dpfast.preprocessing import _scalers
+
+    lo_q = 0.5
+    hi_q = float(np.nextafter(0.5, 1.0))
+    monkeypatch.setattr(_scalers, "private_quantile", lambda x, q, eps, bounds, rng=None: np.array([lo_q, hi_q]))
+    m = MinMaxScaler(1.0, bounds=(0, 1), feature_range=(0, 1e300), random_state=0).fit(np.zeros((10, 1)))
+    assert m.data_range_[0] == hi_q - lo_q > 0
+    assert m.scale_[0] == 1e300 and m.min_[0] == -lo_q * 1e300
+    assert np.isfinite(m.transform(np.array([[0.25], [0.75]]))).all()
+
+
+def test_scaler_bounds_follow_the_aggregate_convention_one_pair_per_feature():
+    import pandas as pd
+
+    g = np.random.default_rng(8)
+    df = pd.DataFrame({"a": g.normal(0, 20, 4000), "b": g.uniform(-3, 3, 4000)})
+    # a dict {column: (lower, upper)}, as tables.aggregate takes; key order is irrelevant
+    bounds = {"b": (0.0, 1.0), "a": (-10.0, 10.0)}
+    s = StandardScaler(1e6, bounds=bounds, random_state=0).fit(df)
+    exp = np.array([np.clip(df.a, -10, 10).mean(), np.clip(df.b, 0, 1).mean()])
+    np.testing.assert_allclose(s.mean_, exp, atol=1e-3)
+    m = MinMaxScaler(1e6, bounds=bounds, quantiles=(0.0, 1.0), random_state=0).fit(df)
+    assert -10 <= m.data_min_[0] < m.data_max_[0] <= 10 and 0 <= m.data_min_[1] < m.data_max_[1] <= 1
+    # NumPy input: keys are the feature indices; the same clamping
+    s2 = StandardScaler(1e6, bounds={0: (-10.0, 10.0), 1: (0.0, 1.0)}, random_state=0).fit(df.to_numpy())
+    np.testing.assert_allclose(s2.mean_, exp, atol=1e-3)
+    # the ambiguous 2-d form is refused (both readings shown in the message), also at d = 2
+    with pytest.raises(ValueError, match="ambiguous.*dict\\(enumerate"):
+        StandardScaler(1.0, bounds=[(0, 10), (5, 20)]).fit(df)
+    with pytest.raises(ValueError, match="not features.*column names"):
+        StandardScaler(1.0, bounds={0: (0, 1), 1: (0, 1)}).fit(df)
+
+
+def test_one_hot_private_selection_on_mixed_types_and_none_charges_once_and_works():
+    # str, int and None in one object column: hash-based counts, released in an order that is a
+    # function of the kept set only (numbers first, then by type name: NoneType, str)
+    col = ["a"] * 300 + [7] * 300 + [None] * 300 + ["rare"]
+    X = np.array(col, dtype=object)[:, None]
+    b = PrivacyBudget(5.0, 1e-3)
+    enc = OneHotEncoder("private", epsilon=2.0, delta=1e-6, random_state=0).fit(X, budget=b)
+    assert len(b.ledger) == 1
+    assert enc.categories_[0].tolist() == [7, None, "a"]  # counts 300 >> tau = 1 + ln(1/2e-6)/2 = 7.6
+    np.testing.assert_array_equal(enc.transform(np.array([[7], [None], ["a"], ["zz"]], dtype=object)),
+                                  [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    # 1, 1.0 and True are one category, represented by int 1 whatever the data holds: neither the
+    # row order nor one record holding 1.0 among ints changes the released type (or feature name)
+    base = [1] * 200 + ["x"] * 200 + [2.5] * 200
+    outs = []
+    for seed, extra in ((0, []), (1, [1.0]), (2, [True, 1.0] * 100)):
+        rows = base + extra
+        perm = np.random.default_rng(seed).permutation(len(rows))
+        Xm = np.array([rows[i] for i in perm], dtype=object)[:, None]
+        enc = OneHotEncoder("private", epsilon=2.0, delta=1e-6, random_state=0).fit(Xm)
+        outs.append(([(type(v).__name__, v) for v in enc.categories_[0].tolist()], list(enc.get_feature_names_out())))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == ([("int", 1), ("float", 2.5), ("str", "x")], ["x0_1", "x0_2.5", "x0_x"])
+
+
+def test_preprocessing_errors_after_reading_data_name_no_value():
+    # a value only the private data holds must not appear in any message (issue 21, item 10)
+    secret = "secret-83171"
+    X = np.array([[0.25], [secret]], dtype=object)
+    for est in (StandardScaler(1.0, bounds=(0, 1)), MinMaxScaler(1.0, bounds=(0, 1))):
+        with pytest.raises(ValueError) as info:
+            est.fit(X)
+        assert "83171" not in str(info.value) and "convert" in str(info.value)
+    enc = OneHotEncoder([["a"]], handle_unknown="error").fit(np.array([["a"]], dtype=object))
+    with pytest.raises(ValueError) as info:
+        enc.transform(np.array([["a"], [secret]], dtype=object))
+    assert "83171" not in str(info.value) and "outside categories_" in str(info.value)
+    with pytest.raises(ValueError) as info:  # scikit-learn prints the whole array here
+        StandardScaler(1.0, bounds=(0, 1)).fit(np.array([0.9137, 0.4402]))
+    assert "9137" not in str(info.value) and "4402" not in str(info.value) and "Reshape your data" in str(info.value)
+    with pytest.raises(ValueError) as info:
+        StandardScaler(1.0, bounds=(0, 1)).fit(np.array([[0.25 + 0.9137j], [0.5]]))
+    assert "9137" not in str(info.value) and "Complex data not supported" in str(info.value)
+
+
+def test_one_hot_private_epsilon_too_small_for_the_noise_is_refused_before_the_charge():
+    # d / epsilon overflows: laplace_noise refused the scale after the charge (issue 21, item 8)
+    X = _cats(50)
+    _ledger_and_rng_unchanged(
+        lambda b, g: OneHotEncoder("private", epsilon=5e-324, delta=1e-5, random_state=g).fit(X, budget=b),
+        ValueError, "too small")

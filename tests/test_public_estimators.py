@@ -155,3 +155,33 @@ def test_shifted_public_sample_keeps_working(data):
     Zs, _ = halfspace(rng, 300, shift=1.5)  # public sample from a shifted population
     clf = PublicDataClassifier(epsilon=1.0, delta=1e-5, random_state=0, classes=C).fit(X, y, Zs)
     assert clf.score(Xt, yt) > 0.8
+
+
+def test_errors_after_reading_private_data_name_no_value(data):
+    # issue 21, item 10: a value only the private data holds must not appear in a message
+    from dpfast.public import rrspm
+
+    X, y, Z, _, _ = data
+    Xs = X[:200].astype(object)
+    Xs[47, 2] = "secret-83171"
+    for make in (lambda: PublicDataClassifier(random_state=0, classes=C).fit(Xs, y[:200], Z),
+                 lambda: PublicDataRegressor(random_state=0).fit(Xs, np.ones(200), Z),
+                 lambda: rrspm(Xs, (y[:200] == "yes").astype(int), Z, epsilon=1.0, rng=0)):
+        with pytest.raises(ValueError) as info:
+            make()
+        assert "83171" not in str(info.value) and "47" not in str(info.value)
+        assert "X_private" in str(info.value) and "convert" in str(info.value)
+
+
+def test_rrspm_epsilon_too_small_for_the_weights_is_refused_before_the_charge(data):
+    # 2m / epsilon overflows at epsilon = 5e-324: it charged, then failed inside rrspm (issue 21, item 8)
+    from dpfast.budget import PrivacyBudget
+
+    X, y, Z, _, _ = data
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(7)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="too small"):
+        PublicDataClassifier(epsilon=5e-324, method="rrspm", classes=C, random_state=g).fit(X[:200], y[:200], Z,
+                                                                                            budget=b)
+    assert not b.ledger and g.bit_generator.state == state

@@ -245,3 +245,26 @@ def test_public_geometry_refuses_empty_or_overflowing_public_rows():
         public_geometry(np.zeros((0, 3)), 0.5)
     with pytest.raises(ValueError, match="overflows"):
         public_geometry(np.full((4, 2), 1e200), 0.5)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(n_scale=5e-324), "not positive definite"),          # N M underflows: was a ZeroDivisionError
+    (dict(n_scale=1e308, eta=10.0, neighbours="add_remove"), "not positive definite"),  # N M overflows
+    (dict(eta=5e-324), "default ridge"),                      # the default ridge underflows to 0
+])
+def test_regularization_learner_refuses_unrepresentable_parameters_before_any_draw(kw, match):
+    from dpfast import PrivacyBudget
+    from dpfast.public import PublicDataRegressor
+
+    rng = np.random.default_rng(4)
+    X, Z = rng.normal(size=(30, 2)), rng.normal(size=(10, 2))
+    y = np.sign(X[:, 0]) + (X[:, 0] == 0)
+    g = np.random.default_rng(2)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match=match):
+        regularization_learner(X, y, Z, epsilon=1.0, delta=1e-5, rng=g, **kw)
+    assert g.bit_generator.state == state
+    budget = PrivacyBudget(10.0, 1e-3)
+    with pytest.raises(ValueError, match=match):  # the estimator: before the charge
+        PublicDataRegressor(random_state=g, **kw).fit(X, X[:, 1], Z, budget=budget)
+    assert budget.ledger == () and g.bit_generator.state == state

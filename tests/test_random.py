@@ -325,3 +325,58 @@ def test_seeded_chacha20_spawns_reproducibly():
     b = [b.random_raw(4) for b in ChaCha20(seed=9).spawn(2)]
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a[0], a[1])
+
+
+# ----------------------------------------------------------------------------- SecureRandom as random_state
+# Regression (issue 21, item 15): scikit-learn's clone deep-copies random_state, which a secure
+# generator refuses, so clone / cross_val_score / the search failed on random_state=SecureRandom().
+# A clone now gets a fresh secure stream (never a copy of the original's).
+
+def _lr(**kw):
+    from dpfast.linear_model import LogisticRegression
+
+    return LogisticRegression(1.0, method="output", row_norm="clip", **kw)
+
+
+def test_clone_gives_a_fresh_secure_stream():
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+
+    from dpfast.preprocessing import StandardScaler
+
+    g = SecureRandom()
+    est = _lr(random_state=g)
+    c = clone(est)
+    assert is_secure(c.random_state) and c.random_state is not g and est.random_state is g
+    assert {k: v for k, v in c.get_params().items() if k != "random_state"} == \
+        {k: v for k, v in est.get_params().items() if k != "random_state"}
+    # nested: every step's secure stream is fresh; other parameters are cloned as usual
+    pipe = make_pipeline(StandardScaler(0.5, bounds=(-1, 1), random_state=SecureRandom()), _lr(random_state=g))
+    cp = clone(pipe)
+    for (_, a), (_, b) in zip(pipe.steps, cp.steps):
+        assert a is not b and is_secure(b.random_state) and b.random_state is not a.random_state
+    # fresh keys: the two streams differ
+    assert not np.array_equal(c.random_state.bit_generator.random_raw(4), g.bit_generator.random_raw(4))
+    # a seeded random_state is still cloned exactly (scikit-learn's "exact clone")
+    assert clone(_lr(random_state=3)).random_state == 3
+
+
+def test_cross_val_score_with_a_secure_random_state_charges_each_fit():
+    from sklearn.model_selection import cross_val_score
+
+    from dpfast.budget import PrivacyBudget
+
+    g = np.random.default_rng(0)
+    X = np.clip(g.normal(size=(300, 3)) / 3, -1, 1)
+    y = (X[:, 0] > 0).astype(int)
+    b = PrivacyBudget(10.0, 1e-5)
+    with b:
+        scores = cross_val_score(_lr(random_state=SecureRandom()), X, y, cv=3)
+    assert scores.shape == (3,) and len(b.ledger) == 3
+
+
+def test_an_estimator_with_a_secure_stream_refuses_pickling_with_what_to_do():
+    # a process pool (joblib's loky backend, n_jobs > 1) pickles the estimator: refused before
+    # anything is fitted, saying what to do
+    with pytest.raises(TypeError, match="cannot be pickled or copied.*n_jobs=1 or joblib's threading"):
+        pickle.dumps(_lr(random_state=SecureRandom()))

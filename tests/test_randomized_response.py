@@ -260,10 +260,108 @@ def test_flip_threshold_never_exceeds_epsilon(k, eps):
     from dpfast.mechanisms.randomized_response import _flip_threshold
 
     _, q = randomized_response_probabilities(eps, k)
-    thr = int(_flip_threshold(np.array([(k - 1) * q]))[0])
+    thr = int(_flip_threshold(eps, k))
     assert 1 <= thr < 2**64
     ratio = Fraction((2**64 - thr) * (k - 1), thr)  # P(truth) / P(a given other category)
     # log(ratio) <= eps, allowing only the double rounding of P_flip (relative 1e-15)
     assert math.log(ratio.numerator) - math.log(ratio.denominator) <= eps * (1 + 1e-15) + 1e-15
-    # and the flip probability is not needlessly larger than the target (one unit of 2^-64)
-    assert Fraction(thr, 2**64) - Fraction((k - 1) * q) <= Fraction(1, 2**64) or thr == 1
+    # and the flip probability is not needlessly larger than the target (one unit of 2^-64 and
+    # the rounding of the double (k - 1) q; test_realised_probabilities_meet_ratio_exactly
+    # checks that thr is the smallest admissible threshold)
+    fq = Fraction((k - 1) * q)
+    assert Fraction(thr, 2**64) - fq <= Fraction(1, 2**64) + fq / 10**15 or thr == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Rounding: the realised probabilities meet the ratio bound exactly (issue 21 item 7c)
+# ---------------------------------------------------------------------------------------
+
+import sys  # noqa: E402
+from fractions import Fraction  # noqa: E402
+
+_RR = sys.modules["dpfast.mechanisms.randomized_response"]  # the module (the package re-exports the function)
+
+
+def _exp_bounds(eps: float):
+    """Rational (lower, upper) bounds on e^eps from the Taylor series, independent of the code:
+    S_N <= e^x <= S_N + t_{N+1} / (1 - x/(N+2)) for 0 <= x < N + 2 (terms t_j = x^j / j!)."""
+    x = Fraction(eps)
+    s, t, j = Fraction(1), Fraction(1), 0
+    while True:
+        j += 1
+        t = t * x / j
+        s += t
+        if j > 2 * x + 2 and t < s * Fraction(1, 10**70):
+            break
+    t_next = t * x / (j + 1)
+    return s, s + t_next / (1 - x / (j + 2))
+
+
+def _kernel_thresholds(monkeypatch, bits, eps, k):
+    """The threshold array the mechanism hands to the native kernel (P(flip) = thr / 2^64)."""
+    seen = []
+    name = "rr_binary" if k == 2 else "rr_kary"
+    real = getattr(_RR._core, name)
+
+    def spy(cap, out, src, *rest):
+        seen.append(np.array(rest[-1], dtype=np.uint64))
+        return real(cap, out, src, *rest)
+
+    monkeypatch.setattr(_RR._core, name, spy)
+    randomized_response(bits, eps, rng=0, categories=None if k == 2 else k)
+    monkeypatch.undo()
+    return seen[0]
+
+
+# The worst points of a scan of eps in [0.01, 60] on 1181d15 (excess 8e-13 at k = 1000 and
+# 7e-10 at k = 10^6), the issue's k, and the ends of the range (threshold 1 from eps ~ 44 / 89).
+@pytest.mark.parametrize("k", [2, 1000, 10**6])
+@pytest.mark.parametrize("eps", [5e-324, 1e-9, 0.059991666666666665, 0.3, 1.0, 1.0798216666666667,
+                                 8.268623333333332, 30.0, 60.0, 88.9, 89.0, 700.0])
+def test_realised_probabilities_meet_ratio_exactly(monkeypatch, k, eps):
+    thr = int(_kernel_thresholds(monkeypatch, np.array([0, 1]), eps, k)[0])
+    assert 1 <= thr < 2**64
+    # kernel: keep w.p. (2^64 - thr)/2^64, each other category w.p. thr/(2^64 (k - 1))
+    ratio = Fraction((2**64 - thr) * (k - 1), thr)
+    lo, hi = _exp_bounds(eps) if eps < 100 else (Fraction(2) ** 1000, None)
+    assert ratio <= lo, f"p'/q' exceeds e^eps at k={k}, eps={eps}"
+    if thr > 1:  # and the threshold is the smallest that does: thr - 1 would exceed e^eps
+        assert Fraction((2**64 - thr + 1) * (k - 1), thr - 1) > hi
+
+
+def test_realised_probabilities_array_epsilon(monkeypatch):
+    eps = np.array([[0.059991666666666665, 1.0], [1.0798216666666667, 0.059991666666666665]])
+    thr = _kernel_thresholds(monkeypatch, np.zeros((2, 2), np.int64), eps, 1000).ravel()
+    assert thr.shape == (4,)
+    for t, e in zip(thr.tolist(), eps.ravel()):
+        assert Fraction((2**64 - t) * 999, t) <= _exp_bounds(float(e))[0]
+    assert thr[0] == thr[3] != thr[1]
+
+
+@pytest.mark.parametrize("k", [2, 1000])
+def test_kernel_realises_threshold(monkeypatch, k):
+    # The sampler flips iff the next raw 64-bit word w < thr, and a flipped entry becomes the
+    # (Lemire) bounded draw o in [0, k - 1) shifted past the truth: replayed here in Python
+    # from the raw words of the same PCG64 stream.
+    n, eps = 400, 0.5 if k == 2 else 6.0
+    truth = np.arange(n) % k
+    thr = int(_kernel_thresholds(monkeypatch, truth, eps, k)[0])
+    out = randomized_response(truth, eps, rng=np.random.Generator(np.random.PCG64(11)),
+                              categories=None if k == 2 else k)
+    words = iter(np.random.Generator(np.random.PCG64(11)).bit_generator.random_raw(4 * n).tolist())
+    expect = []
+    for v in truth.tolist():
+        if next(words) >= thr:
+            expect.append(v)
+            continue
+        if k == 2:  # the binary kernel flips the bit, no further word
+            expect.append(1 - v)
+            continue
+        m = (k - 1) * next(words)
+        if m % 2**64 < k - 1:
+            while m % 2**64 < (2**64 - (k - 1)) % (k - 1):
+                m = (k - 1) * next(words)
+        o = m >> 64
+        expect.append(o + (o >= v))
+    np.testing.assert_array_equal(out, expect)
+    assert 0 < np.sum(out != truth) < n

@@ -222,3 +222,55 @@ def test_label_set_is_public_schema_not_read_off_the_labels():
     m3 = DPSGDClassifier(noise_multiplier=1.0, batch_size=32, epochs=1, classes=[0, 1, 2],
                          random_state=0).fit(X, y2)
     assert m3.coef_.shape == (3, 4)
+
+
+# ------------------------------------------------------------------------------ issue 21
+@pytest.mark.parametrize("Est", [DPSGDClassifier, DPSGDRegressor, DPMLPClassifier])
+def test_progress_without_tqdm_raises_before_the_charge_and_any_draw(monkeypatch, Est):
+    import sys
+
+    from dpfast.budget import PrivacyBudget
+
+    # a missing optional package: the import raises ImportError (None in sys.modules)
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(7)
+    state = g.bit_generator.state
+    est = Est(epsilon=1.0, epochs=1, batch_size=8, progress=True, random_state=g)
+    with pytest.raises(ImportError, match="tqdm"):
+        est.fit(X, y, budget=b)
+    assert not b.ledger and g.bit_generator.state == state
+    assert not hasattr(est, "event_") and not hasattr(est, "coef_")
+    est.set_params(progress=False).fit(X, y, budget=b)  # the same fit without the bar is charged once
+    assert len(b.ledger) == 1
+
+
+def test_sgd_errors_after_reading_data_name_no_record_and_no_value():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 3)).astype(object)
+    X[47, 1] = "secret-83171"
+    y = (rng.normal(size=60) > 0).astype(int)
+    for est in (DPSGDClassifier(epsilon=1.0, random_state=0), DPMLPClassifier(epsilon=1.0, random_state=0)):
+        with pytest.raises(ValueError) as info:
+            est.fit(X, y)
+        assert "83171" not in str(info.value) and "47" not in str(info.value) and "convert" in str(info.value)
+
+
+def test_mlp_too_large_for_memory_is_refused_before_the_charge():
+    # hidden = 10**11: the parameter vectors alone (4 TB) exceed any machine's memory; a MemoryError came
+    # after the charge (issue 21, item 8: parameter-only failures happen before it)
+    from dpfast.budget import PrivacyBudget
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(7)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="GiB"):
+        DPMLPClassifier(epsilon=1.0, epochs=1, batch_size=8, hidden=10**11, random_state=g).fit(X, y, budget=b)
+    assert not b.ledger and g.bit_generator.state == state

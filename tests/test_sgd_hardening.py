@@ -381,3 +381,24 @@ def test_clipped_sum_float32_noise_is_drawn_at_53_bits():
     np.testing.assert_array_equal(out, ref)
     f32 = (3.0 * np.random.default_rng(11).standard_normal(1000, dtype=np.float32)).astype(np.float32)
     assert not np.array_equal(out, f32)
+
+
+def test_thread_settings_are_refused_before_the_charge(monkeypatch):
+    # n_threads beyond the kernels' range and a bad DPFAST_NUM_THREADS were read in the training loop,
+    # after the budget was charged (issue 21, item 8)
+    from dpfast import PrivacyBudget
+
+    X = np.random.default_rng(0).normal(size=(16, 2))
+    y = (X[:, 0] > 0).astype(int)
+    for n_threads, env, exc in [(2**31, None, ValueError), (None, "0", ValueError), (True, None, TypeError)]:
+        if env is None:
+            monkeypatch.delenv("DPFAST_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("DPFAST_NUM_THREADS", env)
+        budget = PrivacyBudget(10.0, 1e-3)
+        g = np.random.default_rng(1)
+        state = g.bit_generator.state
+        with pytest.raises(exc, match="n_threads|DPFAST_NUM_THREADS"):
+            sgd.DPSGDClassifier(noise_multiplier=1.0, epochs=1, batch_size=4, n_threads=n_threads,
+                                random_state=g).fit(X, y, budget=budget)
+        assert budget.ledger == () and g.bit_generator.state == state

@@ -371,3 +371,136 @@ def test_first_pass_cuts_the_buckets_and_nan_groups_match_pandas(shuffles):
             assert cuts == []
             pd.testing.assert_frame_equal(aggregate(df, "u", "g", rng=9, **kw), c, check_exact=True)
     assert shuffles == ["bucket", "bucket"]
+
+
+# ---- issue 21: categorical units (item 2), nullable group keys (item 3), empty partitions
+# (item 9), the one rule for value columns (item 12) --------------------------------------------
+
+@pytest.fixture
+def sync():
+    """The synchronous scheduler: these frames are tiny, the cluster's round trips would dominate."""
+    import dask
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _parts_frame(parts, **kw):
+    return dd.concat([dd.from_pandas(p, npartitions=1, **kw) for p in parts])
+
+
+@pytest.mark.parametrize("units, dt", [
+    (["m", "a", "a"], pd.CategoricalDtype(["m", "a"], ordered=True)),   # the issue's example: category
+    (["m", "a", "a"], pd.CategoricalDtype(["m", "a"], ordered=False)),  # order is not value order;
+    ([9, 1, 1], pd.CategoricalDtype([9, 1], ordered=True)),             # unordered raised TypeError
+    ([9, 1, 1], "Int64"),                                               # nullable
+    (["m", "a", "a"], "str"),                                           # pandas' string dtype
+    (["m", 1, 1], object),                                              # mixed objects: shuffled
+])
+def test_units_spread_over_partitions_are_bounded_once_for_every_dtype(sync, units, dt):
+    # unit units[1] has rows in both partitions; the partitions' ranges in category order
+    # ([m, a] and [a, a]) look disjoint when compared as values, which let it be bounded twice
+    p1 = pd.DataFrame({"u": pd.Series(units[:2], dtype=dt), "g": [0, 1], "x": 1.0})
+    p2 = pd.DataFrame({"u": pd.Series(units[2:], dtype=dt), "g": [2], "x": 1.0})
+    with __import__("dask").config.set({"dataframe.convert-string": False}):
+        ddf = _parts_frame([p1, p2])
+    kw = dict(privacy_unit="u", by="g", metrics={"n": "count"}, groups=[0, 1, 2], epsilon=1e9, rng=0)
+    a, b = aggregate(pd.concat([p1, p2], ignore_index=True), **kw), aggregate(ddf, **kw)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert b["n"].round().sum() == 2  # two units, one group each (L0 = 1), one row each
+    assert not tdask.units_confined(ddf, "u")
+
+
+def _nullable_groups(dtype, n=240):
+    """Units 0..n-1 with a row in groups 0 and 1, the group column of ``dtype``; the last quarter
+    of the rows (one Dask partition of four) also holds people whose group is missing."""
+    g = np.tile([0, 1], n)
+    df = pd.DataFrame({"u": np.repeat(np.arange(n), 2), "x": np.linspace(0.0, 1.0, 2 * n)})
+    extra = pd.DataFrame({"u": np.arange(n, n + 30), "x": 0.5})
+    if dtype == "category":
+        col = pd.Categorical(g, categories=[1, 0, 5])
+        na = pd.Categorical([None] * 30, categories=[1, 0, 5])
+    else:
+        col, na = pd.array(g.astype(bool) if dtype == "boolean" else g, dtype=dtype), pd.array([None] * 30, dtype=dtype)
+    df["g"], extra["g"] = col, na
+    return pd.concat([df, extra], ignore_index=True)
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "boolean", "UInt8", "category"])
+def test_nullable_group_keys_equal_pandas(sync, dtype):
+    # the NA group sits in one partition only: the Dask group index kept its dtype (on 1181d15 it
+    # became float64 / object, and the group keys -- hence every unit's choice -- changed)
+    df = _nullable_groups(dtype)
+    kw = dict(metrics={"n": "count", "s": ("sum", "x")}, bounds={"x": (0.0, 1.0)}, max_groups_per_unit=1,
+              epsilon=1e9, delta=1e-3, rng=2)
+    a = aggregate(df, "u", "g", **kw)
+    b = aggregate(dd.from_pandas(df, npartitions=4, sort=False), "u", "g", **kw)
+    assert len(a) == 3 and a.index.dtype == df["g"].dtype
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_a_person_with_an_na_group_moves_no_one_else(sync):
+    # the issue's example (smaller): adding one person whose group is NA changes no other row
+    n = 600
+    D = pd.DataFrame({"u": np.repeat(np.arange(n), 2), "g": pd.array(np.tile([0, 1], n), dtype="Int64"), "x": 0.0})
+    D2 = pd.concat([D, pd.DataFrame({"u": [n], "g": pd.array([None], dtype="Int64"), "x": [0.0]})],
+                   ignore_index=True)
+    kw = dict(max_groups_per_unit=1, max_rows_per_group=1, epsilon=1e9, delta=1e-3, rng=0)
+    a, b = [aggregate(dd.from_pandas(d, npartitions=4), "u", "g", {"n": "count"}, **kw)["n"].round()
+            for d in (D, D2)]
+    assert 0.25 * n < a.loc[0] < 0.75 * n
+    # the values (on 1181d15 they moved: the index turned float64 and every group key changed)
+    np.testing.assert_array_equal(a.to_numpy(), b.loc[[0, 1]].to_numpy())
+    assert b.index.dtype == "Int64"
+
+
+@pytest.mark.parametrize("groups", [None, [0, 1, 2]])
+def test_empty_partitions_give_what_pandas_gives(sync, groups):
+    r = np.random.default_rng(0)
+    df = pd.DataFrame({"u": r.integers(0, 8, 40), "g": r.integers(0, 3, 40), "x": np.arange(40.0)})
+    ddf = dd.from_pandas(df, npartitions=4)
+    kw = dict(metrics={"n": "count", "s": ("sum", "x")}, bounds={"x": (0.0, 10.0)}, epsilon=1.0, delta=1e-3,
+              groups=groups)
+    # partitions 1 and 3 empty, units spread over 0 and 2 (the shuffle); then every partition empty
+    for sub in (ddf[(ddf.x < 5) | ((ddf.x >= 20) & (ddf.x < 25))], ddf[ddf.x < -1]):
+        budget = dpfast.PrivacyBudget(10.0, 1e-2)
+        b = aggregate(sub, "u", "g", rng=4, budget=budget, **kw)
+        pd.testing.assert_frame_equal(aggregate(sub.compute(), "u", "g", rng=4, **kw), b, check_exact=True)
+        assert len(budget.ledger) == 1
+
+
+BAD_VALUE_COLUMNS = {
+    "str": ["1", "2", "3", "4"],
+    "datetime": pd.date_range("2020-01-01", periods=4, unit="us"),
+    "complex": np.array([1, 2, 3, 4], dtype=complex),
+    "category": pd.Categorical([1.0, 2.0, 3.0, 4.0]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_VALUE_COLUMNS))
+def test_value_column_rule_is_the_pandas_one(kind):
+    # refused with the same TypeError for both inputs, before the charge; bool accepted by both
+    import dask
+    df = pd.DataFrame({"u": [0, 1, 2, 3], "g": 0, "x": BAD_VALUE_COLUMNS[kind]})
+    kw = dict(metrics={"s": ("sum", "x")}, bounds={"x": (0.0, 10.0)}, epsilon=1.0, groups=[0])
+    budget = dpfast.PrivacyBudget(10.0, 1e-3)
+    with dask.config.set(scheduler="sync"):
+        for d in (df, dd.from_pandas(df, npartitions=2)):
+            with pytest.raises(TypeError, match="value column 'x' must hold real numbers"):
+                aggregate(d, "u", "g", rng=1, budget=budget, **kw)
+        assert len(budget.ledger) == 0
+        df["x"] = [True, False, True, True]
+        pd.testing.assert_frame_equal(aggregate(df, "u", "g", rng=1, **kw),
+                                      aggregate(dd.from_pandas(df, npartitions=2), "u", "g", rng=1, **kw),
+                                      check_exact=True)
+
+
+def test_a_partition_that_reads_another_value_dtype_is_refused_before_the_charge():
+    # the frame's meta says float64, a partition reads strings: refused in the first pass
+    import dask
+    part_a = pd.DataFrame({"u": [0, 1], "g": 0, "x": [1.0, 2.0]})
+    part_b = pd.DataFrame({"u": [2, 3], "g": 0, "x": np.array(["1", "2"], dtype=object)})
+    ddf = _from_map(lambda i: (part_a, part_b)[i], part_a)
+    budget = dpfast.PrivacyBudget(10.0, 1e-3)
+    with dask.config.set(scheduler="sync"), pytest.raises(TypeError, match="value column 'x' must hold real"):
+        aggregate(ddf, "u", "g", {"s": ("sum", "x")}, {"x": (0.0, 10.0)}, epsilon=1.0, groups=[0], budget=budget)
+    assert len(budget.ledger) == 0

@@ -53,7 +53,7 @@ double normal1_impl(py::capsule cap) {
     return dpf::standard_normal(rs);
 }
 
-// Randomized response; `thr` holds floor(P(flip) 2^64), 1 or n entries.  Values must be
+// Randomized response; `thr` holds ceil(P(flip) 2^64) >= 1 (P(flip) = thr / 2^64), 1 or n entries.  Values must be
 // in {0, 1} (binary) or [0, k) (k-ary); Python validates them.  A bad value cannot make the
 // kernel read or write out of bounds (values are never used as indices), so it is not
 // re-checked here.

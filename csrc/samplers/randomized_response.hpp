@@ -1,7 +1,8 @@
 // Randomized response kernels (binary and k-ary), spec mechanisms.md "Randomized response".
 //
 // One 64-bit word w per entry decides the flip: flip iff w < thr, so P(flip) = thr / 2^64
-// exactly (the caller passes thr = floor(P * 2^64) for the flip probability P).  k-ary
+// exactly (the caller passes thr >= 1, the flip probability rounded up to a multiple of
+// 2^-64 so that the realised keep/other ratio stays <= e^eps; dpfast/mechanisms/randomized_response.py).  k-ary
 // flips draw one more uniform integer in [0, k-1) (Lemire's unbiased method) for the
 // replacement category.  Sequential: entry i uses the words after those of entries < i,
 // so n scalar calls equal one call of length n.

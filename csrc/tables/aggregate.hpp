@@ -96,7 +96,40 @@ inline uint64_t content_hash(const Params& p, int64_t i) {
     return h;
 }
 
-inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::vector<double>& mid,
+// The interval [ylo, yhi] of centred terms y = clamp(x) - mid of one value column, as doubles,
+// such that every y in it respects, exactly (after rounding), each bound the release's
+// sensitivities assume (dpfast/tables/_aggregate.py: r = (hi - lo)/2, m = (lo + hi)/2, with the
+// same roundings): |y| <= r (centred sums of mean / variance: the bound r) and lo <= y + m <= hi
+// (the sum metric releases sum(y) + m C, a term per row of |y + m| <= max(|lo|, |hi|)).  The
+// rounded x - mid can exceed both: for bounds a few ulps apart (1060.3046685859608,
+// 1060.304668585962) mid rounds to one side and a row at the bound gives |y| = 1.2 r.
+struct Centre {
+    double mid, ylo, yhi, h2;  // h2 = r*r/2: y*y is capped at 2 h2 (<= fl(r*r)), so y^2 - h2 in [-h2, h2]
+};
+
+inline Centre centre(double lo, double hi) {
+    Centre c;
+    c.mid = 0.5 * (lo + hi);
+    const double r = 0.5 * (hi - lo);
+    c.h2 = r * r / 2.0;
+    // TwoSum: d = a - b rounded, e its exact error (a - b = d + e exactly)
+    auto diff = [](double a, double b, double& e) {
+        const double d = a - b;
+        const double bp = d - a;
+        e = (a - (d - bp)) + (-b - bp);
+        return d;
+    };
+    double e;
+    double up = diff(hi, c.mid, e);  // the largest y with y + mid <= hi exactly
+    if (e < 0) up = std::nextafter(up, -INFINITY);
+    double dn = diff(lo, c.mid, e);  // the smallest y with y + mid >= lo exactly
+    if (e > 0) dn = std::nextafter(dn, INFINITY);
+    c.yhi = std::min(r, up);
+    c.ylo = std::max(-r, dn);
+    return c;
+}
+
+inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::vector<Centre>& cen,
                     const std::vector<int64_t>& klo, const std::vector<int64_t>& khi) {
     L.count[g] += 1;
     for (int64_t j = 0; j < p.k; ++j) {
@@ -109,9 +142,10 @@ inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::
             L.t1[at] += kx;
             L.t3[at] += y2 * y2;
         } else {
-            const double y = x - mid[j];
+            const Centre& c = cen[j];
+            const double y = std::min(std::max(x - c.mid, c.ylo), c.yhi);
             dd_add(L.s1h[at], L.s1l[at], y);
-            dd_add(L.s2h[at], L.s2l[at], y * y);
+            dd_add(L.s2h[at], L.s2l[at], std::min(y * y, 2.0 * c.h2));
         }
     }
 }
@@ -119,10 +153,10 @@ inline void add_row(const Params& p, Local& L, int64_t i, int64_t g, const std::
 // Units [u0, u1) of the unit-sorted records (each unit's records are sorted here, in place).
 inline void run_units(const Params& p, const std::vector<int64_t>& start, std::vector<RowRef>& recs,
                       int64_t u0, int64_t u1, Local& L) {
-    std::vector<double> mid(p.k);
+    std::vector<Centre> mid(p.k);
     std::vector<int64_t> klo(p.k), khi(p.k);
     for (int64_t j = 0; j < p.k; ++j) {
-        mid[j] = 0.5 * (p.lo[j] + p.hi[j]);
+        mid[j] = centre(p.lo[j], p.hi[j]);
         if (p.gamma) {
             klo[j] = (int64_t)std::llround(p.lo[j] / p.gamma[j]);
             khi[j] = (int64_t)std::llround(p.hi[j] / p.gamma[j]);

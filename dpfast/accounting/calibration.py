@@ -9,13 +9,14 @@ answer is always on the safe side: its epsilon was computed and verified.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, Union
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_real
 from dpfast.accounting.base import PrivacyAccountant, check_count, make_accountant
 from dpfast.accounting.events import DpEvent, Gaussian, PoissonSampled, SelfComposed
-from dpfast.accounting.pld import PLDAccountant
+from dpfast.accounting.pld import GridCoarsenedWarning, PLDAccountant
 
 __all__ = ["calibrate", "calibrate_noise_multiplier"]
 
@@ -59,7 +60,9 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     improved conversion) was computed and is <= target_epsilon.  ``rtol`` is in [1e-12, 0.5);
     the search covers noise multipliers in [1e-6, 1e8] (a target met at 1e-6 returns the
     smallest verified value found; one not met at 1e8 raises ValueError), and every loop in it
-    is bounded, so it always returns or raises.
+    is bounded, so it always returns or raises.  When ``sample_rate * steps <= delta`` every
+    noise multiplier meets the target ((0, q T)-DP by basic composition) and 1e-6 is returned
+    at once.
 
     Work is reused across the search: the bracket comes from the cheap RDP calibration (RDP
     epsilons are upper bounds, so the PLD's z is below the RDP one); the PLD search first runs
@@ -85,6 +88,13 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     h = check_real(value_discretization, "value_discretization", allow_nan=False)
     if not 0 < h <= 1:
         raise ValueError(f"value_discretization must be in (0, 1], got {value_discretization!r}")
+
+    if q * steps <= delta:
+        # Every step is (0, q)-DP whatever z (the hockey-stick divergence at epsilon 0 of either
+        # pair is q TV(N(0, z^2), N(1, z^2)) <= q), so the steps are (0, q steps)-DP by basic
+        # composition: every z meets the target, the search's floor is the answer.  (Searching
+        # took 14-50 s at q = 1e-45: tiny z give privacy-loss ranges far too wide for a grid.)
+        return SIGMA_MIN
 
     def event(z):
         return SelfComposed(_dpsgd_event(z, q), steps)
@@ -137,6 +147,10 @@ def calibrate(make_event: Callable[[float], DpEvent], epsilon: float, delta: flo
     template = make_accountant(accountant)  # validates the name once
 
     def eps_of(x):
-        return make_accountant(template).compose(make_event(x)).get_epsilon(delta)
+        # a trial value composed on a coarser grid is still verified (an upper bound): the
+        # search's internal accountants do not warn about it
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GridCoarsenedWarning)
+            return make_accountant(template).compose(make_event(x)).get_epsilon(delta)
 
     return _solve(eps_of, e, check_real(start, "start", allow_nan=False), rtol, lo_factor, lo, hi)

@@ -20,23 +20,40 @@ are composed separately and the worse is reported):
    eps(delta) in closed form within the bracketing grid cell, so the two are exact inverses.
 6. Small deltas (< 1e-6): the FFT's round-off is absolute (~1e-13 of the total mass spread over
    the window), so the right tail is recomputed from an exponentially tilted composition
-   (each PMF times e^{lambda l - K(lambda)}, lambda from the Chernoff grid for the queried eps),
-   untilted afterwards: relative accuracy there, cached per lambda.
-7. The grid is refined automatically when connect-the-dots' extra variance would be more than
-   1e-3 of the composed variance (``refine=True``).
+   (each PMF times e^{lambda l - K(lambda)}, lambda on a grid up to 2^30 minimising the
+   Chernoff bound at the queried eps, iterated with the eps it gives), untilted afterwards:
+   relative accuracy there.  Its window is cut below where the tilted law has < 1e-22 of its
+   mass (delta(eps) needs only the masses above eps); one tilt cached per lane.
+7. Deltas near 1 (1 - delta < 1e-3, pessimistic): the complement 1 - delta(eps) =
+   P(L <= eps) + e^eps Q(L > eps) is summed directly (non-negative terms: relative round-off)
+   minus an allowance for the FFT's absolute noise; the FFT's total mass (off by ~count * u:
+   1.1e-13 for 1000 Gaussians) is restored to 1 - p_inf first.
+8. The grid is refined automatically when connect-the-dots' extra variance would be more than
+   1e-3 of the composed variance (``refine=True``).  A composed window whose estimated memory
+   (:func:`estimated_bytes`) exceeds :data:`MAX_COMPOSED_BYTES` (1 GiB) is refused before
+   anything is allocated; the accountant then backs off the refinement and, if needed (and
+   ``refine=True``), composes on a grid coarser than ``value_discretization``
+   (:class:`GridCoarsenedWarning`); with ``refine=False`` it raises :class:`GridTooLargeError`.
 
 Certification: ``get_epsilon`` / ``get_delta`` return the pessimistic values, upper bounds on the
-true ones up to floating-point round-off of the FFT (relative 1e-16 of the largest mass per
-entry; not certified); ``get_epsilon_bounds`` / ``get_delta_bounds`` give (optimistic,
-pessimistic).  The optimistic bound rounds every loss *down* to the grid and adds back the mean
-rounding deficit minus a Hoeffding margin h sqrt(K log(1/p) / 2) (failure probability p = 1e-3
-of the queried delta, charged to delta), so its gap to the pessimistic value is about that
-margin; the pessimistic connect-the-dots error is second order in h.
+true ones up to floating-point round-off: every reported delta carries a relative margin
+(:func:`rounding_margin`, 1.8e-11 at h = 1e-4) that covers the discretization's cancellation
+and the composition's relative round-off; the FFT's absolute noise is handled by the tilted
+tails and the near-1 complement (an allowance estimated from the transform, not a proof).
+Checked against the closed form of composed Gaussians at every delta from 1e-300 to
+1 - 1e-12 (tests/test_accounting_extremes.py).  Below the +inf atom (truncation masses,
+~count * ``tail_mass`` + ``window_mass``) the pessimistic epsilon is ``inf``.
+``get_epsilon_bounds`` / ``get_delta_bounds`` give (optimistic, pessimistic).  The optimistic
+bound rounds every loss *down* to the grid and adds back the mean rounding deficit minus a
+Hoeffding margin h sqrt(K log(1/p) / 2) (failure probability p = 1e-3 of the queried delta,
+charged to delta), so its gap to the pessimistic value is about that margin; the pessimistic
+connect-the-dots error is second order in h.
 """
 from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -53,7 +70,7 @@ from dpfast.accounting._pairs import approx_dp_pair, rr_pair
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
 
-__all__ = ["PLDAccountant", "ComposedPLD", "dominating_pairs", "symmetric"]
+__all__ = ["PLDAccountant", "ComposedPLD", "GridCoarsenedWarning", "dominating_pairs", "symmetric"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -194,6 +211,7 @@ def _flatten(event, count: int, out: list) -> list:
     return out
 
 _T_GRID = 2.0 ** np.arange(-6.0, 8.01, 1.0)
+_TILT_GRID = 2.0 ** np.arange(-6.0, 30.01, 0.5)
 #: Discretized PLDs of leaf events (process-wide; thread-safe, LRU, at most 32 MiB of masses;
 #: one larger than that is not cached process-wide, only by the accountant that uses it;
 #: :func:`dpfast.accounting.clear_cache` empties it).
@@ -229,6 +247,28 @@ def _log_mgf(p: np.ndarray, lo: int, h: float, ts: np.ndarray) -> np.ndarray:
     return _pld.log_mgf(p, float(lo), h, np.ascontiguousarray(ts, dtype=np.float64))
 
 
+def _discounted_suffix(p: np.ndarray, h: float, m_max: int) -> np.ndarray:
+    """S_m = sum_{j >= m} p_j e^{-(j - m) h} for m < m_max (p >= 0): blockwise suffix sums of
+    p_j e^{-(j - s) h} (block start s, blocks of at most 30 / h points, so no overflow),
+    carried between blocks.  Sums of non-negative terms: relative round-off."""
+    n = p.size
+    B = max(1, int(30.0 / h))
+    out = np.empty(min(m_max, n))
+    carry = 0.0  # S at the end of the current block
+    end = n
+    while end > 0:
+        start = max(0, end - B)
+        k = np.arange(end - start, dtype=np.float64)
+        x = p[start:end] * np.exp(-k * h)
+        suf = np.cumsum(x[::-1])[::-1]  # sum_{j=m}^{end-1} p_j e^{-(j-start)h}
+        S = suf * np.exp(k * h) + carry * np.exp(-(end - start - k) * h)
+        if start < out.size:
+            out[start:min(end, out.size)] = S[:min(end, out.size) - start]
+        carry = float(S[0])
+        end = start
+    return out
+
+
 class ComposedPLD:
     """A composed PMF on losses (A + m) h, m = 0..N-1, plus a +inf atom; native scans."""
 
@@ -243,14 +283,80 @@ class ComposedPLD:
         self.correction = float(correction)  # subtracted from delta (optimistic wrap bound)
         self.T, self.D, self.Tm1, self.Dm1 = _pld.scan_prepare(p, self.h)
 
+    #: pessimistic queries with 1 - delta below this use the complement (see _near_one)
+    NEAR_ONE = 1e-3
+    pessimistic = False  # set by _finish
+
     def delta(self, eps) -> np.ndarray:
         e = np.atleast_1d(np.asarray(eps, dtype=np.float64))
         d = _pld.scan_delta(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, e)
+        if self.pessimistic and np.any(d > 1.0 - self.NEAR_ONE):
+            near = d > 1.0 - self.NEAR_ONE
+            d[near] = np.maximum(d[near], self._near_one_delta(e[near]))
         return np.clip(d - self.correction, 0.0, 1.0)
 
     def epsilon(self, delta) -> np.ndarray:
         d = np.atleast_1d(np.asarray(delta, dtype=np.float64)) + self.correction
-        return _pld.scan_epsilon(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, d)
+        out = _pld.scan_epsilon(self.T, self.D, self.Tm1, self.Dm1, float(self.A), self.h, self.p_inf, d)
+        if self.pessimistic and np.any(d > 1.0 - self.NEAR_ONE):
+            near = d > 1.0 - self.NEAR_ONE
+            out = np.asarray(out, dtype=np.float64).copy()
+            out[near] = np.maximum(out[near], self._near_one_epsilon(d[near]))
+        return out
+
+    # Near delta = 1 the scans' D_m (~1) carry absolute round-off (3.6e-12 of delta(0) at
+    # h = 1e-4 over 1.3e7 points), which made the "pessimistic" delta below the true one and
+    # epsilon(1 - 1e-12) = 0 instead of ~1554.  There the complement is computed instead:
+    # 1 - delta(l_m) = C_m = sum_j p_j min(1, e^{l_m - l_j}) = P(L <= l_m) + e^{-h} S_{m+1},
+    # S_m = p_m + e^{-h} S_{m+1}: sums of non-negative terms, so relative (not absolute)
+    # round-off.  G_m = C_m (1 - rel) - allowance is a lower bound on C_m (rel: the recursion's
+    # relative round-off, ~4u (m + 1/h); allowance: the FFT's absolute noise per entry times
+    # the entries that enter C_m), made non-decreasing; delta(eps) <= 1 - G_m for l_m <= eps.
+    def _near_one(self):
+        g = getattr(self, "_G", None)
+        if g is None:
+            p = np.maximum(self.p, 0.0)
+            eh = math.exp(-self.h)
+            pcum = np.cumsum(p)
+            M = min(p.size, int(np.searchsorted(pcum, 2.0 * self.NEAR_ONE, side="right")) + 1)
+            del pcum
+            C = np.cumsum(p[:M])
+            C[:M - 1] += eh * _discounted_suffix(p, self.h, M)[1:M]
+            m = np.arange(M, dtype=np.float64)
+            inv_h = 1.0 / -math.expm1(-self.h)
+            rel = rounding_margin(self.h) + 4.0 * 2.0 ** -53 * (m + 2.0 + inv_h)
+            noise = float(getattr(self, "ctx", {}).get("noise", 0.0))
+            g = C * (1.0 - rel) - noise * (m + 2.0 + inv_h)
+            g = np.minimum.accumulate(g[::-1])[::-1]  # non-decreasing, never above C
+            self._G = g
+        return g
+
+    def _near_one_delta(self, e: np.ndarray) -> np.ndarray:
+        g = self._near_one()
+        pos = e / self.h - self.A
+        out = np.ones(e.shape)
+        below = pos < 0  # C(eps) = e^{eps - l_0} C_0 below the support
+        with np.errstate(under="ignore", over="ignore"):
+            out[below] = 1.0 - np.maximum(g[0], 0.0) * np.exp(np.minimum(e[below] - self.A * self.h, 0.0))
+        inside = (pos >= 0) & (pos < g.size)
+        out[inside] = 1.0 - np.maximum(g[np.floor(pos[inside]).astype(np.int64)], 0.0)
+        # beyond the computed part (C > 2 NEAR_ONE there): the scan's value stands
+        out[pos >= g.size] = 0.0
+        return out
+
+    def _near_one_epsilon(self, d: np.ndarray) -> np.ndarray:
+        g = self._near_one()
+        target = 1.0 - d
+        out = np.full(d.shape, -np.inf)
+        m = np.searchsorted(g, target, side="left")  # first m with G_m >= target
+        ok = (m < g.size) & (target > 0)
+        l = (self.A + m[ok]) * self.h
+        first = m[ok] == 0
+        if g[0] > 0:
+            with np.errstate(divide="ignore"):
+                l[first] = self.A * self.h + np.minimum(np.log(target[ok][first] / g[0]), 0.0)
+        out[ok] = l
+        return out
 
     # optimistic queries with the Hoeffding correction for the rounding deficit R = sum R_i:
     # delta_true(eps) >= delta_opt(eps - c) - P(R < c), c = shift_mean - t,
@@ -277,6 +383,44 @@ class ComposedPLD:
         if c <= 0 or delta + pfail >= 1:
             return base
         return max(base, float(self.epsilon(delta + pfail)[0]) + c)
+
+
+def rounding_margin(h: float) -> float:
+    """Relative margin on every reported delta at grid step ``h`` (pessimistic: raised,
+    optimistic: lowered; epsilons are read at the correspondingly moved delta).
+
+    It covers the floating-point error of the discretization: connect-the-dots splits lose
+    about log10(1/h) digits to cancellation (a single Gaussian(1.0) at h = 1e-4 came out
+    1.7e-14 (relative) below the exact delta), and the compositions' relative round-off:
+    16 u / h (1.8e-11 at h = 1e-4), at least 1e-12; far below the discretization's pessimism."""
+    return max(1e-12, 16 * 2.0 ** -53 / h)
+
+
+#: Memory budget of one composed lane: the FFT composition and the queries on it (a tilted
+#: recomposition for small deltas, the complement near delta = 1) must fit in it.  A grid
+#: whose composed window would need more is refused before anything is allocated, and the
+#: accountant coarsens its grid instead (see PLDAccountant).
+MAX_COMPOSED_BYTES = 2 ** 30
+#: Bytes per point of the composed window, measured with tracemalloc (2e5 points): the FFT
+#: composition peaks at 54; a lane keeps 24 (PMF and the two scans), its tilted recomposition
+#: for small deltas (one cached per lane) 24 more, the complement near delta = 1 3, the
+#: optimistic lane of ``get_*_bounds`` and its tilt 48: about 100 kept and a peak of 138 with
+#: everything built.  Rounded up (a tilted window can be somewhat wider than the base one).
+BYTES_PER_POINT = 192
+
+
+def estimated_bytes(width: int) -> int:
+    """Estimated peak memory (bytes) of composing and querying a window of ``width`` points."""
+    return int(width) * BYTES_PER_POINT
+
+
+class GridTooLargeError(ValueError):
+    """The composed window would exceed :data:`MAX_COMPOSED_BYTES` at this grid step."""
+
+
+class GridCoarsenedWarning(RuntimeWarning):
+    """A PLD was composed on a grid coarser than ``value_discretization`` (memory budget): the
+    reported values are still certified upper bounds, looser ones."""
 
 
 def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimistic: bool,
@@ -319,20 +463,34 @@ def _compose_lane(steps: List[Tuple[StepPMF, int]], h: float, tol: float, optimi
         up_mass = 0.0 if hi_idx >= hi_sum else float(np.min(np.exp(K_up - _T_GRID * (hi_idx + 1) * h)))
         low_mass = 0.0 if lo_idx <= lo_sum else float(np.min(np.exp(K_dn + _T_GRID * (lo_idx - 1) * h)))
     width = hi_idx - lo_idx + 1
-    if width > MAX_POINTS * 4:
-        raise ValueError(
-            f"the composed privacy-loss distribution needs {width} grid points at "
-            f"value_discretization={h}: use a coarser value_discretization"
+    exact = len(pieces) == 1 and pieces[0][2] == 1 and up_mass == 0.0 and low_mass == 0.0
+    if not exact and estimated_bytes(width) > MAX_COMPOSED_BYTES:
+        # refused before the FFT allocates anything (the accountant retries on a coarser grid)
+        raise GridTooLargeError(
+            f"the composed privacy-loss distribution needs {width} grid points at grid step {h:.4g} "
+            f"(about {estimated_bytes(width) / 2 ** 30:.3g} GiB; the limit is "
+            f"{MAX_COMPOSED_BYTES / 2 ** 30:.3g} GiB): use a coarser value_discretization"
         )
     ctx = dict(K_up=K_up, pieces=pieces, lo_idx=lo_idx, width=width, h=h, workers=workers, p_inf=p_inf,
                up_mass=up_mass, low_mass=low_mass, optimistic=optimistic, steps=steps, tol=tol)
-    if len(pieces) == 1 and pieces[0][2] == 1 and up_mass == 0.0 and low_mass == 0.0:
+    if exact:
         p, lo, _ = pieces[0]
         comp, A = p.copy(), lo
         ctx["exact"] = True
     else:
         A = lo_idx
-        comp = _fft_compose(pieces, lo_idx, width, workers, 0.0)
+        info: dict = {}
+        comp = _fft_compose(pieces, lo_idx, width, workers, 0.0, info=info)
+        # The FFT's relative error in the transform at 0 (the total mass), ~1e-16, is raised to
+        # the power of the count: 1000 Gaussians lose 1.1e-13 of the mass, which made delta near
+        # 1 too small.  The finite mass is known exactly (1 - the +inf atom): restore it.
+        total = float(np.sum(comp))
+        if total > 0:
+            comp *= (1.0 - p_inf) / total
+        # absolute round-off level of an entry (complement queries near delta = 1 allow for it):
+        # the most negative raw entry, at least count * 2^-53 of the largest one
+        K = sum(c for _, _, c in pieces)
+        ctx["noise"] = max(info.get("neg", 0.0), K * 2.0 ** -53 * float(np.max(comp, initial=0.0)))
     return _finish(comp, A, ctx)
 
 
@@ -344,11 +502,13 @@ def _finish(comp, A, ctx) -> ComposedPLD:
         out = ComposedPLD(comp, A, h, ctx["p_inf"], correction=ctx["low_mass"], shift_mean=sm, shift_count=sc)
     else:
         out = ComposedPLD(comp, A, h, ctx["p_inf"] + ctx["up_mass"])
+        out.pessimistic = True
     out.ctx = ctx
     return out
 
 
-def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float = 0.0) -> np.ndarray:
+def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float = 0.0,
+                 info: Optional[dict] = None) -> np.ndarray:
     """Composed PMF on absolute indices lo_idx .. lo_idx + width - 1 (one FFT pair).
 
     With ``tilt`` = lambda > 0 every piece is exponentially tilted, p_i e^{lambda l_i - K(lambda)}
@@ -392,6 +552,8 @@ def _fft_compose(pieces, lo_idx: int, width: int, workers, tilt: float, h: float
     comp = np.concatenate((r[s0:], r[:s0]))[:width] if s0 else r[:width].copy()
     if tilt > 0:
         return comp, logscale
+    if info is not None:
+        info["neg"] = max(0.0, -float(np.min(r)))
     comp[comp < 0] = 0.0
     return comp
 
@@ -410,12 +572,23 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     b = float(np.min((K1 - K0 - math.log(ctx["tol"])) / _T_GRID))
     hi_sum = sum(c * (lo + p.size - 1) for p, lo, c in pieces)
     new_hi = min(hi_sum, max(lo_idx + width - 1, math.ceil(b / h) + 1))
+    # and cut it below: P~(S < a) <= exp(K(lambda - t) - K(lambda) + t a).  Only the right tail
+    # is queried on this lane (delta(eps) needs the masses above eps only), and the window
+    # must fit in the memory budget (a full-width one did not, for 1000 Gaussian(1.0): the
+    # lane fell back to the untilted values and the optimistic bound came out above the exact)
+    K2 = sum(c * _log_mgf(p, lo, h, tilt - _T_GRID) for p, lo, c in pieces)
+    a = float(np.max(-(K2 - K0 - math.log(ctx["tol"])) / _T_GRID))
+    t_lo = max(lo_idx, math.floor(a / h) - 1) if math.isfinite(a) else lo_idx
+    t_lo = min(t_lo, new_hi)
+    width = new_hi - t_lo + 1
+    if estimated_bytes(width) > MAX_COMPOSED_BYTES:
+        return base  # the tilted window would not fit: keep the untilted values
     # reuse the untilted composition (zero beyond its window, where the tilted values are used)
-    width = new_hi - lo_idx + 1
     r0 = np.zeros(width)
-    r0[:base.p.size] = base.p[:width]
-    r1, logscale = _fft_compose(pieces, lo_idx, width, ctx["workers"], tilt, h)
-    s = (lo_idx + np.arange(width)) * h
+    seg = base.p[t_lo - lo_idx:t_lo - lo_idx + width]
+    r0[:seg.size] = seg
+    r1, logscale = _fft_compose(pieces, t_lo, width, ctx["workers"], tilt, h)
+    s = (t_lo + np.arange(width)) * h
     # error models: u * max(r0) (absolute) vs u * max(r1) * e^{logscale - tilt s} (tilted)
     with np.errstate(over="ignore"):
         fac = np.exp(np.minimum(logscale - tilt * s, 700.0))
@@ -423,7 +596,10 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     comp = np.where(use1, r1 * fac, r0)
     comp[comp < 0] = 0.0
     ctx["width"] = width
-    return _finish(comp, lo_idx, ctx)
+    ctx["lo_idx"] = t_lo
+    out = _finish(comp, t_lo, ctx)
+    out.valid_from = t_lo * h  # queries below this use the base lane
+    return out
 
 
 def _locked(method):
@@ -452,11 +628,17 @@ class PLDAccountant(PrivacyAccountant):
     refine : bool
         Refine the grid automatically when it is coarse for the composed loss (see below);
         default True.  Any grid gives a certified upper bound; refinement only tightens it.
+        With ``refine=False`` the grid is exactly ``value_discretization``: a composed window
+        over the memory budget is refused (ValueError) instead of coarsened.
 
     The grid actually used (attribute ``grid_step`` after a query) is ``value_discretization``,
     refined automatically (at most 64x) when connect-the-dots' extra variance (<= h^2/4 per
     mechanism) would exceed 1e-3 of the composed loss's variance -- e.g. 10^6 steps at sample rate
-    1e-4, where a fixed h = 1e-4 overstates epsilon by 15%.
+    1e-4, where a fixed h = 1e-4 overstates epsilon by 15%.  Memory is bounded: a composed window
+    that would need more than :data:`MAX_COMPOSED_BYTES` is never allocated; the refinement is
+    backed off, then (``refine=True``) the grid coarsened beyond ``value_discretization`` with a
+    :class:`GridCoarsenedWarning` (e.g. 10^5 compositions of Gaussian(1.0): grid 1.6e-3);
+    ``grid_step`` and each composed lane's ``h`` say which grid was used.
 
     ``compose(event, count)`` records (composition nodes are flattened into their leaves, each
     discretized by its :func:`dominating_pairs` registration; an event without one raises
@@ -586,18 +768,31 @@ class PLDAccountant(PrivacyAccountant):
         while True:
             try:
                 steps = {d: self._steps(d, h) for d in dirs}
+                out = {d: {"pess": _compose_lane(steps[d], h, self.window_mass, False, self.workers)}
+                       for d in dirs}
                 break
-            except ValueError:  # refined grid too large for some mechanism: back off
-                if h >= self.value_discretization:
+            except ValueError as exc:
+                # A refined grid too large for some mechanism, or a composed window over the
+                # memory budget: back off to the configured grid, then coarser.  Any grid gives
+                # a certified upper bound (connect-the-dots); a coarser one a looser one.
+                # A mechanism refused at the configured grid is refused (its range, not the
+                # composition, is the problem); with refine=False the grid is exactly
+                # value_discretization (callers that combine lanes rely on it: the budget's
+                # incremental composition), so a window over the budget is refused, before
+                # anything is allocated.
+                coarse = h >= self.value_discretization
+                if h >= 1.0 or (coarse and not (self.refine and isinstance(exc, GridTooLargeError))):
                     raise
-                h = min(self.value_discretization, 2 * h)
+                h = min(self.value_discretization, 2 * h) if not coarse else min(1.0, 2 * h)
+        if h > self.value_discretization:
+            warnings.warn(
+                f"PLDAccountant: the composed privacy-loss distribution does not fit in "
+                f"{MAX_COMPOSED_BYTES / 2 ** 30:.3g} GiB at value_discretization="
+                f"{self.value_discretization:.4g}; composed on the coarser grid {h:.4g} instead "
+                f"(still a certified upper bound, a looser one)", GridCoarsenedWarning, stacklevel=4)
         self.grid_step = h
         # keep only what the current grids use (earlier refinements' grids are stale)
         self._memo = {k: v for k, v in self._memo.items() if k[2] in (h, self.value_discretization)}
-        out = {}
-        for direction in dirs:
-            out[direction] = {"pess": _compose_lane(steps[direction], h, self.window_mass, False,
-                                                    self.workers)}
         self._cache = out
         return out
 
@@ -621,12 +816,14 @@ class PLDAccountant(PrivacyAccountant):
         ctx = getattr(base, "ctx", None)
         if ctx is None or ctx.get("exact") or not math.isfinite(eps):
             return base
-        ok = _T_GRID <= 16
-        t = _T_GRID[ok]
-        lam = float(t[int(np.argmin(ctx["K_up"][ok] - t * eps))])
+        if "K_tilt" not in ctx:
+            ctx["K_tilt"] = sum(c * _log_mgf(p, lo, ctx["h"], _TILT_GRID) for p, lo, c in ctx["pieces"])
+        lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:
+            while len(cache) >= 1:  # bounded memory: a tilted lane is about as large as the base
+                cache.pop(next(iter(cache)))
             cache[key] = _tilted(base, lam)
         return cache[key]
 
@@ -634,27 +831,58 @@ class PLDAccountant(PrivacyAccountant):
         f = (lambda P: P.lower_epsilon(delta)) if lower else (lambda P: float(P.epsilon(delta)[0]))
         e = f(pld)
         if delta < self.SMALL_DELTA:
-            e = f(self._tilt_for(pld, e))
+            # The tilt that gives relative accuracy depends on where the lane's own epsilon
+            # lies (for the optimistic bound: before its Hoeffding shift c is added, which
+            # is where its masses are read): iterate to a fixed point (the first value, from
+            # the untilted FFT, can be far off where round-off dominates).
+            dq = min(1.0, delta * (1.0 + 1e-3)) if lower else delta  # (lower_epsilon's pfail)
+            raw = float(pld.epsilon(dq)[0])
+            seen = set()
+            for _ in range(8):
+                if not math.isfinite(raw):
+                    break
+                P = self._tilt_for(pld, raw)
+                if id(P) in seen:
+                    break
+                seen.add(id(P))
+                raw_t = float(P.epsilon(dq)[0])
+                if raw_t < getattr(P, "valid_from", -math.inf) + P.h:
+                    break  # below the tilted window: the base lane's value stands
+                raw, e = raw_t, f(P)
         return e
 
     def _lane_delta(self, pld: ComposedPLD, eps: float, lower: bool) -> float:
         f = (lambda P: P.lower_delta(eps)) if lower else (lambda P: float(P.delta(eps)[0]))
         d = f(pld)
         if d < self.SMALL_DELTA:
-            d = f(self._tilt_for(pld, eps))
+            # read where the lane's masses are used (optimistic: below eps by its shift)
+            at = eps - pld.shift_mean if lower else eps
+            P = self._tilt_for(pld, at)
+            if at >= getattr(P, "valid_from", -math.inf) + P.h:
+                d = f(P)
         return d
 
     @_locked
     def get_delta(self, epsilon: float) -> float:
         """Certified (pessimistic) delta at ``epsilon`` (max over the lanes)."""
         e = _check_eps(epsilon)
-        return float(max(self._lane_delta(l["pess"], e, False) for l in self._lanes().values()))
+        lanes = self._lanes()
+        r = rounding_margin(self.grid_step)
+        # the margin is on the finite part (the +inf atom is exact: 1 - prod (1 - p_j)^c_j)
+        return min(1.0, float(max(l["pess"].p_inf + max(0.0, d - l["pess"].p_inf) * (1.0 + r)
+                                  for l in lanes.values()
+                                  for d in (self._lane_delta(l["pess"], e, False),))))
 
     @_locked
     def get_epsilon(self, delta: float) -> float:
         """Certified (pessimistic) smallest epsilon >= 0 at ``delta`` (max over the lanes)."""
         delta = check_delta(delta, allow_zero=False)
-        e = max(self._lane_eps(l["pess"], delta, False) for l in self._lanes().values())
+        lanes = self._lanes()
+        # (near 1 the complement carries the margin instead: see ComposedPLD._near_one)
+        r = rounding_margin(self.grid_step)
+        e = max(self._lane_eps(l["pess"], _finite_moved(delta, l["pess"].p_inf, 1.0 / (1.0 + r))
+                               if delta <= 1.0 - ComposedPLD.NEAR_ONE else delta, False)
+                for l in lanes.values())
         return max(e, 0.0)
 
     @_locked
@@ -663,15 +891,26 @@ class PLDAccountant(PrivacyAccountant):
         e = _check_eps(epsilon)
         lanes = self._lanes()
         lo = max(self._lane_delta(self._opt(l, k), e, True) for k, l in lanes.items())
-        return lo, self.get_delta(e)
+        return lo * (1.0 - rounding_margin(self.grid_step)), self.get_delta(e)
 
     @_locked
     def get_epsilon_bounds(self, delta: float) -> Tuple[float, float]:
         """(optimistic, pessimistic) epsilon at ``delta``: the true epsilon lies between."""
         delta = check_delta(delta, allow_zero=False)
         lanes = self._lanes()
-        lo = max(self._lane_eps(self._opt(l, k), delta, True) for k, l in lanes.items())
+        r = rounding_margin(self.grid_step)
+        lo = 0.0
+        for k, l in lanes.items():
+            opt = self._opt(l, k)
+            d = _finite_moved(delta, opt.p_inf, 1.0 + r)
+            if d < 1.0:
+                lo = max(lo, self._lane_eps(opt, d, True))
         return max(lo, 0.0), self.get_epsilon(delta)
+
+
+def _finite_moved(delta: float, p_inf: float, factor: float) -> float:
+    """delta with its finite part (above the exact +inf atom) scaled by ``factor``."""
+    return delta if delta <= p_inf else p_inf + (delta - p_inf) * factor
 
 
 def _same(a, b) -> bool:

@@ -357,19 +357,13 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    a_max = float(RDP_ORDERS.max())
-    try:
-        z = math.sqrt(count * a_max / (2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon))
-    except (ZeroDivisionError, OverflowError):  # epsilon 5e-324: 2e-3 * epsilon underflows to 0
-        z = math.inf
-    if z < math.inf:
-        return z
-    # An intermediate over/underflowed, yet z may be finite (3.2e164 at epsilon 5e-324): in logs
-    log_z = 0.5 * (math.log(count) + math.log(a_max) - math.log(2.0 * OBJECTIVE_CERTIFICATION_SHARE)
-                   - math.log(epsilon))
-    if log_z >= math.log(np.finfo(np.float64).max):
-        raise ValueError(f"the output noise multiplier for epsilon={epsilon!r} and this count exceeds a double")
-    return math.exp(log_z)
+    num, den = count * float(RDP_ORDERS.max()), 2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon
+    z = math.sqrt(num / den) if den > 0.0 else math.inf  # den underflows to 0 for epsilon < 2.5e-321
+    if not math.isfinite(z):  # a tiny epsilon: the roots taken apart do not overflow
+        z = math.sqrt(num / (2.0 * OBJECTIVE_CERTIFICATION_SHARE)) / math.sqrt(epsilon)
+    if not math.isfinite(z):
+        raise ValueError(f"epsilon={epsilon!r} is too small: the output step's noise multiplier overflows")
+    return z
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set

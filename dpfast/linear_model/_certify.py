@@ -55,7 +55,7 @@ class PrivacyConvergenceError(RuntimeError):
     """
 
 
-def check_certifiable(tol: float, magnitude: float) -> None:
+def check_certifiable(tol: float, magnitude: float, terms: str = "") -> None:
     """``ValueError`` when ``tol`` is below what float64 can certify for this problem.
 
     ``magnitude`` bounds the sum of the absolute sizes of the gradient's terms, from public
@@ -64,13 +64,17 @@ def check_certifiable(tol: float, magnitude: float) -> None:
     summation order computes such a sum with an error below about ``magnitude * 2^-53``
     (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed. 2002, section 4.2), so a
     tol within ``ROUNDING_FACTOR`` of it cannot be certified reliably.  The check runs before
-    the solvers read the private rows; it is necessary, not sufficient.
+    the solvers read the private rows; it is necessary, not sufficient.  ``terms``: what makes up
+    ``magnitude``, in public parameters, for the message (which parameter to change).
     """
     floor = ROUNDING_FACTOR * float(magnitude) * np.finfo(np.float64).eps
     if not tol >= floor:
+        what = f" ({terms})" if terms else ""
+        fix = (f"use tol >= {floor:.3g}" if math.isfinite(floor) else
+               "no tol can be certified: lower the parameters that scale the gradient")
         raise ValueError(
             f"tol={tol:.3g} is below what float64 arithmetic can certify for a gradient whose terms add up to "
-            f"{magnitude:.3g} in absolute value; use tol >= {floor:.3g}"
+            f"{magnitude:.3g} in absolute value{what}; {fix}"
         )
 
 

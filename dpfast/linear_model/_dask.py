@@ -13,8 +13,8 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   float64 per row) stay on the workers (``persist``), and so do the labels and weights: the
   client checks the summaries with the estimator's own ``validate_y``, label-set and
   ``check_sample_weight`` code, in the order of the in-memory ``fit`` (labels, parameters,
-  weights, rows), and raises the in-memory fit's error word for word (a bad chunk of rows: a
-  ``ValueError`` naming the chunk and its rows), before anything is calibrated, charged or
+  weights, rows), and raises the in-memory fit's error word for word (a bad chunk of rows: the same ``ValueError``,
+  naming no chunk, row or value: where the bad rows are is private), before anything is calibrated, charged or
   drawn.  NumPy labels and weights are checked on the client and scattered once
   (``Client.scatter`` to every worker under distributed).
 * The calibration, the budget charge and every noise draw are the estimator's in-memory code
@@ -86,7 +86,6 @@ import numpy as np
 
 from dpfast._dask_utils import (
     _as_dask_rows,
-    _chunk_name,
     _is_frame,
     _row_vector,
     active_client,
@@ -180,7 +179,8 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
         return None, summary
     block = np.ascontiguousarray(block)
     nk, dk = block.shape
-    bad = f"{_chunk_name(k, starts)}: X contains NaN or infinite entries (or a row whose norm overflows)"
+    # the in-memory fit's message, naming no chunk or row: which rows are bad is private
+    bad = "X contains NaN or infinite entries (or a row whose norm overflows)"
     ok, sq = _glm.row_bounds(block, nk, dk, None, 0.0, 0.0, 1)  # squared norms of the stored rows
     if not ok:
         summary["x_error"] = bad
@@ -188,7 +188,7 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
     try:  # the estimator's row map (norm check, or scale factors) on the kernel's norms
         scale = est._transform_rows(block, R, fitting=True, norms=np.sqrt(sq))
     except ValueError as exc:
-        summary["x_error"] = f"{_chunk_name(k, starts)}: {exc}"
+        summary["x_error"] = str(exc)
         return None, summary
     rs = None if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
     ones = np.ones(nk)
@@ -623,12 +623,38 @@ def fit(est, X, y, sample_weight=None, *, budget=None):
         est._fit_ovr(rows, classes, targets, None, budget=budget)
     else:
         est._fit_target(rows, DaskTarget(_REAL, n), None, budget=budget)
-    if _is_frame(X):
-        est.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+    set_feature_names(est, X)
     return est
 
 
+def _names_view(X):
+    """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
+    frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
+    anything else as is."""
+    if _is_frame(X):
+        import pandas as pd
+
+        return pd.DataFrame(columns=X.columns)
+    return X
+
+
+def set_feature_names(est, X) -> None:
+    """``feature_names_in_`` after a Dask fit, by scikit-learn's rule for pandas (string column
+    names only; mixed types raise ``TypeError``)."""
+    from sklearn.utils.validation import _get_feature_names
+
+    names = _get_feature_names(_names_view(X))
+    if names is not None:
+        est.feature_names_in_ = names
+
+
 def _prediction_input(est, X):
+    """X's rows as a Dask array, after scikit-learn's feature-name check, as for pandas input
+    (issue 21, item 12): a DataFrame whose column names or order differ from fit's raises
+    ``ValueError``; names on one side only warn, once (not once per chunk)."""
+    from sklearn.utils.validation import _check_feature_names
+
+    _check_feature_names(est, _names_view(X), reset=False)
     Xd = _as_dask_rows(X)
     n_in = getattr(est, "n_features_in_", None)
     if n_in is not None and Xd.shape[1] != n_in:
@@ -636,27 +662,43 @@ def _prediction_input(est, X):
     return Xd
 
 
+def _blockwise(method):
+    """``method`` on one NumPy chunk, without scikit-learn's "X does not have valid feature
+    names" warning: the names were checked once for the whole input (:func:`_prediction_input`)."""
+    def call(block):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
+            return method(block)
+
+    return call
+
+
 def decision_function(est, X):
     """Lazy ``est.decision_function`` chunk by chunk (a dask Array)."""
     Xd = _prediction_input(est, X)
     k = np.atleast_2d(est.coef_).shape[0]
     if k == 1:
-        return Xd.map_blocks(lambda b: est.decision_function(b), drop_axis=1, dtype=np.float64)
-    return Xd.map_blocks(lambda b: est.decision_function(b), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+        return Xd.map_blocks(_blockwise(est.decision_function), drop_axis=1, dtype=np.float64)
+    return Xd.map_blocks(_blockwise(est.decision_function), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
 
 
 def predict(est, X):
     """Lazy ``est.predict`` chunk by chunk (a dask Array)."""
-    Xd = _prediction_input(est, X)
+    return _predict_rows(est, _prediction_input(est, X))
+
+
+def _predict_rows(est, Xd):
     dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
-    return Xd.map_blocks(lambda b: est.predict(b), drop_axis=1, dtype=dtype)
+    return Xd.map_blocks(_blockwise(est.predict), drop_axis=1, dtype=dtype)
 
 
 def predict_proba(est, X):
     """Lazy ``est.predict_proba`` chunk by chunk (a dask Array)."""
     Xd = _prediction_input(est, X)
     k = len(est.classes_)
-    return Xd.map_blocks(lambda b: est.predict_proba(b), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+    return Xd.map_blocks(_blockwise(est.predict_proba), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
 
 
 def score(est, X, y, sample_weight=None) -> float:
@@ -667,7 +709,7 @@ def score(est, X, y, sample_weight=None) -> float:
     Xd = _prediction_input(est, X)
     yv = _as_vector_like(y, Xd, "y")
     wv = _as_vector_like(sample_weight, Xd, "sample_weight")
-    pred = predict(est, Xd)
+    pred = _predict_rows(est, Xd)  # names checked once, above
     w = da.ones_like(yv, dtype=np.float64) if wv is None else wv.astype(np.float64)
     if hasattr(est, "classes_"):
         num, den = dask.compute(da.sum(w * (pred == yv)), da.sum(w))

@@ -31,15 +31,22 @@ from dpfast.linear_model._losses import glm_constants, margin_constants, multino
 from dpfast.linear_model._mechanisms import (
     METHODS,
     _fit_calibrated,
+    check_calibration_certifiable,
     check_sample_weight,
     make_calibration,
     row_norms,
 )
+from dpfast.linear_model._solver import MAX_ITER, check_max_iter
 from dpfast.random import check_random_state
 
 __all__ = ["LogisticRegression", "LinearRegression"]
 
 _ROW_NORM = ("check", "normalize", "clip")
+_NORM_CHECK_MSG = (
+    "X has rows with l2 norm above norm_bound={R:.6g} (row_norm='check'); the privacy guarantee needs every row "
+    "within the declared bound. Use row_norm='clip' (the default: shrink longer rows to the bound, a per-row map "
+    "that costs no privacy) or row_norm='normalize' (scale every row to the bound), or declare a larger "
+    "norm_bound")
 
 _COMMON_DOC = """
     epsilon, delta : float
@@ -65,8 +72,9 @@ _COMMON_DOC = """
         continues from its point for an iteration count proved sufficient for every data set
         (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
         refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
-        float64 cannot certify for the number of rows raises ``ValueError`` before the rows
-        are read; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
+        float64 cannot certify for the number of rows, the gradient bound (``clip``) and the
+        objective's ``noise_std`` raises ``ValueError`` before the rows are read, the budget is
+        charged or the noise is drawn; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
         arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
@@ -91,11 +99,18 @@ _COMMON_DOC = """
         Which bound gives epsilon ("kifer" for method="objective" only).
     norm_bound : float
         Declared bound R on the rows' l2 norm before the bias feature.
-    row_norm : {"check", "normalize", "clip"}
-        ``"check"`` (default): a row with norm > R raises ``ValueError``.  ``"normalize"``:
-        every non-zero row is scaled to norm R (x R/||x||, the paper's preprocessing; a per-row
-        map that costs no privacy), also in ``predict``.  ``"clip"``: rows longer than R are
-        scaled down to R, also in ``predict``.
+    row_norm : {"clip", "normalize", "check"}
+        ``"clip"`` (default): rows longer than R are scaled down to R (x min(1, R/||x||)), also
+        in ``predict``.  ``"normalize"``: every non-zero row is scaled to norm R (x R/||x||, the
+        paper's preprocessing), also in ``predict``.  Both are per-row maps fixed by the public R,
+        so they cost no privacy and the sensitivity holds for any data.  ``"check"``: a row with
+        norm > R raises ``ValueError`` before anything is charged or drawn.  Why clipping is the
+        default: the check's outcome is a function of the private rows (whether one of them
+        exceeds R), so the exception itself discloses a bit the guarantee does not cover, and it
+        made every first fit on unscaled data fail; clipping never fails on data and releases
+        only the DP model.  Rows far beyond R lose their scale under clipping: choose R (or
+        scale the features, e.g. with :class:`dpfast.preprocessing.StandardScaler`) so that
+        typical rows lie within it.  The check's message names neither the row nor its norm.
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` (its coefficient, times the scaling, is
         ``intercept_``); rows then have norm <= sqrt(R^2 + intercept_scaling^2).
@@ -190,7 +205,8 @@ _CONSTRAINTS = {
     "row_norm": [StrOptions(set(_ROW_NORM))],
     "fit_intercept": ["boolean"],
     "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
-    "max_iter": [Interval(Integral, 0, None, closed="left")],  # 0: the certified fallback only
+    # 0: the certified fallback only; at most the native solvers' int64 counter (bools: check_max_iter)
+    "max_iter": [Interval(Integral, 0, MAX_ITER, closed="both")],
     "random_state": RANDOM_STATE,
 }
 
@@ -228,15 +244,9 @@ class _PrivateLinearModel(PrivateEstimator):
             raise ValueError("X contains NaN or infinite entries (or a row whose norm overflows); "
                              "private ERM needs finite, bounded rows")
         if self.row_norm == "check":
-            if fitting:
-                worst = float(norms.max())
-                if worst > _slack(R, X.dtype):
-                    i = int(np.argmax(norms))
-                    raise ValueError(
-                        f"row {i} of X has l2 norm {worst:.6g} > norm_bound={R:.6g}; the privacy guarantee needs "
-                        "every row within the declared bound. Use row_norm='normalize' (scale rows to the bound) "
-                        "or row_norm='clip' (shrink longer rows), or declare a larger norm_bound"
-                    )
+            if fitting and norms.size and float(norms.max()) > _slack(R, X.dtype):
+                # names no row and no norm: both are private (issue 21, item 10)
+                raise ValueError(_NORM_CHECK_MSG.format(R=R))
             return None
         # in place (one n-vector, not three): scale_i = R / ||x_i|| where the map changes the row
         change = norms > 0 if self.row_norm == "normalize" else norms > R
@@ -288,8 +298,10 @@ class _PrivateLinearModel(PrivateEstimator):
         """Fit one private model per target vector, calibrated for their composition.
 
         The release's event is charged to ``budget`` after the (data-independent) calibration
-        and before any noise is drawn."""
+        and the checks of public quantities (max_iter, a tol float64 can certify), and before
+        any noise is drawn."""
         R, s = self._validate_common()
+        max_iter = check_max_iter(self.max_iter)  # a bool passes the Interval constraint
         if getattr(X, "_dpfast_chunked", False):  # Dask rows: validated chunk by chunk in _design
             self.n_features_in_ = X.shape[1]
         else:
@@ -308,13 +320,14 @@ class _PrivateLinearModel(PrivateEstimator):
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,
                                accountant=self.accountant, count=len(targets))
+        check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
         event = _release_event(cal)
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         results = [
             _fit_calibrated(Xd, t, self._loss_name(), cal, solver_clip=consts.solver_clip, sample_weight=w,
                             huber_delta=getattr(self, "huber_delta", 1.0), solver=self.solver,
-                            max_iter=self.max_iter, gen=gen)
+                            max_iter=max_iter, gen=gen)
             for t in targets
         ]
         coefs = np.vstack([r.coef for r in results])
@@ -421,7 +434,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
-        row_norm: str = "check",
+        row_norm: str = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         classes=None,
@@ -472,6 +485,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
             raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its "
                              "noise from (epsilon, delta, alpha)")
         R, s = self._validate_common()
+        max_iter = check_max_iter(self.max_iter)  # a bool passes the Interval constraint
         X = validate_X(self, X, reset=True, accept_sparse=True)
         n = X.shape[0]
         w = check_sample_weight(None if sample_weight is None else np.asarray(sample_weight), n)
@@ -483,12 +497,13 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
                                regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
                                sigma_out=self.sigma_out, accountant=self.accountant, count=1)
         Xd = self._design(X, R, s, fitting=True)  # validates the rows (norm bound, finiteness)
+        check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
         event = _release_event(cal)
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         W, gnorm, n_iter, used = mn.fit_multinomial_output(
             Xd, labels, n_classes, cal, smoothness_factor=consts.smoothness / consts.row_norm ** 2,
-            sample_weight=w, max_iter=self.max_iter, gen=gen)
+            sample_weight=w, max_iter=max_iter, gen=gen)
         d = X.shape[1]
         self.n_features_in_ = d
         if s > 0:
@@ -617,7 +632,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         sigma_out: float | None = None,
         accountant: str = "best",
         norm_bound: float = 1.0,
-        row_norm: str = "check",
+        row_norm: str = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         max_iter: int = 1000,

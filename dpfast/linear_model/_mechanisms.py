@@ -34,7 +34,14 @@ from dpfast.linear_model._calibration import (
 )
 from dpfast.linear_model._certify import PrivacyConvergenceError, certified_descent, check_certifiable
 from dpfast.linear_model._losses import glm_constants
-from dpfast.linear_model._solver import MappedRows, _vector, glm_gradient_oracle, loss_constants, minimize_glm
+from dpfast.linear_model._solver import (
+    MappedRows,
+    _vector,
+    check_max_iter,
+    glm_gradient_oracle,
+    loss_constants,
+    minimize_glm,
+)
 from dpfast.random import check_random_state, standard_normal
 
 __all__ = [
@@ -127,6 +134,32 @@ def _row_sample(X, m: int):
     return X[:m]
 
 
+#: t of the bound ||b||_2 <= sigma (sqrt(d) + t) on the objective's noise b ~ N(0, sigma^2 I_d)
+#: that :func:`check_calibration_certifiable` uses before b is drawn.  ||b|| is a sigma-Lipschitz
+#: function of a standard normal vector with E||b|| <= sigma sqrt(d), so by Gaussian
+#: concentration (Boucheron, Lugosi & Massart, "Concentration Inequalities", 2013, Theorem 5.6)
+#: P(||b|| > sigma (sqrt(d) + t)) <= exp(-t^2 / 2) = 1.9e-22 at t = 10.
+NOISE_NORM_MARGIN = 10.0
+
+
+def check_calibration_certifiable(cal: PrivacyCalibration, n: int, d: int) -> None:
+    """``ValueError`` when float64 cannot certify ``cal.tau`` on n rows in d dimensions, decided
+    from public quantities only -- before the budget is charged and before the noise is drawn.
+
+    The gradient of the (perturbed) objective sums n per-example gradients of norm <= L
+    (``cal.lipschitz``), the noise b (norm <= sigma (sqrt(d) + :data:`NOISE_NORM_MARGIN`) but
+    with probability 1.9e-22; sigma = ``cal.noise_std``, 0 for output perturbation) and the ridge
+    term, at most the rest at the minimiser: :func:`~dpfast.linear_model._certify.check_certifiable`
+    with 2 (n L + that bound).  The check the solvers repeat with the drawn ||b|| then passes but
+    with that probability.
+    """
+    b_bound = float(cal.noise_std) * (math.sqrt(d) + NOISE_NORM_MARGIN) if cal.noise_std else 0.0
+    terms = f"the rows' clipped gradients, each of norm <= L={cal.lipschitz:.3g}"
+    if b_bound:
+        terms += f", and the objective's noise of std noise_std={cal.noise_std:.3g} in {d} dimensions"
+    check_certifiable(cal.tau, 2.0 * (n * float(cal.lipschitz) + b_bound), terms)
+
+
 def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter, gen,
                         lipschitz):
     """A point with ||grad F||_2 <= tol, on every data set (no data-dependent refusal).
@@ -188,12 +221,11 @@ def check_rows(X, norm_bound: float) -> np.ndarray:
     """Row l2 norms of dense or CSR ``X``; ``ValueError`` when one exceeds ``norm_bound``."""
     norms = row_norms(X)
     worst = float(norms.max()) if norms.size else 0.0
-    if worst > norm_bound:
-        i = int(np.argmax(norms))
+    if worst > norm_bound:  # names no row and no norm: both are private (issue 21, item 10)
         raise ValueError(
-            f"row {i} of X has l2 norm {worst:.6g} > norm_bound={norm_bound:.6g}; the privacy guarantee needs "
-            "every row within the declared bound. Normalise or clip the rows (row_norm='normalize' or "
-            "'clip' in the estimators), or declare a larger norm_bound"
+            f"X has rows with l2 norm above norm_bound={norm_bound:.6g}; the privacy guarantee needs every row "
+            "within the declared bound. Normalise or clip the rows (row_norm='normalize' or 'clip' in the "
+            "estimators), or declare a larger norm_bound"
         )
     return norms
 
@@ -289,6 +321,9 @@ def private_glm(
     cal = make_calibration(method, epsilon, delta, consts, tol=tol, regularization=regularization,
                            noise_std=noise_std, noise_factor=noise_factor, sigma_out=sigma_out,
                            accountant=accountant, count=count)
+    # what refuses for public reasons, before the noise b is drawn
+    max_iter = check_max_iter(max_iter)
+    check_calibration_certifiable(cal, X.shape[0], X.shape[1])
     return _fit_calibrated(X, np.asarray(y, dtype=np.float64), loss, cal, solver_clip=consts.solver_clip,
                            sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
                            max_iter=max_iter, gen=gen)

@@ -63,7 +63,7 @@ import numpy as np
 from dpfast import _glm, _loss_table, _threads
 from dpfast.random import RandomLike, check_random_state, native_stream
 
-__all__ = ["GLMResult", "MappedRows", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
+__all__ = ["GLMResult", "MappedRows", "MAX_ITER", "check_max_iter", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
 
 LOSSES = _loss_table.MARGIN_LOSSES  # ("logistic", "squared", "huber", "smoothed_hinge"), from the native table
 SOLVERS = ("lbfgs", "sag", "saga")
@@ -289,11 +289,9 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     yv = _vector(y, n, "y", shape_note=" to match X")
     if _loss_table.TABLE[loss].labels == "pm1":
         bad = (yv != 1.0) & (yv != -1.0)
-        if bad.any():
-            raise ValueError(
-                f"{loss} loss needs labels in {{-1, +1}}; got {np.unique(yv[bad])[:5].tolist()} "
-                "(map {0, 1} labels with 2*y - 1)"
-            )
+        if bad.any():  # the offending labels are not quoted: y may be private (issue 21, item 10)
+            raise ValueError(f"{loss} loss needs labels in {{-1, +1}}; y has other values "
+                             "(map {0, 1} labels with 2*y - 1)")
     a = _scalar(alpha, "alpha", positive=True)
     lin = _vector(linear, d, "linear")
     Q = None
@@ -317,6 +315,19 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
     if clip is not None:
         c = _scalar(clip, "clip", positive=True, allow_zero=False)
     return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt
+
+
+#: Largest ``max_iter`` the native solvers take: their iteration / epoch counter is an int64.
+MAX_ITER = 2**63 - 1
+
+
+def check_max_iter(max_iter) -> int:
+    """``max_iter`` as an int in [0, :data:`MAX_ITER`]: ``ValueError`` for a bool, a non-integer or
+    a value out of range (the one check of the solvers' iteration cap, run before any draw)."""
+    if (isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer))
+            or not 0 <= max_iter <= MAX_ITER):
+        raise ValueError(f"max_iter must be an integer in [0, 2**63 - 1], got {max_iter!r}")
+    return int(max_iter)
 
 
 def _default_threads() -> int:
@@ -448,8 +459,7 @@ def minimize_glm(
     if not isinstance(solver, str) or solver not in _SOLVER_CODE:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     t = _scalar(tol, "tol", positive=True, allow_zero=False)
-    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    max_iter = check_max_iter(max_iter)
     if isinstance(memory, (bool, np.bool_)) or not isinstance(memory, (int, np.integer)) or memory < 1:
         raise ValueError(f"memory must be a positive integer, got {memory!r}")
     step, rule = 0.0, 0

@@ -77,6 +77,11 @@ def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng
     if not finite:
         raise ValueError("the noise scale overflows (sensitivity / epsilon is not a finite double); "
                          "epsilon is too small for this sensitivity")
+    if not float(np.min(scale)) > 0.0:
+        # sensitivity / epsilon below the smallest double (e.g. 5e-324 / 1e300) rounds to 0:
+        # the release would carry no noise at all (issue 21 item 8: refused before any draw)
+        raise ValueError(f"the noise {what} underflows to 0 (below the smallest double); "
+                         "epsilon is too large for this sensitivity")
     # The largest noise the kernels can return is below _MAX_NOISE_UNITS * scale (Laplace:
     # 53 ln 2 = 36.7 from the 2^-53 grid of uniforms; the ziggurat's Gaussian tail is shorter).
     # Refuse scales for which it could overflow the output dtype (float32 laplace_noise(3e38) gave
@@ -159,7 +164,7 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
         # Python-scalar fast path: the kernel's formula on the same single word (output i of
         # add_laplace is a function of word i alone), so it returns the identical double.
         b = float(sensitivity) / float(epsilon) if 0 < epsilon < math.inf and 0 < sensitivity < math.inf else math.nan
-        if math.isfinite(values) and b <= _MAX_SCALE_F64:  # False for NaN / inf
+        if math.isfinite(values) and 0.0 < b <= _MAX_SCALE_F64:  # False for NaN / inf / underflow
             gen = check_random_state(rng)
             _events.charge(budget, "laplace", _events.laplace_event, float(sensitivity), b, ())
             w = int(gen.bit_generator.random_raw())

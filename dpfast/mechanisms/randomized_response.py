@@ -12,15 +12,18 @@ See: :doc:`/theory/mechanisms` (Samplers: Randomized response) and :doc:`/theory
   p/q = e^eps, each report is epsilon-local-DP.
 
 Sampling (native kernel ``dpfast._core.rr_binary`` / ``rr_kary``, GIL released): one 64-bit
-word w per entry, flipped iff w < ceil(P_flip 2^64) (at least 1), so the flip probability is
-the double P_flip rounded *up* to a multiple of 2^-64 (the rounding only adds privacy; not
-floating-point exact beyond the rounding of P_flip itself); a k-ary flip draws one
-more word for the replacement category (Lemire's unbiased bounded integers).  Entries are
+word w per entry, flipped iff w < thr, so P(flip) = thr / 2^64 exactly; a k-ary flip draws one
+more word for the replacement category (Lemire's unbiased bounded integers, exactly uniform on
+the k - 1 others).  thr is computed in exact integer arithmetic from a rigorous lower bound
+on e^eps (:func:`_flip_threshold`), so the *realised* probabilities satisfy
+p'/q' = (2^64 - thr)(k - 1)/thr <= e^eps exactly for the double epsilon given: the rounding
+to a multiple of 2^-64 only adds privacy.  Entries are
 processed in order, so the same seed gives the same output and n scalar calls on one
 Generator reproduce one call of length n.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
@@ -152,17 +155,87 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
     return arr
 
 
-def _flip_threshold(flip_prob) -> np.ndarray:
-    """thr with P(flip) = thr / 2^64 = ceil(flip_prob 2^64) / 2^64, and thr >= 1.
+#: Fixed-point fraction bits of the lower bound on e^eps in :func:`_exp_lower_fixed`: its
+#: relative error is below 1e-40, so the 64-bit threshold is the exact minimum except where the
+#: true value lies within ~1e-21 of an integer, and then it errs upward (more privacy).
+_EXP_BITS = 160
+#: e^89 > 2^128 > 2^64 (k - 1) for every k <= 2^63: from here on the threshold is 1.
+_EPS_THR_ONE = 89.0
 
-    Rounded *up*: a flip probability at least (k-1)/(e^eps + k - 1) keeps the ratio of the
-    truth's probability to any other report's at most e^eps (rounding down would exceed it;
-    for eps above about 44 it would give thr = 0, i.e. the truth always, infinite epsilon).
-    thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where flip_prob underflows.
-    flip_prob <= (k-1)/k < 1, so thr < 2^64.
+
+def _exp_lower_fixed(x: float) -> int:
+    """An integer N with N / 2^160 <= e^x, for a double 0 < x < 89, within a relative 1e-40.
+
+    Integer arithmetic only, every rounding downward: r = floor(x 2^160 / 2^m) <= x / 2^m with
+    x / 2^m < 2^-12; the Taylor sum of e^r with each term floored (a lower bound: every term of
+    e^r's series is positive, and the dropped tail too); then m squarings, each floored
+    (squaring is increasing on positive numbers), give a lower bound on (e^(x/2^m))^(2^m) = e^x.
     """
-    thr = np.ceil(np.ldexp(np.asarray(flip_prob, dtype=np.float64), 64))
-    return np.clip(thr, 1.0, math.nextafter(2.0**64, 0.0)).astype(np.uint64)
+    a, b = x.as_integer_ratio()  # exact: x = a / 2^s
+    s = b.bit_length() - 1
+    m = max(0, math.frexp(x)[1] + 12)
+    shift = _EXP_BITS - m - s
+    r = a << shift if shift >= 0 else a >> -shift
+    total = term = 1 << _EXP_BITS
+    j = 0
+    while term:
+        j += 1
+        term = (term * r >> _EXP_BITS) // j
+        total += term
+    for _ in range(m):
+        total = total * total >> _EXP_BITS
+    return total
+
+
+@functools.lru_cache(maxsize=4096)
+def _flip_threshold_one(eps: float, k: int) -> int:
+    """The smallest integer thr with thr / 2^64 >= (k - 1) / (E + k - 1) for a rational E <= e^eps.
+
+    E = max(N / 2^160, 1 + eps) with N from :func:`_exp_lower_fixed` (e^x >= 1 + x is the sharper
+    bound for eps below ~1e-40, where the fixed point rounds x away).  Integer arithmetic
+    throughout, so the returned thr meets the inequality exactly (see :func:`_flip_threshold`).
+    """
+    if eps >= _EPS_THR_ONE:
+        return 1
+    e_num, e_den = _exp_lower_fixed(eps), 1 << _EXP_BITS
+    a, b = eps.as_integer_ratio()  # exact: 1 + eps = (b + a) / b
+    if (b + a) * e_den > e_num * b:
+        e_num, e_den = b + a, b
+    km1 = k - 1
+    num, den = (km1 * e_den) << 64, e_num + km1 * e_den
+    # ceil(num / den) >= 1 as num > 0; and E > 1 gives num / den < 2^64 (k - 1) / k
+    # <= 2^64 - 2 for k <= 2^63, so thr fits a uint64 without clipping.
+    return -(-num // den)
+
+
+def _flip_threshold(epsilon, k: int) -> np.ndarray:
+    """thr (uint64, the shape of ``epsilon``): the sampler flips iff a uniform 64-bit word w < thr,
+    so it reports the truth with probability p' = (2^64 - thr)/2^64 and each given other
+    category with q' = thr / (2^64 (k - 1)) -- exactly (w is uniform on [0, 2^64), and the
+    replacement category is uniform on the k - 1 others by Lemire's unbiased method).
+
+    thr is the smallest integer with thr / 2^64 >= (k - 1)/(e^eps + k - 1) (up to an upward
+    error in the last unit from the 1e-40-accurate lower bound on e^eps), and at least 1.  Then
+
+        p' / q' = (2^64 - thr)(k - 1) / thr <= e^eps
+
+    holds exactly, in rational arithmetic, for the double eps the caller passed: the
+    ratio bound of epsilon-local DP is met by the realised probabilities themselves, not only
+    by the ideal p, q (issue 21 item 7c: computing the flip probability (k - 1) q as a double
+    first and rounding it up to a multiple of 2^-64 left the *keep* probability p' = 1 - P_flip
+    with a relative error of 2^-53 / p', an excess of 8e-13 in epsilon at k = 1000 and 7e-10 at
+    k = 10^6 at small epsilon).  thr >= 1 keeps the ratio at most (2^64 - 1)(k - 1) < e^eps where
+    the flip probability is below 2^-64 (eps >= 89 for every k).
+
+    The threshold is computed once per distinct epsilon value (about 10 us each, cached), so an
+    array of per-entry epsilons costs that per distinct value.
+    """
+    e = np.asarray(epsilon, dtype=np.float64)
+    if e.ndim == 0:
+        return np.asarray(_flip_threshold_one(float(e), k), dtype=np.uint64)
+    vals, inv = np.unique(e, return_inverse=True)
+    thr = np.array([_flip_threshold_one(float(v), k) for v in vals], dtype=np.uint64)
+    return thr[inv.reshape(e.shape)]
 
 
 def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
@@ -217,9 +290,7 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
             shape = np.broadcast_shapes(idx.shape, np.shape(epsilon))
         except ValueError:
             raise ValueError(f"shapes do not broadcast: values {idx.shape}, epsilon {np.shape(epsilon)}") from None
-    p, q = randomized_response_probabilities(epsilon, k)
-    flip_prob = (k - 1) * np.asarray(q, dtype=np.float64)  # 1 - p, without cancellation
-    thr = _flip_threshold(flip_prob)
+    thr = _flip_threshold(epsilon, k)
     thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
     gen = check_random_state(rng)
     _events.charge(budget, "randomized_response", _events.randomized_response_event, epsilon, k)

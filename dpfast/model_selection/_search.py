@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from numbers import Real
 
 from sklearn.base import MetaEstimatorMixin, clone
@@ -43,11 +44,14 @@ from dpfast.accounting.events import OneOf
 from dpfast.budget import detached
 from dpfast.preprocessing._pipeline import pipeline_event
 from dpfast.preprocessing._privacy import composed
-from dpfast.random import check_random_state
+from dpfast.random import SecureRandom, check_random_state, is_secure
 
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
 
 _DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+# one message for the two ways nothing is released (told apart, they would say whether K = 0)
+_NO_MODEL = ("the search released no model (no run was drawn -- Poisson, probability exp(-n_runs_mean) -- "
+             "or every run diverged)")
 
 
 # ---------------------------------------------------------------------------- the run count K
@@ -94,6 +98,41 @@ def _privacy_params(est, suffix: str) -> dict:
     """The (deep) parameters named ``suffix`` or ``*__suffix`` that are set (not None)."""
     return {k: v for k, v in est.get_params(deep=True).items()
             if (k == suffix or k.endswith("__" + suffix)) and v is not None}
+
+
+def _placeholder_column(dtype, n: int):
+    """``n`` copies of one public value of ``dtype``: 0 (False) for numbers and booleans, the
+    first category of a categorical dtype (all missing when it has none), "" for strings and
+    objects, missing values otherwise.  Never a value read from the data."""
+    import pandas as pd
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        if len(dtype.categories):
+            return pd.Categorical.from_codes(np.zeros(n, dtype=np.int64), dtype=dtype)
+        return pd.Categorical([None] * n, dtype=dtype)
+    for fill in ((0,) if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype) else ("",)):
+        try:
+            return pd.Series([fill] * n, dtype=object).astype(dtype)
+        except (TypeError, ValueError):
+            pass
+    return pd.Series([None] * n, dtype=object).astype(dtype)
+
+
+def _dummy(X, Xv, n: int):
+    """``n`` public placeholder rows shaped like the private ``X``: a DataFrame keeps its columns
+    (names, order, dtypes; a pipeline may select columns by name), a sparse matrix stays a CSR
+    matrix, an array keeps its dtype.  Every entry is a fixed public value (zero, see
+    :func:`_placeholder_column`), so nothing computed from the dummy depends on a private row."""
+    if hasattr(X, "iloc"):
+        import pandas as pd
+
+        cols = {i: _placeholder_column(dt, n) for i, dt in enumerate(X.dtypes)}
+        out = pd.DataFrame(cols, index=pd.RangeIndex(n))
+        out.columns = X.columns
+        return out
+    if sp.issparse(Xv):
+        return sp.csr_matrix((n, Xv.shape[1]), dtype=Xv.dtype)
+    return np.zeros((n, Xv.shape[1]), dtype=Xv.dtype)
 
 
 def _rdp_curve(event, orders: np.ndarray) -> np.ndarray:
@@ -149,7 +188,29 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     Steinke 2020, Prop. 12.  The per-run e is the largest for which that total is <= epsilon,
     found by :func:`dpfast._safe_root.smallest_safe_root` (never on the unsafe side).  The
     fits' RDP curves are read from the events the clones would charge, probed on public dummy
-    data of the training part's shape (no private row is read to compute them).
+    data with the training part's number of rows and X's columns and dtypes (a DataFrame stays
+    a DataFrame, so a pipeline may select columns by name; no private row is read to compute
+    them).  A bad public parameter of the estimator raises there, before the charge.
+
+    What the guarantee covers (Papernot & Steinke's theorems bound the law of the released run
+    alone; the number of runs K is internal to the algorithm): ``best_params_``,
+    ``best_score_``, and what ``best_estimator_``'s own docstring says its fit releases
+    privately (e.g. ``coef_``, ``intercept_``, ``classes_``, its ``event_`` and calibration), plus
+    everything computed from public parameters alone (``event_``, ``epsilon_``, ``delta_``,
+    ``run_epsilon_``, ``rdp_curve_``, ...).  K itself is released nowhere: no attribute, ledger
+    entry (one charge, made before K is drawn), warning or log depends on it, beyond the
+    theorem's own output "no model" for a Poisson K = 0 (one output with "every run
+    diverged").  The released estimator's ``random_state`` is the one it was given, never the
+    stream that drew its noise (holding that stream would let anyone subtract the noise).
+
+    Not covered, as for a standalone fit: the diagnostics that ``best_estimator_``'s docstring
+    lists as computed from the private data without noise (``n_iter_``, ``grad_norm_`` and
+    ``solver_`` of the linear models; ``loss_history_``, ``clipped_fraction_`` and
+    ``train_seconds_`` of DP-SGD; ...).  They describe the released run only (not K), and are
+    kept for the data's owner, as the estimator keeps them: do not publish them.  Nor is the
+    search's running time, which grows with K.  ``random_state`` is secret: whoever holds the
+    seed or generator can replay every draw (the split, K, the noise); a generator passed in
+    advances by an amount that depends on K, so keep it private too.
 
     Parameters
     ----------
@@ -168,15 +229,21 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         Share of the per-run epsilon spent on the noisy validation score, in (0, 1).
     validation_fraction : float
         Probability that a row goes to the validation part, in (0, 1).
-    random_state : None, int or numpy Generator
+    random_state : None, int, numpy Generator or dpfast.random.SecureRandom
         Randomness of the split, of K, of the candidates, of the scores and (through seeds
-        drawn from it) of the fits.
+        drawn from it) of the fits.  With a ``SecureRandom`` (or for a step whose
+        ``random_state`` is one) every run draws from a fresh ``SecureRandom`` instead of a
+        seeded stream, and the split's coins come from a fresh one too (a secure generator
+        cannot be copied to draw them before the charge).
 
     Attributes
     ----------
     best_estimator_, best_params_, best_score_ : the released run (``best_score_`` is the noisy
-        count of correct validation predictions); None when K = 0 (Poisson only).
-    n_runs_ : K.
+        count of correct validation predictions); None when no model is released (Poisson K
+        = 0, probability ``exp(-n_runs_mean)``, or every run diverged: one output, with one
+        warning).  There is no ``n_runs_``: K is not released.  A run whose fit raises
+        ``FloatingPointError`` (DP-SGD's divergence, a function of that run's own private
+        release) counts as a run with score -inf instead of aborting the search.
     run_epsilon_ : e, the per-run epsilon (fit + score).
     event_ : the tuned event, ``dpfast.accounting.Tuned`` of the per-run event (of
         :class:`~dpfast.model_selection.OneOf` the candidates' per-run events when they differ).
@@ -272,17 +339,17 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         upd.update({k: delta for k, v in _privacy_params(self.estimator, "delta").items() if float(v) > 0})
         return est.set_params(**upd)
 
-    def _fit_event(self, est, shape: tuple):
-        """The event of ``est.fit`` on data of ``shape``: ``est`` is fitted on public dummy data
-        (zeros, labels cycling through the public label set) with no budget reachable
+    def _fit_event(self, est, Xd):
+        """The event of ``est.fit`` on the training part: ``est`` is fitted on the public dummy
+        ``Xd`` (:func:`_dummy`: the training part's number of rows, X's columns and dtypes, fixed
+        values; labels cycling through the public label set) with no budget reachable
         (:func:`dpfast.budget.detached`), and the fitted steps' ``event_`` are composed by
         :func:`dpfast.pipeline_event`, which refuses a step that learns without privacy.
         No private row is read."""
-        Xd = np.zeros(shape)
         classes = [v for k, v in est.get_params(deep=True).items()
                    if (k == "classes" or k.endswith("__classes")) and v is not None]
         labels = np.asarray(classes[-1] if classes else [0, 1])
-        yd = np.resize(labels, shape[0])
+        yd = np.resize(labels, Xd.shape[0])
         with detached():
             est.fit(Xd, yd)
         event = pipeline_event(est)
@@ -290,14 +357,20 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             raise TypeError(f"{type(est).__name__} released nothing private (no event_): it cannot be tuned privately")
         return event
 
-    def _run_curve(self, candidates, e, delta, shape, orders):
+    def _run_curve(self, candidates, e, delta, Xd, orders):
         """Q's RDP bound at per-run epsilon e: max over candidates of fit + score; the events."""
-        score = accounting.Laplace(scale=1.0 / (float(self.score_fraction) * e), sensitivity=1.0)
+        eps_score = float(self.score_fraction) * e
+        if not (eps_score > 0 and math.isfinite(1.0 / eps_score)):
+            # a public-parameter failure (epsilon so small that the score's share underflows):
+            # raised while calibrating, before the charge and before any draw
+            raise ValueError(f"epsilon={self.epsilon!r} is too small: the score's share "
+                             f"score_fraction * epsilon per run underflows to {eps_score!r}")
+        score = accounting.Laplace(scale=1.0 / eps_score, sensitivity=1.0)
         s = _rdp_curve(score, orders)
         curve = np.full(orders.shape, -np.inf)
         events = []
         for p in candidates:
-            ev = self._fit_event(self._configured(p, e, delta), shape)
+            ev = self._fit_event(self._configured(p, e, delta), Xd)
             if ev not in events:
                 events.append(ev)
                 curve = np.maximum(curve, _rdp_curve(ev, orders) + s)
@@ -308,20 +381,31 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             return tuning_rdp_poisson(orders, curve, mean)
         return tuning_rdp_truncated_negative_binomial(orders, curve, eta, gamma)
 
-    def _calibrate(self, candidates, eps, delta, mean, eta, gamma, shape):
+    def _calibrate(self, candidates, eps, delta, mean, eta, gamma, X, Xv, n_train):
         """The largest safe per-run epsilon e; the per-run events and tuned curve at e.
 
-        The search probes the fits on a small dummy data set when the events there equal those
-        on the training part's shape (checked at the start and again at the answer, where the
-        charged events are always those of the real shape); otherwise on the real shape."""
+        The fits are probed on public dummy data (:func:`_dummy`) of the training part's size.
+        To save time the search probes on 8 dummy rows instead when the events there equal those
+        of the training part's size (checked at the start and again at the answer, where the
+        charged events are always those of the real size); when they differ, or the small probe
+        cannot be fitted at all (e.g. DP-SGD with ``batch_size`` > 8), on the real size.  The
+        real-size probe runs first, so a bad public parameter raises here, before the charge."""
         orders = DEFAULT_ORDERS
-        small = (min(shape[0], 8), shape[1])
         e0 = eps / 4.0
-        probe_shape = small if self._run_curve(candidates, e0, delta, small, orders)[1] == \
-            self._run_curve(candidates, e0, delta, shape, orders)[1] else shape
+        dummies = {n_train: _dummy(X, Xv, n_train)}
+        full_events = self._run_curve(candidates, e0, delta, dummies[n_train], orders)[1]
+        probe = n_train
+        n_small = min(n_train, 8)
+        if n_small < n_train:
+            dummies[n_small] = _dummy(X, Xv, n_small)
+            try:
+                if self._run_curve(candidates, e0, delta, dummies[n_small], orders)[1] == full_events:
+                    probe = n_small
+            except Exception:  # noqa: BLE001 - the small probe is an optimisation only; the
+                pass  # real-size probe above has succeeded, so the search goes on at that size
 
         def total(e, at):
-            curve, _ = self._run_curve(candidates, e, delta, at, orders)
+            curve, _ = self._run_curve(candidates, e, delta, dummies[at], orders)
             return rdp_to_epsilon(orders, self._tuned(curve, orders, mean, eta, gamma), delta)[0]
 
         # e = e_max / (1 + x): the excess total(e) - eps does not increase in x, and the smallest
@@ -329,12 +413,12 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         # e_max = 64 eps is never the answer in practice; it keeps every probe's calibration
         # in a sane range.  If it were, it would still be a safe one.)
         e_max = 64.0 * eps
-        for at in dict.fromkeys((probe_shape, shape)):
+        for at in dict.fromkeys((probe, n_train)):
             # the one safe-side search: x within rtol of the unsafe side, excess evaluated <= 0 there
             x = smallest_safe_root(lambda x: total(e_max / (1.0 + x), at) - eps, 1.0, xtol=1e-12, rtol=1e-6)
             e = e_max / (1.0 + x)
-            curve, events = self._run_curve(candidates, e, delta, shape, orders)
-            if at == shape or events == self._run_curve(candidates, e, delta, at, orders)[1]:
+            curve, events = self._run_curve(candidates, e, delta, dummies[n_train], orders)
+            if at == n_train or events == self._run_curve(candidates, e, delta, dummies[at], orders)[1]:
                 break
         tuned = self._tuned(curve, orders, mean, eta, gamma)
         return e, events, orders, tuned, rdp_to_epsilon(orders, tuned, delta)[0]
@@ -353,44 +437,65 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         n_rows, n_cols = Xv.shape
         ya = validate_y(self, y, n_rows, classifier=True)
         gen = check_random_state(self.random_state)
-        # The split (data-independent coins) fixes the training part's shape, which the fits'
-        # events may depend on; it is drawn from a copy so that a refused charge leaves the
-        # generator untouched, then drawn again, identically, from the generator itself.
-        n_val = int(np.count_nonzero(copy.deepcopy(gen).random(n_rows) < float(self.validation_fraction)))
-        shape = (n_rows - n_val, n_cols)
-        if shape[0] == 0:  # refused before anything is charged or drawn
+        secure = is_secure(gen)
+        # The split (data-independent coins) fixes the training part's size, which the fits'
+        # events may depend on, so it is drawn before the charge: from a copy of the generator,
+        # so that a refused charge leaves it untouched (the same coins are drawn again from the
+        # generator itself after the charge); a secure generator cannot be copied, so its
+        # search draws the coins from a fresh secure stream instead (gen is not touched).
+        val = (SecureRandom() if secure else copy.deepcopy(gen)).random(n_rows) < float(self.validation_fraction)
+        n_train = n_rows - int(np.count_nonzero(val))
+        if n_train == 0:  # refused before anything is charged or drawn
             raise ValueError(f"the training part is empty: X has n_samples = {n_rows} and every row was put in the "
                              f"validation part (validation_fraction={self.validation_fraction!r})")
-        e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, shape)
+        e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, X, Xv,
+                                                                n_train)
         kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
         event = Tuned(events[0] if len(events) == 1 else OneOf(tuple(events)), distribution=self.distribution, **kw)
         self._charge_tuned(budget, event, eps_reached, delta)
         self._record_release(event, eps_reached, delta, "rdp")  # Papernot-Steinke's RDP bound
         self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned
 
-        val = gen.random(n_rows) < float(self.validation_fraction)
+        if not secure:
+            gen.random(n_rows)  # the coins drawn above, now from the generator itself
         tr, va = np.flatnonzero(~val), np.flatnonzero(val)
         X_tr, X_va = _safe_indexing(X, tr), _safe_indexing(X, va)
+        # K is internal to the algorithm of Papernot & Steinke (their theorems bound the law of
+        # the best run alone): it is kept in this local and released nowhere (no attribute,
+        # ledger entry, warning or log depends on it; see the class docstring).
         k = sample_run_count(self.distribution, mean, eta, gamma, gen)
-        self.n_runs_ = k
         b_score = 1.0 / (float(self.score_fraction) * e)
         best = (-math.inf, None, None)
         for _ in range(k):
             params = candidates[int(gen.integers(len(candidates)))]
             est = self._configured(params, e, delta)
-            seeds = {k_: int(gen.integers(2 ** 63)) for k_ in sorted(est.get_params(deep=True))
-                     if k_ == "random_state" or k_.endswith("__random_state")}
-            est.set_params(**seeds)
-            with detached():  # the runs are inside the tuned event charged above
-                est.fit(X_tr, ya[tr])
+            public = {k_: v for k_, v in est.get_params(deep=True).items()
+                      if k_ == "random_state" or k_.endswith("__random_state")}
+            seeds = {k_: int(gen.integers(2 ** 63)) for k_ in sorted(public)}
+            # a secure search, or a step whose random_state is a SecureRandom (its clone holds a
+            # fresh one), gets a fresh secure stream instead of a seeded one
+            est.set_params(**{k_: SecureRandom() if secure or isinstance(public[k_], SecureRandom) else s_
+                              for k_, s_ in seeds.items()})
+            try:
+                with detached():  # the runs are inside the tuned event charged above
+                    est.fit(X_tr, ya[tr])
+            except FloatingPointError:
+                # A diverged run (DP-SGD's non-finite parameters) is a function of that run's own
+                # private release, so "diverged" is the run's output, scored -inf (never preferred
+                # to a model).  Raising would reveal a run that is not released, with a
+                # probability that grows with K.
+                continue
+            # the stream that drew the run's noise is not released: whoever held its seed could
+            # subtract the noise; the released model carries the public random_state it was given
+            est.set_params(**public)
             # an empty validation part scores 0 correct (the count is still sensitivity 1)
             correct = float(np.count_nonzero(est.predict(X_va) == ya[va])) if va.size else 0.0
             noisy = correct + float(laplace_noise(b_score, 1, rng=gen)[0])
             if noisy > best[0]:
                 best = (noisy, est, params)
-        self.best_score_, self.best_estimator_, self.best_params_ = best if k else (None, None, None)
-        if k == 0:
-            warnings.warn("K = 0 runs were drawn (Poisson): nothing is released", RuntimeWarning, stacklevel=2)
+        self.best_score_, self.best_estimator_, self.best_params_ = best if best[1] is not None else (None, None, None)
+        if best[1] is None:  # no run (Poisson K = 0) and "every run diverged" are one output
+            warnings.warn(_NO_MODEL, RuntimeWarning, stacklevel=2)
         return self
 
     def _charge_tuned(self, budget, event, eps_reached, delta):
@@ -410,7 +515,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     def _check_released(self) -> None:
         check_fitted(self)
         if self.best_estimator_ is None:
-            raise ValueError("the search drew K = 0 runs (Poisson): no model was released")
+            raise ValueError(_NO_MODEL)
 
     def predict(self, X):
         self._check_released()

@@ -1,9 +1,11 @@
 """One-hot encoding with public categories, or categories chosen by DP partition selection."""
 from __future__ import annotations
 
-from typing import Any
-
+import math
+from collections import Counter
+from decimal import Decimal
 from numbers import Real
+from typing import Any
 
 import numpy as np
 from sklearn.base import TransformerMixin
@@ -23,6 +25,77 @@ def _column(Xa: np.ndarray, j: int) -> list:
     return Xa[:, j].tolist()  # Python scalars: numpy and Python values of equal value hash alike
 
 
+def _type_name(v) -> str:
+    """The sort group of a value: "" for real numbers (first, in numeric order), else its type."""
+    if isinstance(v, Real):
+        return ""
+    t = type(v)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _canonical_order(values: list) -> list:
+    """``values`` (distinct, hashable) in an order that is a function of the set alone.
+
+    Their natural order when they are mutually comparable (numbers, or strings: the order
+    scikit-learn's encoder releases); otherwise numbers first, then the other values grouped by
+    type name, each group by value, or by ``repr`` where values of one group do not compare
+    (e.g. None and str, or str and int in one object column)."""
+    try:
+        return sorted(values)
+    except TypeError:
+        pass
+    try:
+        return sorted(values, key=lambda v: (_type_name(v), v))
+    except TypeError:
+        return sorted(values, key=lambda v: (_type_name(v), repr(v)))
+
+
+def _canonical_number(v):
+    """One representative per numeric value: an integral real as ``int``, any other real as
+    ``float``; anything else (str, None, ...) as is.
+
+    In an object column 1, 1.0, True (and Decimal(1)) compare and hash equal, so they are one
+    category; which of them represents it must not depend on which ones the data holds (one row
+    holding 1.0 among ints would otherwise change the released category's type and name)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v  # exact, also beyond 2**53
+    if isinstance(v, (Real, Decimal)):
+        try:
+            i = int(v)
+        except (OverflowError, ValueError):  # inf
+            return float(v)
+        if i == v:
+            return i
+        try:
+            return float(v)
+        except OverflowError:  # a Fraction beyond the double range stays exact
+            return v
+    return v
+
+
+def _category_counts(col: list, object_column: bool) -> tuple[list, np.ndarray]:
+    """The distinct values of ``col`` (in :func:`_canonical_order`) and their counts.
+
+    Hash-based, so it works for any hashable values, mixed types and None included: a private
+    selection must not fail on the data after its charge (issue 21, item 8).  In an object
+    column numbers are counted by value (:func:`_canonical_number`); a numeric column (its dtype
+    is public schema) holds one type and is counted as is."""
+    if object_column:
+        col = [_canonical_number(v) for v in col]
+    counts = Counter(col)
+    values = _canonical_order(list(counts))
+    return values, np.array([counts[v] for v in values], dtype=np.float64)
+
+
+def _object_array(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)  # filled element by element: tuples stay scalars
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
 class OneHotEncoder(TransformerMixin, PrivateEstimator):
     """One-hot encoder whose categories are public, or selected privately.
 
@@ -38,8 +111,13 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
       categories present in both neighbours are epsilon-DP, and a category only the added row
       has (count 1) is kept with probability ``exp(-(tau - 1) epsilon / d) / 2``, at most
       ``delta`` over the <= d such categories (union bound).  Hence ``(epsilon, delta)``-DP
-      under add/remove neighbours; only the kept categories (sorted) are released, never the
-      counts.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
+      under add/remove neighbours; only the kept categories are released, never the counts,
+      sorted (mixed types, e.g. str and int or None in one object column: numbers first, then
+      grouped by type name), so their order is a function of the kept set alone.  Any
+      hashable values work: nothing about the data can make the selection fail after its
+      charge.  In an object column numbers are categories by value (1, 1.0 and True are one,
+      released as int 1; other reals as float), so a record's numeric type changes nothing
+      released.  Needs ``delta > 0``: no pure-DP mechanism can release values it has never seen.
       Rare categories are dropped (``handle_unknown="ignore"`` then encodes them as all zeros).
 
     Parameters
@@ -128,15 +206,20 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             from dpfast.tables._selection import selection_threshold  # the one home of the formula
 
             tau = selection_threshold(d, eps, delta)
+            scale = d / eps
+            if not (math.isfinite(scale) and math.isfinite(tau)):  # e.g. epsilon = 5e-324: before the charge
+                raise ValueError(f"epsilon={eps!r} is too small for {d} features: the noise scale d / epsilon "
+                                 "overflows a double")
             event = ApproxDP(eps, delta)
             gen = check_random_state(self.random_state)
             self._charge(event, budget)
             cats = []
             with detached():  # samplers charge nothing today; the fit's event covers them anyway
                 for j in range(d):
-                    values, counts = np.unique(np.asarray(_column(Xa, j), dtype=object), return_counts=True)
-                    keep = counts + laplace_noise(d / eps, counts.size, rng=gen) > tau
-                    cats.append(values[keep])
+                    values, counts = _category_counts(_column(Xa, j), Xa.dtype == object)
+                    keep = counts + laplace_noise(scale, counts.size, rng=gen) > tau
+                    # the kept set in its canonical order: a function of the released values only
+                    cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))
             self.categories_ = cats
             self._record_release(event, eps, delta, "partition_selection")
         return self
@@ -154,7 +237,8 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             idx = np.fromiter((lookup.get(v, -1) for v in _column(Xa, j)), dtype=np.int64, count=n)
             unknown = idx < 0
             if unknown.any() and self.handle_unknown == "error":
-                raise ValueError(f"feature {j} has values outside categories_ (e.g. {Xa[unknown, j][0]!r})")
+                # the value itself is not named: X may be private data (issue 21, item 10)
+                raise ValueError(f"feature {j} has values outside categories_ (handle_unknown='error')")
             rows = np.nonzero(~unknown)[0]
             out[rows, start + idx[rows]] = 1
             start += sizes[j]

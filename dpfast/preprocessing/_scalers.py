@@ -8,6 +8,7 @@ relation: add or remove one row (the number of rows is private too).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
@@ -16,7 +17,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
-from dpfast._validation import as_array, check_delta, check_epsilon
+from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
@@ -26,24 +27,111 @@ from dpfast.random import check_random_state
 __all__ = ["StandardScaler", "MinMaxScaler"]
 
 
-def _feature_bounds(bounds, n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """``bounds`` as (lower, upper): two scalars, or two arrays of length n_features."""
+def _feature_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` as two arrays (lower, upper) of length n_features.
+
+    One convention with :func:`dpfast.tables.aggregate`: a pair ``(lower, upper)`` of scalars for
+    every feature, or a dict ``{feature: (lower, upper)}`` with one pair per feature, keyed by
+    column name (``feature_names``, for a DataFrame with string column names) or by index
+    ``0 .. n_features - 1``.  A 2-d array is refused: ``[(0, 10), (5, 20)]`` reads as
+    (lower array, upper array) or as one pair per feature, and a silent choice between the two
+    would clamp to the wrong ranges.  Called before the charge (it depends on the public
+    ``bounds`` and X's shape only).
+    """
     if bounds is None:
         raise ValueError("bounds must be given: the public range (lower, upper) of every feature; "
                          "learning it from the private data would not be private")
-    b = as_array(bounds, "bounds", np.float64)
-    if b.shape == (2,):
-        lo, hi = np.full(n_features, b[0]), np.full(n_features, b[1])
-    elif b.shape == (2, n_features):
-        lo, hi = b[0].copy(), b[1].copy()
+    if isinstance(bounds, Mapping):
+        names = None if feature_names is None else [str(c) for c in feature_names]
+        keys = names if names is not None else list(range(n_features))
+        extra = [k for k in bounds if k not in keys]
+        if extra:
+            what = "the column names of X" if names is not None else f"feature indices 0..{n_features - 1}"
+            raise ValueError(f"bounds has keys that are not features: {extra[:5]!r}; the keys must be {what}")
+        missing = [k for k in keys if k not in bounds]
+        if missing:
+            raise ValueError(f"bounds: missing (lower, upper) for feature(s) {missing[:5]!r}; every feature needs "
+                             "its public range")
+        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
+        lo = np.array([p[0] for p in pairs], dtype=np.float64)
+        hi = np.array([p[1] for p in pairs], dtype=np.float64)
     else:
-        raise ValueError(f"bounds must be a pair (lower, upper) of scalars or of arrays of length "
-                         f"n_features={n_features}, got shape {b.shape}")
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.isfinite(hi - lo).all()):
-        raise ValueError("bounds must be finite (with a finite width upper - lower)")
-    if not (lo < hi).all():
-        raise ValueError("bounds must satisfy lower < upper for every feature")
+        b = as_array(bounds, "bounds", np.float64)
+        if b.shape != (2,):
+            raise ValueError(
+                f"bounds must be a pair (lower, upper) of scalars for every feature, or a dict {{feature: (lower, "
+                f"upper)}} keyed by column name or index (as in dpfast.tables.aggregate); got an array of shape "
+                f"{b.shape}. A 2-d array is ambiguous (a lower and an upper array, or one pair per feature): "
+                "write dict(enumerate(pairs)) for one (lower, upper) pair per feature, or "
+                "dict(enumerate(zip(lower, upper))) for a lower and an upper array")
+        lo, hi = np.full(n_features, b[0]), np.full(n_features, b[1])
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            raise ValueError("bounds must be finite")
+        if not (lo < hi).all():
+            raise ValueError("bounds must satisfy lower < upper for every feature")
+    if not np.isfinite(hi - lo).all():
+        raise ValueError("bounds must have a finite width upper - lower (a double)")
     return lo, hi
+
+
+def _centring(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoint c and half-width r of the bounds, both finite; r > 0 or ValueError (public only).
+
+    c = (lo + hi) / 2 where that sum is finite, else lo + r (both ends near the overflow
+    threshold, same sign).  A width of one subnormal step halves to r = 0, which cannot scale
+    anything: refused."""
+    r = 0.5 * (hi - lo)
+    if not (r > 0).all():
+        raise ValueError("bounds are too narrow: upper - lower must be at least 2 * 5e-324 so that the half-width "
+                         "is a positive double")
+    with np.errstate(over="ignore"):
+        s = lo + hi
+    c = np.where(np.isfinite(s), 0.5 * s, lo + r)
+    return c, r
+
+
+def _unit_terms(Xa: np.ndarray, lo, hi, c, r) -> np.ndarray:
+    """u = (clamp(x, lo, hi) - c) / r, clamped to [-1, 1] after rounding.
+
+    The sensitivity of the released sums assumes |u| <= 1 for every row; in floating point the
+    rounded c and r do not guarantee it: bounds a few ulps wide (1060.3046685859608,
+    1060.304668585962) give u = 1.2 for a row at the bound (issue 21, item 7b).  Clamping u is a
+    per-row map, so it costs no privacy, and it keeps every term u and u^2 - 1/2 within the
+    bound the noise is calibrated for."""
+    u = (np.clip(Xa, lo, hi) - c) / r
+    return np.clip(u, -1.0, 1.0, out=u)
+
+
+def _check_minmax_range(lo, hi, fr) -> None:
+    """Refuse, from public values only, bounds for which MinMaxScaler's scale_ or min_ would not be
+    a double: the scale (max - min) / (upper - lower) of the full public range, and the fallback
+    scale (max - min) of a degenerate range (:func:`_minmax_scale`) applied to the bounds."""
+    w = fr[1] - fr[0]
+    with np.errstate(over="ignore", divide="ignore"):
+        full = w / (hi - lo)
+        big = np.maximum(np.abs(lo), np.abs(hi)) * np.maximum(full, w)
+    if not np.isfinite(full).all():
+        raise ValueError("bounds are too narrow for feature_range: (max - min) / (upper - lower) overflows a double; "
+                         "rescale the feature first")
+    if not (np.isfinite(fr[0] - big).all() and np.isfinite(fr[0] + big).all()):
+        raise ValueError("bounds are too large for feature_range: the offset min_ = min - data_min_ * scale_ can "
+                         "overflow a double; rescale the feature first")
+
+
+def _minmax_scale(data_min, data_range, fr):
+    """scale_ and min_ of MinMaxScaler from the released range (post-processing).
+
+    A range that is 0, or so narrow that (max - min) / range overflows, is treated as a constant
+    feature, as scikit-learn treats a zero range: scale (max - min), i.e. a range of 1.
+    :func:`_check_minmax_range` has made that fallback finite."""
+    w = fr[1] - fr[0]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        scale = w / np.where(data_range > 0, data_range, 1.0)
+        offset = fr[0] - data_min * scale
+    bad = ~(np.isfinite(scale) & np.isfinite(offset))
+    scale[bad] = w
+    offset[bad] = fr[0] - data_min[bad] * w
+    return scale, offset
 
 
 class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
@@ -69,7 +157,9 @@ class StandardScaler(_PrivateTransformer):
     and everything computed from them (``transform``) are post-processing.
 
     Mechanism.  Each feature j is clamped to its public ``bounds`` ``[a_j, b_j]`` and mapped to
-    ``u_j = (x_j - c_j) / r_j`` in ``[-1, 1]`` (``c_j`` the midpoint, ``r_j`` the half-width).
+    ``u_j = (x_j - c_j) / r_j``, clamped again to ``[-1, 1]`` after rounding (``c_j`` the
+    midpoint, ``r_j`` the half-width; with bounds a few ulps wide the rounded quotient can
+    otherwise exceed 1 and break the sensitivity).
     One noisy vector is released: the count n, the sums ``S1_j = sum u_j`` and the centred sums
     of squares ``S2_j = sum (u_j^2 - 1/2)`` (each term in ``[-1/2, 1/2]``).  Adding a row moves
     it by ``(1, u, u^2 - 1/2)``, so its l1 sensitivity is ``1 + d + d/2`` and its l2
@@ -87,9 +177,14 @@ class StandardScaler(_PrivateTransformer):
         Privacy budget (> 0, finite).
     delta : float
         0 (default): Laplace noise, pure epsilon-DP.  In (0, 1): Gaussian noise.
-    bounds : (lower, upper)
-        Public range of the features: two scalars, or two arrays with one entry per feature.
-        Values outside are clamped to it before any statistic is computed.
+    bounds : (lower, upper) or dict
+        Public range of the features: a pair of scalars for every feature, or a dict
+        ``{feature: (lower, upper)}`` with one pair per feature, keyed by column name (DataFrame
+        input) or by index -- the convention of :func:`dpfast.tables.aggregate`.  A 2-d array
+        is refused as ambiguous.  Values outside are clamped to it before any statistic is
+        computed.  The half-width r must satisfy 0 < r^2 < inf in double precision (r between
+        about 1.5e-162 and 1.3e154), so that ``var_`` is a double; other bounds are refused
+        before the charge.
     random_state : None, int, numpy Generator or dpfast.random.SecureRandom
         Randomness of the noise.
 
@@ -107,7 +202,7 @@ class StandardScaler(_PrivateTransformer):
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="left")],
-        "bounds": ["array-like", None],
+        "bounds": ["array-like", dict, None],
         "random_state": RANDOM_STATE,
     }
     # scikit-learn's sparse-input checks special-case any estimator *named* StandardScaler and set
@@ -150,12 +245,21 @@ class StandardScaler(_PrivateTransformer):
         self._reset_fit()
         Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
-        lo, hi = _feature_bounds(self.bounds, d)
+        lo, hi = _feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        c, r = _centring(lo, hi)
+        with np.errstate(over="ignore", under="ignore"):
+            r2 = r * r
+        # var_ = r^2 var_u must be a double for every var_u in (0, 1]: refused otherwise (public)
+        if not np.isfinite(r2).all():
+            raise ValueError("bounds are too wide for StandardScaler: the variance can reach ((upper - lower) / 2)^2, "
+                             "which overflows a double (half-width above 1.3e154); rescale the feature first")
+        if not (r2 > 0).all():
+            raise ValueError("bounds are too narrow for StandardScaler: ((upper - lower) / 2)^2 underflows to 0 "
+                             "(half-width below 1.5e-162); rescale the feature first")
         event, (kind, s), eps, delta = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
-        c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-        u = (np.clip(Xa, lo, hi) - c) / r
+        u = _unit_terms(Xa, lo, hi, c, r)
         exact = np.concatenate([[Xa.shape[0]], u.sum(axis=0), (u * u - 0.5).sum(axis=0)])
         with detached():  # samplers charge nothing today; the fit's event covers them anyway
             noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
@@ -164,7 +268,7 @@ class StandardScaler(_PrivateTransformer):
         mean_u = np.clip(noisy[1:d + 1] / n, -1.0, 1.0)
         sq_u = np.clip(noisy[d + 1:] / n + 0.5, 0.0, 1.0)
         var_u = np.clip(sq_u - mean_u * mean_u, 0.0, 1.0)
-        self.mean_ = c + r * mean_u
+        self.mean_ = np.clip(c + r * mean_u, lo, hi)  # in the bounds after rounding, as the true mean
         self.var_ = r * r * var_u
         scale = np.sqrt(self.var_)
         self.scale_ = np.where(scale > 0, scale, 1.0)
@@ -202,8 +306,13 @@ class MinMaxScaler(_PrivateTransformer):
     ----------
     epsilon : float
         Privacy budget (> 0, finite).
-    bounds : (lower, upper)
-        Public range of the features: two scalars, or two arrays with one entry per feature.
+    bounds : (lower, upper) or dict
+        Public range of the features: a pair of scalars for every feature, or a dict
+        ``{feature: (lower, upper)}`` keyed by column name or index (as for
+        :class:`StandardScaler`).  Bounds so narrow (or so large) for ``feature_range`` that
+        ``scale_`` or ``min_`` could overflow are refused before the charge; a released range
+        that is 0 or too narrow to invert in double precision is treated as a constant feature
+        (scale ``max - min``, as scikit-learn treats a zero range).
     feature_range : (min, max)
         Desired range of the transformed data.
     quantiles : (low, high)
@@ -224,7 +333,7 @@ class MinMaxScaler(_PrivateTransformer):
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "bounds": ["array-like", None],
+        "bounds": ["array-like", dict, None],
         "feature_range": [tuple, list, np.ndarray],
         "quantiles": [tuple, list, np.ndarray],
         "clip": ["boolean"],
@@ -243,7 +352,9 @@ class MinMaxScaler(_PrivateTransformer):
     def _check_params(self):
         eps = check_epsilon(self.epsilon, allow_array=False)
         fr = as_array(self.feature_range, "feature_range", np.float64)
-        if fr.shape != (2,) or not np.isfinite(fr).all() or not fr[0] < fr[1]:
+        with np.errstate(over="ignore"):
+            width_ok = fr.shape == (2,) and bool(np.isfinite(fr[1] - fr[0]))
+        if fr.shape != (2,) or not np.isfinite(fr).all() or not fr[0] < fr[1] or not width_ok:
             raise ValueError(f"feature_range must be a pair (min, max) of finite reals with min < max, "
                              f"got {self.feature_range!r}")
         q = as_array(self.quantiles, "quantiles", np.float64)
@@ -258,7 +369,8 @@ class MinMaxScaler(_PrivateTransformer):
         eps, fr, q = self._check_params()
         Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
-        lo, hi = _feature_bounds(self.bounds, d)
+        lo, hi = _feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        _check_minmax_range(lo, hi, fr)
         event = self_composed(accounting.ExponentialMechanism(eps / (2 * d)), 2 * d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
@@ -270,9 +382,7 @@ class MinMaxScaler(_PrivateTransformer):
         qs.sort(axis=1)  # post-processing: the draws are independent and need not be ordered
         self.data_min_, self.data_max_ = qs[:, 0], qs[:, 1]
         self.data_range_ = self.data_max_ - self.data_min_
-        rng_ = np.where(self.data_range_ > 0, self.data_range_, 1.0)
-        self.scale_ = (fr[1] - fr[0]) / rng_
-        self.min_ = fr[0] - self.data_min_ * self.scale_
+        self.scale_, self.min_ = _minmax_scale(self.data_min_, self.data_range_, fr)
         self._record_release(event, eps, 0.0, "basic_composition")
         return self
 

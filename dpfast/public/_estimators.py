@@ -54,8 +54,8 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
-from dpfast.public._regularization import regularization_learner
-from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size
+from dpfast.public._regularization import _plan, regularization_learner
+from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size, rrspm_weight_scale
 from dpfast.random import check_random_state
 
 __all__ = ["PublicDataClassifier", "PublicDataRegressor"]
@@ -116,10 +116,12 @@ class _Base(PrivateEstimator):
             return acc.ApproxDP(float(self.epsilon), float(self.delta), neighbours=self.neighbours)
         return acc.PureDP(float(self.epsilon), neighbours=self.neighbours)
 
-    def _check_regularization(self, Z: np.ndarray) -> None:
+    def _check_regularization(self, Z: np.ndarray, n: int, loss: str) -> None:
         """What the regularization learner refuses for public reasons, checked before the charge
         (so that a refused fit charges nothing): a data-independent ``n_scale`` under add/remove,
-        at least one public row per coefficient, ``max_public`` between the two."""
+        at least one public row per coefficient, ``max_public`` between the two, and everything
+        the learner derives from the standardised public rows, n and the parameters (its
+        ``_plan``: the geometry, the stability bound, a tolerance float64 can certify)."""
         if self.neighbours == "add_remove" and self.n_scale is None:
             raise ValueError(
                 "neighbours='add_remove' needs a data-independent n_scale (the regulariser's scale in records): "
@@ -131,6 +133,14 @@ class _Base(PrivateEstimator):
                              f"got {m}")
         if self.max_public is not None and not p <= self.max_public <= m:
             raise ValueError(f"max_public must be in [{p}, {m}] (p coefficients, m public rows), got {self.max_public}")
+        mean, scale = self._public_scaling(Z)
+        _plan(n, (Z - mean) / scale, **self._learner_params(loss))
+
+    def _learner_params(self, loss: str) -> dict:
+        """The regularization learner's parameters (those of the plan and of the fit alike)."""
+        return dict(epsilon=self.epsilon, delta=self.delta, loss=loss, eta=self.eta, clip_norm=self.clip_norm,
+                    fit_intercept=self.fit_intercept, huber_delta=getattr(self, "huber_delta", 1.0),
+                    neighbours=self.neighbours, n_scale=self.n_scale, release_size=self.max_public)
 
     def _release(self, budget):
         """Charge the event (before any randomness) and record it; (epsilon, delta) of the guarantee."""
@@ -165,25 +175,21 @@ class _Base(PrivateEstimator):
             raise ValueError(f"X_public has {Z.shape[1]} features, but the private data has {n_features}")
         return Z
 
-    def _standardize_fit(self, Z: np.ndarray) -> None:
+    def _public_scaling(self, Z: np.ndarray):
+        """(mean, scale) of the feature standardisation, from the public rows only."""
         if self.standardize:
-            self.mean_ = Z.mean(axis=0)
             sd = Z.std(axis=0)
-            self.scale_ = np.where(sd > 0, sd, 1.0)
-        else:
-            self.mean_ = np.zeros(Z.shape[1])
-            self.scale_ = np.ones(Z.shape[1])
+            return Z.mean(axis=0), np.where(sd > 0, sd, 1.0)
+        return np.zeros(Z.shape[1]), np.ones(Z.shape[1])
+
+    def _standardize_fit(self, Z: np.ndarray) -> None:
+        self.mean_, self.scale_ = self._public_scaling(Z)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) / self.scale_
 
     def _fit_regularization(self, Xp, y, Z, loss: str, gen) -> None:
-        res = regularization_learner(
-            self._transform(Xp), y, self._transform(Z), epsilon=self.epsilon, delta=self.delta, loss=loss,
-            eta=self.eta, clip_norm=self.clip_norm, fit_intercept=self.fit_intercept,
-            huber_delta=getattr(self, "huber_delta", 1.0), neighbours=self.neighbours, n_scale=self.n_scale,
-            release_size=self.max_public, rng=gen,
-        )
+        res = regularization_learner(self._transform(Xp), y, self._transform(Z), rng=gen, **self._learner_params(loss))
         self.result_ = res
         self.coef_ = res.coef[:-1] / self.scale_ if self.fit_intercept else res.coef / self.scale_
         self.intercept_ = (res.coef[-1] if self.fit_intercept else 0.0) - float(self.mean_ @ self.coef_)
@@ -301,7 +307,7 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
         y01 = (y == classes[1]).astype(np.int64)
         Z = self._check_public(X_public, y_public, d)
         if self.method == "regularization":
-            self._check_regularization(Z)
+            self._check_regularization(Z, n, "logistic")
             self._release(budget)
             gen = check_random_state(self.random_state)
             self._standardize_fit(Z)
@@ -333,6 +339,7 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
                 raise ValueError(f"max_public must be in [1, {m_all}], got {m}")
             if n_ref is not None:
                 _warn_public_size(m, n_ref, float(self.epsilon))
+        rrspm_weight_scale(m, float(self.epsilon), self.neighbours)  # refuses an overflowing scale before the charge
         self._release(budget)
         gen = check_random_state(self.random_state)
         self._standardize_fit(Z)
@@ -435,7 +442,7 @@ class PublicDataRegressor(DPRegressorMixin, _Base):
         n, d = Xp.shape
         y = validate_y(self, y_private, n, classifier=False, name="y_private")
         Z = self._check_public(X_public, y_public, d)
-        self._check_regularization(Z)
+        self._check_regularization(Z, n, "huber")
         self._release(budget)
         gen = check_random_state(self.random_state)
         self._standardize_fit(Z)

@@ -150,7 +150,13 @@ def perturb_noise_scale(
     sens = m * rho
     if l1_sensitivity is not None:
         sens = min(sens, check_positive(l1_sensitivity, "l1_sensitivity", allow_array=False))
-    return sens / epsilon, sens
+    gamma = sens / epsilon
+    # A scale that overflows (noise +-inf) or underflows to 0 (no noise at all) is no Laplace
+    # mechanism: refused here, from the public parameters, before perturb draws anything.
+    if not 0.0 < gamma < math.inf:
+        raise ValueError(f"the Laplace noise scale m * stability / epsilon = {sens:g} / {epsilon:g} is not a "
+                         "positive finite double; rescale the stability bound or change epsilon")
+    return gamma, sens
 
 
 def perturb(

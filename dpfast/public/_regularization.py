@@ -150,6 +150,9 @@ def public_geometry(Z: np.ndarray, eta: float, ridge: Optional[float] = None, cl
     eta = check_positive(eta, "eta", allow_array=False)
     if ridge is None:
         ridge = 1e-2 * 2.0 * eta * max(float(eig.mean()), 1e-12)
+        if not (0.0 < ridge < math.inf):  # a subnormal eta underflows it to 0, a huge one overflows
+            raise ValueError(f"eta={eta!r} gives the default ridge 0.02 * eta * mean eig(S) = {ridge!r}, which must be "
+                             "finite and > 0 in float64; use an eta nearer 1")
     ridge = check_positive(ridge, "ridge", allow_array=False)
     geo = PublicGeometry(S, eig, U, eta, ridge, 1.0, np.zeros(m))
     norms = geo.m_inv_norms(Z)
@@ -290,6 +293,36 @@ def _check_matrix(X, name: str) -> np.ndarray:
     return X
 
 
+def _stage1_bounds(geo, n_rows: int, n_scale, lipschitz, neighbours, slack, release_points=None):
+    """``(stability, h_eig)`` of stage 1, and what it refuses, from public quantities only (the
+    geometry, N, the number of rows, the parameters): the regulariser ``H = N M`` must be positive
+    definite and finite in float64, the stability bounds finite (tau > 0), and tau certifiable in
+    float64 for a gradient of ``n_rows`` clipped rows.  :func:`regularization_learner` and the
+    estimators call it before the charge and before any draw; :func:`_stage1` repeats it."""
+    from dpfast.linear_model._certify import check_certifiable
+
+    N = check_positive(n_scale, "n_scale", allow_array=False)
+    with np.errstate(over="ignore", under="ignore"):
+        h_eig = N * geo.eig_M  # H = Q + alpha I = U diag(h_eig) U^T
+        q_max = 2.0 * (N * geo.eta) * float(np.abs(geo.S).max())  # the largest entry of Q = 2 N eta S
+    if not (float(h_eig.min()) >= np.finfo(np.float64).tiny and np.isfinite(h_eig).all() and math.isfinite(q_max)):
+        raise ValueError(
+            f"the regulariser H = N (2 eta S + ridge I) is not positive definite and finite in float64 (N: n_scale, "
+            f"or n under replace-one; eta={geo.eta:.3g}, ridge={geo.ridge:.3g}); use an n_scale or eta nearer 1"
+        )
+    stab = regularization_stability(geo, N, lipschitz, neighbours, slack, release_points)
+    if not (stab["tau"] > 0 and all(math.isfinite(stab[k]) for k in ("tau", "rho", "l1"))):
+        raise ValueError(
+            f"the stability bound is not representable in float64 (tau={stab['tau']:.3g}, rho={stab['rho']:.3g}); "
+            "use an n_scale, eta, clip_norm or slack nearer 1"
+        )
+    # public quantities only: a clipped row has ||x||_2 <= C sqrt(max eig M) and ||.||_{H^-1} <= ||.||_2 / sqrt(min h)
+    per_row = lipschitz * geo.clip_norm * math.sqrt(float(geo.eig_M.max()) / float(h_eig.min()))
+    check_certifiable(stab["tau"], 2.0 * n_rows * per_row,
+                      f"the rows' gradients in the H^-1 norm, each <= {per_row:.3g}")
+    return stab, h_eig
+
+
 def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack, max_iter, release_points=None):
     """Oracle call 1, certified on every data set.  Private: returns w_bar (never release it).
 
@@ -301,18 +334,14 @@ def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack
     whether a solver happened to converge: there is no refusal to observe.
     """
     minimize_glm, _, loss_constants = _solver()
-    from dpfast.linear_model._certify import certified_descent, check_certifiable, dual_norm
+    from dpfast.linear_model._certify import certified_descent, dual_norm
     from dpfast.linear_model._solver import glm_gradient_oracle
 
-    stab = regularization_stability(geo, n_scale, lipschitz, neighbours, slack, release_points)
+    stab, h_eig = _stage1_bounds(geo, Xa.shape[0], n_scale, lipschitz, neighbours, slack, release_points)
     tau = stab["tau"]
     Xc = np.ascontiguousarray(geo.clip(Xa))
-    Q = 2.0 * n_scale * geo.eta * geo.S
+    Q = 2.0 * (n_scale * geo.eta) * geo.S  # the same product as 2 N eta S, without overflowing 2 N
     alpha = n_scale * geo.ridge
-    h_eig = n_scale * geo.eig_M  # H = Q + alpha I = U diag(h_eig) U^T
-    # public quantities only: a clipped row has ||x||_2 <= C sqrt(max eig M) and ||.||_{H^-1} <= ||.||_2 / sqrt(min h)
-    per_row = lipschitz * geo.clip_norm * math.sqrt(float(geo.eig_M.max()) / float(h_eig.min()))
-    check_certifiable(tau, 2.0 * Xc.shape[0] * per_row)
 
     def solve(g):  # H^-1 g
         return geo.U @ ((geo.U.T @ g) / h_eig)
@@ -378,16 +407,60 @@ def regularization_learner(
     y = as_array(y_private, "y_private", np.float64)  # Fraction(10**400, 3): ValueError, not OverflowError
     if y.shape != (n,) or not np.isfinite(y).all():
         raise ValueError(f"y_private must be a finite 1-D array of length {n}")
+    plan = _plan(n, Z, epsilon=epsilon, delta=delta, loss=loss, eta=eta, ridge=ridge, clip_norm=clip_norm,
+                 fit_intercept=fit_intercept, huber_delta=huber_delta, mechanism=mechanism, neighbours=neighbours,
+                 n_scale=n_scale, slack=slack, release_size=release_size)
+    if _loss_table.TABLE[loss].labels == "pm1" and not ((y == -1.0) | (y == 1.0)).all():
+        raise ValueError(f"{loss} loss needs labels in {{-1, +1}}")
+    geo, N, lam, R, release_size = plan.geo, plan.N, plan.lipschitz, plan.release_points, plan.release_size
+    Xa = _augment(Xp, fit_intercept)
+    w_bar, stab, iters = _stage1(
+        Xa, y, geo, N, loss, huber_delta, lam, neighbours, slack, max_iter, None if release_size == plan.m else R
+    )
+    rel = perturb(
+        R @ w_bar, stability=stab["rho"], epsilon=plan.epsilon, delta=plan.delta, mechanism=plan.mechanism,
+        l1_sensitivity=stab["l1"] if plan.mechanism == "laplace" else None, rng=rng,
+    )
+    del w_bar
+    coef = project_linear(R, rel.noisy_values)
+    return RegularizationResult(
+        coef, rel.noisy_values, rel.noise_scale, stab["rho"], rel.sensitivity, rel.mechanism, geo.eta,
+        geo.ridge, geo.clip_norm, 2, iters, fit_intercept, neighbours,
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`regularization_learner` decides from public quantities before it reads the
+    private rows (n is public under replace-one; under add/remove it enters only the
+    certifiability check, as the number of terms of the gradient)."""
+
+    epsilon: float
+    delta: float
+    mechanism: str
+    geo: PublicGeometry
+    N: float
+    lipschitz: float
+    m: int
+    release_size: int
+    release_points: np.ndarray
+    stability: dict
+
+
+def _plan(n: int, X_public, *, epsilon, delta=0.0, loss="logistic", eta=None, ridge=None, clip_norm=None,
+          fit_intercept=True, huber_delta=1.0, mechanism=None, neighbours="replace_one", n_scale=None, slack=0.01,
+          release_size=None) -> _Plan:
+    """Every refusal of :func:`regularization_learner` that depends on public quantities only
+    (parameters, public rows, the private row count n), in one place, run before the private
+    rows are read and before any draw; the estimators call it before the budget is charged."""
+    Z = _check_matrix(X_public, "X_public")
     if loss not in LIPSCHITZ_LOSSES:
         raise ValueError(
             f"loss must be one of {LIPSCHITZ_LOSSES} (the stability bound needs a Lipschitz loss); got {loss!r}"
         )
-    if _loss_table.TABLE[loss].labels == "pm1" and not ((y == -1.0) | (y == 1.0)).all():
-        raise ValueError(f"{loss} loss needs labels in {{-1, +1}}")
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta)
     mech = _mechanism(mechanism, delta)
-    Xa = _augment(Xp, fit_intercept)
     Za = _augment(Z, fit_intercept)
     m, p = Za.shape
     if m < p:
@@ -420,19 +493,8 @@ def regularization_learner(
         raise ValueError(f"release_size must be in [{p}, {m}] (p coefficients, m public rows), got {release_size}")
     R = Za[:release_size]
     geo = public_geometry(Za, eta, ridge, clip_norm)
-    w_bar, stab, iters = _stage1(
-        Xa, y, geo, N, loss, huber_delta, lam, neighbours, slack, max_iter, None if release_size == m else R
-    )
-    rel = perturb(
-        R @ w_bar, stability=stab["rho"], epsilon=epsilon, delta=delta, mechanism=mech,
-        l1_sensitivity=stab["l1"] if mech == "laplace" else None, rng=rng,
-    )
-    del w_bar
-    coef = project_linear(R, rel.noisy_values)
-    return RegularizationResult(
-        coef, rel.noisy_values, rel.noise_scale, stab["rho"], rel.sensitivity, rel.mechanism, geo.eta,
-        geo.ridge, geo.clip_norm, 2, iters, fit_intercept, neighbours,
-    )
+    stab, _ = _stage1_bounds(geo, n, N, lam, neighbours, slack, None if release_size == m else R)
+    return _Plan(epsilon, delta, mech, geo, N, lam, m, release_size, R, stab)
 
 
 def regularization_learner_generic(

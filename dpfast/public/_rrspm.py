@@ -80,7 +80,11 @@ def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") 
     epsilon = check_epsilon(epsilon, allow_array=False)
     # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
     # one home, Neighbours.sum_factor)
-    return Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    b = Neighbours.coerce(neighbours).sum_factor * m / epsilon
+    if not b < math.inf:  # epsilon ~1e-308 and below: rrspm would draw, then feed inf weights to the oracle
+        raise ValueError(f"epsilon={epsilon!r} is too small: the public weights' Laplace scale sum_factor * m / "
+                         f"epsilon overflows a double (m={m}); use a larger epsilon")
+    return b
 
 
 def rrspm_public_size(n: int, epsilon: float, vc_dim: float = 1.0) -> int:
@@ -149,7 +153,11 @@ def rrspm(
     Raises ``RuntimeError`` if the consistency step does not reproduce h on Z (the oracle is
     not exact); this is decided from the DP release h only.
     """
-    Xp = np.asarray(X_private, dtype=np.float64)
+    try:
+        Xp = np.asarray(X_private, dtype=np.float64)
+    except (TypeError, ValueError):  # NumPy's message quotes the entry: X_private is private (issue 21, item 10)
+        raise ValueError("X_private must hold real numbers: it has an entry that cannot be converted "
+                         "to float") from None
     Z = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim == 1:
         Xp = Xp[:, None]
@@ -165,8 +173,12 @@ def rrspm(
     m = Z.shape[0]
     if y.shape != (n,) or not ((y == 0) | (y == 1)).all():
         raise ValueError("y_private must be a 1-D array of 0/1 labels with one entry per private row")
+    if m == 0:
+        raise ValueError("X_public has no rows; RRSPM labels the public points and needs at least one")
     b = rrspm_weight_scale(m, epsilon, neighbours)
     fn = _resolve_oracle(oracle, p)
+    if consistency is not None and not callable(consistency):  # before any draw (issue 21 item 8)
+        raise TypeError(f"consistency must be a callable consistency(Z, h) or None, got {type(consistency).__name__}")
     gen = check_random_state(rng)
     ytil = gen.integers(0, 2, size=m)
     w = b * standard_exponential(gen, m)  # Exp(scale b) from the package's one sampler family

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from dpfast import _loss_table
-from dpfast._dask_utils import _as_dask_rows, _chunk_name, _is_frame, _local_vector, is_dask_collection, scatter_chunks
+from dpfast._dask_utils import _as_dask_rows, _local_vector, is_dask_collection, scatter_chunks
 # Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
 # by chunk): one home.
-from dpfast.linear_model._dask import decision_function, predict, predict_proba, score  # noqa: F401
+from dpfast.linear_model._dask import decision_function, predict, predict_proba, score, set_feature_names  # noqa: F401
 from dpfast.sgd._estimators import _LOGISTIC, _SOFTMAX, _SQUARED  # the kernel's loss codes, from the loss table
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
@@ -40,7 +40,8 @@ __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict
 
 def _block_check(block, k, starts):
     if not np.isfinite(block).all():
-        raise ValueError(f"{_chunk_name(k, starts)}: X contains NaN or infinite entries")
+        # no chunk or row named: which rows are bad is private (issue 21, item 10)
+        raise ValueError("X contains NaN or infinite entries")
     return block.shape[0]
 
 
@@ -130,7 +131,6 @@ def fit(est, X, y, *, budget=None):
         est.coef_ = est.coef_[0]
         est.intercept_ = float(est.intercept_[0])
     est.n_features_in_ = d
-    if _is_frame(X):
-        est.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+    set_feature_names(est, X)  # the linear models' rule (one home)
     return est
 

@@ -48,8 +48,8 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._threads import default_threads, single_threaded_blas
-from dpfast._validation import check_int, check_label_set
+from dpfast._threads import check_threads, default_threads, single_threaded_blas
+from dpfast._validation import check_allocation, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
 from dpfast.sgd import _privacy
 
@@ -100,6 +100,16 @@ _CONSTRAINTS = {
 }
 
 
+def _progress_bar_class():
+    """tqdm's bar class for ``progress=True``; ImportError (before any charge) without tqdm."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as exc:
+        raise ImportError("progress=True needs the optional package tqdm (pip install tqdm); nothing was "
+                          "charged") from exc
+    return tqdm
+
+
 class _DPSGDBase(PrivateEstimator):
     """Shared privacy calibration and the training loop (the parameters are each subclass's)."""
 
@@ -140,6 +150,10 @@ class _DPSGDBase(PrivateEstimator):
         """Calibrate (or take) the noise multiplier, account the run and charge its event to
         ``budget`` -- all before any randomness is drawn."""
         delta, epochs, bs, q, spe = self._check_run(n)
+        # optional tqdm and the thread count (n_threads <= 4096, DPFAST_NUM_THREADS) resolved here,
+        # before the charge: a missing package or a bad setting must not cost budget
+        bar_cls = _progress_bar_class() if self.progress else None
+        n_threads = default_threads() if self.n_threads is None else check_threads(self.n_threads)
         steps = epochs * spe
         if self.noise_multiplier is not None:
             z = float(self.noise_multiplier)
@@ -165,22 +179,21 @@ class _DPSGDBase(PrivateEstimator):
             self._charge(event, budget)
         epsilon = _privacy.run_epsilon(z, q, steps, delta, self._sampling(), self.accountant)
         self._record_release(event, epsilon, delta, self.accountant)
-        return epochs, bs, q, spe
+        return epochs, bs, q, spe, bar_cls, n_threads
 
     # ------------------------------------------------------------------------ training
     def _train(self, n: int, theta: np.ndarray, decay_end: int, step_fn, gen, run) -> None:
-        epochs, bs, q, spe = run  # from _setup_privacy, called (and charged) before any draw
-        n_threads = default_threads() if self.n_threads is None else int(self.n_threads)
+        epochs, bs, q, spe, bar_cls, n_threads = run  # from _setup_privacy, called (and charged) before any draw
         # The BLAS runs single-threaded (a scoped, re-entrant limit restored exactly on exit,
         # also with concurrent fits); the kernels split each product into fixed row blocks over
         # n_threads threads, so the result is bit-identical for every n_threads.
         with single_threaded_blas():
             t0, c0 = time.perf_counter(), time.process_time()
-            self._loop(n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads)
+            self._loop(n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads, bar_cls)
             self.train_seconds_ = time.perf_counter() - t0
             self._train_cpu_seconds = time.process_time() - c0  # benchmarks only
 
-    def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads) -> None:
+    def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads, bar_cls=None) -> None:
         dtype = theta.dtype
         P = theta.size
         C = float(self.max_norm)
@@ -197,13 +210,7 @@ class _DPSGDBase(PrivateEstimator):
         ws = _clip.Workspace()
         ws.n_threads = n_threads
         history = []
-        bar = None
-        if self.progress:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError as exc:  # pragma: no cover - optional dependency
-                raise ImportError("progress=True needs the optional package tqdm (pip install tqdm)") from exc
-            bar = tqdm(total=epochs, desc=type(self).__name__, unit="epoch")
+        bar = None if bar_cls is None else bar_cls(total=epochs, desc=type(self).__name__, unit="epoch")
         t = 0
         n_clipped = 0
         n_seen = 0
@@ -610,6 +617,11 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         if not self.fit_intercept:
             raise ValueError("DPMLPClassifier always has biases; fit_intercept=False is not supported")
         classes, lab = check_label_set(y, self.classes)
+        # the parameters and the training loop's P-vectors (theta, gradient sum, noise, moments)
+        # sized from public quantities, refused before the charge rather than by a MemoryError after
+        P = X.shape[1] * h + h + h * int(classes.size) + int(classes.size)
+        check_allocation((6 * P,), X.dtype.itemsize, "DPMLPClassifier parameters (6 vectors of d*hidden + "
+                         "hidden + hidden*K + K)")
         run = self._setup_privacy(X.shape[0], budget)
         self.classes_ = classes
         n, d = X.shape

@@ -37,6 +37,7 @@ from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_ga
                                         discrete_laplace_mechanism)
 from dpfast.mechanisms.quantile import private_quantile
 from dpfast.random import RandomLike, check_random_state
+from dpfast.tables._keys import mix_keys, value_keys
 from dpfast.tables._selection import _selection_pi, selection_probabilities, selection_threshold
 
 __all__ = ["aggregate", "selection_threshold", "selection_probabilities"]
@@ -235,18 +236,25 @@ def _int_codes(v: np.ndarray):
 
 
 def unit_keys(uniques) -> np.ndarray:
-    """Public 64-bit key of each unit value (the hash input of its random choices): the value
-    itself for integers, pandas' (fixed-key SipHash) value hash otherwise.  Only a function of
-    the value, so pandas and Dask inputs give the same choices."""
-    u = np.asarray(uniques)
-    if u.dtype.kind in "iu":
-        return u.astype(np.int64).view(np.uint64)
-    return pd.util.hash_array(np.asarray(u, dtype=object))
+    """Public 64-bit key of each unit value (the hash input of its random choices):
+    :func:`dpfast.tables._keys.value_keys`, a function of the value alone (int64 7, float64 7.0,
+    ``Int64`` 7, categorical 7 are one key), so the choices for one unit never depend on the
+    dtype the other rows give its column, and pandas and Dask inputs give the same choices."""
+    return np.ascontiguousarray(value_keys(uniques), dtype=np.uint64)
 
 
 def group_keys(index: pd.Index) -> np.ndarray:
-    """Public 64-bit key of each group value (see :func:`unit_keys`)."""
-    return np.ascontiguousarray(pd.util.hash_pandas_object(index, index=False).to_numpy(), dtype=np.uint64)
+    """Public 64-bit key of each group value (see :func:`unit_keys`; all missing values one
+    key); for several ``by`` columns the keys of the levels, mixed in column order.  A function
+    of the group's value alone: an NA group that turns an ``Int64`` index into float64 or
+    object leaves every other group's key -- hence every other unit's choices -- unchanged."""
+    if isinstance(index, pd.MultiIndex):
+        keys = value_keys(index.get_level_values(0))
+        for i in range(1, index.nlevels):
+            keys = mix_keys(keys, value_keys(index.get_level_values(i)))
+    else:
+        keys = value_keys(index)
+    return np.ascontiguousarray(keys, dtype=np.uint64)
 
 
 def unit_codes(col: pd.Series):
@@ -299,14 +307,31 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
     return np.asarray(index.get_indexer(_key_index(frame, by_cols)), dtype=np.int64)
 
 
+def check_value_dtype(col, dtype) -> None:
+    """The one rule for value columns, pandas and Dask alike (checked before the charge): real
+    numbers -- NumPy bool, int, uint and float, and their nullable / Arrow versions (a missing
+    value then raises as NaN does).  Refused with a TypeError naming the column: datetimes and
+    timedeltas (their float value depends on the resolution: us and ns differ by 1000x),
+    strings and other object columns (``"1"`` would be read as 1), complex numbers (the
+    imaginary part would be dropped) and categoricals (codes or labels: ambiguous)."""
+    kind = getattr(dtype, "kind", "O")
+    if isinstance(dtype, pd.CategoricalDtype) or kind not in "biuf":
+        raise TypeError(f"value column {col!r} must hold real numbers (bool, int, uint or float, NumPy or "
+                        f"nullable), got dtype {dtype}; convert it explicitly first (e.g. "
+                        f"df[{col!r}].astype(float), or a datetime to a number in a unit you choose)")
+
+
 def value_matrix(frame: pd.DataFrame, value_cols) -> np.ndarray:
-    """(k, n) float64 matrix of the value columns; TypeError/ValueError for non-numeric or NaN."""
+    """(k, n) float64 matrix of the value columns; TypeError for a column that is not real
+    numbers (:func:`check_value_dtype`), ValueError for NaN / NA."""
     out = np.empty((len(value_cols), len(frame)), dtype=np.float64)
     for j, col in enumerate(value_cols):
-        try:
-            out[j] = frame[col].to_numpy(dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"value column {col!r} must be numeric") from None
+        s = frame[col]
+        check_value_dtype(col, s.dtype)
+        if isinstance(s.dtype, pd.api.extensions.ExtensionDtype):
+            out[j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            out[j] = s.to_numpy(dtype=np.float64)
         if np.isnan(out[j]).any():
             raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
     return out
@@ -317,9 +342,14 @@ def _prepare_pandas(df: pd.DataFrame, plan: dict):
     pu, by_cols = plan["privacy_unit"], plan["by_cols"]
     if df[pu].isna().any():
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
+    for col in plan["value_cols"]:  # the schema first: the one rule for value columns
+        check_value_dtype(col, df[col].dtype)
     values = value_matrix(df, plan["value_cols"])
     if plan["groups"] is None:
-        fast = _int_codes(df[by_cols[0]].to_numpy()) if len(by_cols) == 1 else None
+        # the integer fast path only for a NumPy column: its index keeps the column's dtype, as
+        # factorize's does for a nullable or categorical one (and as the Dask path's does)
+        col0 = df[by_cols[0]]
+        fast = _int_codes(col0.to_numpy()) if len(by_cols) == 1 and isinstance(col0.dtype, np.dtype) else None
         if fast is not None:  # already sorted
             gcodes, uniq = fast
             index = pd.Index(uniq, name=by_cols[0])

@@ -43,14 +43,12 @@ Which partitions the kernel runs on (:func:`units_confined`):
 """
 from __future__ import annotations
 
-import datetime
-import numbers
-
 import numpy as np
 import pandas as pd
 
-from dpfast.tables._aggregate import (_key_index, bounded_stats, canonical_groups, group_codes, merge_stats,
-                                      public_groups, unit_codes, value_matrix)
+from dpfast.tables._aggregate import (_key_index, bounded_stats, canonical_groups, check_value_dtype, group_codes,
+                                      merge_stats, public_groups, unit_codes, value_matrix)
+from dpfast.tables._keys import value_keys
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _BUCKETS = None  # bucket shuffle: as many buckets as input partitions (benchmarks/results/tables.md)
@@ -93,7 +91,16 @@ def _unit_summary(col: pd.Series):
         return None, None, None
     if keys.size > _BOTTOM_K:
         keys = np.partition(keys, _BOTTOM_K - 1)[:_BOTTOM_K]
-    return tag, (col.min(), col.max()), keys
+    return tag, _span(col), keys
+
+
+def _span(col: pd.Series):
+    """(min, max) of a partition's unit values *as values* (the array ``_check_keys`` tags and
+    keys): a categorical column's ``min``/``max`` would follow its category order (and raise
+    when unordered), which ``<`` on the values does not, so disjoint category ranges would not
+    prove disjoint value sets."""
+    raw = col.to_numpy()
+    return raw.min(), raw.max()
 
 
 def _one(part, fn, *args):
@@ -163,7 +170,7 @@ def _full_summary(col: pd.Series, want_keys: bool):
                "str" if raw.dtype.kind in "OUT" and pd.api.types.infer_dtype(raw, skipna=False) == "string" else None)
     if tag is None:
         return None, None, None
-    return tag, (col.min(), col.max()), keys
+    return tag, _span(col), keys
 
 
 def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
@@ -192,16 +199,23 @@ def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int
     read anyway, with the groups coded locally (the released index is known only once every
     partition's keys are in).  Only the first item goes to the client."""
     pu, by_cols = plan["privacy_unit"], plan["by_cols"]
+    no_pieces = [None] * n_buckets if n_buckets else None  # an empty partition adds nothing to a bucket
+    for c in plan["value_cols"]:  # a partition may read another dtype than the frame's meta
+        try:
+            check_value_dtype(c, pdf[c].dtype)
+        except TypeError as e:
+            return (False, [], None, None, str(e)), no_pieces
     unit_nan = bool(pdf[pu].isna().any())
     bad = [c for c in plan["value_cols"] if pdf[c].isna().any()]
     summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
     keys = codes = None
     if plan["groups"] is None:  # the partition's distinct group keys, in the order of its local codes
         codes, uniq = pd.factorize(_key_index(pdf, by_cols), use_na_sentinel=False)
-        keys = uniq.to_frame(index=False, name=list(by_cols)) if isinstance(uniq, pd.MultiIndex) else \
-            pd.DataFrame({by_cols[0]: np.asarray(uniq)})
+        # with their dtype (Int64, boolean, categorical ...): the index is the pandas input's
+        uniq = uniq if isinstance(uniq, pd.Index) else pd.Index(uniq)
+        keys = uniq.to_frame(index=False, name=list(by_cols) if isinstance(uniq, pd.MultiIndex) else by_cols[0])
     if not n_buckets or unit_nan or bad or len(pdf) == 0:
-        return (unit_nan, bad, keys, summary), None
+        return (unit_nan, bad, keys, summary, None), no_pieces
     if codes is not None:
         g = np.asarray(codes, dtype=np.int32)
     else:  # public groups: the released index is known, code against it
@@ -209,7 +223,7 @@ def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int
         g = group_codes(pdf, by_cols, index).astype(_gcode_dtype(index))
     pieces = _split_rows(pdf[pu].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
                          plan["groups"] is not None)
-    return (unit_nan, bad, keys, summary), pieces
+    return (unit_nan, bad, keys, summary, None), pieces
 
 
 def prepare_dask(ddf, plan: dict, cut: bool = False):
@@ -222,10 +236,8 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
     # repeated from an earlier call (same frame, plan and seed) could be answered from results
     # the cluster still holds -- from a read of the source that may no longer be current.
     pu, by_cols, vcols = plan["privacy_unit"], plan["by_cols"], plan["value_cols"]
-    for col in vcols:
-        dt = ddf.dtypes[col]
-        if dt.kind not in "iufb" or dt.kind == "b":
-            raise TypeError(f"value column {col!r} must be numeric")
+    for col in vcols:  # the rule pandas input follows (the frame's meta first, each partition below)
+        check_value_dtype(col, ddf.dtypes[col])
     cols = list(dict.fromkeys([pu, *by_cols, *vcols]))
     n_parts = ddf.npartitions
     n_buckets = _buckets(n_parts) if cut and n_parts > 1 else 0
@@ -235,6 +247,9 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
         checks = dask.compute(*[f[0] for f in first])
     else:
         first, checks = None, [t[0] for t in dask.compute(*tasks)]
+    for c in checks:
+        if c[4] is not None:
+            raise TypeError(c[4])
     if any(c[0] for c in checks):
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
     for col in vcols:
@@ -266,87 +281,18 @@ def _gcode_dtype(index: pd.Index):
 
 # ---- the bucket shuffle: every row of a unit sent to one bucket ------------------------------
 
-_TWO63, _TWO64 = 2.0 ** 63, 2.0 ** 64
-_BIG = np.uint64(0x5EC0DE5EC0DE5EC0)  # the key of every integral number outside [-2^63, 2^64)
-_SALT_TIME = np.uint64(0x7F4A7C159E3779B9)  # keys of datetimes / timedeltas: apart from numbers
-
-
-def _integer_key(n: int) -> int:
-    return n % 2 ** 64 if -2 ** 63 <= n < 2 ** 64 else int(_BIG)
-
-
-def _float_bits(f: float) -> int:
-    return int(np.float64(f + 0.0).view(np.uint64))
-
-
-def _number_key(x) -> int:
-    """:func:`_bucket_keys` of one number (Python or NumPy bool, int, float; Decimal, Fraction;
-    complex): the integer value's key when integral, else the bits of float64(x) + 0.0 -- a
-    function of the value, so numbers that compare equal (1, 1.0, True, np.float32(1),
-    Decimal(1), 1 + 0j) get one key."""
-    if isinstance(x, (complex, np.complexfloating)):
-        if x.imag != 0:
-            return _float_bits(float(x.real)) ^ (_float_bits(float(x.imag)) * 3 % 2 ** 64)
-        x = x.real
-    if isinstance(x, (bool, np.bool_, int, np.integer)):
-        return _integer_key(int(x))
-    f = float(x)
-    if f != f or f in (float("inf"), float("-inf")):
-        try:
-            return _integer_key(int(x))  # a Decimal or Fraction beyond float's range
-        except (OverflowError, ValueError):
-            return _float_bits(f)
-    integral = x == int(x) if not isinstance(x, (float, np.floating)) else f == int(f)
-    return _integer_key(int(x)) if integral else _float_bits(f)
-
-
 def _bucket_keys(raw: np.ndarray) -> np.ndarray:
-    """One 64-bit routing key per unit value, equal for values that ``pd.factorize`` counts as
-    one unit *whatever the dtype they are read in* -- int64 7, float64 7.0, True/1, uint64,
-    numbers inside object columns, datetime64 of any resolution and Timestamps of one instant --
-    so the rows of a person meet in one bucket even when partitions type the unit column
-    differently.  Keys may collide (two units, one bucket): that costs balance, never privacy;
-    the kernel tells the units apart after the buckets meet.  Pandas' own object hash is not
-    such a function: it hashes ``str`` of a partition's first representative (``1`` vs
-    ``1.0``), and its hashes of int64 and float64 columns differ for one value."""
-    kind = raw.dtype.kind
-    if kind in "iub":
-        return raw.astype(np.int64, copy=False).view(np.uint64) if kind != "u" or raw.dtype.itemsize < 8 \
-            else raw.view(np.uint64)
-    if kind == "f":
-        x = raw.astype(np.float64) + 0.0
-        keys = x.view(np.uint64).copy()  # not integral (or inf): the float's bits
-        integral = np.isfinite(x) & (np.floor(x) == x)
-        low = integral & (x >= -_TWO63) & (x < _TWO63)
-        high = integral & (x >= _TWO63) & (x < _TWO64)
-        keys[low] = x[low].astype(np.int64).view(np.uint64)
-        keys[high] = x[high].astype(np.uint64)
-        keys[integral & ~low & ~high] = _BIG
-        return keys
-    if kind in "mM":  # one instant, one key: seconds since the epoch (a function of the instant)
-        unit = "datetime64[s]" if kind == "M" else "timedelta64[s]"
-        return raw.astype(unit).view(np.int64).view(np.uint64) ^ _SALT_TIME
-    if kind in "OUT":
-        if pd.api.types.infer_dtype(raw, skipna=False) == "string":
-            return pd.util.hash_array(np.asarray(raw, dtype=object), categorize=True)
-        return np.fromiter((_object_key(v) for v in raw), dtype=np.uint64, count=raw.size)
-    raise TypeError(f"privacy_unit values of dtype {raw.dtype} cannot be routed to one bucket per unit")
-
-
-def _object_key(v) -> int:
-    """:func:`_bucket_keys` of one value of an object column (mixed types)."""
-    if isinstance(v, str):
-        return int(pd.util.hash_array(np.array([v], dtype=object))[0])
-    if isinstance(v, (numbers.Number, np.bool_)):
-        return _number_key(v)
-    if isinstance(v, datetime.datetime):  # Timestamp included; tz-aware: its UTC instant
-        t = pd.Timestamp(v)
-        v = (t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t).to_datetime64()
-    elif isinstance(v, datetime.timedelta):
-        v = pd.Timedelta(v).to_timedelta64()
-    if isinstance(v, (np.datetime64, np.timedelta64)):
-        return int(_bucket_keys(np.array([v]))[0])
-    return 0  # anything else (bytes, tuples, ...): one shared bucket, consistent by construction
+    """One 64-bit routing key per unit value: :func:`dpfast.tables._keys.value_keys`, the key
+    the bounding's priorities use too -- equal for values that ``pd.factorize`` counts as one
+    unit *whatever the dtype they are read in* (int64 7, float64 7.0, True/1, uint64, nullable
+    and categorical columns, numbers inside object columns, datetime64 of any resolution and
+    Timestamps of one instant), so the rows of a person meet in one bucket even when
+    partitions type the unit column differently.  Keys may collide (two units, one bucket):
+    that costs balance, never privacy; the kernel tells the units apart after the buckets meet.
+    Pandas' own object hash is not such a function: it hashes ``str`` of a partition's first
+    representative (``1`` vs ``1.0``), and its hashes of int64 and float64 columns differ for
+    one value."""
+    return value_keys(raw)
 
 
 def _split_rows(raw: np.ndarray, g: np.ndarray, vals: np.ndarray, n_buckets: int, drop_outside: bool):

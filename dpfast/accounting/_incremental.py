@@ -1,0 +1,258 @@
+"""Incremental PLD composition for a growing ledger (used by :class:`dpfast.PrivacyBudget`).
+
+:class:`dpfast.accounting.PLDAccountant` recomposes every distinct event at each query (one FFT
+pair over all of them), so a budget that asks "does the next release fit?" after each of n
+releases with distinct parameters pays O(n) compositions per charge (about n^3 in all).
+:class:`IncrementalPLD` keeps the composed pessimistic privacy-loss distribution (PLD) of the
+ledger and convolves each new event's PLD into it, so one charge costs one convolution of the
+ledger's PMF with the event's, whatever the ledger's length.
+
+Why it is an upper bound.  Each event's PMF is the accountant's own pessimistic discretization
+(connect-the-dots on the grid h*Z, Doroshenko et al. 2022; an event composed ``count`` times is
+composed by :class:`PLDAccountant` itself), and composition of dominating pairs is convolution of
+their PLDs (Zhu, Dong & Wang 2022), so the convolution of pessimistic PMFs is pessimistic.  After
+each convolution the tails are cut to the Chernoff window of the composed loss (as the
+accountant cuts its FFT window): the upper tail is replaced by its bound (<= ``window_mass``) on
+the +inf atom and the lower tail by its bound on the lowest kept loss -- both move mass to larger
+losses, which can only increase delta(epsilon) = P(L = inf) + E[(1 - e^{eps - L})+].
+The +inf atoms compose exactly: P(inf) = 1 - prod (1 - p_inf_i).  Small convolutions are direct
+(nonnegative sums: relative accuracy in the tails); large ones use an FFT, whose absolute
+round-off (~1e-16 of the largest mass per entry) is the accountant's own.
+
+Grid.  The grid is the accountant's ``value_discretization`` h0 until the accountant's refinement
+rule (connect-the-dots' added variance > 1e-3 of the composed variance, :meth:`PLDAccountant.
+_grid_step`; the sums it needs are additive over events and kept here) asks for a finer one;
+then the grid becomes h0 / 2^k (k <= 6), at least as fine as the accountant's, and the whole
+ledger is recomposed once at it (at most six times in a ledger's life).  The epsilon reported is
+therefore the accountant's on the same ledger up to the discretization and truncation errors
+(tests/test_budget.py checks 1e-6 relative at equal grids).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+from scipy import fft as sfft
+
+from dpfast import _pld
+from dpfast.accounting import events as ev
+from dpfast.accounting._discretize import MAX_POINTS
+from dpfast.accounting.pld import (_T_GRID, ComposedPLD, PLDAccountant, _finite_moved, _flatten, _log_mgf, _step_pmf,
+                                   rounding_margin, symmetric)
+
+__all__ = ["IncrementalPLD"]
+
+_DIRECT_OPS = 5e6  # direct convolution below this many multiply-adds, FFT above
+_MAX_REFINE = 6  # the accountant refines by at most 64x
+
+
+def _convolve(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Full linear convolution: direct for small products (exact up to relative rounding, the
+    sums being of nonnegative terms), else by FFT (overlap-add when one side is much shorter,
+    so that a long ledger PMF costs O(N log m) with an m-point event); negative round-off
+    clipped.  (scipy.fft only: scipy.signal would add a second to the first charge's import.)"""
+    if p.size < q.size:
+        p, q = q, p
+    n, m = p.size, q.size
+    if n * m <= _DIRECT_OPS or m <= 8:
+        return np.convolve(p, q)
+    N = sfft.next_fast_len(8 * m, real=True)
+    if N >= n:  # comparable sizes: one FFT pair
+        N = sfft.next_fast_len(n + m - 1, real=True)
+        out = sfft.irfft(sfft.rfft(p, N) * sfft.rfft(q, N), N)[: n + m - 1]
+    else:  # overlap-add: blocks of L = N - m + 1 points, each convolved with q in N points
+        L = N - m + 1
+        nb = -(-n // L)
+        blocks = np.zeros(nb * L)
+        blocks[:n] = p
+        r = sfft.irfft(sfft.rfft(blocks.reshape(nb, L), N, axis=1) * sfft.rfft(q, N), N, axis=1)
+        acc = np.zeros((nb + 1, L))
+        acc[:nb] = r[:, :L]
+        acc[1:, : m - 1] += r[:, L:]
+        out = acc.reshape(-1)[: n + m - 1]
+    return np.maximum(out, 0.0, out=out)
+
+
+def _trim(p: np.ndarray, A: int, p_inf: float, K_up: np.ndarray, K_dn: np.ndarray, h: float,
+          tol: float) -> Tuple[np.ndarray, int, float]:
+    """Cut ``p`` (losses (A + m) h) to the Chernoff window of the composed loss, as
+    :func:`dpfast.accounting.pld._compose_lane` does: with K the log-MGF of the ledger's
+    pessimistic PMF (a sum over its events), P(L >= b) <= exp(K(t) - t b) and P(L <= a) <=
+    exp(K(-t) + t a).  The mass above the window is *replaced* by that bound on the +inf atom and
+    the mass below by the bound on the lowest kept loss: both bound the tail masses of the exact
+    convolution, so the cut stays pessimistic where the FFT's round-off (not the masses)
+    dominates the tail entries -- cutting by the entries' own sums would keep that noise and let
+    the array grow.  (What earlier cuts moved, <= ``tol`` a charge, is not tracked into the
+    bound; below the window losses are negative, where delta(eps >= 0) does not look.)"""
+    logtol = math.log(tol)
+    b_min = float(np.min((K_up - logtol) / _T_GRID))
+    a_max = float(np.max(-(K_dn - logtol) / _T_GRID))
+    hi = A + p.size - 1
+    hi_idx = min(hi, math.ceil(b_min / h) + 1) if math.isfinite(b_min) else hi
+    lo_idx = max(A, math.floor(a_max / h) - 1) if math.isfinite(a_max) else A
+    if hi_idx < lo_idx:  # degenerate: keep everything
+        return p, A, p_inf
+    with np.errstate(over="ignore"):
+        up_mass = 0.0 if hi_idx >= hi else float(np.min(np.exp(K_up - _T_GRID * (hi_idx + 1) * h)))
+        low_mass = 0.0 if lo_idx <= A else float(np.min(np.exp(K_dn + _T_GRID * (lo_idx - 1) * h)))
+    if up_mass == 0.0 and low_mass == 0.0:
+        return p, A, p_inf
+    out = p[lo_idx - A: hi_idx - A + 1].copy()
+    out[0] += low_mass
+    return out, lo_idx, min(1.0, p_inf + up_mass)
+
+
+class IncrementalPLD:
+    """The pessimistic composed PLD of a ledger of events, extended one event at a time.
+
+    ``extended(event)`` returns a new object (``self`` is never changed, so a refused charge
+    leaves nothing behind); ``epsilon(delta)`` is the certified epsilon (max over the remove and
+    add lanes).  Parameters as :class:`PLDAccountant`'s."""
+
+    def __init__(self, value_discretization: float = 1e-4, *, tail_mass: float = 1e-30,
+                 window_mass: float = 1e-22):
+        cfg = PLDAccountant(value_discretization, tail_mass=tail_mass, window_mass=window_mass)._config()
+        self.h0 = cfg["value_discretization"]
+        self.tail_mass = cfg["tail_mass"]
+        self.window_mass = cfg["window_mass"]
+        self.h = self.h0
+        self.events: List[object] = []
+        self.neighbours = None
+        self.asym = False
+        self.count = 0
+        # per direction: [variance, connect-the-dots excess] at h0 (the refinement rule's sums)
+        self.sums: Dict[str, List[float]] = {"remove": [0.0, 0.0], "add": [0.0, 0.0]}
+        self.lanes: Dict[str, Tuple[np.ndarray, int, float]] = {"remove": (np.ones(1), 0, 0.0)}
+        # per direction: the log-MGF of the composed PMF at +-_T_GRID, on the current grid
+        self.mgf: Dict[str, Tuple[np.ndarray, np.ndarray]] = {d: (np.zeros(_T_GRID.size), np.zeros(_T_GRID.size))
+                                                             for d in ("remove", "add")}
+
+    # ------------------------------------------------------------------ the grid rule
+    def _wanted_grid(self) -> float:
+        """The grid :meth:`PLDAccountant._grid_step` would use for this ledger."""
+        h = self.h0
+        if self.count == 0:
+            return h
+        worst = 0.0
+        for d in (["remove", "add"] if self.asym else ["remove"]):
+            var, excess = self.sums[d]
+            if excess <= 1e-8:
+                continue
+            true_var = var - excess
+            worst = max(worst, excess / true_var if true_var > 0 else math.inf)
+        if worst <= 1e-3:
+            return h
+        return h * max(1.0 / 64.0, math.sqrt(1e-3 / worst)) if math.isfinite(worst) else h / 64.0
+
+    def _mgf_of(self, leaves, h: float, direction: str) -> Tuple[np.ndarray, np.ndarray]:
+        up, dn = np.zeros(_T_GRID.size), np.zeros(_T_GRID.size)
+        for leaf, c in leaves:
+            if c:
+                sp = _step_pmf(leaf, h, self.tail_mass, direction)
+                up += c * _log_mgf(sp.p, sp.lo, h, _T_GRID)
+                dn += c * _log_mgf(sp.p, sp.lo, h, -_T_GRID)
+        return up, dn
+
+    def _accountant(self, h: float) -> PLDAccountant:
+        return PLDAccountant(h, tail_mass=self.tail_mass, window_mass=self.window_mass, refine=False)
+
+    # ------------------------------------------------------------------ composition
+    def extended(self, event) -> "IncrementalPLD":
+        """This ledger with ``event`` composed once more (a new object).  Raises as
+        :meth:`PLDAccountant.compose` (TypeError, ValueError for another neighbouring relation
+        or a grid too large, UnsupportedEventError) before anything is built."""
+        if not isinstance(event, ev.DpEvent):
+            raise TypeError(f"expected a DpEvent (dpfast.accounting.events), got {type(event).__name__}")
+        nb = ev.event_neighbours(event)
+        if self.neighbours is not None and nb != self.neighbours:
+            raise ValueError(f"cannot compose a {nb.value!r} event with {self.neighbours.value!r} ones "
+                             "(one neighbouring relation per accountant)")
+        leaves = _flatten(event, 1, [])
+        new = IncrementalPLD.__new__(IncrementalPLD)
+        new.__dict__.update(self.__dict__)
+        new.events = self.events + [event]
+        new.neighbours = nb
+        new.sums = {d: list(v) for d, v in self.sums.items()}
+        for leaf, c in leaves:
+            if not c:
+                continue
+            new.count += c
+            new.asym = new.asym or not symmetric(leaf)
+            for d in ("remove", "add"):
+                sp = _step_pmf(leaf, self.h0, self.tail_mass, d)  # raises for unsupported events
+                w, _, v = _pld.pmf_moments(sp.p)
+                if w > 0:
+                    new.sums[d][0] += c * v * self.h0 * self.h0
+                new.sums[d][1] += c * sp.excess_var
+        wanted = new._wanted_grid()
+        if wanted < self.h:  # finer grid needed: h0 / 2^k <= wanted, the whole ledger recomposed
+            k = min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12))
+            new._recompose(self.h0 / 2.0 ** k)
+            return new
+        try:
+            lanes_e = self._accountant(self.h).compose(event).composed()
+        except ValueError:
+            if self.h >= self.h0:
+                raise
+            new._recompose(min(self.h0, 2.0 * self.h))  # this event is too wide for the fine grid
+            return new
+        dirs = ["remove", "add"] if new.asym else ["remove"]
+        new.lanes, new.mgf = {}, dict(self.mgf)
+        for d in ("remove", "add"):
+            up, dn = self._mgf_of(leaves, self.h, d)
+            new.mgf[d] = (self.mgf[d][0] + up, self.mgf[d][1] + dn)
+        for d in dirs:
+            p1, A1, inf1 = self.lanes.get(d, self.lanes["remove"])
+            e = lanes_e.get(d, lanes_e["remove"])
+            p = _convolve(p1, e.p)
+            p_inf = -math.expm1(math.log1p(-min(inf1, 1.0)) + math.log1p(-min(e.p_inf, 1.0))) \
+                if max(inf1, e.p_inf) < 1.0 else 1.0
+            new.lanes[d] = new._checked(_trim(p, A1 + e.A, p_inf, *new.mgf[d], self.h, self.window_mass))
+        return new
+
+    def _checked(self, lane):
+        if lane[0].size > MAX_POINTS * 4:
+            raise ValueError(f"the composed privacy-loss distribution needs {lane[0].size} grid points at "
+                             f"value_discretization={self.h}: use a coarser value_discretization")
+        return lane
+
+    def _recompose(self, h: float) -> None:
+        """Compose the whole ledger from scratch at grid ``h`` (backing off to coarser grids,
+        up to h0, when an event's range is too wide for it), as the accountant does."""
+        while True:
+            try:
+                acc = self._accountant(h)
+                for e in self.events:
+                    acc.compose(e)
+                lanes = acc.composed()
+                break
+            except ValueError:
+                if h >= self.h0:
+                    raise
+                h = min(self.h0, 2.0 * h)
+        self.h = h
+        leaves = [lc for e in self.events for lc in _flatten(e, 1, [])]
+        self.mgf = {d: self._mgf_of(leaves, h, d) for d in ("remove", "add")}
+        # the accountant's lanes are already cut to this window
+        self.lanes = {d: self._checked((np.asarray(c.p, dtype=np.float64), c.A, c.p_inf)) for d, c in lanes.items()}
+
+    # ------------------------------------------------------------------ queries
+    def epsilon(self, delta: float) -> float:
+        """Certified (pessimistic) epsilon at ``delta``: max over the lanes, >= 0."""
+        # the accountant's rounding margin on the finite part of delta (PLDAccountant.get_epsilon):
+        # epsilon is read at a delta lowered by it, so round-off cannot report below the exact value.
+        # (Below the accountant's SMALL_DELTA it would also tilt the lane for accuracy; untilted,
+        # FFT round-off only adds mass, so the value here is larger: safe, possibly looser.)
+        r = rounding_margin(self.h)
+        e = max(float(ComposedPLD(p, A, self.h, p_inf).epsilon(
+                    _finite_moved(delta, p_inf, 1.0 / (1.0 + r)) if delta <= 1.0 - ComposedPLD.NEAR_ONE
+                    else delta)[0])
+                for p, A, p_inf in self.lanes.values())
+        return max(e, 0.0)
+
+    def delta(self, epsilon: float) -> float:
+        """Certified (pessimistic) delta at ``epsilon``: max over the lanes."""
+        r = rounding_margin(self.h)
+        return min(1.0, max(p_inf + max(0.0, float(ComposedPLD(p, A, self.h, p_inf).delta(epsilon)[0]) - p_inf) * (1.0 + r)
+                            for p, A, p_inf in self.lanes.values()))

@@ -1,0 +1,257 @@
+"""Every release path of dpfast audited by :func:`dpfast.audit.audit` (issue 22).
+
+``RELEASES`` maps each public release function and estimator to an audit entry: a release
+``(data, rng) -> output`` built on the public API exactly as a user calls it, adversarial
+neighbours of the relation its guarantee is stated for (from :mod:`dpfast.audit.neighbours`
+where they fit), the claimed (epsilon, delta) and the runs per side at CI settings.
+``NOT_RELEASES`` lists the other public names (samplers of data-independent noise, calibration
+and accounting functions, containers) with the reason.  ``test_every_release_path_has_an_audit``
+fails when a public name is in neither, so a new release cannot ship unaudited.
+
+Structure is compared exactly at any run count; the value test's power grows with the runs.
+The entries run in CI's "release audits" stage (``DPFAST_RELEASE_AUDITS=1``, see ``.ci/run``);
+the README's test command runs the registry guard and skips them.  Confidence 0.999 per entry:
+with ~40 entries a correct library raises a false alarm with probability < 4 %... at most, and
+the bounds are conservative (Clopper-Pearson), so in practice far less.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpfast
+from dpfast import linear_model as LM
+from dpfast import mechanisms as M
+from dpfast import model_selection as MS
+from dpfast import preprocessing as PP
+from dpfast import public as P
+from dpfast import sgd as S
+from dpfast import tables as T
+from dpfast.audit import audit, neighbours
+
+RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
+CONFIDENCE = 0.999
+SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
+               "preprocessing", "model_selection", "audit"]
+
+
+class Entry(NamedTuple):
+    release: Callable
+    pairs: list
+    epsilon: float
+    delta: float
+    n_runs: int
+
+
+def _shift_pairs(v, step):
+    """Value vectors one sensitivity apart: one coordinate moved by +step and by -step, and the
+    move split over two coordinates (the l1 / l2 neighbours of a vector release)."""
+    v = np.asarray(v, dtype=np.float64)
+    e0 = np.zeros_like(v)
+    e0[0] = step
+    e01 = np.zeros_like(v)
+    e01[:2] = step / 2
+    return [neighbours.Neighbours(v, v + e0, "+step on coordinate 0"),
+            neighbours.Neighbours(v, v - e0, "-step on coordinate 0"),
+            neighbours.Neighbours(v, v + e01, "step split over two coordinates")]
+
+
+_rng = np.random.default_rng(2022)
+_X = np.round(_rng.uniform(-1, 1, (40, 3)) / 2, 3)       # rows with l2 norm < 1
+_y01 = (_X[:, 0] + 0.1 * _rng.standard_normal(40) > 0).astype(int)
+_yreg = np.round(_X @ np.array([0.5, -0.3, 0.2]), 3)
+_Xpub = np.round(_rng.uniform(-1, 1, (30, 3)) / 2, 3)
+_UTIL = np.array([3.0, 1.0, 0.0, 2.0, 2.5])
+
+
+def _labelled(y, relation="add_remove", classes=None, bound=None):
+    b = 1.0 / np.sqrt(_X.shape[1]) if bound is None else bound
+    return neighbours.labelled(_X[:20], y[:20], bound=b, classes=classes, relation=relation)[:3]
+
+
+def _fit(make):
+    def release(data, rng):
+        X, y = data
+        return make(rng).fit(X, y)
+    return release
+
+
+def _transform(make):
+    def release(X, rng):
+        return make(rng).fit(X)
+    return release
+
+
+_ADULT_LIKE = pd.DataFrame({"u": np.arange(60), "g": np.arange(60) % 3, "x": np.round(_rng.uniform(0, 1, 60), 3)})
+
+
+def _entries():
+    e = {}
+    # ------------------------------------------------------------------ mechanisms
+    e["laplace"] = Entry(lambda v, r: M.laplace(v, 1.0, 1.0, rng=r), _shift_pairs([0.0, 0.0, 0.0], 1.0), 1.0, 0.0, 2000)
+    e["gaussian"] = Entry(lambda v, r: M.gaussian(v, 1.0, 1.0, 1e-5, rng=r),
+                          _shift_pairs([0.0, 0.0], 1.0)[:2], 1.0, 1e-5, 2000)
+    e["randomized_response"] = Entry(lambda b, r: M.randomized_response(np.array([b]), 1.0, rng=r),
+                                     [(0, 1)], 1.0, 0.0, 2000)
+    e["discrete_laplace_mechanism"] = Entry(lambda v, r: M.discrete_laplace_mechanism(v, 1, 1.0, rng=r),
+                                            [(np.array([0, 0]), np.array([1, 0])), (np.array([0, 0]), np.array([-1, 0]))],
+                                            1.0, 0.0, 2000)
+    e["discrete_gaussian_mechanism"] = Entry(lambda v, r: M.discrete_gaussian_mechanism(v, 1, 1.0, 1e-5, rng=r),
+                                             [(np.array([0, 0]), np.array([1, 0]))], 1.0, 1e-5, 300)
+    e["snapping"] = Entry(lambda v, r: M.snapping(v, 1.0, 1.0, 10.0, rng=r),
+                          _shift_pairs([0.0, 9.5], 1.0)[:2], 1.0, 0.0, 2000)
+    u = _UTIL
+    em_pairs = [(u, u + np.eye(5)[0]), (u, u - np.eye(5)[0]), (u, u + 1 - np.eye(5)[1])]
+    e["exponential_mechanism"] = Entry(lambda v, r: M.exponential_mechanism(v, 1.0, 1.0, rng=r), em_pairs, 1.0, 0.0, 2000)
+    e["exponential_mechanism_stream"] = Entry(
+        lambda v, r: M.exponential_mechanism_stream([v[:2], v[2:]], 1.0, 1.0, rng=r), em_pairs, 1.0, 0.0, 2000)
+
+    def stream(v, r):
+        s = M.ExponentialMechanismStream(1.0, 1.0, rng=r)
+        s.update(v[:3])
+        s.update(v[3:])
+        return s.result()
+    e["ExponentialMechanismStream"] = Entry(stream, em_pairs, 1.0, 0.0, 2000)
+    e["report_noisy_max"] = Entry(lambda v, r: M.report_noisy_max(v, 1.0, 1.0, rng=r), em_pairs, 1.0, 0.0, 2000)
+    e["top_k"] = Entry(lambda v, r: M.top_k(v, 2, 1.0, 1.0, rng=r), em_pairs, 1.0, 0.0, 2000)
+    xs = np.round(_rng.uniform(0, 10, 30), 2)
+    qpairs = neighbours.arrays(xs, bound=10.0, huge=False)[:4]
+    e["private_quantile"] = Entry(lambda x, r: M.private_quantile(x, [0.25, 0.5], 1.0, (0.0, 10.0), rng=r),
+                                  qpairs, 1.0, 0.0, 1000)
+    e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
+    # ------------------------------------------------------------------ private ERM
+    glm = dict(epsilon=1.0, delta=1e-5)
+    e["private_glm"] = Entry(lambda d, r: LM.private_glm(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+    e["approximate_minima_perturbation"] = Entry(
+        lambda d, r: LM.approximate_minima_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+    e["objective_perturbation"] = Entry(
+        lambda d, r: LM.objective_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+    e["output_perturbation"] = Entry(
+        lambda d, r: LM.output_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+    e["LogisticRegression"] = Entry(_fit(lambda r: LM.LogisticRegression(random_state=r, **glm)),
+                                    _labelled(_y01), 1.0, 1e-5, 150)
+    e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
+                                  _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
+    # DP-SGD's sampling rate batch_size / n makes n public (docs/privacy.rst, "Public schema"), so
+    # its neighbours keep n: replace one record, which is remove + add, (2 eps, (1 + e^eps) delta)-DP
+    # by group privacy of the add/remove guarantee (Dwork & Roth 2014, Theorem 2.2 / Lemma 2.2 form).
+    sgd = dict(epsilon=1.0, delta=1e-5, epochs=2, batch_size=8)
+    eps2, delta2 = 2.0, (1 + np.e) * 1e-5
+    e["DPSGDClassifier"] = Entry(_fit(lambda r: S.DPSGDClassifier(random_state=r, classes=[0, 1], **sgd)),
+                                 _labelled(_y01, relation="replace_one"), eps2, delta2, 30)
+    e["DPSGDRegressor"] = Entry(_fit(lambda r: S.DPSGDRegressor(random_state=r, **sgd)),
+                                _labelled(_yreg, relation="replace_one")[:2], eps2, delta2, 30)
+    e["DPMLPClassifier"] = Entry(_fit(lambda r: S.DPMLPClassifier(8, random_state=r, classes=[0, 1], **sgd)),
+                                 _labelled(_y01, relation="replace_one")[:2], eps2, delta2, 30)
+    # ------------------------------------------------------------------ public data
+    pub = dict(epsilon=1.0, delta=1e-5)
+    rep = _labelled(_y01, relation="replace_one")
+    e["PublicDataClassifier"] = Entry(
+        lambda d, r: P.PublicDataClassifier(random_state=r, classes=[0, 1], **pub).fit(*d, X_public=_Xpub),
+        rep, 1.0, 1e-5, 100)
+    e["PublicDataRegressor"] = Entry(
+        lambda d, r: P.PublicDataRegressor(random_state=r, **pub).fit(*d, X_public=_Xpub),
+        _labelled(_yreg, relation="replace_one"), 1.0, 1e-5, 100)
+    e["regularization_learner"] = Entry(
+        lambda d, r: P.regularization_learner(*d, _Xpub, rng=r, **pub), rep, 1.0, 1e-5, 100)
+    e["rrspm"] = Entry(lambda d, r: P.rrspm(*d, _Xpub, epsilon=1.0, rng=r), rep, 1.0, 0.0, 100)
+    vals = np.zeros(5)
+    e["perturb"] = Entry(lambda v, r: P.perturb(v, stability=0.1, epsilon=1.0, delta=1e-5, rng=r),
+                         _shift_pairs(vals, 0.1)[:2], 1.0, 1e-5, 1000)
+    # ------------------------------------------------------------------ tables, preprocessing, search
+    kw = dict(privacy_unit="u", by="g", metrics={"n": "count", "m": ("mean", "x")}, bounds={"x": (0.0, 1.0)},
+              epsilon=1.0, delta=1e-5)
+    tpairs = neighbours.tables(_ADULT_LIKE, "u", "g", bounds={"x": (0.0, 1.0)})
+    e["aggregate"] = Entry(lambda d, r: T.aggregate(d, rng=r, **kw), tpairs, 1.0, 1e-5, 150)
+    Xs = np.clip(_X, -0.5, 0.5)
+    spairs = neighbours.arrays(Xs, bound=0.5, huge=False)[:3]
+    e["StandardScaler"] = Entry(_transform(lambda r: PP.StandardScaler(1.0, 1e-5, bounds=(-0.5, 0.5), random_state=r)),
+                                spairs, 1.0, 1e-5, 300)
+    e["MinMaxScaler"] = Entry(_transform(lambda r: PP.MinMaxScaler(1.0, bounds=(-0.5, 0.5), random_state=r)),
+                              spairs, 1.0, 0.0, 300)
+    cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
+    e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
+                               [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],
+                               1.0, 1e-5, 200)
+    e["PrivateRandomSearch"] = Entry(
+        lambda d, r: MS.PrivateRandomSearch(LM.LogisticRegression(), {"alpha": [0.01, 0.1]}, epsilon=1.0,
+                                            delta=1e-5, n_runs_mean=2.0, random_state=r).fit(*d),
+        _labelled(_y01)[:2], 1.0, 1e-5, 40)
+    return e
+
+
+#: Public names that are not release paths, with the reason.
+NOT_RELEASES = {
+    **{n: "data-independent noise sampler (its law is tested in tests/audit/test_sampler_laws.py)" for n in
+       ("laplace_noise", "gaussian_noise", "discrete_laplace", "discrete_gaussian", "bernoulli_exp",
+        "standard_normal", "standard_laplace", "standard_exponential", "standard_gumbel")},
+    **{n: "calibration / accounting formula (no data): tested against closed forms and peers" for n in
+       ("laplace_scale", "laplace_epsilon", "gaussian_sigma", "gaussian_delta", "gaussian_epsilon",
+        "gaussian_log_delta", "discrete_gaussian_sigma2", "discrete_gaussian_delta", "zcdp_delta",
+        "snapping_epsilon", "snapping_scale", "randomized_response_probabilities", "calibrate_amp",
+        "calibrate_objective", "calibrate_output", "amp_privacy", "objective_privacy",
+        "objective_output_multiplier", "glm_constants", "margin_constants", "loss_constants",
+        "perturb_noise_scale", "default_eta", "public_geometry", "regularization_stability",
+        "rrspm_public_size", "rrspm_weight_scale", "selection_threshold", "selection_probabilities",
+        "sample_run_count", "pipeline_event", "event_of")},
+    "randomized_response_debias": "post-processing of released responses (public function of them)",
+    "minimize_glm": "non-private solver (no noise; documented as such)",
+    "glm_loss_and_grad": "non-private loss oracle",
+    "clip_gradients": "non-private clipping kernel", "clipped_sum": "non-private clipping kernel",
+    "per_example_norms": "non-private kernel",
+    "threshold_oracle": "non-private learning oracle", "stump_oracle": "non-private learning oracle",
+    "count_oracle_calls": "instrumentation", "project_linear": "non-private projection",
+    "regularization_learner_generic": "takes user oracles; its privacy is regularization_learner's (audited) "
+                                      "for a stable oracle",
+    "audit": "the auditor", "observe": "the auditor's observation function", "neighbours": "module",
+    **{n: "result container" for n in ("AuditReport", "PairResult", "GLMConstants", "GLMResult", "PerturbResult",
+                                       "PrivacyCalibration", "PrivateGLMResult", "RRSPMResult",
+                                       "RegularizationResult", "Stump")},
+}
+
+
+def _public_names():
+    names = set(dpfast.__all__)
+    for sub in SUBPACKAGES:
+        names |= set(importlib.import_module("dpfast." + sub).__all__)
+    return names
+
+
+def _is_release_candidate(name):
+    """Public callables: functions and classes, minus the accountant / event / random API
+    (the accounting package and dpfast.random release nothing)."""
+    for sub in ("accounting", "random"):
+        if name in importlib.import_module("dpfast." + sub).__all__:
+            return False
+    return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
+                        "tables", "preprocessing", "model_selection", "datasets", "budget", "audit",
+                        "__version__") and not name[:1] == "_"
+
+
+def test_every_release_path_has_an_audit():
+    entries = _entries()
+    names = {n for n in _public_names() if _is_release_candidate(n)}
+    for n in list(names):
+        obj = None
+        for sub in SUBPACKAGES:
+            obj = getattr(importlib.import_module("dpfast." + sub), n, obj)
+        if obj is None or not callable(obj) or isinstance(obj, type) and issubclass(obj, BaseException):
+            names.discard(n)
+    missing = names - set(entries) - set(NOT_RELEASES)
+    assert not missing, f"public release paths without an audit entry: {sorted(missing)}"
+    both = set(entries) & set(NOT_RELEASES)
+    assert not both, both
+
+
+@pytest.mark.skipif(not RUN, reason="CI's release-audit stage (DPFAST_RELEASE_AUDITS=1)")
+@pytest.mark.parametrize("name", sorted(_entries()))
+def test_release_audit(name):
+    ent = _entries()[name]
+    rep = audit(ent.release, ent.pairs, ent.epsilon, ent.delta, n_runs=ent.n_runs, rng=20221,
+                confidence=CONFIDENCE)
+    assert rep.passed, repr(rep)

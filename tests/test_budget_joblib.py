@@ -1,0 +1,139 @@
+"""A budget under joblib / scikit-learn parallelism: every private release is charged to the
+open budget or refused before it reads data, whatever the backend and n_jobs.
+
+Threads (joblib's ``threading`` backend, plain threads) fall back to the block open in the
+process; worker processes (``loky``, ``fork``) cannot charge it, so their releases are
+refused before any data is read (a tripwire array records reads).
+"""
+import multiprocessing
+import os
+import threading
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, cross_val_score
+
+import dpfast
+from dpfast import budget as B
+from dpfast.budget import PrivacyBudget, resolve
+from dpfast.linear_model import LogisticRegression
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(90, 2)) / 4
+y = (X[:, 0] > 0).astype(int)
+EST = LogisticRegression(epsilon=0.5, row_norm="clip")
+
+
+class Tripwire:
+    """An array whose first read (``np.asarray``) leaves a file: shows whether a worker
+    process read the data before it refused."""
+
+    def __init__(self, a, path):
+        self.a, self.path = a, path
+        self.shape, self.ndim, self.dtype = a.shape, a.ndim, a.dtype
+
+    def __len__(self):
+        return len(self.a)
+
+    def __array__(self, dtype=None, copy=None):
+        open(self.path, "w").close()
+        return self.a if dtype is None else self.a.astype(dtype)
+
+
+def _fit(est, Xd, yd, **kw):
+    return est.fit(Xd, yd, **kw).coef_
+
+
+def test_threads_charge_every_fit_to_the_open_budget():
+    b = PrivacyBudget(20.0, 1e-5)
+    with b, joblib.parallel_backend("threading", n_jobs=2):
+        cross_val_score(EST, X, y, cv=3, n_jobs=2, error_score="raise")
+        GridSearchCV(EST, {"epsilon": [0.3, 0.4]}, cv=2, n_jobs=2, error_score="raise").fit(X, y)
+        joblib.Parallel(n_jobs=2)(joblib.delayed(dpfast.laplace)(X[:, 0], 1.0, 0.1, rng=i) for i in range(4))
+    labels = [c.label for c in b.ledger]
+    # 3 cv fits; 2 candidates x 2 folds + the refit; 4 mechanism calls
+    assert labels.count("LogisticRegression") == 3 + 4 + 1
+    assert labels.count("laplace") == 4
+
+
+def test_a_plain_thread_started_in_a_block_charges_it():
+    b = PrivacyBudget(5.0, 1e-6)
+    seen = []
+    with b:
+        t = threading.Thread(target=lambda: (seen.append(resolve(None)), dpfast.laplace(X[:, 0], 1.0, 0.1, rng=0)))
+        t.start()
+        t.join()
+    assert seen == [b] and len(b.ledger) == 1
+    assert resolve(None) is None  # closed: nothing left in the process
+
+
+def test_threads_with_different_budgets_leave_others_without_a_default():
+    b1, b2 = PrivacyBudget(5.0, 1e-6), PrivacyBudget(5.0, 1e-6)
+    entered, done = threading.Barrier(3), threading.Event()
+    errors = []
+
+    def hold(b):
+        with b:
+            entered.wait()
+            done.wait()
+
+    holders = [threading.Thread(target=hold, args=(b,)) for b in (b1, b2)]
+    for t in holders:
+        t.start()
+    entered.wait()
+    try:
+        t = threading.Thread(target=lambda: errors.append(pytest.raises(
+            B.BudgetScopeError, dpfast.laplace, X[:, 0], 1.0, 0.1, rng=0)))
+        t.start()
+        t.join()
+    finally:
+        done.set()
+        for t in holders:
+            t.join()
+    assert len(errors) == 1 and "different privacy budgets" in str(errors[0].value)
+    assert b1.ledger == () and b2.ledger == ()
+
+
+def _try(f, *args, **kw):
+    """Run in the worker; return the exception instead of raising it (a raising task makes
+    joblib shut the loky pool down, and a new one costs seconds to start)."""
+    try:
+        f(*args, **kw)
+    except Exception as exc:  # returned to the parent, asserted there
+        return exc
+    return None
+
+
+@pytest.mark.slow  # one loky pool start: ~2 s on an idle machine
+def test_worker_processes_refuse_before_reading_data(tmp_path):
+    b = PrivacyBudget(20.0, 1e-5)
+    trip = tmp_path / "read"
+    loky = joblib.Parallel(n_jobs=2, backend="loky")
+    with b:
+        out = loky([joblib.delayed(_try)(_fit, clone(EST), Tripwire(X, str(trip)), y),
+                    joblib.delayed(_try)(dpfast.laplace, X[:, 0], 1.0, 0.1, rng=0)])
+    assert all(isinstance(e, B.BudgetScopeError) and "parent process" in str(e) for e in out), out
+    assert not trip.exists() and b.ledger == ()
+    # an explicit budget sent to a worker is an unpickled copy: refused too, before reading
+    out = loky([joblib.delayed(_try)(_fit, clone(EST), Tripwire(X, str(trip)), y, budget=b)])
+    assert isinstance(out[0], B.BudgetScopeError) and "unpickled" in str(out[0])
+    assert not trip.exists() and b.ledger == ()
+    # no block open: the same (reused) workers release freely
+    assert loky([joblib.delayed(_try)(_fit, clone(EST), X, y)]) == [None]
+    # the reported case: cross_val_score with n_jobs=2 (loky) under a block
+    with b, pytest.raises(B.BudgetScopeError, match="parent process"):
+        cross_val_score(EST, X, y, cv=3, n_jobs=2, error_score="raise")
+    assert b.ledger == ()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python 3.12+
+def test_a_forked_copy_of_the_budget_refuses_charges():
+    b = PrivacyBudget(5.0, 1e-6)
+    ctx = multiprocessing.get_context("fork")
+    with b, ctx.Pool(1) as pool:
+        with pytest.raises(B.BudgetScopeError, match="belongs to process"):
+            pool.apply(dpfast.laplace, (X[:, 0], 1.0, 0.1))
+    assert b.ledger == ()

@@ -22,6 +22,8 @@ from dpfast import public as P
 from dpfast import random as R
 from dpfast import sgd as S
 
+from dpfast._validation import as_array
+
 from _fuzzlib import _SANITIZED, Target
 
 # Issue 21 item 15: the fuzz failures at 400 examples per target, as explicit reproducers.
@@ -601,8 +603,10 @@ PUBLIC = [
 def _generic_oracle(X_private, y_private, X_public, eta):
     # ridge regression predictions at the public points (a convex class, exact minimiser)
     # (C-contiguous copies: LAPACK's result depends on the layout, and this oracle is ours)
-    X = np.ascontiguousarray(X_private, float)
-    y = np.ascontiguousarray(y_private, float)
+    # (as_array: a well-behaved oracle refuses y = Fraction(10**400, 3) with a ValueError; the
+    # generic learner hands y_private to the user's oracle unread, as documented)
+    X = np.ascontiguousarray(as_array(X_private, "X_private", float))
+    y = np.ascontiguousarray(as_array(y_private, "y_private", float))
     n, d = X.shape
     w = np.linalg.solve(X.T @ X / n + eta * np.eye(d), X.T @ y / n)
     return np.ascontiguousarray(X_public, float) @ w

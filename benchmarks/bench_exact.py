@@ -13,7 +13,7 @@ quoted sizes.
 import numpy as np
 import pytest
 
-from benchmarks.conftest import size
+from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
 from dpfast.mechanisms.discrete import discrete_gaussian, discrete_laplace, discrete_laplace_mechanism
 from dpfast.mechanisms.snapping import snapping
 from dpfast.random import SecureRandom

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from benchmarks.conftest import size
+from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
 from dpfast.linear_model._solver import minimize_glm
 from dpfast.public import (
     PublicDataClassifier,

@@ -110,14 +110,14 @@ def main(quick: bool = False, dask_only: bool = False) -> None:
 # ---- pytest-benchmark (smoke size in CI) -----------------------------------------------------
 
 def test_bench_aggregate_dpfast(benchmark):
-    from benchmarks.conftest import size
+    from conftest import size
     df = table(size(20_000, 200_000), size(2_000, 20_000), 100)
     benchmark(run_dpfast, df)
 
 
 def test_bench_aggregate_pipelinedp(benchmark):
     pytest.importorskip("pipeline_dp")
-    from benchmarks.conftest import size
+    from conftest import size
     df = table(size(20_000, 200_000), size(2_000, 20_000), 100)
     benchmark.pedantic(run_pipelinedp, args=(df,), rounds=1, iterations=1)
 

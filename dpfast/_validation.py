@@ -42,6 +42,12 @@ def as_array(x, name: str, dtype=None) -> np.ndarray:
         raise ValueError(f"{name} is too large for a double (must be a finite real number)") from None
 
 
+#: float(n) raises OverflowError for a Python int n that rounds beyond the largest double
+#: (|n| >= 2**1024 - 2**970): ints outside +-2**1023 skip the fast paths below and go through
+#: :func:`as_array`, which refuses the too large ones with a ValueError (as Fraction(10**400, 3)).
+_INT_FLOAT_MAX = 2**1023
+
+
 def _as_float_array(x, name: str) -> np.ndarray:
     return as_array(x, name, np.float64)
 
@@ -55,7 +61,7 @@ def _example(x, arr: np.ndarray, bad: np.ndarray) -> str:
 
 def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = False):
     """``x > 0`` and finite (scalar or array); returns a float or a float64 array."""
-    if type(x) is float or type(x) is int:  # fast path, same result as below
+    if type(x) is float or (type(x) is int and -_INT_FLOAT_MAX < x < _INT_FLOAT_MAX):  # fast path, same result as below
         v = float(x)
         if 0.0 < v < math.inf or (allow_inf and v == math.inf):
             return v
@@ -81,8 +87,8 @@ def check_epsilon(epsilon, *, allow_array: bool = True, name: str = "epsilon"):
 
 def check_delta(delta, *, allow_zero: bool = True, allow_array: bool = False, name: str = "delta"):
     """0 <= delta < 1 (or 0 < delta < 1 when ``allow_zero`` is False)."""
-    if type(delta) is float or type(delta) is int:  # fast path, same result as below
-        v = float(delta)
+    if type(delta) is float or (type(delta) is int and -_INT_FLOAT_MAX < delta < _INT_FLOAT_MAX):  # fast path
+        v = float(delta)  # (same result as below; an int beyond a double's range goes below)
         if (0.0 <= v if allow_zero else 0.0 < v) and v < 1.0:
             return v
     arr = _as_float_array(delta, name)
@@ -184,13 +190,16 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
 
 def check_real(x, name: str, *, allow_nan: bool = True) -> float:
     """A real scalar as a float: TypeError for a string, bytes, a bool, None or anything
-    float() refuses; ValueError for NaN unless ``allow_nan`` (callers that range-check after
-    this keep their own message for NaN)."""
+    float() refuses; ValueError for a number beyond a double's range (``float()`` would raise
+    OverflowError) and for NaN unless ``allow_nan`` (callers that range-check after this keep
+    their own message for NaN).  Use it instead of a bare ``float(x)`` on a public parameter."""
     if isinstance(x, (str, bytes, bool, np.bool_)) or x is None:
         raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
     try:
         v = float(x)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except OverflowError:  # Fraction(10**400, 3), 10**400: a real number, but beyond a double
+        raise ValueError(f"{name} is too large for a double (must be a finite real number)") from None
+    except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
     if not allow_nan and math.isnan(v):
         raise ValueError(f"{name} must not be NaN")
@@ -206,7 +215,14 @@ def check_int(v, name: str, lo: int = 1, *, integral_reals: bool = False) -> int
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer >= {lo}, got {v!r}")
     if integral_reals and isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
-        if not (math.isfinite(v) and float(v).is_integer()):
+        if isinstance(v, numbers.Rational):  # exact: float(Fraction(10**400, 3)) would overflow
+            integral = v.denominator == 1
+        else:
+            try:
+                integral = math.isfinite(float(v)) and float(v).is_integer()
+            except OverflowError:  # a Real type beyond a double's range
+                integral = False
+        if not integral:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
         v = int(v)
     if not isinstance(v, numbers.Integral):
@@ -224,17 +240,64 @@ def physical_memory() -> int | None:
         return None
 
 
+#: Outputs from this size on are also checked against the process's memory limits (reading
+#: /proc costs ~20 us: small outputs, the common case, skip it).
+_LIMIT_CHECK_BYTES = 1 << 26
+#: Working memory a call needs beyond its output (native threads' stacks, temporaries).
+_WORKING_MARGIN_BYTES = 1 << 26
+
+
+def process_memory_headroom() -> int | None:
+    """Bytes this process may still map under its soft ``RLIMIT_DATA``/``RLIMIT_AS`` limits
+    (``ulimit -d``/``-v``, a container's or a test harness's cap); None where none is set or
+    the OS does not say (non-Linux)."""
+    try:
+        import resource
+
+        with open("/proc/self/status") as f:
+            status = f.read()
+    except (ImportError, OSError):  # pragma: no cover - non-POSIX
+        return None
+    room = None
+    for line in status.splitlines():
+        key, _, rest = line.partition(":")
+        limit = {"VmData": getattr(resource, "RLIMIT_DATA", None),
+                 "VmSize": getattr(resource, "RLIMIT_AS", None)}.get(key)
+        if limit is None:
+            continue
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY:
+            r = soft - (int(rest.split()[0]) << 10)  # the field is in kB
+            room = r if room is None else min(room, r)
+    return room
+
+
+def _gib(nbytes: int) -> str:
+    """``nbytes`` in GiB for a message (an int beyond a double's range does not overflow)."""
+    return f"{nbytes / 2**30:.3g}" if nbytes < 2**1000 else f"about 2**{nbytes.bit_length() - 31}"
+
+
 def check_allocation(shape: tuple, itemsize: int, name: str = "size") -> None:
-    """``ValueError`` before allocating an output of ``shape`` that exceeds physical memory.
+    """``ValueError`` before allocating an output of ``shape`` that exceeds physical memory, or
+    (for outputs of 64 MiB or more) what the process may still allocate under its memory limits
+    (:func:`process_memory_headroom`, less a working margin).
 
     Counted with Python integers (no overflow); a request that cannot be met is refused with
-    the figure instead of ending in a MemoryError or an out-of-memory kill mid-way.
+    the figure instead of ending in a MemoryError, a ``std::bad_alloc`` from a native thread or
+    an out-of-memory kill mid-way -- or, for the slower exact samplers, a native fill that runs
+    for minutes before failing.  Called before any random draw and any budget charge.
     """
     nbytes = math.prod(shape) * int(itemsize)
     limit = physical_memory()
     if limit is not None and nbytes > limit:
-        raise ValueError(f"{name}={shape!r} needs {nbytes / 2**30:.3g} GiB, more than this machine's "
+        raise ValueError(f"{name}={shape!r} needs {_gib(nbytes)} GiB, more than this machine's "
                          f"{limit / 2**30:.3g} GiB of memory")
+    if nbytes >= _LIMIT_CHECK_BYTES:
+        room = process_memory_headroom()
+        if room is not None and nbytes + _WORKING_MARGIN_BYTES > room:
+            raise ValueError(f"{name}={shape!r} needs {_gib(nbytes)} GiB, more than the "
+                             f"{max(room, 0) / 2**30:.3g} GiB this process may still allocate "
+                             "(its RLIMIT_DATA/RLIMIT_AS memory limit)")
 
 
 def check_size(size, name: str = "size", *, itemsize: int | None = None):

@@ -174,7 +174,7 @@ CASES = [
     Case("laplace", "sensitivity NaN", _mech(M.laplace, V, np.nan, 1.0)),
     Case("laplace", "subnormal epsilon", _mech(M.laplace, V, 1.0, 5e-324)),
     Case("laplace", "sensitivity shape", _mech(M.laplace, V, np.ones(2), 1.0)),
-    Case("laplace", "epsilon 10**400 (an int beyond a double)", _mech(M.laplace, V, 1.0, 10**400), owner="fuzz"),
+    Case("laplace", "epsilon 10**400 (an int beyond a double)", _mech(M.laplace, V, 1.0, 10**400)),
     Case("laplace", "epsilon array with a zero", _mech(M.laplace, V, 1.0, np.array([1.0, 0.0, 1.0]))),
     Case("laplace", "sensitivity array negative", _mech(M.laplace, V, np.array([1.0, -1.0, 1.0]), 1.0)),
     Case("laplace", "scale overflows (sensitivity 1e308, epsilon 1e-10)", _mech(M.laplace, V, 1e308, 1e-10)),

@@ -1,4 +1,7 @@
 """The shared input checks of dpfast._validation: accepted inputs, conversions, every error."""
+import pathlib
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -6,8 +9,11 @@ from dpfast._validation import (
     check_bounds,
     check_delta,
     check_epsilon,
+    check_int,
     check_neighbours,
     check_positive,
+    check_real,
+    check_size,
     check_values,
 )
 
@@ -123,3 +129,71 @@ def test_check_neighbours():
     assert check_neighbours("replace_one") == "replace_one"
     with pytest.raises(ValueError, match="add_remove"):
         check_neighbours("bounded")
+
+
+# --- issue 21 item 15: numbers beyond a double, outputs beyond the process's memory limit ------
+
+BEYOND_DOUBLE = [10**400, -(10**400), 2**1024, Fraction(10**400, 3)]
+
+
+@pytest.mark.parametrize("x", BEYOND_DOUBLE, ids=["10**400", "-10**400", "2**1024", "Fraction(10**400,3)"])
+def test_numbers_beyond_a_double_are_a_value_error(x):
+    # The int fast paths called float(x) (OverflowError); check_real said TypeError "must be a
+    # real number" for a real number that is merely too large.
+    for check in (lambda v: check_positive(v, "x"), lambda v: check_epsilon(v), lambda v: check_delta(v),
+                  lambda v: check_real(v, "x")):
+        with pytest.raises(ValueError, match="too large for a double"):
+            check(x)
+
+
+def test_large_ints_within_a_double_keep_the_fast_path_result():
+    assert check_positive(2**1023, "x") == float(2**1023)
+    assert check_positive(2**1024 - 2**971, "x") == float(2**1024 - 2**971)  # the largest double
+    assert check_real(10**300, "x") == 1e300
+
+
+def test_check_int_exact_for_rationals_beyond_a_double():
+    assert check_int(Fraction(3 * 10**400, 3), "n", 1, integral_reals=True) == 10**400
+    with pytest.raises(ValueError, match="must be an integer"):
+        check_int(Fraction(10**400, 3), "n", 1, integral_reals=True)
+    assert check_int(4.0, "n", 1, integral_reals=True) == 4
+
+
+def _with_data_limit(extra_bytes, fn):
+    """fn() with the soft RLIMIT_DATA set to the current data size plus extra_bytes."""
+    resource = pytest.importorskip("resource")
+    if not pathlib.Path("/proc/self/status").exists():
+        pytest.skip("the OS does not report the process's data size")
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    with open("/proc/self/status") as f:
+        data = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmData:"))
+    cap = data + extra_bytes if hard == resource.RLIM_INFINITY else min(hard, data + extra_bytes)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        return fn()
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def test_check_size_refuses_outputs_beyond_the_process_memory_limit():
+    # 2 GiB of output under a 1 GiB limit: refused with the figure, before allocating
+    with pytest.raises(ValueError, match="RLIMIT_DATA"):
+        _with_data_limit(1 << 30, lambda: check_size(2**31, itemsize=1))
+    # well inside the limit: accepted (a 64 MiB output under a 1 GiB limit)
+    assert _with_data_limit(1 << 30, lambda: check_size(2**26, itemsize=1)) == (2**26,)
+    assert check_size(2**31, itemsize=1) == (2**31,)  # no limit: physical memory only
+
+
+def test_bernoulli_exp_beyond_the_memory_limit_fails_before_any_draw():
+    # bernoulli_exp(size=2**31) under the fuzz suite's 2 GiB cap filled 2 GiB natively for
+    # minutes (a hang); now refused before the generator is touched.
+    from dpfast.mechanisms import bernoulli_exp
+
+    gen = np.random.default_rng(5)
+    state = gen.bit_generator.state
+    with pytest.raises(ValueError, match="size"):
+        _with_data_limit(1 << 30, lambda: bernoulli_exp(0.5, size=2**31, rng=gen))
+    assert gen.bit_generator.state == state
+    # the output is filled in place (no second array): same draws as before, bool dtype
+    out = bernoulli_exp(0.5, size=(3, 4), rng=7)
+    assert out.dtype == np.bool_ and out.shape == (3, 4) and out.flags.c_contiguous and out.base is None

@@ -462,22 +462,37 @@ def calibrate_output(
     exact, reported as ``"gaussian"``.  Default lambda (data-independent heuristic): the one
     that makes the per-coordinate noise equal to ``sigma_out``.
     """
+    from dpfast._validation import check_real  # (local: this function's own fix, issue 21 item 15)
+
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     L = _loss_constant(lipschitz, "lipschitz")
-    tau = float(tau)
+    tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
     if not (tau >= 0 and math.isfinite(tau)):
         raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
-    unit = gaussian_sigma(epsilon, delta, math.sqrt(count))
+    sens = L + 2.0 * tau  # lambda times the l2 sensitivity
+    if not math.isfinite(sens):
+        raise ValueError("lipschitz + 2 * tau overflows a double; rescale the loss")
+    try:
+        root_count = math.sqrt(count)
+    except OverflowError:  # an int beyond a double
+        raise ValueError("count is too large (sqrt(count) must be a double)") from None
+    unit = gaussian_sigma(epsilon, delta, root_count)
     if regularization is None:
-        so = float(sigma_out)
+        so = check_real(sigma_out, "sigma_out")
         if not (so > 0 and math.isfinite(so)):
             raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
-        lam = (L + 2.0 * tau) * unit / so
+        lam = sens * unit / so
     else:
-        lam = float(regularization)
+        lam = check_real(regularization, "regularization")
         if not (lam > 0 and math.isfinite(lam)):
             raise ValueError(f"regularization must be finite and > 0, got {regularization!r}")
-    sigma = unit * (L + 2.0 * tau) / lam
+    sigma = unit * sens / lam
+    # A product beyond a double (lipschitz 1.797e308: lambda = inf, sigma = inf/inf = NaN) or a
+    # noise that underflows to 0 is not a calibration: refuse it rather than release NaN or no noise.
+    if not (0.0 < lam < math.inf and 0.0 < sigma < math.inf):
+        raise ValueError(f"the output-perturbation calibration is not representable in double precision "
+                         f"(regularization {lam!r}, noise sigma {sigma!r}); rescale lipschitz, tau, "
+                         "sigma_out or regularization")
     return PrivacyCalibration("output", epsilon, delta, "gaussian", 0.0, lam, sigma, tau, L, 0.0, count, epsilon)

@@ -87,6 +87,9 @@ def _out(size: Size, dtype) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
     except ValueError as exc:  # "array is too big" / "maximum supported dimension"
         raise ValueError(f"size {size!r} is too large: {exc}") from None
+    except MemoryError:  # check_size's limits passed, but less is free now: still before any draw
+        raise ValueError(f"size {size!r} needs {math.prod(shape) * np.dtype(dtype).itemsize / 2**30:.3g} GiB "
+                         "of memory, which cannot be allocated now") from None
 
 
 def _result(out: np.ndarray, size: Size):
@@ -177,13 +180,16 @@ def bernoulli_exp(gamma: RationalLike, size: Size = None, rng: RandomLike = None
     fits = lambda f: f.numerator < 2**127 and f.denominator < 2**127  # noqa: E731
     fr2 = fit_rational(fr, fits, mode="nearest" if from_float else "exact", max_den_bits=126)
     if fr2 is None:
-        raise ValueError(f"gamma = {fr} does not fit: numerator and denominator must be < 2**127")
-    out = _out(size, np.uint8)
+        shown = repr(gamma) if len(repr(gamma)) <= 40 else f"a number of {fr.numerator.bit_length()} bits"
+        raise ValueError(f"gamma = {shown} does not fit: numerator and denominator must be < 2**127")
+    # The bool output is filled in place through a uint8 view (0/1 bytes): no second array of
+    # the output's size (which made bernoulli_exp's peak memory twice the output's).
+    res = _out(size, np.bool_)
+    out = res.reshape(-1).view(np.uint8)
     gen = check_random_state(rng)
     with native_stream(gen) as cap:
-        _exact.bernoulli_exp_fill(cap, *_split128(fr2.numerator), *_split128(fr2.denominator), out.reshape(-1),
+        _exact.bernoulli_exp_fill(cap, *_split128(fr2.numerator), *_split128(fr2.denominator), out,
                                   _n_threads(out.size))
-    res = out.astype(bool)
     return bool(res) if size is None else res
 
 

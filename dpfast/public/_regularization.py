@@ -68,7 +68,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from dpfast import _loss_table
-from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast._validation import as_array, check_delta, check_epsilon, check_int, check_positive
 from dpfast.calibrate import gaussian_sigma
 from dpfast.public._perturb import _mechanism, perturb, project_linear
 from dpfast.random import RandomLike
@@ -185,6 +185,7 @@ def regularization_stability(
 
     k = Neighbours.coerce(neighbours).sum_factor  # the neighbour factor's one home
     slack = check_positive(slack, "slack", allow_array=False)
+    lipschitz = check_positive(lipschitz, "lipschitz", allow_array=False)  # NaN gave NaN bounds
     rho_H = k * lipschitz * geo.clip_norm / math.sqrt(N)
     tau = slack * rho_H
     total_H = rho_H + 2.0 * tau
@@ -197,7 +198,13 @@ def regularization_stability(
         kappa = float(np.linalg.norm(RW, 2)) / math.sqrt(R.shape[0])
         l1_norms = np.linalg.norm(RW, axis=1) * math.sqrt(N)  # ||z||_{M^-1}
     l1 = float(np.sum(l1_norms)) / math.sqrt(N) * total_H  # ||z||_{H^-1} = ||z||_{M^-1} / sqrt(N)
-    return {"rho_H": rho_H, "tau": tau, "kappa": kappa, "rho": kappa * total_H, "l1": l1}
+    out = {"rho_H": rho_H, "tau": tau, "kappa": kappa, "rho": kappa * total_H, "l1": l1}
+    # Perturb calibrates its noise to these bounds: an overflow (lipschitz 1e308, n_scale 5e-324:
+    # inf, or 0 * inf = NaN) is refused here rather than turned into infinite or NaN noise.
+    if not all(math.isfinite(v) for v in out.values()):
+        raise ValueError("the stability bounds overflow a double for these lipschitz, n_scale, slack and "
+                         f"public rows (rho_H={rho_H!r}, kappa={kappa!r}); rescale the loss or the public rows")
+    return out
 
 
 def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float = 1.0, m: int = 1) -> float:
@@ -207,11 +214,27 @@ def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float =
     sqrt(2 m)/eps for Laplace); ``eta = sqrt(2 c lam p / n)`` clipped to [1e-3, 10].  Uses only
     public quantities (n is public under replace-one).
     """
+    # Validated like every public entry point (n=NaN gave eta=NaN; a huge int an OverflowError).
+    n = check_int(n, "n", 0, integral_reals=True)
+    p = check_int(p, "p", 1, integral_reals=True)
+    m = check_int(m, "m", 1, integral_reals=True)
+    epsilon = check_epsilon(epsilon, allow_array=False)
+    delta = check_delta(delta, allow_zero=True)
+    lipschitz = check_positive(lipschitz, "lipschitz", allow_array=False)
     if delta > 0:
         c = float(gaussian_sigma(epsilon, delta, 1.0))
     else:
         c = math.sqrt(2.0 * m) / epsilon
-    return float(np.clip(math.sqrt(2.0 * c * lipschitz * p / max(n, 1)), 1e-3, 10.0))
+    try:
+        ratio = p / max(n, 1)  # int / int: correctly rounded (float(n) could overflow)
+    except OverflowError:
+        ratio = math.inf
+    val = 2.0 * c * lipschitz * ratio
+    if not 0.0 < val < math.inf:  # an overflow or underflow on the way (inf * 0 = NaN): in logs
+        log_c = math.log(c) if 0.0 < c < math.inf else 0.5 * math.log(2.0 * m) - math.log(epsilon)
+        log_val = math.log(2.0) + log_c + math.log(lipschitz) + math.log(p) - math.log(max(n, 1))
+        val = math.exp(min(log_val, 709.0))  # beyond e^709 the clip gives 10 anyway
+    return float(np.clip(math.sqrt(val), 1e-3, 10.0))
 
 
 @dataclass(frozen=True)
@@ -381,7 +404,7 @@ def regularization_learner(
     n, d = Xp.shape
     if Z.shape[1] != d:
         raise ValueError(f"X_public has {Z.shape[1]} features but X_private has {d}")
-    y = np.asarray(y_private, dtype=np.float64)
+    y = as_array(y_private, "y_private", np.float64)  # Fraction(10**400, 3): ValueError, not OverflowError
     if y.shape != (n,) or not np.isfinite(y).all():
         raise ValueError(f"y_private must be a finite 1-D array of length {n}")
     plan = _plan(n, Z, epsilon=epsilon, delta=delta, loss=loss, eta=eta, ridge=ridge, clip_norm=clip_norm,
@@ -502,6 +525,8 @@ def regularization_learner_generic(
     """
     Xp = np.asarray(X_private)
     n = len(Xp)
+    if n == 0:  # rho = sqrt(w / (eta n)) needs a record (an empty X_private: ZeroDivisionError)
+        raise ValueError("X_private must have at least one row")
     Z = _check_matrix(X_public, "X_public")
     eta = check_positive(eta, "eta", allow_array=False)
     w = check_positive(loss_range, "loss_range", allow_array=False)

@@ -309,11 +309,16 @@ def guarded(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` with a timeout and a memory cap: a Python-level hang raises
     CallTimeout; a hang in native code that holds the GIL dumps all stacks and ends the process
     (so CI never hangs); allocating more than CALL_MEMORY_BYTES raises MemoryError."""
+    return guarded_within(CALL_MEMORY_BYTES, fn, *args, **kwargs)
+
+
+def guarded_within(memory_bytes, fn, *args, **kwargs):
+    """:func:`guarded` with a cap of ``memory_bytes`` extra memory for the call."""
     if not _SANITIZED:
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
         with open("/proc/self/status") as f:
             data = next(int(l.split()[1]) << 10 for l in f if l.startswith("VmData:"))
-        cap = data + CALL_MEMORY_BYTES
+        cap = data + memory_bytes
         if hard != resource.RLIM_INFINITY:
             cap = min(cap, hard)
         resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
@@ -362,6 +367,14 @@ class Target:
     #: layouts whose results must equal the C-order result bit for bit (the low-level GLM solvers
     #: have a Fortran-order kernel that agrees to rounding only, as their docstring states)
     layouts: tuple = ("C", "F", "strided", "readonly")
+    #: extra memory one call may take (None: CALL_MEMORY_BYTES).  The exact samplers draw ~1-10
+    #: million values a second: a smaller cap bounds a fuzzed ``size`` to a call well under
+    #: CALL_TIMEOUT_S (size=99001916 took 75 s: correct, but not a fuzz case); a larger one is
+    #: refused by dpfast's allocation check, which sees the cap (ValueError before any draw).
+    memory_mb: int | None = None
+
+    def memory_bytes(self):
+        return CALL_MEMORY_BYTES if self.memory_mb is None else int(self.memory_mb) << 20
 
     def settings(self):
         return settings(FUZZ_SETTINGS, max_examples=max(5, int(round(MAX_EXAMPLES * self.weight))))
@@ -375,7 +388,7 @@ def check_call(target: Target, kwargs: dict):
     """Run the four properties for one argument set; raise AssertionError on a violation."""
     before = {k: snapshot(v) for k, v in kwargs.items()}
     try:
-        out = guarded(target.call, **kwargs)
+        out = guarded_within(target.memory_bytes(), target.call, **kwargs)
     except target.allowed:
         _check_unmodified(target, kwargs, before)
         return None
@@ -406,7 +419,7 @@ def _check_unmodified(target, kwargs, before):
 
 def _check_reproducible(target, kwargs, out):
     ref = canon(out)
-    again = guarded(target.call, **dict(kwargs))
+    again = guarded_within(target.memory_bytes(), target.call, **dict(kwargs))
     assert canon(again) == ref, f"{target.name}: same seed, different output with {_show(kwargs)}"
     for k in target.data if target.compare_layouts else ():
         v = kwargs.get(k)
@@ -418,7 +431,7 @@ def _check_reproducible(target, kwargs, out):
             kw = dict(kwargs)
             kw[k] = relayout(v, kind)
             try:
-                got = guarded(target.call, **kw)
+                got = guarded_within(target.memory_bytes(), target.call, **kw)
             except ALLOWED as e:
                 raise AssertionError(
                     f"{target.name}: {k!r} in layout {kind} raised {type(e).__name__}: {e}, the "

@@ -7,7 +7,9 @@ each public name is either a target or excluded, so a new public function cannot
 """
 from __future__ import annotations
 
+import math
 import os
+from fractions import Fraction
 
 import numpy as np
 
@@ -20,7 +22,15 @@ from dpfast import public as P
 from dpfast import random as R
 from dpfast import sgd as S
 
-from _fuzzlib import Target
+from dpfast._validation import as_array
+
+from _fuzzlib import _SANITIZED, Target
+
+# Issue 21 item 15: the fuzz failures at 400 examples per target, as explicit reproducers.
+#: a rational beyond a double (float() raises OverflowError): ValueError expected
+BIG_FRACTION = Fraction(10**400, 3)
+#: an int beyond a double (the validators' int fast paths called float() on it)
+BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
                "preprocessing", "model_selection"]
@@ -83,7 +93,7 @@ def _stream_obj(sensitivity, epsilon, monotonic, noise, rng, utilities, base_mea
 
 MECHANISMS = [
     _mk("laplace", M.laplace, dict(values=X1, sensitivity=1.0, epsilon=1.0, rng=1),
-        seed="rng", data=("values",)),
+        seed="rng", data=("values",), examples=(dict(epsilon=BIG_INT), dict(sensitivity=BIG_INT))),
     _mk("gaussian", M.gaussian, dict(values=X1, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=1,
                                      calibration="analytic"), seed="rng", data=("values",),
         examples=(dict(sensitivity=1e308),)),
@@ -101,10 +111,17 @@ MECHANISMS = [
         dict(reports=np.array([0, 1, 1, 0, 1]), epsilon=1.0, categories=None), data=("reports",)),
     _mk("randomized_response_probabilities", M.randomized_response_probabilities,
         dict(epsilon=1.0, categories=3)),
-    _mk("bernoulli_exp", M.bernoulli_exp, dict(gamma=0.5, size=5, rng=1), seed="rng"),
-    _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng",
-        examples=(dict(scale=1e-30),)),
-    _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng"),
+    _mk("bernoulli_exp", M.bernoulli_exp, dict(gamma=0.5, size=5, rng=1), seed="rng", memory_mb=64,
+        # size=2**31 ran its 2 GiB native fill for minutes (a hang) under the fuzz's 2 GiB memory
+        # cap; 2**32 raised MemoryError: both refused before any draw (check_allocation sees the
+        # process's memory limit).  Under ASan the allocator's own cap (2048 MB) admits 2**31.
+        examples=(dict(size=2**32), dict(size=BIG_INT), dict(gamma=BIG_FRACTION), dict(gamma=1e308))
+        + (() if _SANITIZED else (dict(size=2**31),))),
+    _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng", memory_mb=64,
+        examples=(dict(scale=1e-30), dict(size=2**31), dict(size=BIG_INT))),
+    # size=99001916 (a 75 s fill, 1,000-example run): the exact samplers' cap (Target.memory_mb)
+    _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng", memory_mb=64,
+        examples=(dict(sigma2=1, size=99001916),)),
     _mk("discrete_laplace_mechanism", M.discrete_laplace_mechanism,
         dict(values=np.array([1, -3, 7]), sensitivity=1, epsilon=1.0, rng=1, granularity=1),
         seed="rng", data=("values",),
@@ -363,7 +380,8 @@ ACCOUNTING = [
     _mk("PrivateHyperparameterTuning_tnb", _hp_tuning,
         dict(noise_multiplier=3.0, distribution="truncated_negative_binomial", mean=None,
              eta=0.5, gamma=0.1)),
-    _mk("ApproxDP", _approx_dp, dict(epsilon=1.0, delta=1e-6, neighbours="add_remove")),
+    _mk("ApproxDP", _approx_dp, dict(epsilon=1.0, delta=1e-6, neighbours="add_remove"),
+        examples=(dict(delta=BIG_INT), dict(epsilon=BIG_INT))),
     _mk("PoissonSampled", _poisson_sampled, dict(sample_rate=0.01, noise_multiplier=1.0)),
     _mk("SampledWithoutReplacement", _wor_sampled, dict(sample_rate=0.01, noise_multiplier=1.0)),
     _mk("SelfComposed", _self_composed, dict(epsilon=0.5, count=3)),
@@ -373,15 +391,17 @@ ACCOUNTING = [
     _mk("make_accountant", _make_accountant, dict(accountant="pld", epsilon=0.5)),
     _mk("to_dict", _event_dict, dict(epsilon=1.0, delta=1e-6, count=2)),
     _mk("event_of", _event_of, dict(values=X1, sensitivity=1.0, epsilon=1.0), data=("values",)),
+    # charges is the harness's loop count, not an API parameter (charges=2387749 was a 30 s "hang")
     _mk("PrivacyBudget", _budget, dict(epsilon=1.0, delta=1e-6, accountant="pld",
-                                       charge_epsilon=0.3, charges=5)),
+                                       charge_epsilon=0.3, charges=5), fixed=("charges",),
+        examples=(dict(epsilon=BIG_INT), dict(delta=BIG_INT), dict(charge_epsilon=BIG_INT))),
     _mk("RDPAccountant", _rdp_acct,
         dict(orders=None, conversion="improved", noise_multiplier=1.0, sample_rate=0.01,
              count=100, delta=1e-5, epsilon=1.0), examples=(dict(orders=[1e8]),)),
     _mk("PLDAccountant", _pld_acct,
         dict(value_discretization=1e-3, tail_mass=1e-30, noise_multiplier=1.0, sample_rate=0.01,
              count=10, delta=1e-5, epsilon=1.0),
-        examples=(dict(epsilon=float("inf")), dict(epsilon=1e300))),
+        examples=(dict(epsilon=float("inf")), dict(epsilon=1e300), dict(count=2**31))),
     _mk("rdp_to_epsilon", A.rdp_to_epsilon, dict(orders=ORD, rdp=RDPV, delta=1e-5),
         data=("orders", "rdp")),
     _mk("rdp_to_epsilon_classic", A.rdp_to_epsilon_classic, dict(orders=ORD, rdp=RDPV, delta=1e-5),
@@ -438,7 +458,7 @@ LINEAR_MODEL = [
         seed="random_state", data=("X", "y")),
     _mk("LogisticRegression_objective", _estimator(LM.LogisticRegression),
         dict(X=X2, y=Y01, epsilon=1.0, delta=1e-5, method="objective", random_state=1),
-        seed="random_state", data=("X", "y")),
+        seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324),)),
     _mk("LinearRegression", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="amp", loss="squared",
              max_iter=1000, random_state=1), seed="random_state", data=("X", "y")),
@@ -458,18 +478,23 @@ LINEAR_MODEL = [
         dict(epsilon=1.0, delta=1e-5, clip=1.0, smoothness=0.25, tau=0.01, sigma_out=0.15,
              noise_factor=1.3, noise_std=None, regularization=None, count=1, accountant="best")),
     _mk("calibrate_objective", LM.calibrate_objective,
-        dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, smoothness=0.25, count=1, accountant="best")),
+        dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, smoothness=0.25, count=1, accountant="best"),
+        examples=(dict(epsilon=5e-324),)),
     _mk("calibrate_output", LM.calibrate_output,
         dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, tau=1e-3, regularization=None,
-             sigma_out=0.15, count=1)),
+             sigma_out=0.15, count=1),
+        examples=(dict(lipschitz=1.7976931348623157e308), dict(tau=1e308), dict(regularization=5e-324),
+                  dict(sigma_out=5e-324), dict(tau=BIG_FRACTION), dict(sigma_out=BIG_FRACTION),
+                  dict(regularization=BIG_FRACTION), dict(count=BIG_INT))),
     _mk("amp_privacy", LM.amp_privacy,
         dict(delta=1e-5, noise_std=2.0, clip=1.0, smoothness=0.25, regularization=0.5, tau=0.01,
-             sigma_out=0.15, count=1, accountant="best")),
+             sigma_out=0.15, count=1, accountant="best"), examples=(dict(count=BIG_FRACTION),)),
     _mk("objective_privacy", LM.objective_privacy,
         dict(delta=1e-5, noise_std=2.0, lipschitz=1.0, smoothness=0.25, regularization=0.5,
              count=1, accountant="best")),
     _mk("objective_output_multiplier", LM.objective_output_multiplier,
-        dict(epsilon=1.0, count=1)),
+        dict(epsilon=1.0, count=1),
+        examples=(dict(epsilon=5e-324), dict(epsilon=1e-320), dict(count=BIG_FRACTION))),
     _mk("glm_constants", LM.glm_constants,
         dict(loss="logistic", row_norm=1.0, clip=None, huber_delta=1.0)),
     _mk("margin_constants", LM.margin_constants, dict(loss="huber", huber_delta=1.0)),
@@ -507,7 +532,8 @@ SGD = [
     _mk("DPSGDRegressor", _estimator(S.DPSGDRegressor),
         dict(X=X2, y=YREG, optimizer="adam", **SGD_KW), seed="random_state", data=("X", "y")),
     _mk("DPMLPClassifier", _estimator(S.DPMLPClassifier),
-        dict(X=X2, y=Y01, hidden=4, n_threads=1, **SGD_KW), seed="random_state", data=("X", "y")),
+        dict(X=X2, y=Y01, hidden=4, n_threads=1, **SGD_KW), seed="random_state", data=("X", "y"),
+        examples=(dict(hidden=2**31),)),
 ]
 
 # --- public -----------------------------------------------------------------------------------
@@ -543,37 +569,45 @@ PUBLIC = [
     _mk("project_linear", P.project_linear, dict(Z=XPUB, targets=np.arange(5.0), rcond=None),
         data=("Z", "targets")),
     _mk("default_eta", P.default_eta,
-        dict(n=100, p=3, epsilon=1.0, delta=1e-5, lipschitz=1.0, m=1)),
+        dict(n=100, p=3, epsilon=1.0, delta=1e-5, lipschitz=1.0, m=1),
+        examples=(dict(n=math.nan), dict(p=math.nan), dict(lipschitz=math.nan), dict(epsilon=math.nan),
+                  dict(n=BIG_INT), dict(p=BIG_INT), dict(n=BIG_FRACTION),
+                  dict(n=BIG_INT, epsilon=5e-324, delta=0.0))),
     _mk("public_geometry", P.public_geometry, dict(Z=XPUB, eta=0.1, ridge=None, clip_norm=None),
         data=("Z",)),
     _mk("regularization_learner", P.regularization_learner,
         dict(X_private=X2, y_private=YPM, X_public=XPUB, epsilon=1.0, delta=1e-5,
-             loss="logistic", rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+             loss="logistic", rng=1), seed="rng", data=("X_private", "y_private", "X_public"),
+        examples=(dict(y_private=BIG_FRACTION),)),
     _mk("regularization_stability", lambda Z, eta, n_scale, lipschitz, neighbours, slack:
         P.regularization_stability(P.public_geometry(Z, eta), n_scale, lipschitz, neighbours, slack),
         dict(Z=XPUB, eta=0.1, n_scale=100.0, lipschitz=1.0, neighbours="replace_one", slack=0.01),
-        data=("Z",)),
+        data=("Z",), examples=(dict(lipschitz=math.nan), dict(lipschitz=1e308), dict(n_scale=5e-324),
+                               dict(lipschitz=BIG_FRACTION))),
     _mk("regularization_learner_generic", lambda rng, epsilon, delta, eta, loss_range, X_private,
         y_private, X_public: P.regularization_learner_generic(
             X_private, y_private, X_public, oracle=_generic_oracle, project=P.project_linear,
             epsilon=epsilon, delta=delta, eta=eta, loss_range=loss_range, rng=rng),
         dict(X_private=X2, y_private=YREG, X_public=XPUB, epsilon=1.0, delta=1e-5, eta=0.5,
-             loss_range=1.0, rng=1), seed="rng", data=("X_private", "y_private", "X_public")),
+             loss_range=1.0, rng=1), seed="rng", data=("X_private", "y_private", "X_public"),
+        examples=(dict(X_private=np.array([], dtype=np.float16)),)),
     _mk("rrspm", P.rrspm,
         dict(X_private=X2, y_private=Y01, X_public=XPUB, epsilon=1.0, oracle="stump",
              neighbours="replace_one", rng=1), seed="rng",
         data=("X_private", "y_private", "X_public")),
     _mk("rrspm_public_size", P.rrspm_public_size, dict(n=1000, epsilon=1.0, vc_dim=1.0)),
     _mk("rrspm_weight_scale", P.rrspm_weight_scale,
-        dict(m=10, epsilon=1.0, neighbours="replace_one")),
+        dict(m=10, epsilon=1.0, neighbours="replace_one"), examples=(dict(m=math.nan),)),
 ]
 
 
 def _generic_oracle(X_private, y_private, X_public, eta):
     # ridge regression predictions at the public points (a convex class, exact minimiser)
     # (C-contiguous copies: LAPACK's result depends on the layout, and this oracle is ours)
-    X = np.ascontiguousarray(X_private, float)
-    y = np.ascontiguousarray(y_private, float)
+    # (as_array: a well-behaved oracle refuses y = Fraction(10**400, 3) with a ValueError; the
+    # generic learner hands y_private to the user's oracle unread, as documented)
+    X = np.ascontiguousarray(as_array(X_private, "X_private", float))
+    y = np.ascontiguousarray(as_array(y_private, "y_private", float))
     n, d = X.shape
     w = np.linalg.solve(X.T @ X / n + eta * np.eye(d), X.T @ y / n)
     return np.ascontiguousarray(X_public, float) @ w
@@ -671,7 +705,7 @@ def _preprocessing_targets():
     return [
         _mk("StandardScaler", _transformer(PP.StandardScaler),
             dict(X=XPRE, epsilon=1.0, delta=0.0, bounds=(0.0, 10.0), random_state=1),
-            seed="random_state", data=("X",)),
+            seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT),)),
         _mk("MinMaxScaler", _transformer(PP.MinMaxScaler),
             dict(X=XPRE, epsilon=1.0, bounds=(0.0, 10.0), quantiles=(0.01, 0.99), clip=True,
                  random_state=1), seed="random_state", data=("X",)),
@@ -683,7 +717,8 @@ def _preprocessing_targets():
         _mk("PrivateRandomSearch", _random_search,
             dict(X=X2, y=Y01, epsilon=2.0, delta=1e-5, n_runs_mean=2.0, distribution="poisson",
                  eta=0.0, score_fraction=0.1, validation_fraction=0.3, random_state=1),
-            seed="random_state", data=("X", "y")),
+            seed="random_state", data=("X", "y"),
+            examples=(dict(epsilon=5e-324), dict(score_fraction=5e-324))),  # ZeroDivisionError at 400
         _mk("OneOf", _one_of, dict(epsilon=0.5, noise_multiplier=2.0)),
         _mk("sample_run_count", _run_count,
             dict(distribution="poisson", mean=3.0, eta=0.0, gamma=None, seed=1), seed="seed"),
@@ -702,6 +737,68 @@ BY_NAME["event_neighbours"] = BY_NAME["to_dict"]
 #: Targets held out while a reported bug is open, name -> issue (none today: every public name is
 #: fuzzed; DPFAST_FUZZ_PENDING=1 runs held-out ones).
 PENDING: dict = {}
+
+#: Known reproducers of failures reported, not fixed here (issue 21 item 15: the fuzz run at 400
+#: and 1,000 examples per target; each fails in a module with another owner, who fixes it at its
+#: home -- mostly a bare ``float(x)``/``np.asarray(x, float64)`` on a public parameter, where
+#: ``dpfast._validation.check_real``/``check_positive``/``as_array`` turn Fraction(10**400, 3) into a
+#: ValueError).  ``DPFAST_FUZZ_PENDING=1`` runs them in test_known_reproducers; once one passes,
+#: move it to its target's ``examples``.
+PENDING_EXAMPLES: dict = {
+    # dpfast/accounting (OverflowError from float() / np.asarray(..., float64))
+    "FromDominatingPair": (dict(p=BIG_FRACTION), dict(q=BIG_FRACTION)),
+    "ObjectivePerturbation": (dict(smoothness=BIG_FRACTION),),
+    "PLDAccountant": (dict(value_discretization=BIG_FRACTION), dict(tail_mass=BIG_FRACTION),
+                      dict(epsilon=BIG_FRACTION)),
+    "PrivateHyperparameterTuning_tnb": (dict(eta=BIG_FRACTION), dict(gamma=BIG_FRACTION)),
+    "RDPAccountant": (dict(orders=BIG_FRACTION), dict(epsilon=BIG_FRACTION)),
+    "amp_privacy": (dict(smoothness=BIG_FRACTION), dict(tau=BIG_FRACTION), dict(sigma_out=BIG_FRACTION)),
+    "objective_privacy": (dict(smoothness=BIG_FRACTION),),
+    "approx_dp_tradeoff": (dict(epsilon=BIG_FRACTION),),
+    "gaussian_tradeoff": (dict(alpha=BIG_FRACTION),),
+    "gdp_compose": (dict(mus=BIG_FRACTION),),
+    "rdp_to_epsilon": (dict(rdp=BIG_FRACTION),),
+    "rdp_to_epsilon_classic": (dict(rdp=BIG_FRACTION),),
+    "gdp_delta": (dict(epsilon=BIG_FRACTION),),
+    "gdp_mu": (dict(epsilon=BIG_FRACTION),),
+    "rdp_to_delta": (dict(epsilon=BIG_FRACTION),),
+    "calibrate_noise_multiplier": (dict(orders=BIG_FRACTION),),
+    "tnb_expected_count": (dict(eta=BIG_FRACTION), dict(gamma=BIG_FRACTION)),
+    "tuning_rdp_poisson": (dict(mu=BIG_FRACTION),),
+    "tuning_rdp_truncated_negative_binomial": (dict(eta=BIG_FRACTION), dict(hat_rdp=math.nan)),  # NaN out
+    "zcdp_delta": (dict(epsilon=BIG_FRACTION),),
+    "discrete_gaussian_delta": (dict(sigma2=BIG_FRACTION), dict(sensitivity=BIG_FRACTION)),
+    # dpfast/tables
+    "aggregate": (dict(ci_level=BIG_FRACTION),),
+    # dpfast/model_selection
+    "PrivateRandomSearch": (dict(n_runs_mean=2**31),),  # a hang
+    "sample_run_count": (dict(mean=BIG_FRACTION),),
+    # dpfast/linear_model, dpfast/sgd
+    "objective_output_multiplier": (dict(count=BIG_INT),),  # count * 1024.0: OverflowError
+    "calibrate_amp": (dict(tau=BIG_FRACTION), dict(noise_std=BIG_FRACTION), dict(noise_factor=BIG_FRACTION)),
+    "glm_constants": (dict(row_norm=BIG_FRACTION), dict(clip=BIG_FRACTION)),
+    "glm_loss_and_grad": (dict(huber_delta=BIG_FRACTION),),
+    "objective_perturbation": (dict(clip=BIG_FRACTION),),
+    "loss_constants": (dict(huber_delta=BIG_FRACTION),),
+    "margin_constants": (dict(huber_delta=BIG_FRACTION),),
+    "clip_gradients": (dict(max_norm=BIG_FRACTION),),
+    "clipped_sum": (dict(max_norm=BIG_FRACTION), dict(noise_multiplier=BIG_FRACTION)),
+    "DPSGDClassifier": (dict(noise_multiplier=1.7976931348623157e308),),  # FloatingPointError
+    "DPMLPClassifier": (dict(noise_multiplier=1.7976931348623157e308),),  # FloatingPointError
+    "approximate_minima_perturbation": (dict(y=BIG_FRACTION),),
+    "output_perturbation": (dict(y=BIG_FRACTION),),
+    "minimize_glm": (dict(y=None),),  # AttributeError: 'bool' object has no attribute 'any'
+    "project_linear": (dict(targets=BIG_FRACTION),),
+    # dpfast/mechanisms (other owners' functions), calibrate.py, public/
+    "discrete_gaussian_mechanism": (dict(sensitivity=BIG_FRACTION),),
+    "exponential_mechanism": (dict(base_measure=BIG_FRACTION),),
+    "top_k": (dict(base_measure=BIG_FRACTION),),
+    "private_quantile": (dict(q=BIG_FRACTION),),
+    "gaussian_log_delta": (dict(mu=BIG_FRACTION), dict(epsilon=BIG_FRACTION)),
+    "stump_oracle": (dict(sample_weight=BIG_FRACTION),),
+    "threshold_oracle": (dict(sample_weight=BIG_FRACTION),),
+    "rrspm_weight_scale": (dict(m=BIG_FRACTION),),
+}
 
 #: Targets whose results differ (by rounding) between C and Fortran order of the same data
 #: (issue 15 item 11, reported): the layout comparisons are pending for them; every other

@@ -3,11 +3,11 @@
 Properties (see ``_fuzzlib``): a result or ValueError/TypeError, never another exception, crash or
 hang; no NaN where a number is promised; inputs never modified; same seed => bit-identical
 output, also for C/F/strided/read-only copies of the same data.  Deterministic: Hypothesis runs
-derandomized with a fixed number of examples per target (``DPFAST_FUZZ_EXAMPLES``, default 40),
+derandomized with a fixed number of examples per target (``DPFAST_FUZZ_EXAMPLES``, default 80),
 and each target's known reproducers from issue 15 run as explicit cases.
 
-Targets listed in ``_targets.PENDING`` fail today on a reported bug; ``DPFAST_FUZZ_PENDING=1``
-runs them too.
+Targets listed in ``_targets.PENDING`` fail today on a reported bug, and so do the reproducers in
+``_targets.PENDING_EXAMPLES``; ``DPFAST_FUZZ_PENDING=1`` runs them too.
 """
 import pytest
 from hypothesis import given
@@ -32,7 +32,8 @@ def test_baseline_succeeds(name):
 @pytest.mark.parametrize("name", T.ACTIVE)
 def test_known_reproducers(name):
     t = T.BY_NAME[name]
-    for ex in t.examples:
+    pending = T.PENDING_EXAMPLES.get(name, ()) if T.RUN_PENDING else ()
+    for ex in tuple(t.examples) + tuple(pending):
         kw = dict(t.base)
         kw.update(ex)
         F.check_call(t, kw)
@@ -61,3 +62,10 @@ def test_fuzz(name):
         F.check_call(t, kw)
 
     run()
+
+
+def test_pending_examples_name_targets():
+    # a typo in PENDING_EXAMPLES would silently run nothing
+    assert set(T.PENDING_EXAMPLES) <= set(T.BY_NAME), set(T.PENDING_EXAMPLES) - set(T.BY_NAME)
+    for name, examples in T.PENDING_EXAMPLES.items():
+        assert all(set(ex) <= set(T.BY_NAME[name].base) for ex in examples), name

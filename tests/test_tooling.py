@@ -1,0 +1,75 @@
+"""The test suite's own imports survive every extra (issue 21, item 15).
+
+diffprivlib (the ``bench`` extra) installs a top-level ``tests`` package; any other wheel may
+ship one, or a top-level ``conftest``.  An import ``from tests.audit._audit_stats import ...``
+then resolves to that package and the module fails to collect.  The rule checked here,
+statically (fast, and without installing the extra): test and benchmark modules import their
+shared helpers by *module name*, from their own directory (which pytest's default ``prepend``
+import mode puts first on ``sys.path``) or from a directory they insert themselves -- never as
+``tests.*``/``benchmarks.*``; and no helper's module name is also that of an installed
+top-level module.  (The same rule, checked dynamically: put a directory holding a fake
+``tests/__init__.py`` first on ``PYTHONPATH`` and run ``pytest --collect-only -q tests
+benchmarks``.)
+"""
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SUITE_DIRS = [ROOT / "tests", ROOT / "tests" / "audit", ROOT / "tests" / "fuzz", ROOT / "benchmarks"]
+#: top-level names the repository's test directories must never be imported as
+SHADOWABLE = {"tests", "benchmarks"}
+
+pytestmark = pytest.mark.source_tree
+
+
+def _modules():
+    return sorted(p for d in SUITE_DIRS if d.is_dir() for p in d.glob("*.py"))
+
+
+def _imported_names(path: pathlib.Path):
+    """(line, top-level module name) of every absolute import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def _helpers():
+    """Local helper modules: the non-test modules of the suite directories, by module name."""
+    out = {}
+    for p in _modules():
+        if not p.name.startswith(("test_", "bench_")):
+            out.setdefault(p.stem, []).append(p)
+    return out
+
+
+def test_suite_directories_exist():
+    assert all(d.is_dir() for d in SUITE_DIRS[:3]), SUITE_DIRS
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_through_a_shadowable_package(path):
+    bad = [(line, name) for line, name in _imported_names(path) if name in SHADOWABLE]
+    assert not bad, (f"{path.relative_to(ROOT)} imports {bad}: an installed top-level 'tests' package "
+                     "(diffprivlib's) shadows it; import the helper by module name from its directory")
+
+
+def test_helper_module_names_are_unique_and_not_installed():
+    helpers = _helpers()
+    dup = {k: [str(p.relative_to(ROOT)) for p in v] for k, v in helpers.items() if len(v) > 1}
+    assert not dup, f"helper modules with the same name in two suite directories: {dup}"
+    # sys.path without the repository's own directories (and the working directory): what an
+    # installed distribution provides.
+    repo = {str(d) for d in SUITE_DIRS} | {str(ROOT), "", "."}
+    outside = [p for p in sys.path if p not in repo and not p.startswith(str(ROOT) + "/")]
+    installed = {k for k in helpers if importlib.machinery.PathFinder.find_spec(k, outside) is not None}
+    assert not installed, f"helper module names that an installed module shadows or is shadowed by: {installed}"

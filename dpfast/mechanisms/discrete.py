@@ -327,7 +327,8 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
         raise ValueError("discrete_gaussian_delta supports sigma2 <= 1e10; use zcdp_delta for larger sigma")
     if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (numbers.Real, np.number)):
         raise TypeError(f"sensitivity must be a positive integer (lattice units), got {type(sensitivity).__name__}")
-    if not (math.isfinite(check_real(sensitivity, "sensitivity")) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
+    sens_f = check_real(sensitivity, "sensitivity")  # (beyond a double: ValueError, not OverflowError)
+    if not (math.isfinite(sens_f) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
         raise ValueError(f"sensitivity must be a positive integer in [1, 2**53] (lattice units), got {sensitivity!r}")
     delta_ = int(sensitivity)
     epsilon = _check_nonneg_epsilon(epsilon)

@@ -19,7 +19,7 @@ import numpy as np
 from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast._validation import check_delta, check_epsilon, check_positive, check_real
 
 __all__ = [
     "laplace_scale",
@@ -111,8 +111,8 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
         ok = False
     if not ok:
         _check_log_delta_args(mu, epsilon)
-    mu = float(mu)
-    epsilon = float(epsilon)
+    mu = check_real(mu, "mu")
+    epsilon = check_real(epsilon, "epsilon")
     if epsilon == math.inf or mu == 0.0:
         return -math.inf
     if mu == math.inf:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from dpfast._validation import check_delta, check_int, check_neighbours, check_real
+from dpfast._validation import as_array, check_delta, check_int, check_neighbours, check_real
 
 __all__ = [
     "Neighbours",
@@ -315,7 +315,7 @@ class FromPrivacyProfile(DpEvent):
 
 
 def _prob_vector(v, name: str) -> Tuple[float, ...]:
-    a = np.asarray(v, dtype=np.float64).ravel()
+    a = as_array(v, name, np.float64).ravel()
     if a.size == 0 or not np.isfinite(a).all() or (a < 0).any() or abs(a.sum() - 1.0) > 1e-9:
         raise ValueError(f"{name} must be a non-empty probability vector (entries >= 0 summing to 1)")
     return tuple(a.tolist())

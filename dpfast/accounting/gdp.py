@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from dpfast._validation import check_delta, check_real
+from dpfast._validation import as_array, check_delta, check_real
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast.calibrate import _excess_over, gaussian_epsilon, gaussian_log_delta
 
@@ -39,7 +39,7 @@ def gaussian_tradeoff(alpha, mu: float):
     ``alpha`` in [0, 1] (array or scalar); G_0 = 1 - alpha.
     """
     mu = _mu(mu)
-    a = np.asarray(alpha, dtype=np.float64)
+    a = as_array(alpha, "alpha", np.float64)
     if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
         raise ValueError("alpha must lie in [0, 1]")
     out = special.ndtr(special.ndtri(1.0 - a) - mu)
@@ -48,11 +48,11 @@ def gaussian_tradeoff(alpha, mu: float):
 
 def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
     """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Dong, Roth & Su 2022, Proposition 2.5)."""
-    e = float(epsilon)
+    e = check_real(epsilon, "epsilon")
     if not e >= 0 or math.isinf(e):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     d = check_delta(delta)
-    a = np.asarray(alpha, dtype=np.float64)
+    a = as_array(alpha, "alpha", np.float64)
     if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
         raise ValueError("alpha must lie in [0, 1]")
     # e^eps alpha as exp(eps + log alpha): no overflow (nor inf * 0) at large eps
@@ -64,7 +64,7 @@ def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
 
 def gdp_compose(mus) -> float:
     """G_{mu_1} x ... x G_{mu_k} = G_{sqrt(sum mu_i^2)} (exact)."""
-    m = np.atleast_1d(np.asarray(mus, dtype=np.float64))
+    m = np.atleast_1d(as_array(mus, "mus", np.float64))
     if np.isnan(m).any() or (m < 0).any() or np.isinf(m).any():
         raise ValueError("every mu must be finite and >= 0")
     return float(math.sqrt(float(np.sum(m * m))))
@@ -76,7 +76,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     Exact (``dpfast.calibrate.gaussian_log_delta``); mu = 0 gives 0.
     """
     mu = _mu(mu)
-    e = float(epsilon)
+    e = check_real(epsilon, "epsilon")
     if not e >= 0 or math.isnan(e):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     if mu == 0:
@@ -95,7 +95,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 def gdp_mu(epsilon: float, delta: float) -> float:
     """Largest mu such that mu-GDP is (epsilon, delta)-DP (inverse of :func:`gdp_delta` in mu)."""
-    e = float(epsilon)
+    e = check_real(epsilon, "epsilon")
     if not e >= 0 or math.isinf(e) or math.isnan(e):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     delta = check_delta(delta, allow_zero=False)

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import integrate, special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_positive
+from dpfast._validation import check_delta, check_positive, check_real
 from dpfast.calibrate import gaussian_log_delta
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
 # validation helpers
 # --------------------------------------------------------------------------------------------
 def _check_smoothness(smoothness) -> float:
-    beta = float(smoothness)
+    beta = check_real(smoothness, "smoothness")
     if not (math.isfinite(beta) and beta >= 0):
         raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
     return beta
@@ -289,10 +289,10 @@ def kifer_is_private(
 # --------------------------------------------------------------------------------------------
 def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
     sigma, C, beta, lam = _check_constants(noise_std, clip, smoothness, regularization)
-    tau = float(tau)
+    tau = check_real(tau, "tau")
     if not (math.isfinite(tau) and tau >= 0):
         raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
-    so = float(sigma_out)
+    so = check_real(sigma_out, "sigma_out")
     if not so > 0 or math.isnan(so):
         raise ValueError(f"sigma_out must be > 0 (use inf for no output noise with tau=0), got {sigma_out!r}")
     if tau > 0 and math.isinf(so):

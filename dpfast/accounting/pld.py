@@ -61,7 +61,7 @@ from scipy import fft as sfft
 from scipy import special
 
 from dpfast import _pld
-from dpfast._validation import check_delta
+from dpfast._validation import check_delta, check_real
 from dpfast.accounting import _discretize as _disc
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
@@ -658,17 +658,14 @@ class PLDAccountant(PrivacyAccountant):
 
     def __init__(self, value_discretization: float = 1e-4, *, tail_mass: float = 1e-30,
                  window_mass: float = 1e-22, workers: Optional[int] = None, refine: bool = True):
-        try:
-            h = float(value_discretization)
-        except (TypeError, ValueError) as exc:
-            raise TypeError("value_discretization must be a real number") from exc
+        h = check_real(value_discretization, "value_discretization")  # NaN: refused below
         if not (0 < h <= 1.0):
             raise ValueError(
                 f"value_discretization must be in (0, 1] (coarser grids cannot give a useful "
                 f"bound), got {value_discretization!r}"
             )
         for v, n in ((tail_mass, "tail_mass"), (window_mass, "window_mass")):
-            if not (0 < float(v) < 1e-6):
+            if not (0 < check_real(v, n) < 1e-6):
                 raise ValueError(f"{n} must be in (0, 1e-6), got {v!r}")
         self.value_discretization = h
         self.tail_mass = float(tail_mass)
@@ -921,10 +918,7 @@ def _same(a, b) -> bool:
 
 
 def _check_eps(epsilon) -> float:
-    try:
-        e = float(epsilon)
-    except (TypeError, ValueError) as exc:
-        raise TypeError("epsilon must be a real number") from exc
+    e = check_real(epsilon, "epsilon")
     if not e >= 0 or math.isnan(e):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     return e

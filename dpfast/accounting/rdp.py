@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 import numpy as np
 from scipy import special
 
-from dpfast._validation import check_delta
+from dpfast._validation import as_array, check_delta, check_real
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._pairs import rr_pair
@@ -66,7 +66,7 @@ def check_orders(orders) -> np.ndarray:
         return DEFAULT_ORDERS.copy()
     if isinstance(orders, (str, bytes)):
         raise TypeError("orders must be a sequence of numbers > 1")
-    a = np.atleast_1d(np.asarray(orders, dtype=np.float64)).ravel()
+    a = np.atleast_1d(as_array(orders, "orders", np.float64)).ravel()
     if a.size == 0 or np.isnan(a).any() or (a <= 1.0).any():
         raise ValueError(f"RDP orders must be a non-empty sequence of numbers > 1, got {orders!r}")
     return a
@@ -421,7 +421,7 @@ def sampled_without_replacement_gaussian_rdp(orders, noise_multiplier: float, sa
 # ----------------------------------------------------------------------------------------------
 def _prep(orders, rdp):
     a = check_orders(orders)
-    r = np.atleast_1d(np.asarray(rdp, dtype=np.float64)).ravel()
+    r = np.atleast_1d(as_array(rdp, "rdp", np.float64)).ravel()
     if r.shape != a.shape:
         raise ValueError(f"orders and rdp must have the same length, got {a.size} and {r.size}")
     if np.isnan(r).any() or (r < 0).any():
@@ -469,7 +469,7 @@ def rdp_to_delta(orders, rdp, epsilon: float) -> Tuple[float, float]:
     delta <= sqrt(1 - e^-r).
     """
     a, r = _prep(orders, rdp)
-    e = float(epsilon)
+    e = check_real(epsilon, "epsilon")
     if not e >= 0 or math.isnan(e):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):

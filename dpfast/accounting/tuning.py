@@ -28,7 +28,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from dpfast.accounting.rdp import DEFAULT_ORDERS, check_orders, rdp_to_delta
+from dpfast._validation import as_array, check_real
+from dpfast.accounting.rdp import DEFAULT_ORDERS, _prep, check_orders, rdp_to_delta
 
 __all__ = [
     "tnb_expected_count",
@@ -39,13 +40,7 @@ __all__ = [
 
 
 def _tnb_params(eta, gamma):
-    for v, n in ((eta, "eta"), (gamma, "gamma")):
-        if isinstance(v, (str, bytes)) or v is None:
-            raise TypeError(f"{n} must be a real number, got {type(v).__name__}")
-    try:
-        eta, gamma = float(eta), float(gamma)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"eta and gamma must be real numbers, got {eta!r}, {gamma!r}") from exc
+    eta, gamma = check_real(eta, "eta"), check_real(gamma, "gamma")  # NaN: refused below
     if not -1 < eta < math.inf:
         raise ValueError(f"eta must be finite and > -1, got {eta!r}")
     if not 0 < gamma < 1:
@@ -92,13 +87,14 @@ def tuning_rdp_truncated_negative_binomial(orders, base_rdp, eta: float, gamma: 
     (default: ``orders``) with RDP ``hat_rdp`` (default: ``base_rdp``), and lambda_hat = 1.
     """
     a = check_orders(orders)
-    r = np.asarray(base_rdp, dtype=np.float64)
+    r = as_array(base_rdp, "base_rdp", np.float64)
     if r.shape != a.shape:
         raise ValueError("base_rdp must have one value per order")
     eta, gamma = _tnb_params(eta, gamma)
     log_ek = _tnb_log_expected_count(eta, gamma)
     ha = a if hat_orders is None else check_orders(hat_orders)
-    hr = r if hat_rdp is None else np.asarray(hat_rdp, dtype=np.float64)
+    # a NaN hat RDP made every candidate NaN and the curve NaN: refused (one value per hat order, >= 0)
+    hr = r if hat_rdp is None else _prep(ha, hat_rdp)[1]
     with np.errstate(invalid="ignore"):
         cand = (1 + eta) * (1 - 1 / ha) * hr + (1 + eta) * math.log(1 / gamma) / ha
     best = min(float(np.nanmin(cand)), (1 + eta) * math.log(1 / gamma))
@@ -109,10 +105,10 @@ def tuning_rdp_poisson(orders, base_rdp, mu: float,
                        delta_of_epsilon: Optional[Callable[[float], float]] = None) -> np.ndarray:
     """RDP curve of tuning with K ~ Poisson(mu) (Theorem 6; see the module docstring)."""
     a = check_orders(orders)
-    r = np.asarray(base_rdp, dtype=np.float64)
+    r = as_array(base_rdp, "base_rdp", np.float64)
     if r.shape != a.shape:
         raise ValueError("base_rdp must have one value per order")
-    mu = float(mu)
+    mu = check_real(mu, "mu")
     if not mu >= 1 or math.isinf(mu):
         # For mu < 1 the bound eps + mu delta_hat + log(mu)/(lambda - 1) can be negative (it
         # would certify 0-RDP for a mechanism that leaks), so it cannot hold there; mu >= 1 is

@@ -41,7 +41,7 @@ from dpfast import _exact
 from dpfast._rational import RationalLike, fit_rational, to_fraction
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._threads import default_threads
-from dpfast._validation import check_delta, check_epsilon, check_positive, check_size
+from dpfast._validation import check_delta, check_epsilon, check_positive, check_real, check_size
 from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state, native_stream
 
@@ -260,7 +260,7 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 def _check_nonneg_epsilon(epsilon) -> float:
     if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"epsilon must be a real number >= 0, got {type(epsilon).__name__}")
-    epsilon = float(epsilon)
+    epsilon = check_real(epsilon, "epsilon")
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     return epsilon
@@ -322,12 +322,13 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
     See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian: "the exact (eps, delta) of their Theorem 7").
     """
     fr, _ = to_fraction(sigma2, "sigma2")
-    s2 = float(fr)
+    s2 = check_real(fr, "sigma2")
     if s2 > 1e10:
         raise ValueError("discrete_gaussian_delta supports sigma2 <= 1e10; use zcdp_delta for larger sigma")
     if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (numbers.Real, np.number)):
         raise TypeError(f"sensitivity must be a positive integer (lattice units), got {type(sensitivity).__name__}")
-    if not (math.isfinite(sensitivity) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
+    sens_f = check_real(sensitivity, "sensitivity")  # (beyond a double: ValueError, not OverflowError)
+    if not (math.isfinite(sens_f) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
         raise ValueError(f"sensitivity must be a positive integer in [1, 2**53] (lattice units), got {sensitivity!r}")
     delta_ = int(sensitivity)
     epsilon = _check_nonneg_epsilon(epsilon)
@@ -592,11 +593,12 @@ def discrete_gaussian_mechanism(
     sens_fr, _ = to_fraction(sensitivity, "sensitivity")
     check_epsilon(epsilon, allow_array=False)
     check_delta(delta, allow_zero=False)
-    k, arr = _lattice_coords(values, g)
     sens_lat = sens_fr / g
+    sens_lat_f = check_real(sens_lat, "sensitivity / granularity")  # before the data is read
+    k, arr = _lattice_coords(values, g)
     if method is None:
         method = "exact" if (k.size == 1 and sens_lat.denominator == 1 and sens_lat <= 10**4) else "zcdp"
-    sigma2 = discrete_gaussian_sigma2(float(sens_lat), epsilon, delta, method=method)
+    sigma2 = discrete_gaussian_sigma2(sens_lat_f, epsilon, delta, method=method)
     n, d, tau = _gauss_params(sigma2, False, mode="exact", name="sigma2")
     noise = np.empty(k.shape, dtype=np.int64)
     gen = check_random_state(rng)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 import numpy as np
 
 from dpfast import _selection
-from dpfast._validation import check_bounds, check_values
+from dpfast._validation import as_array, check_bounds, check_values
 from dpfast.mechanisms.selection import _fast_positive
 from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state
@@ -31,10 +31,7 @@ def _check_levels(q) -> np.ndarray:
         return np.array(float(q))
     if isinstance(q, (str, bytes)):
         raise TypeError("q must be a number or an array of numbers in [0, 1]")
-    try:
-        qa = np.asarray(q, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError("q must be a number or an array of numbers in [0, 1]") from exc
+    qa = as_array(q, "q", np.float64)  # (a number beyond a double: ValueError)
     if qa.size == 0:
         raise ValueError("q must hold at least one quantile level")
     if np.isnan(qa).any() or (qa < 0).any() or (qa > 1).any():

@@ -141,10 +141,7 @@ def _log_base_measure(base_measure, shape, ax: int, n: int) -> Optional[np.ndarr
     under a common factor, so nothing of the utilities' size is allocated for it."""
     if isinstance(base_measure, (str, bytes)):
         raise TypeError("base_measure must be numeric")
-    try:
-        mu = np.asarray(base_measure, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError("base_measure must be a real array") from exc
+    mu = as_array(base_measure, "base_measure", np.float64)  # beyond a double: ValueError
     if np.isnan(mu).any() or np.isinf(mu).any():
         raise ValueError("base_measure must be finite (no NaN or inf entries)")
     if (mu < 0).any():

@@ -78,6 +78,7 @@ def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") 
     from dpfast.accounting.events import Neighbours
 
     epsilon = check_epsilon(epsilon, allow_array=False)
+    m = check_positive(m, "m", allow_array=False)  # (the public size: NaN or beyond a double refused)
     # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
     # one home, Neighbours.sum_factor)
     b = Neighbours.coerce(neighbours).sum_factor * m / epsilon

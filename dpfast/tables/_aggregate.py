@@ -363,7 +363,17 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
                 lookup = np.full(mx - mn + 1, -1, dtype=np.int64)
                 lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
                 return lookup[v.astype(np.int64) - mn]
-    return np.asarray(index.get_indexer(_key_index(frame, by_cols)), dtype=np.int64)
+    keys = _key_index(frame, by_cols)
+    codes = np.asarray(index.get_indexer(keys), dtype=np.int64)
+    if len(by_cols) == 1:
+        # All missing values are one group.  get_indexer tells them apart by representation (an
+        # object column's None or pd.NA misses a float NaN group), and which one a row holds
+        # depends on the column's dtype -- on the other rows (one unit's 'x' turns an Int64 column
+        # to object): missing rows go to the index's missing group, whatever their representation.
+        na_at = np.flatnonzero(np.asarray(pd.isna(index), dtype=bool))
+        if na_at.size:
+            codes[np.asarray(pd.isna(keys), dtype=bool)] = na_at[0]
+    return codes
 
 
 def check_value_dtype(col, dtype) -> None:

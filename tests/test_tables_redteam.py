@@ -44,3 +44,58 @@ def test_dask_partitions_with_two_missing_representations_are_one_group():
     # the 80 units in one NA group, as for the pandas frame (was 40: the None partition missed it)
     assert pub["n"].iloc[0] == ref["n"].iloc[0]
     assert abs(pub["n"].iloc[0] - 2 * n) < 20
+
+
+def _released(df):
+    return aggregate(df, "u", "g", {"n": "count"}, epsilon=8.0, delta=1e-3, rng=0)
+
+
+def _first(base, value):
+    """``base`` plus one unit whose single row (first in the frame) holds group ``value``."""
+    new = pd.DataFrame({"u": [10 ** 6], "g": pd.Series([value], dtype=object)})
+    return pd.concat([new, base], ignore_index=True)
+
+
+_T = pd.Timestamp("2020-01-01", tz="UTC")
+
+
+@pytest.mark.parametrize("common, other", [
+    (1, __import__("decimal").Decimal(1)),      # equal and hash-equal: one group
+    (1, 1 + 0j),
+    (2 ** 60, 2.0 ** 60),
+    (_T, _T.tz_convert("Europe/Paris")),       # one instant, another tz
+    (_T, _T.as_unit("s")),                      # one instant, another resolution
+])
+def test_label_of_a_group_is_not_its_first_rows_representation(common, other):
+    # 100 units in one group; the neighbour adds one unit whose row, first in the frame, holds an
+    # equal value of another type (the group-by counts it in the same group).  On c17557f the
+    # label was the first row's value: Decimal('1'), (1+0j), 1.15e18, Europe/Paris or a [s] index
+    # instead of 1 / 2**60 / UTC [us] -- the new unit's presence read off the index.
+    base = pd.DataFrame({"u": np.arange(100), "g": pd.Series([common] * 100, dtype=object)})
+    a, b = _released(base), _released(_first(base, other))
+    assert len(a) == len(b) == 1
+    assert a.index.equals(b.index) and a.index.dtype == b.index.dtype
+    assert type(a.index[0]) is type(b.index[0])  # noqa: E721
+
+
+def test_datetime_label_does_not_depend_on_the_columns_resolution():
+    # D: a datetime64[s] column.  D': one more unit at a ns instant: the column becomes [ns].  The
+    # other group's label kept the column's resolution (index datetime64[s] vs [ns]) on c17557f.
+    g = pd.Series(pd.to_datetime(["2020-01-01"] * 100)).astype("datetime64[s]")
+    D = pd.DataFrame({"u": np.arange(100), "g": g})
+    D2 = pd.concat([D, pd.DataFrame({"u": [100], "g": pd.to_datetime(["2021-01-01 00:00:00.000000001"])})],
+                   ignore_index=True)
+    assert D2["g"].dtype != D["g"].dtype
+    a, b = _released(D), _released(D2)
+    assert a.index[:1].equals(b.index[:1]) and a.index.dtype == b.index.dtype
+
+
+def test_big_integral_label_does_not_depend_on_the_columns_dtype():
+    # int64 2**60 for 100 units; the neighbour's group 0.5 turns the column to float64 (2**60 is
+    # exact there).  The label was int64 2**60 vs float64 1.15e18 on c17557f.
+    D = pd.DataFrame({"u": np.arange(100), "g": np.full(100, 2 ** 60, dtype=np.int64)})
+    D2 = pd.concat([D, pd.DataFrame({"u": [100], "g": [0.5]})], ignore_index=True)
+    a, b = _released(D), _released(D2)
+    big = b.index[b.index != 0.5]
+    assert list(a.index) == [2 ** 60] and a.index.dtype == np.int64
+    assert list(big) == [2 ** 60] and big.dtype == np.int64

@@ -99,3 +99,20 @@ def test_big_integral_label_does_not_depend_on_the_columns_dtype():
     big = b.index[b.index != 0.5]
     assert list(a.index) == [2 ** 60] and a.index.dtype == np.int64
     assert list(big) == [2 ** 60] and big.dtype == np.int64
+
+
+def test_dask_partition_dtypes_do_not_round_another_groups_label():
+    # Partition 1: 100 units in group 2**53 + 1 (int64).  The neighbour adds a partition holding one
+    # unit in group 0.5 (float64).  The first pass concatenated the partitions' keys in float64:
+    # the label became 9007199254740992.0 (c17557f), the new unit read off the index.
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+    from dask import delayed
+    A = pd.DataFrame({"u": np.arange(100), "g": np.full(100, 2 ** 53 + 1, dtype=np.int64)})
+    B = pd.DataFrame({"u": [10 ** 6], "g": [0.5]})
+    with dask.config.set(scheduler="sync"):
+        one = dd.from_delayed([delayed(A)], meta=A.iloc[:0], verify_meta=False)
+        two = dd.from_delayed([delayed(A), delayed(B)], meta=A.iloc[:0], verify_meta=False)
+        a, b = _released(one), _released(two)
+    big = b.index[b.index != 0.5]
+    assert list(a.index) == [2 ** 53 + 1] and list(big) == [2 ** 53 + 1] and big.dtype == a.index.dtype

@@ -116,3 +116,17 @@ def test_dask_partition_dtypes_do_not_round_another_groups_label():
         a, b = _released(one), _released(two)
     big = b.index[b.index != 0.5]
     assert list(a.index) == [2 ** 53 + 1] and list(big) == [2 ** 53 + 1] and big.dtype == a.index.dtype
+
+
+@pytest.mark.parametrize("groups", [[1, 2], [True, False]])
+def test_public_groups_match_true_and_1_whatever_the_columns_dtype(groups):
+    # 50 units in group True (bool column) or 1 (int64 column); the neighbour adds a unit in 'x'
+    # (outside the groups), turning the column to object.  get_indexer matched True with 1 in the
+    # object column only: the public group's count went 0 -> 50 on c17557f.
+    for col in (pd.Series([True] * 50), pd.Series([1] * 50)):
+        D = pd.DataFrame({"u": np.arange(50), "g": col})
+        D2 = pd.concat([D, pd.DataFrame({"u": [50], "g": ["x"]})], ignore_index=True)
+        assert D2["g"].dtype == object
+        a, b = _count(D, groups), _count(D2, groups)
+        assert a["n"].iloc[0] == b["n"].iloc[0]          # same rng, same true count
+        assert abs(a["n"].iloc[0] - 50) < 20             # the 50 units counted (Laplace b = 1)

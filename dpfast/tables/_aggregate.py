@@ -353,6 +353,10 @@ def public_groups(groups, by_cols) -> pd.Index:
     return idx
 
 
+def _is_bool(ix: pd.Index) -> bool:
+    return ix.dtype.kind == "b" or isinstance(ix.dtype, pd.BooleanDtype)
+
+
 def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
     """Code of each row's group in ``index`` (-1: not in it)."""
     if len(by_cols) == 1:
@@ -366,6 +370,11 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
                 lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
                 return lookup[v.astype(np.int64) - mn]
     keys = _key_index(frame, by_cols)
+    if len(by_cols) == 1 and _is_bool(index) != _is_bool(keys):
+        # True is 1 for the group-by (pd.factorize; an object column's get_indexer) but not for
+        # get_indexer between a bool and a number index: without this, public groups [1] counted a
+        # bool column's True rows only once one unit's 'x' had turned the column to object
+        index, keys = (pd.Index(ix.astype("Int64")) if _is_bool(ix) else ix for ix in (index, keys))
     codes = np.asarray(index.get_indexer(keys), dtype=np.int64)
     if len(by_cols) == 1:
         # All missing values are one group.  get_indexer tells them apart by representation (an

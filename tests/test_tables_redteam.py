@@ -130,3 +130,13 @@ def test_public_groups_match_true_and_1_whatever_the_columns_dtype(groups):
         a, b = _count(D, groups), _count(D2, groups)
         assert a["n"].iloc[0] == b["n"].iloc[0]          # same rng, same true count
         assert abs(a["n"].iloc[0] - 50) < 20             # the 50 units counted (Laplace b = 1)
+
+
+def test_public_multi_column_groups_match_true_and_1_whatever_the_columns_dtype():
+    # the same with two by columns: a bool level against public (1, 'a') counted 0, the object one 50
+    D = pd.DataFrame({"u": np.arange(50), "g": [True] * 50, "h": ["a"] * 50})
+    D2 = pd.concat([D, pd.DataFrame({"u": [50], "g": ["x"], "h": ["a"]})], ignore_index=True)
+    kw = dict(epsilon=1.0, delta=0.0, groups=[(1, "a"), (2, "a")], rng=1)
+    a = aggregate(D, "u", ["g", "h"], {"n": "count"}, **kw)
+    b = aggregate(D2, "u", ["g", "h"], {"n": "count"}, **kw)
+    assert a["n"].iloc[0] == b["n"].iloc[0] and abs(a["n"].iloc[0] - 50) < 20

@@ -370,11 +370,15 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
                 lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
                 return lookup[v.astype(np.int64) - mn]
     keys = _key_index(frame, by_cols)
-    if len(by_cols) == 1 and _is_bool(index) != _is_bool(keys):
+    il, kl = ([ix.get_level_values(i) for i in range(ix.nlevels)] for ix in (index, keys))
+    flip = [_is_bool(a) != _is_bool(b) for a, b in zip(il, kl)]
+    if any(flip):
         # True is 1 for the group-by (pd.factorize; an object column's get_indexer) but not for
-        # get_indexer between a bool and a number index: without this, public groups [1] counted a
+        # get_indexer between a bool and a number level: without this, public groups [1] counted a
         # bool column's True rows only once one unit's 'x' had turned the column to object
-        index, keys = (pd.Index(ix.astype("Int64")) if _is_bool(ix) else ix for ix in (index, keys))
+        il, kl = ([pd.Index(lv.astype("Int64")) if f and _is_bool(lv) else lv for lv, f in zip(lvs, flip)]
+                  for lvs in (il, kl))
+        index, keys = (lvs[0] if len(lvs) == 1 else pd.MultiIndex.from_arrays(lvs) for lvs in (il, kl))
     codes = np.asarray(index.get_indexer(keys), dtype=np.int64)
     if len(by_cols) == 1:
         # All missing values are one group.  get_indexer tells them apart by representation (an

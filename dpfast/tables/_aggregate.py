@@ -15,6 +15,8 @@ noise.  The budget is charged between reading the data and the first random draw
 """
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
 import numbers
 from fractions import Fraction
@@ -351,6 +353,10 @@ def public_groups(groups, by_cols) -> pd.Index:
     return idx
 
 
+def _is_bool(ix: pd.Index) -> bool:
+    return ix.dtype.kind == "b" or isinstance(ix.dtype, pd.BooleanDtype)
+
+
 def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
     """Code of each row's group in ``index`` (-1: not in it)."""
     if len(by_cols) == 1:
@@ -363,7 +369,26 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
                 lookup = np.full(mx - mn + 1, -1, dtype=np.int64)
                 lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
                 return lookup[v.astype(np.int64) - mn]
-    return np.asarray(index.get_indexer(_key_index(frame, by_cols)), dtype=np.int64)
+    keys = _key_index(frame, by_cols)
+    il, kl = ([ix.get_level_values(i) for i in range(ix.nlevels)] for ix in (index, keys))
+    flip = [_is_bool(a) != _is_bool(b) for a, b in zip(il, kl)]
+    if any(flip):
+        # True is 1 for the group-by (pd.factorize; an object column's get_indexer) but not for
+        # get_indexer between a bool and a number level: without this, public groups [1] counted a
+        # bool column's True rows only once one unit's 'x' had turned the column to object
+        il, kl = ([pd.Index(lv.astype("Int64")) if f and _is_bool(lv) else lv for lv, f in zip(lvs, flip)]
+                  for lvs in (il, kl))
+        index, keys = (lvs[0] if len(lvs) == 1 else pd.MultiIndex.from_arrays(lvs) for lvs in (il, kl))
+    codes = np.asarray(index.get_indexer(keys), dtype=np.int64)
+    if len(by_cols) == 1:
+        # All missing values are one group.  get_indexer tells them apart by representation (an
+        # object column's None or pd.NA misses a float NaN group), and which one a row holds
+        # depends on the column's dtype -- on the other rows (one unit's 'x' turns an Int64 column
+        # to object): missing rows go to the index's missing group, whatever their representation.
+        na_at = np.flatnonzero(np.asarray(pd.isna(index), dtype=bool))
+        if na_at.size:
+            codes[np.asarray(pd.isna(keys), dtype=bool)] = na_at[0]
+    return codes
 
 
 def check_value_dtype(col, dtype) -> None:
@@ -515,21 +540,45 @@ def _dgauss_half_width(sigma2: float, alpha: float) -> float:
 
 
 def _canon(v):
-    """One representation per group value, whatever the column's dtype: missing -> NaN (NA in
-    an ``Int64`` / ``boolean`` level, see :func:`_from_canonical`),
-    integral reals below 2^53 -> int (int64 7, float64 7.0, Int64 7 and object 7 are one group,
-    as the group-by treats them), other numbers as Python numbers, anything else as it is."""
+    """One representation per group value, a function of the value's equality class (the values
+    the group-by counts as one group, whichever of them the first row holds): missing -> NaN (NA
+    in an ``Int64`` / ``boolean`` level, see :func:`_from_canonical`); integral reals, Decimals and
+    complex numbers with zero imaginary part -> int (int64 7, float64 7.0, Int64 7, object 7,
+    ``Decimal(7)``, ``7+0j``; ``2**60`` and ``2.0**60``); other reals -> float (Decimal / Fraction
+    when no float equals them); datetimes -> ``Timestamp`` in UTC (when tz-aware) at ns resolution
+    (us beyond its range), timedeltas -> ``Timedelta`` at ns: the column's resolution and tz, and
+    the first row's, depend on the other rows.  Anything else as it is."""
+    if isinstance(v, (datetime.datetime, np.datetime64, datetime.timedelta, np.timedelta64)) and not pd.isna(v):
+        t = pd.Timestamp(v) if isinstance(v, (datetime.datetime, np.datetime64)) else pd.Timedelta(v)
+        if isinstance(t, pd.Timestamp) and t.tzinfo is not None:
+            t = t.tz_convert("UTC")
+        try:
+            return t.as_unit("ns")
+        except (pd.errors.OutOfBoundsDatetime, pd.errors.OutOfBoundsTimedelta, OverflowError, ValueError):
+            return t.as_unit("us")
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
+    if isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real):
+        if v.real != v.real or v.imag != v.imag:
+            return math.nan
+        if v.imag != 0:
+            return complex(v)
+        v = v.real
     if isinstance(v, numbers.Integral):
         return int(v)
-    if isinstance(v, numbers.Real):
-        f = float(v)
-        if math.isnan(f):
+    if isinstance(v, (numbers.Real, decimal.Decimal)):
+        if v != v or (isinstance(v, decimal.Decimal) and v.is_nan()):
             return math.nan
-        return int(f) if f.is_integer() and abs(f) < 2.0 ** 53 else f
-    if isinstance(v, numbers.Complex):
-        return complex(v)
+        if isinstance(v, decimal.Decimal) and v.is_infinite() or isinstance(v, (float, np.floating)) and \
+                math.isinf(v):
+            return float(v)
+        if v == int(v):
+            return int(v)
+        try:
+            f = float(v)
+        except OverflowError:
+            return v
+        return f if f == v else v
     try:
         if pd.isna(v):  # None, pd.NA, NaT (scalars only)
             return math.nan
@@ -556,11 +605,13 @@ def _canonical_level(values: pd.Index) -> pd.Index:
         f = a.astype(np.float64)
         na = np.isnan(f)
         rest = f[~na]
-        if not na.all() and np.all(np.isfinite(rest) & (np.abs(rest) < 2.0 ** 53) & (rest == np.round(rest))):
+        small = np.all(np.isfinite(rest) & (np.abs(rest) < 2.0 ** 53))
+        if small and not na.all() and np.all(rest == np.round(rest)):
             if na.any():
                 return pd.Index(pd.arrays.IntegerArray(np.where(na, 0.0, f).astype(np.int64), na))
             return pd.Index(f.astype(np.int64))
-        return pd.Index(f)
+        if small:  # as _canon's ints and floats below 2^53 would infer; larger: _canon per value
+            return pd.Index(f)
     vals = values.tolist()
     if pd.api.types.infer_dtype(values, skipna=False) == "string":  # all str: _canon keeps them as they are
         return pd.Index(vals)
@@ -983,7 +1034,7 @@ def aggregate(
     pandas.DataFrame indexed by the released groups (named after ``by``), one column per metric
     (plus the CI columns).  With public ``groups``: those groups, in their order and dtype.
     Otherwise the index is rebuilt from the released values alone (:func:`released_index`):
-    one representation per value (integral reals below 2^53 -> int; missing -> NaN, or NA in
+    one representation per value (integral numbers -> int; datetimes in UTC at ns; missing -> NaN, or NA in
     an ``Int64`` / ``boolean`` index among ints / bools), the dtype inferred from them, sorted by value (by type name first where types do not compare); a
     categorical ``by`` gives a plain index.  Its dtype, order and categories never depend on
     unreleased groups (docs/privacy.rst, "Tables").  ``out.attrs``: ``noise_scale`` (per

@@ -260,7 +260,13 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
         index = public_groups(plan["groups"], by_cols)
         code_maps = None
     else:
-        keys = pd.concat([c[2] for c in checks], ignore_index=True)
+        frames = [c[2] for c in checks]
+        # partitions may read a by column in different dtypes (int64 2**53 + 1 in one, float64 in
+        # the one a new unit's 0.5 is in): numpy's common type would round the ints, changing
+        # another group's label; as objects every value is kept as its partition read it
+        if any(not f.dtypes.equals(frames[0].dtypes) for f in frames[1:]):
+            frames = [f.astype(object) for f in frames]
+        keys = pd.concat(frames, ignore_index=True)
         uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
         index = canonical_groups(uniq.drop_duplicates(), by_cols)
         code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks] \

@@ -16,6 +16,7 @@ SUBPACKAGES = [
     "dpfast.sgd",
     "dpfast.public",
     "dpfast.datasets",
+    "dpfast.audit",
     "dpfast.budget",
     "dpfast.preprocessing",
     "dpfast.model_selection",

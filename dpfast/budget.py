@@ -100,7 +100,7 @@ class BudgetScopeError(RuntimeError):
 
     Raised when the budget lives in another process (a worker process of joblib's ``loky`` or
     ``multiprocessing`` backends, a forked child, an unpickled copy), when a worker process
-    (started by :mod:`multiprocessing`) whose parent has a ``with budget:`` block open makes a
+    (started by :mod:`multiprocessing`) whose parent (or an ancestor) has a ``with budget:`` block open makes a
     release without ``budget=``, and when threads of
     one process have entered different budgets so that a thread without its own ``with`` block
     has no single default (see "Default budget" in :class:`PrivacyBudget`).  The message is a
@@ -171,7 +171,7 @@ class PrivacyBudget:
     * *other processes* (joblib's ``loky`` and ``multiprocessing`` backends, ``fork``): a
       budget cannot be charged across processes, so a release there is refused with
       :class:`BudgetScopeError`: in a process started by :mod:`multiprocessing` (as joblib's
-      workers are) whose parent has a block open, when no ``budget=`` is given (the parent
+      workers are) whose parent or an ancestor has a block open (a nested worker pool), when no ``budget=`` is given (the parent
       leaves a marker file in the temporary directory while a block is open, so reused worker
       pools see it), and always when the budget is a copy from another
       process (unpickled or inherited by ``fork``).  Use ``n_jobs=1`` or joblib's
@@ -569,7 +569,7 @@ def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
     the process), else ``None`` (no charge).
 
     Raises :class:`BudgetScopeError` (nothing read, drawn or charged) when the release cannot
-    be charged: the budget is a copy from another process, this process's parent has a block
+    be charged: the budget is a copy from another process, this process's parent or an ancestor has a block
     open, or threads have entered different budgets (the rule: "Default budget" in
     :class:`PrivacyBudget`)."""
     if budget is None:

@@ -100,7 +100,7 @@ class BudgetScopeError(RuntimeError):
 
     Raised when the budget lives in another process (a worker process of joblib's ``loky`` or
     ``multiprocessing`` backends, a forked child, an unpickled copy), when a worker process
-    (started by :mod:`multiprocessing`) whose parent has a ``with budget:`` block open makes a
+    (started by :mod:`multiprocessing`) whose parent (or an ancestor) has a ``with budget:`` block open makes a
     release without ``budget=``, and when threads of
     one process have entered different budgets so that a thread without its own ``with`` block
     has no single default (see "Default budget" in :class:`PrivacyBudget`).  The message is a
@@ -171,7 +171,7 @@ class PrivacyBudget:
     * *other processes* (joblib's ``loky`` and ``multiprocessing`` backends, ``fork``): a
       budget cannot be charged across processes, so a release there is refused with
       :class:`BudgetScopeError`: in a process started by :mod:`multiprocessing` (as joblib's
-      workers are) whose parent has a block open, when no ``budget=`` is given (the parent
+      workers are) whose parent or an ancestor has a block open (a nested worker pool), when no ``budget=`` is given (the parent
       leaves a marker file in the temporary directory while a block is open, so reused worker
       pools see it), and always when the budget is a copy from another
       process (unpickled or inherited by ``fork``).  Use ``n_jobs=1`` or joblib's
@@ -516,15 +516,36 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _parent_has_open_budget() -> bool:
-    # Runs on every release without a budget, so only in processes started by multiprocessing
-    # (joblib's loky and multiprocessing workers, Pools, Process), and then one access() call.
+def _ppid(pid: int) -> int:
+    """The parent of process ``pid`` (Linux: /proc; 0 elsewhere or when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _open_budget_ancestor() -> int:
+    """The pid of the nearest ancestor with a ``with budget:`` block open (its marker), else 0.
+
+    Runs on every release without a budget, so only in processes started by multiprocessing
+    (joblib's loky and multiprocessing workers, Pools, Process), and then one access() call per
+    ancestor.  Ancestors, not only the parent: a worker's own workers (a nested loky Parallel,
+    a Pool inside a task) are as unable to charge the budget as the worker itself."""
     if multiprocessing.parent_process() is None:
-        return False
-    ppid = os.getppid()
-    if ppid <= 1:
-        return False
-    path = _marker_path(ppid)
+        return 0
+    pid = os.getppid()
+    for _ in range(64):  # a bounded walk up the process tree
+        if pid <= 1:
+            return 0
+        if _has_marker(pid):
+            return pid
+        pid = _ppid(pid)
+    return 0
+
+
+def _has_marker(pid: int) -> bool:
+    path = _marker_path(pid)
     if not os.access(path, os.F_OK):
         return False
     try:
@@ -538,7 +559,7 @@ def _parent_has_open_budget() -> bool:
             saved = f.read().strip()
     except OSError:
         return True
-    now = _start_time(ppid)
+    now = _start_time(pid)
     return not (saved and now and saved != now)  # a stale marker of a dead process: ignore
 
 
@@ -548,7 +569,7 @@ def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
     the process), else ``None`` (no charge).
 
     Raises :class:`BudgetScopeError` (nothing read, drawn or charged) when the release cannot
-    be charged: the budget is a copy from another process, this process's parent has a block
+    be charged: the budget is a copy from another process, this process's parent or an ancestor has a block
     open, or threads have entered different budgets (the rule: "Default budget" in
     :class:`PrivacyBudget`)."""
     if budget is None:
@@ -583,9 +604,10 @@ def _process_default() -> Optional[PrivacyBudget]:
             f"{len(budgets)} different privacy budgets are open in 'with' blocks of other threads, so this thread "
             "has no single default: enter one with 'with budget:' in this thread or pass budget=. "
             "Nothing was charged or released.")
-    if _parent_has_open_budget():
+    owner = _open_budget_ancestor()
+    if owner:
         raise BudgetScopeError(
-            f"the parent process ({os.getppid()}) has a 'with budget:' block open, and a budget cannot be charged "
+            f"the parent process ({owner}; this process's parent or an ancestor of it) has a 'with budget:' block open, and a budget cannot be charged "
             "from another process (e.g. a joblib loky/multiprocessing worker): run the releases in the budget's "
             "process (n_jobs=1 or joblib's threading backend), or pass an explicit budget=. "
             "Nothing was charged or released.")

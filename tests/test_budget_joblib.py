@@ -128,6 +128,25 @@ def test_worker_processes_refuse_before_reading_data(tmp_path):
     assert b.ledger == ()
 
 
+def _nested_loky(f, *args):
+    """A task that runs ``f`` in workers of its own (a nested loky Parallel in a worker)."""
+    return joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(_try)(f, *args) for _ in range(2))
+
+
+@pytest.mark.slow  # two loky pool starts
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the ancestor walk reads /proc")
+def test_workers_of_workers_refuse_too():
+    # a worker's own worker processes have the worker (no block) as parent: on the main branch of
+    # 27 Nov their 4 fits were released and nothing charged (only the direct parent was checked)
+    b = PrivacyBudget(1.0, 1e-6)
+    with b:
+        out = joblib.Parallel(n_jobs=2, backend="loky")(
+            joblib.delayed(_nested_loky)(_fit, clone(EST), X, y) for _ in range(2))
+    errors = [e for inner in out for e in inner]
+    assert len(errors) == 4 and all(isinstance(e, B.BudgetScopeError) for e in errors), errors
+    assert b.ledger == ()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python 3.12+
 def test_a_forked_copy_of_the_budget_refuses_charges():

@@ -179,6 +179,20 @@ def test_bad_values():
         randomized_response(["a", "d"], 1.0, categories=["a", "b", "c"])
 
 
+def test_bad_values_name_no_private_value():
+    # the entries are private: the refusal says what was violated, not which value broke it
+    # (it said "got values in [0, 7777]" and "e.g. 'secret-7777'")
+    bits = np.zeros(40, dtype=np.int64)
+    bits[17] = 7777
+    for kw in ({}, {"categories": 5}):
+        with pytest.raises(ValueError) as exc:
+            randomized_response(bits, 1.0, **kw)
+        assert "7777" not in str(exc.value) and "17" not in str(exc.value)
+    with pytest.raises(ValueError, match="not among the categories") as exc:
+        randomized_response(["a", "secret-7777", "b"], 1.0, categories=["a", "b", "c"])
+    assert "7777" not in str(exc.value)
+
+
 def test_bad_categories():
     with pytest.raises(ValueError, match=">= 2"):
         randomized_response([0], 1.0, categories=1)

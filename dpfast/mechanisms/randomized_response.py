@@ -134,9 +134,8 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
             raise TypeError(f"{name} are not comparable with the category labels") from exc
         pos = np.clip(pos, 0, k - 1)
         ok = sorted_labels[pos] == arr
-        if not np.all(ok):
-            bad = arr[~np.asarray(ok, dtype=bool)] if arr.ndim else arr
-            raise ValueError(f"{name} contain values that are not among the categories, e.g. {np.ravel(bad)[0]!r}")
+        if not np.all(ok):  # (the message names no value: the entries are private)
+            raise ValueError(f"{name} contain values that are not among the categories")
         return order[pos]
     if arr.dtype == np.bool_:
         return arr
@@ -151,7 +150,8 @@ def _to_indices(values, k: int, labels, binary: bool, name: str) -> np.ndarray:
         lo, hi = arr.min(), arr.max()
         if lo < 0 or hi >= k:
             allowed = "{0, 1}" if binary else f"{{0, ..., {k - 1}}}"
-            raise ValueError(f"{name} must take values in {allowed}, got values in [{lo}, {hi}]")
+            # no observed range in the message: its ends are private values
+            raise ValueError(f"{name} must take values in {allowed}; some entries lie outside it")
     return arr
 
 

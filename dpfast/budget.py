@@ -628,6 +628,19 @@ def charge(budget: Optional[PrivacyBudget], event: "DpEvent", label: str = "") -
         b.charge(event, label=label)
 
 
+def refuse_unbudgeted(name: str) -> None:
+    """Refuse, before it reads data, a private release function that takes no ``budget=`` when a
+    default budget applies to it (a ``with budget:`` block reaches here, or a worker's ancestor
+    has one open): it could not charge that budget, and releasing outside it would break the
+    rule that every release under an open budget is charged to it or refused.  Estimators that
+    charge their event and then call such a function do so inside :func:`detached`."""
+    if resolve(None) is not None:
+        raise BudgetScopeError(
+            f"{name} takes no budget= and cannot charge the budget open here: use the estimator that "
+            "wraps it (it charges the release's event), or charge the event yourself and call "
+            f"{name} inside dpfast.budget.detached()")
+
+
 @contextlib.contextmanager
 def detached() -> Iterator[None]:
     """Run a block with no default budget (``with budget:`` does not reach into it).

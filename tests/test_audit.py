@@ -231,3 +231,13 @@ def test_thresholds_reach_into_both_tails():
     assert np.sum(x > t.max() - 1e-12) <= 6 and np.sum(x < t.min() + 1e-12) <= 6
     assert np.sum(x < np.sort(t)[1]) < 0.001 * x.size
 
+
+
+def test_an_audit_in_which_every_run_raises_fails():
+    # a release call that is broken (wrong keyword, wrong labels) raises the same error on both
+    # sides: nothing was released, and the audit must not pass it
+    def broken(x, rng):
+        return dpfast.laplace(x, sensitivity=1.0, epsilon=1.0, rgn=rng)
+    rep = audit(broken, (np.zeros(2), np.ones(2)), 1.0, n_runs=20, rng=0)
+    assert not rep.passed and any(d.startswith("pair 0: no release") or "no release" in d
+                                  for d in rep.structural_differences), rep

@@ -156,3 +156,41 @@ def test_a_forked_copy_of_the_budget_refuses_charges():
         with pytest.raises(B.BudgetScopeError, match="belongs to process"):
             pool.apply(dpfast.laplace, (X[:, 0], 1.0, 0.1))
     assert b.ledger == ()
+
+
+def test_release_functions_without_budget_refuse_an_open_budget():
+    # private_glm, the public-data learners and perturb take no budget=: under an open budget they
+    # could not charge it, so they refuse before reading data (nothing charged, rng untouched);
+    # the estimators wrapping them charge their event and still work.
+    from dpfast import linear_model as LM
+    from dpfast import public as P
+    from dpfast.budget import BudgetScopeError
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.5, 0.5, (40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    ypm = 2 * y - 1  # the GLM functions take labels in {-1, +1}
+    Z = rng.uniform(-0.5, 0.5, (30, 3))
+    calls = [
+        lambda g: LM.private_glm(X, ypm, epsilon=1.0, delta=1e-5, random_state=g),
+        lambda g: LM.approximate_minima_perturbation(X, ypm, epsilon=1.0, delta=1e-5, random_state=g),
+        lambda g: LM.objective_perturbation(X, ypm, epsilon=1.0, delta=1e-5, random_state=g),
+        lambda g: LM.output_perturbation(X, ypm, epsilon=1.0, delta=1e-5, random_state=g),
+        lambda g: P.regularization_learner(X, ypm, Z, epsilon=1.0, delta=1e-5, rng=g),
+        lambda g: P.rrspm(X, y, Z, epsilon=1.0, rng=g),
+        lambda g: P.perturb(np.zeros(4), stability=0.1, epsilon=1.0, rng=g),
+    ]
+    budget = PrivacyBudget(10.0, 1e-3)
+    for call in calls:
+        g = np.random.default_rng(1)
+        state = g.bit_generator.state
+        with budget:
+            with pytest.raises(BudgetScopeError, match="budget"):
+                call(g)
+        assert g.bit_generator.state == state
+        call(np.random.default_rng(1))  # without a budget it runs
+    assert budget.ledger == ()
+    with budget:
+        P.PublicDataClassifier(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y, X_public=Z)
+        P.PublicDataClassifier(epsilon=1.0, method="rrspm", random_state=0).fit(X, y, X_public=Z)
+    assert len(budget.ledger) == 2

@@ -255,7 +255,8 @@ def audit(release: Callable[[Any, Any], Any], neighbours, epsilon: float, delta:
     ``1 - confidence`` (the false-alarm rate).
 
     A passing audit is evidence, not proof: it finds only what the runs, the neighbours and the
-    events it tries can show.
+    events it tries can show.  An audit in which every run of every pair raised released nothing
+    and fails (reported as ``"no release: ..."``): a broken call must not pass for a private one.
 
     Parameters
     ----------
@@ -293,10 +294,13 @@ def audit(release: Callable[[Any, Any], Any], neighbours, epsilon: float, delta:
     alpha = (1.0 - float(confidence)) / len(pairs)
     start = time.perf_counter()
     results = []
+    raised_always = []  # (pair, message) where every run on both sides raised
     for D, Dp, desc in pairs:
         seeds = gen.integers(0, 2 ** 63, size=2 * n)
         fa, na = _run(release, D, seeds[:n])
         fb, nb = _run(release, Dp, seeds[n:])
+        if all(f["raises"] is not None for f in fa + fb):
+            raised_always.append((desc, fa[0]["raises"]))
         structural: List[str] = []
         events: dict = {}
         _split_facts(fa, fb, structural, events)
@@ -324,6 +328,11 @@ def audit(release: Callable[[Any, Any], Any], neighbours, epsilon: float, delta:
     seconds = time.perf_counter() - start
     top = max(results, key=lambda r: r.epsilon_lower_bound)
     structural = [f"{r.description}: {d}" for r in results for d in r.structural_differences]
+    if len(raised_always) == len(pairs):
+        # every run of every pair raised: nothing was released, so nothing was audited (a broken
+        # release call must not pass as a private release)
+        desc, msg = raised_always[0]
+        structural.append(f"no release: every run on every pair raised (e.g. {desc}: {msg})")
     lb = top.epsilon_lower_bound
     return AuditReport(passed=not structural and lb <= epsilon, epsilon=epsilon, delta=delta,
                        epsilon_lower_bound=lb, structural_differences=structural,

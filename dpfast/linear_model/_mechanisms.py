@@ -305,6 +305,9 @@ def private_glm(
     refuses for lack of solver iterations (module docstring); :class:`PrivacyConvergenceError`
     is left only for a rounding failure that exact arithmetic excludes.
     """
+    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
+
+    refuse_unbudgeted("private_glm")  # before any data is read: it cannot charge an open budget
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     gen = check_random_state(random_state)

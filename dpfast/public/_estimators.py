@@ -56,6 +56,7 @@ from dpfast._base import (
 from dpfast._validation import check_label_set
 from dpfast.public._regularization import _plan, regularization_learner
 from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size, rrspm_weight_scale
+from dpfast.budget import detached
 from dpfast.random import check_random_state
 
 __all__ = ["PublicDataClassifier", "PublicDataRegressor"]
@@ -189,7 +190,9 @@ class _Base(PrivateEstimator):
         return (X - self.mean_) / self.scale_
 
     def _fit_regularization(self, Xp, y, Z, loss: str, gen) -> None:
-        res = regularization_learner(self._transform(Xp), y, self._transform(Z), rng=gen, **self._learner_params(loss))
+        with detached():  # the estimator charged the whole release's event already
+            res = regularization_learner(self._transform(Xp), y, self._transform(Z), rng=gen,
+                                         **self._learner_params(loss))
         self.result_ = res
         self.coef_ = res.coef[:-1] / self.scale_ if self.fit_intercept else res.coef / self.scale_
         self.intercept_ = (res.coef[-1] if self.fit_intercept else 0.0) - float(self.mean_ @ self.coef_)
@@ -345,10 +348,11 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
         self._standardize_fit(Z)
         idx = np.sort(gen.permutation(m_all)[:m])  # public randomness: which public rows are used
         oracle = self.hypothesis
-        res = rrspm(
-            self._transform(Xp), y01, self._transform(Z[idx]), epsilon=self.epsilon, oracle=oracle,
-            neighbours=self.neighbours, rng=gen,
-        )
+        with detached():  # the estimator charged the release's event already
+            res = rrspm(
+                self._transform(Xp), y01, self._transform(Z[idx]), epsilon=self.epsilon, oracle=oracle,
+                neighbours=self.neighbours, rng=gen,
+            )
         self.result_ = res
         self.hypothesis_ = res.hypothesis
         self.oracle_calls_ = res.oracle_calls

@@ -179,6 +179,9 @@ def perturb(
     them and the public points alone (e.g. :func:`project_linear`).  See :doc:`/theory/public_data`, 4.2.  The noise is drawn from ``rng`` (see :mod:`dpfast.random`); like every
     continuous-noise release it is subject to floating-point caveats (Mironov 2012).
     """
+    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
+
+    refuse_unbudgeted("perturb")  # before any data is read: it cannot charge an open budget
     v = np.asarray(public_values, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
         raise ValueError(f"public_values must be a non-empty 1-D array (f_bar at the public points), got shape {v.shape}")

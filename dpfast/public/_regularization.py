@@ -399,6 +399,9 @@ def regularization_learner(
     ``release_size`` rows (default: all for Gaussian, ``min(m, 2p)`` for Laplace, whose noise
     grows with the number of released values) carry the Perturb release and the projection.
     """
+    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
+
+    refuse_unbudgeted("regularization_learner")  # before any data is read: it cannot charge an open budget
     Xp = _check_matrix(X_private, "X_private")
     Z = _check_matrix(X_public, "X_public")
     n, d = Xp.shape
@@ -523,6 +526,9 @@ def regularization_learner_generic(
     (Lemma 2 of the paper with the sharper strong-convexity modulus 2 eta of eta ||.||_m^2; :doc:`/theory/public_data` (our derivation): eta ||f - f*||^2 <= Phi_D(f) - Phi_D(f*) on both sides, and
     |L_D - L_D'| differences <= 2 loss_range / n).  Returns ``(model, PerturbResult, rho)``.
     """
+    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
+
+    refuse_unbudgeted("regularization_learner_generic")  # before any data is read: it cannot charge an open budget
     Xp = np.asarray(X_private)
     n = len(Xp)
     if n == 0:  # rho = sqrt(w / (eta n)) needs a record (an empty X_private: ZeroDivisionError)

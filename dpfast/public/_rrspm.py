@@ -154,6 +154,9 @@ def rrspm(
     Raises ``RuntimeError`` if the consistency step does not reproduce h on Z (the oracle is
     not exact); this is decided from the DP release h only.
     """
+    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
+
+    refuse_unbudgeted("rrspm")  # before any data is read: it cannot charge an open budget
     try:
         Xp = np.asarray(X_private, dtype=np.float64)
     except (TypeError, ValueError):  # NumPy's message quotes the entry: X_private is private (issue 21, item 10)

@@ -126,13 +126,14 @@ def _entries():
     e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
     # ------------------------------------------------------------------ private ERM
     glm = dict(epsilon=1.0, delta=1e-5)
-    e["private_glm"] = Entry(lambda d, r: LM.private_glm(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+    pm = _labelled(2 * _y01 - 1)  # the GLM functions take labels in {-1, +1}
+    e["private_glm"] = Entry(lambda d, r: LM.private_glm(*d, random_state=r, **glm), pm, 1.0, 1e-5, 150)
     e["approximate_minima_perturbation"] = Entry(
-        lambda d, r: LM.approximate_minima_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+        lambda d, r: LM.approximate_minima_perturbation(*d, random_state=r, **glm), pm, 1.0, 1e-5, 150)
     e["objective_perturbation"] = Entry(
-        lambda d, r: LM.objective_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+        lambda d, r: LM.objective_perturbation(*d, random_state=r, **glm), pm, 1.0, 1e-5, 150)
     e["output_perturbation"] = Entry(
-        lambda d, r: LM.output_perturbation(*d, rng=r, **glm), _labelled(_y01), 1.0, 1e-5, 150)
+        lambda d, r: LM.output_perturbation(*d, random_state=r, **glm), pm, 1.0, 1e-5, 150)
     e["LogisticRegression"] = Entry(_fit(lambda r: LM.LogisticRegression(random_state=r, **glm)),
                                     _labelled(_y01), 1.0, 1e-5, 150)
     e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
@@ -158,7 +159,8 @@ def _entries():
         lambda d, r: P.PublicDataRegressor(random_state=r, **pub).fit(*d, X_public=_Xpub),
         _labelled(_yreg, relation="replace_one"), 1.0, 1e-5, 100)
     e["regularization_learner"] = Entry(
-        lambda d, r: P.regularization_learner(*d, _Xpub, rng=r, **pub), rep, 1.0, 1e-5, 100)
+        lambda d, r: P.regularization_learner(*d, _Xpub, rng=r, **pub),
+        _labelled(2 * _y01 - 1, relation="replace_one"), 1.0, 1e-5, 100)
     e["rrspm"] = Entry(lambda d, r: P.rrspm(*d, _Xpub, epsilon=1.0, rng=r), rep, 1.0, 0.0, 100)
     vals = np.zeros(5)
     e["perturb"] = Entry(lambda v, r: P.perturb(v, stability=0.1, epsilon=1.0, delta=1e-5, rng=r),
@@ -179,7 +181,7 @@ def _entries():
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],
                                1.0, 1e-5, 200)
     e["PrivateRandomSearch"] = Entry(
-        lambda d, r: MS.PrivateRandomSearch(LM.LogisticRegression(), {"alpha": [0.01, 0.1]}, epsilon=1.0,
+        lambda d, r: MS.PrivateRandomSearch(LM.LogisticRegression(method="output"), {"alpha": [0.1, 1.0]}, epsilon=1.0,
                                             delta=1e-5, n_runs_mean=2.0, random_state=r).fit(*d),
         _labelled(_y01)[:2], 1.0, 1e-5, 40)
     return e

@@ -492,7 +492,8 @@ LINEAR_MODEL = [
     _mk("calibrate_amp", LM.calibrate_amp,
         dict(epsilon=1.0, delta=1e-5, clip=1.0, smoothness=0.25, tau=0.01, sigma_out=0.15,
              noise_factor=1.3, noise_std=None, regularization=None, count=1, accountant="best"),
-        examples=(dict(tau=BIG_FRACTION), dict(noise_std=BIG_FRACTION), dict(noise_factor=BIG_FRACTION))),
+        examples=(dict(tau=BIG_FRACTION), dict(noise_std=BIG_FRACTION), dict(noise_factor=BIG_FRACTION),
+                  dict(sigma_out=BIG_FRACTION), dict(count=BIG_INT))),
     _mk("calibrate_objective", LM.calibrate_objective,
         dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, smoothness=0.25, count=1, accountant="best"),
         examples=(dict(epsilon=5e-324),)),
@@ -516,7 +517,8 @@ LINEAR_MODEL = [
                   dict(count=BIG_INT))),  # count * 1024.0: OverflowError
     _mk("glm_constants", LM.glm_constants,
         dict(loss="logistic", row_norm=1.0, clip=None, huber_delta=1.0),
-        examples=(dict(row_norm=BIG_FRACTION), dict(clip=BIG_FRACTION))),
+        examples=(dict(row_norm=BIG_FRACTION), dict(clip=BIG_FRACTION),
+                  dict(loss="huber", huber_delta=BIG_FRACTION))),
     _mk("margin_constants", LM.margin_constants, dict(loss="huber", huber_delta=1.0),
         examples=(dict(huber_delta=BIG_FRACTION),)),
     _mk("loss_constants", LM.loss_constants, dict(loss="huber", huber_delta=1.0),
@@ -525,7 +527,7 @@ LINEAR_MODEL = [
         dict(X=X2, y=YPM, loss="logistic", alpha=0.1, linear=None, quadratic=None,
              sample_weight=None, clip=None, solver="lbfgs", tol=1e-6, max_iter=200, coef0=None,
              rng=1, n_threads=1), seed="rng", data=("X", "y"),
-        examples=(dict(y=None),)),  # AttributeError: 'bool' object has no attribute 'any'
+        examples=(dict(y=None), dict(alpha=BIG_INT))),  # y=None: AttributeError ('bool' ... 'any')
     _mk("minimize_glm_saga", LM.minimize_glm,
         dict(X=X2, y=YREG, loss="squared", alpha=0.1, solver="saga", max_iter=20, rng=1,
              step_size="auto", n_threads=1), seed="rng", data=("X", "y")),
@@ -553,7 +555,8 @@ SGD = [
     _mk("DPSGDClassifier", _estimator(S.DPSGDClassifier),
         dict(X=X2, y=Y01, **SGD_KW), seed="random_state", data=("X", "y"),
         examples=(dict(X=np.broadcast_to(X2[:1], X2.shape)), dict(epochs=2**63),
-                  dict(noise_multiplier=1.7976931348623157e308))),  # FloatingPointError
+                  dict(noise_multiplier=1.7976931348623157e308),  # FloatingPointError
+                  dict(X=X2.astype(np.float32), noise_multiplier=1e300))),  # (noise beyond float32)
     _mk("DPSGDRegressor", _estimator(S.DPSGDRegressor),
         dict(X=X2, y=YREG, optimizer="adam", **SGD_KW), seed="random_state", data=("X", "y")),
     _mk("DPMLPClassifier", _estimator(S.DPMLPClassifier),
@@ -584,7 +587,7 @@ PUBLIC = [
         dict(X=X1, y=np.array([0, 1, 1, 0, 1, 0, 1, 1]), sample_weight=None), data=("X", "y"),
         examples=(dict(sample_weight=BIG_FRACTION),)),
     _mk("stump_oracle", P.stump_oracle, dict(X=X2, y=Y01, sample_weight=None), data=("X", "y"),
-        examples=(dict(sample_weight=BIG_FRACTION),)),
+        examples=(dict(sample_weight=BIG_FRACTION), dict(X=BIG_FRACTION))),
     _mk("count_oracle_calls", _count_calls, dict(X=X2, y=Y01), data=("X", "y")),
     _mk("perturb", P.perturb,
         dict(public_values=np.array([0.5, -0.2, 0.1]), stability=0.1, epsilon=1.0, delta=1e-5,
@@ -751,7 +754,9 @@ def _preprocessing_targets():
         _mk("OneOf", _one_of, dict(epsilon=0.5, noise_multiplier=2.0)),
         _mk("sample_run_count", _run_count,
             dict(distribution="poisson", mean=3.0, eta=0.0, gamma=None, seed=1), seed="seed",
-            examples=(dict(mean=BIG_FRACTION),)),
+            examples=(dict(mean=BIG_FRACTION),
+                      dict(distribution="truncated_negative_binomial", gamma=1.0),  # ZeroDivisionError
+                      dict(distribution="truncated_negative_binomial", gamma=0.5, eta=BIG_FRACTION))),
     ]
 
 

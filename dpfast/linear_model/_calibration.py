@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import check_delta, check_epsilon, check_int, check_positive
+from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
 from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
 from dpfast.accounting.rdp import ERM_ORDERS
 from dpfast.accounting import objective_perturbation as op
@@ -208,18 +208,22 @@ def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_valu
 
 
 def _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor):
-    f = float(noise_factor)
+    f = check_real(noise_factor, "noise_factor")  # not float(): Fraction(10**400, 3) is a ValueError
     if not (f > 0 and math.isfinite(f)):
         raise ValueError(f"noise_factor must be finite and > 0, got {noise_factor!r}")
+    try:
+        root_count = math.sqrt(count)
+    except OverflowError:  # an int beyond a double
+        raise ValueError("count is too large (sqrt(count) must be a double)") from None
     # count-fold composition of a Gaussian of sensitivity C = one Gaussian of sensitivity sqrt(count) C
-    return f * gaussian_sigma(epsilon, delta, lipschitz * math.sqrt(count))
+    return f * gaussian_sigma(epsilon, delta, lipschitz * root_count)
 
 
 def _noise_std(epsilon, delta, lipschitz, count, noise_factor, noise_std) -> tuple[float, float]:
     """(sigma, f): ``noise_std`` when given (f = NaN), else f * sigma_G with f = ``noise_factor``."""
     if noise_std is None:
         return _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor), float(noise_factor)
-    sigma = float(noise_std)
+    sigma = check_real(noise_std, "noise_std")
     if not (sigma > 0 and math.isfinite(sigma)):
         raise ValueError(f"noise_std must be finite and > 0, got {noise_std!r}")
     return sigma, math.nan
@@ -230,7 +234,7 @@ def _regularization(regularization, beta: float, privacy, smallest, epsilon, del
     it must exceed beta and reach ``epsilon`` (the error names the smallest feasible lambda)."""
     if regularization is None:
         return smallest()
-    lam = float(regularization)
+    lam = check_real(regularization, "regularization")
     if not (lam > beta and math.isfinite(lam)):
         raise ValueError(f"regularization must exceed the smoothness beta={beta:.6g}, got {regularization!r}")
     if privacy(lam)[0] > epsilon:
@@ -266,7 +270,7 @@ def calibrate_amp(
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
     the smallest feasible one.
     """
-    sigma_out = float(sigma_out)
+    sigma_out = check_real(sigma_out, "sigma_out")  # not float(): a Fraction beyond a double
     if not (sigma_out > 0 and math.isfinite(sigma_out)):
         raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
     return _calibrate_amp(epsilon, delta, clip=clip, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
@@ -283,7 +287,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
-    tau = float(tau)
+    tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
     beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
@@ -357,7 +361,11 @@ def objective_output_multiplier(epsilon: float, count: int = 1) -> float:
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    num, den = count * float(RDP_ORDERS.max()), 2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon
+    # (check_real: an int count beyond a double is a ValueError, not count * 1024.0's OverflowError;
+    # for any other count the product is the same float)
+    num, den = check_real(count, "count") * float(RDP_ORDERS.max()), 2.0 * OBJECTIVE_CERTIFICATION_SHARE * epsilon
+    if not math.isfinite(num):
+        raise ValueError("count is too large: count * max(RDP_ORDERS) must be a double")
     z = math.sqrt(num / den) if den > 0.0 else math.inf  # den underflows to 0 for epsilon < 2.5e-321
     if not math.isfinite(z):  # a tiny epsilon: the roots taken apart do not overflow
         z = math.sqrt(num / (2.0 * OBJECTIVE_CERTIFICATION_SHARE)) / math.sqrt(epsilon)

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from dpfast import _loss_table
+from dpfast._validation import check_real
 
 __all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants", "multinomial_constants"]
 
@@ -38,7 +39,7 @@ def margin_constants(loss: str, huber_delta: float = 1.0) -> tuple[float, float]
     e = _loss_table.TABLE[loss]
     lip = e.lipschitz
     if e.lipschitz_per_delta:
-        d = float(huber_delta)
+        d = check_real(huber_delta, "huber_delta")  # not float(): a Fraction beyond a double -> ValueError
         if not (d > 0 and math.isfinite(d)):
             raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
         lip = e.lipschitz * d
@@ -69,7 +70,7 @@ def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_d
     is then C-Lipschitz.  Without clipping L = sup|f'| * row_norm, which is infinite for the
     squared loss (a ``ValueError`` then asks for ``clip``).
     """
-    R = float(row_norm)
+    R = check_real(row_norm, "row_norm")  # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
     if not (R > 0 and math.isfinite(R)):
         raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
     lip_m, smooth_m = margin_constants(loss, huber_delta)
@@ -78,7 +79,7 @@ def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_d
         if math.isinf(natural):
             raise ValueError(f"the {loss} loss has an unbounded gradient; set clip (the gradient clipping threshold C)")
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
-    C = float(clip)
+    C = check_real(clip, "clip")
     if not (C > 0 and math.isfinite(C)):
         raise ValueError(f"clip must be finite and > 0, got {clip!r}")
     if C >= natural:
@@ -99,7 +100,7 @@ def multinomial_constants(row_norm: float) -> GLMConstants:
     No clipping is offered: a Frobenius-clipped softmax gradient is not the gradient of a convex
     loss, which output perturbation's sensitivity argument needs.
     """
-    R = float(row_norm)
+    R = check_real(row_norm, "row_norm")  # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
     if not (R > 0 and math.isfinite(R)):
         raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
     c = _loss_table.TABLE["softmax"]

@@ -42,6 +42,7 @@ from dpfast.linear_model._solver import (
     loss_constants,
     minimize_glm,
 )
+from dpfast._validation import as_array, check_real
 from dpfast.random import check_random_state, standard_normal
 
 __all__ = [
@@ -311,7 +312,7 @@ def private_glm(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     gen = check_random_state(random_state)
-    norm_bound = float(norm_bound)
+    norm_bound = check_real(norm_bound, "norm_bound")  # (not float(): a Fraction beyond a double)
     if not (norm_bound > 0 and math.isfinite(norm_bound)):
         raise ValueError(f"norm_bound must be finite and > 0, got {norm_bound!r}")
     X = _as_matrix(X)
@@ -327,7 +328,8 @@ def private_glm(
     # what refuses for public reasons, before the noise b is drawn
     max_iter = check_max_iter(max_iter)
     check_calibration_certifiable(cal, X.shape[0], X.shape[1])
-    return _fit_calibrated(X, np.asarray(y, dtype=np.float64), loss, cal, solver_clip=consts.solver_clip,
+    # (as_array: y = Fraction(10**400, 3) is a ValueError, not OverflowError; before the charge)
+    return _fit_calibrated(X, as_array(y, "y", np.float64), loss, cal, solver_clip=consts.solver_clip,
                            sample_weight=sample_weight, huber_delta=huber_delta, solver=solver,
                            max_iter=max_iter, gen=gen)
 
@@ -337,7 +339,7 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
     """The calibration of ``method`` for the loss constants ``consts`` (see private_glm)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    tau = DEFAULT_TOL[method] if tol is None else float(tol)
+    tau = DEFAULT_TOL[method] if tol is None else check_real(tol, "tol")
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tol must be finite and > 0, got {tol!r}")
     if method == "amp":

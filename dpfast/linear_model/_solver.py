@@ -61,6 +61,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from dpfast import _glm, _loss_table, _threads
+from dpfast._validation import check_real
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = ["GLMResult", "MappedRows", "MAX_ITER", "check_max_iter", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
@@ -187,10 +188,7 @@ def _check_loss(loss) -> int:
 
 
 def _check_delta(huber_delta) -> float:
-    try:
-        delta = float(huber_delta)
-    except (TypeError, ValueError):
-        raise TypeError(f"huber_delta must be a positive number, got {huber_delta!r}") from None
+    delta = check_real(huber_delta, "huber_delta")  # TypeError if not a number; ValueError beyond a double
     if not (math.isfinite(delta) and delta > 0):
         raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
     return delta
@@ -199,7 +197,7 @@ def _check_delta(huber_delta) -> float:
 def _scalar(value, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    v = check_real(value, name)  # not float(): an int beyond a double is a ValueError
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if positive and not (v > 0 or (allow_zero and v == 0)):
@@ -286,6 +284,8 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
         raise ValueError(f"X must have at least one row and one column, got shape ({n}, {d})")
     rs, icpt = (X.scale, X.intercept) if isinstance(X, MappedRows) else (None, 0.0)
     dx, d = d, d + (icpt != 0.0)  # stored columns, problem dimension
+    if y is None:  # (_vector passes None through: it is how the optional vectors are omitted)
+        raise TypeError("y must be an array of shape (n,), got None")
     yv = _vector(y, n, "y", shape_note=" to match X")
     if _loss_table.TABLE[loss].labels == "pm1":
         bad = (yv != 1.0) & (yv != -1.0)

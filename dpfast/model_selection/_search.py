@@ -30,7 +30,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._safe_root import safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_epsilon
+from dpfast._validation import check_delta, check_epsilon, check_real
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError
 from dpfast.accounting.rdp import rdp_curve
@@ -49,6 +49,9 @@ from dpfast.random import SecureRandom, check_random_state, is_secure
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
 
 _DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+#: largest n_runs_mean served: the search fits about n_runs_mean models one after the other, so a
+#: larger mean (2**31: billions of fits) is a hang, not a search; refused before the charge
+MAX_RUNS_MEAN = 1e6
 # one message for the two ways nothing is released (told apart, they would say whether K = 0)
 _NO_MODEL = ("the search released no model (no run was drawn -- Poisson, probability exp(-n_runs_mean) -- "
              "or every run diverged)")
@@ -74,9 +77,18 @@ def _tnb_gamma(mean: float, eta: float) -> float:
 def sample_run_count(distribution: str, mean: float, eta: float, gamma: Optional[float], gen) -> int:
     """Draw K: Poisson(mean), or the truncated negative binomial D_{eta,gamma} by inversion of
     its CDF, P[K = 1] = (1-gamma) eta / (gamma^-eta - 1) (eta = 0: (1-gamma)/log(1/gamma)),
-    P[K = k+1] = P[K = k] (1-gamma)(k + eta)/(k + 1) (Papernot & Steinke 2022, Sec. 2)."""
+    P[K = k+1] = P[K = k] (1-gamma)(k + eta)/(k + 1) (Papernot & Steinke 2022, Sec. 2).
+    ``mean`` is read for Poisson only, ``eta`` > -1 and 0 < ``gamma`` < 1 for the other; checked
+    before the draw (check_real: a number beyond a double is a ValueError, not an OverflowError)."""
     if distribution == "poisson":
-        return int(gen.poisson(mean))
+        return int(gen.poisson(check_real(mean, "mean")))
+    if distribution != "truncated_negative_binomial":
+        raise ValueError(f"distribution must be one of {_DISTRIBUTIONS}, got {distribution!r}")
+    eta, gamma = check_real(eta, "eta"), check_real(gamma, "gamma")
+    if not (-1.0 < eta < math.inf):
+        raise ValueError(f"eta must be finite and > -1, got {eta!r}")
+    if not 0.0 < gamma < 1.0:
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
     L = math.log(gamma)
     if eta == 0.0:
         p = (1.0 - gamma) / -L
@@ -221,7 +233,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     epsilon, delta : float
         The total budget of the search.
     n_runs_mean : float
-        E[K] (>= 1 for Poisson, where Theorem 6 needs mu >= 1).
+        E[K] (>= 1 for Poisson, where Theorem 6 needs mu >= 1; at most :data:`MAX_RUNS_MEAN` = 1e6,
+        as about that many models are fitted).
     distribution : {"poisson", "truncated_negative_binomial"}
     eta : float
         eta > -1 of the truncated negative binomial (0: the logarithmic distribution).
@@ -305,13 +318,16 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         # (called after _validate_params: types and open ranges are already checked)
         delta = check_delta(self.delta, allow_zero=False)
         mean = check_epsilon(self.n_runs_mean, allow_array=False, name="n_runs_mean")
+        if mean > MAX_RUNS_MEAN:
+            raise ValueError(f"n_runs_mean must be <= {MAX_RUNS_MEAN:g} (about that many models are fitted), "
+                             f"got {mean!r}")
         if self.distribution == "poisson":
             if mean < 1:
                 raise ValueError(f"n_runs_mean must be >= 1 for distribution='poisson' (Theorem 6), got {mean!r}")
             gamma = None
             eta = None
         else:
-            eta = float(self.eta)
+            eta = check_real(self.eta, "eta")  # (not float(): a Fraction beyond a double)
             if mean <= 1:
                 raise ValueError(f"n_runs_mean must be > 1 for the truncated negative binomial (K >= 1), got {mean!r}")
             gamma = _tnb_gamma(mean, eta)

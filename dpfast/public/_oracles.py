@@ -23,6 +23,7 @@ from typing import Callable, Union
 import numpy as np
 
 from dpfast import _public
+from dpfast._validation import as_array
 
 __all__ = [
     "Stump",
@@ -55,7 +56,7 @@ class Stump:
 
 
 def _as_2d(X, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
+    X = as_array(X, name, np.float64)  # (as sample_weight below)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2:
@@ -76,7 +77,7 @@ def _check_01(X, y, sample_weight):
     if sample_weight is None:
         w = np.ones(n)
     else:
-        w = np.asarray(sample_weight, dtype=np.float64)
+        w = as_array(sample_weight, "sample_weight", np.float64)  # a Fraction beyond a double: ValueError
         if w.shape != (n,):
             raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
         if not np.isfinite(w).all() or (w < 0).any():

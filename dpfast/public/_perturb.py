@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from dpfast._validation import check_delta, check_epsilon, check_positive
+from dpfast._validation import as_array, check_delta, check_epsilon, check_positive
 from dpfast.calibrate import gaussian_sigma
 from dpfast.random import RandomLike, check_random_state, standard_laplace, standard_normal
 
@@ -206,8 +206,8 @@ def project_linear(Z, targets, *, rcond: Optional[float] = None) -> np.ndarray:
     Deterministic in ``(Z, t)`` (SVD-based ``numpy.linalg.lstsq``); never warm-started, so it
     is post-processing of the noisy public vector (:doc:`/theory/public_data`).
     """
-    Z = np.asarray(Z, dtype=np.float64)
-    t = np.asarray(targets, dtype=np.float64)
+    Z = as_array(Z, "Z", np.float64)  # (as_array: a number beyond a double is a ValueError, not OverflowError)
+    t = as_array(targets, "targets", np.float64)
     if Z.ndim != 2 or t.shape != (Z.shape[0],):
         raise ValueError(f"Z must be (m, p) and targets (m,), got {Z.shape} and {t.shape}")
     coef, *_ = np.linalg.lstsq(Z, t, rcond=rcond)

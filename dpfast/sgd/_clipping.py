@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from dpfast import _clip
+from dpfast._validation import check_real
 from dpfast.random import RandomLike, check_random_state, standard_normal
 
 __all__ = ["clip_gradients", "clipped_sum", "per_example_norms"]
@@ -23,7 +24,7 @@ ArrayOrList = Union[np.ndarray, Sequence[np.ndarray]]
 def _check_max_norm(max_norm) -> float:
     if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"max_norm must be a positive real number, got {type(max_norm).__name__}")
-    c = float(max_norm)
+    c = check_real(max_norm, "max_norm")  # not float(): a Fraction beyond a double is a ValueError
     if not (np.isfinite(c) and c > 0):
         raise ValueError(f"max_norm must be a finite number > 0, got {max_norm!r}")
     return c
@@ -168,7 +169,7 @@ def clipped_sum(
     if noise_multiplier is not None:
         if isinstance(noise_multiplier, (bool, np.bool_)) or not isinstance(noise_multiplier, numbers.Real):
             raise TypeError("noise_multiplier must be a real number >= 0 or None")
-        z = float(noise_multiplier)
+        z = check_real(noise_multiplier, "noise_multiplier")  # (as max_norm)
         if not (np.isfinite(z) and z >= 0):
             raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier!r}")
     if len(flat) == 1:

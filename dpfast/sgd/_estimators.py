@@ -56,6 +56,10 @@ from dpfast.sgd import _privacy
 __all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
 
 _OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
+#: a bound on |N(0, 1)| as drawn by the native ziggurat (csrc/random/distributions.hpp): the
+#: tail draw r + E1/r is accepted only when 2 E2 > (E1/r)^2 with E2 <= 53 ln 2 (uniforms on the
+#: 53-bit grid), so |N| < r + sqrt(2 * 53 ln 2) = 3.65 + 8.58 = 12.2; 16 leaves room (a power of 2)
+_NORMAL_BOUND = 16.0
 # Documented cap on the number of DP-SGD steps (epochs * ceil(n / batch_size)), checked before
 # anything is allocated or accounted: 10**9 steps is far beyond any practical run (days at
 # ~10 us a step) and keeps the step counter, the accountant's composition count and the loop
@@ -146,9 +150,10 @@ class _DPSGDBase(PrivateEstimator):
         (each step the Gaussian mechanism on the clipped sum, sensitivity C, add/remove)."""
         return "poisson" if self.sampling == "full" else self.sampling
 
-    def _setup_privacy(self, n: int, budget=None):
+    def _setup_privacy(self, n: int, budget=None, dtype=np.float64):
         """Calibrate (or take) the noise multiplier, account the run and charge its event to
-        ``budget`` -- all before any randomness is drawn."""
+        ``budget`` -- all before any randomness is drawn.  ``dtype``: the training precision
+        (X's), in which the noise z * C * S * N(0, 1) must be representable."""
         delta, epochs, bs, q, spe = self._check_run(n)
         # optional tqdm and the thread count (n_threads <= 4096, DPFAST_NUM_THREADS) resolved here,
         # before the charge: a missing package or a bad setting must not cost budget
@@ -159,6 +164,13 @@ class _DPSGDBase(PrivateEstimator):
             z = float(self.noise_multiplier)
         else:
             z = _privacy.calibrate(float(self.epsilon), delta, q, steps, self._sampling(), self.accountant)
+        # A noise scale whose draws overflow the training dtype (noise_multiplier 1.797e308: every
+        # draw is +-inf) makes the run diverge whatever the data: a public-parameter failure,
+        # refused here before the charge instead of a FloatingPointError after the data is read.
+        noise_std = z * float(self.max_norm) * _privacy.sensitivity_factor(self._sampling())
+        if not noise_std * _NORMAL_BOUND <= float(np.finfo(dtype).max):
+            raise ValueError(f"noise_multiplier * max_norm = {z!r} * {self.max_norm!r} is too large: the Gaussian "
+                             f"noise (up to {_NORMAL_BOUND:g} standard deviations) overflows {np.dtype(dtype).name}")
         self.noise_multiplier_ = z
         self.sample_rate_ = q
         self.steps_ = steps
@@ -411,7 +423,7 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         y = validate_y(self, y, X.shape[0], classifier=True)
         classes, lab = check_label_set(y, self.classes)
         lab = np.ascontiguousarray(lab, dtype=np.int64)
-        run = self._setup_privacy(X.shape[0], budget)
+        run = self._setup_privacy(X.shape[0], budget, X.dtype)
         self.classes_ = classes
         if classes.size == 2:
             yr = _loss_table.binary_labels("logistic", lab).astype(X.dtype)
@@ -510,7 +522,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
         y = validate_y(self, y, X.shape[0], classifier=False)
-        run = self._setup_privacy(X.shape[0], budget)
+        run = self._setup_privacy(X.shape[0], budget, X.dtype)
         self._fit_glm(X, np.ascontiguousarray(y, dtype=X.dtype), None, 1, _SQUARED, run)
         self.coef_ = self.coef_[0]
         self.intercept_ = float(self.intercept_[0])
@@ -622,7 +634,7 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         P = X.shape[1] * h + h + h * int(classes.size) + int(classes.size)
         check_allocation((6 * P,), X.dtype.itemsize, "DPMLPClassifier parameters (6 vectors of d*hidden + "
                          "hidden + hidden*K + K)")
-        run = self._setup_privacy(X.shape[0], budget)
+        run = self._setup_privacy(X.shape[0], budget, X.dtype)
         self.classes_ = classes
         n, d = X.shape
         K = int(classes.size)

@@ -32,7 +32,7 @@ from dpfast._threads import check_threads, default_threads
 from dpfast.accounting import ApproxDP, Composed, PureDP
 from dpfast.budget import charge as charge_budget
 from dpfast.budget import detached
-from dpfast._validation import check_delta, check_epsilon, check_int
+from dpfast._validation import check_delta, check_epsilon, check_int, check_real
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
 from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_gaussian_sigma2,
@@ -188,8 +188,8 @@ def _plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, max_r
     gran = _check_granularity(granularity, value_cols, bnds) if discrete else None
     if ci_level is not None:
         if isinstance(ci_level, (bool, np.bool_)) or not isinstance(ci_level, numbers.Real) \
-                or not 0.0 < float(ci_level) < 1.0:
-            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
+                or not 0.0 < check_real(ci_level, "ci_level") < 1.0:  # (check_real: a Fraction
+            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")  # beyond a double -> ValueError)
         ci_level = float(ci_level)
     if "selection" in [name for name, _, _, _ in parsed]:
         raise ValueError("metric name 'selection' is reserved (budget weight of partition selection)")

@@ -481,14 +481,19 @@ LINEAR_MODEL = [
         dict(X=X2, y=YPM, loss="logistic", method="amp", **GLM_KW),
         seed="random_state", data=("X", "y")),
     _mk("approximate_minima_perturbation", _glm_fn(LM.approximate_minima_perturbation),
-        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y")),
+        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y"),
+        examples=(dict(y=BIG_FRACTION),)),
     _mk("objective_perturbation", _glm_fn(LM.objective_perturbation),
-        dict(X=X2, y=YREG, loss="squared", clip=1.0, **GLM_KW), seed="random_state", data=("X", "y")),
+        dict(X=X2, y=YREG, loss="squared", clip=1.0, **GLM_KW), seed="random_state", data=("X", "y"),
+        examples=(dict(clip=BIG_FRACTION),)),
     _mk("output_perturbation", _glm_fn(LM.output_perturbation),
-        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y")),
+        dict(X=X2, y=YPM, loss="logistic", **GLM_KW), seed="random_state", data=("X", "y"),
+        examples=(dict(y=BIG_FRACTION),)),
     _mk("calibrate_amp", LM.calibrate_amp,
         dict(epsilon=1.0, delta=1e-5, clip=1.0, smoothness=0.25, tau=0.01, sigma_out=0.15,
-             noise_factor=1.3, noise_std=None, regularization=None, count=1, accountant="best")),
+             noise_factor=1.3, noise_std=None, regularization=None, count=1, accountant="best"),
+        examples=(dict(tau=BIG_FRACTION), dict(noise_std=BIG_FRACTION), dict(noise_factor=BIG_FRACTION),
+                  dict(sigma_out=BIG_FRACTION), dict(count=BIG_INT))),
     _mk("calibrate_objective", LM.calibrate_objective,
         dict(epsilon=1.0, delta=1e-5, lipschitz=1.0, smoothness=0.25, count=1, accountant="best"),
         examples=(dict(epsilon=5e-324),)),
@@ -508,22 +513,28 @@ LINEAR_MODEL = [
              count=1, accountant="best"), examples=(dict(smoothness=BIG_FRACTION),)),
     _mk("objective_output_multiplier", LM.objective_output_multiplier,
         dict(epsilon=1.0, count=1),
-        examples=(dict(epsilon=5e-324), dict(epsilon=1e-320), dict(count=BIG_FRACTION))),
+        examples=(dict(epsilon=5e-324), dict(epsilon=1e-320), dict(count=BIG_FRACTION),
+                  dict(count=BIG_INT))),  # count * 1024.0: OverflowError
     _mk("glm_constants", LM.glm_constants,
-        dict(loss="logistic", row_norm=1.0, clip=None, huber_delta=1.0)),
-    _mk("margin_constants", LM.margin_constants, dict(loss="huber", huber_delta=1.0)),
-    _mk("loss_constants", LM.loss_constants, dict(loss="huber", huber_delta=1.0)),
+        dict(loss="logistic", row_norm=1.0, clip=None, huber_delta=1.0),
+        examples=(dict(row_norm=BIG_FRACTION), dict(clip=BIG_FRACTION),
+                  dict(loss="huber", huber_delta=BIG_FRACTION))),
+    _mk("margin_constants", LM.margin_constants, dict(loss="huber", huber_delta=1.0),
+        examples=(dict(huber_delta=BIG_FRACTION),)),
+    _mk("loss_constants", LM.loss_constants, dict(loss="huber", huber_delta=1.0),
+        examples=(dict(huber_delta=BIG_FRACTION),)),
     _mk("minimize_glm", LM.minimize_glm,
         dict(X=X2, y=YPM, loss="logistic", alpha=0.1, linear=None, quadratic=None,
              sample_weight=None, clip=None, solver="lbfgs", tol=1e-6, max_iter=200, coef0=None,
-             rng=1, n_threads=1), seed="rng", data=("X", "y")),
+             rng=1, n_threads=1), seed="rng", data=("X", "y"),
+        examples=(dict(y=None), dict(alpha=BIG_INT))),  # y=None: AttributeError ('bool' ... 'any')
     _mk("minimize_glm_saga", LM.minimize_glm,
         dict(X=X2, y=YREG, loss="squared", alpha=0.1, solver="saga", max_iter=20, rng=1,
              step_size="auto", n_threads=1), seed="rng", data=("X", "y")),
     _mk("glm_loss_and_grad", LM.glm_loss_and_grad,
         dict(X=X2, y=YPM, loss="logistic", coef=np.array([0.1, -0.2, 0.3]), alpha=0.1,
              linear=None, quadratic=None, sample_weight=None, clip=None, huber_delta=1.0,
-             n_threads=1), data=("X", "y", "coef")),
+             n_threads=1), data=("X", "y", "coef"), examples=(dict(huber_delta=BIG_FRACTION),)),
 ]
 
 # --- sgd --------------------------------------------------------------------------------------
@@ -532,22 +543,25 @@ SGD_KW = dict(noise_multiplier=1.0, epochs=2, batch_size=4, random_state=1)
 
 SGD = [
     _mk("clip_gradients", S.clip_gradients, dict(per_example_grads=G2, max_norm=1.0),
-        data=("per_example_grads",)),
+        data=("per_example_grads",), examples=(dict(max_norm=BIG_FRACTION),)),
     _mk("clipped_sum", S.clipped_sum,
         dict(per_example_grads=G2, max_norm=1.0, noise_multiplier=1.0, rng=1, return_norms=False),
         seed="rng", data=("per_example_grads",),
         examples=(dict(per_example_grads=np.full((1, 100000), 3.07e38, np.float32),
-                       max_norm=0.01),)),
+                       max_norm=0.01),
+                  dict(max_norm=BIG_FRACTION), dict(noise_multiplier=BIG_FRACTION))),
     _mk("per_example_norms", S.per_example_norms, dict(per_example_grads=G2),
         data=("per_example_grads",), examples=(dict(per_example_grads=[[1.0, 2.0], [3.0]]),)),
     _mk("DPSGDClassifier", _estimator(S.DPSGDClassifier),
         dict(X=X2, y=Y01, **SGD_KW), seed="random_state", data=("X", "y"),
-        examples=(dict(X=np.broadcast_to(X2[:1], X2.shape)), dict(epochs=2**63))),
+        examples=(dict(X=np.broadcast_to(X2[:1], X2.shape)), dict(epochs=2**63),
+                  dict(noise_multiplier=1.7976931348623157e308),  # FloatingPointError
+                  dict(X=X2.astype(np.float32), noise_multiplier=1e300))),  # (noise beyond float32)
     _mk("DPSGDRegressor", _estimator(S.DPSGDRegressor),
         dict(X=X2, y=YREG, optimizer="adam", **SGD_KW), seed="random_state", data=("X", "y")),
     _mk("DPMLPClassifier", _estimator(S.DPMLPClassifier),
         dict(X=X2, y=Y01, hidden=4, n_threads=1, **SGD_KW), seed="random_state", data=("X", "y"),
-        examples=(dict(hidden=2**31),)),
+        examples=(dict(hidden=2**31), dict(noise_multiplier=1.7976931348623157e308))),
 ]
 
 # --- public -----------------------------------------------------------------------------------
@@ -570,8 +584,10 @@ PUBLIC = [
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, random_state=1),
         seed="random_state", data=("X", "y")),
     _mk("threshold_oracle", P.threshold_oracle,
-        dict(X=X1, y=np.array([0, 1, 1, 0, 1, 0, 1, 1]), sample_weight=None), data=("X", "y")),
-    _mk("stump_oracle", P.stump_oracle, dict(X=X2, y=Y01, sample_weight=None), data=("X", "y")),
+        dict(X=X1, y=np.array([0, 1, 1, 0, 1, 0, 1, 1]), sample_weight=None), data=("X", "y"),
+        examples=(dict(sample_weight=BIG_FRACTION),)),
+    _mk("stump_oracle", P.stump_oracle, dict(X=X2, y=Y01, sample_weight=None), data=("X", "y"),
+        examples=(dict(sample_weight=BIG_FRACTION), dict(X=BIG_FRACTION))),
     _mk("count_oracle_calls", _count_calls, dict(X=X2, y=Y01), data=("X", "y")),
     _mk("perturb", P.perturb,
         dict(public_values=np.array([0.5, -0.2, 0.1]), stability=0.1, epsilon=1.0, delta=1e-5,
@@ -581,7 +597,7 @@ PUBLIC = [
         dict(m=3, stability=0.1, epsilon=1.0, delta=1e-5, mechanism=None, l1_sensitivity=None,
              calibration="exact")),
     _mk("project_linear", P.project_linear, dict(Z=XPUB, targets=np.arange(5.0), rcond=None),
-        data=("Z", "targets")),
+        data=("Z", "targets"), examples=(dict(targets=BIG_FRACTION),)),
     _mk("default_eta", P.default_eta,
         dict(n=100, p=3, epsilon=1.0, delta=1e-5, lipschitz=1.0, m=1),
         examples=(dict(n=math.nan), dict(p=math.nan), dict(lipschitz=math.nan), dict(epsilon=math.nan),
@@ -660,7 +676,8 @@ TABLES = [
              bounds={"x": (0.0, 10.0)}, max_groups_per_unit=2, max_rows_per_group=2, epsilon=50.0,
              delta=1e-3, groups=None, noise="laplace", rng=1, weights=None, ci_level=0.9,
              selection="truncated_geometric", granularity=None, n_threads=None),
-        seed="rng", data=("u", "g", "x"), fixed=("u", "g", "x"), weight=0.5),
+        seed="rng", data=("u", "g", "x"), fixed=("u", "g", "x"), weight=0.5,
+        examples=(dict(ci_level=BIG_FRACTION),)),
     _mk("selection_threshold", _selection_threshold, dict(l0=2, epsilon=1.0, delta=1e-6)),
     _mk("selection_probabilities", _selection_probabilities, dict(n_max=50, l0=2, epsilon=1.0, delta=1e-6)),
 ]
@@ -732,10 +749,14 @@ def _preprocessing_targets():
             dict(X=X2, y=Y01, epsilon=2.0, delta=1e-5, n_runs_mean=2.0, distribution="poisson",
                  eta=0.0, score_fraction=0.1, validation_fraction=0.3, random_state=1),
             seed="random_state", data=("X", "y"),
-            examples=(dict(epsilon=5e-324), dict(score_fraction=5e-324))),  # ZeroDivisionError at 400
+            examples=(dict(epsilon=5e-324), dict(score_fraction=5e-324),  # ZeroDivisionError at 400
+                      dict(n_runs_mean=2**31))),  # a hang (about 2**31 fits)
         _mk("OneOf", _one_of, dict(epsilon=0.5, noise_multiplier=2.0)),
         _mk("sample_run_count", _run_count,
-            dict(distribution="poisson", mean=3.0, eta=0.0, gamma=None, seed=1), seed="seed"),
+            dict(distribution="poisson", mean=3.0, eta=0.0, gamma=None, seed=1), seed="seed",
+            examples=(dict(mean=BIG_FRACTION),
+                      dict(distribution="truncated_negative_binomial", gamma=1.0),  # ZeroDivisionError
+                      dict(distribution="truncated_negative_binomial", gamma=0.5, eta=BIG_FRACTION))),
     ]
 
 
@@ -757,33 +778,8 @@ PENDING: dict = {}
 #: home -- mostly a bare ``float(x)``/``np.asarray(x, float64)`` on a public parameter, where
 #: ``dpfast._validation.check_real``/``check_positive``/``as_array`` turn Fraction(10**400, 3) into a
 #: ValueError).  ``DPFAST_FUZZ_PENDING=1`` runs them in test_known_reproducers; once one passes,
-#: move it to its target's ``examples``.
-PENDING_EXAMPLES: dict = {
-    # dpfast/tables
-    "aggregate": (dict(ci_level=BIG_FRACTION),),
-    # dpfast/model_selection
-    "PrivateRandomSearch": (dict(n_runs_mean=2**31),),  # a hang
-    "sample_run_count": (dict(mean=BIG_FRACTION),),
-    # dpfast/linear_model, dpfast/sgd
-    "objective_output_multiplier": (dict(count=BIG_INT),),  # count * 1024.0: OverflowError
-    "calibrate_amp": (dict(tau=BIG_FRACTION), dict(noise_std=BIG_FRACTION), dict(noise_factor=BIG_FRACTION)),
-    "glm_constants": (dict(row_norm=BIG_FRACTION), dict(clip=BIG_FRACTION)),
-    "glm_loss_and_grad": (dict(huber_delta=BIG_FRACTION),),
-    "objective_perturbation": (dict(clip=BIG_FRACTION),),
-    "loss_constants": (dict(huber_delta=BIG_FRACTION),),
-    "margin_constants": (dict(huber_delta=BIG_FRACTION),),
-    "clip_gradients": (dict(max_norm=BIG_FRACTION),),
-    "clipped_sum": (dict(max_norm=BIG_FRACTION), dict(noise_multiplier=BIG_FRACTION)),
-    "DPSGDClassifier": (dict(noise_multiplier=1.7976931348623157e308),),  # FloatingPointError
-    "DPMLPClassifier": (dict(noise_multiplier=1.7976931348623157e308),),  # FloatingPointError
-    "approximate_minima_perturbation": (dict(y=BIG_FRACTION),),
-    "output_perturbation": (dict(y=BIG_FRACTION),),
-    "minimize_glm": (dict(y=None),),  # AttributeError: 'bool' object has no attribute 'any'
-    "project_linear": (dict(targets=BIG_FRACTION),),
-    # dpfast/mechanisms (other owners' functions), calibrate.py, public/
-    "stump_oracle": (dict(sample_weight=BIG_FRACTION),),
-    "threshold_oracle": (dict(sample_weight=BIG_FRACTION),),
-}
+#: move it to its target's ``examples`` (none left today: every reproducer of that run is an example).
+PENDING_EXAMPLES: dict = {}
 
 #: Targets whose results differ (by rounding) between C and Fortran order of the same data
 #: (issue 15 item 11, reported): the layout comparisons are pending for them; every other

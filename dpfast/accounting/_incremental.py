@@ -39,7 +39,7 @@ from dpfast import _pld
 from dpfast.accounting import events as ev
 from dpfast.accounting._discretize import MAX_POINTS
 from dpfast.accounting.pld import (_T_GRID, ComposedPLD, PLDAccountant, _finite_moved, _flatten, _log_mgf, _step_pmf,
-                                   rounding_margin, symmetric)
+                                   refined_step, rounding_margin, symmetric)
 
 __all__ = ["IncrementalPLD"]
 
@@ -131,19 +131,9 @@ class IncrementalPLD:
     # ------------------------------------------------------------------ the grid rule
     def _wanted_grid(self) -> float:
         """The grid :meth:`PLDAccountant._grid_step` would use for this ledger."""
-        h = self.h0
         if self.count == 0:
-            return h
-        worst = 0.0
-        for d in (["remove", "add"] if self.asym else ["remove"]):
-            var, excess = self.sums[d]
-            if excess <= 1e-8:
-                continue
-            true_var = var - excess
-            worst = max(worst, excess / true_var if true_var > 0 else math.inf)
-        if worst <= 1e-3:
-            return h
-        return h * max(1.0 / 64.0, math.sqrt(1e-3 / worst)) if math.isfinite(worst) else h / 64.0
+            return self.h0
+        return refined_step(self.h0, [self.sums[d] for d in (["remove", "add"] if self.asym else ["remove"])])
 
     def _mgf_of(self, leaves, h: float, direction: str) -> Tuple[np.ndarray, np.ndarray]:
         up, dn = np.zeros(_T_GRID.size), np.zeros(_T_GRID.size)

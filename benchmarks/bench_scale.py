@@ -133,7 +133,10 @@ def dask_pass(X, y, d: int):
     from dpfast.linear_model import LogisticRegression
     from dpfast.linear_model._dask import DaskTarget, validated_design
 
-    design = validated_design(LogisticRegression(epsilon=1.0, random_state=0), X, y)
+    # row_norm="check": the rows are within norm_bound, so the design keeps them unscaled, as the
+    # in-process kernel below does (the default "clip" rescales the rows whose norm exceeds the bound
+    # by float32 rounding, which moves the sums in the 8th digit)
+    design = validated_design(LogisticRegression(epsilon=1.0, random_state=0, row_norm="check"), X, y)
     y_local = np.where(y.compute() == 1, 1.0, -1.0)
     fg = design.oracle(DaskTarget(1, X.shape[0]), "logistic", alpha=1.0, linear=None, clip=2 ** 0.5,
                        sample_weight=None, huber_delta=1.0)

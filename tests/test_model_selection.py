@@ -543,3 +543,23 @@ def test_a_diverged_run_is_a_run_not_an_abort():
                                     random_state=0).fit(X, y)
     assert [str(x.message) for x in w_all] == [str(x.message) for x in w_none]
     assert _structure(z).keys() == _structure(s).keys()
+
+
+def test_candidates_that_can_refuse_on_data_are_refused_before_the_charge():
+    # row_norm="check" raises on a row beyond norm_bound after the charge; in the search, whether
+    # such a candidate is drawn depends on K (found by a fresh-eyes audit: P(raise) 0.5 at K = 1,
+    # 0.75 at K = 5, 1.0 from K = 6), an output outside the tuning theorem: refused up front.
+    from dpfast.budget import PrivacyBudget
+    from dpfast.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.5, 0.5, (200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    b = PrivacyBudget(10.0, 1e-3)
+    g = np.random.default_rng(3)
+    state = g.bit_generator.state
+    for est, grid in ((LogisticRegression(method="output"), {"row_norm": ["check", "clip"]}),
+                      (LogisticRegression(method="output", row_norm="check"), {"alpha": [0.1, 1.0]})):
+        with pytest.raises(ValueError, match="row_norm"):
+            PrivateRandomSearch(est, grid, epsilon=1.0, delta=1e-5, random_state=g).fit(X, y, budget=b)
+    assert b.ledger == () and g.bit_generator.state == state

@@ -341,6 +341,15 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             bad = [k for k in p if k.split("__")[-1] in ("epsilon", "delta", "random_state")]
             if bad:
                 raise ValueError(f"param_distributions may not set {bad}: the search sets them")
+            # row_norm="check" refuses on private data (a row beyond norm_bound) after the charge;
+            # inside the search whether such a candidate is drawn depends on the run count K, so
+            # the refusal would be a K-dependent output outside the tuning theorem: refuse it here
+            conf = clone(self.estimator).set_params(**p).get_params(deep=True)
+            checking = sorted(k for k, v in conf.items() if k.split("__")[-1] == "row_norm" and v == "check")
+            if checking:
+                raise ValueError(f"{checking} = 'check' can refuse on the private data, with a probability that "
+                                 "depends on the number of runs: use row_norm='clip' (the default) inside "
+                                 "PrivateRandomSearch")
         return eps, delta, mean, eta, gamma, candidates
 
     # ------------------------------------------------------------------ accounting

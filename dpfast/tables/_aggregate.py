@@ -408,10 +408,11 @@ def check_value_dtype(col, dtype) -> None:
 def value_matrix(frame: pd.DataFrame, value_cols) -> np.ndarray:
     """(k, n) float64 matrix of the value columns; TypeError for a column that is not real
     numbers (:func:`check_value_dtype`), ValueError for NaN / NA."""
+    for col in value_cols:  # the schema first: a dtype error never waits behind another column's NaN
+        check_value_dtype(col, frame[col].dtype)
     out = np.empty((len(value_cols), len(frame)), dtype=np.float64)
     for j, col in enumerate(value_cols):
         s = frame[col]
-        check_value_dtype(col, s.dtype)
         if isinstance(s.dtype, pd.api.extensions.ExtensionDtype):
             out[j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
         else:
@@ -426,8 +427,6 @@ def _prepare_pandas(df: pd.DataFrame, plan: dict):
     pu, by_cols = plan["privacy_unit"], plan["by_cols"]
     if df[pu].isna().any():
         raise ValueError(f"privacy_unit column {pu!r} contains NaN/None")
-    for col in plan["value_cols"]:  # the schema first: the one rule for value columns
-        check_value_dtype(col, df[col].dtype)
     values = value_matrix(df, plan["value_cols"])
     if plan["groups"] is None:
         # the integer fast path only for a NumPy column: its index keeps the column's dtype, as

@@ -468,14 +468,20 @@ def _marker_path(pid: int) -> str:
     return os.path.join(_MARKER_DIR[0], f"dpfast-budget-open-{pid}")
 
 
-def _start_time(pid: int) -> str:
-    """The process's start time (Linux: /proc; '' elsewhere): tells a live process from a
-    stale marker left by a dead one whose pid was reused."""
+def _stat_field(pid: int, i: int) -> bytes:
+    """Field ``i`` after the command name of ``/proc/<pid>/stat`` (Linux; b'' elsewhere or when
+    it cannot be read)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+            return f.read().rsplit(b")", 1)[1].split()[i]
     except (OSError, IndexError):
-        return ""
+        return b""
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time ('' where unknown): tells a live process from a stale marker
+    left by a dead one whose pid was reused."""
+    return _stat_field(pid, 19).decode()
 
 
 def _marker_write() -> None:
@@ -517,12 +523,9 @@ if hasattr(os, "register_at_fork"):
 
 
 def _ppid(pid: int) -> int:
-    """The parent of process ``pid`` (Linux: /proc; 0 elsewhere or when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
+    """The parent of process ``pid`` (0 where unknown)."""
+    field = _stat_field(pid, 1)
+    return int(field) if field.isdigit() else 0
 
 
 def _open_budget_ancestor() -> int:
@@ -546,8 +549,6 @@ def _open_budget_ancestor() -> int:
 
 def _has_marker(pid: int) -> bool:
     path = _marker_path(pid)
-    if not os.access(path, os.F_OK):
-        return False
     try:
         st = os.lstat(path)
     except OSError:

@@ -93,10 +93,6 @@ def _local_vector(v, row_chunks, name: str):
     return np.asarray(_row_vector(v, row_chunks, name).compute())
 
 
-def _chunk_name(k: int, starts) -> str:
-    return f"chunk {k} (rows {starts[k]}..{starts[k + 1] - 1})"
-
-
 def active_client():
     """The distributed Client of the current context, or None (no distributed scheduler).
 

@@ -1,7 +1,8 @@
 """dpfast: fast, correct differential privacy.
 
 The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_mechanism``,
-...).  Subpackages, imported on first use so that ``import dpfast`` stays light:
+...).  Subpackages and re-exported names are imported on first use (a module ``__getattr__``,
+PEP 562), so that ``import dpfast`` stays light:
 
 * :mod:`dpfast.random` -- the ``rng=`` convention and :class:`~dpfast.random.SecureRandom`;
 * :mod:`dpfast.calibrate` -- noise scales from (epsilon, delta, sensitivity) and back;
@@ -19,14 +20,22 @@ The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_me
 """
 import importlib as _importlib
 
-from dpfast import calibrate, mechanisms, random
-from dpfast.mechanisms import *  # noqa: F401,F403  (the public mechanisms, see mechanisms.__all__)
-from dpfast.mechanisms import __all__ as _mechanism_names
-
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables",
-                    "preprocessing", "model_selection", "audit")
+_LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit")
+
+# dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
+# two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).
+_MECHANISM_NAMES = (
+    "event_of", "laplace", "gaussian", "laplace_noise", "gaussian_noise", "randomized_response",
+    "randomized_response_debias", "randomized_response_probabilities", "bernoulli_exp",
+    "discrete_laplace", "discrete_gaussian", "discrete_laplace_mechanism",
+    "discrete_gaussian_mechanism", "discrete_gaussian_sigma2", "discrete_gaussian_delta", "zcdp_delta",
+    "snapping", "snapping_epsilon", "snapping_scale", "exponential_mechanism",
+    "exponential_mechanism_stream", "ExponentialMechanismStream", "report_noisy_max", "top_k",
+    "private_quantile", "private_median",
+)
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {
@@ -45,15 +54,14 @@ _LAZY_NAMES = {
     "PrivateRandomSearch": "model_selection",
 }
 
-__all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,
-           *_LAZY_SUBMODULES, *_LAZY_NAMES]
+__all__ = ["__version__", *_LAZY_SUBMODULES, *_MECHANISM_NAMES, *_LAZY_NAMES]
 
 
 def __getattr__(name: str):
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"dpfast.{name}")
-    if name in _LAZY_NAMES:
-        module = _importlib.import_module(f"dpfast.{_LAZY_NAMES[name]}")
+    if name in _LAZY_NAMES or name in _MECHANISM_NAMES:
+        module = _importlib.import_module(f"dpfast.{_LAZY_NAMES.get(name, 'mechanisms')}")
         return getattr(module, name)
     raise AttributeError(f"module 'dpfast' has no attribute {name!r}")
 

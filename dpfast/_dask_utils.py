@@ -31,16 +31,16 @@ def is_dask_collection(X) -> bool:
     return mod.startswith("dask.array") or mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
-def _is_frame(X) -> bool:
+def is_frame(X) -> bool:
     mod = type(X).__module__ or ""
     return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
-def _as_dask_rows(X, name: str = "X"):
+def as_dask_rows(X, name: str = "X"):
     """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
     import dask.array as da
 
-    if _is_frame(X):
+    if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
         kinds = [np.dtype(t).kind for t in X.dtypes]
@@ -67,12 +67,12 @@ def _as_dask_rows(X, name: str = "X"):
     return X
 
 
-def _row_vector(v, row_chunks, name: str):
+def row_vector(v, row_chunks, name: str):
     """A per-row Dask vector (Array or Series) checked against X's row chunks: a 1-d dask Array
     chunked like X (ValueError naming what is wrong otherwise)."""
     import dask.array as da
 
-    if _is_frame(v):
+    if is_frame(v):
         if getattr(v, "ndim", 1) != 1:
             raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
         v = v.to_dask_array(lengths=True)
@@ -86,11 +86,11 @@ def _row_vector(v, row_chunks, name: str):
     return v
 
 
-def _local_vector(v, row_chunks, name: str):
+def local_vector(v, row_chunks, name: str):
     """A per-row vector given as NumPy or Dask, gathered to the client (None stays None)."""
     if v is None or not is_dask_collection(v):
         return v
-    return np.asarray(_row_vector(v, row_chunks, name).compute())
+    return np.asarray(row_vector(v, row_chunks, name).compute())
 
 
 def active_client():

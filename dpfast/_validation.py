@@ -80,6 +80,19 @@ def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = 
     return float(arr) if arr.ndim == 0 else arr
 
 
+def check_positive_scalar(x, name: str) -> float:
+    """A real scalar x > 0 and finite (:func:`check_positive` without arrays); the common case
+    (a float or an int) without NumPy overhead."""
+    if isinstance(x, float) or type(x) is int:
+        v = float(x)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {x!r}" if not math.isnan(v) else f"{name} must be > 0, got NaN")
+        if v <= 0:
+            raise ValueError(f"{name} must be > 0, got {x!r}")
+        return v
+    return check_positive(x, name, allow_array=False)
+
+
 def check_epsilon(epsilon, *, allow_array: bool = True, name: str = "epsilon"):
     """epsilon > 0 and finite."""
     return check_positive(epsilon, name, allow_array=allow_array)

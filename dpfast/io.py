@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpfast._validation import check_int
+
 __all__ = ["read_npy_rows"]
 
 
@@ -49,8 +51,6 @@ def read_npy_rows(path: str, chunk_rows: int):
     """
     import dask
     import dask.array as da
-
-    from dpfast._validation import check_int
 
     chunk_rows = check_int(chunk_rows, "chunk_rows")
     mm = np.load(path, mmap_mode="r")

@@ -34,7 +34,15 @@ from scipy import integrate, special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_positive, check_real
-from dpfast.calibrate import gaussian_log_delta
+from dpfast.accounting import _discretize
+from dpfast.accounting.calibration import gaussian_log_delta
+from dpfast.accounting.events import (
+    ObjectivePerturbation,
+    check_objective_perturbation_constants,
+    check_smoothness,
+)
+from dpfast.accounting.pld import dominating_pairs
+from dpfast.accounting.rdp import check_orders, rdp_curve
 
 __all__ = [
     "jacobian_cost",
@@ -49,30 +57,6 @@ __all__ = [
     "amp_epsilon",
     "ObjectivePerturbation",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# validation helpers
-# --------------------------------------------------------------------------------------------
-def _check_smoothness(smoothness) -> float:
-    beta = check_real(smoothness, "smoothness")
-    if not (math.isfinite(beta) and beta >= 0):
-        raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
-    return beta
-
-
-def _check_constants(noise_std, lipschitz, smoothness, regularization):
-    sigma = check_positive(noise_std, "noise_std", allow_array=False)
-    L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
-    lam = check_positive(regularization, "regularization", allow_array=False)
-    if not lam > beta:
-        raise ValueError(
-            f"objective perturbation needs regularization lambda > smoothness beta "
-            f"(the Jacobian term -log(1 - beta/lambda) is finite only then); got lambda={lam!r}, "
-            f"beta={beta!r}"
-        )
-    return sigma, L, beta, lam
 
 
 def jacobian_cost(smoothness: float, regularization: float) -> float:
@@ -142,7 +126,7 @@ def objective_perturbation_delta(
 
     ``epsilon`` may be a scalar or an array; the result has its shape.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any():
         raise ValueError("epsilon must not be NaN")
@@ -162,7 +146,7 @@ def objective_perturbation_epsilon(
     solved by :func:`dpfast._safe_root.safe_root` (relative tolerance 1e-13): delta(result) <= delta
     holds exactly as evaluated.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
     if not s <= 1e150:  # epsilon >= s^2/2 > 1e299 (or s overflowed): no useful finite answer
@@ -180,8 +164,6 @@ def objective_perturbation_epsilon(
 def _check_orders(orders) -> np.ndarray:
     """:func:`dpfast.accounting.rdp.check_orders` (the one validator of RDP orders), keeping a
     scalar order 0-d so that the curves below return a float for it."""
-    from dpfast.accounting.rdp import check_orders  # rdp imports this module's curves lazily
-
     a = check_orders(orders)
     return a.reshape(()) if orders is not None and np.ndim(orders) == 0 else a
 
@@ -207,7 +189,7 @@ def objective_perturbation_rdp(
     "RDP (Theorem 3.2)"; add/remove neighbours, GLM losses, exact minimiser).
     Returns a float for a scalar order and an array otherwise.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     a = _check_orders(orders)
     s = L / sigma
     out = jacobian_cost(beta, lam) + 0.5 * s * s + _log_mgf_abs_normal_over(a, s)
@@ -230,7 +212,7 @@ def objective_perturbation_min_regularization(
     """
     sigma = check_positive(noise_std, "noise_std", allow_array=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
+    beta = check_smoothness(smoothness)
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
@@ -271,7 +253,7 @@ def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float,
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
+    beta = check_smoothness(smoothness)
     sigma = L * math.sqrt(8.0 * math.log(2.0 / delta) + 4.0 * epsilon) / epsilon
     return sigma, 2.0 * beta / epsilon
 
@@ -288,7 +270,7 @@ def kifer_is_private(
 # Approximate minima perturbation with gradient clipping (Algorithm 1, Theorem 4.1)
 # --------------------------------------------------------------------------------------------
 def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
-    sigma, C, beta, lam = _check_constants(noise_std, clip, smoothness, regularization)
+    sigma, C, beta, lam = check_objective_perturbation_constants(noise_std, clip, smoothness, regularization)
     tau = check_real(tau, "tau")
     if not (math.isfinite(tau) and tau >= 0):
         raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
@@ -430,4 +412,25 @@ def amp_epsilon(
 # ``ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)`` is the data-only
 # event of :mod:`dpfast.accounting.events`; its PLD (the tight profile of Theorem 3.1 above, by
 # connect-the-dots) and its RDP curve (Theorem 3.2) are registered in ``pld.py`` / ``rdp.py``.
-from dpfast.accounting.events import ObjectivePerturbation  # noqa: E402  (re-export)
+
+
+# --------------------------------------------------------------------------------------------
+# the accountants' registrations of ObjectivePerturbation (next to the formulas they use)
+# --------------------------------------------------------------------------------------------
+@rdp_curve.register
+def _(event: ObjectivePerturbation, orders):
+    # Theorem 3.2 of Redberg, Koskela & Wang 2024 (orders are > 1 here)
+    return objective_perturbation_rdp(orders, event.noise_std, event.lipschitz, event.smoothness,
+                                      event.regularization)
+
+
+@dominating_pairs.register
+def _(event: ObjectivePerturbation, h, tail, direction):
+    # the tight profile of Theorem 3.1 (Redberg, Koskela & Wang 2024), connect-the-dots on
+    # dots 1e-3 apart.  Not reflected for eps < 0 (symmetric=False): the law of their Y has
+    # E[e^-Y] < 1, so the reflection would not be a hockey-stick curve; the chord to delta = 1
+    # at e^eps = 0 is used there instead (an upper bound).
+    s = event.lipschitz / event.noise_std
+    c_j = jacobian_cost(event.smoothness, event.regularization)
+    return _discretize.profile_pmf(lambda e: _profile(np.asarray(e, dtype=np.float64), s, c_j), h, tail,
+                                   1e-3, 0.0, False)

@@ -28,10 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
+from dpfast._validation import (
+    check_delta,
+    check_epsilon,
+    check_int,
+    check_positive,
+    check_real,
+)
 from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
-from dpfast.accounting.rdp import ERM_ORDERS
 from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting.rdp import ERM_ORDERS
 from dpfast.calibrate import gaussian_sigma
 
 __all__ = [
@@ -470,8 +476,6 @@ def calibrate_output(
     exact, reported as ``"gaussian"``.  Default lambda (data-independent heuristic): the one
     that makes the per-coordinate noise equal to ``sigma_out``.
     """
-    from dpfast._validation import check_real  # (local: this function's own fix, issue 21 item 15)
-
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)

@@ -29,7 +29,7 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   each task and receives d + 1 floats per chunk.
 * Certification ``||grad F||_2 <= tau`` is on that exact full gradient; when L-BFGS has not
   reached tau within ``max_iter``, the certified Nesterov continuation of the in-memory path
-  runs on the same Dask gradient (:mod:`dpfast.linear_model._certify`).
+  runs on the same Dask gradient (:mod:`dpfast._certify`).
 
 Determinism: a chunk's partial sums depend only on the chunk (the kernel's row partition
 depends on the chunk's shape, never on threads), and the client adds them in chunk order, so
@@ -84,13 +84,28 @@ import math
 
 import numpy as np
 
+from dpfast import _glm, _loss_table
+from dpfast._base import validate_y
 from dpfast._dask_utils import (
-    _as_dask_rows,
-    _is_frame,
-    _row_vector,
+    as_dask_rows,
+    is_frame,
+    row_vector,
     active_client,
     is_dask_collection,
     scatter_chunks,
+)
+from dpfast._validation import check_int, check_label_set
+from dpfast._certify import certified_descent, check_certifiable
+from dpfast.linear_model._mechanisms import (
+    check_sample_weight,
+    sample_start,
+    warm_start_rows,
+)
+from dpfast._solver import (
+    MappedRows,
+    check_huber_delta,
+    check_loss,
+    loss_constants,
 )
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
@@ -104,8 +119,6 @@ def chunk_rngs(count: int, seed=None):
     repeats the same noise in every chunk (module docstring).  ``seed`` None draws fresh
     entropy from the OS.
     """
-    from dpfast._validation import check_int
-
     count = check_int(count, "count")
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
 
@@ -167,8 +180,6 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
     message of the row check that failed.  Nothing here raises for bad data: the client raises
     in the order of the in-memory ``fit`` (labels, parameters, weights, rows).
     """
-    from dpfast import _glm
-
     summary = {"y": None if yk is None else _label_summary(yk, classifier, classes, cap)}
     w = None
     if weighted:
@@ -209,8 +220,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
     The chunk's targets are formed here from its labels, as the in-memory ``fit`` forms them:
     +1 where the label is ``positive`` and -1 elsewhere (classifiers), the labels as float64
     (``positive`` is ``_REAL``: regressors)."""
-    from dpfast import _glm, _loss_table
-
     block = np.ascontiguousarray(block)
     scale, sq = aux[0], aux[1]
     t = _targets(yk, code, positive)
@@ -222,8 +231,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
 
 def _targets(yk, code, positive) -> np.ndarray:
     """A chunk's targets as the in-memory ``fit`` forms them (:func:`_block_fg`)."""
-    from dpfast import _loss_table
-
     yv = np.asarray(yk)
     return (np.asarray(yv, dtype=np.float64) if positive is _REAL
             else _loss_table.binary_labels(_loss_table.name_of(code), yv == positive))
@@ -233,10 +240,6 @@ def _sample_fit(blocks, auxs, ys, ws, m, n, loss, delta, clip, icpt, positive, a
     """The warm start on the worker holding the first rows: the in-memory
     :func:`~dpfast.linear_model._mechanisms.sample_start` on rows [0, m) of X (the leading
     chunks), their row scales, targets and weights; d' float64 go back to the client."""
-    from dpfast import _loss_table
-    from dpfast.linear_model._mechanisms import sample_start
-    from dpfast.linear_model._solver import MappedRows
-
     def rows(parts):
         return np.ascontiguousarray(parts[0][:m] if len(parts) == 1 else np.concatenate(parts)[:m])
 
@@ -353,7 +356,7 @@ def _vector_chunks(v, rows: DaskRows, name: str, kinds: str = _SUMMARY_KINDS):
     """A per-row vector as chunk handles held by the cluster, or a NumPy array (returned as is)."""
     if v is None or not is_dask_collection(v):
         return v
-    v = _row_vector(v, rows.row_chunks, name)
+    v = row_vector(v, rows.row_chunks, name)
     if v.dtype.kind not in kinds:  # e.g. object labels: validated on the client, as NumPy input
         return np.asarray(v.compute())
     return v
@@ -397,13 +400,11 @@ class DaskDesign:
         """The warm start of the in-memory fit (``_mechanisms.sample_start`` on rows [0, m)), as
         one task on the leading chunks (run where they are held): the same rows, scales, targets
         and weights, so the same point up to the rounding of the row scales."""
-        from dpfast.linear_model._solver import _check_delta
-
         dask = self._dask
         _groups, client, ins = self._inputs()
         ks = [k for k in range(len(self.rows.row_chunks)) if self.rows.starts[k] < m]
         args = [[v[k] for k in ks] for v in ins]
-        rest = (int(m), int(self.shape[0]), loss, _check_delta(huber_delta), None if clip is None else float(clip),
+        rest = (int(m), int(self.shape[0]), loss, check_huber_delta(huber_delta), None if clip is None else float(clip),
                 self.intercept, y.positive, float(alpha), None if linear is None else np.asarray(linear, dtype=np.float64),
                 float(tol))
         if client is not None:
@@ -415,10 +416,8 @@ class DaskDesign:
 
         ``y`` is a :class:`DaskTarget` (the labels and weights are the design's, on the workers;
         ``sample_weight`` is ignored)."""
-        from dpfast.linear_model._solver import _check_delta, _check_loss
-
         dask = self._dask
-        code, delta = _check_loss(loss), _check_delta(huber_delta)
+        code, delta = check_loss(loss), check_huber_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
         positive = y.positive
         d = self.shape[1]
@@ -461,19 +460,12 @@ class DaskDesign:
     def precond(self, alpha: float, loss: str, huber_delta: float):
         """The L-BFGS preconditioner's inputs for ``_glm.minimize_callable`` (the in-memory solver
         builds the same P from the same column sums, formed over its own row blocks)."""
-        from dpfast.linear_model._solver import loss_constants
-
         S1, S2, W = self._sums
         return (S1, S2, float(W), float(alpha), float(loss_constants(loss, huber_delta)[1]), self.intercept)
 
     def minimize_certified(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter,
                            gen, lipschitz):
         """The Dask counterpart of ``_mechanisms._minimize_certified`` (same solver, same rule)."""
-        from dpfast import _glm
-        from dpfast.linear_model._certify import certified_descent, check_certifiable
-        from dpfast.linear_model._mechanisms import warm_start_rows
-        from dpfast.linear_model._solver import loss_constants
-
         if solver != "lbfgs":
             raise ValueError(f"solver={solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
         n = self.shape[0]
@@ -505,10 +497,6 @@ def _validate(est, rows: DaskRows, y, sample_weight, *, classifier: bool):
     (classifiers; None for regressors) and leaves the :class:`DaskDesign` on ``rows``.  Raises
     before anything is calibrated, charged or drawn."""
     import dask
-
-    from dpfast._base import validate_y
-    from dpfast._validation import check_label_set
-    from dpfast.linear_model._mechanisms import check_sample_weight
 
     n = rows.shape[0]
     starts = rows.starts
@@ -594,7 +582,7 @@ def _add_sums(parts):
 def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
     """The validation pass of :func:`fit` alone: the :class:`DaskDesign` of Dask ``X`` with its
     labels and weights on the workers (benchmarks and tests time its passes with ``oracle``)."""
-    rows = DaskRows(_as_dask_rows(X))
+    rows = DaskRows(as_dask_rows(X))
     classifier = hasattr(est, "_label_set")
     est._validate_params()
     _validate(est, rows, _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf"),
@@ -609,7 +597,7 @@ def fit(est, X, y, sample_weight=None, *, budget=None):
     budget charge and noise on the client, each gradient pass a Dask graph."""
     if getattr(est, "solver", "lbfgs") != "lbfgs":
         raise ValueError(f"solver={est.solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     rows = DaskRows(Xd)
     classifier = hasattr(est, "_label_set")
     y = _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf")
@@ -631,7 +619,7 @@ def _names_view(X):
     """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
     frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
     anything else as is."""
-    if _is_frame(X):
+    if is_frame(X):
         import pandas as pd
 
         return pd.DataFrame(columns=X.columns)
@@ -655,7 +643,7 @@ def _prediction_input(est, X):
     from sklearn.utils.validation import _check_feature_names
 
     _check_feature_names(est, _names_view(X), reset=False)
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     n_in = getattr(est, "n_features_in_", None)
     if n_in is not None and Xd.shape[1] != n_in:
         raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {n_in}")
@@ -727,7 +715,7 @@ def _as_vector_like(v, Xd, name):
     if v is None:
         return None
     if is_dask_collection(v):
-        if _is_frame(v):
+        if is_frame(v):
             v = v.to_dask_array(lengths=True)
         if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
             raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")

@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.utils.validation import _num_samples
 
 from dpfast import _base, _loss_table
+from dpfast import accounting as acc
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,
@@ -27,7 +28,15 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
-from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
+from dpfast.accounting import objective_perturbation as op
+from dpfast.linear_model import _dask as mod
+from dpfast.linear_model import _multinomial as mn
+from dpfast.linear_model._calibration import _gaussian_description
+from dpfast.linear_model._losses import (
+    glm_constants,
+    margin_constants,
+    multinomial_constants,
+)
 from dpfast.linear_model._mechanisms import (
     METHODS,
     _fit_calibrated,
@@ -36,7 +45,7 @@ from dpfast.linear_model._mechanisms import (
     make_calibration,
     row_norms,
 )
-from dpfast.linear_model._solver import MAX_ITER, check_max_iter
+from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast.random import check_random_state
 
 __all__ = ["LogisticRegression", "LinearRegression"]
@@ -154,8 +163,6 @@ def _slack(R: float, dtype) -> float:
 
 def _dask():
     """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
-    from dpfast.linear_model import _dask as mod
-
     return mod
 
 
@@ -170,10 +177,6 @@ def _release_event(cal):
     for all of them.  ``accountant="kifer"``: Kifer et al. 2012 certify each model
     (epsilon/count, delta/count)-DP (basic composition), an ``ApproxDP`` event per model.
     """
-    from dpfast import accounting as acc
-    from dpfast.accounting import objective_perturbation as op
-    from dpfast.linear_model._calibration import _gaussian_description
-
     k = int(cal.count)
     if cal.method == "output":
         sens = math.sqrt(k) * (cal.lipschitz + 2.0 * cal.tau) / cal.regularization
@@ -257,7 +260,7 @@ class _PrivateLinearModel(PrivateEstimator):
 
     def _design(self, X, R, s, *, fitting):
         """Rows after the row map, with the bias column appended: for dense X a
-        :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map; no copy
+        :class:`~dpfast._solver.MappedRows` view (the kernels apply the map; no copy
         of C-ordered X, one C-ordered copy of any other layout), for CSR the same view with
         solver="lbfgs" and a mapped copy with "sag"/"saga"."""
         import scipy.sparse as sp
@@ -267,8 +270,6 @@ class _PrivateLinearModel(PrivateEstimator):
         scale = self._transform_rows(X, R, fitting=fitting)
         if sp.issparse(X):
             if self.solver == "lbfgs" and X.dtype in (np.float32, np.float64):
-                from dpfast.linear_model._solver import MappedRows
-
                 # row map + bias column inside the L-BFGS kernels: no scaled copy, no hstack of
                 # the CSR arrays (SAG/SAGA read stored rows and take the mapped copy below)
                 return MappedRows(X if X.format == "csr" else X.tocsr(), scale, s)
@@ -277,8 +278,6 @@ class _PrivateLinearModel(PrivateEstimator):
             if s > 0:
                 X = sp.hstack([X, sp.csr_matrix(np.full((X.shape[0], 1), s, dtype=X.dtype))], format="csr")
             return X
-        from dpfast.linear_model._solver import MappedRows
-
         # every dense layout takes the same kernel path (a release must not depend on the
         # layout): C-ordered X as is, any other layout through one C-ordered copy
         return MappedRows(np.ascontiguousarray(X), scale, s)  # row map + bias column inside the kernel
@@ -470,8 +469,6 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
 
         Everything that can refuse (method, solver, clip, noise_std, tol, lambda) is decided
         from public quantities before the budget is charged and before any noise is drawn."""
-        from dpfast.linear_model import _multinomial as mn
-
         if self.method != "output":
             raise ValueError(
                 f"multi_class='multinomial' supports method='output' only, got method={self.method!r}: the "

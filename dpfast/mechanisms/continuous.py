@@ -47,7 +47,10 @@ from dpfast import _core
 from dpfast._validation import check_positive, check_size, check_values
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, _draw, _empty, _noise_dtype, check_random_state, native_stream
+from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import allocate_output as _empty
+from dpfast.random import draw_into as _draw
+from dpfast.random import noise_dtype as _noise_dtype
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget

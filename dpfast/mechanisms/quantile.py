@@ -14,7 +14,7 @@ import numpy as np
 
 from dpfast import _selection
 from dpfast._validation import as_array, check_bounds, check_values
-from dpfast.mechanisms.selection import _fast_positive
+from dpfast._validation import check_positive_scalar as _fast_positive
 from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state
 

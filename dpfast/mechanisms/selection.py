@@ -38,14 +38,14 @@ the uniforms to a grid of 2^52 points.
 """
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import numpy as np
 
 from dpfast import _selection
-from dpfast._validation import as_array, check_positive
+from dpfast._validation import as_array
+from dpfast._validation import check_positive_scalar as _fast_positive
 from dpfast.mechanisms import _events
 from dpfast.random import RandomLike, check_random_state
 
@@ -85,18 +85,6 @@ def _check_utilities(utilities, name: str) -> np.ndarray:
         else:
             raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     return arr
-
-
-def _fast_positive(x, name: str) -> float:
-    """x > 0 and finite, for a real scalar; the common case without NumPy overhead."""
-    if isinstance(x, float) or type(x) is int:
-        v = float(x)
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must be finite, got {x!r}" if not math.isnan(v) else f"{name} must be > 0, got NaN")
-        if v <= 0:
-            raise ValueError(f"{name} must be > 0, got {x!r}")
-        return v
-    return check_positive(x, name, allow_array=False)
 
 
 def _scale(epsilon, sensitivity, monotonic: bool, k: int = 1) -> float:

@@ -11,12 +11,20 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import _check_feature_names_in
 
-from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
+from dpfast._base import (
+    RANDOM_STATE,
+    Interval,
+    PrivateEstimator,
+    StrOptions,
+    check_fitted,
+    validate_X,
+)
 from dpfast._validation import check_delta, check_epsilon
+from dpfast.accounting import ApproxDP
 from dpfast.budget import detached
 from dpfast.mechanisms import laplace_noise
-from dpfast.accounting import ApproxDP
 from dpfast.random import check_random_state
+from dpfast.tables import selection_threshold
 
 __all__ = ["OneHotEncoder"]
 
@@ -203,8 +211,6 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             self._record_release(None, 0.0, 0.0, "public")
         else:
             eps, delta = params
-            from dpfast.tables._selection import selection_threshold  # the one home of the formula
-
             tau = selection_threshold(d, eps, delta)
             scale = d / eps
             if not (math.isfinite(scale) and math.isfinite(tau)):  # e.g. epsilon = 5e-324: before the charge

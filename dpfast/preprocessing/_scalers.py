@@ -21,7 +21,7 @@ from dpfast._validation import as_array, check_bounds, check_delta, check_epsilo
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.preprocessing._privacy import self_composed
+from dpfast.accounting.events import self_composed
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]

@@ -28,12 +28,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfast import _loss_table
-from dpfast._dask_utils import _as_dask_rows, _local_vector, is_dask_collection, scatter_chunks
+from dpfast import _clip, _loss_table
+from dpfast._base import validate_y
+from dpfast._dask_utils import (
+    as_dask_rows,
+    local_vector,
+    is_dask_collection,
+    scatter_chunks,
+)
+from dpfast._validation import check_label_set
+
 # Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
 # by chunk): one home.
-from dpfast.linear_model._dask import decision_function, predict, predict_proba, score, set_feature_names  # noqa: F401
-from dpfast.sgd._estimators import _LOGISTIC, _SOFTMAX, _SQUARED  # the kernel's loss codes, from the loss table
+from dpfast.linear_model._dask import (  # noqa: F401
+    decision_function,
+    predict,
+    predict_proba,
+    score,
+    set_feature_names,
+)
+from dpfast.random import check_random_state
+from dpfast.sgd._estimators import (  # the kernel's loss codes, from the loss table
+    _LOGISTIC,
+    _SOFTMAX,
+    _SQUARED,
+)
 
 __all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
 
@@ -47,8 +66,6 @@ def _block_check(block, k, starts):
 
 def _block_clipped_sum(block, yr, yl, theta, d, K, fi, loss, C):
     """[loss sum, clipped count, sum of clipped gradients (P,)] of one chunk, float64."""
-    from dpfast import _clip
-
     X = np.ascontiguousarray(block)
     dtype = X.dtype
     th = np.asarray(theta, dtype=dtype)
@@ -70,19 +87,16 @@ def fit(est, X, y, *, budget=None):
     """``est.fit`` for a Dask X: full-batch DP-GD, each step one pass over the chunks."""
     import dask
 
-    from dpfast._base import validate_y
-    from dpfast._validation import check_label_set
-
     est._validate_params()
     est._reset_fit()
     if est.sampling != "full":
         raise ValueError(f"sampling={est.sampling!r} on Dask input: Poisson/shuffled batches need random access to "
                          "rows and stay in memory; use sampling='full' (full-batch DP-GD) for Dask collections")
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     n, d = (int(v) for v in Xd.shape)
     row_chunks = tuple(int(c) for c in Xd.chunks[0])
     starts = np.concatenate([[0], np.cumsum(row_chunks)]).tolist()
-    y_local = _local_vector(y, row_chunks, "y")
+    y_local = local_vector(y, row_chunks, "y")
     classifier = hasattr(est, "classes")
     y_local = validate_y(est, y_local, n, classifier=classifier)
     dtype = Xd.dtype
@@ -119,8 +133,6 @@ def fit(est, X, y, *, budget=None):
             total += p
         gsum[:] = total[2:].astype(gsum.dtype)
         return float(total[0]), int(total[1])
-
-    from dpfast.random import check_random_state
 
     gen = check_random_state(est.random_state)  # as the in-memory _fit_glm: after the charge
     est._train(n, theta, d * K, step, gen, run)

@@ -35,8 +35,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpfast import _clip, _loss_table
-from dpfast import _base
+from dpfast import _base, _clip, _loss_table
+from dpfast import accounting as acc
+from dpfast import budget as _budget
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,
@@ -177,15 +178,11 @@ class _DPSGDBase(PrivateEstimator):
         self.neighbours_ = "add_remove" if self._sampling() == "poisson" else "replace_one"
         if z == 0:
             event = None  # no noise: not private (epsilon_ = inf), nothing a budget could accept
-            from dpfast import budget as _budget
-
             if _budget.resolve(budget) is not None:
                 self._reset_fit()
                 raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): "
                                  "it cannot be charged to a privacy budget")
         else:
-            from dpfast import accounting as acc
-
             # T adaptive steps of the sampled Gaussian (Abadi et al. 2016; see dpfast.sgd._privacy)
             event = acc.SelfComposed(_privacy.description(z, q, self._sampling()), steps)
             self._charge(event, budget)

@@ -39,7 +39,7 @@ from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_ga
                                         discrete_laplace_mechanism)
 from dpfast import _selection
 from dpfast._validation import check_bounds
-from dpfast.mechanisms.selection import _fast_positive
+from dpfast._validation import check_positive_scalar as _fast_positive
 from dpfast.random import RandomLike, check_random_state
 from dpfast.tables._keys import mix_keys, value_keys
 from dpfast.tables._selection import _selection_pi, selection_probabilities, selection_threshold

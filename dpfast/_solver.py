@@ -11,8 +11,8 @@ per-example gradient l'(y_i, x_i.theta) x_i is clipped to l2 norm <= C, i.e. the
 derivative is clamped to [-C/||x_i||, C/||x_i||] and the loss is continued linearly beyond
 (the gradient-clipped loss l_C of Algorithm 1, step 1; it stays convex, GLM and as smooth as l).
 
-Guarantee used by the privacy proofs (spec, Algorithm 1 step 4 and "Computational
-guarantee"): both solvers stop only when ``||grad F(theta)||_2 <= tol`` (or when they run
+Guarantee used by the privacy proofs (Redberg, Koskela & Wang 2024, Algorithm 1 step 4 and
+Section 4.1; :doc:`/theory/erm`): both solvers stop only when ``||grad F(theta)||_2 <= tol`` (or when they run
 out of iterations), and :class:`GLMResult` reports the exact gradient norm of a full pass at
 the returned ``coef``; ``converged`` is ``grad_norm <= tol``.  Callers that need the
 guarantee must check ``converged`` (a solver that did not reach tol returns

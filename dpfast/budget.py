@@ -629,7 +629,7 @@ def charge(budget: Optional[PrivacyBudget], event: Union[DpEvent, Callable[[], D
     :class:`BudgetExceededError` when the release does not fit."""
     b = resolve(budget)
     if b is not None:
-        b.charge(event if isinstance(event, DpEvent) else event(), label=label)
+        b.charge(event() if callable(event) else event, label=label)
 
 
 def refuse_unbudgeted(name: str) -> None:

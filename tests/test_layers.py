@@ -1,5 +1,5 @@
-"""The import layering of the package (docs/contributing.rst, "Layers"), from an AST walk of
-every dpfast module (nothing is imported to find the edges):
+"""The import layering of the package (the table ``LAYERS`` below; README, "Layout"), from an
+AST walk of every dpfast module (nothing is imported to find the edges):
 
 * every module has a layer in ``LAYERS``, and imports only from its own layer or below;
 * no import circles: every strongly connected component of the import graph is one module;

@@ -4,21 +4,21 @@ See: :doc:`/theory/erm` (Redberg, Koskela & Wang 2024, arXiv 2401.00583),
 sections "Privacy" and "Algorithm 1".  Every privacy formula of objective perturbation in
 dpfast lives in this module; the estimators of :mod:`dpfast.linear_model` call it.
 
-Setting (spec, "Setting"): add/remove neighbours; a GLM loss l(theta; z) = f(x^T theta; y)
+Setting (Redberg, Koskela & Wang 2024, Section 2.2): add/remove neighbours; a GLM loss l(theta; z) = f(x^T theta; y)
 convex in theta, with ||grad l|| <= L (``lipschitz``) and 0 <= f'' ||x||^2 <= beta
 (``smoothness``); the objective is
 
     sum_z l(theta; z) + (lambda/2) ||theta||^2 + b^T theta,   b ~ N(0, sigma^2 I_d),
 
 and lambda (``regularization``) must exceed beta.  The tight bounds hold for GLM losses only
-(spec: "Do not offer the tight bounds for non-GLM losses").
+(their Theorems 3.1 and 3.2 assume a GLM loss), so dpfast offers them for no other loss.
 
 Notation: c_J = -log(1 - beta/lambda) (the Jacobian cost) and s = L/sigma.  Both theorems bound
 the privacy loss random variable by the shifted half-normal
 
     Y = c_J + s^2/2 + |G|,   G ~ N(0, s^2).
 
-Readings of the paper's text (both follow its appendix; spec, "Privacy (Theorem 3.1)"):
+Readings of the paper's text (both follow its appendix; Theorem 3.1, :doc:`/theory/erm` "Privacy"):
 
 * eps~ = eps - |log(1 - beta/lambda)| (the main text prints eps - log(1 - beta/lambda), with the
   wrong sign);
@@ -261,7 +261,8 @@ def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float,
 def kifer_is_private(
     epsilon: float, delta: float, noise_std: float, lipschitz: float, smoothness: float, regularization: float
 ) -> bool:
-    """Whether Kifer et al.'s sufficient condition (spec, Theorem 2.8) certifies (epsilon, delta)-DP."""
+    """Whether Kifer et al.'s sufficient condition certifies (epsilon, delta)-DP (Kifer, Smith &
+    Thakurta 2012, as restated in Theorem 2.8 of Redberg, Koskela & Wang 2024)."""
     sigma_min, lam_min = kifer_objective_perturbation(epsilon, delta, lipschitz, smoothness)
     return bool(noise_std >= sigma_min and regularization >= lam_min)
 
@@ -283,7 +284,7 @@ def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
 
 
 def amp_output_sensitivity(tau: float, regularization: float) -> float:
-    """l2 sensitivity 2 tau / lambda of the approximate minimiser (spec, Theorem 4.1).
+    """l2 sensitivity 2 tau / lambda of the approximate minimiser (Redberg, Koskela & Wang 2024, Theorem 4.1).
 
     Strong convexity turns ||grad|| <= tau into ||theta~ - theta^P|| <= tau / lambda on each of
     the two neighbouring datasets.
@@ -345,7 +346,7 @@ def amp_delta(
     """delta(epsilon) of Algorithm 1 by composing the two privacy-loss distributions exactly.
 
     The privacy loss of objective perturbation is dominated by Y1 = c_J + s^2/2 + s|g|
-    (s = C/sigma, g ~ N(0, 1); spec, Theorem 3.1) and that of the output step by the Gaussian
+    (s = C/sigma, g ~ N(0, 1); Redberg, Koskela & Wang 2024, Theorem 3.1) and that of the output step by the Gaussian
     loss Y2 ~ N(mu^2/2, mu^2), mu = (2 tau/lambda)/sigma_out (Theorem 4.1); so
 
         delta(eps) = E[(1 - e^(eps - Y1 - Y2))_+] = integral_0^inf 2 phi(u) H_mu(eps - c_J - s^2/2 - s u) du,

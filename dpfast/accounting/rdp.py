@@ -660,5 +660,3 @@ class RDPAccountant(PrivacyAccountant):
         """Smallest delta certified at ``epsilon`` by the improved conversion."""
         return rdp_to_delta(self.orders, self._rdp, epsilon)[0]
 
-
-_check_count = check_count  # the old private name (pld.py, calibration and linear_model import it)

@@ -139,7 +139,7 @@ def amp_privacy(
     count: int = 1,
     accountant: str = "best",
 ) -> tuple[float, str, float, float]:
-    """epsilon of ``count`` runs of Algorithm 1 at ``delta`` (spec, Theorem 4.1).
+    """epsilon of ``count`` runs of Algorithm 1 at ``delta`` (Redberg, Koskela & Wang 2024, Theorem 4.1).
 
     Returns ``(epsilon, which, epsilon_rdp, epsilon_pld)``: the RDP bound (Theorem 4.1 curve
     times ``count``, converted with ``rdp_to_epsilon``) and the PLD bound (objective-perturbation

@@ -98,7 +98,7 @@ def gaussian_event(sensitivity, sigma, shape) -> Any:
 
 def randomized_response_event(epsilon, k: int) -> Any:
     return A.RandomizedResponse(epsilon=float(np.max(epsilon)), num_categories=k,
-                                            neighbours="replace_one")
+                                neighbours="replace_one")
 
 
 def pure_event(epsilon) -> Any:

@@ -255,3 +255,12 @@ def test_the_walk_sees_the_package():
     assert _private_scope("dpfast._base.validate_X") == "dpfast"
     assert _private_scope("dpfast._base._x") == "dpfast._base"
     assert _private_scope("dpfast.accounting.events.Gaussian") is None
+
+
+def test_events_are_data_and_accounting_does_not_reach_up():
+    # events.py holds what a release is, no privacy math: it imports only the validators
+    events = {b for a, b, _, _, _ in IMPORTS if a == "dpfast.accounting.events"}
+    assert events <= {"dpfast._validation"}, events
+    # the randomized-response math lives in accounting (the mechanism imports it from there)
+    assert ("dpfast.mechanisms.randomized_response", "dpfast.accounting.pairs", "rr_log_probabilities") in \
+        {(a, b, n) for a, b, n, _, _ in IMPORTS}

@@ -309,6 +309,12 @@ def _composed(epsilon, noise_multiplier):
     return _both(A.Composed((A.PureDP(epsilon), A.Gaussian(noise_multiplier))), 1)
 
 
+def _calibrate_parameter(epsilon, delta, accountant, lo, hi, start, rtol, lo_factor):
+    # the event family: ten Gaussian releases of noise multiplier x (the search's x)
+    return A.calibrate_parameter(lambda x: A.SelfComposed(A.Gaussian(x), 10), epsilon, delta, accountant,
+                                 lo, hi, start=start, rtol=rtol, lo_factor=lo_factor)
+
+
 def _tuned(noise_multiplier, distribution, mean, eta, gamma):
     ev = A.Tuned(A.Gaussian(noise_multiplier), distribution, mean=mean, eta=eta, gamma=gamma)
     return A.RDPAccountant().compose(ev).get_epsilon(1e-5)
@@ -403,6 +409,9 @@ ACCOUNTING = [
         data=("orders", "rdp"), examples=(dict(rdp=BIG_FRACTION),)),
     _mk("rdp_to_delta", A.rdp_to_delta, dict(orders=ORD, rdp=RDPV, epsilon=1.0),
         data=("orders", "rdp"), examples=(dict(epsilon=BIG_FRACTION),)),
+    _mk("calibrate_parameter", _calibrate_parameter,
+        dict(epsilon=2.0, delta=1e-6, accountant="rdp", lo=1e-6, hi=1e8, start=1.0, rtol=1e-3,
+             lo_factor=0.5), examples=(dict(rtol=1e-17), dict(epsilon=BIG_INT))),
     _mk("calibrate_noise_multiplier", A.calibrate_noise_multiplier,
         dict(target_epsilon=3.0, delta=1e-5, sample_rate=0.01, steps=100, accountant="rdp",
              value_discretization=1e-3, rtol=1e-2, orders=None),

@@ -53,12 +53,14 @@ from typing import Optional, Union
 import numpy as np
 
 from dpfast._chacha import ChaCha20, _check_n_children
+from dpfast._validation import Constraint, check_size
 
 __all__ = [
     "SecureRandom",
     "ChaCha20",
     "RandomLike",
     "check_random_state",
+    "RNG",
     "is_secure",
     "native_stream",
     "standard_normal",
@@ -150,6 +152,22 @@ def check_random_state(rng: RandomLike) -> np.random.Generator:
         "rng must be None, an int seed, a numpy.random.Generator or dpfast.random.SecureRandom; "
         f"got {type(rng).__name__}"
     )
+
+
+class _RNG(Constraint):
+    """The ``rng=`` constraint of :func:`dpfast._validation.validate_params`: the argument
+    becomes a ``numpy.random.Generator`` (:func:`check_random_state`)."""
+
+    def bind(self, name):
+        return check_random_state
+
+    def __repr__(self) -> str:
+        return "RNG"
+
+
+#: ``@validate_params(rng=RNG)``: ``None``, a seed, a Generator or :class:`SecureRandom`,
+#: passed on as a ``numpy.random.Generator``.
+RNG = _RNG()
 
 
 def is_secure(gen: np.random.Generator) -> bool:
@@ -270,8 +288,6 @@ def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, sca
 
 def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
     """``size`` i.i.d. standard ``kind`` variates from ``rng`` (a NumPy scalar for ``size=None``)."""
-    from dpfast._validation import check_size
-
     _kernel(kind)
     dt = _noise_dtype(dtype)
     shape = check_size(size, itemsize=dt.itemsize)

@@ -94,6 +94,9 @@ class Rational(Constraint):
     def __init__(self, *, allow_zero: bool = False) -> None:
         self.allow_zero = allow_zero
 
-    def bind(self, name):
-        allow_zero = self.allow_zero
-        return lambda v: to_fraction(v, name, allow_zero=allow_zero)[0]
+    def spec(self, name):
+        return _fraction, dict(name=name, allow_zero=self.allow_zero)
+
+
+def _fraction(x, name: str, allow_zero: bool) -> Fraction:
+    return to_fraction(x, name, allow_zero=allow_zero)[0]

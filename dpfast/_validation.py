@@ -233,7 +233,11 @@ def check_real(x, name: str, *, allow_nan: bool = True) -> float:
 def check_nonnegative(x, name: str, *, allow_inf: bool = False) -> float:
     """A real scalar ``x >= 0`` as a float (finite unless ``allow_inf``): ``TypeError`` for a
     non-number (bools included), ``ValueError`` for a negative value, NaN, or inf when it is
-    not allowed."""
+    not allowed.  A 0-d array is taken as its scalar."""
+    if type(x) is float and 0.0 <= x and (allow_inf or x < math.inf):  # fast path, same result as below
+        return x
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a real number >= 0, got {type(x).__name__}")
     v = check_real(x, name)
@@ -400,12 +404,13 @@ def _check_shape(size, name: str) -> tuple:
 class Constraint:
     """A declarative check of one public parameter (see :func:`validate_params`).
 
-    ``bind(name)`` returns a one-argument function that checks a value of the parameter
-    ``name`` and returns it normalised (``TypeError``/``ValueError`` naming ``name``
-    otherwise).  Subclasses call one ``check_*`` function each: the message has one home.
+    ``spec(name)`` returns ``(check, kwargs)``: ``check(value, **kwargs)`` checks a value of
+    the parameter ``name`` and returns it normalised (``TypeError``/``ValueError`` naming
+    ``name`` otherwise).  The constraints below call one ``check_*`` function each, so each
+    message has one home; the wrapper calls it directly (no intermediate frame).
     """
 
-    def bind(self, name: str) -> Callable[[Any], Any]:  # pragma: no cover - abstract
+    def spec(self, name: str) -> tuple[Callable, dict]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -419,9 +424,8 @@ class Positive(Constraint):
     def __init__(self, *, allow_array: bool = True, allow_inf: bool = False) -> None:
         self.allow_array, self.allow_inf = allow_array, allow_inf
 
-    def bind(self, name):
-        allow_array, allow_inf = self.allow_array, self.allow_inf
-        return lambda v: check_positive(v, name, allow_array=allow_array, allow_inf=allow_inf)
+    def spec(self, name):
+        return check_positive, dict(name=name, allow_array=self.allow_array, allow_inf=self.allow_inf)
 
 
 class Epsilon(Positive):
@@ -430,9 +434,8 @@ class Epsilon(Positive):
     def __init__(self, *, allow_array: bool = True) -> None:
         super().__init__(allow_array=allow_array)
 
-    def bind(self, name):
-        allow_array = self.allow_array
-        return lambda v: check_epsilon(v, allow_array=allow_array, name=name)
+    def spec(self, name):
+        return check_epsilon, dict(allow_array=self.allow_array, name=name)
 
 
 class Delta(Constraint):
@@ -441,9 +444,8 @@ class Delta(Constraint):
     def __init__(self, *, allow_zero: bool = True, allow_array: bool = False) -> None:
         self.allow_zero, self.allow_array = allow_zero, allow_array
 
-    def bind(self, name):
-        allow_zero, allow_array = self.allow_zero, self.allow_array
-        return lambda v: check_delta(v, allow_zero=allow_zero, allow_array=allow_array, name=name)
+    def spec(self, name):
+        return check_delta, dict(allow_zero=self.allow_zero, allow_array=self.allow_array, name=name)
 
 
 class NonNegative(Constraint):
@@ -452,9 +454,8 @@ class NonNegative(Constraint):
     def __init__(self, *, allow_inf: bool = False) -> None:
         self.allow_inf = allow_inf
 
-    def bind(self, name):
-        allow_inf = self.allow_inf
-        return lambda v: check_nonnegative(v, name, allow_inf=allow_inf)
+    def spec(self, name):
+        return check_nonnegative, dict(name=name, allow_inf=self.allow_inf)
 
 
 class Int(Constraint):
@@ -463,9 +464,8 @@ class Int(Constraint):
     def __init__(self, lo: int = 1, *, integral_reals: bool = False) -> None:
         self.lo, self.integral_reals = lo, integral_reals
 
-    def bind(self, name):
-        lo, integral_reals = self.lo, self.integral_reals
-        return lambda v: check_int(v, name, lo, integral_reals=integral_reals)
+    def spec(self, name):
+        return check_int, dict(name=name, lo=self.lo, integral_reals=self.integral_reals)
 
 
 class Real(Constraint):
@@ -474,16 +474,15 @@ class Real(Constraint):
     def __init__(self, *, allow_nan: bool = True) -> None:
         self.allow_nan = allow_nan
 
-    def bind(self, name):
-        allow_nan = self.allow_nan
-        return lambda v: check_real(v, name, allow_nan=allow_nan)
+    def spec(self, name):
+        return check_real, dict(name=name, allow_nan=self.allow_nan)
 
 
 class Bool(Constraint):
     """A bool (:func:`check_bool`)."""
 
-    def bind(self, name):
-        return lambda v: check_bool(v, name)
+    def spec(self, name):
+        return check_bool, dict(name=name)
 
 
 class Options(Constraint):
@@ -492,23 +491,22 @@ class Options(Constraint):
     def __init__(self, *options: str) -> None:
         self.options = options
 
-    def bind(self, name):
-        options = self.options
-        return lambda v: check_option(v, name, options)
+    def spec(self, name):
+        return check_option, dict(name=name, options=self.options)
 
 
 class Bounds(Constraint):
     """A pair (lower, upper) of finite reals, lower < upper (:func:`check_bounds`)."""
 
-    def bind(self, name):
-        return lambda v: check_bounds(v, name)
+    def spec(self, name):
+        return check_bounds, dict(name=name)
 
 
 class Values(Constraint):
     """A finite real array, float32 kept (:func:`check_values`)."""
 
-    def bind(self, name):
-        return lambda v: check_values(v, name)
+    def spec(self, name):
+        return check_values, dict(name=name)
 
 
 def validate_params(**constraints: Constraint):
@@ -541,16 +539,17 @@ def validate_params(**constraints: Constraint):
         bad = [n for n, c in constraints.items() if not isinstance(c, Constraint)]
         if bad:
             raise TypeError(f"validate_params: the constraint of {bad[0]!r} is not a Constraint")
-        checks = {n: c.bind(n) for n, c in constraints.items()}
-        ns: dict = {"_f": func}
+        specs = {n: c.spec(n) for n, c in constraints.items()}
+        checks = {n: (lambda v, f=f, kw=kw: f(v, **kw)) for n, (f, kw) in specs.items()}  # for validate()
+        ns: dict = {"__vp_f": func}
         head, call = [], []
         star_done = False
         n_posonly = 0
         for p in params.values():
             default = ""
             if p.default is not p.empty:
-                ns["_d_" + p.name] = p.default
-                default = "=_d_" + p.name
+                ns["__vp_d_" + p.name] = p.default
+                default = "=__vp_d_" + p.name
             if p.kind is p.VAR_POSITIONAL:
                 head.append("*" + p.name)
                 call.append("*" + p.name)
@@ -571,10 +570,14 @@ def validate_params(**constraints: Constraint):
                 n_posonly = len(head)
         if n_posonly:
             head.insert(n_posonly, "/")
-        body = [f"    {n} = _c_{n}({n})" for n in checks]
-        ns.update({"_c_" + n: c for n, c in checks.items()})
+        body = []
+        for n, (f, kw) in specs.items():
+            ns["__vp_c_" + n] = f
+            args = "".join(f", {k}=__vp_k_{n}_{k}" for k in kw)
+            ns.update({f"__vp_k_{n}_{k}": v for k, v in kw.items()})
+            body.append(f"    {n} = __vp_c_{n}({n}{args})")
         src = (f"def {func.__name__}({', '.join(head)}):\n" + "\n".join(body)
-               + f"\n    return _f({', '.join(call)})\n")
+               + f"\n    return __vp_f({', '.join(call)})\n")
         exec(compile(src, f"<validate_params {func.__module__}.{func.__qualname__}>", "exec"), ns)
         wrapper = ns[func.__name__]
         wrapper.__module__ = func.__module__

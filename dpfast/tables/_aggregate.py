@@ -32,14 +32,13 @@ from dpfast._threads import check_threads, default_threads
 from dpfast.accounting import ApproxDP, Composed, PureDP
 from dpfast.budget import charge as charge_budget
 from dpfast.budget import detached
-from dpfast._validation import check_delta, check_epsilon, check_int, check_real
+from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms.continuous import gaussian, laplace
 from dpfast.mechanisms.discrete import (discrete_gaussian_mechanism, discrete_gaussian_sigma2,
                                         discrete_laplace_mechanism)
 from dpfast import _selection
 from dpfast._validation import check_bounds
-from dpfast.mechanisms.selection import _fast_positive
 from dpfast.random import RandomLike, check_random_state
 from dpfast.tables._keys import mix_keys, value_keys
 from dpfast.tables._selection import _selection_pi, selection_probabilities, selection_threshold
@@ -679,7 +678,7 @@ def _quantile_draws(gs: np.ndarray, xs: np.ndarray, released: np.ndarray, q: flo
     if lo == hi:  # the one possible value; no draw
         res[:] = lo
         return res
-    eps_g = _fast_positive(eps_g, "epsilon")
+    eps_g = check_positive(eps_g, "epsilon", allow_array=False)
     check_bounds((lo, hi))
     starts = np.searchsorted(gs, released, side="left")
     n = np.searchsorted(gs, released, side="right") - starts

@@ -60,7 +60,6 @@ __all__ = [
     "ChaCha20",
     "RandomLike",
     "check_random_state",
-    "RNG",
     "is_secure",
     "native_stream",
     "standard_normal",

@@ -125,17 +125,24 @@ def _to_rows(u: np.ndarray, axis: int, name: str):
     return np.ascontiguousarray(moved.reshape(-1, n)), out_shape, ax
 
 
+def _check_base_measure(base_measure) -> np.ndarray:
+    """A float64 array of finite, non-negative weights (one home for the one-shot and the
+    streaming selections)."""
+    if isinstance(base_measure, (str, bytes)):
+        raise TypeError("base_measure must be numeric")
+    mu = as_array(base_measure, "base_measure", np.float64)  # beyond a double: ValueError
+    if not np.isfinite(mu).all():
+        raise ValueError("base_measure must be finite (no NaN or inf entries)")
+    if (mu < 0).any():
+        raise ValueError("base_measure must be non-negative")
+    return mu
+
+
 def _log_base_measure(base_measure, shape, ax: int, n: int) -> Optional[np.ndarray]:
     """log of a non-negative base measure broadcast to the utilities, as (rows, n); None for a
     constant positive measure (a scalar, say), which is the uniform one: the law is invariant
     under a common factor, so nothing of the utilities' size is allocated for it."""
-    if isinstance(base_measure, (str, bytes)):
-        raise TypeError("base_measure must be numeric")
-    mu = as_array(base_measure, "base_measure", np.float64)  # beyond a double: ValueError
-    if np.isnan(mu).any() or np.isinf(mu).any():
-        raise ValueError("base_measure must be finite (no NaN or inf entries)")
-    if (mu < 0).any():
-        raise ValueError("base_measure must be non-negative")
+    mu = _check_base_measure(base_measure)
     try:
         np.broadcast_shapes(mu.shape, shape)
         if mu.size and np.broadcast_shapes(mu.shape, shape) != tuple(shape):
@@ -445,17 +452,13 @@ class ExponentialMechanismStream:
         u = np.ascontiguousarray(u)
         logw = None
         if base_measure is not None:
-            mu = as_array(base_measure, "base_measure", np.float64)
+            mu = _check_base_measure(base_measure)
             if mu.ndim == 0:
                 mu = np.broadcast_to(mu, u.shape)
             if mu.shape != u.shape:
                 raise ValueError(
                     f"base_measure chunk of shape {mu.shape} does not match the utilities chunk {u.shape}"
                 )
-            if not np.isfinite(mu).all():
-                raise ValueError("base_measure must be finite (no NaN or inf entries)")
-            if (mu < 0).any():
-                raise ValueError("base_measure must be non-negative")
             with np.errstate(divide="ignore"):
                 logw = np.ascontiguousarray(np.log(mu))
         bg = self._gen.bit_generator

@@ -16,7 +16,7 @@ import math
 import os
 import numbers
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -509,7 +509,10 @@ class Values(Constraint):
         return check_values, dict(name=name)
 
 
-def validate_params(**constraints: Constraint):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def validate_params(**constraints: Constraint) -> Callable[[_F], _F]:
     """Decorator: check (and normalise) the named parameters of a public function on every call.
 
     ``@validate_params(sensitivity=Positive(), epsilon=Epsilon(), rng=RNG)`` checks each
@@ -530,7 +533,7 @@ def validate_params(**constraints: Constraint):
     ``inspect.BoundArguments`` (defaults applied), without calling the function (what
     :func:`dpfast.mechanisms.event_of` uses).
     """
-    def decorate(func):
+    def decorate(func: _F) -> _F:
         sig = inspect.signature(func)
         params = sig.parameters
         unknown = [n for n in constraints if n not in params]
@@ -597,6 +600,6 @@ def validate_params(**constraints: Constraint):
 
         wrapper.validate = validate
         wrapper.constraints = dict(constraints)
-        return wrapper
+        return wrapper  # type: ignore[no-any-return]  (a function with func's signature)
 
     return decorate

@@ -35,6 +35,7 @@ __all__ = [
     "check_option",
     "as_array",
     "validate_params",
+    "unchecked",
     "Constraint",
     "Positive",
     "Epsilon",
@@ -512,6 +513,14 @@ class Values(Constraint):
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+def unchecked(wrapper: _F) -> _F:
+    """The function under a :func:`validate_params` wrapper, for a caller whose arguments have
+    passed the same constraints already (a mechanism calling its calibration with the checked
+    ``epsilon``/``sensitivity``: the checks are not paid twice per call in a tight loop).  Bind
+    it once, at import."""
+    return wrapper.__wrapped__  # type: ignore[attr-defined,no-any-return]
+
+
 def validate_params(**constraints: Constraint) -> Callable[[_F], _F]:
     """Decorator: check (and normalise) the named parameters of a public function on every call.
 
@@ -531,7 +540,8 @@ def validate_params(**constraints: Constraint) -> Callable[[_F], _F]:
     The wrapper keeps the function's name, docstring and signature (``__wrapped__`` is the
     function) and has ``validate(*args, **kwargs)``: the checked arguments of a call as an
     ``inspect.BoundArguments`` (defaults applied), without calling the function (what
-    :func:`dpfast.mechanisms.event_of` uses).
+    :func:`dpfast.mechanisms.event_of` uses).  :func:`unchecked` gives the function itself, for
+    callers whose arguments have passed the same constraints already.
     """
     def decorate(func: _F) -> _F:
         sig = inspect.signature(func)

@@ -44,7 +44,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
-from dpfast._validation import Delta, Epsilon, Options, Positive, check_size, check_values, validate_params
+from dpfast._validation import (Delta, Epsilon, Options, Positive, check_size, check_values, unchecked,
+                                validate_params)
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
 from dpfast.random import RNG, RandomLike, _draw, _empty, _noise_dtype, native_stream
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
 
 __all__ = ["laplace", "gaussian", "laplace_noise", "gaussian_noise"]
+
+# the calibrations, for parameters checked by laplace's and gaussian's own (identical) constraints
+_laplace_scale = unchecked(laplace_scale)
+_gaussian_sigma = unchecked(gaussian_sigma)
 
 Result = Union[np.ndarray, np.floating]
 _TWO_M53 = 2.0**-53
@@ -167,7 +172,7 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
 def _laplace_plan(values, sensitivity, epsilon) -> _events.Plan:
     """:func:`laplace`'s plan: the scale (:func:`dpfast.calibrate.laplace_scale`), the event,
     the checked data; no draw.  ``sensitivity`` and ``epsilon`` are checked already."""
-    scale = laplace_scale(epsilon, sensitivity)
+    scale = _laplace_scale(epsilon, sensitivity)
     if type(values) is float and type(scale) is float and math.isfinite(values) \
             and 0.0 < scale <= _MAX_SCALE_F64:  # (False for a scale that underflows to 0)
         return _events.Plan("laplace", _events.laplace_event, (sensitivity, scale, ()),
@@ -246,7 +251,7 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
 def _gaussian_plan(values, sensitivity, epsilon, delta, calibration) -> _events.Plan:
     """:func:`gaussian`'s plan: sigma (:func:`dpfast.calibrate.gaussian_sigma`), the event, the
     checked data; no draw.  The scalar parameters are checked already."""
-    sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
+    sigma = _gaussian_sigma(epsilon, delta, sensitivity, calibration)
     if type(values) is float and type(sigma) is float and math.isfinite(values) and sigma <= _MAX_SCALE_F64:
         # Python-scalar fast path: one variate from the kernel's sampler without the array
         # set-up (_core.normal1: output 0 of add_normal with one element, same words, same double).

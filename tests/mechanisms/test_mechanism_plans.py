@@ -51,3 +51,13 @@ def test_every_mechanism_with_a_budget_has_a_plan():
         obj = getattr(mechanisms, name)
         sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
         assert ("budget" in sig.parameters) == (obj in _events._PLANS), name
+
+
+@pytest.mark.parametrize("mech, calibration", [(dpfast.laplace, dpfast.calibrate.laplace_scale),
+                                               (dpfast.gaussian, dpfast.calibrate.gaussian_sigma)])
+def test_unchecked_calibration_gets_the_same_checks(mech, calibration):
+    """laplace/gaussian call their calibration unchecked (no second check per call): that is
+    only sound while their constraints cover every parameter of the calibration, identically."""
+    cal = calibration.constraints
+    assert set(cal) <= set(mech.constraints)
+    assert {n: repr(mech.constraints[n]) for n in cal} == {n: repr(c) for n, c in cal.items()}

@@ -160,8 +160,9 @@ class Plan:
         return self.draw(gen)
 
 
-#: mechanism (public function or class) -> (validate, plan): ``validate(*args, **kwargs)`` the
-#: checked arguments of a call (``inspect.BoundArguments``), ``plan(**those it takes)`` its Plan.
+#: mechanism (public function or class) -> (validate, plan, names): ``validate(*args, **kwargs)``
+#: the checked arguments of a call (``inspect.BoundArguments``), ``plan(**{n: ... for n in names})``
+#: its Plan.
 _PLANS: dict = {}
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfast.tables._keys import value_keys
+from dpfast.tables._keys import bools_apart, value_keys
 from dpfast.tables._plan import AggregatePlan, public_groups
 from dpfast.tables._stats import (GroupStats, bounded_stats, canonical_groups, check_value_dtype, group_codes,
                                   key_index, merge_stats, unit_codes, value_matrix)
@@ -211,7 +211,7 @@ def _check_partition(pdf: pd.DataFrame, plan: AggregatePlan, n_parts: int, n_buc
     summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
     keys = codes = None
     if plan.groups is None:  # the partition's distinct group keys, in the order of its local codes
-        codes, uniq = pd.factorize(key_index(pdf, by_cols), use_na_sentinel=False)
+        codes, uniq = pd.factorize(key_index(pdf, by_cols, apart=True), use_na_sentinel=False)
         # with their dtype (Int64, boolean, categorical ...): the index is the pandas input's
         uniq = uniq if isinstance(uniq, pd.Index) else pd.Index(uniq)
         keys = uniq.to_frame(index=False, name=list(by_cols) if isinstance(uniq, pd.MultiIndex) else by_cols[0])
@@ -266,18 +266,28 @@ def prepare_dask(ddf, plan: AggregatePlan, cut: bool = False):
         # the one a new unit's 0.5 is in): numpy's common type would round the ints, changing
         # another group's label; as objects every value is kept as its partition read it
         if any(not f.dtypes.equals(frames[0].dtypes) for f in frames[1:]):
-            frames = [f.astype(object) for f in frames]
+            frames = [_as_objects(f) for f in frames]
         keys = pd.concat(frames, ignore_index=True)
         uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
         index = canonical_groups(uniq.drop_duplicates(), by_cols)
-        code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks] \
+        code_maps = [np.asarray(group_codes(c[2], by_cols, index, apart=True), dtype=np.int64) for c in checks] \
             if n_buckets else None
     return index, {"summaries": summaries, "prepared": (first, code_maps) if n_buckets else None}
 
 
+def _as_objects(frame: pd.DataFrame) -> pd.DataFrame:
+    """A partition's group keys as objects, the bools apart from the numbers they equal
+    (:func:`~dpfast.tables._keys.bools_apart`: a bool partition's ``True`` is the bool group of
+    an object partition, never its ``1``)."""
+    out = frame.astype(object)
+    for c in out.columns:
+        out[c] = bools_apart(pd.Index(out[c])).to_numpy()
+    return out
+
+
 def _partition_stats(pdf: pd.DataFrame, plan: AggregatePlan, index: pd.Index, seed: int) -> GroupStats:
     ucodes, ukeys = unit_codes(pdf[plan.privacy_unit])
-    gcodes = np.ascontiguousarray(group_codes(pdf, plan.by_cols, index), dtype=np.int64)
+    gcodes = np.ascontiguousarray(group_codes(pdf, plan.by_cols, index, apart=not plan.public), dtype=np.int64)
     values = value_matrix(pdf, plan.value_cols)
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
@@ -329,7 +339,7 @@ def _bucket_split(pdf: pd.DataFrame, plan: AggregatePlan, index: pd.Index, n_buc
     those of ``index``."""
     if len(pdf) == 0:
         return [None] * n_buckets
-    g = group_codes(pdf, plan.by_cols, index).astype(gdtype)
+    g = group_codes(pdf, plan.by_cols, index, apart=not plan.public).astype(gdtype)
     return _split_rows(pdf[plan.privacy_unit].to_numpy(), g, value_matrix(pdf, plan.value_cols), n_buckets,
                        plan.groups is not None)
 

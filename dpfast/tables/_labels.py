@@ -16,6 +16,8 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from dpfast.tables._keys import BoolLabel, bools_apart
+
 __all__ = ["released_index"]
 
 
@@ -38,6 +40,8 @@ def _canon(v):
             return t.as_unit("us")
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
+    if isinstance(v, BoolLabel):  # a bool kept apart from the number 1 (private selection)
+        return v.value
     if isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real):
         if v.real != v.real or v.imag != v.imag:
             return math.nan
@@ -115,7 +119,8 @@ def _ranks(level: pd.Index) -> np.ndarray:
     """Rank of each value of a level in one order that depends on the values only: sorted
     (NaN last); values that do not sort together (str among ints) by (type name, value), and
     failing that by (type name, repr)."""
-    codes, uniq = pd.factorize(level, use_na_sentinel=False)
+    # bools apart from numbers (True and 1 are two released groups, with two ranks)
+    codes, uniq = pd.factorize(bools_apart(level), use_na_sentinel=False)
     try:
         _, order = pd.Index(uniq).sort_values(return_indexer=True, na_position="last")
     except TypeError:
@@ -123,10 +128,13 @@ def _ranks(level: pd.Index) -> np.ndarray:
 
         def isna(v):
             return isinstance(v, float) and math.isnan(v)
+
+        def tname(v):  # a BoolLabel is the bool it stands for
+            return "bool" if isinstance(v, BoolLabel) else type(v).__name__
         try:
-            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), type(vals[i]).__name__, vals[i]))
+            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), tname(vals[i]), vals[i]))
         except TypeError:
-            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), type(vals[i]).__name__, repr(vals[i])))
+            order = sorted(range(len(vals)), key=lambda i: (isna(vals[i]), tname(vals[i]), repr(vals[i])))
     rank = np.empty(len(uniq), dtype=np.int64)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
     return rank[np.asarray(codes, dtype=np.int64)]

@@ -6,6 +6,7 @@ both import from here; neither imports :mod:`dpfast.tables._aggregate`.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dpfast import _tables
-from dpfast.tables._keys import mix_keys, value_keys
+from dpfast.tables._keys import BoolLabel, bools_apart, mix_keys, value_keys
 from dpfast.tables._plan import AggregatePlan, public_groups
 
 __all__ = [
@@ -112,29 +113,62 @@ def unit_codes(col: pd.Series):
     return np.ascontiguousarray(codes), unit_keys(uniq)
 
 
-def key_index(frame: pd.DataFrame, by_cols) -> pd.Index:
-    """The rows' group values: an Index (one ``by`` column) or a MultiIndex."""
+def key_index(frame: pd.DataFrame, by_cols, apart: bool = False) -> pd.Index:
+    """The rows' group values: an Index (one ``by`` column) or a MultiIndex.  ``apart``
+    (private partition selection): the bools of an object column as :class:`BoolLabel`, so that
+    ``True`` and ``1`` are two groups (see there why)."""
     by_cols = list(by_cols)
-    return pd.Index(frame[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(frame[by_cols])
+    if not apart:
+        return pd.Index(frame[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(frame[by_cols])
+    levels = [bools_apart(pd.Index(frame[c], name=c)) for c in by_cols]
+    return levels[0] if len(by_cols) == 1 else pd.MultiIndex.from_arrays(levels, names=by_cols)
 
 
 def canonical_groups(uniques: pd.Index, by_cols) -> pd.Index:
     """Groups in one order whatever the input's row order or partitioning: sorted (NaN last),
-    or by key hash when the keys are not orderable."""
+    or by key hash when the keys are not orderable.
+
+    With several ``by`` columns, a level holding a bool and the number it equals (``True`` and
+    ``1``, kept apart as two groups by :func:`key_index`) is refused with ``ValueError`` (before
+    the charge): a pandas MultiIndex level cannot hold both, so the output could not label the
+    two groups apart.  (One ``by`` column: a plain Index holds both.)"""
     by_cols = list(by_cols)
+    if isinstance(uniques, pd.MultiIndex):
+        for name, lv in zip(by_cols, uniques.levels):
+            _refuse_bool_number_clash(name, lv)
     try:
         idx = uniques.sort_values()
     except TypeError:
-        idx = uniques[np.argsort(group_keys(uniques), kind="stable")]
+        # by key, then which levels hold a BoolLabel (True and 1 share a key): an order of the
+        # values alone, never of the row order the uniques came in
+        lvls = [uniques.get_level_values(i) for i in range(uniques.nlevels)]
+        tag = sum(np.fromiter((isinstance(v, BoolLabel) for v in lv), dtype=np.int64, count=len(lv)) << i
+                  for i, lv in enumerate(lvls))
+        idx = uniques[np.lexsort((tag, group_keys(uniques)))]
     return idx.set_names(by_cols) if isinstance(idx, pd.MultiIndex) else pd.Index(idx, name=by_cols[0])
+
+
+def _refuse_bool_number_clash(name, level: pd.Index) -> None:
+    if level.dtype != object:
+        return
+    bools = {v.value for v in level if isinstance(v, BoolLabel)}
+    if not bools:
+        return
+    nums = [v for v in level if isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))]
+    if any(v == b for v in nums for b in bools):
+        raise ValueError(f"by column {name!r} holds booleans and the numbers 0 / 1 they equal: with several by "
+                         f"columns the output's MultiIndex cannot label them apart; convert the column first "
+                         f"(e.g. df[{name!r}].astype(str), or to one type)")
 
 
 def _is_bool(ix: pd.Index) -> bool:
     return ix.dtype.kind == "b" or isinstance(ix.dtype, pd.BooleanDtype)
 
 
-def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
-    """Code of each row's group in ``index`` (-1: not in it)."""
+def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index, apart: bool = False) -> np.ndarray:
+    """Code of each row's group in ``index`` (-1: not in it).  ``apart``: ``index`` holds the
+    groups of private selection (:func:`key_index` with ``apart``, bools of object levels as
+    :class:`BoolLabel`); the rows' values are read the same way."""
     if len(by_cols) == 1:
         v = frame[by_cols[0]].to_numpy()
         iv = index.to_numpy()
@@ -145,7 +179,19 @@ def group_codes(frame: pd.DataFrame, by_cols, index: pd.Index) -> np.ndarray:
                 lookup = np.full(mx - mn + 1, -1, dtype=np.int64)
                 lookup[iv.astype(np.int64) - mn] = np.arange(iv.size)
                 return lookup[v.astype(np.int64) - mn]
-    keys = key_index(frame, by_cols)
+    if apart:
+        # a level the index holds as objects: its bools and the rows' bools apart from numbers,
+        # the rows' values read as objects too (a bool partition of a Dask frame whose other
+        # partitions made the level object); the positions in ``index`` are kept
+        levels = [index.get_level_values(i) for i in range(index.nlevels)]
+        obj = [lv.dtype == object for lv in levels]
+        cols = [bools_apart(pd.Index(frame[c], name=c, dtype=object if o else None)) for c, o in zip(by_cols, obj)]
+        levels = [bools_apart(lv) for lv in levels]
+        keys = cols[0] if len(cols) == 1 else pd.MultiIndex.from_arrays(cols, names=list(by_cols))
+        if any(obj):
+            index = levels[0] if len(levels) == 1 else pd.MultiIndex.from_arrays(levels, names=list(by_cols))
+    else:
+        keys = key_index(frame, by_cols)
     il, kl = ([ix.get_level_values(i) for i in range(ix.nlevels)] for ix in (index, keys))
     flip = [_is_bool(a) != _is_bool(b) for a, b in zip(il, kl)]
     if any(flip):
@@ -213,7 +259,7 @@ def prepare_pandas(df: pd.DataFrame, plan: AggregatePlan):
             gcodes, uniq = fast
             index = pd.Index(uniq, name=by_cols[0])
         else:
-            codes, uniq = pd.factorize(key_index(df, by_cols), use_na_sentinel=False)
+            codes, uniq = pd.factorize(key_index(df, by_cols, apart=True), use_na_sentinel=False)
             uniq = uniq if isinstance(uniq, pd.Index) else pd.Index(uniq)
             index = canonical_groups(uniq, by_cols)
             perm = np.asarray(index.get_indexer(uniq), dtype=np.int64)

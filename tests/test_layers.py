@@ -42,11 +42,9 @@ RANK = {name: k for k, (name, _) in enumerate(LAYERS)}
 #: Exceptions being removed by colleagues (issue 23), by kind.  Each must still occur.
 KNOWN = {
     "cycle": {
-        frozenset({"dpfast.tables._aggregate", "dpfast.tables._dask"}): "tables: typed aggregate plan",
         frozenset({"dpfast.sgd._estimators", "dpfast.sgd._dask"}): "dask: estimator Dask mixin",
     },
     "function_import": {
-        ("dpfast.tables._aggregate", "dpfast.tables._dask"): "tables: typed aggregate plan",
         ("dpfast.sgd._estimators", "dpfast.sgd._dask"): "dask: estimator Dask mixin",
     },
     "private": {

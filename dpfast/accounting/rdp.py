@@ -16,7 +16,7 @@ from dpfast._validation import as_array, check_delta, check_real
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting.pairs import rr_pair
-from dpfast.accounting.base import PrivacyAccountant, check_count
+from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
 
 __all__ = [

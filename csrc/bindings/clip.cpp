@@ -27,37 +27,28 @@ clip::gemm_t<T> get_gemm() {
     return fn;
 }
 
-py::array_t<int64_t> to_array(const std::vector<int64_t>& v) {
-    py::array_t<int64_t> out(static_cast<py::ssize_t>(v.size()));
-    if (!v.empty()) std::memcpy(out.mutable_data(), v.data(), v.size() * sizeof(int64_t));
-    return out;
+// The sampled indices of a subsampling kernel, drawn with the GIL released.
+template <class Sample>
+py::array_t<int64_t> sampled(py::capsule cap, Sample&& sample) {
+    bitgen_t* bg = bitgen_from_capsule(cap);
+    std::vector<int64_t> idx;
+    {
+        py::gil_scoped_release nogil;
+        dpf::BitStream rs(bg);
+        sample(rs, idx);
+    }
+    return to_numpy(idx);
 }
 
 py::array_t<int64_t> poisson_sample(py::capsule cap, int64_t n, double q) {
-    if (n < 0 || !(q >= 0 && q <= 1)) throw py::value_error("need n >= 0 and 0 <= q <= 1");
-    bitgen_t* bg = bitgen_from_capsule(cap);
-    std::vector<int64_t> out;
-    {
-        py::gil_scoped_release nogil;
-        dpf::BitStream rs(bg);
-        out.reserve(static_cast<size_t>(std::min<double>(n, n * q + 10 * std::sqrt(n * q + 1) + 16)));
-        clip::poisson_sample(n, q, rs, out);
-    }
-    return to_array(out);
+    require(n >= 0 && q >= 0 && q <= 1, "need n >= 0 and 0 <= q <= 1");
+    return sampled(cap, [&](dpf::BitStream& rs, std::vector<int64_t>& idx) { clip::poisson_sample(n, q, rs, idx); });
 }
 
 py::array_t<int64_t> fixed_sample(py::capsule cap, int64_t n, int64_t m, py::object mark) {
-    if (n < 0 || m < 0 || m > n) throw py::value_error("need 0 <= m <= n");
-    uint8_t* mk = out<uint8_t>(mark, "mark", Shape::size(n)).ptr;
-    bitgen_t* bg = bitgen_from_capsule(cap);
-    std::vector<int64_t> out;
-    {
-        py::gil_scoped_release nogil;
-        dpf::BitStream rs(bg);
-        out.reserve(static_cast<size_t>(m));
-        clip::fixed_sample(n, m, rs, mk, out);
-    }
-    return to_array(out);
+    require(n >= 0 && m >= 0 && m <= n, "need 0 <= m <= n");
+    auto mk = out<uint8_t>(mark, "mark", Shape::size(n));
+    return sampled(cap, [&](dpf::BitStream& rs, std::vector<int64_t>& idx) { clip::fixed_sample(n, m, rs, mk.ptr, idx); });
 }
 
 struct Workspace {

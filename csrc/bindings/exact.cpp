@@ -37,15 +37,7 @@ void discrete_gaussian_fill(py::capsule cap, uint64_t n_hi, uint64_t n_lo, uint6
     bitgen_t* bg = bitgen_from_capsule(cap);
     check_threads(n_threads);
     const u128 n = join(n_hi, n_lo), d = join(d_hi, d_lo);
-    if (n == 0 || d == 0) throw py::value_error("sigma^2 = n/d needs n, d >= 1");
-    if (tau == 0 || tau > (uint64_t(1) << 40)) throw py::value_error("tau must be in [1, 2^40]");
-    // tau = floor(sqrt(n/d)) + 1  <=>  (tau-1)^2 d <= n < tau^2 d
-    const u128 tt = (u128)tau * tau, tm = (u128)(tau - 1) * (tau - 1);
-    if (d >= ((u128)1 << 62) / tau) throw py::value_error("d * tau must be < 2^62");
-    if (!(tm * d <= n && n < tt * d)) throw py::value_error("tau must be floor(sqrt(n/d)) + 1");
-    // b = 2 n d tau^2 < 2^127
-    const u128 lim = ((u128)1) << 126;
-    if (n >= lim / (d * tt)) throw py::value_error("2 n d tau^2 must be < 2^127");
+    if (const char* err = dpf::DiscreteGaussianParams::invalid(n, d, tau)) throw py::value_error(err);
     auto o = out<int64_t>(out_, "out");
     const dpf::DiscreteGaussianParams p(n, d, tau);
     py::gil_scoped_release nogil;

@@ -119,9 +119,7 @@ py::tuple row_bounds(py::array X, int64_t n, int64_t d, py::object rscale, doubl
         py::gil_scoped_release nogil;
         ok = dpf::solvers::row_bounds(view, ob, clip, std::max(1, nthreads), out);
     });
-    py::array_t<double> v(n);
-    std::copy(out.begin(), out.end(), v.mutable_data());
-    return py::make_tuple(ok, v);
+    return py::make_tuple(ok, to_numpy(out));
 }
 
 // The data part sum_i w_i l_C(y_i, x_i.theta) and its gradient (no regularizer), given the
@@ -139,7 +137,7 @@ py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, py::object y, py::o
     double f = 0.0;
     with_matrix(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        f = dpf::solvers::loss_grad_bounded(view, ob, sq.data(), clip, std::max(1, nthreads), theta.data(),
+        f = dpf::solvers::loss_grad_bounded(view, ob, sq.ptr, clip, std::max(1, nthreads), theta.ptr,
                                             g.mutable_data());
     });
     return py::make_tuple(f, g);
@@ -157,15 +155,7 @@ py::tuple precond_sums(py::array X, int64_t n, int64_t d, py::object w, py::obje
         py::gil_scoped_release nogil;
         dpf::solvers::precond_sums(view, ob, std::max(1, nthreads), first, S1, S2, W);
     });
-    py::array_t<double> s2((py::ssize_t)S2.size());
-    std::copy(S2.begin(), S2.end(), s2.mutable_data());
-    py::object s1 = py::none();
-    if (first) {
-        py::array_t<double> a((py::ssize_t)S1.size());
-        std::copy(S1.begin(), S1.end(), a.mutable_data());
-        s1 = a;
-    }
-    return py::make_tuple(s1, s2, W);
+    return py::make_tuple(first ? py::object(to_numpy(S1)) : py::none(), to_numpy(S2), W);
 }
 
 // L-BFGS (the native iterations of minimize) on fg(theta) -> (F, grad F) given in Python: the

@@ -66,13 +66,9 @@ py::dict bound_and_sum(py::object unit, int64_t n_units, py::object unit_key, py
     }
     if (!err.empty()) throw py::value_error(err);
     py::dict out;
-    const py::ssize_t G = p.G, kG = p.k * p.G;
-    py::array_t<int64_t> count(G), units(G);
-    std::copy(r.count.begin(), r.count.end(), count.mutable_data());
-    std::copy(r.units.begin(), r.units.end(), units.mutable_data());
-    out["count"] = count;
-    out["units"] = units;
-    std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, G};
+    out["count"] = to_numpy(r.count);
+    out["units"] = to_numpy(r.units);
+    const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)p.G};
     if (p.gamma) {
         py::array_t<int64_t> t1h(shape), t3h(shape);
         py::array_t<uint64_t> t1l(shape), t3l(shape);
@@ -81,14 +77,8 @@ py::dict bound_and_sum(py::object unit, int64_t n_units, py::object unit_key, py
         out["t1"] = py::make_tuple(t1h, t1l);
         out["t3"] = py::make_tuple(t3h, t3l);
     } else {
-        py::array_t<double> a(shape), b(shape), c(shape), d(shape);
-        std::copy(r.s1h.begin(), r.s1h.end(), a.mutable_data());
-        std::copy(r.s1l.begin(), r.s1l.end(), b.mutable_data());
-        std::copy(r.s2h.begin(), r.s2h.end(), c.mutable_data());
-        std::copy(r.s2l.begin(), r.s2l.end(), d.mutable_data());
-        out["s1"] = py::make_tuple(a, b);
-        out["s2"] = py::make_tuple(c, d);
-        (void)kG;
+        out["s1"] = py::make_tuple(to_numpy(r.s1h, shape), to_numpy(r.s1l, shape));
+        out["s2"] = py::make_tuple(to_numpy(r.s2h, shape), to_numpy(r.s2l, shape));
     }
     if (want_mask) out["keep"] = mask;
     return out;
@@ -108,9 +98,7 @@ py::object dense_codes(py::object values, int64_t max_range) {
         ok = tb::dense_codes(pv, n, max_range, pc, uniq);
     }
     if (!ok) return py::none();
-    py::array_t<int64_t> u((py::ssize_t)uniq.size());
-    std::copy(uniq.begin(), uniq.end(), u.mutable_data());
-    return py::make_tuple(codes, u);
+    return py::make_tuple(codes, to_numpy(uniq));
 }
 
 }  // namespace

@@ -84,17 +84,22 @@ import math
 
 import numpy as np
 
+from dpfast import _glm, _loss_table
+from dpfast._base import validate_y
 from dpfast._dask_utils import (
     _as_dask_rows,
-    _is_frame,
     _row_vector,
     active_client,
     is_dask_collection,
     scatter_chunks,
+    set_feature_names,
 )
+from dpfast._validation import check_int, check_label_set
+from dpfast.linear_model._certify import certified_descent, check_certifiable
+from dpfast.linear_model._mechanisms import check_sample_weight, sample_start, warm_start_rows
+from dpfast.linear_model._solver import MappedRows, _check_delta, _check_loss, loss_constants
 
-__all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
-           "DaskRows"]
+__all__ = ["is_dask_collection", "fit", "chunk_rngs", "DaskRows"]
 
 
 def chunk_rngs(count: int, seed=None):
@@ -104,8 +109,6 @@ def chunk_rngs(count: int, seed=None):
     repeats the same noise in every chunk (module docstring).  ``seed`` None draws fresh
     entropy from the OS.
     """
-    from dpfast._validation import check_int
-
     count = check_int(count, "count")
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
 
@@ -167,8 +170,6 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
     message of the row check that failed.  Nothing here raises for bad data: the client raises
     in the order of the in-memory ``fit`` (labels, parameters, weights, rows).
     """
-    from dpfast import _glm
-
     summary = {"y": None if yk is None else _label_summary(yk, classifier, classes, cap)}
     w = None
     if weighted:
@@ -209,8 +210,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
     The chunk's targets are formed here from its labels, as the in-memory ``fit`` forms them:
     +1 where the label is ``positive`` and -1 elsewhere (classifiers), the labels as float64
     (``positive`` is ``_REAL``: regressors)."""
-    from dpfast import _glm, _loss_table
-
     block = np.ascontiguousarray(block)
     scale, sq = aux[0], aux[1]
     t = _targets(yk, code, positive)
@@ -222,8 +221,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
 
 def _targets(yk, code, positive) -> np.ndarray:
     """A chunk's targets as the in-memory ``fit`` forms them (:func:`_block_fg`)."""
-    from dpfast import _loss_table
-
     yv = np.asarray(yk)
     return (np.asarray(yv, dtype=np.float64) if positive is _REAL
             else _loss_table.binary_labels(_loss_table.name_of(code), yv == positive))
@@ -233,10 +230,6 @@ def _sample_fit(blocks, auxs, ys, ws, m, n, loss, delta, clip, icpt, positive, a
     """The warm start on the worker holding the first rows: the in-memory
     :func:`~dpfast.linear_model._mechanisms.sample_start` on rows [0, m) of X (the leading
     chunks), their row scales, targets and weights; d' float64 go back to the client."""
-    from dpfast import _loss_table
-    from dpfast.linear_model._mechanisms import sample_start
-    from dpfast.linear_model._solver import MappedRows
-
     def rows(parts):
         return np.ascontiguousarray(parts[0][:m] if len(parts) == 1 else np.concatenate(parts)[:m])
 
@@ -397,8 +390,6 @@ class DaskDesign:
         """The warm start of the in-memory fit (``_mechanisms.sample_start`` on rows [0, m)), as
         one task on the leading chunks (run where they are held): the same rows, scales, targets
         and weights, so the same point up to the rounding of the row scales."""
-        from dpfast.linear_model._solver import _check_delta
-
         dask = self._dask
         _groups, client, ins = self._inputs()
         ks = [k for k in range(len(self.rows.row_chunks)) if self.rows.starts[k] < m]
@@ -415,8 +406,6 @@ class DaskDesign:
 
         ``y`` is a :class:`DaskTarget` (the labels and weights are the design's, on the workers;
         ``sample_weight`` is ignored)."""
-        from dpfast.linear_model._solver import _check_delta, _check_loss
-
         dask = self._dask
         code, delta = _check_loss(loss), _check_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
@@ -461,19 +450,12 @@ class DaskDesign:
     def precond(self, alpha: float, loss: str, huber_delta: float):
         """The L-BFGS preconditioner's inputs for ``_glm.minimize_callable`` (the in-memory solver
         builds the same P from the same column sums, formed over its own row blocks)."""
-        from dpfast.linear_model._solver import loss_constants
-
         S1, S2, W = self._sums
         return (S1, S2, float(W), float(alpha), float(loss_constants(loss, huber_delta)[1]), self.intercept)
 
     def minimize_certified(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter,
                            gen, lipschitz):
         """The Dask counterpart of ``_mechanisms._minimize_certified`` (same solver, same rule)."""
-        from dpfast import _glm
-        from dpfast.linear_model._certify import certified_descent, check_certifiable
-        from dpfast.linear_model._mechanisms import warm_start_rows
-        from dpfast.linear_model._solver import loss_constants
-
         if solver != "lbfgs":
             raise ValueError(f"solver={solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
         n = self.shape[0]
@@ -505,10 +487,6 @@ def _validate(est, rows: DaskRows, y, sample_weight, *, classifier: bool):
     (classifiers; None for regressors) and leaves the :class:`DaskDesign` on ``rows``.  Raises
     before anything is calibrated, charged or drawn."""
     import dask
-
-    from dpfast._base import validate_y
-    from dpfast._validation import check_label_set
-    from dpfast.linear_model._mechanisms import check_sample_weight
 
     n = rows.shape[0]
     starts = rows.starts
@@ -607,6 +585,9 @@ def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
 def fit(est, X, y, sample_weight=None, *, budget=None):
     """``est.fit`` for a Dask X (module docstring): validation on the workers, calibration,
     budget charge and noise on the client, each gradient pass a Dask graph."""
+    if getattr(est, "multi_class", "ovr") == "multinomial":
+        raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
+                         "one-vs-rest models); use multi_class='ovr' or in-memory rows")
     if getattr(est, "solver", "lbfgs") != "lbfgs":
         raise ValueError(f"solver={est.solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
     Xd = _as_dask_rows(X)
@@ -625,115 +606,3 @@ def fit(est, X, y, sample_weight=None, *, budget=None):
         est._fit_target(rows, DaskTarget(_REAL, n), None, budget=budget)
     set_feature_names(est, X)
     return est
-
-
-def _names_view(X):
-    """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
-    frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
-    anything else as is."""
-    if _is_frame(X):
-        import pandas as pd
-
-        return pd.DataFrame(columns=X.columns)
-    return X
-
-
-def set_feature_names(est, X) -> None:
-    """``feature_names_in_`` after a Dask fit, by scikit-learn's rule for pandas (string column
-    names only; mixed types raise ``TypeError``)."""
-    from sklearn.utils.validation import _get_feature_names
-
-    names = _get_feature_names(_names_view(X))
-    if names is not None:
-        est.feature_names_in_ = names
-
-
-def _prediction_input(est, X):
-    """X's rows as a Dask array, after scikit-learn's feature-name check, as for pandas input
-    (issue 21, item 12): a DataFrame whose column names or order differ from fit's raises
-    ``ValueError``; names on one side only warn, once (not once per chunk)."""
-    from sklearn.utils.validation import _check_feature_names
-
-    _check_feature_names(est, _names_view(X), reset=False)
-    Xd = _as_dask_rows(X)
-    n_in = getattr(est, "n_features_in_", None)
-    if n_in is not None and Xd.shape[1] != n_in:
-        raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {n_in}")
-    return Xd
-
-
-def _blockwise(method):
-    """``method`` on one NumPy chunk, without scikit-learn's "X does not have valid feature
-    names" warning: the names were checked once for the whole input (:func:`_prediction_input`)."""
-    def call(block):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
-            return method(block)
-
-    return call
-
-
-def decision_function(est, X):
-    """Lazy ``est.decision_function`` chunk by chunk (a dask Array)."""
-    Xd = _prediction_input(est, X)
-    k = np.atleast_2d(est.coef_).shape[0]
-    if k == 1:
-        return Xd.map_blocks(_blockwise(est.decision_function), drop_axis=1, dtype=np.float64)
-    return Xd.map_blocks(_blockwise(est.decision_function), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
-
-
-def predict(est, X):
-    """Lazy ``est.predict`` chunk by chunk (a dask Array)."""
-    return _predict_rows(est, _prediction_input(est, X))
-
-
-def _predict_rows(est, Xd):
-    dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
-    return Xd.map_blocks(_blockwise(est.predict), drop_axis=1, dtype=dtype)
-
-
-def predict_proba(est, X):
-    """Lazy ``est.predict_proba`` chunk by chunk (a dask Array)."""
-    Xd = _prediction_input(est, X)
-    k = len(est.classes_)
-    return Xd.map_blocks(_blockwise(est.predict_proba), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
-
-
-def score(est, X, y, sample_weight=None) -> float:
-    """Mean accuracy (classifiers) or R^2 (regressors), computed with one Dask pass."""
-    import dask
-    import dask.array as da
-
-    Xd = _prediction_input(est, X)
-    yv = _as_vector_like(y, Xd, "y")
-    wv = _as_vector_like(sample_weight, Xd, "sample_weight")
-    pred = _predict_rows(est, Xd)  # names checked once, above
-    w = da.ones_like(yv, dtype=np.float64) if wv is None else wv.astype(np.float64)
-    if hasattr(est, "classes_"):
-        num, den = dask.compute(da.sum(w * (pred == yv)), da.sum(w))
-        return float(num / den)
-    yf = yv.astype(np.float64)
-    sw, swy = dask.compute(da.sum(w), da.sum(w * yf))
-    ybar = swy / sw
-    ss_res, ss_tot = (float(v) for v in dask.compute(da.sum(w * (yf - pred) ** 2), da.sum(w * (yf - ybar) ** 2)))
-    return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
-
-
-def _as_vector_like(v, Xd, name):
-    import dask.array as da
-
-    if v is None:
-        return None
-    if is_dask_collection(v):
-        if _is_frame(v):
-            v = v.to_dask_array(lengths=True)
-        if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
-            raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")
-        return v
-    v = np.asarray(v)
-    if v.shape != (Xd.shape[0],):
-        raise ValueError(f"{name} must have shape ({Xd.shape[0]},), got {v.shape}")
-    return da.from_array(v, chunks=(Xd.chunks[0],))
-

@@ -22,7 +22,8 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   client from ``random_state``.  Only the minimisation differs: the native L-BFGS of the
   in-memory path runs on the client (``dpfast._glm.minimize_callable``, the same iterations and
   the same fixed diagonal preconditioner, built from the same column sums), and each evaluation
-  of F and grad F is one Dask graph of one task per worker (the chunks that worker holds): the
+  of F and grad F is one call per worker (the chunks that worker holds; an actor holding them
+  when the cluster holds X, :class:`_ChunkGroup`, else one Dask task per worker or chunk): the
   native loss-and-gradient kernel on every chunk (targets formed from the labels in the task, row
   map and intercept inside the kernel, partial sums in float64), the d + 1 numbers per chunk
   combined on the client in chunk order.  Per iteration the client sends theta (d floats) to
@@ -55,7 +56,7 @@ copy a memmap whole), or from zarr/HDF5 through dask's own readers; memory then 
 in flight, two float64 per row (row scale, squared norm) and the labels.
 
 Passes over X: one validation pass, then one per L-BFGS evaluation (about 1.1 per iteration;
-a fit to the default tau = 0.01 takes 10-30), per one-vs-rest model.  Fits of n >= 2^20 rows
+a fit to the default tau = 0.01 takes 10-30), per one-vs-rest model.  Fits of n >= 2^17 rows
 first minimise the same objective on the first ceil(n/16) rows, as the in-memory fit does
 (``_mechanisms.warm_start_rows``, whose docstring says why this costs no privacy): one task on
 the worker holding the leading chunks (:meth:`DaskDesign.sample_start`; d' floats come back),
@@ -248,14 +249,29 @@ def _group_fg(blocks, auxs, ys, ws, theta, code, delta, clip, icpt, positive):
                      for b, x, yk, wk in zip(blocks, auxs, ys, ws)])
 
 
+class _ChunkGroup:
+    """The chunks one worker holds (rows, row scales and norms, labels, weights), kept for the
+    passes of a fit as a distributed *actor*: a pass is then one call from the client straight to
+    each worker and back, where a task goes client -> scheduler -> worker -> scheduler -> client
+    and then gathers its result (on the 2-worker benchmark cluster about 3 ms against 26 ms per
+    pass, and 20-30 ms against 100 ms under load 10).  The actor holds references to the chunks
+    the worker already stores (no copy); the numbers are :func:`_group_fg`'s, as in a task."""
+
+    def __init__(self, blocks, auxs, ys, ws):
+        self._chunks = (blocks, auxs, ys, ws)
+
+    def fg(self, theta, code, delta, clip, icpt, positive):
+        return _group_fg(*self._chunks, theta, code, delta, clip, icpt, positive)
+
+
 def _chunk_groups(blocks):
-    """``(groups, held)``: chunk indices grouped by the worker holding the chunk (one task per
-    worker and pass: the scheduler's cost per pass is per task), ``held`` True; or one group per
-    chunk, ``held`` False, when X is not held by a distributed cluster (a graph computed in each
-    pass).  The grouping changes no number: each chunk's partial sums are its own, added on the
-    client in chunk order."""
+    """``(groups, held, workers)``: chunk indices grouped by the worker holding the chunk (one
+    task or actor call per worker and pass: the scheduler's cost per pass is per task), ``held``
+    True, and each group's worker; or one group per chunk, ``held`` False, when X is not held by
+    a distributed cluster (a graph computed in each pass).  The grouping changes no number: each
+    chunk's partial sums are its own, added on the client in chunk order."""
     client = active_client()
-    singles = ([[k] for k in range(len(blocks))], False)
+    singles = ([[k] for k in range(len(blocks))], False, None)
     if client is None:
         return singles
     try:
@@ -270,7 +286,18 @@ def _chunk_groups(blocks):
         if not holders:  # not persisted (or lost): computed wherever the scheduler decides
             return singles
         by_worker.setdefault(holders[0], []).append(k)
-    return list(by_worker.values()), True
+    return list(by_worker.values()), True, list(by_worker)
+
+
+def _group_actors(client, args, workers):
+    """One :class:`_ChunkGroup` actor per worker, on the chunks it holds (None where the cluster
+    cannot make them: the passes are then tasks)."""
+    try:
+        futs = [client.submit(_ChunkGroup, *a, actor=True, workers=[w], allow_other_workers=False, pure=False)
+                for a, w in zip(args, workers)]
+        return [f.result() for f in futs]
+    except Exception:  # pragma: no cover - e.g. a worker lost meanwhile: tasks instead
+        return None
 
 
 def _futures(handles) -> list:
@@ -371,11 +398,11 @@ class DaskDesign:
         self._sums = sums  # (S1 or None, S2, W) over all rows, added in chunk order
 
     def _inputs(self):
-        """``(groups, client, ins)``: the chunk groups of :func:`_chunk_groups`, the client when
-        the cluster holds everything (else None), and per chunk (X, aux, labels, weights) as
-        futures (held) or graph handles."""
+        """``(groups, client, ins, workers)``: the chunk groups of :func:`_chunk_groups`, the
+        client when the cluster holds everything (else None), per chunk (X, aux, labels, weights)
+        as futures (held) or graph handles, and each group's worker (held) or None."""
         blocks = self.rows.X.to_delayed().ravel()
-        groups, held = _chunk_groups(blocks)
+        groups, held, workers = _chunk_groups(blocks)
         client = active_client() if held else None
         if client is not None:  # everything held by the cluster: tasks on its futures, no graph to build
             from distributed import Future
@@ -384,14 +411,14 @@ class DaskDesign:
                    _futures(self._ws)]
         else:
             ins = [blocks, self._aux, self._ys, self._ws]
-        return groups, client, ins
+        return groups, client, ins, workers
 
     def sample_start(self, y, loss, m: int, *, alpha, linear, clip, huber_delta, tol) -> np.ndarray:
         """The warm start of the in-memory fit (``_mechanisms.sample_start`` on rows [0, m)), as
         one task on the leading chunks (run where they are held): the same rows, scales, targets
         and weights, so the same point up to the rounding of the row scales."""
         dask = self._dask
-        _groups, client, ins = self._inputs()
+        _groups, client, ins, _workers = self._inputs()
         ks = [k for k in range(len(self.rows.row_chunks)) if self.rows.starts[k] < m]
         args = [[v[k] for k in ks] for v in ins]
         rest = (int(m), int(self.shape[0]), loss, _check_delta(huber_delta), None if clip is None else float(clip),
@@ -413,16 +440,24 @@ class DaskDesign:
         d = self.shape[1]
         a = float(alpha)
         lin = None if linear is None else np.asarray(linear, dtype=np.float64)
-        groups, client, ins = self._inputs()
+        groups, client, ins, workers = self._inputs()
         order = np.argsort(np.concatenate(groups), kind="stable")
         args = [tuple([v[k] for k in grp] for v in ins) for grp in groups]
+        actors = None if client is None else _group_actors(client, args, workers)
 
         def fg(theta):
+            nonlocal actors
             th = np.ascontiguousarray(theta, dtype=np.float64)
             rest = (th, code, delta, c, self.intercept, positive)
-            if client is not None:
+            out = None
+            if actors is not None:
+                try:
+                    out = [call.result() for call in [act.fg(*rest) for act in actors]]
+                except Exception:  # e.g. a lost worker, and its actor with it: from now on tasks,
+                    actors = None  # for which Dask recomputes lost chunks (the same numbers)
+            if out is None and client is not None:
                 out = client.gather([client.submit(_group_fg, *a, *rest, pure=False) for a in args])
-            else:
+            elif out is None:
                 out = dask.compute(*[dask.delayed(_group_fg, pure=True)(*a, *rest) for a in args])
             parts = np.concatenate(out)[order]  # one row per chunk, in chunk order
             f = 0.0

@@ -40,16 +40,10 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
 RANK = {name: k for k, (name, _) in enumerate(LAYERS)}
 
 #: Exceptions being removed by colleagues (issue 23), by kind.  Each must still occur.
-KNOWN = {
-    "cycle": {
-        frozenset({"dpfast.sgd._estimators", "dpfast.sgd._dask"}): "dask: estimator Dask mixin",
-    },
-    "function_import": {
-        ("dpfast.sgd._estimators", "dpfast.sgd._dask"): "dask: estimator Dask mixin",
-    },
-    "private": {
-        ("dpfast.sgd._dask", "dpfast.linear_model._dask"): "dask: estimator Dask mixin",
-    },
+KNOWN: Dict[str, dict] = {
+    "cycle": {},  # frozenset of modules -> owner
+    "function_import": {},  # (importer, imported module) -> owner
+    "private": {},  # (importer, imported module) -> owner
 }
 
 

@@ -4,7 +4,7 @@ See :doc:`/theory/erm` (Algorithm 1, calibration of Section 5) and issue 4
 ("Estimators").  They derive from :class:`dpfast._base.PrivateEstimator` (scikit-learn's
 ``BaseEstimator``), so ``clone``, pipelines, ``cross_val_score`` and ``GridSearchCV`` work.
 A Dask collection passed to ``fit`` / ``predict`` / ... is handed to
-:mod:`dpfast.linear_model._dask`.
+:mod:`dpfast.linear_model._dask` (:class:`dpfast._base.DaskDispatchMixin`).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dpfast import _base, _loss_table
 from dpfast import accounting as acc
 from dpfast._base import (
     RANDOM_STATE,
+    DaskDispatchMixin,
     DPClassifierMixin,
     DPRegressorMixin,
     Interval,
@@ -29,14 +30,10 @@ from dpfast._base import (
 )
 from dpfast._validation import check_label_set
 from dpfast.accounting import objective_perturbation as op
-from dpfast.linear_model import _dask as mod
+from dpfast.linear_model import _dask
 from dpfast.linear_model import _multinomial as mn
 from dpfast.linear_model._calibration import _gaussian_description
-from dpfast.linear_model._losses import (
-    glm_constants,
-    margin_constants,
-    multinomial_constants,
-)
+from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
     _fit_calibrated,
@@ -161,11 +158,6 @@ def _slack(R: float, dtype) -> float:
     return float(R) * (1.0 + 8.0 * float(eps))
 
 
-def _dask():
-    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
-    return mod
-
-
 def _release_event(cal):
     """The event of a calibrated release of ``cal.count`` models (one per one-vs-rest class).
 
@@ -225,6 +217,7 @@ _WEIGHT_FAILURES = {
 
 class _PrivateLinearModel(PrivateEstimator):
     _loss = "logistic"
+    _dask_fit = staticmethod(_dask.fit)  # DaskDispatchMixin: fit on Dask collections
     _accept_sparse = True
 
     # ------------------------------------------------------------------ preprocessing
@@ -365,7 +358,7 @@ class _PrivateLinearModel(PrivateEstimator):
         return np.asarray(X @ self._coef.T) + self._intercept
 
 
-class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
+class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private logistic regression (binary, or one-vs-rest multiclass).
 
@@ -516,11 +509,6 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
         ``with budget:`` block, if any) charged with ``event_`` before any noise is drawn;
         ``BudgetExceededError`` leaves the estimator unfitted."""
-        if _dask().is_dask_collection(X):
-            if self.multi_class == "multinomial":
-                raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
-                                 "one-vs-rest models); use multi_class='ovr' or in-memory rows")
-            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=True)
@@ -549,16 +537,12 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
 
     def decision_function(self, X) -> np.ndarray:
         """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest and multinomial."""
-        if _dask().is_dask_collection(X):
-            return _dask().decision_function(self, X)
         d = self._decision(X)
         return d[:, 0] if d.shape[1] == 1 else d
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: softmax of the scores (multinomial); sigmoid, one-vs-rest scores
         normalised to sum to 1 (one-vs-rest)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict_proba(self, X)
         d = self._decision(X)
         if getattr(self, "multi_class_", "ovr") == "multinomial":
             from scipy.special import softmax
@@ -572,20 +556,12 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
 
     def predict(self, X) -> np.ndarray:
         """The class of the largest score (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         d = self._decision(X)
         idx = (d[:, 0] > 0).astype(int) if d.shape[1] == 1 else np.argmax(d, axis=1)
         return self.classes_[idx]
 
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
-
-class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
+class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private ridge (squared loss) or Huber regression.
 
@@ -662,8 +638,6 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         """Fit privately; see the class docstring for the guarantee.  Returns self.
 
         ``budget``: as for :meth:`LogisticRegression.fit`."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=False)
@@ -680,12 +654,4 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
 
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         return self._decision(X)[:, 0]
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)

@@ -30,31 +30,15 @@ import numpy as np
 
 from dpfast import _clip, _loss_table
 from dpfast._base import validate_y
-from dpfast._dask_utils import (
-    as_dask_rows,
-    local_vector,
-    is_dask_collection,
-    scatter_chunks,
-)
+from dpfast._dask_utils import as_dask_rows, local_vector, scatter_chunks, set_feature_names
 from dpfast._validation import check_label_set
-
-# Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
-# by chunk): one home.
-from dpfast.linear_model._dask import (  # noqa: F401
-    decision_function,
-    predict,
-    predict_proba,
-    score,
-    set_feature_names,
-)
 from dpfast.random import check_random_state
-from dpfast.sgd._estimators import (  # the kernel's loss codes, from the loss table
-    _LOGISTIC,
-    _SOFTMAX,
-    _SQUARED,
-)
 
-__all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
+__all__ = ["fit"]
+
+# the native kernel's loss codes (prediction and scoring are dpfast._dask_utils', as for the linear
+# models: the same coef_/classes_ contract, one pass chunk by chunk)
+_LOGISTIC, _SQUARED, _SOFTMAX = (_loss_table.code(n) for n in ("logistic", "squared", "softmax"))
 
 
 def _block_check(block, k, starts):

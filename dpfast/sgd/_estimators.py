@@ -40,6 +40,7 @@ from dpfast import accounting as acc
 from dpfast import budget as _budget
 from dpfast._base import (
     RANDOM_STATE,
+    DaskDispatchMixin,
     DPClassifierMixin,
     DPRegressorMixin,
     Interval,
@@ -52,7 +53,7 @@ from dpfast._base import (
 from dpfast._threads import check_threads, default_threads, single_threaded_blas
 from dpfast._validation import check_allocation, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
-from dpfast.sgd import _privacy
+from dpfast.sgd import _dask, _privacy
 
 __all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
 
@@ -264,14 +265,9 @@ class _DPSGDBase(PrivateEstimator):
         self.n_iter_ = t
 
 
-def _dask():
-    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
-    from dpfast.sgd import _dask as mod
-
-    return mod
-
-
 class _GLMBase(_DPSGDBase):
+    _dask_fit = staticmethod(_dask.fit)  # DaskDispatchMixin: full-batch DP-GD on Dask collections
+
     def _fit_glm(self, X, yr, yl, K: int, loss: int, run):
         n, d = X.shape
         gen = check_random_state(self.random_state)
@@ -306,7 +302,7 @@ class _GLMBase(_DPSGDBase):
         return X @ coef.T + np.asarray(self.intercept_, dtype=X.dtype)
 
 
-class DPSGDClassifier(DPClassifierMixin, _GLMBase):
+class DPSGDClassifier(DaskDispatchMixin, DPClassifierMixin, _GLMBase):
     """Differentially private linear classifier trained by DP-SGD.
 
     Two classes: binary logistic regression (one score, sigmoid); more: multinomial softmax
@@ -412,8 +408,6 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         ``with budget:`` block, if any) charged with ``event_`` before any randomness is drawn;
         ``BudgetExceededError`` leaves the estimator unfitted.  Dask input: full-batch DP-GD
         (``sampling="full"``) in :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -429,15 +423,11 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def decision_function(self, X) -> np.ndarray:
         """Scores x.coef + intercept: shape (n,) for binary, (n, K) for multinomial."""
-        if _dask().is_dask_collection(X):
-            return _dask().decision_function(self, X)
         s = self._scores(X)
         return s[:, 0] if s.shape[1] == 1 else s
 
     def predict_proba(self, X) -> np.ndarray:
         """Sigmoid (binary) or softmax (multinomial) of the scores."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict_proba(self, X)
         s = self.decision_function(X).astype(np.float64)
         if s.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * s))
@@ -448,20 +438,12 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """The class of the largest score (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         s = self.decision_function(X)
         k = (s > 0).astype(np.int64) if s.ndim == 1 else s.argmax(axis=1)
         return self.classes_[k]
 
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
-
-class DPSGDRegressor(DPRegressorMixin, _GLMBase):
+class DPSGDRegressor(DaskDispatchMixin, DPRegressorMixin, _GLMBase):
     """Differentially private linear regression (squared loss (1/2)(x.w + b - y)^2) by DP-SGD.
 
     Per-example gradients (x_i.w + b - y_i)(x_i, 1) have norm |r_i| sqrt(||x_i||^2 + 1); they are
@@ -513,8 +495,6 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def fit(self, X, y, *, budget=None) -> "DPSGDRegressor":
         """Train privately; ``budget`` as for :meth:`DPSGDClassifier.fit`.  Returns self."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -527,15 +507,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         return self._scores(X)[:, 0]
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
 
 class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):

@@ -18,7 +18,6 @@ import dask  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
 from dpfast.sgd import DPSGDClassifier, DPSGDRegressor  # noqa: E402
-from dpfast.sgd import _dask as sgd_dask  # noqa: E402
 
 
 def _data(n=8000, d=6, seed=0):
@@ -56,9 +55,9 @@ def test_dask_full_batch_equals_in_memory_full_batch(kind):
         assert got.event_ == ref.event_ and got.epsilon_ == ref.epsilon_
         assert got.steps_ == 25 and got.sample_rate_ == 1.0 and got.neighbours_ == "add_remove"
         if kind != "regression":
-            pred = sgd_dask.predict(got, da.from_array(X, chunks=(1500, -1)))
+            pred = got.predict(da.from_array(X, chunks=(1500, -1)))  # DaskDispatchMixin: a lazy dask Array
             np.testing.assert_array_equal(pred.compute(), ref.predict(X))
-            np.testing.assert_allclose(sgd_dask.predict_proba(got, da.from_array(X, chunks=(1500, -1))).compute(),
+            np.testing.assert_allclose(got.predict_proba(da.from_array(X, chunks=(1500, -1))).compute(),
                                        got.predict_proba(X), rtol=1e-12)
 
 
@@ -79,6 +78,7 @@ def test_full_batch_accounting_is_T_gaussian_compositions():
     assert d_at >= 0.5e-5, "the calibration should not be far from the target"
 
 
+@pytest.mark.slow
 def test_noise_is_added_once_per_step_on_the_client():
     # one step from theta = 0 with plain SGD: theta_1 - theta_1(no noise) = -lr z C xi / n, xi ~ N(0, I).
     # Noise drawn per chunk (4 chunks) would make the variance 4 times larger.

@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 
 try:
-    from conftest import FULL, size
+    from _bench import FULL, size
 except ImportError:  # run as a script from the repo root
     sys.path.insert(0, "benchmarks")
-    from conftest import FULL, size
+    from _bench import FULL, size
 
 from dpfast.linear_model._solver import glm_loss_and_grad, minimize_glm
-from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
+from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 ALPHA = 1.0
 

@@ -63,9 +63,10 @@ _COMMON_DOC = """
         for which the output step's RDP term is <= 0.1 % of epsilon
         (``dpfast.linear_model.calibrate_objective``, see docs/theory/erm.rst,
         "Algorithm 1"); ``epsilon_`` is the total of the composition, accounted as for "amp".
-        ``accountant="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
+        ``calibration="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
         composition with 0.1 % of the budget for the output step.
-        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
+        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda, noise
+        calibrated by the accountant.
     solver : {"lbfgs", "sag", "saga"}
         Native solver (any optimiser costs no privacy).  If it has not certified
         ||grad F||_2 <= tol within ``max_iter``, Nesterov's accelerated gradient method
@@ -95,8 +96,14 @@ _COMMON_DOC = """
     sigma_out : float or None
         Output noise of Algorithm 1 (None: 0.15 for "amp"; for "objective" the negligible-cost
         rule above; for "output" it only sets the default lambda, see ``alpha``).
-    accountant : {"best", "pld", "rdp", "kifer"}
-        Which bound gives epsilon ("kifer" for method="objective" only).
+    accountant : {"best", "pld", "rdp"}
+        The accountant that calibrates the release and states its epsilon: ``epsilon_`` is
+        ``make_accountant(accountant_).compose(event_).get_epsilon(delta_)`` ("best": the smaller
+        of the PLD and RDP accountants' values, ``accountant_`` names it).
+    calibration : {"accountant", "kifer"}
+        How (sigma, lambda) are certified: by the accountant (default), or by Kifer et al.'s
+        sufficient condition (method="objective" only, for comparison with the literature; its
+        event is the ``ApproxDP`` it certifies, accounted by PLD).
     norm_bound : float
         Declared bound R on the rows' l2 norm before the bias feature.
     row_norm : {"clip", "normalize", "check"}
@@ -127,10 +134,11 @@ _ATTR_DOC = """
     coef_, intercept_ : the released (private) parameters.
     event_ : the release's :mod:`dpfast.accounting` event, charged to ``budget`` by ``fit``:
         per model ``Composed((ObjectivePerturbation, Gaussian))`` (Algorithm 1, Theorem 4.1;
-        "objective" too), ``ApproxDP(epsilon/K, delta/K)`` with ``accountant="kifer"``, and for
-        K one-vs-rest models ``SelfComposed(<that>, K)``; "output": one ``Gaussian``.
-    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
-    accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
+        "objective" too), for K one-vs-rest models ``SelfComposed(<that>, K)``;
+        ``ApproxDP(epsilon, delta)`` with ``calibration="kifer"``; "output": one ``Gaussian``.
+    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon:
+        ``epsilon_ == make_accountant(accountant_).compose(event_).get_epsilon(delta_)``.
+    accountant_ : "pld" or "rdp" -- the accountant that gave epsilon_.
     sigma_ : noise std of the objective perturbation (0 for "output").
     sigma_out_ : output noise std (tiny for "objective": it certifies the solver's error).
     lambda_ : the ridge coefficient used.
@@ -138,7 +146,8 @@ _ATTR_DOC = """
         These (and ``solver_``) are diagnostics computed from the private data *without* noise:
         they are not covered by the privacy guarantee (only ``coef_``/``intercept_`` and the
         calibration are); do not publish them with the model.
-    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration`.
+    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration` (its ``rule`` is the
+        ``calibration`` parameter's value).
 """
 
 
@@ -159,36 +168,6 @@ def _dask():
     return mod
 
 
-def _release_event(cal):
-    """The event of a calibrated release of ``cal.count`` models (one per one-vs-rest class).
-
-    Algorithm 1 ("amp", and "objective" run as Algorithm 1): each model is objective perturbation
-    (Redberg, Koskela & Wang 2024, Theorem 3.1, the ``ObjectivePerturbation`` event) composed with
-    the Gaussian output step of sensitivity 2 tau / lambda (Theorem 4.1); the ``count`` models are
-    ``count`` compositions on the same data.  ``"output"``: the Gaussian mechanism of sensitivity
-    (L + 2 tau) / lambda per model, one Gaussian of sensitivity sqrt(count) (L + 2 tau) / lambda
-    for all of them.  ``accountant="kifer"``: Kifer et al. 2012 certify each model
-    (epsilon/count, delta/count)-DP (basic composition), an ``ApproxDP`` event per model.
-    """
-    from dpfast import accounting as acc
-    from dpfast.accounting import objective_perturbation as op
-    from dpfast.linear_model._calibration import _gaussian_description
-
-    k = int(cal.count)
-    if cal.method == "output":
-        sens = math.sqrt(k) * (cal.lipschitz + 2.0 * cal.tau) / cal.regularization
-        return _gaussian_description(cal.sigma_out, sens)  # noise sigma_out on every coordinate
-    if cal.accountant == "kifer":
-        one = acc.ApproxDP(cal.epsilon / k, cal.delta / k)
-    else:
-        parts = [acc.ObjectivePerturbation(cal.noise_std, cal.lipschitz, cal.smoothness, cal.regularization)]
-        sens = op.amp_output_sensitivity(cal.tau, cal.regularization) if cal.tau > 0 else 0.0
-        if sens > 0:  # 2 tau / lambda can underflow to 0: that step then leaks nothing
-            parts.append(_gaussian_description(cal.sigma_out, sens))
-        one = parts[0] if len(parts) == 1 else acc.Composed(tuple(parts))
-    return one if k == 1 else acc.SelfComposed(one, k)
-
-
 _CONSTRAINTS = {
     "epsilon": [Interval(Real, 0, None, closed="neither")],
     "delta": [Interval(Real, 0, 1, closed="neither")],
@@ -200,7 +179,8 @@ _CONSTRAINTS = {
     "noise_std": [Interval(Real, 0, None, closed="neither"), None],
     "noise_factor": [Interval(Real, 0, None, closed="neither")],
     "sigma_out": [Interval(Real, 0, None, closed="neither"), None],
-    "accountant": [StrOptions({"best", "pld", "rdp", "kifer"})],
+    "accountant": [StrOptions({"best", "pld", "rdp"})],
+    "calibration": [StrOptions({"accountant", "kifer"})],
     "norm_bound": [Interval(Real, 0, None, closed="neither")],
     "row_norm": [StrOptions(set(_ROW_NORM))],
     "fit_intercept": ["boolean"],
@@ -319,9 +299,9 @@ class _PrivateLinearModel(PrivateEstimator):
         cal = make_calibration(self.method, self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,
-                               accountant=self.accountant, count=len(targets))
+                               accountant=self.accountant, count=len(targets), calibration=self.calibration)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         results = [
@@ -344,7 +324,7 @@ class _PrivateLinearModel(PrivateEstimator):
     def _record_fit(self, event, cal, consts, n_iter, grad_norm, solver) -> None:
         """The fitted attributes every release sets: calibration, privacy reached, constants, solver."""
         self.calibration_ = cal
-        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
+        self._record_accounted(event, cal.delta, cal.accountant)
         self.sigma_ = cal.noise_std
         self.sigma_out_ = cal.sigma_out
         self.lambda_ = cal.regularization
@@ -433,6 +413,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -453,6 +434,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
@@ -495,10 +477,11 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         mn.check_multinomial_clip(self.clip, consts.lipschitz)
         cal = make_calibration("output", self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
-                               sigma_out=self.sigma_out, accountant=self.accountant, count=1)
+                               sigma_out=self.sigma_out, accountant=self.accountant, count=1,
+                               calibration=self.calibration)
         Xd = self._design(X, R, s, fitting=True)  # validates the rows (norm bound, finiteness)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         W, gnorm, n_iter, used = mn.fit_multinomial_output(
@@ -631,6 +614,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -651,6 +635,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept

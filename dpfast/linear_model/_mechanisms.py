@@ -267,6 +267,7 @@ def private_glm(
     noise_factor: float = 1.3,
     sigma_out: float | None = None,
     accountant: str = "best",
+    calibration: str = "accountant",
     huber_delta: float = 1.0,
     sample_weight=None,
     solver: str = "lbfgs",
@@ -289,11 +290,14 @@ def private_glm(
       step's RDP term is <= 0.1 % of epsilon), accounted by Theorem 4.1 / PLD composition like
       ``"amp"`` (see :doc:`/theory/erm`, "Algorithm 1"); the reported (epsilon,
       delta) is the total.  The rule is meant for a tiny ``tol``: sigma_out grows with it (use
-      ``"amp"`` for a large one).  ``accountant="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
+      ``"amp"`` for a large one).  ``calibration="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
       comparison, certified the same way by basic composition (0.1 % of the budget for the
       output step).
     * ``"output"`` -- Gaussian output perturbation of the regularised minimiser, sensitivity
-      (L + 2 tol)/lambda (covers the solver error).
+      (L + 2 tol)/lambda (covers the solver error), noise calibrated by the accountant.
+
+    ``accountant`` ("best", "pld", "rdp"): the accountant whose epsilon for the release's event
+    (``result.calibration.event``) is calibrated and reported (``"best"``: the smaller of the two).
 
     ``clip`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
     squared loss) bounds every per-example gradient; L = min(C, sup|f'| * norm_bound),
@@ -324,7 +328,7 @@ def private_glm(
     consts = glm_constants(loss, norm_bound, clip, huber_delta)
     cal = make_calibration(method, epsilon, delta, consts, tol=tol, regularization=regularization,
                            noise_std=noise_std, noise_factor=noise_factor, sigma_out=sigma_out,
-                           accountant=accountant, count=count)
+                           accountant=accountant, count=count, calibration=calibration)
     # what refuses for public reasons, before the noise b is drawn
     max_iter = check_max_iter(max_iter)
     check_calibration_certifiable(cal, X.shape[0], X.shape[1])
@@ -335,17 +339,20 @@ def private_glm(
 
 
 def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noise_std, noise_factor, sigma_out,
-                     accountant, count) -> PrivacyCalibration:
-    """The calibration of ``method`` for the loss constants ``consts`` (see private_glm)."""
+                     accountant, count, calibration="accountant") -> PrivacyCalibration:
+    """The calibration of ``method`` for the loss constants ``consts`` (see private_glm): its
+    ``event`` is the release's, its ``epsilon`` the accountant's value for that event."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if calibration not in ("accountant", "kifer"):
+        raise ValueError(f"calibration must be 'accountant' or 'kifer', got {calibration!r}")
+    if calibration == "kifer" and method != "objective":
+        raise ValueError("calibration='kifer' applies to method='objective' only")
     tau = DEFAULT_TOL[method] if tol is None else check_real(tol, "tol")
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tol must be finite and > 0, got {tol!r}")
     if method == "amp":
         sigma_out = 0.15 if sigma_out is None else sigma_out
-        if accountant == "kifer":
-            raise ValueError("accountant='kifer' applies to method='objective' only")
         return calibrate_amp(epsilon, delta, clip=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
                              sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
                              regularization=regularization, count=count, accountant=accountant)
@@ -353,12 +360,13 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
         # sigma_out None: the negligible-cost rule of calibrate_objective
         return calibrate_objective(epsilon, delta, lipschitz=consts.lipschitz, smoothness=consts.smoothness,
                                    tau=tau, sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
-                                   regularization=regularization, count=count, accountant=accountant)
+                                   regularization=regularization, count=count, accountant=accountant,
+                                   rule=calibration)
     if noise_std is not None:
         raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its noise from "
                          "(epsilon, delta, regularization)")
     return calibrate_output(epsilon, delta, lipschitz=consts.lipschitz, tau=tau, regularization=regularization,
-                            sigma_out=0.15 if sigma_out is None else sigma_out, count=count)
+                            sigma_out=0.15 if sigma_out is None else sigma_out, count=count, accountant=accountant)
 
 
 def _as_matrix(X):

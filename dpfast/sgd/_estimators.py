@@ -183,14 +183,12 @@ class _DPSGDBase(PrivateEstimator):
                 self._reset_fit()
                 raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): "
                                  "it cannot be charged to a privacy budget")
+            self._record_release(None, math.inf, delta, self.accountant)
         else:
-            from dpfast import accounting as acc
-
             # T adaptive steps of the sampled Gaussian (Abadi et al. 2016; see dpfast.sgd._privacy)
-            event = acc.SelfComposed(_privacy.description(z, q, self._sampling()), steps)
+            event = _privacy.run_event(z, q, steps, self._sampling())
             self._charge(event, budget)
-        epsilon = _privacy.run_epsilon(z, q, steps, delta, self._sampling(), self.accountant)
-        self._record_release(event, epsilon, delta, self.accountant)
+            self._record_accounted(event, delta, self.accountant)  # the accountant's epsilon of event_
         return epochs, bs, q, spe, bar_cls, n_threads
 
     # ------------------------------------------------------------------------ training

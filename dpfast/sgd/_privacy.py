@@ -62,7 +62,7 @@ def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     if noise_multiplier == 0:
         return math.inf
     a = _accounting().make_accountant(accountant)
-    a.compose(description(noise_multiplier, sample_rate, sampling), count=steps)
+    a.compose(run_event(noise_multiplier, sample_rate, steps, sampling))  # the estimators' event_
     return float(a.get_epsilon(delta))
 
 

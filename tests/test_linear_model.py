@@ -22,6 +22,7 @@ from dpfast.accounting.objective_perturbation import (
     objective_perturbation_delta,
     objective_perturbation_min_regularization,
 )
+from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import (
     LinearRegression,
@@ -113,11 +114,13 @@ def test_calibrate_objective_accountants():
     # Kifer et al. (comparison), certified by basic composition: (1 - r) of the budget for the
     # objective perturbation, r for the Gaussian output step of sensitivity 2 tau / lambda
     r = 1e-3
-    kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="kifer")
+    kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, rule="kifer")
     e1, d1 = 1.0 - r, (1.0 - r) * 1e-5
     assert kifer.noise_std == pytest.approx(L * math.sqrt(8 * math.log(2 / d1) + 4 * e1) / e1, rel=1e-12)
-    assert kifer.regularization == pytest.approx(2 * beta / e1, rel=1e-12) and kifer.accountant == "kifer"
+    assert kifer.regularization == pytest.approx(2 * beta / e1, rel=1e-12) and kifer.rule == "kifer"
     assert kifer.sigma_out == pytest.approx(gaussian_sigma(r, r * 1e-5, 2e-8 / kifer.regularization), rel=1e-12)
+    # its event is the (epsilon, delta)-DP certificate, accounted by PLD (exactly epsilon at delta)
+    assert kifer.event == ApproxDP(1.0, 1e-5) and kifer.accountant == "pld"
     assert kifer.tau == 1e-8 and kifer.epsilon == 1.0
 
 
@@ -177,7 +180,15 @@ def test_objective_estimator_releases_noisy_certified_point():
 
 def test_calibrate_output_and_multiclass_noise():
     cal = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0)
-    assert cal.sigma_out == pytest.approx(gaussian_sigma(0.5, 1e-5, (SQ2 + 0.02) / 20.0), rel=1e-12)
+    # the PLD accountant's noise for the Gaussian of sensitivity (L + 2 tau) / lambda: at least the
+    # analytic Gaussian's (Balle & Wang 2018, exact), above it by PLD's pessimistic grid only
+    analytic = gaussian_sigma(0.5, 1e-5, (SQ2 + 0.02) / 20.0)
+    assert analytic <= cal.sigma_out <= analytic * (1 + 1e-6)
+    assert cal.event.sensitivity == pytest.approx((SQ2 + 0.02) / 20.0, rel=1e-15)
+    assert cal.event.noise_multiplier * cal.event.sensitivity == pytest.approx(cal.sigma_out, rel=1e-15)
+    assert cal.accountant == "pld" and cal.epsilon == PLDAccountant().compose(cal.event).get_epsilon(1e-5) <= 0.5
+    rdp = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, accountant="rdp")
+    assert rdp.sigma_out > cal.sigma_out and rdp.accountant == "rdp" and rdp.epsilon <= 0.5
     default = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01)
     assert default.sigma_out == pytest.approx(0.15)
     three = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, count=3)
@@ -301,10 +312,13 @@ def test_accountant_choice_and_secure_random():
     assert m.calibration_.epsilon_rdp == m.epsilon_ and math.isnan(m.calibration_.epsilon_pld)
     best = LogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
     assert best.lambda_ < m.lambda_  # the tighter accountant allows less regularization
-    k = LogisticRegression(epsilon=1.0, method="objective", accountant="kifer", random_state=0).fit(X, y)
-    assert k.accountant_ == "kifer" and k.lambda_ == pytest.approx(2 * 0.5 / (1.0 - 1e-3), rel=1e-9)
+    k = LogisticRegression(epsilon=1.0, method="objective", calibration="kifer", random_state=0).fit(X, y)
+    assert k.calibration_.rule == "kifer" and k.accountant_ == "pld"
+    assert k.lambda_ == pytest.approx(2 * 0.5 / (1.0 - 1e-3), rel=1e-9)
     assert 0 < k.sigma_out_ < 1e-3
     with pytest.raises(ValueError, match="kifer"):
+        LogisticRegression(epsilon=1.0, calibration="kifer").fit(X, y)
+    with pytest.raises(ValueError, match="accountant"):
         LogisticRegression(epsilon=1.0, accountant="kifer").fit(X, y)
 
 

@@ -62,17 +62,17 @@ def test_loss_constants_agree_with_solver():
 def test_glm_constants():
     c = glm_constants("logistic", SQ2)
     assert (c.lipschitz, c.smoothness, c.solver_clip) == (pytest.approx(SQ2), pytest.approx(0.5), None)
-    c = glm_constants("logistic", SQ2, clip=0.5)
+    c = glm_constants("logistic", SQ2, clip_norm=0.5)
     assert (c.lipschitz, c.solver_clip) == (0.5, 0.5)
-    assert glm_constants("logistic", SQ2, clip=10.0).solver_clip is None
+    assert glm_constants("logistic", SQ2, clip_norm=10.0).solver_clip is None
     with pytest.raises(ValueError, match="clip"):
         glm_constants("squared", 1.0)
-    assert glm_constants("squared", 2.0, clip=3.0).smoothness == 4.0
+    assert glm_constants("squared", 2.0, clip_norm=3.0).smoothness == 4.0
 
 
 # ----------------------------------------------------------------------------- calibration
 def test_calibrate_amp_paper_rule_eps1():
-    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    cal = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5)
     assert cal.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2), rel=1e-12)
     assert (cal.tau, cal.sigma_out) == (0.01, 0.15)
     assert cal.epsilon <= 1.0 and cal.accountant in ("pld", "rdp")
@@ -81,7 +81,7 @@ def test_calibrate_amp_paper_rule_eps1():
     assert amp_delta(1.0, cal.noise_std, SQ2, 0.5, cal.regularization, 0.01, 0.15) <= 1e-5
     # ... and lambda is (nearly) the smallest the reported accountants accept
     smaller = cal.regularization / 1.01
-    eps_small, *_ = amp_privacy(1e-5, noise_std=cal.noise_std, clip=SQ2, smoothness=0.5, regularization=smaller,
+    eps_small, *_ = amp_privacy(1e-5, noise_std=cal.noise_std, clip_norm=SQ2, smoothness=0.5, regularization=smaller,
                                 tau=0.01, sigma_out=0.15)
     assert eps_small > 1.0
     # the PLD accountant is pessimistic but close to the exact composition; RDP is looser
@@ -91,15 +91,15 @@ def test_calibrate_amp_paper_rule_eps1():
 
 
 def test_regularization_too_small_names_smallest_feasible():
-    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    cal = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5)
     with pytest.raises(ValueError, match=r"smallest feasible regularization is ([0-9.]+)") as info:
-        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=0.9 * cal.regularization)
+        calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, regularization=0.9 * cal.regularization)
     stated = float(info.value.args[0].rsplit(" ", 1)[1])
     assert stated == pytest.approx(cal.regularization, rel=1e-4)
-    ok = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=2 * cal.regularization)
+    ok = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, regularization=2 * cal.regularization)
     assert ok.regularization == 2 * cal.regularization and ok.epsilon < 1.0
     with pytest.raises(ValueError, match="noise_factor"):
-        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, noise_factor=0.8)
+        calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, noise_factor=0.8)
 
 
 def test_calibrate_objective_accountants():
@@ -163,7 +163,7 @@ def test_objective_estimator_releases_noisy_certified_point():
     cal = m.calibration_
     assert 0 < m.sigma_out_ < 1e-4 and math.isfinite(m.sigma_out_)
     assert m.calibration_.tau == 1e-8 and np.all(m.grad_norm_ <= 1e-8) and m.epsilon_ <= 1.0
-    assert cal == calibrate_objective(1.0, 1e-5, lipschitz=m.clip_, smoothness=m.smoothness_)
+    assert cal == calibrate_objective(1.0, 1e-5, lipschitz=m.clip_norm_, smoothness=m.smoothness_)
     # released = reference minimiser of the perturbed objective + N(0, sigma_out^2 I)
     Xb = np.hstack([X, np.ones((len(X), 1))])
     gen = np.random.default_rng(7)
@@ -193,7 +193,7 @@ def test_calibrate_output_and_multiclass_noise():
     assert default.sigma_out == pytest.approx(0.15)
     three = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, count=3)
     assert three.sigma_out == pytest.approx(math.sqrt(3) * cal.sigma_out, rel=1e-9)
-    amp3 = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, count=3)
+    amp3 = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, count=3)
     assert amp3.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2 * math.sqrt(3)), rel=1e-12)
     assert amp3.epsilon <= 1.0 and amp3.count == 3
 
@@ -215,7 +215,7 @@ def test_objective_perturbation_noise_law_is_exact_gaussian():
     reps = 300
     coefs = np.empty((reps, Xb.shape[1]))
     for r in range(reps):
-        m = LinearRegression(1.0, 1e-5, method="objective", clip=100.0, random_state=r).fit(X, y)
+        m = LinearRegression(1.0, 1e-5, method="objective", clip_norm=100.0, random_state=r).fit(X, y)
         coefs[r, :3], coefs[r, 3] = m.coef_, m.intercept_
     lam, sigma, so = m.lambda_, m.sigma_, m.sigma_out_
     A = Xb.T @ Xb + lam * np.eye(4)
@@ -234,10 +234,10 @@ def test_output_perturbation_noise_law():
     X, y, Xb = _ridge_design()
     reps = 300
     coefs = np.array([
-        LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=r).fit(X, y).coef_
+        LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip_norm=100.0, random_state=r).fit(X, y).coef_
         for r in range(reps)
     ])
-    m = LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=0).fit(X, y)
+    m = LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip_norm=100.0, random_state=0).fit(X, y)
     assert m.sigma_out_ == pytest.approx(gaussian_sigma(1.0, 1e-5, (100.0 + 0.02) / 5.0))
     exact = np.linalg.solve(Xb.T @ Xb + 5.0 * np.eye(4), Xb.T @ y)[:3]
     z = (coefs - exact) / m.sigma_out_
@@ -249,7 +249,7 @@ def test_output_perturbation_noise_law():
 def test_amp_matches_reference_solver_before_output_noise():
     """Algorithm 1 = reference minimiser of the clipped perturbed objective + N(0, sigma_out^2)."""
     X, y = _blobs(n=300, d=4, seed=3)
-    res = approximate_minima_perturbation(X, 2.0 * y - 1, "logistic", epsilon=1.0, delta=1e-5, clip=0.6,
+    res = approximate_minima_perturbation(X, 2.0 * y - 1, "logistic", epsilon=1.0, delta=1e-5, clip_norm=0.6,
                                           random_state=7, tol=1e-6)
     cal = res.calibration
     assert res.grad_norm <= 1e-6

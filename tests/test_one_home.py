@@ -205,15 +205,15 @@ def test_calibrate_against_the_gaussian_closed_form():
 def test_linear_model_amp_calibration_pinned_safe_and_near_minimal(kw, pinned, rtol):
     from dpfast.linear_model._calibration import amp_privacy, calibrate_amp
 
-    k = dict(clip=1.0, smoothness=0.25)
+    k = dict(clip_norm=1.0, smoothness=0.25)
     k.update(kw)
     c = calibrate_amp(1.0, 1e-5, **k)
     assert c.regularization == pytest.approx(pinned, rel=2 * rtol)
     assert c.epsilon <= 1.0
-    again = amp_privacy(1e-5, noise_std=c.noise_std, clip=1.0, smoothness=0.25, regularization=c.regularization,
+    again = amp_privacy(1e-5, noise_std=c.noise_std, clip_norm=1.0, smoothness=0.25, regularization=c.regularization,
                         tau=c.tau, sigma_out=c.sigma_out, count=c.count, accountant=k.get("accountant", "best"))
     assert again[0] == c.epsilon <= 1.0
-    lower = amp_privacy(1e-5, noise_std=c.noise_std, clip=1.0, smoothness=0.25,
+    lower = amp_privacy(1e-5, noise_std=c.noise_std, clip_norm=1.0, smoothness=0.25,
                         regularization=c.regularization * (1 - 2 * rtol), tau=c.tau, sigma_out=c.sigma_out,
                         count=c.count, accountant=k.get("accountant", "best"))
     assert lower[0] > 1.0

@@ -56,7 +56,7 @@ def test_output_perturbation_noise_covers_a_tight_neighbouring_pair():
     C = m.calibration_.lipschitz
     x_new = np.array([[0.0, 0.6, 0.8]])
     thetas = [
-        minimize_glm(XX, yy, "squared", alpha=lam, clip=C, tol=1e-10).coef
+        minimize_glm(XX, yy, "squared", alpha=lam, clip_norm=C, tol=1e-10).coef
         for XX, yy in ((X, y), (np.vstack([X, x_new]), np.append(y, 1e3)))
     ]
     dist = float(np.linalg.norm(thetas[0] - thetas[1]))

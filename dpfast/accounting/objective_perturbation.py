@@ -289,8 +289,8 @@ def kifer_is_private(
 # --------------------------------------------------------------------------------------------
 # Approximate minima perturbation with gradient clipping (Algorithm 1, Theorem 4.1)
 # --------------------------------------------------------------------------------------------
-def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
-    sigma, C, beta, lam = _check_constants(noise_std, clip, smoothness, regularization)
+def _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out):
+    sigma, C, beta, lam = _check_constants(noise_std, clip_norm, smoothness, regularization)
     tau = check_real(tau, "tau")
     if not (math.isfinite(tau) and tau >= 0):
         raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
@@ -321,7 +321,7 @@ def gaussian_output_event(sigma_out: float, sensitivity: float):
     return Gaussian(noise_multiplier=z if z <= 1e100 else 1e100, sensitivity=float(sensitivity))
 
 
-def amp_event(noise_std: float, clip: float, smoothness: float, regularization: float, tau: float,
+def amp_event(noise_std: float, clip_norm: float, smoothness: float, regularization: float, tau: float,
               sigma_out: float):
     """The event of one run of Algorithm 1 (approximate minima perturbation with gradient clipping).
 
@@ -332,7 +332,7 @@ def amp_event(noise_std: float, clip: float, smoothness: float, regularization: 
     are the accountants' (registered per event); ``tau = 0`` (or a 2 tau / lambda that underflows
     to 0: that step then leaks nothing) is plain objective perturbation.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
     op = ObjectivePerturbation(sigma, C, beta, lam)
     sens = amp_output_sensitivity(tau, lam) if tau > 0 else 0.0
     return op if sens == 0 else Composed((op, gaussian_output_event(so, sens)))
@@ -374,7 +374,7 @@ def _gaussian_hockey(x: float, mu: float) -> float:
 def amp_delta(
     epsilon: float,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -396,7 +396,7 @@ def amp_delta(
     any discretised PLD.  ``tau = 0`` gives
     :func:`objective_perturbation_delta`.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
     eps = float(epsilon)
     if math.isnan(eps):
         raise ValueError("epsilon must not be NaN")
@@ -424,7 +424,7 @@ def amp_delta(
 def amp_epsilon(
     delta: float,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -435,7 +435,7 @@ def amp_epsilon(
     See :doc:`/theory/erm`, Algorithm 1 and Theorem 4.1.  Solved by
     :func:`dpfast._safe_root.safe_root`: ``amp_delta(result) <= delta`` as evaluated.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
     delta = check_delta(delta, allow_zero=False)
     if tau == 0:
         return objective_perturbation_epsilon(delta, sigma, C, beta, lam)

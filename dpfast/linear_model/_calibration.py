@@ -136,7 +136,7 @@ def amp_privacy(
     delta: float,
     *,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -156,7 +156,7 @@ def amp_privacy(
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
-    event = _per_models(op.amp_event(noise_std, clip, smoothness, regularization, tau, sigma_out), count)
+    event = _per_models(op.amp_event(noise_std, clip_norm, smoothness, regularization, tau, sigma_out), count)
     return _event_privacy(event, delta, accountant)
 
 
@@ -254,7 +254,7 @@ def calibrate_amp(
     epsilon: float,
     delta: float,
     *,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     tau: float = 0.01,
     sigma_out: float = 0.15,
@@ -267,8 +267,8 @@ def calibrate_amp(
     """Calibrate Algorithm 1 (approximate minima perturbation with gradient clipping).
 
     See :doc:`/theory/erm`, Section 5: sigma = ``noise_factor`` * sigma_G with
-    sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip`` (for ``count``
-    one-vs-rest models: sensitivity sqrt(count) * clip, the Gaussian composed count times), and
+    sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip_norm`` (for ``count``
+    one-vs-rest models: sensitivity sqrt(count) * clip_norm, the Gaussian composed count times), and
     lambda the smallest value (:func:`dpfast._safe_root.safe_root`, relative 1e-4, feasible side) for which the privacy of
     :func:`amp_privacy` is at most ``epsilon``.  ``noise_std`` / ``regularization`` override
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
@@ -277,12 +277,12 @@ def calibrate_amp(
     sigma_out = check_real(sigma_out, "sigma_out")  # not float(): a Fraction beyond a double
     if not (sigma_out > 0 and math.isfinite(sigma_out)):
         raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
-    return _calibrate_amp(epsilon, delta, clip=clip, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
+    return _calibrate_amp(epsilon, delta, clip_norm=clip_norm, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
                           out_multiplier=None, noise_factor=noise_factor, noise_std=noise_std,
                           regularization=regularization, count=count, accountant=accountant, method="amp")
 
 
-def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_multiplier, noise_factor, noise_std,
+def _calibrate_amp(epsilon, delta, *, clip_norm, smoothness, tau, sigma_out, out_multiplier, noise_factor, noise_std,
                    regularization, count, accountant, method) -> PrivacyCalibration:
     """Algorithm 1 calibration (see :func:`calibrate_amp`).  The output noise is ``sigma_out``
     when ``out_multiplier`` is None, else ``out_multiplier`` times the output step's
@@ -295,8 +295,8 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
     beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
-    clip = _loss_constant(clip, "clip")
-    sigma, f = _noise_std(epsilon, delta, clip, count, noise_factor, noise_std)
+    clip_norm = _loss_constant(clip_norm, "clip_norm")
+    sigma, f = _noise_std(epsilon, delta, clip_norm, count, noise_factor, noise_std)
 
     def sigma_out_at(lam):
         return sigma_out if out_multiplier is None else out_multiplier * op.amp_output_sensitivity(tau, lam)
@@ -304,7 +304,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     memo = {}
 
     def event_at(lam):
-        return _per_models(op.amp_event(sigma, clip, beta, lam, tau, sigma_out_at(lam)), count)
+        return _per_models(op.amp_event(sigma, clip_norm, beta, lam, tau, sigma_out_at(lam)), count)
 
     def privacy(lam):
         if lam not in memo:
@@ -315,7 +315,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
         # feasibility: lambda -> inf removes the Jacobian cost (and, with a fixed sigma_out, the output step)
         big = 1e12 * max(beta, 1.0)
         quick = count == 1 and accountant in ("best", "pld")
-        exact = lambda l: op.amp_delta(epsilon, sigma, clip, beta, l, tau, sigma_out_at(l))
+        exact = lambda l: op.amp_delta(epsilon, sigma, clip_norm, beta, l, tau, sigma_out_at(l))
         if (exact(big) > delta) if quick else (privacy(big)[0] > epsilon):
             raise ValueError(
                 f"Algorithm 1 with noise_std={sigma:.6g} cannot reach epsilon={epsilon} at delta={delta} "
@@ -346,7 +346,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     eps, which, e_rdp, e_pld = privacy(lam)
     return PrivacyCalibration(method=method, event=event_at(lam), epsilon=eps, delta=delta, accountant=which,
                               noise_std=sigma, regularization=lam, sigma_out=sigma_out_at(lam), tau=tau,
-                              lipschitz=float(clip), smoothness=beta, count=count, target_epsilon=epsilon,
+                              lipschitz=float(clip_norm), smoothness=beta, count=count, target_epsilon=epsilon,
                               epsilon_rdp=e_rdp, epsilon_pld=e_pld, noise_factor=f)
 
 
@@ -463,7 +463,7 @@ def calibrate_objective(
         return PrivacyCalibration(method="objective", event=event, epsilon=eps, delta=delta, accountant="pld",
                                   noise_std=sigma, regularization=lam, sigma_out=so, tau=tau, lipschitz=L,
                                   smoothness=beta, count=count, target_epsilon=epsilon, epsilon_pld=eps, rule="kifer")
-    return _calibrate_amp(epsilon, delta, clip=L, smoothness=beta, tau=tau, sigma_out=sigma_out,
+    return _calibrate_amp(epsilon, delta, clip_norm=L, smoothness=beta, tau=tau, sigma_out=sigma_out,
                           out_multiplier=objective_output_multiplier(epsilon, count) if sigma_out is None else None,
                           noise_factor=noise_factor, noise_std=noise_std, regularization=regularization,
                           count=count, accountant=accountant, method="objective")

@@ -73,13 +73,13 @@ _COMMON_DOC = """
         continues from its point for an iteration count proved sufficient for every data set
         (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
         refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
-        float64 cannot certify for the number of rows, the gradient bound (``clip``) and the
+        float64 cannot certify for the number of rows, the gradient bound (``clip_norm``) and the
         objective's ``noise_std`` raises ``ValueError`` before the rows are read, the budget is
         charged or the noise is drawn; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
         arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
-    clip : float or None
+    clip_norm : float or None
         Gradient clipping threshold C of Algorithm 1 (None: the loss's own bound on rows within
         the norm bound, sqrt(2) for logistic regression on unit rows plus a bias feature).
     alpha : float or None
@@ -174,7 +174,7 @@ _CONSTRAINTS = {
     "method": [StrOptions(set(METHODS))],
     "solver": [StrOptions({"lbfgs", "sag", "saga"})],
     "tol": [Interval(Real, 0, None, closed="neither"), None],
-    "clip": [Interval(Real, 0, None, closed="neither"), None],
+    "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     "alpha": [Interval(Real, 0, None, closed="neither"), None],
     "noise_std": [Interval(Real, 0, None, closed="neither"), None],
     "noise_factor": [Interval(Real, 0, None, closed="neither")],
@@ -265,11 +265,11 @@ class _PrivateLinearModel(PrivateEstimator):
 
     def _constants(self, R, s):
         total = math.sqrt(R * R + s * s)
-        clip = self.clip
-        if clip is None:
+        clip_norm = self.clip_norm
+        if clip_norm is None:
             lip_m, _ = margin_constants(self._loss_name(), getattr(self, "huber_delta", 1.0))
-            clip = total * (lip_m if math.isfinite(lip_m) else 1.0)
-        return glm_constants(self._loss_name(), total, clip, getattr(self, "huber_delta", 1.0))
+            clip_norm = total * (lip_m if math.isfinite(lip_m) else 1.0)
+        return glm_constants(self._loss_name(), total, clip_norm, getattr(self, "huber_delta", 1.0))
 
     def _loss_name(self):
         return self._loss
@@ -328,7 +328,7 @@ class _PrivateLinearModel(PrivateEstimator):
         self.sigma_ = cal.noise_std
         self.sigma_out_ = cal.sigma_out
         self.lambda_ = cal.regularization
-        self.clip_ = consts.lipschitz
+        self.clip_norm_ = consts.lipschitz
         self.smoothness_ = consts.smoothness
         self.n_iter_ = np.array(n_iter)
         self.grad_norm_ = np.array(grad_norm)
@@ -371,7 +371,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     Redberg, Koskela & Wang (2024) (Theorems 3.1, 3.2, 4.1) needs a GLM (rank-one per-example
     Hessian), the softmax Hessian has rank K - 1, and their non-GLM Theorem E.1 covers only the
     exact minimiser of an unclipped loss (:mod:`dpfast.linear_model._multinomial`).  So is a
-    ``clip`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
+    ``clip_norm`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
 
     Parameters
     ----------"""
@@ -407,7 +407,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         method: str = "amp",
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
@@ -428,7 +428,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         self.method = method
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor
@@ -450,7 +450,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     def _fit_multinomial(self, X, labels, n_classes, sample_weight, *, budget=None):
         """One multinomial model (W in R^{d x K}), Gaussian output perturbation, one release.
 
-        Everything that can refuse (method, solver, clip, noise_std, tol, lambda) is decided
+        Everything that can refuse (method, solver, clip_norm, noise_std, tol, lambda) is decided
         from public quantities before the budget is charged and before any noise is drawn."""
         from dpfast.linear_model import _multinomial as mn
 
@@ -474,7 +474,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         # constants for the bound with the rounding slack of the data type (as _fit_problems)
         Rs, ss = _slack(R, X.dtype), (_slack(s, X.dtype) if s > 0 else 0.0)
         consts = multinomial_constants(math.sqrt(Rs * Rs + ss * ss))
-        mn.check_multinomial_clip(self.clip, consts.lipschitz)
+        mn.check_multinomial_clip(self.clip_norm, consts.lipschitz)
         cal = make_calibration("output", self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
                                sigma_out=self.sigma_out, accountant=self.accountant, count=1,
@@ -579,7 +579,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
     Huber loss with threshold C/||x||: convex, GLM, 1-smooth in the margin), calibrated as the
     paper does for logistic regression.  Labels are any finite reals; clipping bounds each
     example's gradient whatever the label, but the default C assumes labels roughly in [-1, 1]
-    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip``.
+    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip_norm``.
 
     Parameters
     ----------"""
@@ -608,7 +608,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         huber_delta: float = 1.0,
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
@@ -629,7 +629,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         self.huber_delta = huber_delta
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor

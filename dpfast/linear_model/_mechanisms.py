@@ -121,7 +121,7 @@ def sample_start(Xs, ys, ws, n: int, loss, *, alpha, linear, clip, huber_delta, 
     starting point (a non-finite one gives 0)."""
     m = Xs.shape[0]
     r = m / n
-    res = minimize_glm(Xs, ys, loss, alpha=alpha * r, linear=None if linear is None else linear * r, clip=clip,
+    res = minimize_glm(Xs, ys, loss, alpha=alpha * r, linear=None if linear is None else linear * r, clip_norm=clip,
                        sample_weight=ws, huber_delta=huber_delta, solver="lbfgs", tol=tol * r,
                        max_iter=WARM_START_MAX_ITER, n_threads=n_threads)
     coef = res.coef
@@ -183,11 +183,11 @@ def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber
         coef0 = sample_start(_row_sample(X, m), np.asarray(y)[:m],
                              None if sample_weight is None else np.asarray(sample_weight)[:m], n, loss, alpha=alpha,
                              linear=linear, clip=clip, huber_delta=huber_delta, tol=tol)
-    res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+    res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip_norm=clip, sample_weight=sample_weight,
                        huber_delta=huber_delta, solver=solver, tol=tol, max_iter=max_iter, coef0=coef0, rng=gen)
     if res.converged and res.grad_norm <= tol:
         return res.coef, res.grad_norm, res.n_iter, res.solver
-    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, clip_norm=clip, sample_weight=sample_weight,
                                    huber_delta=huber_delta)
     curvature = loss_constants(loss, huber_delta)[1]
     sq = row_norms(X) ** 2
@@ -260,7 +260,7 @@ def private_glm(
     delta: float,
     method: str = "amp",
     norm_bound: float = 1.0,
-    clip: float | None = None,
+    clip_norm: float | None = None,
     tol: float | None = None,
     regularization: float | None = None,
     noise_std: float | None = None,
@@ -299,7 +299,7 @@ def private_glm(
     ``accountant`` ("best", "pld", "rdp"): the accountant whose epsilon for the release's event
     (``result.calibration.event``) is calibrated and reported (``"best"``: the smaller of the two).
 
-    ``clip`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
+    ``clip_norm`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
     squared loss) bounds every per-example gradient; L = min(C, sup|f'| * norm_bound),
     beta = sup f'' * norm_bound^2 (:func:`dpfast.linear_model._losses.glm_constants`).
     ``sample_weight`` must lie in [0, 1] (weights above 1 would raise the sensitivity).
@@ -325,7 +325,7 @@ def private_glm(
     norm_bound = norm_bound * (1.0 + 8.0 * float(np.finfo(dtype).eps))  # rounding slack of the norms
     check_rows(X, norm_bound)
     sample_weight = check_sample_weight(sample_weight, X.shape[0])
-    consts = glm_constants(loss, norm_bound, clip, huber_delta)
+    consts = glm_constants(loss, norm_bound, clip_norm, huber_delta)
     cal = make_calibration(method, epsilon, delta, consts, tol=tol, regularization=regularization,
                            noise_std=noise_std, noise_factor=noise_factor, sigma_out=sigma_out,
                            accountant=accountant, count=count, calibration=calibration)
@@ -353,7 +353,7 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
         raise ValueError(f"tol must be finite and > 0, got {tol!r}")
     if method == "amp":
         sigma_out = 0.15 if sigma_out is None else sigma_out
-        return calibrate_amp(epsilon, delta, clip=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
+        return calibrate_amp(epsilon, delta, clip_norm=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
                              sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
                              regularization=regularization, count=count, accountant=accountant)
     if method == "objective":

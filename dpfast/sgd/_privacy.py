@@ -24,7 +24,7 @@ __all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_
 
 
 def sensitivity_factor(sampling: str) -> float:
-    """Sensitivity of the clipped sum in units of max_norm: 1 (add/remove, ``"poisson"``) or 2
+    """Sensitivity of the clipped sum in units of clip_norm: 1 (add/remove, ``"poisson"``) or 2
     (replace-one, ``"shuffle"``): ``Neighbours.sum_factor`` of the scheme's relation."""
     return neighbours_of(sampling).sum_factor
 

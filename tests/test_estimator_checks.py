@@ -325,6 +325,9 @@ def test_mechanisms_and_accounting_import_without_scikit_learn():
     assert out.stdout.split() == ["(3,)", "True", "estimators", "need", "sklearn"]
 
 
+# slow: every epsilon the search probes calibrates method="output" with the PLD accountant it
+# reports (one PLD evaluation of a Gaussian, 0.2 s at epsilon 1 to 3 s at 64), 77 s -> ~6 min here
+@pytest.mark.slow
 def test_private_random_search_check_estimator_fails_exactly_the_declared_checks():
     from dpfast.model_selection import PrivateRandomSearch
 

@@ -48,7 +48,12 @@ def _instances():
 _ENVIRONMENT_SKIPS = {"check_array_api_input": "SCIPY_ARRAY_API"}
 
 
-@pytest.mark.parametrize("name", list(_instances()))
+#: check_estimator on the DP-SGD estimators fits many small models (seconds each): the full tier only
+_SLOW_CHECKS = {"DPMLPClassifier", "DPSGDClassifier", "DPSGDRegressor"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_CHECKS else n
+                                  for n in _instances()])
 def test_check_estimator_fails_exactly_the_declared_checks(name):
     _assert_fails_exactly_the_declared_checks(_instances()[name])
 
@@ -307,6 +312,7 @@ def test_unnoised_dpsgd_cannot_be_charged():
 
 
 # ------------------------------------------------------------------- import without sklearn
+@pytest.mark.slow
 def test_mechanisms_and_accounting_import_without_scikit_learn():
     code = (
         "import sys; sys.modules['sklearn'] = None\n"

@@ -137,6 +137,7 @@ def _amp_delta_2d(eps, sigma, C, beta, lam, tau, sigma_out):
     return float(integrate.simpson(integrate.simpson(f, x=z[0], axis=1), x=u[:, 0]))
 
 
+@pytest.mark.slow
 def test_amp_delta_matches_2d_quadrature_and_reduces_to_op():
     sigma, C, beta, lam, tau, so = 6.0, math.sqrt(2), 0.5, 3.0, 0.05, 0.15
     for eps in [0.3, 1.0]:

@@ -100,7 +100,7 @@ def test_dataframe_input():
         got = LogisticRegression(row_norm="normalize", random_state=8).fit(ddf, ys)
         _close(got, ref)
         assert list(got.feature_names_in_) == cols
-        np.testing.assert_array_equal(got.predict(ddf).compute(), got.predict(X))
+        np.testing.assert_array_equal(got.predict(ddf).compute(), got.predict(pd.DataFrame(X, columns=cols)))
 
 
 def test_out_of_core_memmap(tmp_path):

@@ -105,6 +105,7 @@ def test_sparse_release_keeps_calibration_noise_and_certificate(monkeypatch, see
         assert np.linalg.norm(rec["theta"] - ref_rec["theta"]) <= 2 * TAU / cal.regularization * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_sparse_release_does_not_depend_on_the_thread_count(monkeypatch):
     X, y = _sparse_rows(n=40000, d=2000, k=20, seed=3)  # above the kernels' parallel-work threshold
     outs = []

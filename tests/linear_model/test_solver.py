@@ -314,6 +314,7 @@ def test_sag_theory_step_and_reproducibility():
     assert r4.step_size == pytest.approx(1.0 / (3 * lmax), rel=1e-12) and r4.converged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["C", "F", "CSR"])
 def test_deterministic_across_thread_counts(fmt):
     X, y = make_data(40000, 8, "logistic", seed=15, density=0.5 if fmt == "CSR" else None)
@@ -326,6 +327,7 @@ def test_deterministic_across_thread_counts(fmt):
     assert np.array_equal(sg[0].coef, sg[1].coef)
 
 
+@pytest.mark.slow
 def test_no_copy_of_X():
     """Peak Python-heap allocation during a solve stays far below the size of X."""
     rng = np.random.default_rng(16)
@@ -491,6 +493,7 @@ def test_vectorised_logistic_accuracy():
         np.testing.assert_allclose(fk, ref_val[k], rtol=4e-16 * 8, atol=1e-300)
 
 
+@pytest.mark.slow
 def test_baseline_build_agrees_with_dispatched_one():
     """The kernels are compiled twice (baseline x86-64 and AVX2); both give the same optimum."""
     import json

@@ -59,6 +59,7 @@ def both():
     return _run("0"), _run("1")
 
 
+@pytest.mark.slow
 def test_baseline_is_forced(both):
     dispatched, baseline = both
     assert baseline["has_avx2"] is False
@@ -75,6 +76,7 @@ def test_baseline_is_forced(both):
             assert dispatched["has_avx2"] is True
 
 
+@pytest.mark.slow
 def test_baseline_kernels_bit_identical(both):
     dispatched, baseline = both
     keys = [k for k in dispatched if k != "has_avx2"]

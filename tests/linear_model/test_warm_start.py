@@ -144,6 +144,7 @@ def _dask():
     return pytest.importorskip("dask.array"), pytest.importorskip("dask")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [375, 250, 1700])  # the sample is chunk 0 / spans two chunks / inside chunk 0
 @pytest.mark.parametrize("method", ["amp", "objective", "output"])
 def test_dask_warm_start_equals_in_memory(monkeypatch, low_threshold, method, chunk):
@@ -158,6 +159,7 @@ def test_dask_warm_start_equals_in_memory(monkeypatch, low_threshold, method, ch
     _close(got, ref)
 
 
+@pytest.mark.slow
 def test_dask_multiclass_regression_weights_warm_start_equal_in_memory(low_threshold):
     da, dask = _dask()
     X, _, y3, yr = _data(seed=5)

@@ -79,6 +79,7 @@ def test_full_batch_accounting_is_T_gaussian_compositions():
     assert d_at >= 0.5e-5, "the calibration should not be far from the target"
 
 
+@pytest.mark.slow
 def test_noise_is_added_once_per_step_on_the_client():
     # one step from theta = 0 with plain SGD: theta_1 - theta_1(no noise) = -lr z C xi / n, xi ~ N(0, I).
     # Noise drawn per chunk (4 chunks) would make the variance 4 times larger.

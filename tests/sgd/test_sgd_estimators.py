@@ -133,6 +133,7 @@ def test_huge_epsilon_matches_ridge_regression():
     assert m.score(X, y) > 0.5
 
 
+@pytest.mark.slow
 def test_softmax_and_mlp_learn_blobs():
     X, y = _blobs(3000, 10, 4, 5)
     X /= np.linalg.norm(X, axis=1, keepdims=True).max()

@@ -60,6 +60,7 @@ def huge_rows(dtype):
 # ------------------------------------------------------------------ item 2: clipping bound
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("v", [3.07e38, 3.0e38, 3.1e38, 3.3e38, 2.9e38])
 def test_issue_reproducer_float32_huge_row_is_clipped_below_max_norm(v):
     g = np.full((1, 100000), v, np.float32)
@@ -162,6 +163,7 @@ def _strided_inputs(dtype=np.float64):
     yield "every-other-row", rng.normal(size=(600, 12)).astype(dtype)[::2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fits_on_strided_X_equal_fits_on_contiguous_copy(dtype):
     y2 = np.arange(300) % 2
@@ -198,6 +200,7 @@ def _blas_threads():
     return [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
 
 
+@pytest.mark.slow
 def test_concurrent_fits_restore_blas_thread_count_exactly():
     from threadpoolctl import threadpool_limits
 

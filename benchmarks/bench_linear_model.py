@@ -213,7 +213,7 @@ def speed_table(cases):
 
     calibrate_amp.cache_clear()
     t = time.perf_counter()
-    calibrate_amp(EPS, DELTA, clip=float(np.sqrt(2.0 * (1 + 8 * np.finfo(float).eps))), smoothness=0.5)
+    calibrate_amp(EPS, DELTA, clip_norm=float(np.sqrt(2.0 * (1 + 8 * np.finfo(float).eps))), smoothness=0.5)
     print(f"calibration (first fit in a process, eps={EPS}, delta={DELTA}): {time.perf_counter() - t:.3f} s\n")
     print("| data | fitter | time (s) | iterations | final grad norm | test accuracy |")
     print("|---|---|---|---|---|---|")

@@ -83,7 +83,7 @@ def test_dpfast_lbfgs(benchmark, dense_data):
 def test_dpfast_lbfgs_clipped(benchmark, dense_data):
     X, y = dense_data
     b = np.random.default_rng(1).normal(size=X.shape[1]) * 10
-    r = benchmark(minimize_glm, X, y, "logistic", alpha=ALPHA, linear=b, clip=np.sqrt(2), tol=1e-2)
+    r = benchmark(minimize_glm, X, y, "logistic", alpha=ALPHA, linear=b, clip_norm=np.sqrt(2), tol=1e-2)
     assert r.converged
 
 

@@ -344,7 +344,7 @@ def test_bench_dask_pass_vs_in_process(benchmark):
     pytest.importorskip("dask")
     import dask
 
-    from conftest import size
+    from _bench import size
 
     n, d = size(20_000, 4_000_000), 20
     X, y = make_dask(n, d, max(n // 4, 1))

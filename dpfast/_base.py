@@ -56,6 +56,7 @@ from sklearn.utils.validation import (
 
 from dpfast import _dask_utils
 from dpfast import budget as _budget
+from dpfast.accounting import make_accountant
 from dpfast.random import SecureRandom
 
 __all__ = [
@@ -270,6 +271,14 @@ class PrivateEstimator(BaseEstimator):
         except BaseException:
             self._reset_fit()  # n_features_in_ and the calibration were set while validating
             raise
+
+    def _record_accounted(self, event, delta: float, accountant) -> None:
+        """Record a release whose guarantee is an accountant's: ``epsilon_`` is
+        ``make_accountant(accountant).compose(event).get_epsilon(delta)`` -- the accountant's value
+        for the charged event, by construction -- and ``accountant_`` its name ("pld", "rdp").
+        ``accountant``: a name (default configuration) or a configured accountant instance."""
+        acc = make_accountant(accountant)
+        self._record_release(event, acc.compose(event).get_epsilon(delta), delta, acc.name)
 
     def _record_release(self, event, epsilon: float, delta: float, accountant: str) -> None:
         self.event_ = event

@@ -15,7 +15,6 @@ import numpy as np
 from sklearn.utils.validation import _num_samples
 
 from dpfast import _base, _loss_table
-from dpfast import accounting as acc
 from dpfast._base import (
     RANDOM_STATE,
     DaskDispatchMixin,
@@ -29,10 +28,8 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
-from dpfast.accounting import objective_perturbation as op
 from dpfast.linear_model import _dask
 from dpfast.linear_model import _multinomial as mn
-from dpfast.linear_model._calibration import _gaussian_description
 from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
@@ -69,22 +66,23 @@ _COMMON_DOC = """
         for which the output step's RDP term is <= 0.1 % of epsilon
         (``dpfast.linear_model.calibrate_objective``, see docs/theory/erm.rst,
         "Algorithm 1"); ``epsilon_`` is the total of the composition, accounted as for "amp".
-        ``accountant="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
+        ``calibration="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
         composition with 0.1 % of the budget for the output step.
-        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
+        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda, noise
+        calibrated by the accountant.
     solver : {"lbfgs", "sag", "saga"}
         Native solver (any optimiser costs no privacy).  If it has not certified
         ||grad F||_2 <= tol within ``max_iter``, Nesterov's accelerated gradient method
         continues from its point for an iteration count proved sufficient for every data set
         (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
         refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
-        float64 cannot certify for the number of rows, the gradient bound (``clip``) and the
+        float64 cannot certify for the number of rows, the gradient bound (``clip_norm``) and the
         objective's ``noise_std`` raises ``ValueError`` before the rows are read, the budget is
         charged or the noise is drawn; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
         arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
-    clip : float or None
+    clip_norm : float or None
         Gradient clipping threshold C of Algorithm 1 (None: the loss's own bound on rows within
         the norm bound, sqrt(2) for logistic regression on unit rows plus a bias feature).
     alpha : float or None
@@ -101,8 +99,14 @@ _COMMON_DOC = """
     sigma_out : float or None
         Output noise of Algorithm 1 (None: 0.15 for "amp"; for "objective" the negligible-cost
         rule above; for "output" it only sets the default lambda, see ``alpha``).
-    accountant : {"best", "pld", "rdp", "kifer"}
-        Which bound gives epsilon ("kifer" for method="objective" only).
+    accountant : {"best", "pld", "rdp"}
+        The accountant that calibrates the release and states its epsilon: ``epsilon_`` is
+        ``make_accountant(accountant_).compose(event_).get_epsilon(delta_)`` ("best": the smaller
+        of the PLD and RDP accountants' values, ``accountant_`` names it).
+    calibration : {"accountant", "kifer"}
+        How (sigma, lambda) are certified: by the accountant (default), or by Kifer et al.'s
+        sufficient condition (method="objective" only, for comparison with the literature; its
+        event is the ``ApproxDP`` it certifies, accounted by PLD).
     norm_bound : float
         Declared bound R on the rows' l2 norm before the bias feature.
     row_norm : {"clip", "normalize", "check"}
@@ -133,10 +137,11 @@ _ATTR_DOC = """
     coef_, intercept_ : the released (private) parameters.
     event_ : the release's :mod:`dpfast.accounting` event, charged to ``budget`` by ``fit``:
         per model ``Composed((ObjectivePerturbation, Gaussian))`` (Algorithm 1, Theorem 4.1;
-        "objective" too), ``ApproxDP(epsilon/K, delta/K)`` with ``accountant="kifer"``, and for
-        K one-vs-rest models ``SelfComposed(<that>, K)``; "output": one ``Gaussian``.
-    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
-    accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
+        "objective" too), for K one-vs-rest models ``SelfComposed(<that>, K)``;
+        ``ApproxDP(epsilon, delta)`` with ``calibration="kifer"``; "output": one ``Gaussian``.
+    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon:
+        ``epsilon_ == make_accountant(accountant_).compose(event_).get_epsilon(delta_)``.
+    accountant_ : "pld" or "rdp" -- the accountant that gave epsilon_.
     sigma_ : noise std of the objective perturbation (0 for "output").
     sigma_out_ : output noise std (tiny for "objective": it certifies the solver's error).
     lambda_ : the ridge coefficient used.
@@ -144,7 +149,8 @@ _ATTR_DOC = """
         These (and ``solver_``) are diagnostics computed from the private data *without* noise:
         they are not covered by the privacy guarantee (only ``coef_``/``intercept_`` and the
         calibration are); do not publish them with the model.
-    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration`.
+    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration` (its ``rule`` is the
+        ``calibration`` parameter's value).
 """
 
 
@@ -158,30 +164,6 @@ def _slack(R: float, dtype) -> float:
     return float(R) * (1.0 + 8.0 * float(eps))
 
 
-def _release_event(cal):
-    """The event of a calibrated release of ``cal.count`` models (one per one-vs-rest class).
-
-    Algorithm 1 ("amp", and "objective" run as Algorithm 1): each model is objective perturbation
-    (Redberg, Koskela & Wang 2024, Theorem 3.1, the ``ObjectivePerturbation`` event) composed with
-    the Gaussian output step of sensitivity 2 tau / lambda (Theorem 4.1); the ``count`` models are
-    ``count`` compositions on the same data.  ``"output"``: the Gaussian mechanism of sensitivity
-    (L + 2 tau) / lambda per model, one Gaussian of sensitivity sqrt(count) (L + 2 tau) / lambda
-    for all of them.  ``accountant="kifer"``: Kifer et al. 2012 certify each model
-    (epsilon/count, delta/count)-DP (basic composition), an ``ApproxDP`` event per model.
-    """
-    k = int(cal.count)
-    if cal.method == "output":
-        sens = math.sqrt(k) * (cal.lipschitz + 2.0 * cal.tau) / cal.regularization
-        return _gaussian_description(cal.sigma_out, sens)  # noise sigma_out on every coordinate
-    if cal.accountant == "kifer":
-        one = acc.ApproxDP(cal.epsilon / k, cal.delta / k)
-    else:
-        parts = [acc.ObjectivePerturbation(cal.noise_std, cal.lipschitz, cal.smoothness, cal.regularization)]
-        sens = op.amp_output_sensitivity(cal.tau, cal.regularization) if cal.tau > 0 else 0.0
-        if sens > 0:  # 2 tau / lambda can underflow to 0: that step then leaks nothing
-            parts.append(_gaussian_description(cal.sigma_out, sens))
-        one = parts[0] if len(parts) == 1 else acc.Composed(tuple(parts))
-    return one if k == 1 else acc.SelfComposed(one, k)
 
 
 _CONSTRAINTS = {
@@ -190,12 +172,13 @@ _CONSTRAINTS = {
     "method": [StrOptions(set(METHODS))],
     "solver": [StrOptions({"lbfgs", "sag", "saga"})],
     "tol": [Interval(Real, 0, None, closed="neither"), None],
-    "clip": [Interval(Real, 0, None, closed="neither"), None],
+    "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     "alpha": [Interval(Real, 0, None, closed="neither"), None],
     "noise_std": [Interval(Real, 0, None, closed="neither"), None],
     "noise_factor": [Interval(Real, 0, None, closed="neither")],
     "sigma_out": [Interval(Real, 0, None, closed="neither"), None],
-    "accountant": [StrOptions({"best", "pld", "rdp", "kifer"})],
+    "accountant": [StrOptions({"best", "pld", "rdp"})],
+    "calibration": [StrOptions({"accountant", "kifer"})],
     "norm_bound": [Interval(Real, 0, None, closed="neither")],
     "row_norm": [StrOptions(set(_ROW_NORM))],
     "fit_intercept": ["boolean"],
@@ -277,11 +260,11 @@ class _PrivateLinearModel(PrivateEstimator):
 
     def _constants(self, R, s):
         total = math.sqrt(R * R + s * s)
-        clip = self.clip
-        if clip is None:
+        clip_norm = self.clip_norm
+        if clip_norm is None:
             lip_m, _ = margin_constants(self._loss_name(), getattr(self, "huber_delta", 1.0))
-            clip = total * (lip_m if math.isfinite(lip_m) else 1.0)
-        return glm_constants(self._loss_name(), total, clip, getattr(self, "huber_delta", 1.0))
+            clip_norm = total * (lip_m if math.isfinite(lip_m) else 1.0)
+        return glm_constants(self._loss_name(), total, clip_norm, getattr(self, "huber_delta", 1.0))
 
     def _loss_name(self):
         return self._loss
@@ -311,9 +294,9 @@ class _PrivateLinearModel(PrivateEstimator):
         cal = make_calibration(self.method, self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,
-                               accountant=self.accountant, count=len(targets))
+                               accountant=self.accountant, count=len(targets), calibration=self.calibration)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         results = [
@@ -336,11 +319,11 @@ class _PrivateLinearModel(PrivateEstimator):
     def _record_fit(self, event, cal, consts, n_iter, grad_norm, solver) -> None:
         """The fitted attributes every release sets: calibration, privacy reached, constants, solver."""
         self.calibration_ = cal
-        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
+        self._record_accounted(event, cal.delta, cal.accountant)
         self.sigma_ = cal.noise_std
         self.sigma_out_ = cal.sigma_out
         self.lambda_ = cal.regularization
-        self.clip_ = consts.lipschitz
+        self.clip_norm_ = consts.lipschitz
         self.smoothness_ = consts.smoothness
         self.n_iter_ = np.array(n_iter)
         self.grad_norm_ = np.array(grad_norm)
@@ -383,7 +366,7 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
     Redberg, Koskela & Wang (2024) (Theorems 3.1, 3.2, 4.1) needs a GLM (rank-one per-example
     Hessian), the softmax Hessian has rank K - 1, and their non-GLM Theorem E.1 covers only the
     exact minimiser of an unclipped loss (:mod:`dpfast.linear_model._multinomial`).  So is a
-    ``clip`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
+    ``clip_norm`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
 
     Parameters
     ----------"""
@@ -419,12 +402,13 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
         method: str = "amp",
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -439,12 +423,13 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
         self.method = method
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
@@ -460,7 +445,7 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
     def _fit_multinomial(self, X, labels, n_classes, sample_weight, *, budget=None):
         """One multinomial model (W in R^{d x K}), Gaussian output perturbation, one release.
 
-        Everything that can refuse (method, solver, clip, noise_std, tol, lambda) is decided
+        Everything that can refuse (method, solver, clip_norm, noise_std, tol, lambda) is decided
         from public quantities before the budget is charged and before any noise is drawn."""
         if self.method != "output":
             raise ValueError(
@@ -482,13 +467,14 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
         # constants for the bound with the rounding slack of the data type (as _fit_problems)
         Rs, ss = _slack(R, X.dtype), (_slack(s, X.dtype) if s > 0 else 0.0)
         consts = multinomial_constants(math.sqrt(Rs * Rs + ss * ss))
-        mn.check_multinomial_clip(self.clip, consts.lipschitz)
+        mn.check_multinomial_clip(self.clip_norm, consts.lipschitz)
         cal = make_calibration("output", self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
-                               sigma_out=self.sigma_out, accountant=self.accountant, count=1)
+                               sigma_out=self.sigma_out, accountant=self.accountant, count=1,
+                               calibration=self.calibration)
         Xd = self._design(X, R, s, fitting=True)  # validates the rows (norm bound, finiteness)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         W, gnorm, n_iter, used = mn.fit_multinomial_output(
@@ -569,7 +555,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
     Huber loss with threshold C/||x||: convex, GLM, 1-smooth in the margin), calibrated as the
     paper does for logistic regression.  Labels are any finite reals; clipping bounds each
     example's gradient whatever the label, but the default C assumes labels roughly in [-1, 1]
-    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip``.
+    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip_norm``.
 
     Parameters
     ----------"""
@@ -598,12 +584,13 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         huber_delta: float = 1.0,
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -618,12 +605,13 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         self.huber_delta = huber_delta
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept

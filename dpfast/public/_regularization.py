@@ -68,24 +68,13 @@ from typing import Callable, Optional
 import numpy as np
 
 from dpfast import _loss_table
-from dpfast._validation import (
-    as_array,
-    check_delta,
-    check_epsilon,
-    check_int,
-    check_positive,
-)
+from dpfast._certify import certified_descent, check_certifiable, dual_norm
+from dpfast._solver import glm_gradient_oracle, glm_loss_and_grad, loss_constants, minimize_glm
+from dpfast._validation import as_array, check_delta, check_epsilon, check_int, check_positive
 from dpfast.accounting import Gaussian, Laplace
 from dpfast.accounting.events import Neighbours
 from dpfast.budget import refuse_unbudgeted
-from dpfast.calibrate import gaussian_sigma
-from dpfast._certify import certified_descent, check_certifiable, dual_norm
-from dpfast._solver import (
-    glm_gradient_oracle,
-    glm_loss_and_grad,
-    loss_constants,
-    minimize_glm,
-)
+from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.public._perturb import _mechanism, perturb, project_linear
 from dpfast.random import RandomLike
 
@@ -236,7 +225,7 @@ def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float =
     if delta > 0:
         c = float(gaussian_sigma(epsilon, delta, 1.0))
     else:
-        c = math.sqrt(2.0 * m) / epsilon
+        c = float(laplace_scale(epsilon, math.sqrt(2.0 * m)))  # Laplace scale for l1 sensitivity sqrt(2m)
     try:
         ratio = p / max(n, 1)  # int / int: correctly rounded (float(n) could overflow)
     except OverflowError:

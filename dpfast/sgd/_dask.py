@@ -1,7 +1,7 @@
 """Full-batch DP-GD on Dask for ``DPSGDClassifier`` / ``DPSGDRegressor`` (issue 9).
 
 With ``sampling="full"`` every step uses all n examples: the per-example gradients of the GLM
-are clipped to ``max_norm`` C and summed (sensitivity C under add/remove neighbours), and
+are clipped to ``clip_norm`` C and summed (sensitivity C under add/remove neighbours), and
 N(0, (z C)^2 I) noise is added -- one Gaussian mechanism per step, so T = ``epochs`` steps are
 ``SelfComposed(Gaussian(z), T)``, accounted by PLD (or RDP) and charged to the budget before any
 noise is drawn (Abadi et al. 2016, "Deep Learning with Differential Privacy"; the full-batch
@@ -105,7 +105,7 @@ def fit(est, X, y, *, budget=None):
     theta = np.zeros(P, dtype)
 
     yrs, yls = scatter_chunks(yr_all, starts), scatter_chunks(yl_all, starts)
-    C = float(est.max_norm)
+    C = float(est.clip_norm)
 
     def step(ws, idx, gsum):
         th = theta.copy()

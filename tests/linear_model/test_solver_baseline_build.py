@@ -37,11 +37,11 @@ hexs = lambda a: [float(v).hex() for v in np.ravel(a)]
 for loss in LOSSES:
     for name, Xl in layouts.items():
         for clip in (None, 0.5):
-            f, g = glm_loss_and_grad(Xl, y, loss, theta, alpha=0.1, clip=clip, sample_weight=w, quadratic=Q)
+            f, g = glm_loss_and_grad(Xl, y, loss, theta, alpha=0.1, clip_norm=clip, sample_weight=w, quadratic=Q)
             out[f"grad/{loss}/{name}/{clip}"] = hexs([f]) + hexs(g)
 for solver in ("lbfgs", "sag", "saga"):
     for name in ("C64", "F32", "CSR"):
-        r = minimize_glm(layouts[name], y, "logistic", alpha=1.0, clip=0.5, tol=1e-9, solver=solver, rng=3)
+        r = minimize_glm(layouts[name], y, "logistic", alpha=1.0, clip_norm=0.5, tol=1e-9, solver=solver, rng=3)
         out[f"solve/{solver}/{name}"] = hexs(r.coef)
 print(json.dumps(out))
 """

@@ -84,7 +84,7 @@ def test_noise_is_added_once_per_step_on_the_client():
     # Noise drawn per chunk (4 chunks) would make the variance 4 times larger.
     X, _, _, yr = _data(n=2000, d=4, seed=1)
     Xd = da.from_array(X, chunks=(500, -1))
-    kw = dict(sampling="full", epochs=1, learning_rate=1.0, max_norm=0.5)
+    kw = dict(sampling="full", epochs=1, learning_rate=1.0, clip_norm=0.5)
     with dask.config.set(scheduler="sync"):
         base = _params(DPSGDRegressor(noise_multiplier=0.0, random_state=0, **kw).fit(Xd, yr))
         dev = np.array([_params(DPSGDRegressor(noise_multiplier=1.0, random_state=s, **kw).fit(Xd, yr)) - base

@@ -67,7 +67,7 @@ def test_issue_reproducer_float32_huge_row_is_clipped_below_max_norm(v):
     s = sgd.clipped_sum(g, 0.01)
     assert s.dtype == np.float32
     assert_norm_le(exact_sq(s), 0.01)
-    # and clipping did not just zero it: the norm is max_norm to within the documented slack
+    # and clipping did not just zero it: the norm is clip_norm to within the documented slack
     assert float(exact_sq(s)) > (0.01 * 0.98) ** 2
 
 
@@ -348,8 +348,8 @@ def test_step_cap_boundary_is_exact():
 @pytest.mark.parametrize(
     "call, exc, word",
     [
-        (lambda: sgd.clipped_sum(np.ones((2, 2)), "1"), TypeError, "max_norm"),
-        (lambda: sgd.clipped_sum(np.ones((2, 2)), np.nan), ValueError, "max_norm"),
+        (lambda: sgd.clipped_sum(np.ones((2, 2)), "1"), TypeError, "clip_norm"),
+        (lambda: sgd.clipped_sum(np.ones((2, 2)), np.nan), ValueError, "clip_norm"),
         (lambda: sgd.clipped_sum(np.ones((2, 2)), 1.0, noise_multiplier=-1), ValueError, "noise_multiplier"),
         (lambda: sgd.clipped_sum(np.ones((2, 2)), 1.0, noise_multiplier="a"), TypeError, "noise_multiplier"),
         (lambda: sgd.clip_gradients(np.array([[np.inf]]), 1.0), ValueError, "per_example_grads"),

@@ -359,7 +359,7 @@ def test_bindings_hold_no_privacy_logic():
     # the quantile interval step and the streamed chunk's rebase live in samplers/selection.hpp
     for token in ("QuantileScores", "set_shift", "rs.uniform", "sel::rebase", "row_shift(pu"):
         assert token not in sel, token
-    assert "sel::quantile_draw(" in sel and "sel::argmax_chunk_update(" in sel
+    assert "sel::quantile_draws(" in sel and "sel::argmax_chunk_update(" in sel
     # the replace-one profile (max of both directions) lives in pld/pld.hpp
     assert "a > b ? a : b" not in pld and "P::symmetric_subsampled_gaussian_ctd(" in pld
 

@@ -813,7 +813,8 @@ class PLDAccountant(PrivacyAccountant):
             return base
         if "K_tilt" not in ctx:
             ctx["K_tilt"] = sum(c * _log_mgf(p, lo, ctx["h"], _TILT_GRID) for p, lo, c in ctx["pieces"])
-        lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
+        with np.errstate(over="ignore"):  # lambda * eps = inf at huge eps: that tilt wins, as it should
+            lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:

@@ -40,6 +40,7 @@ from dpfast.budget import BudgetScopeError
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import model_selection as MS
+from dpfast import decomposition as DC
 from dpfast import preprocessing as PP
 from dpfast import public as P
 from dpfast import random as R
@@ -450,6 +451,13 @@ CASES = [
     Case("StandardScaler", "bounds per column, wrong count", _fit_x(PP.StandardScaler, X2,
                                                                     bounds=[(0.0, 1.0)] * 3)),
     Case("StandardScaler", "epsilon inf", _fit_x(PP.StandardScaler, X2, epsilon=np.inf, bounds=(0.0, 1.0))),
+    Case("PCA", "norm_bound missing", _fit_x(DC.PCA, X2)),
+    Case("PCA", "n_components above n_features", _fit_x(DC.PCA, X2, n_components=5, norm_bound=1.0)),
+    Case("PCA", "bounds reversed", _fit_x(DC.PCA, X2, bounds=(1.0, 0.0))),
+    Case("PCA", "bounds wrong shape", _fit_x(DC.PCA, X2, bounds=[(0.0, 1.0)] * 3)),
+    Case("PCA", "norm_bound inf", _fit_x(DC.PCA, X2, norm_bound=np.inf)),
+    Case("PCA", "epsilon inf", _fit_x(DC.PCA, X2, epsilon=np.inf, norm_bound=1.0)),
+    Case("PCA", "delta 1", _fit_x(DC.PCA, X2, delta=1.0, norm_bound=1.0)),
     Case("MinMaxScaler", "quantiles reversed", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 1.0),
                                                       quantiles=(0.9, 0.1))),
     Case("MinMaxScaler", "bounds subnormal width", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 5e-324))),

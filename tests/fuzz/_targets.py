@@ -728,6 +728,7 @@ def _run_count(distribution, mean, eta, gamma, seed):
 
 
 def _preprocessing_targets():
+    from dpfast import decomposition as DC
     from dpfast import preprocessing as PP
     return [
         _mk("StandardScaler", _transformer(PP.StandardScaler),
@@ -739,6 +740,9 @@ def _preprocessing_targets():
         _mk("OneHotEncoder", _transformer(PP.OneHotEncoder),
             dict(X=XCAT, categories="private", epsilon=1.0, delta=1e-3, handle_unknown="ignore",
                  random_state=1), seed="random_state", data=("X",)),
+        _mk("PCA", _transformer(DC.PCA),
+            dict(X=XPRE, n_components=1, epsilon=1.0, delta=1e-5, norm_bound=10.0, random_state=1),
+            seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT), dict(delta=0.0))),
         _mk("pipeline_event", _pipeline_event, dict(epsilon=1.0, delta=0.0, bounds_hi=10.0),
             weight=0.25),
         _mk("PrivateRandomSearch", _random_search,

@@ -207,28 +207,28 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     # ------------------------------------------------------------------ fit
     def _statistic(self, Xa, c, lo, hi, R):
-        """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped."""
-        Y = Xa if lo is None else np.clip(Xa, lo, hi)
-        with np.errstate(over="ignore"):
-            Y = Y - c
-        # a row with inf after the shift (|x| near the double limit) is taken as the ray of its
-        # signs (a per-row map): then scaled to the sphere like every other long row
-        Y = np.where(np.isinf(Y), np.sign(Y) * np.finfo(np.float64).max, Y)
-        # norms without overflow: max |y| times the norm of y / max |y|
-        top = np.abs(Y).max(axis=1) if Y.shape[1] else np.zeros(Y.shape[0])
-        safe = np.where(top > 0, top, 1.0)
-        Z = Y / safe[:, None]
-        rel = np.sqrt(np.einsum("ij,ij->i", Z, Z))
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            norms = top * rel
-            long_ = norms > R
-            # long rows: U = Z / rel (unit norm); short rows: U = Y / R
-            U = np.where(long_[:, None], Z / np.where(rel > 0, rel, 1.0)[:, None], Y / R)
-        # rounding can leave |u| a hair above 1: rescale those rows once more (a per-row map)
-        nu = np.sqrt(np.einsum("ij,ij->i", U, U))
+        """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped.
+
+        Computed in C order whatever the input's layout (same bits for the same rows)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            Y = np.subtract(Xa if lo is None else np.clip(Xa, lo, hi), c, order="C")
+            sq = np.einsum("ij,ij->i", Y, Y)
+        long_ = ~(sq <= R * R)  # longer than R, or a norm that overflows (inf entries included)
+        if long_.any():
+            # scale those rows to the sphere without overflow: a row with inf entries is taken as
+            # the ray of their signs; other rows as y / max|y|, then divided by their norm
+            Z = Y[long_]
+            inf = np.isinf(Z)
+            Z = np.where(inf.any(axis=1)[:, None], np.where(inf, np.sign(Z), 0.0), Z)
+            Z /= np.abs(Z).max(axis=1)[:, None]
+            Z /= np.sqrt(np.einsum("ij,ij->i", Z, Z))[:, None]
+            Y[long_] = Z * R
+        U = np.divide(Y, R, out=Y)
+        # rounding can leave |u| a few ulps above 1: rescale those rows once more (a per-row map)
+        nu = np.einsum("ij,ij->i", U, U)
         over = nu > 1.0
         if over.any():
-            U[over] /= np.nextafter(nu[over], np.inf)[:, None]
+            U[over] /= np.nextafter(np.sqrt(nu[over]), np.inf)[:, None]
         iu = _upper_index(U.shape[1])
         parts = [(U.T @ U)[iu]]
         if not self.centered:

@@ -206,34 +206,51 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
                 accountant)
 
     # ------------------------------------------------------------------ fit
-    def _statistic(self, Xa, c, lo, hi, R):
-        """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped.
+    #: rows per block of the one pass (a reused buffer that stays in cache; a fixed block size
+    #: fixes the order of the sums, so the same rows give the same bits)
+    _BLOCK = 8192
 
-        Computed in C order whatever the input's layout (same bits for the same rows)."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            Y = np.subtract(Xa if lo is None else np.clip(Xa, lo, hi), c, order="C")
-            sq = np.einsum("ij,ij->i", Y, Y)
-        long_ = ~(sq <= R * R)  # longer than R, or a norm that overflows (inf entries included)
-        if long_.any():
-            # scale those rows to the sphere without overflow: a row with inf entries is taken as
-            # the ray of their signs; other rows as y / max|y|, then divided by their norm
-            Z = Y[long_]
-            inf = np.isinf(Z)
-            Z = np.where(inf.any(axis=1)[:, None], np.where(inf, np.sign(Z), 0.0), Z)
-            Z /= np.abs(Z).max(axis=1)[:, None]
-            Z /= np.sqrt(np.einsum("ij,ij->i", Z, Z))[:, None]
-            Y[long_] = Z * R
-        U = np.divide(Y, R, out=Y)
-        # rounding can leave |u| a few ulps above 1: rescale those rows once more (a per-row map)
-        nu = np.einsum("ij,ij->i", U, U)
-        over = nu > 1.0
-        if over.any():
-            U[over] /= np.nextafter(np.sqrt(nu[over]), np.inf)[:, None]
-        iu = _upper_index(U.shape[1])
-        parts = [(U.T @ U)[iu]]
+    def _statistic(self, Xa, c, lo, hi, R):
+        """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped,
+        in one pass over X by blocks of :attr:`_BLOCK` rows (C-order buffer whatever the input's
+        layout, so the same rows give the same bits)."""
+        n, d = Xa.shape
+        G = np.zeros((d, d))
+        S = np.zeros(d)
+        buf = np.empty((min(n, self._BLOCK), d))
+        for start in range(0, n, self._BLOCK):
+            X_b = Xa[start:start + self._BLOCK]
+            U = buf[:X_b.shape[0]]
+            with np.errstate(over="ignore", invalid="ignore"):
+                if lo is None:
+                    np.subtract(X_b, c, out=U)
+                else:
+                    np.clip(X_b, lo, hi, out=U)
+                    np.subtract(U, c, out=U)
+                sq = np.einsum("ij,ij->i", U, U)
+            long_ = ~(sq <= R * R)  # longer than R, or a norm that overflows (inf entries included)
+            if long_.any():
+                # scale those rows to the sphere without overflow: a row with inf entries is taken
+                # as the ray of their signs; other rows as y / max|y|, then divided by their norm
+                Z = U[long_]
+                inf = np.isinf(Z)
+                Z = np.where(inf.any(axis=1)[:, None], np.where(inf, np.sign(Z), 0.0), Z)
+                Z /= np.abs(Z).max(axis=1)[:, None]
+                Z /= np.sqrt(np.einsum("ij,ij->i", Z, Z))[:, None]
+                U[long_] = Z * R
+            np.divide(U, R, out=U)
+            # rounding can leave |u| a few ulps above 1: rescale those rows once more (per row)
+            nu = np.einsum("ij,ij->i", U, U)
+            over = nu > 1.0
+            if over.any():
+                U[over] /= np.nextafter(np.sqrt(nu[over]), np.inf)[:, None]
+            G += U.T @ U
+            S += U.sum(axis=0)
+        iu = _upper_index(d)
+        parts = [G[iu]]
         if not self.centered:
-            parts.append(U.sum(axis=0))
-        parts.append(np.array([float(U.shape[0])]))
+            parts.append(S)
+        parts.append(np.array([float(n)]))
         return np.concatenate(parts)
 
     def fit(self, X, y=None, *, budget: Any = None) -> "PCA":

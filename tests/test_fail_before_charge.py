@@ -40,6 +40,7 @@ from dpfast.budget import BudgetScopeError
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import model_selection as MS
+from dpfast import naive_bayes as NB
 from dpfast import preprocessing as PP
 from dpfast import public as P
 from dpfast import random as R
@@ -444,6 +445,15 @@ CASES = [
                                                       eta=5e-324)),
     Case("PublicDataRegressor", "epsilon -1", _fit(P.PublicDataRegressor, y=YREG, fit_kw=dict(X_public=XPUB),
                                                    epsilon=-1.0)),
+    Case("GaussianNB", "bounds missing", _fit(NB.GaussianNB)),
+    Case("GaussianNB", "bounds reversed", _fit(NB.GaussianNB, bounds=(1.0, 0.0))),
+    Case("GaussianNB", "bounds 2-d", _fit(NB.GaussianNB, bounds=[(0.0, 1.0), (0.0, 1.0)])),
+    Case("GaussianNB", "bounds wider than a double", _fit(NB.GaussianNB, bounds=(-1e308, 1e308))),
+    Case("GaussianNB", "classes given, y outside", _fit(NB.GaussianNB, bounds=(0.0, 1.0), classes=[0, 2])),
+    Case("GaussianNB", "priors wrong length", _fit(NB.GaussianNB, bounds=(0.0, 1.0), priors=[1.0])),
+    Case("GaussianNB", "priors not summing to 1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), priors=[0.7, 0.7])),
+    Case("GaussianNB", "epsilon 0", _fit(NB.GaussianNB, epsilon=0.0, bounds=(0.0, 1.0))),
+    Case("GaussianNB", "var_smoothing -1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), var_smoothing=-1.0)),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),
     Case("StandardScaler", "bounds reversed", _fit_x(PP.StandardScaler, X2, bounds=(1.0, 0.0))),
     Case("StandardScaler", "bounds wider than a double", _fit_x(PP.StandardScaler, X2, bounds=(-1e308, 1e308))),

@@ -28,6 +28,7 @@ import dpfast
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import model_selection as MS
+from dpfast import naive_bayes as NB
 from dpfast import preprocessing as PP
 from dpfast import public as P
 from dpfast import sgd as S
@@ -37,7 +38,7 @@ from dpfast.audit import audit, neighbours
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit"]
+               "preprocessing", "model_selection", "audit", "naive_bayes"]
 
 
 class Entry(NamedTuple):
@@ -176,6 +177,8 @@ def _entries():
                                 spairs, 1.0, 1e-5, 300)
     e["MinMaxScaler"] = Entry(_transform(lambda r: PP.MinMaxScaler(1.0, bounds=(-0.5, 0.5), random_state=r)),
                               spairs, 1.0, 0.0, 300)
+    e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
+                            _labelled(_y01), 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
     e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],

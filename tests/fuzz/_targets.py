@@ -45,6 +45,7 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
+    "naive_bayes": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -758,8 +759,21 @@ def _preprocessing_targets():
 
 PREPROCESSING = _preprocessing_targets()
 
+
+def _naive_bayes_targets():
+    from dpfast import naive_bayes as NB
+    return [
+        _mk("GaussianNB", _estimator(NB.GaussianNB),
+            dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], priors=None, var_smoothing=1e-9,
+                 random_state=1),
+            seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(epsilon=BIG_INT))),
+    ]
+
+
+NAIVE_BAYES = _naive_bayes_targets()
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING)
+       + PREPROCESSING + NAIVE_BAYES)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

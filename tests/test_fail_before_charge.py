@@ -37,6 +37,7 @@ import pytest
 import dpfast
 from dpfast import PrivacyBudget
 from dpfast.budget import BudgetScopeError
+from dpfast import cluster as CL
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import model_selection as MS
@@ -455,6 +456,14 @@ CASES = [
     Case("MinMaxScaler", "bounds subnormal width", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 5e-324))),
     Case("MinMaxScaler", "feature_range reversed", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 1.0),
                                                           feature_range=(1.0, 0.0))),
+    Case("KMeans", "bounds missing", _fit_x(CL.KMeans, X2, n_clusters=2)),
+    Case("KMeans", "bounds reversed", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(1.0, 0.0))),
+    Case("KMeans", "bounds per column, 2-d", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=[(0.0, 1.0)] * 3)),
+    Case("KMeans", "bounds dict missing a feature", _fit_x(CL.KMeans, X2, n_clusters=2, bounds={0: (0.0, 1.0)})),
+    Case("KMeans", "half-width overflows", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(-1.7e308, 1.7e308))),
+    Case("KMeans", "epsilon inf", _fit_x(CL.KMeans, X2, n_clusters=2, epsilon=np.inf, bounds=(0.0, 1.0))),
+    Case("KMeans", "max_iter 0", _fit_x(CL.KMeans, X2, n_clusters=2, max_iter=0, bounds=(0.0, 1.0))),
+    Case("KMeans", "n_clusters 0", _fit_x(CL.KMeans, X2, n_clusters=0, bounds=(0.0, 1.0))),
     Case("OneHotEncoder", "private without epsilon", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]))),
     Case("OneHotEncoder", "handle_unknown unknown", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]), epsilon=1.0,
                                                            delta=1e-3, handle_unknown="nope")),

@@ -22,6 +22,8 @@ __all__ = ["KMeans"]
 #: Su et al. (2016), Sec. 5: the ratio eps_sum / eps_count = (4 d rho^2)^(1/3) with rho ~ 0.225
 #: minimises their bound on the squared error of a noisy centroid.
 _RHO = 0.225
+#: above this many clusters the initialisation skips the pairwise-distance test (k^2 memory)
+_PACK_MAX = 256
 
 
 def box_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +85,8 @@ def event_epsilon(event) -> float:
 def initial_centers(k: int, lo: np.ndarray, hi: np.ndarray, gen) -> np.ndarray:
     """Data-independent initial centres in the box (after Su et al.'s sphere packing): k points
     drawn uniformly in the box shrunk by a margin a, at pairwise (unit-coordinate) distance >= 2a,
-    with a halved from 1/2 until 200 draws find such a set (a = 0 always does).  Reads only public
+    with a halved from 1/2 until 200 draws find such a set (a = 0 always does; for k > 256 the
+    distance test is skipped: k points uniform in the box shrunk by 1/2).  Reads only public
     values and ``gen``."""
     d = lo.size
     c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
@@ -91,7 +94,7 @@ def initial_centers(k: int, lo: np.ndarray, hi: np.ndarray, gen) -> np.ndarray:
     while True:
         for _ in range(200):
             u = gen.uniform(-1.0 + a, 1.0 - a, size=(k, d)) if a < 1.0 else np.zeros((k, d))
-            if k == 1 or a == 0.0:
+            if k == 1 or a == 0.0 or k > _PACK_MAX:
                 return c + r * u
             diff = u[:, None, :] - u[None, :, :]
             dist = np.sqrt((diff * diff).sum(-1))[np.triu_indices(k, 1)]
@@ -162,7 +165,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     epsilon : float
     bounds : (lower, upper) or dict -- the public box (required); a pair of scalars for every
         feature, or ``{feature: (lower, upper)}`` keyed by column name or index.
-    max_iter : int -- the fixed, public number of noisy Lloyd steps (default 5).
+    max_iter : int -- the fixed, public number of noisy Lloyd steps (default 5; at most 10^4).
+    n_clusters is at most 10^5.
     random_state : None, int, numpy Generator or dpfast.random.SecureRandom
 
     Attributes
@@ -173,10 +177,10 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     """
 
     _parameter_constraints = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, 100_000, closed="both")],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "bounds": ["array-like", dict, None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, 10_000, closed="both")],
         "random_state": RANDOM_STATE,
     }
 

@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 
 import dpfast
+from dpfast import cluster as CL
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import model_selection as MS
@@ -37,7 +38,7 @@ from dpfast.audit import audit, neighbours
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit"]
+               "preprocessing", "model_selection", "audit", "cluster"]
 
 
 class Entry(NamedTuple):
@@ -176,6 +177,8 @@ def _entries():
                                 spairs, 1.0, 1e-5, 300)
     e["MinMaxScaler"] = Entry(_transform(lambda r: PP.MinMaxScaler(1.0, bounds=(-0.5, 0.5), random_state=r)),
                               spairs, 1.0, 0.0, 300)
+    e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
+                        spairs, 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
     e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],
@@ -231,7 +234,7 @@ def _is_release_candidate(name):
         if name in importlib.import_module("dpfast." + sub).__all__:
             return False
     return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
-                        "tables", "preprocessing", "model_selection", "datasets", "budget", "audit",
+                        "tables", "cluster", "preprocessing", "model_selection", "datasets", "budget", "audit",
                         "__version__") and not name[:1] == "_"
 
 

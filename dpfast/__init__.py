@@ -18,6 +18,8 @@ The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_me
 * :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`).
 """
 import importlib as _importlib
+from typing import TYPE_CHECKING
+
 
 from dpfast import calibrate, mechanisms, random
 from dpfast.mechanisms import *  # noqa: F401,F403  (the public mechanisms, see mechanisms.__all__)
@@ -45,11 +47,33 @@ _LAZY_NAMES = {
     "PrivateRandomSearch": "model_selection",
 }
 
+if TYPE_CHECKING:  # the lazy names, for type checkers (``py.typed``): what __getattr__ returns
+    from dpfast import (  # noqa: F401
+        accounting as accounting,
+        audit as audit,
+        budget as budget,
+        datasets as datasets,
+        linear_model as linear_model,
+        model_selection as model_selection,
+        preprocessing as preprocessing,
+        public as public,
+        sgd as sgd,
+        tables as tables,
+    )
+    from dpfast.accounting import PLDAccountant as PLDAccountant, RDPAccountant as RDPAccountant
+    from dpfast.budget import BudgetExceededError as BudgetExceededError, PrivacyBudget as PrivacyBudget
+    from dpfast.linear_model import LinearRegression as LinearRegression, LogisticRegression as LogisticRegression
+    from dpfast.model_selection import PrivateRandomSearch as PrivateRandomSearch
+    from dpfast.preprocessing import pipeline_event as pipeline_event
+    from dpfast.public import PublicDataClassifier as PublicDataClassifier, PublicDataRegressor as PublicDataRegressor
+    from dpfast.sgd import DPMLPClassifier as DPMLPClassifier, DPSGDClassifier as DPSGDClassifier
+    from dpfast.sgd import DPSGDRegressor as DPSGDRegressor
+
 __all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,
            *_LAZY_SUBMODULES, *_LAZY_NAMES]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str):  # (untyped: type checkers then treat the compiled extensions as Any)
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"dpfast.{name}")
     if name in _LAZY_NAMES:
@@ -58,5 +82,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'dpfast' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

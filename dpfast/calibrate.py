@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Callable, Sequence, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
@@ -30,8 +32,24 @@ __all__ = [
     "gaussian_log_delta",
 ]
 
+# Array arguments of the broadcasting functions: a float (numpy's float64 included) gives a float,
+# an array or a sequence an array; other array-likes (a 0-d array) either, as their shape says.
+_Array = Union[npt.NDArray[Any], Sequence[float]]
+_FloatArray = npt.NDArray[np.float64]
 
-def laplace_scale(epsilon, sensitivity=1.0):
+
+@overload
+def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float: ...
+@overload
+def laplace_scale(epsilon: _Array, sensitivity: Union[float, _Array] = 1.0) -> _FloatArray: ...
+@overload
+def laplace_scale(epsilon: float, sensitivity: _Array) -> _FloatArray: ...
+@overload
+def laplace_scale(epsilon: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
+
+
+
+def laplace_scale(epsilon: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 
     See: :doc:`/theory/mechanisms` Samplers/Laplace; :doc:`/theory/mechanisms`.  ``sensitivity`` is the
@@ -43,7 +61,17 @@ def laplace_scale(epsilon, sensitivity=1.0):
     return np.divide(sensitivity, epsilon) if np.ndim(epsilon) or np.ndim(sensitivity) else sensitivity / epsilon
 
 
-def laplace_epsilon(scale, sensitivity=1.0):
+@overload
+def laplace_epsilon(scale: float, sensitivity: float = 1.0) -> float: ...
+@overload
+def laplace_epsilon(scale: _Array, sensitivity: Union[float, _Array] = 1.0) -> _FloatArray: ...
+@overload
+def laplace_epsilon(scale: float, sensitivity: _Array) -> _FloatArray: ...
+@overload
+def laplace_epsilon(scale: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
+
+
+def laplace_epsilon(scale: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """epsilon = sensitivity / scale: the (exact, pure) epsilon of Lap(scale) noise.
 
     Inverse of :func:`laplace_scale` (:doc:`/theory/mechanisms`).  Accepts arrays (broadcast).
@@ -64,7 +92,7 @@ _LOG2 = math.log(2.0)
 _SQRT1_2 = math.sqrt(0.5)
 
 
-def _check_log_delta_args(mu, epsilon) -> None:
+def _check_log_delta_args(mu: object, epsilon: object) -> None:
     for name, v in (("mu", mu), ("epsilon", epsilon)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise TypeError(f"{name} must be a real number >= 0, got {type(v).__name__}")
@@ -189,7 +217,7 @@ def _delta_up(log_delta: float) -> float:
     return 0.0 if v == 0.0 else min(1.0, math.nextafter(v, math.inf))
 
 
-def _excess_over(delta: float):
+def _excess_over(delta: float) -> Callable[[float], float]:
     """f(log delta bound) > 0 iff that bound does not certify ``delta``; continuous where it matters.
 
     The comparison is made against log(delta) lowered by 4 ulps (log and the later exp are each
@@ -242,7 +270,22 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
                          f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)") from exc
 
 
-def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "analytic"):
+@overload
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0,
+                   calibration: str = "analytic") -> float: ...
+@overload
+def gaussian_sigma(epsilon: _Array, delta: float, sensitivity: Union[float, _Array] = 1.0,
+                   calibration: str = "analytic") -> _FloatArray: ...
+@overload
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: _Array,
+                   calibration: str = "analytic") -> _FloatArray: ...
+@overload
+def gaussian_sigma(epsilon: npt.ArrayLike, delta: float, sensitivity: npt.ArrayLike = 1.0,
+                   calibration: str = "analytic") -> Union[float, _FloatArray]: ...
+
+
+def gaussian_sigma(epsilon: Any, delta: float, sensitivity: Any = 1.0,
+                   calibration: str = "analytic") -> Any:  # (the overloads above type it)
     """Noise standard deviation for the (epsilon, delta)-DP Gaussian mechanism.
 
     Parameters
@@ -304,7 +347,7 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     return sigma
 
 
-def _finite_sigma(sigma):
+def _finite_sigma(sigma: Any) -> Any:
     """sigma, refusing a value that overflowed (sensitivity / epsilon too large for a double)."""
     if not np.all(np.isfinite(sigma)):
         raise ValueError("the Gaussian noise sigma overflows a double (sensitivity / epsilon too large); "

@@ -182,11 +182,11 @@ def test_event_neighbours_of_a_toy_event_without_field_is_add_remove():
 def test_event_repr_constructs_the_same_event():
     # The printed form of an event (ledgers, errors) is short and evaluates back to the event.
     from dpfast import accounting as A
-    for ev in (A.Gaussian(1.5), A.Laplace(2.0, 1.0, neighbours="replace_one"),
-               A.SelfComposed(A.PoissonSampled(0.01, A.Gaussian(1.1)), 7)):
-        text = repr(ev)
+    for event in (A.Gaussian(1.5), A.Laplace(2.0, 1.0, neighbours="replace_one"),
+                  A.SelfComposed(A.PoissonSampled(0.01, A.Gaussian(1.1)), 7)):
+        text = repr(event)
         assert "Neighbours." not in text
-        assert eval(text, vars(A)) == ev
+        assert eval(text, vars(A)) == event
 
 
 def test_one_of_restores_from_its_dict_without_the_search_package():

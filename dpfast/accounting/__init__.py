@@ -28,6 +28,10 @@ Neighbouring relation: ``neighbours="add_remove"`` is the default everywhere (th
 convention); descriptions stated for ``"replace_one"`` say so.
 """
 from dpfast.accounting import _descriptions, events, gdp, tuning  # for their __all__ lists
+# (the star imports re-export those lists to type checkers, which do not read `[*events.__all__]`)
+from dpfast.accounting.events import *  # noqa: F403
+from dpfast.accounting.gdp import *  # noqa: F403
+from dpfast.accounting.tuning import *  # noqa: F403
 from dpfast.accounting._descriptions import (
     MechanismDescription,
     PoissonSubsampledGaussian,

@@ -23,7 +23,7 @@ import enum
 import math
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -543,7 +543,8 @@ class Tuned(DpEvent):
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-def sampled_gaussian(event: DpEvent, accountant: str) -> "Gaussian":
+def sampled_gaussian(event: Union["PoissonSampled", "SampledWithoutReplacement"],
+                     accountant: str) -> "Gaussian":
     """The Gaussian inside a sampling node (PoissonSampled / SampledWithoutReplacement): the
     only inner mechanism whose amplification the accountants analyse.  UnsupportedEventError
     naming ``accountant`` and the sampling scheme otherwise."""
@@ -571,7 +572,7 @@ def event_neighbours(event: DpEvent) -> Neighbours:
         if klass is DpEvent:
             break
         prop = klass.__dict__.get("neighbours")
-        if isinstance(prop, property):
+        if isinstance(prop, property) and prop.fget is not None:
             return Neighbours.coerce(prop.fget(event))
     return Neighbours.ADD_REMOVE
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, cast
 
 import numpy as np
 from scipy import fft as sfft
@@ -619,13 +619,17 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     return out
 
 
-def _locked(method):
-    """Run ``method`` holding the accountant's (re-entrant) lock."""
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run ``method`` holding the accountant's (re-entrant) lock (its signature is kept, also
+    for type checkers)."""
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
-    return wrapper
+    return cast(_Method, wrapper)
 
 
 class PLDAccountant(PrivacyAccountant):

@@ -23,7 +23,7 @@ import enum
 import math
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
 
 import numpy as np
 
@@ -99,6 +99,11 @@ class Neighbours(str, enum.Enum):
         return 1.0 if self is Neighbours.ADD_REMOVE else 2.0
 
 
+#: what an event's ``neighbours`` accepts (for type checkers): a member or its string; the
+#: event stores the member
+NeighboursLike = Union[Neighbours, Literal["add_remove", "replace_one"]]
+
+
 # ----------------------------------------------------------------------------------------------
 # field validators (public parameters: refused early, naming the argument and the range)
 # ----------------------------------------------------------------------------------------------
@@ -145,7 +150,7 @@ class DpEvent:
         _REGISTRY.setdefault(cls.__name__, cls)
 
     @property
-    def neighbours(self) -> Neighbours:  # leaves override it with a field
+    def neighbours(self) -> NeighboursLike:  # leaves override it with a field (a Neighbours at run time)
         return event_neighbours(self)
 
     # -- deprecated: the math lives in the accountants' registrations now --------------------
@@ -172,7 +177,7 @@ class Gaussian(DpEvent):
 
     noise_multiplier: float
     sensitivity: float = 1.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "noise_multiplier", _pos(self.noise_multiplier, "noise_multiplier"))
@@ -191,7 +196,7 @@ class Laplace(DpEvent):
 
     scale: float
     sensitivity: float = 1.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "scale", _pos(self.scale, "scale"))
@@ -211,7 +216,7 @@ class RandomizedResponse(DpEvent):
 
     epsilon: float
     num_categories: int = 2
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _pos(self.epsilon, "epsilon"))
@@ -230,7 +235,7 @@ class PureDP(DpEvent):
     epsilon-DP mechanism is a post-processing of it: Kairouz, Oh & Viswanath 2015)."""
 
     epsilon: float
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _pos(self.epsilon, "epsilon"))
@@ -261,7 +266,7 @@ class ApproxDP(DpEvent):
 
     epsilon: float
     delta: float = 0.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _nonneg(self.epsilon, "epsilon"))
@@ -289,7 +294,7 @@ class FromPrivacyProfile(DpEvent):
     symmetric_profile: bool = False
     epsilon_min: float = 0.0
     profile_step: float = 1e-3
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __init__(self, delta_of_epsilon: Callable, *, rdp: Optional[Callable] = None,
                  name: str = "FromPrivacyProfile", symmetric: bool = False,
@@ -336,7 +341,7 @@ class FromDominatingPair(DpEvent):
     p_add: Optional[tuple] = None
     q_add: Optional[tuple] = None
     name: str = "FromDominatingPair"
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __init__(self, p, q, *, p_add=None, q_add=None, name: str = "FromDominatingPair",
                  neighbours="add_remove"):

@@ -21,11 +21,13 @@ from dpfast.accounting import (
     DpEvent,
     Gaussian,
     Laplace,
+    Neighbours,
     PLDAccountant,
     PoissonSampled,
     RandomizedResponse,
     RDPAccountant,
     SelfComposed,
+    event_neighbours,
 )
 from dpfast.calibrate import gaussian_epsilon, gaussian_sigma, laplace_scale
 
@@ -77,6 +79,14 @@ def approx_dp(epsilon: float, delta: float) -> ApproxDP:
     return ApproxDP(epsilon=epsilon, delta=delta)
 
 
+def replace_one_laplace(scale: float) -> Laplace:
+    return Laplace(scale, 2.0, neighbours="replace_one")  # the string form, as documented
+
+
+def relation(event: DpEvent) -> Neighbours:
+    return event_neighbours(event)
+
+
 def new_budget() -> dpfast.PrivacyBudget:
     return dpfast.PrivacyBudget(epsilon=2.0, delta=1e-6)
 
@@ -111,6 +121,8 @@ def main() -> None:
     assert 0.0 < pld_epsilon(pld_of(mixed, 1), 1e-5) <= rdp_epsilon(mixed, 1e-5)
     # certified: at its own delta, never below its own epsilon; above it by the grid (1e-3) at most
     assert 0.5 <= pld_epsilon(pld_of(approx_dp(0.5, 1e-9), 1), 1e-9) <= 0.5 + 1e-3
+    assert relation(replace_one_laplace(4.0)) is Neighbours.REPLACE_ONE
+    assert abs(pld_epsilon(pld_of(replace_one_laplace(4.0), 1), 1e-9) - 0.5) <= 1e-3  # 2 / 4 (pure), up to the grid
     budget = new_budget()
     assert enter(budget) is budget
     assert 0.0 < spent(budget) <= 2.0 and remaining(budget) >= 0.0

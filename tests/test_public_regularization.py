@@ -157,7 +157,6 @@ def test_utility_synthetic_halfspace():
 def test_generic_oracle_path():
     rng = np.random.default_rng(6)
     X, y, Z = make_data(rng, 2000, 50)
-    Za = _augment(Z, True)
     calls = []
 
     def oracle(Xp, yp, Zp, eta):  # exact averaged objective over linear functions, by the native solver

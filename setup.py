@@ -25,7 +25,7 @@ Environment switches:
 * ``DPFAST_BASELINE_ONLY=1`` defines ``DPF_BASELINE_ONLY`` (see ``csrc/portable.hpp``): kernels
   that have an AVX2 variant compile only their baseline variant.  At run time,
   ``DPFAST_GLM_NO_AVX2=1`` makes an ordinary build choose the baseline GLM kernels
-  (``tests/test_baseline_kernels.py`` checks both give bit-identical results).
+  (``tests/linear_model/test_solver_baseline_build.py`` checks both give bit-identical results).
 * ``DPFAST_CLANG_CL=1`` (Windows): compile with ``clang-cl`` instead of ``cl.exe``.  The kernels
   use GCC/Clang vector extensions, ``__int128`` and ``__builtin_*`` intrinsics, which ``cl.exe``
   does not accept; ``clang-cl`` (shipped with Visual Studio's "C++ Clang tools" and with LLVM)

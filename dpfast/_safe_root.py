@@ -9,7 +9,7 @@ grown in the package): bracket geometrically in log x, Brent's method (Brent 197
 for Minimization without Derivatives*, ch. 4; ``scipy.optimize.brentq``) in log x to the
 tolerance, then bisection of the tightest *verified* bracket; the answer is always the bracket's
 end whose excess was evaluated and found <= 0.  Every loop is bounded by a fixed number of
-evaluations.  ``tests/test_one_home.py`` fails when a root search is written anywhere else.
+evaluations.  ``tests/test_safe_root.py`` fails when a root search is written anywhere else.
 """
 from __future__ import annotations
 

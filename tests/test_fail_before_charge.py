@@ -369,7 +369,7 @@ CASES = [
     Case("aggregate", "max_groups_per_unit 0", _agg(max_groups_per_unit=0)),
     Case("aggregate", "max_groups_per_unit 10**30", _agg(max_groups_per_unit=10**30)),
     # ci_level = 1 - 1e-16 (with a mean; with discrete_gaussian) is no failure any more: the
-    # half-widths take the miss probability itself (tests/test_tables.py::
+    # half-widths take the miss probability itself (tests/tables/test_tables.py::
     # test_ci_level_next_to_one_gives_finite_intervals)
     Case("aggregate", "weights subnormal", _agg(metrics={"n": "count"}, weights={"n": 5e-324})),
     Case("aggregate", "bounds 2**31 x 2**31, discrete",

@@ -21,7 +21,9 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SUITE_DIRS = [ROOT / "tests", ROOT / "tests" / "audit", ROOT / "tests" / "fuzz", ROOT / "benchmarks"]
+#: the suite's directories: tests/, every directory below it (tests/accounting/, ..., tests/fuzz/), benchmarks/
+SUITE_DIRS = [ROOT / "tests", *sorted(p for p in (ROOT / "tests").rglob("*")
+                                      if p.is_dir() and not p.name.startswith((".", "_"))), ROOT / "benchmarks"]
 #: top-level names the repository's test directories must never be imported as
 SHADOWABLE = {"tests", "benchmarks"}
 
@@ -47,13 +49,36 @@ def _helpers():
     """Local helper modules: the non-test modules of the suite directories, by module name."""
     out = {}
     for p in _modules():
-        if not p.name.startswith(("test_", "bench_")):
+        # conftest.py files are pytest's, each imported under the name ``conftest`` in turn
+        if not p.name.startswith(("test_", "bench_")) and p.name != "conftest.py":
             out.setdefault(p.stem, []).append(p)
     return out
 
 
 def test_suite_directories_exist():
-    assert all(d.is_dir() for d in SUITE_DIRS[:3]), SUITE_DIRS
+    assert {"audit", "fuzz", "accounting", "linear_model"} <= {d.name for d in SUITE_DIRS}, SUITE_DIRS
+
+
+def test_test_module_basenames_are_unique():
+    # pytest's default ``prepend`` import mode imports a test module by its basename
+    names = {}
+    for p in _modules():
+        if p.name.startswith(("test_", "bench_")):
+            names.setdefault(p.name, []).append(str(p.relative_to(ROOT)))
+    dup = {k: v for k, v in names.items() if len(v) > 1}
+    assert not dup, f"test modules with the same basename in two directories: {dup}"
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if ROOT / "tests" in p.parents],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_one_import_convention(path):
+    # helpers by module name from tests/conftest.py's directory or the module's own; never a test
+    # module imported from another, never an edit of sys.path (tests/conftest.py explains)
+    text = path.read_text(encoding="utf-8")
+    edits = ("sys.path." + "insert", "sys.path." + "append")
+    assert not any(e in text for e in edits), f"{path.relative_to(ROOT)} edits sys.path"
+    bad = [(line, name) for line, name in _imported_names(path) if name.startswith(("test_", "bench_"))]
+    assert not bad, f"{path.relative_to(ROOT)} imports the test modules {bad}: move the helper into a helper module"
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))

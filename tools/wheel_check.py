@@ -19,19 +19,19 @@ NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "
 # estimator fit, and the baseline-vs-AVX2 check of the GLM kernels.
 FAST = [
     "test_package.py",
-    "test_baseline_kernels.py",
+    "linear_model/test_solver_baseline_build.py",
     "test_random.py",
-    "test_continuous.py",
-    "test_discrete.py",
-    "test_snapping.py",
-    "test_selection.py",
-    "test_randomized_response.py",
+    "mechanisms/test_continuous.py",
+    "mechanisms/test_discrete.py",
+    "mechanisms/test_snapping.py",
+    "mechanisms/test_selection.py",
+    "mechanisms/test_randomized_response.py",
     "test_calibrate.py",
-    "test_accounting_rdp.py",
-    "test_accounting_pld.py",
-    "test_sgd_clip.py",
-    "test_public_oracles.py",
-    "test_datasets.py",
+    "accounting/test_accounting_rdp.py",
+    "accounting/test_accounting_pld.py",
+    "sgd/test_sgd_clip.py",
+    "public/test_public_oracles.py",
+    "datasets/test_datasets.py",
 ]
 
 

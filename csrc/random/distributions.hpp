@@ -29,7 +29,7 @@
 //     rabs * x_i / 2^52: a lattice of spacing x_i 2^-52 within each layer, i.e. within a few
 //     ulps of the value's own resolution -- not the coarse 2^-31 lattice of 32-bit ziggurats,
 //     which let a released DP-SGD iterate identify the clipped sum (regression test in
-//     tests/test_sgd_clip.py).  The wedge and tail tests use U on the 53-bit grid.  With these
+//     tests/sgd/test_sgd_clip.py).  The wedge and tail tests use U on the 53-bit grid.  With these
 //     constants the top layer's area differs from v by 1e-9 relative, so the law is N(0, 1) up
 //     to a total-variation error below 1e-11 (plus the 52-bit abscissa grid).
 //

@@ -25,7 +25,7 @@ _grid_step`; the sums it needs are additive over events and kept here) asks for 
 then the grid becomes h0 / 2^k (k <= 6), at least as fine as the accountant's, and the whole
 ledger is recomposed once at it (at most six times in a ledger's life).  The epsilon reported is
 therefore the accountant's on the same ledger up to the discretization and truncation errors
-(tests/test_budget.py checks 1e-6 relative at equal grids).
+(tests/budget/test_budget.py checks 1e-6 relative at equal grids).
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ true ones up to floating-point round-off: every reported delta carries a relativ
 and the composition's relative round-off; the FFT's absolute noise is handled by the tilted
 tails and the near-1 complement (an allowance estimated from the transform, not a proof).
 Checked against the closed form of composed Gaussians at every delta from 1e-300 to
-1 - 1e-12 (tests/test_accounting_extremes.py).  Below the +inf atom (truncation masses,
+1 - 1e-12 (tests/accounting/test_accounting_extremes.py).  Below the +inf atom (truncation masses,
 ~count * ``tail_mass`` + ``window_mass``) the pessimistic epsilon is ``inf``.
 ``get_epsilon_bounds`` / ``get_delta_bounds`` give (optimistic, pessimistic).  The optimistic
 bound rounds every loss *down* to the grid and adds back the mean rounding deficit minus a

@@ -18,7 +18,7 @@ corollary numbers cited below (Theorem 7: exact (eps, delta) in one dimension; T
 zCDP of the multivariate discrete Gaussian; Corollary 13: zCDP -> (eps, delta)) follow the
 arXiv version (2004.00010) from memory so the
 numbers are unverified; the formulas themselves are re-derived or cross-checked in
-``tests/test_discrete.py`` (hockey-stick sum, brute-force minimisation over alpha).
+``tests/mechanisms/test_discrete.py`` (hockey-stick sum, brute-force minimisation over alpha).
 
 Randomness: draws are made in blocks of ``dpfast._exact.EXACT_BLOCK`` (16384); block b uses
 its own ChaCha20 keystream whose 256-bit key is read, in block order, from the ``rng``

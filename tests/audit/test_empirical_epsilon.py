@@ -151,7 +151,7 @@ def test_dp_sgd_one_step_canary():
 def test_private_erm_output_perturbation():
     """LinearRegression(method='output'), no intercept, 3 unit rows with residuals ~1e3 (every
     loss derivative clipped, so the minimisers of D and D' = D + one such record are at the
-    add/remove sensitivity's distance, see tests/test_privacy_audit_erm.py); score: projection
+    add/remove sensitivity's distance, see tests/linear_model/test_linear_model_sensitivity.py); score: projection
     of coef_ on the direction from the noiseless minimiser of D to that of D'."""
     from dpfast.linear_model._solver import minimize_glm
 

@@ -44,7 +44,7 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
-    "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/test_audit.py)",
+    "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
     "MechanismDescription": "abstract base class of the descriptions (each description is a target)",

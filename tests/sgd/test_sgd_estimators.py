@@ -12,6 +12,8 @@ from dpfast.accounting import (
 )
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, DPSGDRegressor
 
+from _lattices import _fraction_on_lattices, _ziggurat_lattices_2_31
+
 
 def _blobs(n, d, K, seed, sep=3.0):
     rng = np.random.default_rng(seed)
@@ -191,8 +193,6 @@ def test_one_step_release_resists_lattice_attack():
     # x = (-theta n / lr - s) / (z C) implied by each hypothesis.  A 32-bit ziggurat puts x (for the
     # true hypothesis only) on one of 128 lattices of spacing ~1e-9 -- a perfect distinguisher;
     # a 52-bit abscissa leaves x on such a lattice only by chance (~2.5% of coordinates).
-    from test_sgd_clip import _fraction_on_lattices, _ziggurat_lattices_2_31
-
     rng = np.random.default_rng(0)
     n, d, C, z = 200, 64, 1.0, 5.0
     X = rng.uniform(-1, 1, (n, d)) / np.sqrt(d)

@@ -1,4 +1,5 @@
-"""Data and comparisons shared by the Dask and warm-start tests of the private linear models."""
+"""Data and comparisons shared by the tests of the private linear models (Dask, warm start,
+multinomial)."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,3 +59,12 @@ def assert_same_model_on_every_scheduler(fit, Xd, yd, X, y, cluster2=None):
     for m in models[1:]:
         np.testing.assert_array_equal(params(m), params(models[0]))
     assert_close(models[0], fit(X, y))
+
+
+def blobs(n=400, d=5, seed=0, classes=2):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(classes, d)) * 1.5
+    y = rng.integers(0, classes, size=n)
+    X = centers[y] + rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X, y

@@ -10,6 +10,8 @@ from dpfast._loss_table import code as loss_code
 from dpfast.random import fill_noise, native_stream
 from dpfast.sgd import clip_gradients, clipped_sum, per_example_norms
 
+from _lattices import _fraction_on_lattices, _ziggurat_lattices_2_31
+
 
 def _grads(rng, B=64, P=33, dtype=np.float64):
     # Norms spread over [0.01, 100] so that about half are clipped at C = 1.
@@ -330,23 +332,6 @@ def test_dp_sgd_noise_is_standard_normal():
     with pytest.raises(TypeError):
         with native_stream(np.random.default_rng(0)) as cap:
             fill_noise(cap, "normal", np.empty(3, np.int64))
-
-
-def _ziggurat_lattices_2_31():
-    """Layer widths / 2^31 of the 128-layer Marsaglia-Tsang ziggurat (the abscissa lattices of a
-    32-bit ziggurat: every value such a sampler accepts is an integer multiple of one of them)."""
-    vn, dn = 9.91256303526217e-3, 3.442619855899
-    q = vn / np.exp(-0.5 * dn * dn)
-    w = [q, dn]
-    for _ in range(126, 0, -1):
-        dn = np.sqrt(-2.0 * np.log(vn / dn + np.exp(-0.5 * dn * dn)))
-        w.append(dn)
-    return np.array(w) / 2.0 ** 31
-
-
-def _fraction_on_lattices(x, lattices, tol=1e-4):
-    k = np.abs(np.asarray(x, np.float64))[:, None] / lattices[None, :]
-    return float((np.abs(k - np.round(k)) < tol).any(axis=1).mean())
 
 
 def test_dp_sgd_noise_is_not_on_a_coarse_lattice():

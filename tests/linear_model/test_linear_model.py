@@ -3,7 +3,7 @@
 Expected values are derived independently: noise laws from the closed-form ridge solution
 (the perturbed squared-loss objective is linear in the noise), calibrations from the formulas
 of dpfast.accounting.objective_perturbation and dpfast.calibrate, and solutions from a
-scipy L-BFGS-B reference (tests/_reference_solver.py).
+scipy L-BFGS-B reference (tests/linear_model/_reference_solver.py).
 """
 import math
 
@@ -38,18 +38,10 @@ from dpfast.linear_model import (
     output_perturbation,
 )
 
+from _fit_data import blobs as _blobs
 from _reference_solver import reference_minimize
 
 SQ2 = math.sqrt(2.0)
-
-
-def _blobs(n=400, d=5, seed=0, classes=2):
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(classes, d)) * 1.5
-    y = rng.integers(0, classes, size=n)
-    X = centers[y] + rng.normal(size=(n, d))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    return X, y
 
 
 # ----------------------------------------------------------------------------- constants

@@ -255,7 +255,7 @@ def test_with_budget_is_the_default_and_blocks_nest():
 
 def test_a_thread_without_a_block_falls_back_to_the_one_open_in_the_process():
     # joblib's threads do not inherit context variables: the block open in the process applies
-    # (tests/test_budget_joblib.py covers joblib, scikit-learn and processes)
+    # (tests/budget/test_budget_joblib.py covers joblib, scikit-learn and processes)
     b = PrivacyBudget(5.0, 1e-6)
     seen = []
     with b:

@@ -21,7 +21,8 @@ from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import LogisticRegression
 from dpfast.linear_model._multinomial import minimize_multinomial_certified, multinomial_oracle
 from dpfast.linear_model._solver import MappedRows
-from test_linear_model import _blobs as _lm_blobs
+
+from _fit_data import blobs as _lm_blobs
 
 SQ2 = math.sqrt(2.0)
 

@@ -509,7 +509,7 @@ def test_baseline_build_agrees_with_dispatched_one():
         "       for Xl in (X, np.asfortranarray(X, dtype=np.float32), sp.csr_matrix(X)) for s in ('lbfgs', 'saga')]\n"
         "print(json.dumps([bool(_glm.has_avx2), out]))\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
     res = {}
     for flag in ("0", "1"):
         env = dict(os.environ, DPFAST_GLM_NO_AVX2=flag, PYTHONPATH=root)

@@ -22,7 +22,7 @@ from dpfast.accounting import (
     calibrate_noise_multiplier,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 
 # ----------------------------------------------------------------------------- item 16: scans

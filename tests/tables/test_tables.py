@@ -4,7 +4,6 @@ an empirical privacy audit of count and selection, CI coverage and bad input.
 Expected values come from pandas ``groupby`` and from the formulas of Wilson et al. 2020 /
 Desfontaines et al. 2022 written out here independently; tolerances from the noise scales."""
 import math
-import pathlib
 import re
 import sys
 
@@ -15,11 +14,7 @@ from scipy import stats
 
 from dpfast.tables import aggregate
 
-# tests/audit is not a package: its helpers are imported by module name (as the audit tests do),
-# never as ``tests.audit...``, which another installed top-level ``tests`` package (diffprivlib
-# ships one) would shadow.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "audit"))
-from _audit_stats import chi_square_ok, clopper_pearson  # noqa: E402
+from _audit_stats import chi_square_ok, clopper_pearson
 
 METRICS = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x"),
            "p50": ("quantile", "x", 0.5)}

@@ -48,7 +48,6 @@ def laplace_scale(epsilon: float, sensitivity: _Array) -> _FloatArray: ...
 def laplace_scale(epsilon: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
 
 
-
 def laplace_scale(epsilon: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 

@@ -15,6 +15,8 @@ from typing import Callable, Union
 
 import numpy as np
 
+from dpfast._validation import Constraint
+
 RationalLike = Union[int, float, str, Fraction, np.integer, np.floating]
 
 __all__ = ["RationalLike", "to_fraction", "fit_rational"]
@@ -83,3 +85,18 @@ def fit_rational(
         if cand > 0 and fits(cand):
             return cand
     return None
+
+
+class Rational(Constraint):
+    """``@validate_params`` constraint: an exact rational > 0 (>= 0 with ``allow_zero``), passed
+    on as a ``Fraction`` (:func:`to_fraction`; a float at its exact binary value)."""
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
+    def spec(self, name):
+        return _fraction, dict(name=name, allow_zero=self.allow_zero)
+
+
+def _fraction(x, name: str, allow_zero: bool) -> Fraction:
+    return to_fraction(x, name, allow_zero=allow_zero)[0]

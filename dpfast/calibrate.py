@@ -21,7 +21,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_epsilon, check_positive, check_real
+from dpfast._validation import Delta, Epsilon, NonNegative, Options, Positive, validate_params
 
 __all__ = [
     "laplace_scale",
@@ -48,6 +48,7 @@ def laplace_scale(epsilon: float, sensitivity: _Array) -> _FloatArray: ...
 def laplace_scale(epsilon: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
 
 
+@validate_params(epsilon=Epsilon(), sensitivity=Positive())
 def laplace_scale(epsilon: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 
@@ -55,8 +56,8 @@ def laplace_scale(epsilon: Any, sensitivity: Any = 1.0) -> Any:  # (the overload
     l1 sensitivity (> 0, finite); ``epsilon`` > 0 and finite.  Accepts arrays (broadcast);
     returns a float for scalar input.
     """
-    epsilon = check_epsilon(epsilon)
-    sensitivity = check_positive(sensitivity, "sensitivity")
+    if type(epsilon) is float and type(sensitivity) is float:  # (checked scalars) without np.ndim's cost
+        return sensitivity / epsilon
     return np.divide(sensitivity, epsilon) if np.ndim(epsilon) or np.ndim(sensitivity) else sensitivity / epsilon
 
 
@@ -70,13 +71,12 @@ def laplace_epsilon(scale: float, sensitivity: _Array) -> _FloatArray: ...
 def laplace_epsilon(scale: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
 
 
+@validate_params(scale=Positive(), sensitivity=Positive())
 def laplace_epsilon(scale: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """epsilon = sensitivity / scale: the (exact, pure) epsilon of Lap(scale) noise.
 
     Inverse of :func:`laplace_scale` (:doc:`/theory/mechanisms`).  Accepts arrays (broadcast).
     """
-    scale = check_positive(scale, "scale")
-    sensitivity = check_positive(sensitivity, "sensitivity")
     return np.divide(sensitivity, scale) if np.ndim(scale) or np.ndim(sensitivity) else sensitivity / scale
 
 
@@ -91,14 +91,6 @@ _LOG2 = math.log(2.0)
 _SQRT1_2 = math.sqrt(0.5)
 
 
-def _check_log_delta_args(mu: object, epsilon: object) -> None:
-    for name, v in (("mu", mu), ("epsilon", epsilon)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name} must be a real number >= 0, got {type(v).__name__}")
-        if not v >= 0:
-            raise ValueError(f"{name} must be >= 0, got {v!r}")
-
-
 def _mills_bound(x: float, dx: float) -> float:
     """Upper bound of lambda = phi/Phi (the slope of log Phi) on [x - dx, x + dx].
 
@@ -108,6 +100,7 @@ def _mills_bound(x: float, dx: float) -> float:
     return max(dx - x, 0.0) + 1.6
 
 
+@validate_params(mu=NonNegative(allow_inf=True), epsilon=NonNegative(allow_inf=True))
 def gaussian_log_delta(mu: float, epsilon: float) -> float:
     """Rigorous upper bound of log delta(eps) of the Gaussian mechanism, mu = sensitivity / sigma.
 
@@ -132,14 +125,11 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
     - x^2/2 and the exact identity (b^2 - a^2)/2 = eps leaves d = log erfcx(-b/sqrt2) - log
     erfcx(-a/sqrt2): a difference of O(1) terms instead of O((eps/mu)^2) ones.
     """
-    try:
-        ok = bool(mu >= 0.0 and epsilon >= 0.0)  # False for NaN
-    except (TypeError, ValueError):  # (strings, None; arrays: "truth value ... ambiguous")
-        ok = False
-    if not ok:
-        _check_log_delta_args(mu, epsilon)
-    mu = check_real(mu, "mu")
-    epsilon = check_real(epsilon, "epsilon")
+    return _log_delta(mu, epsilon)
+
+
+def _log_delta(mu: float, epsilon: float) -> float:
+    """:func:`gaussian_log_delta` on checked arguments (the inner loop of the searches)."""
     if epsilon == math.inf or mu == 0.0:
         return -math.inf
     if mu == math.inf:
@@ -189,6 +179,8 @@ def gaussian_log_delta(mu: float, epsilon: float) -> float:
     return out
 
 
+@validate_params(sigma=Positive(allow_array=False), epsilon=NonNegative(allow_inf=True),
+                 sensitivity=Positive(allow_array=False))
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
     """delta(epsilon) of the Gaussian mechanism N(0, sigma^2) with l2 sensitivity, rounded up.
 
@@ -196,14 +188,8 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     epsilon >= 0, evaluated by :func:`gaussian_log_delta`: never below the exact value and
     typically within 1e-12 relative of it.
     """
-    sigma = check_positive(sigma, "sigma", allow_array=False)
-    sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
-    if isinstance(epsilon, np.ndarray) and epsilon.ndim == 0:
-        epsilon = epsilon[()]
-    _check_log_delta_args(1.0, epsilon)
-    epsilon = float(epsilon)
     # exp is within one ulp, so the next double up keeps the bound; delta <= 1 always
-    return _delta_up(gaussian_log_delta(sensitivity / sigma, epsilon))
+    return _delta_up(_log_delta(sensitivity / sigma, epsilon))
 
 
 def _delta_up(log_delta: float) -> float:
@@ -235,15 +221,14 @@ def _excess_over(delta: float) -> Callable[[float], float]:
     return excess
 
 
+@validate_params(sigma=Positive(allow_array=False), delta=Delta(allow_zero=False),
+                 sensitivity=Positive(allow_array=False))
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest epsilon >= 0 for which N(0, sigma^2) noise is (epsilon, delta)-DP (exact).
 
     Inverse of :func:`gaussian_delta` in epsilon, solved by :func:`dpfast._safe_root.safe_root`
     to 1e-13 relative (the returned epsilon is certified as evaluated).  Returns 0.0 when delta >= delta(0).
     """
-    sigma = check_positive(sigma, "sigma", allow_array=False)
-    sensitivity = check_positive(sensitivity, "sensitivity", allow_array=False)
-    delta = check_delta(delta, allow_zero=False)
     mu = sensitivity / sigma
     if mu == math.inf:
         raise ValueError(f"sensitivity / sigma = {sensitivity!r} / {sigma!r} overflows: with (almost) no "
@@ -252,7 +237,7 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
         raise ValueError(f"sensitivity / sigma = {mu:.6g} is too large (epsilon would exceed 1e299); "
                          "sigma must be > sensitivity * 1e-150")
     excess = _excess_over(delta)
-    return smallest_safe_root(lambda e: excess(gaussian_log_delta(mu, e)),  # decreasing in e
+    return smallest_safe_root(lambda e: excess(_log_delta(mu, e)),  # decreasing in e
                               max(1.0, mu * mu), xtol=1e-300, rtol=1e-13)
 
 
@@ -262,7 +247,7 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     # log delta decreases in sigma; the bound (gaussian_log_delta) covers the rounding of
     # sensitivity / sigma, so the returned sigma is certified as evaluated.
     try:
-        return safe_root(lambda sigma: excess(gaussian_log_delta(sensitivity / sigma, epsilon)),
+        return safe_root(lambda sigma: excess(_log_delta(sensitivity / sigma, epsilon)),
                          sensitivity, rtol=0.0, lo=max(sensitivity * 1e-300, 5e-324))
     except NoSafeValue as exc:
         raise ValueError(f"the Gaussian noise sigma for sensitivity={sensitivity!r}, epsilon={epsilon!r}, "
@@ -283,6 +268,8 @@ def gaussian_sigma(epsilon: npt.ArrayLike, delta: float, sensitivity: npt.ArrayL
                    calibration: str = "analytic") -> Union[float, _FloatArray]: ...
 
 
+@validate_params(epsilon=Epsilon(), delta=Delta(allow_zero=False), sensitivity=Positive(),
+                 calibration=Options("analytic", "classical"))
 def gaussian_sigma(epsilon: Any, delta: float, sensitivity: Any = 1.0,
                    calibration: str = "analytic") -> Any:  # (the overloads above type it)
     """Noise standard deviation for the (epsilon, delta)-DP Gaussian mechanism.
@@ -310,11 +297,6 @@ def gaussian_sigma(epsilon: Any, delta: float, sensitivity: Any = 1.0,
     See: :doc:`/theory/mechanisms` Samplers/Gaussian; :doc:`/theory/mechanisms`.
     Test fact (spec): eps=1, delta=1e-5, D=1 gives classical 4.8448 and analytic 3.7306.
     """
-    if not isinstance(calibration, str):
-        raise TypeError(f"calibration must be 'analytic' or 'classical', got {type(calibration).__name__}")
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta, allow_zero=False)
-    sensitivity = check_positive(sensitivity, "sensitivity")
     if calibration == "analytic" and type(epsilon) is float and type(sensitivity) is float:
         return _analytic_sigma(epsilon, delta, sensitivity)  # fast path (cached)
     if calibration == "classical":
@@ -328,8 +310,6 @@ def gaussian_sigma(epsilon: Any, delta: float, sensitivity: Any = 1.0,
             return _finite_sigma(sensitivity * c / epsilon)
         with np.errstate(over="ignore"):
             return _finite_sigma(np.multiply(sensitivity, c) / epsilon)
-    if calibration != "analytic":
-        raise ValueError(f"calibration must be 'analytic' or 'classical', got {calibration!r}")
     if np.ndim(epsilon) == 0 and np.ndim(sensitivity) == 0:
         return _analytic_sigma(epsilon, delta, sensitivity)
     eps_b, sens_b = np.broadcast_arrays(np.asarray(epsilon, float), np.asarray(sensitivity, float))

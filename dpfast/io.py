@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpfast._validation import Int, validate_params
+
 __all__ = ["read_npy_rows"]
 
 
@@ -14,6 +16,7 @@ def _read_rows(path: str, a: int, b: int):
     return np.load(path, mmap_mode="r")[a:b]
 
 
+@validate_params(chunk_rows=Int())
 def read_npy_rows(path: str, chunk_rows: int):
     """A dask Array over the rows of a 2-d ``.npy`` file, read chunk by chunk from a memory map.
 
@@ -47,12 +50,9 @@ def read_npy_rows(path: str, chunk_rows: int):
     >>> float(X.sum().compute())
     66.0
     """
-    import dask
+    import dask  # (optional dependency)
     import dask.array as da
 
-    from dpfast._validation import check_int
-
-    chunk_rows = check_int(chunk_rows, "chunk_rows")
     mm = np.load(path, mmap_mode="r")
     if mm.ndim != 2:
         raise ValueError(f"{path} holds a {mm.ndim}-d array; a 2-d (n_samples, n_features) array is needed")

@@ -53,6 +53,7 @@ from typing import Optional, Union
 import numpy as np
 
 from dpfast._chacha import ChaCha20, _check_n_children
+from dpfast._validation import Constraint, check_size, validate_params
 
 __all__ = [
     "SecureRandom",
@@ -150,6 +151,22 @@ def check_random_state(rng: RandomLike) -> np.random.Generator:
         "rng must be None, an int seed, a numpy.random.Generator or dpfast.random.SecureRandom; "
         f"got {type(rng).__name__}"
     )
+
+
+class _RNG(Constraint):
+    """The ``rng=`` constraint of :func:`dpfast._validation.validate_params`: the argument
+    becomes a ``numpy.random.Generator`` (:func:`check_random_state`)."""
+
+    def spec(self, name):
+        return check_random_state, {}
+
+    def __repr__(self) -> str:
+        return "RNG"
+
+
+#: ``@validate_params(rng=RNG)``: ``None``, a seed, a Generator or :class:`SecureRandom`,
+#: passed on as a ``numpy.random.Generator``.
+RNG = _RNG()
 
 
 def is_secure(gen: np.random.Generator) -> bool:
@@ -268,18 +285,16 @@ def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, sca
         return _fill(cap, kind, out, values, scale)
 
 
-def _noise(rng: RandomLike, kind: str, size=None, dtype=np.float64):
-    """``size`` i.i.d. standard ``kind`` variates from ``rng`` (a NumPy scalar for ``size=None``)."""
-    from dpfast._validation import check_size
-
+def _noise(gen: np.random.Generator, kind: str, size=None, dtype=np.float64):
+    """``size`` i.i.d. standard ``kind`` variates from ``gen`` (a NumPy scalar for ``size=None``)."""
     _kernel(kind)
     dt = _noise_dtype(dtype)
     shape = check_size(size, itemsize=dt.itemsize)
-    gen = check_random_state(rng)
     out = _draw(gen, kind, _empty(() if shape is None else shape, dt))
     return out if out.ndim else out[()]
 
 
+@validate_params(rng=RNG)
 def standard_normal(rng: RandomLike = None, size=None, dtype=np.float64):
     """N(0, 1) variates: a 256-layer ziggurat (Marsaglia & Tsang 2000, "The ziggurat method for
     generating random variables") on the 64-bit word stream, 52-bit abscissa.
@@ -298,6 +313,7 @@ def standard_normal(rng: RandomLike = None, size=None, dtype=np.float64):
     return _noise(rng, "normal", size, dtype)
 
 
+@validate_params(rng=RNG)
 def standard_laplace(rng: RandomLike = None, size=None, dtype=np.float64):
     """Laplace(0, 1) variates: a random sign times -log U, U on the 2^53-point grid of (0, 1],
     from one 64-bit word each (so value ``i`` is a function of word ``i`` alone).  Parameters as
@@ -305,6 +321,7 @@ def standard_laplace(rng: RandomLike = None, size=None, dtype=np.float64):
     return _noise(rng, "laplace", size, dtype)
 
 
+@validate_params(rng=RNG)
 def standard_exponential(rng: RandomLike = None, size=None, dtype=np.float64):
     """Exponential(1) variates: -log(1 - U), U = (2m + 1) 2^-53 from the top 52 bits m of one word
     (the map report-noisy-max uses).  Parameters as :func:`standard_normal`.  Not floating-point
@@ -312,6 +329,7 @@ def standard_exponential(rng: RandomLike = None, size=None, dtype=np.float64):
     return _noise(rng, "exponential", size, dtype)
 
 
+@validate_params(rng=RNG)
 def standard_gumbel(rng: RandomLike = None, size=None, dtype=np.float64):
     """Gumbel(0, 1) variates: -log(-log U), U = (2m + 1) 2^-53 from the top 52 bits m of one word
     (the map of the exponential mechanism's Gumbel-max trick).  Parameters as

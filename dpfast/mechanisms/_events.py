@@ -7,9 +7,11 @@ event for the whole call, vectorised or not -- and charges it with
 nothing).  A :class:`~dpfast.budget.BudgetExceededError` therefore leaves the generator's state
 exactly as it was and releases nothing.
 
-:func:`event_of` returns the event a call *would* charge, without drawing noise or charging:
-it runs the mechanism's own validation and event construction and stops right before the
-first random draw, so it is the same event by construction.
+Each mechanism is ``plan -> charge -> draw``: a pure plan step (the checks of
+:func:`dpfast._validation.validate_params`, then the calibration and the event, and
+whatever depends on the data but draws nothing) returns a :class:`Plan`; ``Plan.release``
+charges its event and then draws.  :func:`event_of` returns the event a call *would* charge
+by calling the same plan step and nothing else, so it is the same event by construction.
 
 The events (each rule cites the guarantee in the mechanism's docstring):
 
@@ -52,9 +54,10 @@ sensitivity you pass must be the one under that relation), except randomized res
 """
 from __future__ import annotations
 
+import inspect
 import math
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -133,33 +136,81 @@ def charge(budget, label: str, build: Callable, *args) -> None:
         b.charge(build(*args), label=label)
 
 
-class _Found(Exception):
+class Plan:
+    """A checked and calibrated release that has drawn nothing yet.
+
+    ``label``: the ledger label; ``build(*args)``: its event (built only when wanted: a call
+    without a budget never builds it); ``draw(gen)``: the release itself, the only step that
+    reads the generator.  :meth:`release` is ``charge -> draw``.
+    """
+
+    __slots__ = ("label", "build", "args", "draw")
+
+    def __init__(self, label: str, build: Callable, args: tuple, draw: Callable) -> None:
+        self.label, self.build, self.args, self.draw = label, build, args, draw
+
+    def event(self) -> Any:
+        """The event this release charges."""
+        return self.build(*self.args)
+
+    def release(self, gen, budget):
+        """Charge the event to ``budget`` (or the ``with budget:`` default), then draw from
+        ``gen``: a ``BudgetExceededError`` leaves ``gen`` untouched and releases nothing."""
+        charge(budget, self.label, self.build, *self.args)
+        return self.draw(gen)
+
+
+#: mechanism (public function or class) -> (validate, plan, names): ``validate(*args, **kwargs)``
+#: the checked arguments of a call (``inspect.BoundArguments``), ``plan(**{n: ... for n in names})``
+#: its Plan.
+_PLANS: dict = {}
+
+
+def planned_by(mechanism: Callable, validate: Optional[Callable] = None) -> Callable:
+    """Decorator registering a plan step as ``mechanism``'s, for :func:`event_of`.
+
+    ``validate`` defaults to ``mechanism.validate`` (what :func:`validate_params` attaches);
+    the plan receives the checked arguments it names.
+    """
+    def register(plan: Callable) -> Callable:
+        names = tuple(inspect.signature(plan).parameters)
+        _PLANS[mechanism] = (validate or mechanism.validate, plan, names)
+        return plan
+
+    return register
+
+
+class _Stop(Exception):
     def __init__(self, event):
         self.event = event
 
 
-class _Probe(_budget.PrivacyBudget):
-    """A budget whose charge stops the call: how :func:`event_of` reads a call's event."""
+class _FirstCharge(_budget.PrivacyBudget):
+    """For a composite callable only (a function that passes ``budget`` on to mechanisms):
+    its first charge ends the call, before the draw that follows it."""
 
     def __init__(self):  # no epsilon/delta: it never composes
         pass
 
     def charge(self, event, *, label: str = "") -> None:
-        raise _Found(event)
+        raise _Stop(event)
 
 
 def event_of(mechanism: Callable, *args, **kwargs) -> Any:
     """The event (``dpfast.accounting``) that ``mechanism(*args, **kwargs)`` charges.
 
-    Runs the mechanism's validation and event construction and stops before its first random
-    draw: nothing is drawn, nothing is charged, a ``numpy.random.Generator`` passed as ``rng``
-    keeps its state.  The rules are listed in :mod:`dpfast.mechanisms._events`.
+    Calls the mechanism's plan step (its checks, calibration and event; see the module
+    docstring) and not its draw: nothing is drawn, nothing is charged, a
+    ``numpy.random.Generator`` passed as ``rng`` keeps its state.  The rules are listed in
+    :mod:`dpfast.mechanisms._events`.
 
     Parameters
     ----------
     mechanism : callable
         A dpfast mechanism that takes ``budget=`` (e.g. :func:`dpfast.laplace`) or
-        :class:`dpfast.mechanisms.ExponentialMechanismStream`.
+        :class:`dpfast.mechanisms.ExponentialMechanismStream`.  Any other callable that takes
+        ``budget=`` and passes it on to a mechanism (a composite) gives the event of its first
+        charge: it is called with a budget whose charge ends the call.
     *args, **kwargs
         The arguments of the call (not ``budget``).
 
@@ -183,10 +234,15 @@ def event_of(mechanism: Callable, *args, **kwargs) -> Any:
         raise TypeError("event_of: do not pass budget= (event_of charges nothing)")
     if not callable(mechanism):
         raise TypeError(f"mechanism must be a dpfast mechanism, got {type(mechanism).__name__}")
+    entry = _PLANS.get(mechanism)
+    if entry is not None:
+        validate, plan, names = entry
+        bound = validate(*args, **kwargs).arguments
+        return plan(**{n: bound[n] for n in names}).event()
     try:
-        mechanism(*args, budget=_Probe(), **kwargs)
-    except _Found as found:
-        return found.event
+        mechanism(*args, budget=_FirstCharge(), **kwargs)
+    except _Stop as stop:
+        return stop.event
     except TypeError as exc:
         if "budget" in str(exc):
             raise TypeError(f"{getattr(mechanism, '__name__', mechanism)!r} takes no budget= "

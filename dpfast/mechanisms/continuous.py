@@ -44,30 +44,32 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
-from dpfast._validation import check_positive, check_size, check_values
+from dpfast._validation import (Delta, Epsilon, Options, Positive, check_size, check_values, unchecked,
+                                validate_params)
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, _draw, _empty, _noise_dtype, check_random_state, native_stream
+from dpfast.random import RNG, RandomLike, _draw, _empty, _noise_dtype, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
 
 __all__ = ["laplace", "gaussian", "laplace_noise", "gaussian_noise"]
 
+# the calibrations, for parameters checked by laplace's and gaussian's own (identical) constraints
+_laplace_scale = unchecked(laplace_scale)
+_gaussian_sigma = unchecked(gaussian_sigma)
+
 Result = Union[np.ndarray, np.floating]
-_PY_REAL = (float, int)
 _TWO_M53 = 2.0**-53
 _MAX_NOISE_UNITS = 40.0
 _MAX_SCALE_F64 = float(np.finfo(np.float64).max) / _MAX_NOISE_UNITS
 
 
-def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng, what: str = "scale",
-               charge=None) -> Result:
-    """out = values + scale * noise with values/scale broadcast to ``shape`` (validated).
-
-    ``charge``: called with the validated scale after every check and before the first draw
-    (the budget charge of a mechanism call)."""
-    gen = check_random_state(rng)
+def _noise_plan(kind: str, values: Optional[np.ndarray], dtype, shape, scale, what: str = "scale",
+                label: str = "", build=None, args: tuple = ()) -> _events.Plan:
+    """The plan of ``out = values + scale * noise`` with values/scale broadcast to ``shape``
+    (validated): every check and the output's allocation, no draw.  ``label``, ``build`` and
+    ``args``: the event of a mechanism call (none for the samplers)."""
     if type(scale) is float:
         finite = math.isfinite(scale)
         scale = np.full(1, scale)
@@ -100,10 +102,12 @@ def _add_noise(kind: str, values: Optional[np.ndarray], dtype, shape, scale, rng
         if values.shape != shape:
             values = np.broadcast_to(values, shape)
         values = np.ascontiguousarray(values, dtype=dtype)
-    if charge is not None:
-        charge(scale)
-    out = _draw(gen, kind, out, values, scale_arr)
-    return out if out.ndim else out[()]
+
+    def draw(gen: np.random.Generator) -> Result:
+        res = _draw(gen, kind, out, values, scale_arr)
+        return res if res.ndim else res[()]
+
+    return _events.Plan(label, build, args, draw)
 
 
 def _broadcast_shape(*shapes, names) -> tuple:
@@ -116,6 +120,7 @@ def _broadcast_shape(*shapes, names) -> tuple:
         raise ValueError(f"shapes do not broadcast: {desc}") from None
 
 
+@validate_params(sensitivity=Positive(), epsilon=Epsilon(), rng=RNG)
 def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
             rng: RandomLike = None, *, budget: Optional["PrivacyBudget"] = None) -> Result:
     """The Laplace mechanism: ``values + Lap(sensitivity / epsilon)`` noise, elementwise.
@@ -160,24 +165,35 @@ def laplace(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike,
     BudgetExceededError
         The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
-    if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL:
-        # Python-scalar fast path: the kernel's formula on the same single word (output i of
-        # add_laplace is a function of word i alone), so it returns the identical double.
-        b = float(sensitivity) / float(epsilon) if 0 < epsilon < math.inf and 0 < sensitivity < math.inf else math.nan
-        if math.isfinite(values) and 0.0 < b <= _MAX_SCALE_F64:  # False for NaN / inf / underflow
-            gen = check_random_state(rng)
-            _events.charge(budget, "laplace", _events.laplace_event, float(sensitivity), b, ())
-            w = int(gen.bit_generator.random_raw())
-            e = -math.log(((w >> 11) + 1) * _TWO_M53)
-            return np.float64(values + b * (-e if w & 1 else e))
+    return _laplace_plan(values, sensitivity, epsilon).release(rng, budget)
+
+
+@_events.planned_by(laplace)
+def _laplace_plan(values, sensitivity, epsilon) -> _events.Plan:
+    """:func:`laplace`'s plan: the scale (:func:`dpfast.calibrate.laplace_scale`), the event,
+    the checked data; no draw.  ``sensitivity`` and ``epsilon`` are checked already."""
+    scale = _laplace_scale(epsilon, sensitivity)
+    if type(values) is float and type(scale) is float and math.isfinite(values) \
+            and 0.0 < scale <= _MAX_SCALE_F64:  # (False for a scale that underflows to 0)
+        return _events.Plan("laplace", _events.laplace_event, (sensitivity, scale, ()),
+                            lambda gen: _laplace1(values, scale, gen))
     x = check_values(values)
-    scale = laplace_scale(epsilon, sensitivity)
     shape = _broadcast_shape(x.shape, np.shape(scale), names=("values", "sensitivity / epsilon"))
-    return _add_noise("laplace", x, x.dtype, shape, scale, rng, "scale = sensitivity / epsilon",
-                      charge=lambda b: _events.charge(budget, "laplace", _events.laplace_event,
-                                                      sensitivity, scale, shape))
+    return _noise_plan("laplace", x, x.dtype, shape, scale, "scale = sensitivity / epsilon",
+                       "laplace", _events.laplace_event, (sensitivity, scale, shape))
 
 
+def _laplace1(value: float, b: float, gen: np.random.Generator) -> np.float64:
+    """``value`` + Lap(b) for a Python float: the kernel's formula (csrc/random/distributions.hpp,
+    laplace) on one word, since output i of add_laplace is a function of word i alone, so it
+    returns the double a 1-element array gets, in about 1 microsecond instead of 5."""
+    w = int(gen.bit_generator.random_raw())
+    e = -math.log(((w >> 11) + 1) * _TWO_M53)
+    return np.float64(value + b * (-e if w & 1 else e))
+
+
+@validate_params(sensitivity=Positive(), epsilon=Epsilon(), delta=Delta(allow_zero=False),
+                 calibration=Options("analytic", "classical"), rng=RNG)
 def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delta: float,
              rng: RandomLike = None, calibration: str = "analytic", *,
              budget: Optional["PrivacyBudget"] = None) -> Result:
@@ -228,23 +244,29 @@ def gaussian(values: ArrayLike, sensitivity: ArrayLike, epsilon: ArrayLike, delt
     BudgetExceededError
         The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
-    if type(values) is float and type(sensitivity) in _PY_REAL and type(epsilon) in _PY_REAL \
-            and math.isfinite(values):
+    return _gaussian_plan(values, sensitivity, epsilon, delta, calibration).release(rng, budget)
+
+
+@_events.planned_by(gaussian)
+def _gaussian_plan(values, sensitivity, epsilon, delta, calibration) -> _events.Plan:
+    """:func:`gaussian`'s plan: sigma (:func:`dpfast.calibrate.gaussian_sigma`), the event, the
+    checked data; no draw.  The scalar parameters are checked already."""
+    sigma = _gaussian_sigma(epsilon, delta, sensitivity, calibration)
+    if type(values) is float and type(sigma) is float and math.isfinite(values) and sigma <= _MAX_SCALE_F64:
         # Python-scalar fast path: one variate from the kernel's sampler without the array
         # set-up (_core.normal1: output 0 of add_normal with one element, same words, same double).
-        sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)  # validates
-        if type(sigma) is float and sigma <= _MAX_SCALE_F64:
-            gen = check_random_state(rng)
-            _events.charge(budget, "gaussian", _events.gaussian_event, float(sensitivity), sigma, ())
-            with native_stream(gen) as cap:
-                z = _core.normal1(cap)
-            return np.float64(values + sigma * z)
+        return _events.Plan("gaussian", _events.gaussian_event, (sensitivity, sigma, ()),
+                            lambda gen: _normal1(values, sigma, gen))
     x = check_values(values)
-    sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
     shape = _broadcast_shape(x.shape, np.shape(sigma), names=("values", "sigma (sensitivity, epsilon)"))
-    return _add_noise("normal", x, x.dtype, shape, sigma, rng, "sigma (from sensitivity, epsilon, delta)",
-                      charge=lambda s: _events.charge(budget, "gaussian", _events.gaussian_event,
-                                                      sensitivity, sigma, shape))
+    return _noise_plan("normal", x, x.dtype, shape, sigma, "sigma (from sensitivity, epsilon, delta)",
+                       "gaussian", _events.gaussian_event, (sensitivity, sigma, shape))
+
+
+def _normal1(value: float, sigma: float, gen: np.random.Generator) -> np.float64:
+    with native_stream(gen) as cap:
+        z = _core.normal1(cap)
+    return np.float64(value + sigma * z)
 
 
 def _noise_shape(scale_shape: tuple, size, name: str, itemsize: int = 8) -> tuple:
@@ -258,6 +280,7 @@ def _noise_shape(scale_shape: tuple, size, name: str, itemsize: int = 8) -> tupl
     return shape
 
 
+@validate_params(scale=Positive(), rng=RNG)
 def laplace_noise(scale: ArrayLike, size=None, rng: RandomLike = None,
                   dtype: DTypeLike = np.float64) -> Result:
     """Laplace(0, scale) noise, like ``numpy.random.Generator.laplace(0, scale, size)``.
@@ -266,12 +289,12 @@ def laplace_noise(scale: ArrayLike, size=None, rng: RandomLike = None,
     shape).  Same kernel and stream semantics as :func:`laplace` (``laplace_noise(b, n,
     rng=s)`` equals ``laplace(np.zeros(n), b, 1.0, rng=s)``).  Not floating-point safe.
     """
-    scale = check_positive(scale, "scale")
     dt = _noise_dtype(dtype)
     shape = _noise_shape(np.shape(scale), size, "scale", dt.itemsize)
-    return _add_noise("laplace", None, dt, shape, scale, rng)
+    return _noise_plan("laplace", None, dt, shape, scale).draw(rng)
 
 
+@validate_params(sigma=Positive(), rng=RNG)
 def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
                    dtype: DTypeLike = np.float64) -> Result:
     """N(0, sigma^2) noise, like ``numpy.random.Generator.normal(0, sigma, size)``.
@@ -279,7 +302,6 @@ def gaussian_noise(sigma: ArrayLike, size=None, rng: RandomLike = None,
     ``sigma`` (> 0, finite) is broadcast to ``size`` (default: its own shape).  Same kernel
     and stream semantics as :func:`gaussian`.  Not floating-point safe.
     """
-    sigma = check_positive(sigma, "sigma")
     dt = _noise_dtype(dtype)
     shape = _noise_shape(np.shape(sigma), size, "sigma", dt.itemsize)
-    return _add_noise("normal", None, dt, shape, sigma, rng, "sigma")
+    return _noise_plan("normal", None, dt, shape, sigma, "sigma").draw(rng)

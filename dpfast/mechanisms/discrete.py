@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 import numpy as np
 
 from dpfast import _exact
-from dpfast._rational import RationalLike, fit_rational, to_fraction
+from dpfast._rational import Rational, RationalLike, fit_rational, to_fraction
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._threads import default_threads
-from dpfast._validation import check_delta, check_epsilon, check_positive, check_real, check_size
+from dpfast._validation import (Delta, Epsilon, NonNegative, Options, Positive, check_real, check_size,
+                                validate_params)
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import RNG, RandomLike, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -166,6 +167,7 @@ def _gauss_params(sigma2: Fraction, from_float: bool, *, mode: str, name: str) -
 
 # ----------------------------------------------------------------------------- samplers
 
+@validate_params(rng=RNG)
 def bernoulli_exp(gamma: RationalLike, size: Size = None, rng: RandomLike = None):
     """Exact Bernoulli(exp(-gamma)) draws for a rational ``gamma >= 0`` (CKS20 Algorithm 1).
 
@@ -186,13 +188,13 @@ def bernoulli_exp(gamma: RationalLike, size: Size = None, rng: RandomLike = None
     # the output's size (which made bernoulli_exp's peak memory twice the output's).
     res = _out(size, np.bool_)
     out = res.reshape(-1).view(np.uint8)
-    gen = check_random_state(rng)
-    with native_stream(gen) as cap:
+    with native_stream(rng) as cap:
         _exact.bernoulli_exp_fill(cap, *_split128(fr2.numerator), *_split128(fr2.denominator), out,
                                   _n_threads(out.size))
     return bool(res) if size is None else res
 
 
+@validate_params(rng=RNG)
 def discrete_laplace(scale: RationalLike, size: Size = None, rng: RandomLike = None):
     """Exact discrete Laplace draws Lap_Z(scale): P[Y = y] = (1-p)/(1+p) * p^|y|, p = exp(-1/scale).
 
@@ -210,12 +212,12 @@ def discrete_laplace(scale: RationalLike, size: Size = None, rng: RandomLike = N
     fr, from_float = to_fraction(scale, "scale")
     s, t = _laplace_params(fr, from_float, mode="nearest", name="scale")
     out = _out(size, np.int64)
-    gen = check_random_state(rng)
-    with native_stream(gen) as cap:
+    with native_stream(rng) as cap:
         _exact.discrete_laplace_fill(cap, s, t, out.reshape(-1), _n_threads(out.size))
     return _result(out, size)
 
 
+@validate_params(rng=RNG)
 def discrete_gaussian(sigma2: RationalLike, size: Size = None, rng: RandomLike = None):
     """Exact discrete Gaussian draws N_Z(0, sigma2): P[Y = y] proportional to exp(-y^2 / (2 sigma2)).
 
@@ -233,14 +235,14 @@ def discrete_gaussian(sigma2: RationalLike, size: Size = None, rng: RandomLike =
     fr, from_float = to_fraction(sigma2, "sigma2")
     n, d, tau = _gauss_params(fr, from_float, mode="nearest", name="sigma2")
     out = _out(size, np.int64)
-    gen = check_random_state(rng)
-    with native_stream(gen) as cap:
+    with native_stream(rng) as cap:
         _exact.discrete_gaussian_fill(cap, *_split128(n), *_split128(d), tau, out.reshape(-1), _n_threads(out.size))
     return _result(out, size)
 
 
 # ----------------------------------------------------------------------------- accounting
 
+@validate_params(rho=Positive(allow_array=False), epsilon=NonNegative())
 def zcdp_delta(rho: float, epsilon: float) -> float:
     """delta such that a rho-zCDP mechanism is (epsilon, delta)-DP (CKS20 Corollary 13):
 
@@ -252,18 +254,7 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     exponentiating, and a delta below the smallest positive double (e.g. rho = 0.5,
     epsilon = 40: 1.4e-341) is returned as 5e-324, never 0.0 (0 would claim pure DP).
     """
-    rho = check_positive(rho, "rho", allow_array=False)
-    epsilon = _check_nonneg_epsilon(epsilon)
     return _zcdp_delta(rho, epsilon)
-
-
-def _check_nonneg_epsilon(epsilon) -> float:
-    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"epsilon must be a real number >= 0, got {type(epsilon).__name__}")
-    epsilon = check_real(epsilon, "epsilon")
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
-    return epsilon
 
 
 def _zcdp_delta(rho: float, epsilon: float) -> float:
@@ -308,6 +299,7 @@ def _zcdp_delta(rho: float, epsilon: float) -> float:
     return min(1.0, max(math.nextafter(math.exp(best), math.inf), 5e-324))
 
 
+@validate_params(epsilon=NonNegative())
 def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: float) -> float:
     """Exact (epsilon, delta) of the one-dimensional discrete Gaussian mechanism (CKS20 Theorem 7).
 
@@ -331,7 +323,6 @@ def discrete_gaussian_delta(sigma2: RationalLike, sensitivity: int, epsilon: flo
     if not (math.isfinite(sens_f) and int(sensitivity) == sensitivity and 1 <= sensitivity <= 2**53):
         raise ValueError(f"sensitivity must be a positive integer in [1, 2**53] (lattice units), got {sensitivity!r}")
     delta_ = int(sensitivity)
-    epsilon = _check_nonneg_epsilon(epsilon)
     return _dg_delta(fr, delta_, epsilon)
 
 
@@ -405,6 +396,8 @@ def _round_up_sigma2(s2: float) -> Fraction:
     return res
 
 
+@validate_params(sensitivity=Positive(allow_array=False), epsilon=Epsilon(allow_array=False),
+                 delta=Delta(allow_zero=False), method=Options("zcdp", "exact"))
 def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *, method: str = "zcdp") -> Fraction:
     """Smallest sigma^2 (an exact ``Fraction``, rounded up to a multiple of 2^-20) for which
     N_Z(0, sigma^2) noise on a query of l2 sensitivity ``sensitivity`` (lattice units) is
@@ -415,11 +408,7 @@ def discrete_gaussian_sigma2(sensitivity: float, epsilon: float, delta: float, *
     dimension), converted by :func:`zcdp_delta`.  ``method="exact"`` (one-dimensional queries,
     integer sensitivity): CKS20 Theorem 7 via :func:`discrete_gaussian_delta`; tighter.
     """
-    sens = check_positive(sensitivity, "sensitivity", allow_array=False)
-    epsilon = check_epsilon(epsilon, allow_array=False)
-    delta = check_delta(delta, allow_zero=False)
-    if not isinstance(method, str) or method not in ("zcdp", "exact"):
-        raise (ValueError if isinstance(method, str) else TypeError)(f"method must be 'zcdp' or 'exact', got {method!r}")
+    sens = sensitivity
     if method == "exact":
         if int(sens) != sens:
             raise ValueError("method='exact' needs an integer sensitivity (in lattice units)")
@@ -518,6 +507,7 @@ def _granularity(granularity) -> Fraction:
     return g
 
 
+@validate_params(sensitivity=Rational(), epsilon=Rational(), rng=RNG)
 def discrete_laplace_mechanism(
     values,
     sensitivity: RationalLike,
@@ -547,21 +537,29 @@ def discrete_laplace_mechanism(
 
     See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 2.
     """
+    return _dlm_plan(values, sensitivity, epsilon, granularity).release(rng, budget)
+
+
+@_events.planned_by(discrete_laplace_mechanism)
+def _dlm_plan(values, sensitivity: Fraction, epsilon: Fraction, granularity) -> _events.Plan:
     g = _granularity(granularity)
-    sens, _ = to_fraction(sensitivity, "sensitivity")
-    eps, _ = to_fraction(epsilon, "epsilon")
     k, arr = _lattice_coords(values, g)
-    scale = sens / g / eps
+    scale = sensitivity / g / epsilon
     s, t = _laplace_params(scale, True, mode="up", name="sensitivity/(granularity*epsilon)")
     noise = np.empty(k.shape, dtype=np.int64)
-    gen = check_random_state(rng)
+
+    def draw(gen):
+        with native_stream(gen) as cap:
+            _exact.discrete_laplace_fill(cap, s, t, noise.reshape(-1), _n_threads(noise.size))
+        return _from_lattice(k + noise, arr, g)
+
     # the noise is Lap_Z(t/s) in lattice units: epsilon = (sensitivity/granularity) * s / t
-    _events.charge(budget, "discrete_laplace_mechanism", _events.pure_event, sens / g * Fraction(s, t))
-    with native_stream(gen) as cap:
-        _exact.discrete_laplace_fill(cap, s, t, noise.reshape(-1), _n_threads(noise.size))
-    return _from_lattice(k + noise, arr, g)
+    return _events.Plan("discrete_laplace_mechanism", _events.pure_event, (sensitivity / g * Fraction(s, t),),
+                        draw)
 
 
+@validate_params(sensitivity=Rational(), epsilon=Epsilon(allow_array=False), delta=Delta(allow_zero=False),
+                 rng=RNG)
 def discrete_gaussian_mechanism(
     values,
     sensitivity: float,
@@ -589,11 +587,13 @@ def discrete_gaussian_mechanism(
     ``BudgetExceededError`` when it does not fit (nothing drawn).
     See: :doc:`/theory/mechanisms` (Discrete Laplace / discrete Gaussian); CKS20 Algorithm 3.
     """
+    return _dgm_plan(values, sensitivity, epsilon, delta, granularity, method).release(rng, budget)
+
+
+@_events.planned_by(discrete_gaussian_mechanism)
+def _dgm_plan(values, sensitivity: Fraction, epsilon: float, delta: float, granularity, method) -> _events.Plan:
     g = _granularity(granularity)
-    sens_fr, _ = to_fraction(sensitivity, "sensitivity")
-    check_epsilon(epsilon, allow_array=False)
-    check_delta(delta, allow_zero=False)
-    sens_lat = sens_fr / g
+    sens_lat = sensitivity / g
     sens_lat_f = check_real(sens_lat, "sensitivity / granularity")  # before the data is read
     k, arr = _lattice_coords(values, g)
     if method is None:
@@ -601,9 +601,11 @@ def discrete_gaussian_mechanism(
     sigma2 = discrete_gaussian_sigma2(sens_lat_f, epsilon, delta, method=method)
     n, d, tau = _gauss_params(sigma2, False, mode="exact", name="sigma2")
     noise = np.empty(k.shape, dtype=np.int64)
-    gen = check_random_state(rng)
-    _events.charge(budget, "discrete_gaussian_mechanism", _events.approx_dp_event, epsilon, delta)
-    with native_stream(gen) as cap:
-        _exact.discrete_gaussian_fill(cap, *_split128(n), *_split128(d), tau, noise.reshape(-1),
-                                      _n_threads(noise.size))
-    return _from_lattice(k + noise, arr, g)
+
+    def draw(gen):
+        with native_stream(gen) as cap:
+            _exact.discrete_gaussian_fill(cap, *_split128(n), *_split128(d), tau, noise.reshape(-1),
+                                          _n_threads(noise.size))
+        return _from_lattice(k + noise, arr, g)
+
+    return _events.Plan("discrete_gaussian_mechanism", _events.approx_dp_event, (epsilon, delta), draw)

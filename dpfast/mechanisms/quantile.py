@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 import numpy as np
 
 from dpfast import _selection
-from dpfast._validation import as_array, check_bounds, check_values
-from dpfast.mechanisms.selection import _fast_positive
+from dpfast._validation import Bounds, Epsilon, as_array, check_values, validate_params
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state
+from dpfast.random import RNG, RandomLike
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -39,6 +38,7 @@ def _check_levels(q) -> np.ndarray:
     return qa
 
 
+@validate_params(epsilon=Epsilon(allow_array=False), bounds=Bounds(), rng=RNG)
 def private_quantile(
     x,
     q,
@@ -91,8 +91,12 @@ def private_quantile(
     -------
     float, or ndarray of ``q``'s shape
     """
-    epsilon = _fast_positive(epsilon, "epsilon")
-    lo, hi = check_bounds(bounds)
+    return _quantile_plan(x, q, epsilon, bounds).release(rng, budget)
+
+
+@_events.planned_by(private_quantile)
+def _quantile_plan(x, q, epsilon: float, bounds: Tuple[float, float]) -> _events.Plan:
+    lo, hi = bounds
     if not math.isfinite(hi - lo):
         # interval widths would overflow to inf: an infinite log-weight wins whatever the
         # utilities, which breaks the exponential mechanism's guarantee
@@ -109,16 +113,20 @@ def private_quantile(
     inner.sort()
     targets = np.ascontiguousarray(qa.ravel() * n)
     c = 0.5 * epsilon / qa.size
-    gen = check_random_state(rng)
-    _events.charge(budget, "private_quantile", _events.exponential_event, Fraction(epsilon) / qa.size, qa.size)
-    bg = gen.bit_generator
-    with bg.lock:  # as dpfast.random.native_stream
-        out = _selection.quantile_draws(bg.capsule, edges, targets, c)
-    if qa.ndim == 0:
-        return float(out[0])
-    return out.reshape(qa.shape)
+
+    def draw(gen):
+        bg = gen.bit_generator
+        with bg.lock:  # as dpfast.random.native_stream
+            out = _selection.quantile_draws(bg.capsule, edges, targets, c)
+        if qa.ndim == 0:
+            return float(out[0])
+        return out.reshape(qa.shape)
+
+    return _events.Plan("private_quantile", _events.exponential_event, (Fraction(epsilon) / qa.size, qa.size),
+                        draw)
 
 
+@validate_params(epsilon=Epsilon(allow_array=False), bounds=Bounds(), rng=RNG)
 def private_median(
     x,
     epsilon: float,
@@ -132,4 +140,9 @@ def private_median(
     See :doc:`/theory/mechanisms` (median utility ``-|1/2 - F_n(m)|``, corrected sign, G12).
     ``budget``: as in :func:`private_quantile` (event ``ExponentialMechanism(epsilon)``).
     """
-    return private_quantile(x, 0.5, epsilon, bounds, rng=rng, budget=budget)
+    return _median_plan(x, epsilon, bounds).release(rng, budget)
+
+
+@_events.planned_by(private_median)
+def _median_plan(x, epsilon: float, bounds: Tuple[float, float]) -> _events.Plan:
+    return _quantile_plan(x, 0.5, epsilon, bounds)

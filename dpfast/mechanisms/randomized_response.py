@@ -31,9 +31,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpfast import _core
-from dpfast._validation import as_array, check_epsilon
+from dpfast._validation import Epsilon, as_array, validate_params
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import RNG, RandomLike, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -47,6 +47,7 @@ __all__ = [
 Categories = Union[None, int, Sequence, np.ndarray]
 
 
+@validate_params(epsilon=Epsilon())
 def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
     """(p, q): the probabilities of reporting the true category and one given other category.
 
@@ -55,7 +56,6 @@ def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
     (:doc:`/theory/mechanisms`).  Computed by :func:`rr_log_probabilities` (accurate for large eps).
     Accepts array ``epsilon``.
     """
-    epsilon = check_epsilon(epsilon)
     k = _check_k(categories)
     log_p, log_q = rr_log_probabilities(np.asarray(epsilon, dtype=np.float64), k)
     p, q = np.exp(log_p), np.exp(log_q)
@@ -238,6 +238,7 @@ def _flip_threshold(epsilon, k: int) -> np.ndarray:
     return thr[inv.reshape(e.shape)]
 
 
+@validate_params(epsilon=Epsilon(), rng=RNG)
 def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = None,
                         categories: Categories = None, *, budget: Optional["PrivacyBudget"] = None):
     """Randomized response on every entry of ``bits`` (binary) or of a categorical array.
@@ -279,10 +280,13 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
     BudgetExceededError
         The release does not fit in the budget (nothing drawn, ``rng`` untouched).
     """
+    return _rr_plan(bits, epsilon, categories).release(rng, budget)
+
+
+@_events.planned_by(randomized_response)
+def _rr_plan(bits, epsilon, categories) -> _events.Plan:
     k, labels = _resolve_categories(categories)
-    binary = categories is None
-    epsilon = check_epsilon(epsilon)
-    idx = _to_indices(bits, k, labels, binary, "bits")
+    idx = _to_indices(bits, k, labels, categories is None, "bits")
     if np.ndim(epsilon) == 0:
         shape = idx.shape
     else:
@@ -292,33 +296,36 @@ def randomized_response(bits: ArrayLike, epsilon: ArrayLike, rng: RandomLike = N
             raise ValueError(f"shapes do not broadcast: values {idx.shape}, epsilon {np.shape(epsilon)}") from None
     thr = _flip_threshold(epsilon, k)
     thr = thr.reshape(1) if thr.size == 1 else np.ascontiguousarray(np.broadcast_to(thr, shape))
-    gen = check_random_state(rng)
-    _events.charge(budget, "randomized_response", _events.randomized_response_event, epsilon, k)
-    idx_b = idx if idx.shape == shape else np.broadcast_to(idx, shape)
-    if k == 2:
-        if idx_b.dtype == np.bool_ and idx_b.flags.c_contiguous:
-            src = idx_b.view(np.uint8)  # no copy
+
+    def draw(gen):
+        idx_b = idx if idx.shape == shape else np.broadcast_to(idx, shape)
+        if k == 2:
+            if idx_b.dtype == np.bool_ and idx_b.flags.c_contiguous:
+                src = idx_b.view(np.uint8)  # no copy
+            else:
+                src = np.ascontiguousarray(idx_b, dtype=np.uint8)
+            res = np.empty(shape, dtype=np.uint8)
+            with native_stream(gen) as cap:
+                _core.rr_binary(cap, res, src, thr)
         else:
-            src = np.ascontiguousarray(idx_b, dtype=np.uint8)
-        res = np.empty(shape, dtype=np.uint8)
-        with native_stream(gen) as cap:
-            _core.rr_binary(cap, res, src, thr)
-    else:
-        src = np.ascontiguousarray(idx_b, dtype=np.int64)
-        res = np.empty(shape, dtype=np.int64)
-        with native_stream(gen) as cap:
-            _core.rr_kary(cap, res, src, k, thr)
-    if labels is not None:
-        out = labels[res]
-    elif idx.dtype == np.bool_:
-        out = res.view(np.bool_) if k == 2 else res  # bool input with k > 2 reports integers
-    elif np.can_cast(np.min_scalar_type(k - 1), idx.dtype):
-        out = res.astype(idx.dtype, copy=False)
-    else:  # e.g. uint8 input with k > 256: the reports need a wider type
-        out = res
-    return out if np.ndim(out) else out[()]
+            src = np.ascontiguousarray(idx_b, dtype=np.int64)
+            res = np.empty(shape, dtype=np.int64)
+            with native_stream(gen) as cap:
+                _core.rr_kary(cap, res, src, k, thr)
+        if labels is not None:
+            out = labels[res]
+        elif idx.dtype == np.bool_:
+            out = res.view(np.bool_) if k == 2 else res  # bool input with k > 2 reports integers
+        elif np.can_cast(np.min_scalar_type(k - 1), idx.dtype):
+            out = res.astype(idx.dtype, copy=False)
+        else:  # e.g. uint8 input with k > 256: the reports need a wider type
+            out = res
+        return out if np.ndim(out) else out[()]
+
+    return _events.Plan("randomized_response", _events.randomized_response_event, (epsilon, k), draw)
 
 
+@validate_params(epsilon=Epsilon(allow_array=False))
 def randomized_response_debias(reports: ArrayLike, epsilon: float,
                                categories: Categories = None):
     """Unbiased estimate of the true category frequencies from randomized-response reports.
@@ -349,7 +356,6 @@ def randomized_response_debias(reports: ArrayLike, epsilon: float,
     """
     k, labels = _resolve_categories(categories)
     binary = categories is None
-    epsilon = check_epsilon(epsilon, allow_array=False)
     idx = _to_indices(reports, k, labels, binary, "reports")
     n = idx.size
     if n == 0:

@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 import numpy as np
 
 from dpfast import _selection
-from dpfast._validation import as_array, check_positive
+from dpfast._validation import Bool, Epsilon, Positive, as_array, validate_params
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state
+from dpfast.random import RNG, RandomLike
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -87,23 +87,13 @@ def _check_utilities(utilities, name: str) -> np.ndarray:
     return arr
 
 
-def _fast_positive(x, name: str) -> float:
-    """x > 0 and finite, for a real scalar; the common case without NumPy overhead."""
-    if isinstance(x, float) or type(x) is int:
-        v = float(x)
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must be finite, got {x!r}" if not math.isnan(v) else f"{name} must be > 0, got NaN")
-        if v <= 0:
-            raise ValueError(f"{name} must be > 0, got {x!r}")
-        return v
-    return check_positive(x, name, allow_array=False)
+#: The checks every selection shares (the ``monotonic`` and ``rng`` ones where it has them).
+_SCALARS = dict(epsilon=Epsilon(allow_array=False), sensitivity=Positive(allow_array=False))
 
 
-def _scale(epsilon, sensitivity, monotonic: bool, k: int = 1) -> float:
-    epsilon = _fast_positive(epsilon, "epsilon")
-    sensitivity = _fast_positive(sensitivity, "sensitivity")
-    if not isinstance(monotonic, (bool, np.bool_)):
-        raise TypeError(f"monotonic must be a bool, got {type(monotonic).__name__}")
+def _scale(epsilon: float, sensitivity: float, monotonic: bool, k: int = 1) -> float:
+    """The log-weight factor c = epsilon / (2 k sensitivity) (no 2 when monotonic), for checked
+    parameters; refused when it overflows or underflows."""
     c = epsilon / (sensitivity * k) if monotonic else epsilon / (2.0 * sensitivity * k)
     if not (np.isfinite(c) and c > 0):
         raise ValueError(
@@ -135,17 +125,24 @@ def _to_rows(u: np.ndarray, axis: int, name: str):
     return np.ascontiguousarray(moved.reshape(-1, n)), out_shape, ax
 
 
+def _check_base_measure(base_measure) -> np.ndarray:
+    """A float64 array of finite, non-negative weights (one home for the one-shot and the
+    streaming selections)."""
+    if isinstance(base_measure, (str, bytes)):
+        raise TypeError("base_measure must be numeric")
+    mu = as_array(base_measure, "base_measure", np.float64)  # beyond a double: ValueError
+    if not np.isfinite(mu).all():
+        raise ValueError("base_measure must be finite (no NaN or inf entries)")
+    if (mu < 0).any():
+        raise ValueError("base_measure must be non-negative")
+    return mu
+
+
 def _log_base_measure(base_measure, shape, ax: int, n: int) -> Optional[np.ndarray]:
     """log of a non-negative base measure broadcast to the utilities, as (rows, n); None for a
     constant positive measure (a scalar, say), which is the uniform one: the law is invariant
     under a common factor, so nothing of the utilities' size is allocated for it."""
-    if isinstance(base_measure, (str, bytes)):
-        raise TypeError("base_measure must be numeric")
-    mu = as_array(base_measure, "base_measure", np.float64)  # beyond a double: ValueError
-    if np.isnan(mu).any() or np.isinf(mu).any():
-        raise ValueError("base_measure must be finite (no NaN or inf entries)")
-    if (mu < 0).any():
-        raise ValueError("base_measure must be non-negative")
+    mu = _check_base_measure(base_measure)
     try:
         np.broadcast_shapes(mu.shape, shape)
         if mu.size and np.broadcast_shapes(mu.shape, shape) != tuple(shape):
@@ -182,25 +179,28 @@ def _check_noise(noise) -> int:
         ) from None
 
 
-def _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, noise, name,
-            budget=None, label="", event="ExponentialMechanism"):
+def _select_plan(utilities, sensitivity, epsilon, axis, monotonic, base_measure, noise, name,
+                 label, event="ExponentialMechanism") -> _events.Plan:
     kind = _check_noise(noise)
     c = _scale(epsilon, sensitivity, monotonic)
     u = _check_utilities(utilities, name)
     rows, out_shape, ax = _to_rows(u, axis, name)
     logw = None if base_measure is None else _log_base_measure(base_measure, u.shape, ax, rows.shape[1])
-    gen = check_random_state(rng)
+
+    def draw(gen):
+        bg = gen.bit_generator
+        with bg.lock:  # what dpfast.random.native_stream does, without contextlib's overhead
+            idx = _selection.argmax_rows(bg.capsule, rows, logw, c, kind, name)
+        if not out_shape:
+            return int(idx[0])
+        return idx.reshape(out_shape)
+
     # one selection per row: rows.shape[0] compositions of the epsilon-DP selection
-    _events.charge(budget, label, _events.exponential_event, float(epsilon), max(rows.shape[0], 1), event)
-    bg = gen.bit_generator
-    with bg.lock:  # what dpfast.random.native_stream does, without contextlib's overhead
-        idx = _selection.argmax_rows(bg.capsule, rows, logw, c, kind, name)
-    if not out_shape:
-        return int(idx[0])
-    return idx.reshape(out_shape)
+    return _events.Plan(label, _events.exponential_event, (epsilon, max(rows.shape[0], 1), event), draw)
 
 
 # ----------------------------------------------------------------------------- public API
+@validate_params(**_SCALARS, monotonic=Bool(), rng=RNG)
 def report_noisy_max(
     scores: ArrayLike,
     sensitivity: float,
@@ -258,10 +258,16 @@ def report_noisy_max(
     int or ndarray of int64
         The selected index: an ``int`` for 1-D scores, else an array of the other axes' shape.
     """
-    return _select(scores, sensitivity, epsilon, axis, monotonic, None, rng, noise, "scores",
-                   budget, "report_noisy_max", "ReportNoisyMax")
+    return _rnm_plan(scores, sensitivity, epsilon, axis, noise, monotonic).release(rng, budget)
 
 
+@_events.planned_by(report_noisy_max)
+def _rnm_plan(scores, sensitivity, epsilon, axis, noise, monotonic) -> _events.Plan:
+    return _select_plan(scores, sensitivity, epsilon, axis, monotonic, None, noise, "scores",
+                        "report_noisy_max", "ReportNoisyMax")
+
+
+@validate_params(**_SCALARS, monotonic=Bool(), rng=RNG)
 def exponential_mechanism(
     utilities: ArrayLike,
     sensitivity: float,
@@ -308,10 +314,16 @@ def exponential_mechanism(
     -------
     int or ndarray of int64
     """
-    return _select(utilities, sensitivity, epsilon, axis, monotonic, base_measure, rng, "gumbel",
-                   "utilities", budget, "exponential_mechanism")
+    return _em_plan(utilities, sensitivity, epsilon, axis, monotonic, base_measure).release(rng, budget)
 
 
+@_events.planned_by(exponential_mechanism)
+def _em_plan(utilities, sensitivity, epsilon, axis, monotonic, base_measure) -> _events.Plan:
+    return _select_plan(utilities, sensitivity, epsilon, axis, monotonic, base_measure, "gumbel",
+                        "utilities", "exponential_mechanism")
+
+
+@validate_params(**_SCALARS, monotonic=Bool(), rng=RNG)
 def top_k(
     utilities: ArrayLike,
     k: int,
@@ -355,6 +367,11 @@ def top_k(
     -------
     ndarray of int64, shape ``other_axes + (k,)``
     """
+    return _top_k_plan(utilities, k, sensitivity, epsilon, axis, monotonic, base_measure).release(rng, budget)
+
+
+@_events.planned_by(top_k)
+def _top_k_plan(utilities, k, sensitivity, epsilon, axis, monotonic, base_measure) -> _events.Plan:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     k = int(k)
@@ -369,13 +386,15 @@ def top_k(
         logw = _log_base_measure(base_measure, u.shape, ax, n)
         if logw is not None and rows.shape[0] and int(np.isfinite(logw).sum(axis=1).min()) < k:
             raise ValueError(f"base_measure must have at least k = {k} positive entries in every row")
-    gen = check_random_state(rng)
-    _events.charge(budget, "top_k", _events.exponential_event, Fraction(float(epsilon)) / k,
-                   k * max(rows.shape[0], 1))
-    bg = gen.bit_generator
-    with bg.lock:
-        idx = _selection.topk_rows(bg.capsule, rows, logw, c, k)
-    return idx.reshape(out_shape + (k,))
+
+    def draw(gen):
+        bg = gen.bit_generator
+        with bg.lock:
+            idx = _selection.topk_rows(bg.capsule, rows, logw, c, k)
+        return idx.reshape(out_shape + (k,))
+
+    return _events.Plan("top_k", _events.exponential_event, (Fraction(epsilon) / k, k * max(rows.shape[0], 1)),
+                        draw)
 
 
 class ExponentialMechanismStream:
@@ -401,6 +420,7 @@ class ExponentialMechanismStream:
     >>> s.result()                    # doctest: +SKIP
     """
 
+    @validate_params(**_SCALARS, monotonic=Bool(), rng=RNG)
     def __init__(
         self,
         sensitivity: float,
@@ -411,10 +431,7 @@ class ExponentialMechanismStream:
         rng: RandomLike = None,
         budget: Optional["PrivacyBudget"] = None,
     ) -> None:
-        self._kind = _check_noise(noise)
-        self._c = _scale(epsilon, sensitivity, monotonic)
-        self._gen = check_random_state(rng)
-        _events.charge(budget, "ExponentialMechanismStream", _events.exponential_event, float(epsilon))
+        self._kind, self._c, self._gen = _stream_plan(sensitivity, epsilon, monotonic, noise).release(rng, budget)
         self._best = -np.inf
         self._index = -1
         self._seen = 0
@@ -435,17 +452,13 @@ class ExponentialMechanismStream:
         u = np.ascontiguousarray(u)
         logw = None
         if base_measure is not None:
-            mu = as_array(base_measure, "base_measure", np.float64)
+            mu = _check_base_measure(base_measure)
             if mu.ndim == 0:
                 mu = np.broadcast_to(mu, u.shape)
             if mu.shape != u.shape:
                 raise ValueError(
                     f"base_measure chunk of shape {mu.shape} does not match the utilities chunk {u.shape}"
                 )
-            if not np.isfinite(mu).all():
-                raise ValueError("base_measure must be finite (no NaN or inf entries)")
-            if (mu < 0).any():
-                raise ValueError("base_measure must be non-negative")
             with np.errstate(divide="ignore"):
                 logw = np.ascontiguousarray(np.log(mu))
         bg = self._gen.bit_generator
@@ -464,6 +477,17 @@ class ExponentialMechanismStream:
         return int(self._index)
 
 
+@_events.planned_by(ExponentialMechanismStream,
+                     lambda *args, **kwargs: ExponentialMechanismStream.__init__.validate(None, *args, **kwargs))
+def _stream_plan(sensitivity, epsilon, monotonic, noise) -> _events.Plan:
+    """The stream's plan: its parameters and event; the draws come with the chunks."""
+    kind = _check_noise(noise)
+    c = _scale(epsilon, sensitivity, monotonic)
+    return _events.Plan("ExponentialMechanismStream", _events.exponential_event, (epsilon,),
+                        lambda gen: (kind, c, gen))
+
+
+@validate_params(**_SCALARS, monotonic=Bool(), rng=RNG)
 def exponential_mechanism_stream(
     chunks: Iterable,
     sensitivity: float,
@@ -485,12 +509,8 @@ def exponential_mechanism_stream(
     is read (default: the ``with budget:`` default, if any); ``BudgetExceededError`` when it
     does not fit (nothing drawn, ``rng`` untouched).
     """
-    if (isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable)
-            or (isinstance(chunks, np.ndarray) and chunks.ndim < 2)):
-        # (a 2-D array is a sequence of rows, i.e. chunks; a 0-d or 1-D one is not)
-        raise TypeError(f"chunks must be an iterable of 1-D utility arrays or (utilities, base_measure) "
-                        f"pairs, got {type(chunks).__name__}")
-    # the stream validates the parameters and charges the budget (before the first chunk)
+    _check_chunks(chunks)
+    # the stream charges the budget (before the first chunk is read)
     stream = ExponentialMechanismStream(sensitivity, epsilon, monotonic=monotonic, noise=noise, rng=rng,
                                         budget=budget)
     for i, item in enumerate(chunks):
@@ -504,3 +524,17 @@ def exponential_mechanism_stream(
         except (TypeError, ValueError) as exc:  # say which argument (and chunk) was bad
             raise type(exc)(f"chunks[{i}]: {exc}") from None
     return stream.result()
+
+
+def _check_chunks(chunks) -> None:
+    if (isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable)
+            or (isinstance(chunks, np.ndarray) and chunks.ndim < 2)):
+        # (a 2-D array is a sequence of rows, i.e. chunks; a 0-d or 1-D one is not)
+        raise TypeError(f"chunks must be an iterable of 1-D utility arrays or (utilities, base_measure) "
+                        f"pairs, got {type(chunks).__name__}")
+
+
+@_events.planned_by(exponential_mechanism_stream)
+def _stream_fn_plan(chunks, sensitivity, epsilon, monotonic, noise) -> _events.Plan:
+    _check_chunks(chunks)
+    return _stream_plan(sensitivity, epsilon, monotonic, noise)

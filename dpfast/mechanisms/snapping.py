@@ -24,9 +24,9 @@ import numpy as np
 
 from dpfast import _exact
 from dpfast.mechanisms.discrete import _n_threads
-from dpfast._validation import check_epsilon, check_positive, check_values
+from dpfast._validation import Epsilon, Positive, check_values, validate_params
 from dpfast.mechanisms import _events
-from dpfast.random import RandomLike, check_random_state, native_stream
+from dpfast.random import RNG, RandomLike, native_stream
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -64,6 +64,7 @@ def _epsilon_fraction(lam: Fraction, bound: Fraction) -> Fraction:
     return (1 + 2 * _ETA * bound) * (1 + 16 * _ETA * bound) / lam + 2 * _ETA
 
 
+@validate_params(scale=Positive(allow_array=False), bound=Positive(allow_array=False))
 def snapping_epsilon(scale: float, bound: float) -> float:
     """Privacy of the snapping mechanism with noise scale ``scale`` (lambda) and clamping
     bound ``bound`` (B), both in units of the query's sensitivity (see :doc:`/theory/mechanisms`).
@@ -81,8 +82,7 @@ def snapping_epsilon(scale: float, bound: float) -> float:
     UNVERIFIED against the paper's text (from the published statement, Mironov 2012); the deviations from the
     theorem's assumptions are listed in :func:`snapping`.
     """
-    lam = Fraction(check_positive(scale, "scale", allow_array=False))
-    b = Fraction(check_positive(bound, "bound", allow_array=False))
+    lam, b = Fraction(scale), Fraction(bound)
     if not lam < b < _MAX_RATIO * lam:
         raise ValueError(
             f"the snapping mechanism's guarantee needs scale < bound < 2**46 * scale "
@@ -116,17 +116,18 @@ def _plan(epsilon: float, bound_s: Fraction) -> tuple[Fraction, Fraction]:
     return lam, b_int
 
 
+@validate_params(epsilon=Epsilon(allow_array=False), sensitivity=Positive(allow_array=False),
+                 bound=Positive(allow_array=False))
 def snapping_scale(epsilon: float, bound: float, sensitivity: float = 1.0) -> float:
     """Noise scale lambda (in data units, i.e. times ``sensitivity``) that :func:`snapping`
     uses for ``epsilon`` and ``bound``: the smallest lambda with
     :func:`snapping_epsilon` <= epsilon (up to rounding of lambda upwards)."""
-    epsilon = check_epsilon(epsilon, allow_array=False)
-    sens = check_positive(sensitivity, "sensitivity", allow_array=False)
-    bnd = check_positive(bound, "bound", allow_array=False)
-    lam, _ = _plan(epsilon, Fraction(bnd) / Fraction(sens))
-    return _float_up(lam) * sens
+    lam, _ = _plan(epsilon, Fraction(bound) / Fraction(sensitivity))
+    return _float_up(lam) * sensitivity
 
 
+@validate_params(sensitivity=Positive(allow_array=False), epsilon=Epsilon(allow_array=False),
+                 bound=Positive(allow_array=False), rng=RNG)
 def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: RandomLike = None, *,
              budget: Optional["PrivacyBudget"] = None):
     """epsilon-DP release of real ``values`` in [-bound, bound] by the snapping mechanism.
@@ -158,10 +159,13 @@ def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: Rand
     does not fit (nothing drawn, ``rng`` untouched).
     See: :doc:`/theory/mechanisms` (Snapping mechanism).
     """
+    return _snapping_plan(values, sensitivity, epsilon, bound).release(rng, budget)
+
+
+@_events.planned_by(snapping)
+def _snapping_plan(values, sensitivity: float, epsilon: float, bound: float) -> _events.Plan:
     arr = check_values(values)
-    sens = check_positive(sensitivity, "sensitivity", allow_array=False)
-    epsilon = check_epsilon(epsilon, allow_array=False)
-    bnd = check_positive(bound, "bound", allow_array=False)
+    sens, bnd = sensitivity, bound
     bound_s = Fraction(bnd) / Fraction(sens)
     lam, b_int = _plan(epsilon, bound_s)
     lam_f = _float_up(lam)
@@ -175,15 +179,17 @@ def snapping(values, sensitivity: float, epsilon: float, bound: float, rng: Rand
     if b_int > bound_s:  # widened internal bound: still clamp the input to the requested one
         x = np.clip(x, -_float_down(bound_s), _float_down(bound_s))
     out = np.empty_like(x)
-    gen = check_random_state(rng)
-    _events.charge(budget, "snapping", _events.exponential_event, epsilon, max(x.size, 1), "PureDP")
-    with native_stream(gen) as cap:
-        _exact.snapping_fill(cap, x, lam_f, big_lambda, b_int_f, out, _n_threads(out.size))
-    if b_int > bound_s:
-        bs = _float_down(bound_s)
-        np.clip(out, -bs, bs, out=out)
-    if sens != 1.0:
-        out *= sens
-        np.clip(out, -bnd, bnd, out=out)
-    res = out.reshape(arr.shape).astype(arr.dtype, copy=False)
-    return res[()] if res.ndim == 0 else res
+
+    def draw(gen):
+        with native_stream(gen) as cap:
+            _exact.snapping_fill(cap, x, lam_f, big_lambda, b_int_f, out, _n_threads(out.size))
+        if b_int > bound_s:
+            bs = _float_down(bound_s)
+            np.clip(out, -bs, bs, out=out)
+        if sens != 1.0:
+            np.multiply(out, sens, out=out)
+            np.clip(out, -bnd, bnd, out=out)
+        res = out.reshape(arr.shape).astype(arr.dtype, copy=False)
+        return res[()] if res.ndim == 0 else res
+
+    return _events.Plan("snapping", _events.exponential_event, (epsilon, max(x.size, 1), "PureDP"), draw)

@@ -32,7 +32,7 @@ from dpfast._base import (
 from dpfast._safe_root import safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon, check_real
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
-from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError
+from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError, make_accountant
 from dpfast.accounting.rdp import rdp_curve
 from dpfast.accounting.tuning import (
     tnb_expected_count,
@@ -260,7 +260,8 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     run_epsilon_ : e, the per-run epsilon (fit + score).
     event_ : the tuned event, ``dpfast.accounting.Tuned`` of the per-run event (of
         :class:`~dpfast.model_selection.OneOf` the candidates' per-run events when they differ).
-    epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon).
+    epsilon_, delta_ : the guarantee reached (epsilon_ <= epsilon): the RDP accountant's epsilon
+        for ``event_`` at ``delta_``.
     accountant_ : ``"rdp"`` (Papernot & Steinke's RDP bound, converted as above).
     n_features_in_, feature_names_in_ : as in scikit-learn.
     rdp_orders_, rdp_curve_ : the tuned RDP curve.
@@ -475,12 +476,18 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             raise ValueError("the training part is empty: every row was put in the validation part "
                              f"(validation_fraction={self.validation_fraction!r}); use more rows or a smaller "
                              "validation_fraction")
-        e, events, orders, tuned, eps_reached = self._calibrate(candidates, eps, delta, mean, eta, gamma, X, Xv,
+        e, events, orders, tuned, _ = self._calibrate(candidates, eps, delta, mean, eta, gamma, X, Xv,
                                                                 n_train)
         kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
         event = Tuned(events[0] if len(events) == 1 else OneOf(tuple(events)), distribution=self.distribution, **kw)
+        # the guarantee reported (and charged to a budget whose accountant cannot take the event)
+        # is the RDP accountant's for the event itself: Papernot & Steinke's bound through the
+        # accounting registry, the bound the search above calibrated with
+        eps_reached = float(make_accountant("rdp").compose(event).get_epsilon(delta))
+        if not eps_reached <= eps:  # (the same bound: never expected) refused before the charge
+            raise ValueError(f"the tuned event's epsilon {eps_reached!r} exceeds epsilon={eps!r}")
         self._charge_tuned(budget, event, eps_reached, delta)
-        self._record_release(event, eps_reached, delta, "rdp")  # Papernot-Steinke's RDP bound
+        self._record_release(event, eps_reached, delta, "rdp")
         self.run_epsilon_, self.rdp_orders_, self.rdp_curve_ = e, orders, tuned
 
         if not secure:

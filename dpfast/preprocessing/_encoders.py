@@ -16,6 +16,9 @@ from dpfast._validation import check_delta, check_epsilon
 from dpfast.budget import detached
 from dpfast.mechanisms import laplace_noise
 from dpfast.accounting import ApproxDP
+from dpfast.calibrate import laplace_scale
+from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
+from dpfast.tables import selection_threshold
 from dpfast.random import check_random_state
 
 __all__ = ["OneHotEncoder"]
@@ -136,8 +139,9 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
     ----------
     categories_ : list of ndarray (one per feature)
     event_ : None (public categories) or the ``ApproxDP(epsilon, delta)`` event of the selection.
-    epsilon_, delta_ : the guarantee of ``fit``.
-    accountant_ : ``"public"`` (nothing learned) or ``"partition_selection"`` (the bound above).
+    epsilon_, delta_ : the guarantee of ``fit``: 0 for public categories; otherwise the
+        accountant's epsilon for ``event_`` at ``delta_``.
+    accountant_ : None (public categories: nothing learned) or ``"pld"``, the accountant.
     """
 
     _parameter_constraints = {
@@ -200,13 +204,11 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
             if len(params) != d:
                 raise ValueError(f"categories has {len(params)} entries but X has {d} features")
             self.categories_ = [np.array(c, dtype=object) for c in params]
-            self._record_release(None, 0.0, 0.0, "public")
+            self._record_release(None, 0.0, 0.0, None)
         else:
             eps, delta = params
-            from dpfast.tables._selection import selection_threshold  # the one home of the formula
-
-            tau = selection_threshold(d, eps, delta)
-            scale = d / eps
+            tau = selection_threshold(d, eps, delta)  # the one home of the formula (dpfast.tables)
+            scale = float(laplace_scale(eps, d))  # a row adds 1 to <= d counts: l1 sensitivity d
             if not (math.isfinite(scale) and math.isfinite(tau)):  # e.g. epsilon = 5e-324: before the charge
                 raise ValueError(f"epsilon={eps!r} is too small for {d} features: the noise scale d / epsilon "
                                  "overflows a double")
@@ -221,7 +223,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
                     # the kept set in its canonical order: a function of the released values only
                     cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))
             self.categories_ = cats
-            self._record_release(event, eps, delta, "partition_selection")
+            self._record_release(event, accounted_epsilon(event, delta), delta, ACCOUNTANT)
         return self
 
     def transform(self, X) -> np.ndarray:

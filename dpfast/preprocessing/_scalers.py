@@ -7,6 +7,7 @@ relation: add or remove one row (the number of rows is private too).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from numbers import Real
@@ -19,12 +20,29 @@ from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
 from dpfast.budget import detached
-from dpfast.calibrate import gaussian_sigma
+from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.preprocessing._privacy import self_composed
+from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon, self_composed
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
+
+
+@functools.lru_cache(maxsize=64)
+def _gaussian_release(eps: float, delta: float, l2: float) -> tuple[float, float, str | None]:
+    """(noise multiplier, epsilon_, accountant_) of a Gaussian of l2 sensitivity ``l2`` at (eps, delta): the
+    smallest multiplier (to 1e-9) that the accountant finds (eps, delta)-DP, searched from the
+    analytic one (Balle & Wang 2018), which the accountant's discretised bound puts a hair above
+    eps, and the accountant's epsilon for it.  Where the accountant cannot discretise the event
+    at all (a multiplier ~1e-3, epsilon ~1e5): the analytic multiplier, ``eps`` and no
+    accountant.  Cached: public parameters only."""
+    z0 = float(gaussian_sigma(eps, delta, l2)) / l2
+    try:
+        z = float(accounting.calibrate(lambda z: accounting.Gaussian(noise_multiplier=z, sensitivity=l2), eps,
+                                       delta, ACCOUNTANT, lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
+    except ValueError:
+        return z0, eps, None
+    return z, accounted_epsilon(accounting.Gaussian(noise_multiplier=z, sensitivity=l2), delta), ACCOUNTANT
 
 
 def _feature_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
@@ -195,8 +213,9 @@ class StandardScaler(_PrivateTransformer):
     n_samples_seen_ : float
         The noisy count n~ (private, released).
     event_ : the accounting event of ``fit`` (``Laplace`` or ``Gaussian``, add/remove).
-    epsilon_, delta_ : the guarantee of ``fit``.
-    accountant_ : ``"laplace"`` or ``"analytic_gaussian"``, the bound that gives them.
+    epsilon_, delta_ : the guarantee of ``fit``: ``delta = 0``, the Laplace event's epsilon;
+        otherwise the accountant's epsilon for ``event_`` at ``delta_`` (<= epsilon).
+    accountant_ : None (pure DP: the event states its epsilon) or ``"pld"``, the accountant.
     """
 
     _parameter_constraints = {
@@ -223,17 +242,27 @@ class StandardScaler(_PrivateTransformer):
         self.random_state = random_state
 
     def _event(self, d: int):
-        """The event of one fit on d features (data-independent) and the per-coordinate noise."""
+        """The release of one fit on d features (data-independent): (event, (noise kind, noise
+        scale), epsilon_, delta_, accountant_).
+
+        ``delta = 0``: Laplace of scale ``laplace_scale(epsilon, l1)``, the event's own pure
+        epsilon (no accountant converts at delta = 0).  ``delta > 0``: the Gaussian noise
+        multiplier is the smallest (to 1e-9) that the accountant (:data:`ACCOUNTANT`) finds
+        (epsilon, delta)-DP, searched from the analytic sigma (Balle & Wang 2018) up -- the
+        accountant's bound is a little looser than the analytic one -- so that ``epsilon_``,
+        the accountant's value for the event, is <= epsilon and the event fits a budget of
+        (epsilon, delta).  Where the accountant cannot discretise the event (epsilon ~ 1e5),
+        the analytic sigma, with ``epsilon_ = epsilon`` and no accountant."""
         eps = check_epsilon(self.epsilon, allow_array=False)
         delta = check_delta(self.delta)  # in [0, 1) by the declarative constraints
         if delta == 0:
             l1 = 1.0 + 1.5 * d
-            scale = l1 / eps
-            return accounting.Laplace(scale=scale, sensitivity=l1), ("laplace", scale), eps, 0.0
+            scale = float(laplace_scale(eps, l1))
+            event = accounting.Laplace(scale=scale, sensitivity=l1)
+            return event, ("laplace", scale), event.epsilon, 0.0, None
         l2 = math.sqrt(1.0 + 1.25 * d)
-        sigma = float(gaussian_sigma(eps, delta, l2))
-        return (accounting.Gaussian(noise_multiplier=sigma / l2, sensitivity=l2), ("gaussian", sigma),
-                eps, delta)
+        z, eps_acc, accountant = _gaussian_release(eps, delta, l2)
+        return accounting.Gaussian(noise_multiplier=z, sensitivity=l2), ("gaussian", z * l2), eps_acc, delta, accountant
 
     def fit(self, X, y=None, *, budget: Any = None) -> "StandardScaler":
         """Release the mean and variance privately (see the class docstring).  Returns self.
@@ -256,7 +285,7 @@ class StandardScaler(_PrivateTransformer):
         if not (r2 > 0).all():
             raise ValueError("bounds are too narrow for StandardScaler: ((upper - lower) / 2)^2 underflows to 0 "
                              "(half-width below 1.5e-162); rescale the feature first")
-        event, (kind, s), eps, delta = self._event(d)
+        event, (kind, s), eps, delta, accountant = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         u = _unit_terms(Xa, lo, hi, c, r)
@@ -273,7 +302,7 @@ class StandardScaler(_PrivateTransformer):
         scale = np.sqrt(self.var_)
         self.scale_ = np.where(scale > 0, scale, 1.0)
         self.n_samples_seen_ = n
-        self._record_release(event, eps, delta, "laplace" if kind == "laplace" else "analytic_gaussian")
+        self._record_release(event, eps, delta, accountant)
         return self
 
     def transform(self, X):
@@ -328,7 +357,7 @@ class MinMaxScaler(_PrivateTransformer):
     data_min_, data_max_, data_range_, scale_, min_ : as in scikit-learn's MinMaxScaler, computed
         from the private quantiles.
     event_ : the accounting event of ``fit``; ``epsilon_`` and ``delta_`` (= 0) its guarantee,
-        by ``accountant_ = "basic_composition"`` of the 2d exponential mechanisms.
+        the basic composition of the 2d exponential mechanisms (pure DP: ``accountant_`` None).
     """
 
     _parameter_constraints = {
@@ -383,7 +412,7 @@ class MinMaxScaler(_PrivateTransformer):
         self.data_min_, self.data_max_ = qs[:, 0], qs[:, 1]
         self.data_range_ = self.data_max_ - self.data_min_
         self.scale_, self.min_ = _minmax_scale(self.data_min_, self.data_range_, fr)
-        self._record_release(event, eps, 0.0, "basic_composition")
+        self._record_release(event, eps, 0.0, None)
         return self
 
     def transform(self, X):

@@ -46,9 +46,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfast.tables._aggregate import (_key_index, bounded_stats, canonical_groups, check_value_dtype, group_codes,
-                                      merge_stats, public_groups, unit_codes, value_matrix)
-from dpfast.tables._keys import value_keys
+from dpfast.tables._keys import bools_apart, value_keys
+from dpfast.tables._plan import AggregatePlan, public_groups
+from dpfast.tables._stats import (GroupStats, bounded_stats, canonical_groups, check_value_dtype, group_codes,
+                                  key_index, merge_stats, unit_codes, value_matrix)
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _BUCKETS = None  # bucket shuffle: as many buckets as input partitions (benchmarks/results/tables.md)
@@ -191,26 +192,26 @@ def units_confined(ddf, privacy_unit: str, summaries=None) -> bool:
     return _proved(list(_per_partition(ddf[privacy_unit], _full_summary, True).compute()), "keys")
 
 
-def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int = 0):
+def _check_partition(pdf: pd.DataFrame, plan: AggregatePlan, n_parts: int, n_buckets: int = 0):
     """The first pass on one partition: ((NaN in the unit column, value columns with NaN, its
     distinct group keys or None for public groups, its unit summary or None for one partition),
     its rows cut into ``n_buckets`` pieces by unit or None).  The pieces stay on the worker:
     they are what the bucket shuffle would cut in a second read, cut here while the partition is
     read anyway, with the groups coded locally (the released index is known only once every
     partition's keys are in).  Only the first item goes to the client."""
-    pu, by_cols = plan["privacy_unit"], plan["by_cols"]
+    pu, by_cols = plan.privacy_unit, list(plan.by_cols)
     no_pieces = [None] * n_buckets if n_buckets else None  # an empty partition adds nothing to a bucket
-    for c in plan["value_cols"]:  # a partition may read another dtype than the frame's meta
+    for c in plan.value_cols:  # a partition may read another dtype than the frame's meta
         try:
             check_value_dtype(c, pdf[c].dtype)
         except TypeError as e:
             return (False, [], None, None, str(e)), no_pieces
     unit_nan = bool(pdf[pu].isna().any())
-    bad = [c for c in plan["value_cols"] if pdf[c].isna().any()]
+    bad = [c for c in plan.value_cols if pdf[c].isna().any()]
     summary = _unit_summary(pdf[pu]) if n_parts > 1 and not unit_nan else None
     keys = codes = None
-    if plan["groups"] is None:  # the partition's distinct group keys, in the order of its local codes
-        codes, uniq = pd.factorize(_key_index(pdf, by_cols), use_na_sentinel=False)
+    if plan.groups is None:  # the partition's distinct group keys, in the order of its local codes
+        codes, uniq = pd.factorize(key_index(pdf, by_cols, apart=True), use_na_sentinel=False)
         # with their dtype (Int64, boolean, categorical ...): the index is the pandas input's
         uniq = uniq if isinstance(uniq, pd.Index) else pd.Index(uniq)
         keys = uniq.to_frame(index=False, name=list(by_cols) if isinstance(uniq, pd.MultiIndex) else by_cols[0])
@@ -219,14 +220,14 @@ def _check_partition(pdf: pd.DataFrame, plan: dict, n_parts: int, n_buckets: int
     if codes is not None:
         g = np.asarray(codes, dtype=np.int32)
     else:  # public groups: the released index is known, code against it
-        index = public_groups(plan["groups"], by_cols)
+        index = public_groups(plan.groups, by_cols)
         g = group_codes(pdf, by_cols, index).astype(_gcode_dtype(index))
-    pieces = _split_rows(pdf[pu].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
-                         plan["groups"] is not None)
+    pieces = _split_rows(pdf[pu].to_numpy(), g, value_matrix(pdf, plan.value_cols), n_buckets,
+                         plan.groups is not None)
     return (unit_nan, bad, keys, summary, None), pieces
 
 
-def prepare_dask(ddf, plan: dict, cut: bool = False):
+def prepare_dask(ddf, plan: AggregatePlan, cut: bool = False):
     """Validation pass (one task per partition): (group index -- canonical, or the public groups
     --, the state :func:`stats_dask` continues from: per-partition unit summaries for
     :func:`units_confined` and, with ``cut``, the partitions' pieces for the bucket shuffle,
@@ -235,7 +236,7 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
     # Tasks of this call get keys of their own (pure=False) here and in shuffle_stats: a key
     # repeated from an earlier call (same frame, plan and seed) could be answered from results
     # the cluster still holds -- from a read of the source that may no longer be current.
-    pu, by_cols, vcols = plan["privacy_unit"], plan["by_cols"], plan["value_cols"]
+    pu, by_cols, vcols = plan.privacy_unit, list(plan.by_cols), plan.value_cols
     for col in vcols:  # the rule pandas input follows (the frame's meta first, each partition below)
         check_value_dtype(col, ddf.dtypes[col])
     cols = list(dict.fromkeys([pu, *by_cols, *vcols]))
@@ -256,8 +257,8 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
         if any(col in c[1] for c in checks):
             raise ValueError(f"value column {col!r} contains NaN (policy: error, drop such rows first)")
     summaries = [c[3] for c in checks] if n_parts > 1 else None
-    if plan["groups"] is not None:
-        index = public_groups(plan["groups"], by_cols)
+    if plan.groups is not None:
+        index = public_groups(plan.groups, by_cols)
         code_maps = None
     else:
         frames = [c[2] for c in checks]
@@ -265,19 +266,29 @@ def prepare_dask(ddf, plan: dict, cut: bool = False):
         # the one a new unit's 0.5 is in): numpy's common type would round the ints, changing
         # another group's label; as objects every value is kept as its partition read it
         if any(not f.dtypes.equals(frames[0].dtypes) for f in frames[1:]):
-            frames = [f.astype(object) for f in frames]
+            frames = [_as_objects(f) for f in frames]
         keys = pd.concat(frames, ignore_index=True)
         uniq = pd.Index(keys[by_cols[0]]) if len(by_cols) == 1 else pd.MultiIndex.from_frame(keys[by_cols])
         index = canonical_groups(uniq.drop_duplicates(), by_cols)
-        code_maps = [np.asarray(group_codes(c[2], by_cols, index), dtype=np.int64) for c in checks] \
+        code_maps = [np.asarray(group_codes(c[2], by_cols, index, apart=True), dtype=np.int64) for c in checks] \
             if n_buckets else None
     return index, {"summaries": summaries, "prepared": (first, code_maps) if n_buckets else None}
 
 
-def _partition_stats(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int) -> dict:
-    ucodes, ukeys = unit_codes(pdf[plan["privacy_unit"]])
-    gcodes = np.ascontiguousarray(group_codes(pdf, plan["by_cols"], index), dtype=np.int64)
-    values = value_matrix(pdf, plan["value_cols"])
+def _as_objects(frame: pd.DataFrame) -> pd.DataFrame:
+    """A partition's group keys as objects, the bools apart from the numbers they equal
+    (:func:`~dpfast.tables._keys.bools_apart`: a bool partition's ``True`` is the bool group of
+    an object partition, never its ``1``)."""
+    out = frame.astype(object)
+    for c in out.columns:
+        out[c] = bools_apart(pd.Index(out[c])).to_numpy()
+    return out
+
+
+def _partition_stats(pdf: pd.DataFrame, plan: AggregatePlan, index: pd.Index, seed: int) -> GroupStats:
+    ucodes, ukeys = unit_codes(pdf[plan.privacy_unit])
+    gcodes = np.ascontiguousarray(group_codes(pdf, plan.by_cols, index, apart=not plan.public), dtype=np.int64)
+    values = value_matrix(pdf, plan.value_cols)
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
@@ -323,17 +334,17 @@ def _split_rows(raw: np.ndarray, g: np.ndarray, vals: np.ndarray, n_buckets: int
             zip(np.split(raw, cuts), np.split(g, cuts), np.split(vals, cuts, axis=1))]
 
 
-def _bucket_split(pdf: pd.DataFrame, plan: dict, index: pd.Index, n_buckets: int, gdtype):
+def _bucket_split(pdf: pd.DataFrame, plan: AggregatePlan, index: pd.Index, n_buckets: int, gdtype):
     """One input partition cut into ``n_buckets`` pieces (:func:`_split_rows`), its group codes
     those of ``index``."""
     if len(pdf) == 0:
         return [None] * n_buckets
-    g = group_codes(pdf, plan["by_cols"], index).astype(gdtype)
-    return _split_rows(pdf[plan["privacy_unit"]].to_numpy(), g, value_matrix(pdf, plan["value_cols"]), n_buckets,
-                       plan["groups"] is not None)
+    g = group_codes(pdf, plan.by_cols, index, apart=not plan.public).astype(gdtype)
+    return _split_rows(pdf[plan.privacy_unit].to_numpy(), g, value_matrix(pdf, plan.value_cols), n_buckets,
+                       plan.groups is not None)
 
 
-def _bucket_stats(plan: dict, index: pd.Index, seed: int, code_maps, *pieces):
+def _bucket_stats(plan: AggregatePlan, index: pd.Index, seed: int, code_maps, *pieces):
     """The kernel on one bucket: its pieces of every input partition, concatenated (numpy's
     common type: int64 and float64 pieces give float64, whose 7.0 is the int's 7, as pandas'
     concatenation would).  ``code_maps``: None (the pieces carry codes of ``index``) or, per
@@ -351,7 +362,7 @@ def _bucket_stats(plan: dict, index: pd.Index, seed: int, code_maps, *pieces):
     return bounded_stats(plan, ucodes, ukeys, gcodes, index, values, seed, 1)
 
 
-def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, prepared=None) -> dict:
+def shuffle_stats(ddf, plan: AggregatePlan, index: pd.Index, seed: int, prepared=None) -> GroupStats:
     """Per-group statistics of a frame whose units may span partitions: the bucket shuffle.
 
     Each input partition is cut by the routing key of its units into :func:`_buckets` pieces (one
@@ -370,8 +381,8 @@ def shuffle_stats(ddf, plan: dict, index: pd.Index, seed: int, prepared=None) ->
     cut again.
     """
     import dask
-    pu = plan["privacy_unit"]
-    cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
+    pu = plan.privacy_unit
+    cols = list(dict.fromkeys([pu, *plan.by_cols, *plan.value_cols]))
     if prepared is not None:
         first, code_maps = prepared
         n_buckets = _buckets(len(first))
@@ -395,12 +406,12 @@ def _buckets(n_parts: int) -> int:
     return _BUCKETS or n_parts
 
 
-def _stats_and_units(pdf: pd.DataFrame, plan: dict, index: pd.Index, seed: int, want_keys: bool):
+def _stats_and_units(pdf: pd.DataFrame, plan: AggregatePlan, index: pd.Index, seed: int, want_keys: bool):
     """The kernel on one partition, with the summary of the very unit values it bounded."""
-    return _partition_stats(pdf, plan, index, seed), _full_summary(pdf[plan["privacy_unit"]], want_keys)
+    return _partition_stats(pdf, plan, index, seed), _full_summary(pdf[plan.privacy_unit], want_keys)
 
 
-def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, state=None) -> dict:
+def stats_dask(ddf, plan: AggregatePlan, index: pd.Index, seed: int, state=None) -> GroupStats:
     """Bounding and per-group sums on the workers, merged on the client.
 
     ``state``: :func:`prepare_dask`'s (the first pass's unit summaries, and the pieces it cut).
@@ -412,8 +423,8 @@ def stats_dask(ddf, plan: dict, index: pd.Index, seed: int, state=None) -> dict:
     """
     state = state or {}
     summaries, prepared = state.get("summaries"), state.get("prepared")
-    pu = plan["privacy_unit"]
-    cols = list(dict.fromkeys([pu, *plan["by_cols"], *plan["value_cols"]]))
+    pu = plan.privacy_unit
+    cols = list(dict.fromkeys([pu, *plan.by_cols, *plan.value_cols]))
     if ddf.npartitions <= 1:
         return merge_stats(list(_per_partition(ddf[cols], _partition_stats, plan, index, seed).compute()))
     if summaries is None:

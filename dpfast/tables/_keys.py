@@ -26,12 +26,13 @@ bound on one unit's contribution.
 from __future__ import annotations
 
 import datetime
+import functools
 import numbers
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["value_keys", "mix_keys"]
+__all__ = ["value_keys", "mix_keys", "BoolLabel", "bools_apart"]
 
 _NA_KEY = np.uint64(0x6E2D_4E41_0000_0001)  # every missing value: one group / one key
 _SALT_BIG = np.uint64(0x5EC0DE5EC0DE5EC0)  # integers outside [-2^63, 2^64)
@@ -124,6 +125,8 @@ def _object_key(v) -> int:
 
 
 def _object_key_of(v) -> int:
+    if isinstance(v, BoolLabel):  # the key of the bool it stands for (the bounding is unchanged)
+        return _integer_key(int(v.value))
     if isinstance(v, str):
         return int(_hash_strings([v])[0])
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating)) and v != v):
@@ -147,6 +150,62 @@ def _object_key_of(v) -> int:
             k = mix_keys(k, np.array([_object_key(item)], dtype=np.uint64))
         return int(k[0])
     return int(_hash_strings([f"{type(v).__module__}.{type(v).__qualname__}:{v!r}"])[0])
+
+
+@functools.total_ordering
+class BoolLabel:
+    """A bool group value of an object ``by`` column, kept apart from the number 1 (or 0).
+
+    ``True == 1`` and ``hash(True) == hash(1)`` in Python, so ``pd.factorize`` of an object
+    column counts ``True`` and ``1`` as one group and labels it with whichever the first row
+    holds: the released label would then depend on the row order (and, through the other
+    units' rows, on data the release does not protect).  Under private partition selection the
+    groups of an object column are formed from these labels instead: a ``BoolLabel`` equals
+    only a ``BoolLabel`` of the same value, so ``True`` and ``1`` are two groups, each labelled
+    by its own type whatever the order or the other rows.  Its key (:func:`value_keys`) is the
+    bool's, and it orders like the bool among ``BoolLabel``; the released index turns it back
+    into the bool (``tables._labels``).
+    """
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        object.__setattr__(self, "value", bool(value))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("BoolLabel is immutable")
+
+    def __reduce__(self):
+        return (BoolLabel, (self.value,))
+
+    def __eq__(self, other):
+        return isinstance(other, BoolLabel) and other.value == self.value
+
+    def __lt__(self, other):
+        if not isinstance(other, BoolLabel):
+            return NotImplemented
+        return self.value < other.value
+
+    def __hash__(self):
+        return hash(("dpfast.BoolLabel", self.value))
+
+    def __repr__(self):
+        return f"BoolLabel({self.value})"
+
+
+def bools_apart(values: pd.Index) -> pd.Index:
+    """``values`` with every bool of an object-dtype index replaced by a :class:`BoolLabel`
+    (other dtypes unchanged: a bool column holds no numbers, a numeric one no bools)."""
+    if values.dtype != object or len(values) == 0:
+        return values
+    raw = values.to_numpy()
+    if pd.api.types.infer_dtype(raw, skipna=True) == "string":  # the common case: nothing to do
+        return values
+    isb = np.fromiter((isinstance(v, (bool, np.bool_)) for v in raw), dtype=bool, count=raw.size)
+    if not isb.any():
+        return values
+    out = raw.copy()
+    out[isb] = [BoolLabel(v) for v in raw[isb]]
+    return pd.Index(out, dtype=object, name=values.name)
 
 
 def _time_keys(raw: np.ndarray) -> np.ndarray:

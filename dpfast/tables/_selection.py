@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpfast._validation import check_delta, check_epsilon, check_int
+from dpfast.calibrate import laplace_scale
 
 __all__ = ["selection_threshold", "selection_probabilities"]
 
@@ -37,7 +38,7 @@ def selection_threshold(l0: int, epsilon: float, delta: float) -> float:
     l0 = check_int(l0, "l0")
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
-    b = l0 / epsilon
+    b = float(laplace_scale(epsilon, l0))
     return 1.0 + b * math.log(l0 / (2.0 * delta))
 
 

@@ -563,3 +563,13 @@ def test_candidates_that_can_refuse_on_data_are_refused_before_the_charge():
         with pytest.raises(ValueError, match="row_norm"):
             PrivateRandomSearch(est, grid, epsilon=1.0, delta=1e-5, random_state=g).fit(X, y, budget=b)
     assert b.ledger == () and g.bit_generator.state == state
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(distribution="truncated_negative_binomial", eta=0.5)])
+def test_epsilon_is_the_rdp_accountants_for_the_event(kw):
+    # issue 23 item 1: the reported guarantee is the accountant's value for the charged event
+    X, y = _data(400)
+    s = PrivateRandomSearch(NoisyCentroid(), GRID, epsilon=1.0, delta=1e-5, random_state=0, **kw).fit(X, y)
+    assert s.accountant_ == "rdp"
+    assert s.epsilon_ == accounting.make_accountant(s.accountant_).compose(s.event_).get_epsilon(s.delta_)
+    assert s.epsilon_ <= 1.0

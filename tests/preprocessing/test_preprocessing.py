@@ -17,6 +17,7 @@ from sklearn.preprocessing import StandardScaler as SkStandardScaler
 import dpfast
 from dpfast import accounting
 from dpfast.budget import BudgetExceededError, PrivacyBudget
+from dpfast.calibrate import gaussian_sigma
 from dpfast.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler, pipeline_event
 
 
@@ -119,8 +120,8 @@ def test_standard_scaler_audit_lower_bound_below_claim():
 
     class HalfNoise(StandardScaler):  # the mutation: noise calibrated for 2 eps
         def _event(self, d):
-            ev, (kind, s), e, dl = super()._event(d)
-            return ev, (kind, s / 2), e, dl
+            ev, (kind, s), *rest = super()._event(d)
+            return (ev, (kind, s / 2), *rest)
 
     assert lower_bound(hits(Dp, HalfNoise, 1), hits(D, HalfNoise, 2)) > eps
 
@@ -338,8 +339,7 @@ def test_refused_refit_forgets_the_previous_release(k):
         est.transform(X)
     b = PrivacyBudget(1.5, 1e-5)
     est.fit(X, budget=b)
-    assert est.n_features_in_ == 2 and est.accountant_ == {0: "laplace", 1: "basic_composition",
-                                                           2: "partition_selection"}[k]
+    assert est.n_features_in_ == 2 and est.accountant_ == {0: None, 1: None, 2: "pld"}[k]
     g = np.random.default_rng(9)
     state = g.bit_generator.state
     est.set_params(random_state=g)
@@ -550,3 +550,52 @@ def test_one_hot_private_epsilon_too_small_for_the_noise_is_refused_before_the_c
     _ledger_and_rng_unchanged(
         lambda b, g: OneHotEncoder("private", epsilon=5e-324, delta=1e-5, random_state=g).fit(X, budget=b),
         ValueError, "too small")
+
+
+# ------------------------------------------------------------ the release spine (issue 23 item 1)
+
+def _accountant_epsilon(est):
+    """What a fresh accountant of the recorded name says of the recorded event."""
+    return accounting.make_accountant(est.accountant_).compose(est.event_).get_epsilon(est.delta_)
+
+
+@pytest.mark.parametrize("eps, delta, d", [(1.0, 1e-5, 3), (0.3, 1e-6, 2)])
+def test_standard_scaler_gaussian_epsilon_is_the_accountants_and_fits_its_budget(eps, delta, d):
+    X = _data(300, d)
+    est = StandardScaler(eps, delta, bounds=(-10, 10), random_state=0)
+    budget = PrivacyBudget(eps, delta)  # before: the PLD put the analytic sigma at 1.0000000000014 > 1
+    est.fit(X, budget=budget)
+    assert est.accountant_ == "pld" and est.delta_ == delta
+    assert est.epsilon_ == _accountant_epsilon(est) and est.epsilon_ <= eps
+    # the noise multiplier: at least the analytic one (Balle & Wang 2018), at most 1e-8 above it
+    l2 = math.sqrt(1.0 + 1.25 * d)
+    z0 = float(gaussian_sigma(eps, delta, l2)) / l2
+    assert est.event_ == accounting.Gaussian(est.event_.noise_multiplier, sensitivity=l2)
+    assert z0 <= est.event_.noise_multiplier <= z0 * (1 + 1e-8)
+    assert len(budget.ledger) == 1 and budget.ledger[0].event == est.event_
+
+
+def test_pure_releases_state_their_events_epsilon():
+    # delta = 0: no accountant converts; epsilon_ is the event's own (Laplace: sensitivity / scale;
+    # 2d exponential mechanisms: basic composition), accountant_ None
+    X = _data(300, 2)
+    ss = StandardScaler(0.7, bounds=(-10, 10), random_state=0).fit(X)
+    assert ss.event_ == accounting.Laplace(scale=(1 + 1.5 * 2) / 0.7, sensitivity=1 + 1.5 * 2)
+    assert (ss.epsilon_, ss.delta_, ss.accountant_) == (ss.event_.sensitivity / ss.event_.scale, 0.0, None)
+    assert ss.epsilon_ <= 0.7
+    mm = MinMaxScaler(0.7, bounds=(-10, 10), random_state=0).fit(X)
+    assert mm.event_ == accounting.SelfComposed(accounting.ExponentialMechanism(0.7 / 4), 4)
+    assert (mm.epsilon_, mm.delta_, mm.accountant_) == (0.7, 0.0, None)
+    assert math.fsum([0.7 / 4] * 4) == 0.7
+
+
+@pytest.mark.parametrize("eps", [1.0, 0.3])
+def test_one_hot_encoder_epsilon_is_the_accountants(eps):
+    X = np.round(_data(300, 2, seed=1))
+    est = OneHotEncoder("private", epsilon=eps, delta=1e-6, random_state=0).fit(X)
+    assert est.event_ == accounting.ApproxDP(eps, 1e-6)
+    assert est.accountant_ == "pld" and est.epsilon_ == _accountant_epsilon(est)
+    # the PLD's grid (1e-4) may put ApproxDP(0.3, 1e-6) a grid step above 0.3: reported as such
+    assert eps <= est.epsilon_ < eps + 2e-4
+    pub = OneHotEncoder([[0.0, 1.0], [0.0, 1.0]], handle_unknown="ignore").fit(X)
+    assert (pub.event_, pub.epsilon_, pub.delta_, pub.accountant_) == (None, 0.0, 0.0, None)

@@ -507,3 +507,22 @@ def test_a_partition_that_reads_another_value_dtype_is_refused_before_the_charge
     with dask.config.set(scheduler="sync"), pytest.raises(TypeError, match="value column 'x' must hold real"):
         aggregate(ddf, "u", "g", {"s": ("sum", "x")}, {"x": (0.0, 10.0)}, epsilon=1.0, groups=[0], budget=budget)
     assert len(budget.ledger) == 0
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_true_and_1_are_two_groups_as_for_pandas(sync, shuffle):
+    # issue 23 item 3: a partition reads the group column as bool, another as object holding 1 and
+    # 'x'; True and 1 stay two groups (bool True, int 1), labelled and counted as for pandas input
+    # (Dask's default would turn the object partition into strings: '1' is not 1)
+    import dask
+    a = pd.DataFrame({"u": np.arange(30), "g": np.ones(30, dtype=bool)})
+    b = pd.DataFrame({"u": np.arange(30, 90), "g": pd.Series([1] * 30 + ["x"] * 30, dtype=object)})
+    if shuffle:  # units in both partitions: the bucket shuffle
+        b["u"] = np.arange(60) % 40
+    df = pd.concat([a, b], ignore_index=True)
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.concat([dd.from_pandas(a, npartitions=1), dd.from_pandas(b, npartitions=1)])
+    kw = dict(metrics={"n": "count"}, epsilon=50.0, delta=0.2, rng=4, max_groups_per_unit=3)
+    p, d = aggregate(df, "u", "g", **kw), aggregate(ddf, "u", "g", **kw)
+    assert [(type(v).__name__, v) for v in p.index] == [("bool", True), ("int", 1), ("str", "x")]
+    pd.testing.assert_frame_equal(p, d, check_exact=True)

@@ -206,3 +206,60 @@ def test_mean_and_variance_stay_in_range_with_narrow_bounds():
     out = aggregate(df, "u", "g", {"m": ("mean", "x"), "v": ("variance", "x")}, {"x": NARROW}, epsilon=1.0,
                     groups=[0], rng=1)
     assert lo <= out["m"].iloc[0] <= hi and 0.0 <= out["v"].iloc[0] <= ((hi - lo) / 2) ** 2
+
+
+# ---- issue 23 item 3 (left open by the audit): True and 1 in an object by column ---------------
+
+def _labels(df, by="g"):
+    # epsilon large, delta large: every group of >= 20 units is released with probability ~1
+    out = aggregate(df, "u", by, {"n": "count"}, epsilon=50.0, delta=0.2, rng=0)
+    return [tuple((type(x).__name__, x) for x in (v if isinstance(v, tuple) else (v,))) for v in out.index]
+
+
+def test_a_bool_group_is_labelled_by_its_own_rows_not_by_a_neighbour_holding_1():
+    # D: 30 units in group True.  D' = D plus one unit whose group is 1, its row first.  pandas
+    # counts True and 1 as one value; before the fix the group was labelled by the first row's
+    # representation, so D' released the label 1 (int) for the bool group -- a label set by the
+    # added unit, a release no noise covers.  Now True and 1 are two groups: the bool group is
+    # True (bool) in D and D', whatever the row order, and 1 is a group of one unit of its own.
+    D = pd.DataFrame({"u": np.arange(30), "g": pd.Series([True] * 30, dtype=object)})
+    victim = pd.DataFrame({"u": [30], "g": pd.Series([1], dtype=object)})
+    for D2 in (pd.concat([victim, D], ignore_index=True), pd.concat([D, victim], ignore_index=True)):
+        assert D2["g"].dtype == object
+        labels = _labels(D2)
+        assert (("bool", True),) in labels
+        assert all(lab in ((("bool", True),), (("int", 1),)) for lab in labels)
+        # the victim's group has 1 unit: released with probability <= delta_sel / L0 (it has its own
+        # uniform); here the bool group's count is of the bool rows only
+    out = aggregate(pd.concat([victim, D] * 1, ignore_index=True), "u", "g", {"n": "count"}, epsilon=50.0,
+                    delta=0.2, rng=0)
+    assert abs(out.loc[[v for v in out.index if type(v) is bool], "n"].iloc[0] - 30) < 2
+    assert _labels(D) == [(("bool", True),)]
+
+
+def test_true_and_1_are_two_groups_labelled_by_type_in_any_row_order():
+    # 30 units hold True, 30 hold 1, 30 hold 1.0 (one value with 1), 30 hold 'x': three groups,
+    # True (bool), 1 (int) and 'x', the same frame for every row order; counts: 30, 60, 30
+    vals = [True] * 30 + [1] * 30 + [1.0] * 30 + ["x"] * 30
+    df = pd.DataFrame({"u": np.arange(120), "g": pd.Series(vals, dtype=object), "h": 0})
+    outs = [aggregate(df.sample(frac=1.0, random_state=s), "u", "g", {"n": "count"}, epsilon=50.0, delta=0.2,
+                      rng=0) for s in range(3)]
+    for o in outs[1:]:
+        pd.testing.assert_frame_equal(o, outs[0], check_exact=True)
+    assert [(type(v).__name__, v) for v in outs[0].index] == [("bool", True), ("int", 1), ("str", "x")]
+    np.testing.assert_allclose(outs[0]["n"].to_numpy(), [30, 60, 30], atol=2)
+    # several by columns: a MultiIndex level cannot hold True and 1 apart -- refused before the
+    # charge; a level of bools alone (or of numbers alone) is released as before
+    budget = dpfast.PrivacyBudget(100.0, 0.5)
+    with pytest.raises(ValueError, match="cannot label them apart"):
+        aggregate(df, "u", ["g", "h"], {"n": "count"}, epsilon=50.0, delta=0.2, rng=0, budget=budget)
+    assert len(budget.ledger) == 0
+    ok = aggregate(df[df["g"].map(type) != bool], "u", ["g", "h"], {"n": "count"}, epsilon=50.0, delta=0.2, rng=0)
+    assert [(type(a).__name__, a) for a, _ in ok.index] == [("int", 1), ("str", "x")]
+
+
+def test_public_groups_still_count_true_as_1():
+    # public groups are labels the caller gave: the group-by there is pandas' (True is 1)
+    df = pd.DataFrame({"u": np.arange(40), "g": pd.Series([True] * 20 + [1] * 20, dtype=object)})
+    out = aggregate(df, "u", "g", {"n": "count"}, epsilon=50.0, groups=[1], rng=0)
+    assert abs(out["n"].iloc[0] - 40) < 2

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from conftest import size  # noqa: E402
+from _bench import size  # noqa: E402
 
 import dpfast.accounting as acc  # noqa: E402
 

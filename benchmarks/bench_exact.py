@@ -13,7 +13,7 @@ quoted sizes.
 import numpy as np
 import pytest
 
-from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
+from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.discrete import discrete_gaussian, discrete_laplace, discrete_laplace_mechanism
 from dpfast.mechanisms.snapping import snapping
 from dpfast.random import SecureRandom

@@ -68,7 +68,7 @@ def honest_noise_multiplier(eps, delta, q, steps, mu=MU):
 
 def dpsgd_accuracy(Xtr, ytr, Xte, yte, *, z=None, eps=None, lr, seed, epochs):
     kw = dict(noise_multiplier=z) if z is not None else dict(epsilon=eps)
-    m = DPSGDClassifier(**kw, delta=DELTA, max_norm=C, batch_size=BATCH, epochs=epochs, learning_rate=lr,
+    m = DPSGDClassifier(**kw, delta=DELTA, clip_norm=C, batch_size=BATCH, epochs=epochs, learning_rate=lr,
                         optimizer="adam", accountant="rdp", classes=[0, 1], random_state=seed)
     m.fit(Xtr, ytr)
     return m.score(Xte, yte), m

@@ -27,17 +27,17 @@ import numpy as np
 import pytest
 
 try:
-    from conftest import FULL, size
+    from _bench import FULL, size
 except ImportError:  # run as a script from the repo root
     sys.path.insert(0, "benchmarks")
-    from conftest import FULL, size
+    from _bench import FULL, size
 if __name__ == "__main__":  # run as a script: the checkout's dpfast
     import os
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dpfast.linear_model import LogisticRegression
-from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
+from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 EPS, DELTA = 1.0, 1e-5
 
@@ -213,7 +213,7 @@ def speed_table(cases):
 
     calibrate_amp.cache_clear()
     t = time.perf_counter()
-    calibrate_amp(EPS, DELTA, clip=float(np.sqrt(2.0 * (1 + 8 * np.finfo(float).eps))), smoothness=0.5)
+    calibrate_amp(EPS, DELTA, clip_norm=float(np.sqrt(2.0 * (1 + 8 * np.finfo(float).eps))), smoothness=0.5)
     print(f"calibration (first fit in a process, eps={EPS}, delta={DELTA}): {time.perf_counter() - t:.3f} s\n")
     print("| data | fitter | time (s) | iterations | final grad norm | test accuracy |")
     print("|---|---|---|---|---|---|")

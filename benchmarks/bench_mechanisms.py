@@ -9,7 +9,7 @@ timed on N_SCALAR values) and NumPy-vectorised randomized response.  Figures:
 import numpy as np
 import pytest
 
-from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
+from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.continuous import gaussian, gaussian_noise, laplace, laplace_noise
 from dpfast.mechanisms.randomized_response import randomized_response
 from dpfast.random import SecureRandom

@@ -112,7 +112,7 @@ def time_fit(X, y, reps=3):
     {label: (seconds, iterations, ||grad F||_2 at the point)}."""
     from sklearn.linear_model import LogisticRegression as SkLR
 
-    from conftest import best_time
+    from _bench import best_time
     from dpfast.linear_model._multinomial import multinomial_oracle
 
     K = int(np.unique(y).size)

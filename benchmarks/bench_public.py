@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
+from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.linear_model._solver import minimize_glm
 from dpfast.public import (
     PublicDataClassifier,

@@ -3,7 +3,9 @@
 Side by side in one run, on a 2-worker ``LocalCluster`` (processes, 1 thread each):
 
 1. private ``LogisticRegression`` (AMP, epsilon = 1, delta = 1e-5) on n x d float32 persisted in
-   the cluster vs dask-ml's ``LogisticRegression(solver="lbfgs")`` (non-private, defaults);
+   the cluster vs dask-ml's ``LogisticRegression(solver="lbfgs")`` (non-private, defaults), the
+   two fits alternating ``--repeat`` times on the same cluster (the ratio of each pair is what a
+   loaded machine leaves comparable; ``uptime`` is recorded with each pair);
 2. one loss-and-gradient pass on Dask (the fit's oracle: one graph, the native kernel per chunk,
    d + 1 floats back per chunk) vs the same kernel in process over the whole array (2 threads);
 3. the in-process pass against the memory-bandwidth yardstick: NumPy's column sum
@@ -16,6 +18,7 @@ Run from the repo root (needs ``pip install -e ".[dask,bench]"`` and dask-ml):
 
     python benchmarks/bench_scale.py                       # the issue's sizes: 4e6 x 100, out of core 1.5 x RAM
     python benchmarks/bench_scale.py --n 400000 --ooc-gb 2 # a quick run
+    python benchmarks/bench_scale.py --n 1000000 --skip-ooc --compare-old  # issue 23's 10^6 rows, 3 rounds
 
 The figures and the machine's load at the time go to benchmarks/results/scale.md.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -155,7 +159,32 @@ def in_process_pass(Xl, y_local):
                                                   theta, nt)
 
 
-def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: %.2f, %.2f, %.2f" % os.getloadavg()
+
+
+class _pre_issue23:
+    """The Dask fit as it was before issue 23 (same numbers per pass): the warm start from 2^20
+    rows and one task per worker and pass through the scheduler (no actors)."""
+
+    def __enter__(self):
+        from dpfast.linear_model import _dask as lm_dask, _mechanisms
+
+        self.saved = (_mechanisms.WARM_START_MIN_ROWS, lm_dask._group_actors)
+        _mechanisms.WARM_START_MIN_ROWS = 1 << 20
+        lm_dask._group_actors = lambda *a: None
+
+    def __exit__(self, *exc):
+        from dpfast.linear_model import _dask as lm_dask, _mechanisms
+
+        _mechanisms.WARM_START_MIN_ROWS, lm_dask._group_actors = self.saved
+
+
+def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool, repeat: int = 3,
+                  compare_old: bool = False) -> dict:
     import distributed
 
     from dpfast.linear_model import LogisticRegression
@@ -168,13 +197,37 @@ def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
         distributed.wait([X, y])
         res["nbytes"] = int(X.nbytes)
 
-        # 1. private fit on the persisted data (first a warm-up fit on 1 % for imports / caches)
+        # 1. private fit on the persisted data (first a warm-up fit on 1 % for imports / caches),
+        # then dask-ml's (1b) on the same data, alternating, `repeat` pairs
         LogisticRegression(epsilon=1.0, random_state=0).fit(X[: max(n // 100, 2 * d)], y[: max(n // 100, 2 * d)])
-        with _counting_passes() as passes:
-            t_fit, est = timed(lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y))
-        res["dpfast_fit_s"] = t_fit
+        if not skip_daskml:
+            from dask_ml.linear_model import LogisticRegression as DaskMLLogistic
+        runs = []
+        for _ in range(max(repeat, 1)):
+            run = {"uptime_before": _uptime()}
+            with _counting_passes() as passes:
+                t_fit, est = timed(lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y))
+            run["dpfast_fit_s"] = t_fit
+            run["dpfast_passes"] = 1 + len(passes)  # the validation pass and one per evaluation
+            if compare_old:  # the same fit as before issue 23: warm start from 2^20 rows, a task per pass
+                with _pre_issue23():
+                    run["dpfast_old_fit_s"] = timed(
+                        lambda: LogisticRegression(epsilon=1.0, delta=1e-5, random_state=0).fit(X, y))[0]
+            if not skip_daskml:  # 1b. the peer: dask-ml, non-private, its defaults with lbfgs
+                run["daskml_fit_s"] = timed(lambda: DaskMLLogistic(solver="lbfgs").fit(X, y))[0]
+                run["ratio"] = run["daskml_fit_s"] / t_fit
+            run["uptime_after"] = _uptime()
+            runs.append(run)
+            print(json.dumps(run, default=float), flush=True)
+        res["runs"] = runs
+        res["dpfast_fit_s"] = float(np.median([r["dpfast_fit_s"] for r in runs]))
+        if compare_old:
+            res["dpfast_old_fit_s"] = float(np.median([r["dpfast_old_fit_s"] for r in runs]))
+        if not skip_daskml:
+            res["daskml_fit_s"] = float(np.median([r["daskml_fit_s"] for r in runs]))
+            res["ratio_median"] = float(np.median([r["ratio"] for r in runs]))
         res["dpfast_n_iter"] = int(est.n_iter_[0])
-        res["dpfast_passes"] = 1 + len(passes)  # the validation pass and one per evaluation
+        res["dpfast_passes"] = runs[-1]["dpfast_passes"]
         res["dpfast_solver"] = est.solver_[0]
         print(json.dumps(res, default=float), flush=True)
 
@@ -192,12 +245,6 @@ def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool) -> dict:
             res[f"inproc_pass_s_{nt}t"] = min(timed(lambda: inproc(theta, nt))[0] for _ in range(5))
         res["numpy_colsum_s"] = min(timed(lambda: Xl.sum(axis=0))[0] for _ in range(5))
         Xl = inproc = None  # free the in-process copy (a `del` reads as unbinding the closures above)
-
-        # 1b. the peer: dask-ml, non-private, its defaults with lbfgs
-        if not skip_daskml:
-            from dask_ml.linear_model import LogisticRegression as DaskMLLogistic
-
-            res["daskml_fit_s"] = timed(lambda: DaskMLLogistic(solver="lbfgs").fit(X, y))[0]
     return res
 
 
@@ -261,6 +308,9 @@ def main(argv=None) -> None:
     p.add_argument("--ooc-gb", type=float, default=None, help="on-disk size (default 1.5 x RAM)")
     p.add_argument("--ooc-dir", default=tempfile.gettempdir())
     p.add_argument("--skip-daskml", action="store_true")
+    p.add_argument("--repeat", type=int, default=3, help="pairs of fits (dpfast, then dask-ml) on the cluster")
+    p.add_argument("--compare-old", action="store_true",
+                   help="also time the pre-issue-23 Dask fit (warm start from 2^20 rows, a task per pass) in each pair")
     p.add_argument("--skip-ooc", action="store_true")
     p.add_argument("--skip-cluster", action="store_true")
     p.add_argument("--ooc-mem-limit-gb", type=float, default=0.0,
@@ -268,7 +318,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     res = {"load_before": os.getloadavg()}
     if not a.skip_cluster:
-        res.update(bench_cluster(a.n, a.d, a.chunk_rows, a.skip_daskml))
+        res.update(bench_cluster(a.n, a.d, a.chunk_rows, a.skip_daskml, a.repeat, a.compare_old))
         nb = res["nbytes"]
         res["gbs_dask_pass"] = nb / 1e9 / res["dask_pass_s"]
         for nt in (1, 2):
@@ -294,7 +344,7 @@ def test_bench_dask_pass_vs_in_process(benchmark):
     pytest.importorskip("dask")
     import dask
 
-    from conftest import size
+    from _bench import size
 
     n, d = size(20_000, 4_000_000), 20
     X, y = make_dask(n, d, max(n // 4, 1))

@@ -9,7 +9,7 @@ the quoted ones.
 import numpy as np
 import pytest
 
-from conftest import size  # by module name, not benchmarks.conftest (tests/test_tooling.py)
+from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.quantile import private_quantile
 from dpfast.mechanisms.selection import (
     exponential_mechanism,

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import size  # noqa: E402
+from _bench import size  # noqa: E402
 
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier  # noqa: E402
 
@@ -161,17 +161,17 @@ def dpfast_epoch(model, X, y):
 
 
 def _softmax_model():
-    return DPSGDClassifier(noise_multiplier=1.0, max_norm=1.0, epochs=1, batch_size=BATCH, learning_rate=0.1,
+    return DPSGDClassifier(noise_multiplier=1.0, clip_norm=1.0, epochs=1, batch_size=BATCH, learning_rate=0.1,
                            classes=list(range(10)), random_state=0, accountant="rdp")
 
 
 def _mlp_model(batch=BATCH):
-    return DPMLPClassifier(256, noise_multiplier=1.0, max_norm=1.0, epochs=1, batch_size=batch,
+    return DPMLPClassifier(256, noise_multiplier=1.0, clip_norm=1.0, epochs=1, batch_size=batch,
                            learning_rate=0.1, classes=list(range(10)), random_state=0, accountant="rdp")
 
 
 def _logistic_model():
-    return DPSGDClassifier(noise_multiplier=1.0, max_norm=1.0, epochs=1, batch_size=BATCH, learning_rate=0.5,
+    return DPSGDClassifier(noise_multiplier=1.0, clip_norm=1.0, epochs=1, batch_size=BATCH, learning_rate=0.5,
                            random_state=0, accountant="rdp")
 
 

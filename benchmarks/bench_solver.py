@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 
 try:
-    from conftest import FULL, size
+    from _bench import FULL, size
 except ImportError:  # run as a script from the repo root
     sys.path.insert(0, "benchmarks")
-    from conftest import FULL, size
+    from _bench import FULL, size
 
 from dpfast.linear_model._solver import glm_loss_and_grad, minimize_glm
-from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
+from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 ALPHA = 1.0
 
@@ -83,7 +83,7 @@ def test_dpfast_lbfgs(benchmark, dense_data):
 def test_dpfast_lbfgs_clipped(benchmark, dense_data):
     X, y = dense_data
     b = np.random.default_rng(1).normal(size=X.shape[1]) * 10
-    r = benchmark(minimize_glm, X, y, "logistic", alpha=ALPHA, linear=b, clip=np.sqrt(2), tol=1e-2)
+    r = benchmark(minimize_glm, X, y, "logistic", alpha=ALPHA, linear=b, clip_norm=np.sqrt(2), tol=1e-2)
     assert r.converged
 
 

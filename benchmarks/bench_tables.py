@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
+from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 from dpfast.tables import aggregate
 
 METRICS = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x"),
@@ -110,14 +110,14 @@ def main(quick: bool = False, dask_only: bool = False) -> None:
 # ---- pytest-benchmark (smoke size in CI) -----------------------------------------------------
 
 def test_bench_aggregate_dpfast(benchmark):
-    from conftest import size
+    from _bench import size
     df = table(size(20_000, 200_000), size(2_000, 20_000), 100)
     benchmark(run_dpfast, df)
 
 
 def test_bench_aggregate_pipelinedp(benchmark):
     pytest.importorskip("pipeline_dp")
-    from conftest import size
+    from _bench import size
     df = table(size(20_000, 200_000), size(2_000, 20_000), 100)
     benchmark.pedantic(run_pipelinedp, args=(df,), rounds=1, iterations=1)
 

@@ -8,7 +8,7 @@ Standalone (needs torch and opacus, not dpfast), e.g.::
 
 Same synthetic data as ``bench_sgd.mnist_like`` (60,000 x 784 float32, 10 classes; with
 ``--dtype float64`` the same values cast to float64 and a float64 model), expected batch 256,
-noise multiplier 1, max_norm 1, plain SGD.  Modes: Opacus per-sample hooks, Opacus ghost
+noise multiplier 1, clip_norm 1, plain SGD.  Modes: Opacus per-sample hooks, Opacus ghost
 clipping, and non-private PyTorch (DataLoader shuffle, batch 256).  The time per step includes
 Opacus's DataLoader (the user pays for it) and excludes the first warm-up step.
 ``--only mlp:ghost --json`` runs one configuration and prints one JSON line (used by

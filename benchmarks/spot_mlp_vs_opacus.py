@@ -3,7 +3,7 @@
 Every configuration runs in its own fresh interpreter (so nothing that ran before in the same
 process can speed it up or slow it down), dpfast and Opacus interleaved, best of ``--reps``:
 
-* dpfast: ``DPMLPClassifier`` 784-256-10, ReLU, flat clipping, noise multiplier 1, max_norm 1,
+* dpfast: ``DPMLPClassifier`` 784-256-10, ReLU, flat clipping, noise multiplier 1, clip_norm 1,
   Poisson sampling with expected batch 256, one epoch over ``bench_sgd.mnist_like`` (60,000 x
   784), float32 and float64, ``n_threads`` 1 and 2.  ms/step = ``train_seconds_ / steps_`` (the
   whole training loop: sampling, forward, ghost norms, backward, noise, update; not validation
@@ -58,7 +58,7 @@ def dpfast_worker(dtype: str, threads: int, before: str, n: int) -> None:
         # a tiny fit of another configuration first (the history dependence of issue 12)
         DPMLPClassifier(8, noise_multiplier=1.0, epochs=1, batch_size=32, classes=list(range(10)),
                         random_state=0, accountant="rdp").fit(X[:200].astype(before), y[:200])
-    m = DPMLPClassifier(256, noise_multiplier=1.0, max_norm=1.0, epochs=1, batch_size=256,
+    m = DPMLPClassifier(256, noise_multiplier=1.0, clip_norm=1.0, epochs=1, batch_size=256,
                         learning_rate=0.1, classes=list(range(10)), random_state=0, accountant="rdp",
                         n_threads=threads)
     m.fit(X, y)

@@ -25,6 +25,9 @@ The pieces, each in one place:
 * :func:`expected_failed_checks` lists the scikit-learn estimator checks that contradict
   differential privacy by design, with the reason, for
   ``sklearn.utils.estimator_checks.check_estimator(est, expected_failed_checks=...)``;
+* :class:`DaskDispatchMixin` routes ``fit`` / ``predict`` / ``predict_proba`` /
+  ``decision_function`` / ``score`` to the estimator family's Dask implementation when ``X`` is
+  a Dask collection (dask itself is imported only then);
 * ``clone`` (:func:`sklearn.base.clone`, hence ``cross_val_score``, pipelines and
   :class:`~dpfast.model_selection.PrivateRandomSearch`) gives a parameter that is a
   :class:`dpfast.random.SecureRandom` to the clone as a *fresh* secure stream (its own key from
@@ -36,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from numbers import Integral
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -51,8 +54,12 @@ from sklearn.utils.validation import (
     column_or_1d,
 )
 
+from dpfast import _dask_utils
+from dpfast.accounting import make_accountant
+
 __all__ = [
     "PrivateEstimator",
+    "DaskDispatchMixin",
     "DPClassifierMixin",
     "DPRegressorMixin",
     "NotFittedError",
@@ -274,6 +281,14 @@ class PrivateEstimator(BaseEstimator):
             self._reset_fit()  # n_features_in_ and the calibration were set while validating
             raise
 
+    def _record_accounted(self, event, delta: float, accountant) -> None:
+        """Record a release whose guarantee is an accountant's: ``epsilon_`` is
+        ``make_accountant(accountant).compose(event).get_epsilon(delta)`` -- the accountant's value
+        for the charged event, by construction -- and ``accountant_`` its name ("pld", "rdp").
+        ``accountant``: a name (default configuration) or a configured accountant instance."""
+        acc = make_accountant(accountant)
+        self._record_release(event, acc.compose(event).get_epsilon(delta), delta, acc.name)
+
     def _record_release(self, event, epsilon: float, delta: float, accountant: str) -> None:
         self.event_ = event
         self.epsilon_ = float(epsilon)
@@ -300,3 +315,71 @@ class DPRegressorMixin(RegressorMixin):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True
         return tags
+
+
+#: the prediction methods a Dask collection is routed to, chunk by chunk (``fit`` goes to the
+#: family's ``_dask_fit``; ``score`` is :meth:`DaskDispatchMixin.score`)
+_DASK_PREDICTIONS = {
+    "predict": _dask_utils.predict,
+    "predict_proba": _dask_utils.predict_proba,
+    "decision_function": _dask_utils.decision_function,
+}
+
+
+def _dask_routed(name: str, method):
+    """``method`` (defined on an estimator class) preceded by the Dask dispatch: a Dask
+    collection as first argument goes to the family's ``_dask_fit`` (``fit``) or to
+    :mod:`dpfast._dask_utils` (predictions); anything else to ``method`` itself."""
+    prediction = _DASK_PREDICTIONS.get(name)
+
+    @functools.wraps(method)
+    def routed(self, X, *args, **kwargs):
+        if _dask_utils.is_dask_collection(X):
+            if prediction is not None:
+                return prediction(self, X, *args, **kwargs)
+            return type(self)._dask_fit(self, X, *args, **kwargs)
+        return method(self, X, *args, **kwargs)
+
+    routed._dp_dask_routed = True
+    return routed
+
+
+class DaskDispatchMixin:
+    """Dask collections (``dask.array.Array``, ``dask.dataframe.DataFrame``) as input of an
+    estimator: ``fit``, ``predict``, ``predict_proba``, ``decision_function`` and ``score`` with
+    such an ``X`` go to the Dask implementation, anything else to the in-memory code.
+
+    ``fit`` goes to the family's ``_dask_fit(est, X, *args, **kwargs)`` (a class attribute:
+    :func:`dpfast.linear_model._dask.fit`, :func:`dpfast.sgd._dask.fit`), which validates,
+    calibrates and charges as the in-memory ``fit`` does; predictions and ``score`` are one
+    lazy pass chunk by chunk over the released model (:mod:`dpfast._dask_utils`, the same for
+    every family).  Whether ``X`` is a Dask collection is decided without importing dask
+    (:func:`dpfast._dask_utils.is_dask_collection`).
+
+    The routing wraps the methods each class defines (as scikit-learn's ``_SetOutputMixin`` wraps
+    ``transform``), so a subclass's own ``fit`` is routed too.  It is installed before
+    :class:`PrivateEstimator`'s hook wraps ``fit`` in the budget-scope check, whatever the order of
+    the bases, so a Dask fit is scope-checked like any other.  List the mixin first among the
+    bases: its ``score`` must come before scikit-learn's ``ClassifierMixin`` / ``RegressorMixin``.
+    """
+
+    #: ``fit`` of the family for Dask input, set by each family's base class (annotated only here:
+    #: a value on the mixin would shadow the family's, which comes later in the MRO)
+    _dask_fit: Callable
+
+    def __init_subclass__(cls, **kwargs):
+        # wrap before calling up: PrivateEstimator.__init_subclass__ (reached through super(),
+        # whether it comes before or after this mixin in the MRO) then wraps the routed fit in
+        # the budget-scope check, so the check runs first for Dask input as well
+        for name in ("fit", *_DASK_PREDICTIONS):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_dp_dask_routed", False):
+                setattr(cls, name, _dask_routed(name, method))
+        super().__init_subclass__(**kwargs)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """scikit-learn's ``score`` (mean accuracy for classifiers, R^2 for regressors); for a
+        Dask ``X`` the same figure, computed in one pass (:func:`dpfast._dask_utils.score`)."""
+        if _dask_utils.is_dask_collection(X):
+            return _dask_utils.score(self, X, y, sample_weight=sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)

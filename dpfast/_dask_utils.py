@@ -1,4 +1,6 @@
-"""Input checks shared by dpfast's Dask paths (linear models, DP-GD; issue 9).
+"""What dpfast's Dask paths share (linear models, DP-GD, tables; issue 9): input checks, the
+per-chunk vectors on the cluster, and the predictions and ``score`` of a fitted estimator on a
+Dask collection (lazy, chunk by chunk; :class:`dpfast._base.DaskDispatchMixin` routes to them).
 
 dask is imported only when a Dask collection is actually given: :func:`is_dask_collection`
 looks at ``sys.modules`` first, so NumPy users never pay for it.
@@ -10,7 +12,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "active_client", "scatter_chunks"]
+__all__ = ["is_dask_collection", "active_client", "scatter_chunks", "set_feature_names", "decision_function",
+           "predict", "predict_proba", "score"]
 
 
 def is_dask_collection(X) -> bool:
@@ -127,4 +130,118 @@ def scatter_chunks(v, starts, dtype=None) -> list:
     if client is not None:
         return list(client.scatter(pieces, broadcast=True, hash=True))
     return list(dask.persist(*[dask.delayed(p, pure=True) for p in pieces]))
+
+
+# ----------------------------------------------------------------------------- predictions
+# (one home for every estimator family: a fitted model's predictions chunk by chunk)
+
+def _names_view(X):
+    """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
+    frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
+    anything else as is."""
+    if _is_frame(X):
+        import pandas as pd
+
+        return pd.DataFrame(columns=X.columns)
+    return X
+
+
+def set_feature_names(est, X) -> None:
+    """``feature_names_in_`` after a Dask fit, by scikit-learn's rule for pandas (string column
+    names only; mixed types raise ``TypeError``)."""
+    from sklearn.utils.validation import _get_feature_names
+
+    names = _get_feature_names(_names_view(X))
+    if names is not None:
+        est.feature_names_in_ = names
+
+
+def _prediction_input(est, X):
+    """X's rows as a Dask array, after scikit-learn's feature-name check, as for pandas input
+    (issue 21, item 12): a DataFrame whose column names or order differ from fit's raises
+    ``ValueError``; names on one side only warn, once (not once per chunk)."""
+    from sklearn.utils.validation import _check_feature_names
+
+    _check_feature_names(est, _names_view(X), reset=False)
+    Xd = _as_dask_rows(X)
+    n_in = getattr(est, "n_features_in_", None)
+    if n_in is not None and Xd.shape[1] != n_in:
+        raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {n_in}")
+    return Xd
+
+
+def _blockwise(method):
+    """``method`` on one NumPy chunk, without scikit-learn's "X does not have valid feature
+    names" warning: the names were checked once for the whole input (:func:`_prediction_input`)."""
+    def call(block):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
+            return method(block)
+
+    return call
+
+
+def decision_function(est, X):
+    """Lazy ``est.decision_function`` chunk by chunk (a dask Array)."""
+    Xd = _prediction_input(est, X)
+    k = np.atleast_2d(est.coef_).shape[0]
+    if k == 1:
+        return Xd.map_blocks(_blockwise(est.decision_function), drop_axis=1, dtype=np.float64)
+    return Xd.map_blocks(_blockwise(est.decision_function), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+
+
+def predict(est, X):
+    """Lazy ``est.predict`` chunk by chunk (a dask Array)."""
+    return _predict_rows(est, _prediction_input(est, X))
+
+
+def _predict_rows(est, Xd):
+    dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
+    return Xd.map_blocks(_blockwise(est.predict), drop_axis=1, dtype=dtype)
+
+
+def predict_proba(est, X):
+    """Lazy ``est.predict_proba`` chunk by chunk (a dask Array)."""
+    Xd = _prediction_input(est, X)
+    k = len(est.classes_)
+    return Xd.map_blocks(_blockwise(est.predict_proba), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+
+
+def score(est, X, y, sample_weight=None) -> float:
+    """Mean accuracy (classifiers) or R^2 (regressors), computed with one Dask pass."""
+    import dask
+    import dask.array as da
+
+    Xd = _prediction_input(est, X)
+    yv = _as_vector_like(y, Xd, "y")
+    wv = _as_vector_like(sample_weight, Xd, "sample_weight")
+    pred = _predict_rows(est, Xd)  # names checked once, above
+    w = da.ones_like(yv, dtype=np.float64) if wv is None else wv.astype(np.float64)
+    if hasattr(est, "classes_"):
+        num, den = dask.compute(da.sum(w * (pred == yv)), da.sum(w))
+        return float(num / den)
+    yf = yv.astype(np.float64)
+    sw, swy = dask.compute(da.sum(w), da.sum(w * yf))
+    ybar = swy / sw
+    ss_res, ss_tot = (float(v) for v in dask.compute(da.sum(w * (yf - pred) ** 2), da.sum(w * (yf - ybar) ** 2)))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+
+
+def _as_vector_like(v, Xd, name):
+    import dask.array as da
+
+    if v is None:
+        return None
+    if is_dask_collection(v):
+        if _is_frame(v):
+            v = v.to_dask_array(lengths=True)
+        if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
+            raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")
+        return v
+    v = np.asarray(v)
+    if v.shape != (Xd.shape[0],):
+        raise ValueError(f"{name} must have shape ({Xd.shape[0]},), got {v.shape}")
+    return da.from_array(v, chunks=(Xd.chunks[0],))
 

@@ -32,7 +32,7 @@ def main(argv=None) -> None:
     print(f"  epsilon       : {model.epsilon_:.6g}  (target {args.epsilon:g}; by the {model.accountant_.upper()} bound)")
     print(f"  fit time      : {fit_time:.3f} s  (calibration + solve, {int(model.n_iter_[0])} L-BFGS iterations, "
           f"||grad|| = {model.grad_norm_[0]:.2g} <= tau = {model.calibration_.tau:g})")
-    print(f"  sigma = {model.sigma_:.4g}, lambda = {model.lambda_:.4g}, sigma_out = {model.sigma_out_:g}, C = {model.clip_:.4g}")
+    print(f"  sigma = {model.sigma_:.4g}, lambda = {model.lambda_:.4g}, sigma_out = {model.sigma_out_:g}, C = {model.clip_norm_:.4g}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,7 +38,7 @@ delta = 1e-5
 def fit(method, eps, seed):
     if method == "DP-SGD":
         model = DPSGDClassifier(epsilon=eps, delta=delta, epochs=size(2, 10), batch_size=256,
-                                max_norm=1.0, learning_rate=2.0, random_state=seed)
+                                clip_norm=1.0, learning_rate=2.0, random_state=seed)
     else:
         model = LogisticRegression(epsilon=eps, delta=delta, method=method, random_state=seed)
     return model.fit(X_tr, y_tr).score(X_te, y_te)

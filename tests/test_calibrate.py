@@ -300,6 +300,7 @@ def test_gaussian_delta_and_epsilon_are_upper_bounds(eps):
         assert _exact_delta(sigma, e) <= delta
 
 
+@pytest.mark.slow
 def test_scipy_error_budgets_hold():
     """The error bound of gaussian_log_delta assumes SciPy's log_ndtr within 16 ulps of
     |log Phi(x)| + |x| lambda(x) and erfcx within 32 ulps relative (4x the measured worst case).

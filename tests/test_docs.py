@@ -45,7 +45,11 @@ def test_the_docs_have_pages_with_examples():
     assert len(PAGES) >= 15 and len(with_examples) >= 6, (PAGES, with_examples)
 
 
-@pytest.mark.parametrize("page", PAGES)
+#: pages whose examples take seconds (auditing.rst runs audits, public_data.rst fits): the full tier only
+SLOW_PAGES = {"user_guide/auditing.rst", "user_guide/public_data.rst"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in PAGES])
 def test_doc_page_examples_run(page):
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     res = doctest.testfile(os.path.join(DOCS, page), module_relative=False, optionflags=flags,
@@ -65,6 +69,7 @@ def _readme_blocks():
     return re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run():
     blocks = _readme_blocks()
     assert blocks, "the README has no ```python block"
@@ -131,6 +136,7 @@ def html_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_rendered_page_in_headless_chromium(html_dir):
     browser = _chromium()
     if browser is None:

@@ -100,6 +100,7 @@ def test_separate_accountants_in_threads_equal_sequential():
     assert got == [work(i) for i in range(N_THREADS)]
 
 
+@pytest.mark.slow
 def test_pld_cache_concurrent_use_and_clear():
     # Item 9: the PLD step cache raised "dictionary changed size during iteration" when used
     # from several threads; it must stay within its byte bound while threads fill and clear it.
@@ -203,7 +204,8 @@ def _data(seed, n=200, d=5):
     return X, y
 
 
-@pytest.mark.parametrize("kind", ["logistic", "linear", "dpsgd", "mlp"])
+@pytest.mark.parametrize("kind", ["logistic", "linear", pytest.param("dpsgd", marks=pytest.mark.slow),
+                                  pytest.param("mlp", marks=pytest.mark.slow)])
 def test_estimators_fit_in_threads_equal_sequential_and_blas_restored(kind):
     def fit(i):
         X, y = _data(i)

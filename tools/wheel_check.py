@@ -64,6 +64,7 @@ def main(argv):
     paths = [tests] if "--all" in argv else [os.path.join(tests, f) for f in FAST]
     # rootdir and the cache go to a temporary place: the tests directory may be read-only
     # tests marked source_tree read the checkout (csrc/, tools/), which a wheel does not hold
+    # (an explicit -m also runs the slow tests of these files, and --all every tier: tests/conftest.py)
     return pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", tests, "-m", "not source_tree", *paths])
 
 

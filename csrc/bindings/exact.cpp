@@ -5,7 +5,7 @@
 // block-parallel over n_threads threads with per-block ChaCha20 keystreams keyed from the
 // caller's generator (csrc/samplers/exact_arith.hpp, run_exact_blocks): the output does not
 // depend on n_threads.
-#include "bindings/common.hpp"
+#include "bindings/array_view.hpp"
 #include "samplers/discrete.hpp"
 #include "samplers/snapping.hpp"
 
@@ -14,74 +14,61 @@ using namespace dpf_bind;
 namespace {
 
 using dpf::u128;
-template <class T>
-using out_array = py::array_t<T, py::array::c_style>;
 
 u128 join(uint64_t hi, uint64_t lo) { return ((u128)hi << 64) | lo; }
 
-void discrete_laplace_fill(py::capsule cap, uint64_t s, uint64_t t, out_array<int64_t> out, int n_threads) {
+// Every fill is block-parallel over [1, 256] threads.
+void check_threads(int n_threads) {
+    require(n_threads >= 1 && n_threads <= 256, "n_threads must be in [1, 256]");
+}
+
+void discrete_laplace_fill(py::capsule cap, uint64_t s, uint64_t t, py::object out_, int n_threads) {
     bitgen_t* bg = bitgen_from_capsule(cap);
-    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    check_threads(n_threads);
     if (s == 0 || t == 0) throw py::value_error("s and t must be >= 1");
     if (t / s > (uint64_t(1) << 40)) throw py::value_error("scale t/s must be <= 2^40");
-    if (!out.writeable()) throw py::value_error("out must be writeable");
-    int64_t* po = out.mutable_data();
-    const std::size_t n = static_cast<std::size_t>(out.size());
+    auto o = out<int64_t>(out_, "out");
     py::gil_scoped_release nogil;
-    dpf::fill_discrete_laplace(bg, s, t, po, n, n_threads);
+    dpf::fill_discrete_laplace(bg, s, t, o.ptr, (std::size_t)o.size, n_threads);
 }
 
 void discrete_gaussian_fill(py::capsule cap, uint64_t n_hi, uint64_t n_lo, uint64_t d_hi,
-                            uint64_t d_lo, uint64_t tau, out_array<int64_t> out, int n_threads) {
+                            uint64_t d_lo, uint64_t tau, py::object out_, int n_threads) {
     bitgen_t* bg = bitgen_from_capsule(cap);
-    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    check_threads(n_threads);
     const u128 n = join(n_hi, n_lo), d = join(d_hi, d_lo);
-    if (n == 0 || d == 0) throw py::value_error("sigma^2 = n/d needs n, d >= 1");
-    if (tau == 0 || tau > (uint64_t(1) << 40)) throw py::value_error("tau must be in [1, 2^40]");
-    // tau = floor(sqrt(n/d)) + 1  <=>  (tau-1)^2 d <= n < tau^2 d
-    const u128 tt = (u128)tau * tau, tm = (u128)(tau - 1) * (tau - 1);
-    if (d >= ((u128)1 << 62) / tau) throw py::value_error("d * tau must be < 2^62");
-    if (!(tm * d <= n && n < tt * d)) throw py::value_error("tau must be floor(sqrt(n/d)) + 1");
-    // b = 2 n d tau^2 < 2^127
-    const u128 lim = ((u128)1) << 126;
-    if (n >= lim / (d * tt)) throw py::value_error("2 n d tau^2 must be < 2^127");
-    if (!out.writeable()) throw py::value_error("out must be writeable");
+    if (const char* err = dpf::DiscreteGaussianParams::invalid(n, d, tau)) throw py::value_error(err);
+    auto o = out<int64_t>(out_, "out");
     const dpf::DiscreteGaussianParams p(n, d, tau);
-    int64_t* po = out.mutable_data();
-    const std::size_t m = static_cast<std::size_t>(out.size());
     py::gil_scoped_release nogil;
-    dpf::fill_discrete_gaussian(bg, p, po, m, n_threads);
+    dpf::fill_discrete_gaussian(bg, p, o.ptr, (std::size_t)o.size, n_threads);
 }
 
 void bernoulli_exp_fill(py::capsule cap, uint64_t num_hi, uint64_t num_lo, uint64_t den_hi,
-                        uint64_t den_lo, out_array<uint8_t> out, int n_threads) {
+                        uint64_t den_lo, py::object out_, int n_threads) {
     bitgen_t* bg = bitgen_from_capsule(cap);
-    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    check_threads(n_threads);
     const u128 num = join(num_hi, num_lo), den = join(den_hi, den_lo);
     if (den == 0) throw py::value_error("gamma = num/den needs den >= 1");
-    if (!out.writeable()) throw py::value_error("out must be writeable");
-    uint8_t* po = out.mutable_data();
-    const std::size_t n = static_cast<std::size_t>(out.size());
+    auto o = out<uint8_t>(out_, "out");
     py::gil_scoped_release nogil;
-    dpf::fill_bernoulli_exp(bg, num, den, po, n, n_threads);
+    dpf::fill_bernoulli_exp(bg, num, den, o.ptr, (std::size_t)o.size, n_threads);
 }
 
-void snapping_fill(py::capsule cap, carray<double> x, double lambda, double big_lambda,
-                   double bound, out_array<double> out, int n_threads) {
+void snapping_fill(py::capsule cap, py::object x_, double lambda, double big_lambda,
+                   double bound, py::object out_, int n_threads) {
     bitgen_t* bg = bitgen_from_capsule(cap);
-    if (n_threads < 1 || n_threads > 256) throw py::value_error("n_threads must be in [1, 256]");
+    check_threads(n_threads);
     if (!(lambda > 0) || !std::isfinite(lambda)) throw py::value_error("lambda must be finite and > 0");
     int e = 0;
     if (!(big_lambda >= lambda) || !std::isfinite(big_lambda) || std::frexp(big_lambda, &e) != 0.5)
         throw py::value_error("Lambda must be a power of two >= lambda");
     if (!(bound > 0) || !std::isfinite(bound)) throw py::value_error("bound must be finite and > 0");
-    if (x.size() != out.size()) throw py::value_error("x and out must have the same size");
-    if (!out.writeable()) throw py::value_error("out must be writeable");
-    const double* px = x.data();
-    double* po = out.mutable_data();
-    const std::size_t n = static_cast<std::size_t>(out.size());
+    auto o = out<double>(out_, "out");
+    auto x = in<double>(x_, "x", Shape::any(), Take::convert);
+    require(x.size == o.size, "x and out must have the same size");
     py::gil_scoped_release nogil;
-    dpf::fill_snapping(bg, px, lambda, big_lambda, bound, po, n, n_threads);
+    dpf::fill_snapping(bg, x.ptr, lambda, big_lambda, bound, o.ptr, (std::size_t)o.size, n_threads);
 }
 
 }  // namespace

@@ -6,81 +6,58 @@
 #include <cstdint>
 #include <string>
 
-#include "bindings/common.hpp"
-#include "bindings/csr_view.hpp"
 #include "bindings/loss_table.hpp"
+#include "bindings/matrix_view.hpp"
 #include "solvers/glm_solvers.hpp"
 
 using namespace dpf_bind;
 
 namespace {
 
-enum Layout : int { kC = 0, kF = 1, kCSR = 2 };
-
-int float_bytes(const py::array& a, const char* name) {
-    const auto dt = a.dtype();
-    require(dt.kind() == 'f' && (dt.itemsize() == 4 || dt.itemsize() == 8),
-            std::string(name) + " must be float32 or float64");
-    return (int)dt.itemsize();
-}
-
-
-// Calls fn(view) with the matrix view matching (layout, dtype, index type).
-template <class Fn>
-void with_view(const py::array& X, const py::object& indices, const py::object& indptr, int layout,
-               int64_t n, int64_t d, Fn&& fn) {
-    const int fb = float_bytes(X, "X");
-    if (layout == kC || layout == kF) {
-        require(X.ndim() == 2 && X.shape(0) == n && X.shape(1) == d, "X shape mismatch");
-        const int flag = layout == kC ? py::array::c_style : py::array::f_style;
-        require((X.flags() & flag) != 0, "X is not contiguous in the declared order");
-        if (layout == kC) {
-            if (fb == 8) fn(dpf::glm::DenseC<double>{static_cast<const double*>(X.data()), n, d});
-            else fn(dpf::glm::DenseC<float>{static_cast<const float*>(X.data()), n, d});
-        } else {
-            if (fb == 8) fn(dpf::glm::DenseF<double>{static_cast<const double*>(X.data()), n, d});
-            else fn(dpf::glm::DenseF<float>{static_cast<const float*>(X.data()), n, d});
-        }
-        return;
-    }
-    require(layout == kCSR, "unknown layout");
-    with_csr(X, indices, indptr, n, d, fn);
-}
+// The arrays an Objective points into (kept alive for the call).
+struct ObjectiveArgs {
+    View<const double> y, w, linear, Q, rscale;
+};
 
 // d: X's stored columns; the problem has d + (icpt != 0) coordinates (data.hpp).
-dpf::glm::Objective make_objective(int64_t n, int64_t d, const carray<double>& y, const py::object& w,
+dpf::glm::Objective make_objective(ObjectiveArgs& a, int64_t n, int64_t d, const py::object& y, const py::object& w,
                                    int loss, double delta, double alpha, const py::object& linear,
-                                   const py::object& Q, int layout, const py::object& rscale, double icpt) {
-    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
-    require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
+                                   const py::object& Q, const py::object& rscale, double icpt) {
+    checked_loss(loss, dpf::loss::Outputs::one, "margin");
     require(std::isfinite(icpt), "icpt must be finite");
     if (icpt != 0.0) d += 1;
+    a.y = y.is_none() ? View<const double>{} : in<double>(y, "y", Shape::vec(n), Take::convert);
+    a.w = opt_in<double>(w, "sample_weight", Shape::size(n));
+    a.rscale = opt_in<double>(rscale, "rscale", Shape::size(n));
+    a.linear = opt_in<double>(linear, "linear", Shape::size(d));
+    a.Q = opt_in<double>(Q, "quadratic", Shape::size(d * d));
     dpf::glm::Objective ob;
-    ob.rscale = opt_ptr(rscale, n, "rscale");
+    ob.rscale = a.rscale.ptr;
     ob.icpt = icpt;
     ob.lp.loss = static_cast<dpf::loss::Loss>(loss);
     ob.lp.delta = delta;
     ob.n = n;
     ob.d = d;
-    ob.y = y.data();
-    ob.w = opt_ptr(w, n, "sample_weight");
+    ob.y = a.y.ptr;
+    ob.w = a.w.ptr;
     ob.alpha = alpha;
-    ob.linear = opt_ptr(linear, d, "linear");
-    ob.Q = opt_ptr(Q, d * d, "quadratic");
+    ob.linear = a.linear.ptr;
+    ob.Q = a.Q.ptr;
     return ob;
 }
 
 py::tuple minimize(py::array X, py::object indices, py::object indptr, int layout, int64_t n, int64_t d,
-                   carray<double> y, py::object w, int loss, double delta, double clip, double alpha,
+                   py::object y, py::object w, int loss, double delta, double clip, double alpha,
                    py::object linear, py::object Q, int method, double tol, int64_t max_iter, int memory,
-                   double step, int step_rule, int nthreads, py::array_t<double, py::array::c_style> theta,
-                   py::object capsule, py::object rscale, double icpt) {
+                   double step, int step_rule, int nthreads, py::object theta, py::object capsule,
+                   py::object rscale, double icpt) {
     require(method >= 0 && method <= 2, "unknown method");
     // SAG/SAGA's lazy CSR updates read the stored rows: no in-kernel row map or intercept there
     require(layout != kCSR || method == 0 || (rscale.is_none() && icpt == 0.0),
             "the in-kernel row map and intercept of CSR X are for L-BFGS only");
-    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q, layout, rscale, icpt);
-    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
+    ObjectiveArgs args;
+    dpf::glm::Objective ob = make_objective(args, n, d, y, w, loss, delta, alpha, linear, Q, rscale, icpt);
+    auto th = out<double>(theta, "theta", Shape::vec(ob.d));
     bitgen_t* bg = nullptr;
     if (method != 0) {
         require(!capsule.is_none(), "SAG/SAGA need a bit generator capsule");
@@ -95,31 +72,37 @@ py::tuple minimize(py::array X, py::object indices, py::object indptr, int layou
     o.step_rule = step_rule;
     o.nthreads = std::max(1, nthreads);
     o.clip = clip;
-    double* th = theta.mutable_data();
     dpf::solvers::Result r;
-    with_view(X, indices, indptr, layout, n, d, [&](const auto& view) {
+    with_matrix(X, indices, indptr, layout, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        r = dpf::solvers::solve(view, ob, o, th, bg);
+        r = dpf::solvers::solve(view, ob, o, th.ptr, bg);
     });
     return py::make_tuple(r.n_iter, r.n_eval, r.converged, r.fun, r.grad_norm, r.status, r.step);
 }
 
 py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int layout, int64_t n,
-                        int64_t d, carray<double> y, py::object w, int loss, double delta, double clip,
-                        double alpha, py::object linear, py::object Q, carray<double> theta, int nthreads,
+                        int64_t d, py::object y, py::object w, int loss, double delta, double clip,
+                        double alpha, py::object linear, py::object Q, py::object theta, int nthreads,
                         py::object rscale, double icpt) {
-    dpf::glm::Objective ob = make_objective(n, d, y, w, loss, delta, alpha, linear, Q, layout, rscale, icpt);
-    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
+    ObjectiveArgs args;
+    dpf::glm::Objective ob = make_objective(args, n, d, y, w, loss, delta, alpha, linear, Q, rscale, icpt);
+    auto th = in<double>(theta, "theta", Shape::vec(ob.d), Take::convert);
     py::array_t<double> g(ob.d);
     double* pg = g.mutable_data();
-    const double* th = theta.data();
     double f = 0.0;
     bool ok = true;
-    with_view(X, indices, indptr, layout, n, d, [&](const auto& view) {
+    with_matrix(X, indices, indptr, layout, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        ok = dpf::solvers::loss_grad(view, ob, clip, std::max(1, nthreads), th, pg, f);
+        ok = dpf::solvers::loss_grad(view, ob, clip, std::max(1, nthreads), th.ptr, pg, f);
     });
     return py::make_tuple(f, g, ok);
+}
+
+// The all-ones labels of the kernels that read no label (row bounds, preconditioner sums).
+py::array_t<double> ones(int64_t n) {
+    py::array_t<double> y0(n);
+    std::fill(y0.mutable_data(), y0.mutable_data() + n, 1.0);
+    return y0;
 }
 
 // Chunk kernels of the Dask path (dense C-order chunks; linear_model/_dask.py).
@@ -127,36 +110,34 @@ py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int 
 // their squared norms (clip <= 0); ok is false when a row is non-finite.
 py::tuple row_bounds(py::array X, int64_t n, int64_t d, py::object rscale, double icpt, double clip,
                      int nthreads) {
-    carray<double> y0(n);
-    std::fill(y0.mutable_data(), y0.mutable_data() + n, 1.0);
+    ObjectiveArgs args;
     dpf::glm::Objective ob =
-        make_objective(n, d, y0, py::none(), 0, 1.0, 0.0, py::none(), py::none(), kC, rscale, icpt);
+        make_objective(args, n, d, ones(n), py::none(), 0, 1.0, 0.0, py::none(), py::none(), rscale, icpt);
     std::vector<double> out;
     bool ok = true;
-    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+    with_matrix(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
         ok = dpf::solvers::row_bounds(view, ob, clip, std::max(1, nthreads), out);
     });
-    py::array_t<double> v(n);
-    std::copy(out.begin(), out.end(), v.mutable_data());
-    return py::make_tuple(ok, v);
+    return py::make_tuple(ok, to_numpy(out));
 }
 
 // The data part sum_i w_i l_C(y_i, x_i.theta) and its gradient (no regularizer), given the
 // squared norms sq of the mapped rows from row_bounds(clip=0) (clip <= 0: no clipping): one
 // pass over the chunk.
-py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, py::object w, int loss,
-                          double delta, carray<double> sq, double clip, py::object rscale, double icpt,
-                          carray<double> theta, int nthreads) {
+py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, py::object y, py::object w, int loss,
+                          double delta, py::object sq_, double clip, py::object rscale, double icpt,
+                          py::object theta_, int nthreads) {
+    ObjectiveArgs args;
     dpf::glm::Objective ob =
-        make_objective(n, d, y, w, loss, delta, 0.0, py::none(), py::none(), kC, rscale, icpt);
-    require(sq.ndim() == 1 && sq.shape(0) == n, "sq must have n entries");
-    require(theta.ndim() == 1 && theta.shape(0) == ob.d, "theta must have d (+1 with icpt) entries");
+        make_objective(args, n, d, y, w, loss, delta, 0.0, py::none(), py::none(), rscale, icpt);
+    auto sq = in<double>(sq_, "sq", Shape::vec(n), Take::convert);
+    auto theta = in<double>(theta_, "theta", Shape::vec(ob.d), Take::convert);
     py::array_t<double> g(ob.d);
     double f = 0.0;
-    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+    with_matrix(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        f = dpf::solvers::loss_grad_bounded(view, ob, sq.data(), clip, std::max(1, nthreads), theta.data(),
+        f = dpf::solvers::loss_grad_bounded(view, ob, sq.ptr, clip, std::max(1, nthreads), theta.ptr,
                                             g.mutable_data());
     });
     return py::make_tuple(f, g);
@@ -166,53 +147,38 @@ py::tuple chunk_loss_grad(py::array X, int64_t n, int64_t d, carray<double> y, p
 // (solvers::precond_sums): (S1 or None, S2, W), d + (icpt != 0) entries each.
 py::tuple precond_sums(py::array X, int64_t n, int64_t d, py::object w, py::object rscale, double icpt, bool first,
                        int nthreads) {
-    carray<double> y0(n);
-    std::fill(y0.mutable_data(), y0.mutable_data() + n, 1.0);
-    dpf::glm::Objective ob = make_objective(n, d, y0, w, 0, 1.0, 0.0, py::none(), py::none(), kC, rscale, icpt);
+    ObjectiveArgs args;
+    dpf::glm::Objective ob = make_objective(args, n, d, ones(n), w, 0, 1.0, 0.0, py::none(), py::none(), rscale, icpt);
     std::vector<double> S1, S2;
     double W = 0.0;
-    with_view(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
+    with_matrix(X, py::none(), py::none(), kC, n, d, [&](const auto& view) {
         py::gil_scoped_release nogil;
         dpf::solvers::precond_sums(view, ob, std::max(1, nthreads), first, S1, S2, W);
     });
-    py::array_t<double> s2((py::ssize_t)S2.size());
-    std::copy(S2.begin(), S2.end(), s2.mutable_data());
-    py::object s1 = py::none();
-    if (first) {
-        py::array_t<double> a((py::ssize_t)S1.size());
-        std::copy(S1.begin(), S1.end(), a.mutable_data());
-        s1 = a;
-    }
-    return py::make_tuple(s1, s2, W);
+    return py::make_tuple(first ? py::object(to_numpy(S1)) : py::none(), to_numpy(S2), W);
 }
 
 // L-BFGS (the native iterations of minimize) on fg(theta) -> (F, grad F) given in Python: the
 // Dask path, whose evaluations are Dask graphs.  An exception in fg propagates (nothing is
 // returned); theta is updated in place.
-py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_style> theta, double tol,
-                            int64_t max_iter, int memory, py::object hinv, py::object precond) {
-    require(theta.ndim() == 1, "theta must be 1-d");
-    const int64_t d = theta.shape(0);
-    const double* ph = nullptr;  // optional diagonal preconditioner: d positive finite entries
-    carray<double> hv;
-    if (!hinv.is_none()) {
-        hv = py::cast<carray<double>>(hinv);
-        require(hv.ndim() == 1 && hv.shape(0) == d, "hinv must have d entries");
-        ph = hv.data();
-        for (int64_t j = 0; j < d; ++j) require(ph[j] > 0.0 && std::isfinite(ph[j]), "hinv must be positive and finite");
-    }
+py::tuple minimize_callable(py::function fg, py::object theta_, double tol, int64_t max_iter, int memory,
+                            py::object hinv, py::object precond) {
+    auto theta = out<double>(theta_, "theta", Shape::vec());
+    const int64_t d = theta.size;
+    // optional diagonal preconditioner: d positive finite entries
+    auto hv = opt_in<double>(hinv, "hinv", Shape::vec(d), Take::convert);
+    for (int64_t j = 0; j < (hv.ptr ? d : 0); ++j) require(hv[j] > 0.0 && std::isfinite(hv[j]), "hinv must be positive and finite");
     // precond: (S1 or None, S2, W, alpha, beta, icpt), the sums of precond_sums over all rows: the
     // preconditioner minimize() builds from the same sums (solvers::lbfgs_fn)
     dpf::solvers::PrecondSums ps;
     const bool have_ps = !precond.is_none();
     if (have_ps) {
-        require(ph == nullptr, "give hinv or precond, not both");
+        require(hv.ptr == nullptr, "give hinv or precond, not both");
         auto t = py::cast<py::tuple>(precond);
         require(t.size() == 6, "precond must be (S1, S2, W, alpha, beta, icpt)");
         auto vec = [d](const py::object& o, const char* name) {
-            auto a = py::cast<carray<double>>(o);
-            require(a.ndim() == 1 && a.shape(0) == d, std::string(name) + " must have d entries");
-            return std::vector<double>(a.data(), a.data() + d);
+            auto a = in<double>(o, name, Shape::vec(d), Take::convert);
+            return std::vector<double>(a.ptr, a.ptr + d);
         };
         if (!t[0].is_none()) ps.S1 = vec(t[0], "S1");
         ps.S2 = vec(t[1], "S2");
@@ -231,38 +197,34 @@ py::tuple minimize_callable(py::function fg, py::array_t<double, py::array::c_st
         py::tuple out = fg(tv);
         require(out.size() == 2, "fg must return (F, grad)");
         const double fv = py::cast<double>(out[0]);
-        auto gv = py::cast<carray<double>>(out[1]);
-        require(gv.ndim() == 1 && gv.shape(0) == d, "fg's gradient must have d entries");
-        std::copy(gv.data(), gv.data() + d, g);
+        auto gv = in<double>(out[1], "fg's gradient", Shape::vec(d), Take::convert);
+        std::copy(gv.ptr, gv.ptr + d, g);
         return fv;
     };
-    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.mutable_data(), tol, max_iter, memory, ph, have_ps ? &ps : nullptr);
+    dpf::solvers::Result r = dpf::solvers::lbfgs_fn(f, d, theta.ptr, tol, max_iter, memory, hv.ptr, have_ps ? &ps : nullptr);
     return py::make_tuple(r.n_iter, n_eval, r.status == 0, r.fun, r.grad_norm, r.status);
 }
 
 // Elementwise loss value, first and second derivative in the margin (and clipped versions
 // when c is given; c = inf means no clipping).  For tests and for callers that need l(z).
-py::tuple loss_eval(int loss, double delta, carray<double> z, carray<double> y, carray<double> c) {
-    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
-    const int64_t n = z.size();
-    require(y.size() == n && (c.size() == n || c.size() == 1), "shape mismatch");
+py::tuple loss_eval(int loss, double delta, py::object z_, py::object y_, py::object c_) {
+    checked_loss(loss, dpf::loss::Outputs::one, "margin");
+    auto z = in<double>(z_, "z", Shape::any(), Take::convert);
+    auto y = in<double>(y_, "y", Shape::size(z.size), Take::convert);
+    auto c = in<double>(c_, "c", Shape::any(), Take::convert);
+    require(c.size == z.size || c.size == 1, "c must have 1 entry or as many as z");
     dpf::loss::LossParams p;
     p.loss = static_cast<dpf::loss::Loss>(loss);
     p.delta = delta;
+    const int64_t n = z.size;
     py::array_t<double> v(n), d1(n), d2(n);
     double *pv = v.mutable_data(), *p1 = d1.mutable_data(), *p2 = d2.mutable_data();
-    const double *pz = z.data(), *py_ = y.data(), *pc = c.data();
-    for (int64_t i = 0; i < n; ++i) {
-        bool cl;
-        const double ci = c.size() == 1 ? pc[0] : pc[i];
-        dpf::loss::clipped_value_deriv(p, pz[i], py_[i], ci, pv[i], p1[i], cl);
-        p2[i] = cl ? 0.0 : dpf::loss::second_deriv(p, pz[i], py_[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) dpf::loss::clipped_derivs(p, z[i], y[i], c[c.size == 1 ? 0 : i], pv[i], p1[i], p2[i]);
     return py::make_tuple(v, d1, d2);
 }
 
 py::tuple constants(int loss, double delta) {
-    dpf_bind::checked_loss(loss, dpf::loss::Outputs::one, "margin");
+    checked_loss(loss, dpf::loss::Outputs::one, "margin");
     dpf::loss::LossParams p;
     p.loss = static_cast<dpf::loss::Loss>(loss);
     p.delta = delta;

@@ -7,9 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "bindings/common.hpp"
-#include "bindings/csr_view.hpp"
 #include "bindings/loss_table.hpp"
+#include "bindings/matrix_view.hpp"
 #include "solvers/multinomial.hpp"
 
 using namespace dpf_bind;
@@ -17,52 +16,37 @@ namespace mn = dpf::solvers::multinomial;
 
 namespace {
 
-// Calls fn(view) for dense C-order X (indices None) or CSR (data, indices, indptr; bindings/csr_view.hpp).
-template <class Fn>
-void with_view(const py::array& X, const py::object& indices, const py::object& indptr, int64_t n, int64_t d,
-               Fn&& fn) {
-    const auto dt = X.dtype();
-    require(dt.kind() == 'f' && (dt.itemsize() == 4 || dt.itemsize() == 8), "X must be float32 or float64");
-    const bool f64 = dt.itemsize() == 8;
-    if (indices.is_none()) {
-        require(X.ndim() == 2 && X.shape(0) == n && X.shape(1) == d, "X shape mismatch");
-        require((X.flags() & py::array::c_style) != 0, "X must be C-contiguous");
-        if (f64) fn(dpf::glm::DenseC<double>{static_cast<const double*>(X.data()), n, d});
-        else fn(dpf::glm::DenseC<float>{static_cast<const float*>(X.data()), n, d});
-        return;
-    }
-    with_csr(X, indices, indptr, n, d, fn);
-}
-
 // (F, G, ok): F(W) = sum_i w_i l(W; x_i, y_i) + (alpha/2)||W||_F^2 and its gradient (d x K),
-// d = dx + (icpt != 0); ok is false when a value is not finite.
+// d = dx + (icpt != 0); ok is false when a value is not finite.  X: dense C order (indices
+// None) or CSR (bindings/matrix_view.hpp).
 py::tuple loss_and_grad(py::array X, py::object indices, py::object indptr, int64_t n, int64_t dx,
-                        carray<int64_t> y, py::object w, int64_t K, double alpha, carray<double> W,
+                        py::object y_, py::object w, int64_t K, double alpha, py::object W_,
                         int nthreads, py::object rscale, double icpt) {
     require(K >= 2, "K must be >= 2");
     require(std::isfinite(icpt) && std::isfinite(alpha) && alpha >= 0.0, "icpt and alpha must be finite, alpha >= 0");
-    require(y.ndim() == 1 && y.shape(0) == n, "y must have n entries");
-    const int64_t* py_ = y.data();
+    auto y = in<int64_t>(y_, "y", Shape::vec(n), Take::convert);
     bool inrange = true;
-    for (int64_t i = 0; i < n; ++i) inrange &= (py_[i] >= 0) & (py_[i] < K);
+    for (int64_t i = 0; i < n; ++i) inrange &= (y[i] >= 0) & (y[i] < K);
     require(inrange, "labels must lie in [0, K)");
+    auto sw = opt_in<double>(w, "sample_weight", Shape::size(n));
+    auto rs = opt_in<double>(rscale, "rscale", Shape::size(n));
     mn::Problem P;
     P.n = n;
     P.dx = dx;
     P.K = K;
-    P.y = py_;
-    P.w = opt_ptr(w, n, "sample_weight");
-    P.rscale = opt_ptr(rscale, n, "rscale");
+    P.y = y.ptr;
+    P.w = sw.ptr;
+    P.rscale = rs.ptr;
     P.icpt = icpt;
     P.alpha = alpha;
     const int64_t d = P.d();
-    require(W.ndim() == 2 && W.shape(0) == d && W.shape(1) == K, "W must have shape (d (+1 with icpt), K)");
+    auto W = in<double>(W_, "W", Shape::mat(d, K), Take::convert);
     py::array_t<double> G({d, K});
     double f = 0.0;
     bool ok = true;
-    with_view(X, indices, indptr, n, dx, [&](const auto& view) {
+    with_matrix<false>(X, indices, indptr, indices.is_none() ? kC : kCSR, n, dx, [&](const auto& view) {
         py::gil_scoped_release nogil;
-        ok = mn::loss_grad(view, P, std::max(1, nthreads), W.data(), G.mutable_data(), f);
+        ok = mn::loss_grad(view, P, std::max(1, nthreads), W.ptr, G.mutable_data(), f);
     });
     return py::make_tuple(f, G, ok);
 }

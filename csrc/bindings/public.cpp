@@ -3,52 +3,49 @@
 // dpfast/public/_oracles.py; the checks here only keep native code from ever crashing.
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
 
-#include "bindings/common.hpp"
+#include "bindings/array_view.hpp"
 #include "public/erm01.hpp"
+
+using namespace dpf_bind;
 
 namespace {
 
-using dpf_bind::carray;
-
-void check_inputs(const carray<double>& X, const carray<std::uint8_t>& y, const carray<double>& w) {
-    if (X.ndim() != 2) throw std::invalid_argument("X must be 2-D");
-    const auto n = X.shape(0);
-    if (y.ndim() != 1 || y.shape(0) != n) throw std::invalid_argument("y must have shape (n,)");
-    if (w.ndim() != 1 || w.shape(0) != n) throw std::invalid_argument("sample_weight must have shape (n,)");
-    if (X.shape(1) < 1) throw std::invalid_argument("X needs at least one column");
-    if ((unsigned long long)n >= 4294967295ULL) throw std::invalid_argument("at most 2^32 - 1 rows");
-    const std::uint8_t* yp = y.data();
-    const double* wp = w.data();
-    for (py::ssize_t i = 0; i < n; ++i) {
-        if (yp[i] > 1) throw std::invalid_argument("labels must be 0 or 1");
-        if (!(wp[i] >= 0.0) || wp[i] == std::numeric_limits<double>::infinity())
-            throw std::invalid_argument("weights must be finite and >= 0");
-    }
+// X (n, p) with p >= 1 and n < 2^32 rows, converted to C-contiguous float64 when needed.
+View<const double> design(const py::object& X_) {
+    auto X = in<double>(X_, "X", Shape::mat(), Take::convert);
+    require(X.cols() >= 1, "X needs at least one column");
+    require((unsigned long long)X.rows() < 4294967295ULL, "at most 2^32 - 1 rows");
+    return X;
 }
 
-py::tuple stump_erm(carray<double> X, carray<std::uint8_t> y, carray<double> w, bool both_signs) {
-    check_inputs(X, y, w);
-    const std::size_t n = (std::size_t)X.shape(0), p = (std::size_t)X.shape(1);
+py::tuple stump_erm(py::object X_, py::object y_, py::object w_, bool both_signs) {
+    auto X = design(X_);
+    const py::ssize_t n = X.rows();
+    auto y = in<std::uint8_t>(y_, "y", Shape::vec(n), Take::convert);
+    auto w = in<double>(w_, "sample_weight", Shape::vec(n), Take::convert);
+    for (py::ssize_t i = 0; i < n; ++i) {
+        require(y[i] <= 1, "labels must be 0 or 1");
+        require(w[i] >= 0.0 && w[i] != std::numeric_limits<double>::infinity(), "weights must be finite and >= 0");
+    }
     dpf::public_erm::StumpResult r;
     {
         py::gil_scoped_release release;
-        r = dpf::public_erm::stump_erm(X.data(), n, p, y.data(), w.data(), both_signs);
+        r = dpf::public_erm::stump_erm(X.ptr, (std::size_t)n, (std::size_t)X.cols(), y.ptr, w.ptr, both_signs);
     }
     return py::make_tuple(r.feature, r.threshold, r.sign, (double)r.loss);
 }
 
-py::array_t<std::uint8_t> stump_predict(carray<double> X, std::int64_t feature, double threshold, int sign) {
-    if (X.ndim() != 2) throw std::invalid_argument("X must be 2-D");
-    const std::size_t n = (std::size_t)X.shape(0), p = (std::size_t)X.shape(1);
-    if (feature < 0 || (std::size_t)feature >= p) throw std::invalid_argument("feature index out of range");
-    if (sign != 1 && sign != -1) throw std::invalid_argument("sign must be +1 or -1");
+py::array_t<std::uint8_t> stump_predict(py::object X_, std::int64_t feature, double threshold, int sign) {
+    auto X = in<double>(X_, "X", Shape::mat(), Take::convert);
+    const std::size_t n = (std::size_t)X.rows(), p = (std::size_t)X.cols();
+    require(feature >= 0 && (std::size_t)feature < p, "feature index out of range");
+    require(sign == 1 || sign == -1, "sign must be +1 or -1");
     py::array_t<std::uint8_t> out((py::ssize_t)n);
     std::uint8_t* o = out.mutable_data();
     {
         py::gil_scoped_release release;
-        dpf::public_erm::stump_predict(X.data(), n, p, feature, threshold, sign, o);
+        dpf::public_erm::stump_predict(X.ptr, n, p, feature, threshold, sign, o);
     }
     return out;
 }

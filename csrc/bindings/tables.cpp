@@ -4,22 +4,13 @@
 #include <cstdint>
 #include <string>
 
-#include "bindings/common.hpp"
+#include "bindings/array_view.hpp"
 #include "tables/aggregate.hpp"
 
 using namespace dpf_bind;
 namespace tb = dpf::tables;
 
 namespace {
-
-template <class T>
-const T* cptr(const py::array& a, const char* name, py::ssize_t size) {
-    if (!a.dtype().equal(py::dtype::of<T>()))
-        throw py::type_error(std::string(name) + ": unexpected dtype " + std::string(py::str(a.dtype())));
-    if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + ": must be C-contiguous");
-    if (size >= 0 && a.size() != size) throw py::value_error(std::string(name) + ": wrong size");
-    return static_cast<const T*>(a.data());
-}
 
 // (hi, lo) words of 128-bit integers: value = hi * 2^64 + lo.
 void split128(const std::vector<__int128>& v, py::array_t<int64_t>& hi, py::array_t<uint64_t>& lo) {
@@ -31,30 +22,32 @@ void split128(const std::vector<__int128>& v, py::array_t<int64_t>& hi, py::arra
     }
 }
 
-py::dict bound_and_sum(py::array unit, int64_t n_units, py::array unit_key, py::array group, int64_t n_groups,
-                       py::array group_key, py::array values, py::array lo, py::array hi, py::object gamma,
+py::dict bound_and_sum(py::object unit, int64_t n_units, py::object unit_key, py::object group, int64_t n_groups,
+                       py::object group_key, py::object values, py::object lo, py::object hi, py::object gamma,
                        uint64_t seed, int64_t l0, int64_t linf, bool want_mask, int threads) {
     tb::Params p;
-    if (unit.ndim() != 1) throw py::value_error("unit codes must be 1-D");
-    p.n = unit.shape(0);
+    auto u = in<int64_t>(unit, "unit", Shape::vec());
+    p.n = u.size;
     if (n_units < 0 || n_groups < 0) throw py::value_error("n_units and n_groups must be >= 0");
     if (l0 < 1 || linf < 1) throw py::value_error("l0 and linf must be >= 1");
-    if (values.ndim() != 2 || values.shape(1) != p.n) throw py::value_error("values must be (k, n)");
+    auto v = in<double>(values, "values", Shape::mat(-1, p.n));
     p.U = n_units;
     p.G = n_groups;
-    p.k = values.shape(0);
-    p.unit = cptr<int64_t>(unit, "unit", p.n);
-    p.unit_key = cptr<uint64_t>(unit_key, "unit_key", p.U);
-    p.group = cptr<int64_t>(group, "group", p.n);
-    p.group_key = cptr<uint64_t>(group_key, "group_key", p.G);
-    p.values = cptr<double>(values, "values", p.k * p.n);
-    p.lo = cptr<double>(lo, "lo", p.k);
-    p.hi = cptr<double>(hi, "hi", p.k);
-    py::array gam;
-    if (!gamma.is_none()) {
-        gam = py::array::ensure(gamma);
-        p.gamma = cptr<double>(gam, "gamma", p.k);
-    }
+    p.k = v.rows();
+    auto uk = in<uint64_t>(unit_key, "unit_key", Shape::size(p.U));
+    auto g = in<int64_t>(group, "group", Shape::size(p.n));
+    auto gk = in<uint64_t>(group_key, "group_key", Shape::size(p.G));
+    auto lov = in<double>(lo, "lo", Shape::size(p.k));
+    auto hiv = in<double>(hi, "hi", Shape::size(p.k));
+    auto gam = opt_in<double>(gamma, "gamma", Shape::size(p.k));
+    p.unit = u.ptr;
+    p.unit_key = uk.ptr;
+    p.group = g.ptr;
+    p.group_key = gk.ptr;
+    p.values = v.ptr;
+    p.lo = lov.ptr;
+    p.hi = hiv.ptr;
+    p.gamma = gam.ptr;
     p.seed = seed;
     p.l0 = l0;
     p.linf = linf;
@@ -73,13 +66,9 @@ py::dict bound_and_sum(py::array unit, int64_t n_units, py::array unit_key, py::
     }
     if (!err.empty()) throw py::value_error(err);
     py::dict out;
-    const py::ssize_t G = p.G, kG = p.k * p.G;
-    py::array_t<int64_t> count(G), units(G);
-    std::copy(r.count.begin(), r.count.end(), count.mutable_data());
-    std::copy(r.units.begin(), r.units.end(), units.mutable_data());
-    out["count"] = count;
-    out["units"] = units;
-    std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, G};
+    out["count"] = to_numpy(r.count);
+    out["units"] = to_numpy(r.units);
+    const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)p.G};
     if (p.gamma) {
         py::array_t<int64_t> t1h(shape), t3h(shape);
         py::array_t<uint64_t> t1l(shape), t3l(shape);
@@ -88,24 +77,18 @@ py::dict bound_and_sum(py::array unit, int64_t n_units, py::array unit_key, py::
         out["t1"] = py::make_tuple(t1h, t1l);
         out["t3"] = py::make_tuple(t3h, t3l);
     } else {
-        py::array_t<double> a(shape), b(shape), c(shape), d(shape);
-        std::copy(r.s1h.begin(), r.s1h.end(), a.mutable_data());
-        std::copy(r.s1l.begin(), r.s1l.end(), b.mutable_data());
-        std::copy(r.s2h.begin(), r.s2h.end(), c.mutable_data());
-        std::copy(r.s2l.begin(), r.s2l.end(), d.mutable_data());
-        out["s1"] = py::make_tuple(a, b);
-        out["s2"] = py::make_tuple(c, d);
-        (void)kG;
+        out["s1"] = py::make_tuple(to_numpy(r.s1h, shape), to_numpy(r.s1l, shape));
+        out["s2"] = py::make_tuple(to_numpy(r.s2h, shape), to_numpy(r.s2l, shape));
     }
     if (want_mask) out["keep"] = mask;
     return out;
 }
 
 // (codes, sorted uniques) of an int64 array whose range is <= max_range, else None.
-py::object dense_codes(py::array v, int64_t max_range) {
-    if (v.ndim() != 1) throw py::value_error("dense_codes: 1-D input expected");
-    const int64_t n = v.shape(0);
-    const int64_t* pv = cptr<int64_t>(v, "values", n);
+py::object dense_codes(py::object values, int64_t max_range) {
+    auto v = in<int64_t>(values, "values", Shape::vec());
+    const int64_t n = v.size;
+    const int64_t* pv = v.ptr;
     py::array_t<int64_t> codes(n);
     int64_t* pc = codes.mutable_data();
     std::vector<int64_t> uniq;
@@ -115,9 +98,7 @@ py::object dense_codes(py::array v, int64_t max_range) {
         ok = tb::dense_codes(pv, n, max_range, pc, uniq);
     }
     if (!ok) return py::none();
-    py::array_t<int64_t> u((py::ssize_t)uniq.size());
-    std::copy(uniq.begin(), uniq.end(), u.mutable_data());
-    return py::make_tuple(codes, u);
+    return py::make_tuple(codes, to_numpy(uniq));
 }
 
 }  // namespace

@@ -88,6 +88,8 @@ inline void gemm_rm_fixed(gemm_t<T> f, int nthreads, bool ta, bool tb, int M, in
 inline void poisson_sample(int64_t n, double q, BitStream& rs, std::vector<int64_t>& out) {
     out.clear();
     if (n <= 0 || !(q > 0)) return;
+    // room for the expected size plus 10 standard deviations: almost never a reallocation
+    out.reserve(static_cast<size_t>(std::min<double>(n, n * q + 10 * std::sqrt(n * q + 1) + 16)));
     if (q >= 1) {
         out.resize(n);
         for (int64_t i = 0; i < n; ++i) out[i] = i;
@@ -109,6 +111,7 @@ inline void poisson_sample(int64_t n, double q, BitStream& rs, std::vector<int64
 inline void fixed_sample(int64_t n, int64_t m, BitStream& rs, uint8_t* mark,
                          std::vector<int64_t>& out) {
     out.clear();
+    out.reserve(static_cast<size_t>(m));
     for (int64_t j = n - m; j < n; ++j) {
         int64_t t = static_cast<int64_t>(rs.bounded(static_cast<uint64_t>(j + 1)));
         if (mark[t]) t = j;

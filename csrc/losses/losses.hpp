@@ -223,6 +223,15 @@ inline void clipped_value_deriv(const LossParams& p, double z, double y, double 
     }
 }
 
+// l_C, l_C' and l_C'' at z (l_C'' = 0 in the clipped linear part): the elementwise evaluation
+// behind _glm.loss_eval.
+inline void clipped_derivs(const LossParams& p, double z, double y, double c, double& val, double& d1,
+                           double& d2) {
+    bool clipped;
+    clipped_value_deriv(p, z, y, c, val, d1, clipped);
+    d2 = clipped ? 0.0 : second_deriv(p, z, y);
+}
+
 // lipschitz = sup |l'| (inf for the squared loss), smooth = sup l'', from the table.
 inline void loss_constants(const LossParams& p, double& lipschitz, double& smooth) {
     const Info& e = info(p.loss);

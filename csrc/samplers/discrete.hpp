@@ -46,6 +46,17 @@ struct DiscreteGaussianParams {
         dtau = d * tau;
         b = 2 * n * d * tau * tau;
     }
+    // Why (n, d, tau) break those requirements, or nullptr when they meet them.
+    static const char* invalid(u128 n, u128 d, uint64_t tau) {
+        if (n == 0 || d == 0) return "sigma^2 = n/d needs n, d >= 1";
+        if (tau == 0 || tau > (uint64_t(1) << 40)) return "tau must be in [1, 2^40]";
+        // tau = floor(sqrt(n/d)) + 1  <=>  (tau-1)^2 d <= n < tau^2 d
+        const u128 tt = (u128)tau * tau, tm = (u128)(tau - 1) * (tau - 1);
+        if (d >= ((u128)1 << 62) / tau) return "d * tau must be < 2^62";
+        if (!(tm * d <= n && n < tt * d)) return "tau must be floor(sqrt(n/d)) + 1";
+        if (n >= (((u128)1) << 126) / (d * tt)) return "2 n d tau^2 must be < 2^127";
+        return nullptr;
+    }
 };
 
 template <class R>

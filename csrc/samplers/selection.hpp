@@ -339,5 +339,53 @@ void argmax_chunk_update(int kind, BitStream& rs, std::int64_t n, const T* u, co
     argmax_update_kind(kind, rs, n, sc, st);
 }
 
+// One selection per row of a C-contiguous (m, n) array of utilities (logw: the same shape, or
+// null): out[r] = argmax_i (c u_ri + logw_ri + N_ri), the rows in order on one word stream.
+template <class T>
+void argmax_rows(int kind, BitStream& rs, const T* u, const double* logw, std::int64_t m, std::int64_t n,
+                 double c, std::int64_t* out) {
+    for (std::int64_t r = 0; r < m; ++r) {
+        const T* ur = u + r * n;
+        const double* lr = logw ? logw + r * n : nullptr;
+        LinearScores<T> sc{ur, lr, c, row_shift(ur, lr, n)};
+        ArgmaxState st;
+        argmax_update_kind(kind, rs, n, sc, st);
+        out[r] = st.index;
+    }
+}
+
+// One-shot top-k with Gumbel noise per row: out (m, k) holds each row's indices in decreasing
+// noisy-score order.  Returns false when a row has fewer than k selectable candidates (its
+// missing entries are -1).
+template <class T>
+bool topk_rows(BitStream& rs, const T* u, const double* logw, std::int64_t m, std::int64_t n, double c,
+               std::int64_t k, std::int64_t* out) {
+    bool full = true;
+    for (std::int64_t r = 0; r < m; ++r) {
+        const T* ur = u + r * n;
+        const double* lr = logw ? logw + r * n : nullptr;
+        LinearScores<T> sc{ur, lr, c, row_shift(ur, lr, n)};
+        TopKState st(k);
+        topk_update<GumbelNoise>(rs, n, sc, st);
+        const auto idx = st.sorted_indices();
+        if (std::int64_t(idx.size()) < k) full = false;
+        for (std::int64_t j = 0; j < k; ++j) out[r * k + j] = j < std::int64_t(idx.size()) ? idx[j] : -1;
+    }
+    return full;
+}
+
+// Private quantiles of m groups (quantile_draw per target): group j draws on its edges
+// edges[offsets[j] : offsets[j + 1]] (offsets null: every group uses all n_edges edges) with
+// target targets[j].  Returns false at the first group whose intervals are all empty.
+inline bool quantile_draws(BitStream& rs, const double* edges, std::int64_t n_edges, const std::int64_t* offsets,
+                           const double* targets, std::int64_t m, double c, double* out) {
+    for (std::int64_t j = 0; j < m; ++j) {
+        const double* e = offsets ? edges + offsets[j] : edges;
+        const std::int64_t ne = offsets ? offsets[j + 1] - offsets[j] : n_edges;
+        if (!quantile_draw(rs, e, ne, c, targets[j], out + j)) return false;
+    }
+    return true;
+}
+
 }  // namespace sel
 }  // namespace dpf

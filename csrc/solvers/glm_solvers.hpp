@@ -112,7 +112,7 @@ double loss_grad_bounded(const View& X, const glm::Objective& ob, const double* 
     return generic::loss_grad_bounded(X, ob, sq, clip, nthreads, th, g);
 }
 
-// The column sums the L-BFGS preconditioner is built from (impl.hpp, precond_sums): the Dask
+// The column sums the L-BFGS preconditioner is built from (precond.hpp, precond_sums): the Dask
 // path forms them chunk by chunk in its validation pass and adds them in chunk order.
 template <class View>
 void precond_sums(const View& X, const glm::Objective& ob, int nthreads, bool first, std::vector<double>& S1,
@@ -123,7 +123,7 @@ void precond_sums(const View& X, const glm::Objective& ob, int nthreads, bool fi
     return generic::precond_sums(X, ob, nthreads, first, S1, S2, W);
 }
 
-// Inputs of the preconditioner P of impl.hpp (precond_build): the sums of precond_sums over all
+// Inputs of the preconditioner P of precond.hpp (precond_build): the sums of precond_sums over all
 // rows (S1 empty: no centering), the ridge alpha, the loss's curvature bound beta, the bias
 // feature c (0: none) and the stored columns dx.
 struct PrecondSums {

@@ -5,7 +5,7 @@
 // dx of W (as in csrc/glm/data.hpp's Objective).  Deterministic: the rows are cut into chunks
 // that depend on n only (never on the thread count), each chunk accumulates its own partial
 // value and gradient, and the partials are reduced in chunk order -- the scheme of
-// csrc/solvers/impl.hpp's Evaluator, with the same fork-join (csrc/parallel.hpp).  The kernel
+// csrc/solvers/objective.hpp's Evaluator, with the same fork-join (csrc/parallel.hpp).  The kernel
 // is kept apart from impl.hpp because that file is compiled per target inside glm_solvers.hpp
 // and its Objective is scalar-margin.  No Python here.
 #pragma once

@@ -44,9 +44,11 @@ __all__ = [
     "objective_perturbation_min_regularization",
     "kifer_objective_perturbation",
     "kifer_is_private",
-    "amp_rdp",
+    "amp_output_sensitivity",
+    "amp_event",
     "amp_delta",
     "amp_epsilon",
+    "output_perturbation_sensitivity",
     "ObjectivePerturbation",
 ]
 
@@ -287,8 +289,8 @@ def kifer_is_private(
 # --------------------------------------------------------------------------------------------
 # Approximate minima perturbation with gradient clipping (Algorithm 1, Theorem 4.1)
 # --------------------------------------------------------------------------------------------
-def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
-    sigma, C, beta, lam = _check_constants(noise_std, clip, smoothness, regularization)
+def _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out):
+    sigma, C, beta, lam = _check_constants(noise_std, clip_norm, smoothness, regularization)
     tau = check_real(tau, "tau")
     if not (math.isfinite(tau) and tau >= 0):
         raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
@@ -301,7 +303,8 @@ def _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out):
 
 
 def amp_output_sensitivity(tau: float, regularization: float) -> float:
-    """l2 sensitivity 2 tau / lambda of the approximate minimiser (spec, Theorem 4.1).
+    """l2 sensitivity 2 tau / lambda of the approximate minimiser (Redberg, Koskela & Wang 2024,
+    Theorem 4.1).
 
     Strong convexity turns ||grad|| <= tau into ||theta~ - theta^P|| <= tau / lambda on each of
     the two neighbouring datasets.
@@ -309,32 +312,49 @@ def amp_output_sensitivity(tau: float, regularization: float) -> float:
     return 2.0 * float(tau) / float(regularization)
 
 
-def amp_rdp(
-    orders,
-    noise_std: float,
-    clip: float,
-    smoothness: float,
-    regularization: float,
-    tau: float,
-    sigma_out: float,
-):
-    """RDP curve of Algorithm 1 (approximate minima perturbation with gradient clipping).
+def gaussian_output_event(sigma_out: float, sensitivity: float):
+    """The Gaussian output step as an event: noise ``sigma_out`` on a vector of l2 ``sensitivity``.
 
-    Theorem 4.1 (see :doc:`/theory/erm`): for alpha > 1,
+    A noise multiplier beyond 1e100 (or overflowing, for a subnormal sensitivity) is accounted as
+    1e100: a smaller multiplier only over-states the (already negligible) privacy loss."""
+    z = float(sigma_out) / float(sensitivity)
+    return Gaussian(noise_multiplier=z if z <= 1e100 else 1e100, sensitivity=float(sensitivity))
 
-        eps(alpha) <= c_J + C^2/(2 sigma^2) + (1/(alpha-1)) log E_{X~N(0, C^2/sigma^2)} e^((alpha-1)|X|)
-                      + 2 tau^2 alpha / (sigma_out^2 lambda^2),
 
-    objective perturbation with L = C composed with a Gaussian mechanism of sensitivity
-    2 tau / lambda and noise sigma_out.  ``sigma_out = inf`` with ``tau = 0`` is plain objective
-    perturbation.
+def amp_event(noise_std: float, clip_norm: float, smoothness: float, regularization: float, tau: float,
+              sigma_out: float):
+    """The event of one run of Algorithm 1 (approximate minima perturbation with gradient clipping).
+
+    Theorem 4.1 of Redberg, Koskela & Wang (2024) (see :doc:`/theory/erm`): objective
+    perturbation with L = C (the ``ObjectivePerturbation`` event, Theorems 3.1/3.2) composed with
+    the Gaussian output step of sensitivity 2 tau / lambda (:func:`amp_output_sensitivity`) and
+    noise ``sigma_out``: ``Composed((ObjectivePerturbation, Gaussian))``.  Its RDP curve and PLD
+    are the accountants' (registered per event); ``tau = 0`` (or a 2 tau / lambda that underflows
+    to 0: that step then leaks nothing) is plain objective perturbation.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
-    a = _check_orders(orders)
-    out = objective_perturbation_rdp(a, sigma, C, beta, lam)
-    if tau > 0:
-        out = out + 2.0 * tau * tau * a / (so * so * lam * lam)
-    return float(out) if a.ndim == 0 else out
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
+    op = ObjectivePerturbation(sigma, C, beta, lam)
+    sens = amp_output_sensitivity(tau, lam) if tau > 0 else 0.0
+    return op if sens == 0 else Composed((op, gaussian_output_event(so, sens)))
+
+
+def output_perturbation_sensitivity(lipschitz: float, tau: float, regularization: float) -> float:
+    """l2 sensitivity (L + 2 tau) / lambda of a certified approximate minimiser (add/remove).
+
+    Chaudhuri, Monteleoni & Sarwate (2011), Corollary 8 and its proof: the exact minimisers of
+    the lambda-strongly convex objectives sum l + (lambda/2)||theta||^2 of neighbouring data sets
+    are within L / lambda (L the per-example gradient bound); each approximate minimiser with
+    ||grad F|| <= tau is within tau / lambda of its exact one (strong convexity), hence
+    (L + 2 tau) / lambda (see :doc:`/theory/erm`).  ``ValueError`` when L + 2 tau overflows.
+    """
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    tau = check_real(tau, "tau")
+    if not (tau >= 0 and math.isfinite(tau)):
+        raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
+    num = L + 2.0 * tau
+    if not math.isfinite(num):
+        raise ValueError("lipschitz + 2 * tau overflows a double; rescale the loss")
+    return num / float(regularization)
 
 
 def _gaussian_hockey(x: float, mu: float) -> float:
@@ -354,7 +374,7 @@ def _gaussian_hockey(x: float, mu: float) -> float:
 def amp_delta(
     epsilon: float,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -376,7 +396,7 @@ def amp_delta(
     any discretised PLD.  ``tau = 0`` gives
     :func:`objective_perturbation_delta`.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
     eps = float(epsilon)
     if math.isnan(eps):
         raise ValueError("epsilon must not be NaN")
@@ -404,7 +424,7 @@ def amp_delta(
 def amp_epsilon(
     delta: float,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -415,7 +435,7 @@ def amp_epsilon(
     See :doc:`/theory/erm`, Algorithm 1 and Theorem 4.1.  Solved by
     :func:`dpfast._safe_root.safe_root`: ``amp_delta(result) <= delta`` as evaluated.
     """
-    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip, smoothness, regularization, tau, sigma_out)
+    sigma, C, beta, lam, tau, so = _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out)
     delta = check_delta(delta, allow_zero=False)
     if tau == 0:
         return objective_perturbation_epsilon(delta, sigma, C, beta, lam)
@@ -430,4 +450,4 @@ def amp_epsilon(
 # ``ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)`` is the data-only
 # event of :mod:`dpfast.accounting.events`; its PLD (the tight profile of Theorem 3.1 above, by
 # connect-the-dots) and its RDP curve (Theorem 3.2) are registered in ``pld.py`` / ``rdp.py``.
-from dpfast.accounting.events import ObjectivePerturbation  # noqa: E402  (re-export)
+from dpfast.accounting.events import Composed, Gaussian, ObjectivePerturbation  # noqa: E402  (re-export)

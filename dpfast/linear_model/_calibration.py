@@ -7,11 +7,14 @@ sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole m
 which is equivalent and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
 overridden; when lambda is given and too small the error states the smallest feasible one.
 
-Privacy of approximate minima perturbation (Algorithm 1) is computed twice, as the issue asks:
-from the RDP curve of Theorem 4.1 (converted with :func:`dpfast.accounting.rdp_to_epsilon`) and
-by composing the privacy-loss distributions of objective perturbation and of the Gaussian output
-step in :class:`dpfast.accounting.PLDAccountant`; the smaller epsilon is reported, with its name.
-All formulas are those of :mod:`dpfast.accounting.objective_perturbation`.
+The release spine: every calibration ends in the release's event
+(:func:`dpfast.accounting.objective_perturbation.amp_event`, or the Gaussian of output
+perturbation), and the epsilon it reports is an accountant's value *for that event*:
+``make_accountant(accountant).compose(event).get_epsilon(delta)`` with the accountant's default
+configuration (``"rdp"``: :class:`~dpfast.accounting.RDPAccountant`, ``"pld"``:
+:class:`~dpfast.accounting.PLDAccountant`; ``"best"`` computes both and keeps the smaller, naming
+it).  The estimators record exactly that value, so ``epsilon_`` is what an accountant says of
+``event_``.  All formulas are those of :mod:`dpfast.accounting.objective_perturbation`.
 
 ``method="objective"`` is calibrated by the same code (:func:`calibrate_objective` calls the
 Algorithm 1 calibration with tau = 1e-8 and a tiny output noise from the data-independent rule
@@ -23,15 +26,16 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
-from dpfast.accounting import Gaussian, make_accountant, rdp_to_epsilon
-from dpfast.accounting.rdp import ERM_ORDERS
+from dpfast.accounting import ApproxDP, DpEvent, Gaussian, SelfComposed, make_accountant
+from dpfast.accounting import calibrate as calibrate_noise
 from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting.rdp import DEFAULT_ORDERS
 from dpfast.calibrate import gaussian_sigma
 
 __all__ = [
@@ -46,23 +50,31 @@ __all__ = [
     "calibrate_output",
 ]
 
-#: RDP orders used for the conversions: :data:`dpfast.accounting.rdp.ERM_ORDERS`, their one home.
-RDP_ORDERS = ERM_ORDERS
+#: RDP orders of the RDP accountant the calibrations use: its default grid,
+#: :data:`dpfast.accounting.rdp.DEFAULT_ORDERS` (the estimators report ``make_accountant("rdp")``'s
+#: epsilon for their event, so the calibration must search with that very accountant).
+RDP_ORDERS = DEFAULT_ORDERS
 
 _ACCOUNTANTS = ("best", "pld", "rdp")
+#: how (sigma, lambda) are certified: "accountant" (an accountant on the mechanism's event) or
+#: "kifer" (Kifer et al. 2012's sufficient condition, method="objective" only, for comparison)
+RULES = ("accountant", "kifer")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PrivacyCalibration:
-    """Parameters of a calibrated private ERM mechanism and the privacy it reaches.
+    """Parameters of a calibrated private ERM mechanism, its event and the privacy it reaches.
 
-    ``epsilon`` is the guarantee reported (with ``delta``) under add/remove neighbours for the
-    ``count``-fold composition (one-vs-rest fits ``count`` models on the same data);
-    ``accountant`` names the bound that gave it; ``epsilon_rdp`` / ``epsilon_pld`` are the two
-    bounds (NaN when not computed).
+    ``event`` is the release's :mod:`dpfast.accounting` event (``count`` one-vs-rest models
+    included); ``epsilon`` is ``make_accountant(accountant).compose(event).get_epsilon(delta)``
+    (add/remove neighbours), ``accountant`` ("pld" or "rdp") names that accountant;
+    ``epsilon_rdp`` / ``epsilon_pld`` are the two accountants' values (NaN when not computed).
+    ``rule``: "accountant", or "kifer" (Kifer et al.'s sufficient condition, whose event is the
+    ``ApproxDP`` it certifies).
     """
 
     method: str
+    event: DpEvent
     epsilon: float
     delta: float
     accountant: str
@@ -77,6 +89,7 @@ class PrivacyCalibration:
     epsilon_rdp: float = math.nan
     epsilon_pld: float = math.nan
     noise_factor: float = math.nan  # f in sigma = f * sigma_G (NaN when sigma was given)
+    rule: str = field(default="accountant")
 
 
 def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
@@ -95,23 +108,15 @@ def _loss_constant(value, name: str, *, allow_zero: bool = False) -> float:
 # --------------------------------------------------------------------------------------------
 # privacy reached by given parameters
 # --------------------------------------------------------------------------------------------
-def _rdp_epsilon(rdp_curve: np.ndarray, delta: float) -> float:
-    eps, _ = rdp_to_epsilon(RDP_ORDERS, rdp_curve, delta)
-    return float(eps)
+def event_epsilon(event, delta: float, accountant: str) -> float:
+    """epsilon of ``event`` at ``delta`` by the accountant ``accountant`` ("pld" / "rdp") in its
+    default configuration: the value the estimators record as ``epsilon_``."""
+    return float(make_accountant(accountant).compose(event).get_epsilon(delta))
 
 
-def _pld_epsilon(events, delta: float, count: int) -> float:
-    acc = make_accountant("pld")
-    for e in events:
-        acc.compose(e, count=count)
-    return float(acc.get_epsilon(delta))
-
-
-def _gaussian_description(sigma_out: float, sensitivity: float):
-    # a noise multiplier beyond 1e100 (or overflowing, for a subnormal sensitivity) is accounted
-    # as 1e100: a smaller multiplier only over-states the (already negligible) privacy loss
-    z = sigma_out / sensitivity
-    return Gaussian(noise_multiplier=z if z <= 1e100 else 1e100, sensitivity=sensitivity)
+def _per_models(one, count: int):
+    """The event of ``count`` runs on the same data (one-vs-rest)."""
+    return one if count == 1 else SelfComposed(one, count)
 
 
 def _report(accountant: str, e_rdp: float, e_pld: float) -> tuple[float, str, float, float]:
@@ -121,11 +126,17 @@ def _report(accountant: str, e_rdp: float, e_pld: float) -> tuple[float, str, fl
     return e_pld, "pld", e_rdp, e_pld
 
 
+def _event_privacy(event, delta: float, accountant: str) -> tuple[float, str, float, float]:
+    e_rdp = event_epsilon(event, delta, "rdp") if accountant in ("best", "rdp") else math.nan
+    e_pld = event_epsilon(event, delta, "pld") if accountant in ("best", "pld") else math.nan
+    return _report(accountant, e_rdp, e_pld)
+
+
 def amp_privacy(
     delta: float,
     *,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     regularization: float,
     tau: float,
@@ -133,28 +144,20 @@ def amp_privacy(
     count: int = 1,
     accountant: str = "best",
 ) -> tuple[float, str, float, float]:
-    """epsilon of ``count`` runs of Algorithm 1 at ``delta`` (spec, Theorem 4.1).
+    """epsilon of ``count`` runs of Algorithm 1 at ``delta`` (Theorem 4.1 of Redberg, Koskela &
+    Wang 2024): the accountants' values for the event
+    :func:`dpfast.accounting.objective_perturbation.amp_event` (``count`` > 1: ``SelfComposed``).
 
-    Returns ``(epsilon, which, epsilon_rdp, epsilon_pld)``: the RDP bound (Theorem 4.1 curve
-    times ``count``, converted with ``rdp_to_epsilon``) and the PLD bound (objective-perturbation
-    PLD and Gaussian PLD of sensitivity 2 tau/lambda, each composed ``count`` times in
-    ``PLDAccountant``); ``accountant="best"`` computes both and reports the smaller.
-    ``tau = 0`` with ``sigma_out = inf`` is plain objective perturbation.
+    Returns ``(epsilon, which, epsilon_rdp, epsilon_pld)``: ``RDPAccountant`` and
+    ``PLDAccountant`` (default configurations) on that event; ``accountant="best"`` computes
+    both and reports the smaller.  ``tau = 0`` with ``sigma_out = inf`` is plain objective
+    perturbation.
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
-    e_rdp = e_pld = math.nan
-    if accountant in ("best", "rdp"):
-        curve = count * op.amp_rdp(RDP_ORDERS, noise_std, clip, smoothness, regularization, tau, sigma_out)
-        e_rdp = _rdp_epsilon(curve, delta)
-    if accountant in ("best", "pld"):
-        descs = [op.ObjectivePerturbation(noise_std, clip, smoothness, regularization)]
-        sens = op.amp_output_sensitivity(tau, regularization) if tau > 0 else 0.0
-        if sens > 0:  # 2 tau / lambda can underflow to 0 for a subnormal tau: that step then leaks nothing
-            descs.append(_gaussian_description(sigma_out, sens))
-        e_pld = _pld_epsilon(descs, delta, count)
-    return _report(accountant, e_rdp, e_pld)
+    event = _per_models(op.amp_event(noise_std, clip_norm, smoothness, regularization, tau, sigma_out), count)
+    return _event_privacy(event, delta, accountant)
 
 
 def objective_privacy(
@@ -175,20 +178,21 @@ def objective_privacy(
     ``count == 1``: the tight privacy profile of Theorem 3.1 is inverted exactly
     (:func:`dpfast.accounting.objective_perturbation.objective_perturbation_epsilon`, reported
     as ``"pld"``: it is the PLD bound without discretisation).  ``count > 1``: composed in
-    ``PLDAccountant``.  RDP: Theorem 3.2.  Same return convention as :func:`amp_privacy`.
+    ``PLDAccountant``.  RDP: Theorem 3.2 (``RDPAccountant``).  Same return convention as
+    :func:`amp_privacy`.
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     _check_accountant(accountant)
     e_rdp = e_pld = math.nan
+    event = _per_models(op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization), count)
     if accountant in ("best", "rdp"):
-        curve = count * op.objective_perturbation_rdp(RDP_ORDERS, noise_std, lipschitz, smoothness, regularization)
-        e_rdp = _rdp_epsilon(curve, delta)
+        e_rdp = event_epsilon(event, delta, "rdp")
     if accountant in ("best", "pld"):
         if count == 1:
             e_pld = op.objective_perturbation_epsilon(delta, noise_std, lipschitz, smoothness, regularization)
         else:
-            e_pld = _pld_epsilon([op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)], delta, count)
+            e_pld = event_epsilon(event, delta, "pld")
     return _report(accountant, e_rdp, e_pld)
 
 
@@ -250,7 +254,7 @@ def calibrate_amp(
     epsilon: float,
     delta: float,
     *,
-    clip: float,
+    clip_norm: float,
     smoothness: float,
     tau: float = 0.01,
     sigma_out: float = 0.15,
@@ -263,8 +267,8 @@ def calibrate_amp(
     """Calibrate Algorithm 1 (approximate minima perturbation with gradient clipping).
 
     See :doc:`/theory/erm`, Section 5: sigma = ``noise_factor`` * sigma_G with
-    sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip`` (for ``count``
-    one-vs-rest models: sensitivity sqrt(count) * clip, the Gaussian composed count times), and
+    sigma_G the (epsilon, delta)-DP Gaussian noise for sensitivity ``clip_norm`` (for ``count``
+    one-vs-rest models: sensitivity sqrt(count) * clip_norm, the Gaussian composed count times), and
     lambda the smallest value (:func:`dpfast._safe_root.safe_root`, relative 1e-4, feasible side) for which the privacy of
     :func:`amp_privacy` is at most ``epsilon``.  ``noise_std`` / ``regularization`` override
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
@@ -273,12 +277,12 @@ def calibrate_amp(
     sigma_out = check_real(sigma_out, "sigma_out")  # not float(): a Fraction beyond a double
     if not (sigma_out > 0 and math.isfinite(sigma_out)):
         raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
-    return _calibrate_amp(epsilon, delta, clip=clip, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
+    return _calibrate_amp(epsilon, delta, clip_norm=clip_norm, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
                           out_multiplier=None, noise_factor=noise_factor, noise_std=noise_std,
                           regularization=regularization, count=count, accountant=accountant, method="amp")
 
 
-def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_multiplier, noise_factor, noise_std,
+def _calibrate_amp(epsilon, delta, *, clip_norm, smoothness, tau, sigma_out, out_multiplier, noise_factor, noise_std,
                    regularization, count, accountant, method) -> PrivacyCalibration:
     """Algorithm 1 calibration (see :func:`calibrate_amp`).  The output noise is ``sigma_out``
     when ``out_multiplier`` is None, else ``out_multiplier`` times the output step's
@@ -291,25 +295,27 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
     beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
-    clip = _loss_constant(clip, "clip")
-    sigma, f = _noise_std(epsilon, delta, clip, count, noise_factor, noise_std)
+    clip_norm = _loss_constant(clip_norm, "clip_norm")
+    sigma, f = _noise_std(epsilon, delta, clip_norm, count, noise_factor, noise_std)
 
     def sigma_out_at(lam):
         return sigma_out if out_multiplier is None else out_multiplier * op.amp_output_sensitivity(tau, lam)
 
     memo = {}
 
+    def event_at(lam):
+        return _per_models(op.amp_event(sigma, clip_norm, beta, lam, tau, sigma_out_at(lam)), count)
+
     def privacy(lam):
         if lam not in memo:
-            memo[lam] = amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=lam,
-                                    tau=tau, sigma_out=sigma_out_at(lam), count=count, accountant=accountant)
+            memo[lam] = _event_privacy(event_at(lam), delta, accountant)
         return memo[lam]
 
     def smallest():
         # feasibility: lambda -> inf removes the Jacobian cost (and, with a fixed sigma_out, the output step)
         big = 1e12 * max(beta, 1.0)
         quick = count == 1 and accountant in ("best", "pld")
-        exact = lambda l: op.amp_delta(epsilon, sigma, clip, beta, l, tau, sigma_out_at(l))
+        exact = lambda l: op.amp_delta(epsilon, sigma, clip_norm, beta, l, tau, sigma_out_at(l))
         if (exact(big) > delta) if quick else (privacy(big)[0] > epsilon):
             raise ValueError(
                 f"Algorithm 1 with noise_std={sigma:.6g} cannot reach epsilon={epsilon} at delta={delta} "
@@ -329,9 +335,7 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
         if accountant == "rdp":
             return _smallest_feasible(lambda l: privacy(l)[0] <= epsilon, beta, max(2.0 * beta, 1e-3))
         # several models, "best" or "pld": bracket with the cheap RDP bound, refine coarsely
-        rdp_only = lambda l: amp_privacy(delta, noise_std=sigma, clip=clip, smoothness=beta, regularization=l,
-                                         tau=tau, sigma_out=sigma_out_at(l), count=count,
-                                         accountant="rdp")[0] <= epsilon
+        rdp_only = lambda l: event_epsilon(event_at(l), delta, "rdp") <= epsilon
         try:
             upper = _smallest_feasible(rdp_only, beta, max(2.0 * beta, 1e-3))
         except ValueError:
@@ -340,8 +344,10 @@ def _calibrate_amp(epsilon, delta, *, clip, smoothness, tau, sigma_out, out_mult
 
     lam = _regularization(regularization, beta, privacy, smallest, epsilon, delta, sigma)
     eps, which, e_rdp, e_pld = privacy(lam)
-    return PrivacyCalibration(method, eps, delta, which, sigma, lam, sigma_out_at(lam), tau, float(clip), beta, count,
-                              epsilon, e_rdp, e_pld, f)
+    return PrivacyCalibration(method=method, event=event_at(lam), epsilon=eps, delta=delta, accountant=which,
+                              noise_std=sigma, regularization=lam, sigma_out=sigma_out_at(lam), tau=tau,
+                              lipschitz=float(clip_norm), smoothness=beta, count=count, target_epsilon=epsilon,
+                              epsilon_rdp=e_rdp, epsilon_pld=e_pld, noise_factor=f)
 
 
 #: share of the privacy budget that method="objective" spends on certifying the solver's error
@@ -388,6 +394,7 @@ def calibrate_objective(
     regularization: float | None = None,
     count: int = 1,
     accountant: str = "best",
+    rule: str = "accountant",
 ) -> PrivacyCalibration:
     """Calibrate objective perturbation as released by dpfast: solved to ||grad|| <= ``tau``
     (default 1e-8), plus a tiny Gaussian output noise that certifies the solver's error.
@@ -405,17 +412,24 @@ def calibrate_objective(
     meant for a tiny one (for a large ``tau`` use :func:`calibrate_amp`).  A given ``sigma_out``
     is used as given (and charged).
 
-    ``accountant="kifer"``: Kifer et al.'s sufficient condition (Theorem 2.8; sigma and
+    ``rule="kifer"``: Kifer et al.'s sufficient condition (Theorem 2.8; sigma and
     lambda = 2 beta / eps1 from their theorem, ignoring ``noise_factor``), for comparison with the
     literature, certified the same way by basic composition: each of the ``count`` models gets
     (eps1, delta1) = (1 - r)(epsilon, delta)/count for the objective perturbation and
     r (epsilon, delta)/count for the Gaussian output step of sensitivity 2 tau / lambda
-    (analytic Gaussian sigma_out), r = :data:`OBJECTIVE_CERTIFICATION_SHARE` = 1e-3.
+    (analytic Gaussian sigma_out), r = :data:`OBJECTIVE_CERTIFICATION_SHARE` = 1e-3.  Its event
+    is the ``ApproxDP(epsilon, delta)`` that condition and basic composition certify, accounted
+    by ``PLDAccountant`` (the accountant of such events; ``accountant="rdp"`` is refused).
     """
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant, _ACCOUNTANTS + ("kifer",))
+    _check_accountant(accountant)
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if rule == "kifer" and accountant == "rdp":
+        raise ValueError("rule='kifer' certifies an (epsilon, delta)-DP event, which the RDP accountant cannot "
+                         "account (infinite Renyi divergence); use accountant='pld' or 'best'")
     tau = float(tau)
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
@@ -424,7 +438,7 @@ def calibrate_objective(
         if not (sigma_out > 0 and math.isfinite(sigma_out)):
             raise ValueError(f"sigma_out must be finite and > 0 (or None for the default rule), got {sigma_out!r}")
     L, beta = _loss_constant(lipschitz, "lipschitz"), _loss_constant(smoothness, "smoothness", allow_zero=True)
-    if accountant == "kifer":
+    if rule == "kifer":
         r = OBJECTIVE_CERTIFICATION_SHARE
         e1, d1 = (1.0 - r) * epsilon / count, (1.0 - r) * delta / count
         sig_k, lam_k = op.kifer_objective_perturbation(e1, d1, L, beta)
@@ -438,15 +452,51 @@ def calibrate_objective(
         # the output step's own (r epsilon / count, r delta / count) share; a given sigma_out must cover it
         need = gaussian_sigma(r * epsilon / count, r * delta / count, op.amp_output_sensitivity(tau, lam))
         if sigma_out is not None and sigma_out < need:
-            raise ValueError(f"with accountant='kifer' sigma_out must be >= {need:.6g} (the Gaussian output step's "
+            raise ValueError(f"with rule='kifer' sigma_out must be >= {need:.6g} (the Gaussian output step's "
                              f"share r={r} of the budget), got {sigma_out!r}")
         so = need if sigma_out is None else sigma_out
-        return PrivacyCalibration("objective", epsilon, delta, "kifer", sigma, lam, so, tau, L, beta, count,
-                                  epsilon)
-    return _calibrate_amp(epsilon, delta, clip=L, smoothness=beta, tau=tau, sigma_out=sigma_out,
+        # the whole release is (epsilon, delta)-DP by the condition and basic composition: that
+        # certificate is its event (a per-model ApproxDP composed count times would be accounted
+        # by PLD with a grid round-up above epsilon)
+        event = ApproxDP(epsilon, delta)
+        eps = event_epsilon(event, delta, "pld")
+        return PrivacyCalibration(method="objective", event=event, epsilon=eps, delta=delta, accountant="pld",
+                                  noise_std=sigma, regularization=lam, sigma_out=so, tau=tau, lipschitz=L,
+                                  smoothness=beta, count=count, target_epsilon=epsilon, epsilon_pld=eps, rule="kifer")
+    return _calibrate_amp(epsilon, delta, clip_norm=L, smoothness=beta, tau=tau, sigma_out=sigma_out,
                           out_multiplier=objective_output_multiplier(epsilon, count) if sigma_out is None else None,
                           noise_factor=noise_factor, noise_std=noise_std, regularization=regularization,
                           count=count, accountant=accountant, method="objective")
+
+
+@functools.lru_cache(maxsize=256)  # data-independent: cached per (epsilon, delta, count, accountant)
+def _gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
+    """(z, which): the noise multiplier for which ``count`` Gaussian releases, one
+    ``Gaussian(z, sqrt(count))`` event, are (epsilon, delta)-DP by the accountant (``"best"``: the
+    smaller z of the two), verified by that accountant.
+
+    The analytic Gaussian's multiplier z_a (Balle & Wang 2018) is exact, so no valid z lies below
+    it and the accountants' (upper-bound) epsilons only ask for more: the PLD accountant is tried
+    first at z_a (1 + 1e-9) (one evaluation; its pessimistic grid adds ~1e-12 to epsilon there),
+    and otherwise -- and for RDP -- z is searched by :func:`dpfast.accounting.calibrate`
+    (:func:`dpfast._safe_root.safe_root`, relative 1e-9) from z_a."""
+    root = math.sqrt(count)
+    z_a = float(gaussian_sigma(epsilon, delta, 1.0))
+    make = lambda z: Gaussian(z, sensitivity=root)
+    names = ("pld", "rdp") if accountant == "best" else (accountant,)
+    found = []
+    for name in names:
+        z_try = z_a * (1.0 + 1e-9)
+        if name == "pld" and event_epsilon(make(z_try), delta, name) <= epsilon:
+            found.append((z_try, name))
+            continue
+        try:
+            found.append((calibrate_noise(make, epsilon, delta, name, start=max(z_a, 1e-3), rtol=1e-9), name))
+        except ValueError:
+            continue
+    if not found:
+        raise ValueError(f"no Gaussian noise multiplier up to 1e8 reaches epsilon={epsilon} at delta={delta}")
+    return min(found)
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per parameter set
@@ -459,48 +509,52 @@ def calibrate_output(
     regularization: float | None = None,
     sigma_out: float = 0.15,
     count: int = 1,
+    accountant: str = "best",
 ) -> PrivacyCalibration:
     """Calibrate Gaussian output perturbation of an approximate minimiser.
 
-    Sensitivity (add/remove; :doc:`/theory/erm`, see :doc:`/theory/mechanisms`): the exact minimisers of
-    neighbouring objectives are within L/lambda, and each approximate minimiser with
-    ||grad F|| <= tau is within tau/lambda of its exact one (strong convexity), so
-    Delta_2 = (L + 2 tau)/lambda.  The noise is the analytic Gaussian sigma for
-    (epsilon, delta) and sensitivity sqrt(count) * Delta_2 (``count`` one-vs-rest models),
-    exact, reported as ``"gaussian"``.  Default lambda (data-independent heuristic): the one
-    that makes the per-coordinate noise equal to ``sigma_out``.
+    Sensitivity: :func:`dpfast.accounting.objective_perturbation.output_perturbation_sensitivity`,
+    Delta_2 = (L + 2 tau)/lambda (Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8, with the
+    solver's error; add/remove).  The event is one ``Gaussian(z, sqrt(count) Delta_2)`` for the
+    ``count`` one-vs-rest models, z the smallest noise multiplier (relative 1e-9) that the
+    accountant (``"pld"``, ``"rdp"``; ``"best"``: the one giving the smaller z) certifies at
+    (epsilon, delta); the noise is z * sqrt(count) Delta_2 on every coordinate.  Default lambda
+    (data-independent heuristic): the one that makes that noise equal to ``sigma_out``.
     """
-    from dpfast._validation import check_real  # (local: this function's own fix, issue 21 item 15)
-
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
+    _check_accountant(accountant)
     L = _loss_constant(lipschitz, "lipschitz")
     tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
     if not (tau >= 0 and math.isfinite(tau)):
         raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
-    sens = L + 2.0 * tau  # lambda times the l2 sensitivity
-    if not math.isfinite(sens):
-        raise ValueError("lipschitz + 2 * tau overflows a double; rescale the loss")
     try:
         root_count = math.sqrt(count)
     except OverflowError:  # an int beyond a double
         raise ValueError("count is too large (sqrt(count) must be a double)") from None
-    unit = gaussian_sigma(epsilon, delta, root_count)
+    sens = op.output_perturbation_sensitivity(L, tau, 1.0)  # lambda times the l2 sensitivity
+    z, which = _gaussian_multiplier(epsilon, delta, count, accountant)
     if regularization is None:
         so = check_real(sigma_out, "sigma_out")
         if not (so > 0 and math.isfinite(so)):
             raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
-        lam = sens * unit / so
+        lam = sens * root_count * z / so
     else:
         lam = check_real(regularization, "regularization")
         if not (lam > 0 and math.isfinite(lam)):
             raise ValueError(f"regularization must be finite and > 0, got {regularization!r}")
-    sigma = unit * sens / lam
+    total = root_count * op.output_perturbation_sensitivity(L, tau, lam) if 0.0 < lam < math.inf else math.nan
+    sigma = z * total
     # A product beyond a double (lipschitz 1.797e308: lambda = inf, sigma = inf/inf = NaN) or a
     # noise that underflows to 0 is not a calibration: refuse it rather than release NaN or no noise.
-    if not (0.0 < lam < math.inf and 0.0 < sigma < math.inf):
+    if not (0.0 < lam < math.inf and 0.0 < total < math.inf and 0.0 < sigma < math.inf):
         raise ValueError(f"the output-perturbation calibration is not representable in double precision "
                          f"(regularization {lam!r}, noise sigma {sigma!r}); rescale lipschitz, tau, "
                          "sigma_out or regularization")
-    return PrivacyCalibration("output", epsilon, delta, "gaussian", 0.0, lam, sigma, tau, L, 0.0, count, epsilon)
+    event = Gaussian(noise_multiplier=z, sensitivity=total)  # noise z * total on every coordinate
+    eps = event_epsilon(event, delta, which)
+    return PrivacyCalibration(method="output", event=event, epsilon=eps, delta=delta, accountant=which,
+                              noise_std=0.0, regularization=lam, sigma_out=sigma, tau=tau, lipschitz=L,
+                              smoothness=0.0, count=count, target_epsilon=epsilon,
+                              **{f"epsilon_{which}": eps})

@@ -22,7 +22,8 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   client from ``random_state``.  Only the minimisation differs: the native L-BFGS of the
   in-memory path runs on the client (``dpfast._glm.minimize_callable``, the same iterations and
   the same fixed diagonal preconditioner, built from the same column sums), and each evaluation
-  of F and grad F is one Dask graph of one task per worker (the chunks that worker holds): the
+  of F and grad F is one call per worker (the chunks that worker holds; an actor holding them
+  when the cluster holds X, :class:`_ChunkGroup`, else one Dask task per worker or chunk): the
   native loss-and-gradient kernel on every chunk (targets formed from the labels in the task, row
   map and intercept inside the kernel, partial sums in float64), the d + 1 numbers per chunk
   combined on the client in chunk order.  Per iteration the client sends theta (d floats) to
@@ -55,7 +56,7 @@ copy a memmap whole), or from zarr/HDF5 through dask's own readers; memory then 
 in flight, two float64 per row (row scale, squared norm) and the labels.
 
 Passes over X: one validation pass, then one per L-BFGS evaluation (about 1.1 per iteration;
-a fit to the default tau = 0.01 takes 10-30), per one-vs-rest model.  Fits of n >= 2^20 rows
+a fit to the default tau = 0.01 takes 10-30), per one-vs-rest model.  Fits of n >= 2^17 rows
 first minimise the same objective on the first ceil(n/16) rows, as the in-memory fit does
 (``_mechanisms.warm_start_rows``, whose docstring says why this costs no privacy): one task on
 the worker holding the leading chunks (:meth:`DaskDesign.sample_start`; d' floats come back),
@@ -84,17 +85,22 @@ import math
 
 import numpy as np
 
+from dpfast import _glm, _loss_table
+from dpfast._base import validate_y
 from dpfast._dask_utils import (
     _as_dask_rows,
-    _is_frame,
     _row_vector,
     active_client,
     is_dask_collection,
     scatter_chunks,
+    set_feature_names,
 )
+from dpfast._validation import check_int, check_label_set
+from dpfast.linear_model._certify import certified_descent, check_certifiable
+from dpfast.linear_model._mechanisms import check_sample_weight, sample_start, warm_start_rows
+from dpfast.linear_model._solver import MappedRows, _check_delta, _check_loss, loss_constants
 
-__all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score", "chunk_rngs",
-           "DaskRows"]
+__all__ = ["is_dask_collection", "fit", "chunk_rngs", "DaskRows"]
 
 
 def chunk_rngs(count: int, seed=None):
@@ -104,8 +110,6 @@ def chunk_rngs(count: int, seed=None):
     repeats the same noise in every chunk (module docstring).  ``seed`` None draws fresh
     entropy from the OS.
     """
-    from dpfast._validation import check_int
-
     count = check_int(count, "count")
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
 
@@ -167,8 +171,6 @@ def _block_validate(block, yk, wk, est, R, icpt, k, starts, rows, classifier, cl
     message of the row check that failed.  Nothing here raises for bad data: the client raises
     in the order of the in-memory ``fit`` (labels, parameters, weights, rows).
     """
-    from dpfast import _glm
-
     summary = {"y": None if yk is None else _label_summary(yk, classifier, classes, cap)}
     w = None
     if weighted:
@@ -209,8 +211,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
     The chunk's targets are formed here from its labels, as the in-memory ``fit`` forms them:
     +1 where the label is ``positive`` and -1 elsewhere (classifiers), the labels as float64
     (``positive`` is ``_REAL``: regressors)."""
-    from dpfast import _glm, _loss_table
-
     block = np.ascontiguousarray(block)
     scale, sq = aux[0], aux[1]
     t = _targets(yk, code, positive)
@@ -222,8 +222,6 @@ def _block_fg(block, aux, yk, wk, theta, code, delta, clip, icpt, positive):
 
 def _targets(yk, code, positive) -> np.ndarray:
     """A chunk's targets as the in-memory ``fit`` forms them (:func:`_block_fg`)."""
-    from dpfast import _loss_table
-
     yv = np.asarray(yk)
     return (np.asarray(yv, dtype=np.float64) if positive is _REAL
             else _loss_table.binary_labels(_loss_table.name_of(code), yv == positive))
@@ -233,10 +231,6 @@ def _sample_fit(blocks, auxs, ys, ws, m, n, loss, delta, clip, icpt, positive, a
     """The warm start on the worker holding the first rows: the in-memory
     :func:`~dpfast.linear_model._mechanisms.sample_start` on rows [0, m) of X (the leading
     chunks), their row scales, targets and weights; d' float64 go back to the client."""
-    from dpfast import _loss_table
-    from dpfast.linear_model._mechanisms import sample_start
-    from dpfast.linear_model._solver import MappedRows
-
     def rows(parts):
         return np.ascontiguousarray(parts[0][:m] if len(parts) == 1 else np.concatenate(parts)[:m])
 
@@ -255,14 +249,29 @@ def _group_fg(blocks, auxs, ys, ws, theta, code, delta, clip, icpt, positive):
                      for b, x, yk, wk in zip(blocks, auxs, ys, ws)])
 
 
+class _ChunkGroup:
+    """The chunks one worker holds (rows, row scales and norms, labels, weights), kept for the
+    passes of a fit as a distributed *actor*: a pass is then one call from the client straight to
+    each worker and back, where a task goes client -> scheduler -> worker -> scheduler -> client
+    and then gathers its result (on the 2-worker benchmark cluster about 3 ms against 26 ms per
+    pass, and 20-30 ms against 100 ms under load 10).  The actor holds references to the chunks
+    the worker already stores (no copy); the numbers are :func:`_group_fg`'s, as in a task."""
+
+    def __init__(self, blocks, auxs, ys, ws):
+        self._chunks = (blocks, auxs, ys, ws)
+
+    def fg(self, theta, code, delta, clip, icpt, positive):
+        return _group_fg(*self._chunks, theta, code, delta, clip, icpt, positive)
+
+
 def _chunk_groups(blocks):
-    """``(groups, held)``: chunk indices grouped by the worker holding the chunk (one task per
-    worker and pass: the scheduler's cost per pass is per task), ``held`` True; or one group per
-    chunk, ``held`` False, when X is not held by a distributed cluster (a graph computed in each
-    pass).  The grouping changes no number: each chunk's partial sums are its own, added on the
-    client in chunk order."""
+    """``(groups, held, workers)``: chunk indices grouped by the worker holding the chunk (one
+    task or actor call per worker and pass: the scheduler's cost per pass is per task), ``held``
+    True, and each group's worker; or one group per chunk, ``held`` False, when X is not held by
+    a distributed cluster (a graph computed in each pass).  The grouping changes no number: each
+    chunk's partial sums are its own, added on the client in chunk order."""
     client = active_client()
-    singles = ([[k] for k in range(len(blocks))], False)
+    singles = ([[k] for k in range(len(blocks))], False, None)
     if client is None:
         return singles
     try:
@@ -277,7 +286,18 @@ def _chunk_groups(blocks):
         if not holders:  # not persisted (or lost): computed wherever the scheduler decides
             return singles
         by_worker.setdefault(holders[0], []).append(k)
-    return list(by_worker.values()), True
+    return list(by_worker.values()), True, list(by_worker)
+
+
+def _group_actors(client, args, workers):
+    """One :class:`_ChunkGroup` actor per worker, on the chunks it holds (None where the cluster
+    cannot make them: the passes are then tasks)."""
+    try:
+        futs = [client.submit(_ChunkGroup, *a, actor=True, workers=[w], allow_other_workers=False, pure=False)
+                for a, w in zip(args, workers)]
+        return [f.result() for f in futs]
+    except Exception:  # pragma: no cover - e.g. a worker lost meanwhile: tasks instead
+        return None
 
 
 def _futures(handles) -> list:
@@ -378,11 +398,11 @@ class DaskDesign:
         self._sums = sums  # (S1 or None, S2, W) over all rows, added in chunk order
 
     def _inputs(self):
-        """``(groups, client, ins)``: the chunk groups of :func:`_chunk_groups`, the client when
-        the cluster holds everything (else None), and per chunk (X, aux, labels, weights) as
-        futures (held) or graph handles."""
+        """``(groups, client, ins, workers)``: the chunk groups of :func:`_chunk_groups`, the
+        client when the cluster holds everything (else None), per chunk (X, aux, labels, weights)
+        as futures (held) or graph handles, and each group's worker (held) or None."""
         blocks = self.rows.X.to_delayed().ravel()
-        groups, held = _chunk_groups(blocks)
+        groups, held, workers = _chunk_groups(blocks)
         client = active_client() if held else None
         if client is not None:  # everything held by the cluster: tasks on its futures, no graph to build
             from distributed import Future
@@ -391,16 +411,14 @@ class DaskDesign:
                    _futures(self._ws)]
         else:
             ins = [blocks, self._aux, self._ys, self._ws]
-        return groups, client, ins
+        return groups, client, ins, workers
 
     def sample_start(self, y, loss, m: int, *, alpha, linear, clip, huber_delta, tol) -> np.ndarray:
         """The warm start of the in-memory fit (``_mechanisms.sample_start`` on rows [0, m)), as
         one task on the leading chunks (run where they are held): the same rows, scales, targets
         and weights, so the same point up to the rounding of the row scales."""
-        from dpfast.linear_model._solver import _check_delta
-
         dask = self._dask
-        _groups, client, ins = self._inputs()
+        _groups, client, ins, _workers = self._inputs()
         ks = [k for k in range(len(self.rows.row_chunks)) if self.rows.starts[k] < m]
         args = [[v[k] for k in ks] for v in ins]
         rest = (int(m), int(self.shape[0]), loss, _check_delta(huber_delta), None if clip is None else float(clip),
@@ -415,8 +433,6 @@ class DaskDesign:
 
         ``y`` is a :class:`DaskTarget` (the labels and weights are the design's, on the workers;
         ``sample_weight`` is ignored)."""
-        from dpfast.linear_model._solver import _check_delta, _check_loss
-
         dask = self._dask
         code, delta = _check_loss(loss), _check_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
@@ -424,16 +440,24 @@ class DaskDesign:
         d = self.shape[1]
         a = float(alpha)
         lin = None if linear is None else np.asarray(linear, dtype=np.float64)
-        groups, client, ins = self._inputs()
+        groups, client, ins, workers = self._inputs()
         order = np.argsort(np.concatenate(groups), kind="stable")
         args = [tuple([v[k] for k in grp] for v in ins) for grp in groups]
+        actors = None if client is None else _group_actors(client, args, workers)
 
         def fg(theta):
+            nonlocal actors
             th = np.ascontiguousarray(theta, dtype=np.float64)
             rest = (th, code, delta, c, self.intercept, positive)
-            if client is not None:
+            out = None
+            if actors is not None:
+                try:
+                    out = [call.result() for call in [act.fg(*rest) for act in actors]]
+                except Exception:  # e.g. a lost worker, and its actor with it: from now on tasks,
+                    actors = None  # for which Dask recomputes lost chunks (the same numbers)
+            if out is None and client is not None:
                 out = client.gather([client.submit(_group_fg, *a, *rest, pure=False) for a in args])
-            else:
+            elif out is None:
                 out = dask.compute(*[dask.delayed(_group_fg, pure=True)(*a, *rest) for a in args])
             parts = np.concatenate(out)[order]  # one row per chunk, in chunk order
             f = 0.0
@@ -461,19 +485,12 @@ class DaskDesign:
     def precond(self, alpha: float, loss: str, huber_delta: float):
         """The L-BFGS preconditioner's inputs for ``_glm.minimize_callable`` (the in-memory solver
         builds the same P from the same column sums, formed over its own row blocks)."""
-        from dpfast.linear_model._solver import loss_constants
-
         S1, S2, W = self._sums
         return (S1, S2, float(W), float(alpha), float(loss_constants(loss, huber_delta)[1]), self.intercept)
 
     def minimize_certified(self, y, loss, *, alpha, linear, clip, sample_weight, huber_delta, solver, tol, max_iter,
                            gen, lipschitz):
         """The Dask counterpart of ``_mechanisms._minimize_certified`` (same solver, same rule)."""
-        from dpfast import _glm
-        from dpfast.linear_model._certify import certified_descent, check_certifiable
-        from dpfast.linear_model._mechanisms import warm_start_rows
-        from dpfast.linear_model._solver import loss_constants
-
         if solver != "lbfgs":
             raise ValueError(f"solver={solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
         n = self.shape[0]
@@ -505,10 +522,6 @@ def _validate(est, rows: DaskRows, y, sample_weight, *, classifier: bool):
     (classifiers; None for regressors) and leaves the :class:`DaskDesign` on ``rows``.  Raises
     before anything is calibrated, charged or drawn."""
     import dask
-
-    from dpfast._base import validate_y
-    from dpfast._validation import check_label_set
-    from dpfast.linear_model._mechanisms import check_sample_weight
 
     n = rows.shape[0]
     starts = rows.starts
@@ -607,6 +620,9 @@ def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
 def fit(est, X, y, sample_weight=None, *, budget=None):
     """``est.fit`` for a Dask X (module docstring): validation on the workers, calibration,
     budget charge and noise on the client, each gradient pass a Dask graph."""
+    if getattr(est, "multi_class", "ovr") == "multinomial":
+        raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
+                         "one-vs-rest models); use multi_class='ovr' or in-memory rows")
     if getattr(est, "solver", "lbfgs") != "lbfgs":
         raise ValueError(f"solver={est.solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
     Xd = _as_dask_rows(X)
@@ -625,115 +641,3 @@ def fit(est, X, y, sample_weight=None, *, budget=None):
         est._fit_target(rows, DaskTarget(_REAL, n), None, budget=budget)
     set_feature_names(est, X)
     return est
-
-
-def _names_view(X):
-    """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
-    frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
-    anything else as is."""
-    if _is_frame(X):
-        import pandas as pd
-
-        return pd.DataFrame(columns=X.columns)
-    return X
-
-
-def set_feature_names(est, X) -> None:
-    """``feature_names_in_`` after a Dask fit, by scikit-learn's rule for pandas (string column
-    names only; mixed types raise ``TypeError``)."""
-    from sklearn.utils.validation import _get_feature_names
-
-    names = _get_feature_names(_names_view(X))
-    if names is not None:
-        est.feature_names_in_ = names
-
-
-def _prediction_input(est, X):
-    """X's rows as a Dask array, after scikit-learn's feature-name check, as for pandas input
-    (issue 21, item 12): a DataFrame whose column names or order differ from fit's raises
-    ``ValueError``; names on one side only warn, once (not once per chunk)."""
-    from sklearn.utils.validation import _check_feature_names
-
-    _check_feature_names(est, _names_view(X), reset=False)
-    Xd = _as_dask_rows(X)
-    n_in = getattr(est, "n_features_in_", None)
-    if n_in is not None and Xd.shape[1] != n_in:
-        raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {n_in}")
-    return Xd
-
-
-def _blockwise(method):
-    """``method`` on one NumPy chunk, without scikit-learn's "X does not have valid feature
-    names" warning: the names were checked once for the whole input (:func:`_prediction_input`)."""
-    def call(block):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
-            return method(block)
-
-    return call
-
-
-def decision_function(est, X):
-    """Lazy ``est.decision_function`` chunk by chunk (a dask Array)."""
-    Xd = _prediction_input(est, X)
-    k = np.atleast_2d(est.coef_).shape[0]
-    if k == 1:
-        return Xd.map_blocks(_blockwise(est.decision_function), drop_axis=1, dtype=np.float64)
-    return Xd.map_blocks(_blockwise(est.decision_function), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
-
-
-def predict(est, X):
-    """Lazy ``est.predict`` chunk by chunk (a dask Array)."""
-    return _predict_rows(est, _prediction_input(est, X))
-
-
-def _predict_rows(est, Xd):
-    dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
-    return Xd.map_blocks(_blockwise(est.predict), drop_axis=1, dtype=dtype)
-
-
-def predict_proba(est, X):
-    """Lazy ``est.predict_proba`` chunk by chunk (a dask Array)."""
-    Xd = _prediction_input(est, X)
-    k = len(est.classes_)
-    return Xd.map_blocks(_blockwise(est.predict_proba), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
-
-
-def score(est, X, y, sample_weight=None) -> float:
-    """Mean accuracy (classifiers) or R^2 (regressors), computed with one Dask pass."""
-    import dask
-    import dask.array as da
-
-    Xd = _prediction_input(est, X)
-    yv = _as_vector_like(y, Xd, "y")
-    wv = _as_vector_like(sample_weight, Xd, "sample_weight")
-    pred = _predict_rows(est, Xd)  # names checked once, above
-    w = da.ones_like(yv, dtype=np.float64) if wv is None else wv.astype(np.float64)
-    if hasattr(est, "classes_"):
-        num, den = dask.compute(da.sum(w * (pred == yv)), da.sum(w))
-        return float(num / den)
-    yf = yv.astype(np.float64)
-    sw, swy = dask.compute(da.sum(w), da.sum(w * yf))
-    ybar = swy / sw
-    ss_res, ss_tot = (float(v) for v in dask.compute(da.sum(w * (yf - pred) ** 2), da.sum(w * (yf - ybar) ** 2)))
-    return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
-
-
-def _as_vector_like(v, Xd, name):
-    import dask.array as da
-
-    if v is None:
-        return None
-    if is_dask_collection(v):
-        if _is_frame(v):
-            v = v.to_dask_array(lengths=True)
-        if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
-            raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")
-        return v
-    v = np.asarray(v)
-    if v.shape != (Xd.shape[0],):
-        raise ValueError(f"{name} must have shape ({Xd.shape[0]},), got {v.shape}")
-    return da.from_array(v, chunks=(Xd.chunks[0],))
-

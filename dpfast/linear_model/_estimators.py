@@ -4,7 +4,7 @@ See :doc:`/theory/erm` (Algorithm 1, calibration of Section 5) and issue 4
 ("Estimators").  They derive from :class:`dpfast._base.PrivateEstimator` (scikit-learn's
 ``BaseEstimator``), so ``clone``, pipelines, ``cross_val_score`` and ``GridSearchCV`` work.
 A Dask collection passed to ``fit`` / ``predict`` / ... is handed to
-:mod:`dpfast.linear_model._dask`.
+:mod:`dpfast.linear_model._dask` (:class:`dpfast._base.DaskDispatchMixin`).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sklearn.utils.validation import _num_samples
 from dpfast import _base, _loss_table
 from dpfast._base import (
     RANDOM_STATE,
+    DaskDispatchMixin,
     DPClassifierMixin,
     DPRegressorMixin,
     Interval,
@@ -27,6 +28,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
+from dpfast.linear_model import _dask
 from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
@@ -63,22 +65,23 @@ _COMMON_DOC = """
         for which the output step's RDP term is <= 0.1 % of epsilon
         (``dpfast.linear_model.calibrate_objective``, see docs/theory/erm.rst,
         "Algorithm 1"); ``epsilon_`` is the total of the composition, accounted as for "amp".
-        ``accountant="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
+        ``calibration="kifer"``: Kifer et al.'s condition (for comparison), certified by basic
         composition with 0.1 % of the budget for the output step.
-        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda.
+        ``"output"``: Gaussian output perturbation, sensitivity (L + 2 tol)/lambda, noise
+        calibrated by the accountant.
     solver : {"lbfgs", "sag", "saga"}
         Native solver (any optimiser costs no privacy).  If it has not certified
         ||grad F||_2 <= tol within ``max_iter``, Nesterov's accelerated gradient method
         continues from its point for an iteration count proved sufficient for every data set
         (``solver_`` then reads "nesterov"), so a fit never refuses for lack of iterations: a
         refusal would depend on the data and is not covered by the privacy proof.  A ``tol``
-        float64 cannot certify for the number of rows, the gradient bound (``clip``) and the
+        float64 cannot certify for the number of rows, the gradient bound (``clip_norm``) and the
         objective's ``noise_std`` raises ``ValueError`` before the rows are read, the budget is
         charged or the noise is drawn; ``PrivacyConvergenceError`` remains only for a rounding failure that exact
         arithmetic excludes.
     tol : float or None
         The gradient-norm threshold tau (None: 0.01 for "amp" and "output", 1e-8 for "objective").
-    clip : float or None
+    clip_norm : float or None
         Gradient clipping threshold C of Algorithm 1 (None: the loss's own bound on rows within
         the norm bound, sqrt(2) for logistic regression on unit rows plus a bias feature).
     alpha : float or None
@@ -95,8 +98,14 @@ _COMMON_DOC = """
     sigma_out : float or None
         Output noise of Algorithm 1 (None: 0.15 for "amp"; for "objective" the negligible-cost
         rule above; for "output" it only sets the default lambda, see ``alpha``).
-    accountant : {"best", "pld", "rdp", "kifer"}
-        Which bound gives epsilon ("kifer" for method="objective" only).
+    accountant : {"best", "pld", "rdp"}
+        The accountant that calibrates the release and states its epsilon: ``epsilon_`` is
+        ``make_accountant(accountant_).compose(event_).get_epsilon(delta_)`` ("best": the smaller
+        of the PLD and RDP accountants' values, ``accountant_`` names it).
+    calibration : {"accountant", "kifer"}
+        How (sigma, lambda) are certified: by the accountant (default), or by Kifer et al.'s
+        sufficient condition (method="objective" only, for comparison with the literature; its
+        event is the ``ApproxDP`` it certifies, accounted by PLD).
     norm_bound : float
         Declared bound R on the rows' l2 norm before the bias feature.
     row_norm : {"clip", "normalize", "check"}
@@ -127,10 +136,11 @@ _ATTR_DOC = """
     coef_, intercept_ : the released (private) parameters.
     event_ : the release's :mod:`dpfast.accounting` event, charged to ``budget`` by ``fit``:
         per model ``Composed((ObjectivePerturbation, Gaussian))`` (Algorithm 1, Theorem 4.1;
-        "objective" too), ``ApproxDP(epsilon/K, delta/K)`` with ``accountant="kifer"``, and for
-        K one-vs-rest models ``SelfComposed(<that>, K)``; "output": one ``Gaussian``.
-    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon.
-    accountant_ : "pld", "rdp", "kifer" or "gaussian" -- the bound that gave epsilon_.
+        "objective" too), for K one-vs-rest models ``SelfComposed(<that>, K)``;
+        ``ApproxDP(epsilon, delta)`` with ``calibration="kifer"``; "output": one ``Gaussian``.
+    epsilon_, delta_ : the privacy reached (add/remove neighbours), epsilon_ <= epsilon:
+        ``epsilon_ == make_accountant(accountant_).compose(event_).get_epsilon(delta_)``.
+    accountant_ : "pld" or "rdp" -- the accountant that gave epsilon_.
     sigma_ : noise std of the objective perturbation (0 for "output").
     sigma_out_ : output noise std (tiny for "objective": it certifies the solver's error).
     lambda_ : the ridge coefficient used.
@@ -138,7 +148,8 @@ _ATTR_DOC = """
         These (and ``solver_``) are diagnostics computed from the private data *without* noise:
         they are not covered by the privacy guarantee (only ``coef_``/``intercept_`` and the
         calibration are); do not publish them with the model.
-    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration`.
+    calibration_ : the full :class:`~dpfast.linear_model.PrivacyCalibration` (its ``rule`` is the
+        ``calibration`` parameter's value).
 """
 
 
@@ -152,41 +163,6 @@ def _slack(R: float, dtype) -> float:
     return float(R) * (1.0 + 8.0 * float(eps))
 
 
-def _dask():
-    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
-    from dpfast.linear_model import _dask as mod
-
-    return mod
-
-
-def _release_event(cal):
-    """The event of a calibrated release of ``cal.count`` models (one per one-vs-rest class).
-
-    Algorithm 1 ("amp", and "objective" run as Algorithm 1): each model is objective perturbation
-    (Redberg, Koskela & Wang 2024, Theorem 3.1, the ``ObjectivePerturbation`` event) composed with
-    the Gaussian output step of sensitivity 2 tau / lambda (Theorem 4.1); the ``count`` models are
-    ``count`` compositions on the same data.  ``"output"``: the Gaussian mechanism of sensitivity
-    (L + 2 tau) / lambda per model, one Gaussian of sensitivity sqrt(count) (L + 2 tau) / lambda
-    for all of them.  ``accountant="kifer"``: Kifer et al. 2012 certify each model
-    (epsilon/count, delta/count)-DP (basic composition), an ``ApproxDP`` event per model.
-    """
-    from dpfast import accounting as acc
-    from dpfast.accounting import objective_perturbation as op
-    from dpfast.linear_model._calibration import _gaussian_description
-
-    k = int(cal.count)
-    if cal.method == "output":
-        sens = math.sqrt(k) * (cal.lipschitz + 2.0 * cal.tau) / cal.regularization
-        return _gaussian_description(cal.sigma_out, sens)  # noise sigma_out on every coordinate
-    if cal.accountant == "kifer":
-        one = acc.ApproxDP(cal.epsilon / k, cal.delta / k)
-    else:
-        parts = [acc.ObjectivePerturbation(cal.noise_std, cal.lipschitz, cal.smoothness, cal.regularization)]
-        sens = op.amp_output_sensitivity(cal.tau, cal.regularization) if cal.tau > 0 else 0.0
-        if sens > 0:  # 2 tau / lambda can underflow to 0: that step then leaks nothing
-            parts.append(_gaussian_description(cal.sigma_out, sens))
-        one = parts[0] if len(parts) == 1 else acc.Composed(tuple(parts))
-    return one if k == 1 else acc.SelfComposed(one, k)
 
 
 _CONSTRAINTS = {
@@ -195,12 +171,13 @@ _CONSTRAINTS = {
     "method": [StrOptions(set(METHODS))],
     "solver": [StrOptions({"lbfgs", "sag", "saga"})],
     "tol": [Interval(Real, 0, None, closed="neither"), None],
-    "clip": [Interval(Real, 0, None, closed="neither"), None],
+    "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     "alpha": [Interval(Real, 0, None, closed="neither"), None],
     "noise_std": [Interval(Real, 0, None, closed="neither"), None],
     "noise_factor": [Interval(Real, 0, None, closed="neither")],
     "sigma_out": [Interval(Real, 0, None, closed="neither"), None],
-    "accountant": [StrOptions({"best", "pld", "rdp", "kifer"})],
+    "accountant": [StrOptions({"best", "pld", "rdp"})],
+    "calibration": [StrOptions({"accountant", "kifer"})],
     "norm_bound": [Interval(Real, 0, None, closed="neither")],
     "row_norm": [StrOptions(set(_ROW_NORM))],
     "fit_intercept": ["boolean"],
@@ -222,6 +199,7 @@ _WEIGHT_FAILURES = {
 
 class _PrivateLinearModel(PrivateEstimator):
     _loss = "logistic"
+    _dask_fit = staticmethod(_dask.fit)  # DaskDispatchMixin: fit on Dask collections
     _accept_sparse = True
 
     # ------------------------------------------------------------------ preprocessing
@@ -285,11 +263,11 @@ class _PrivateLinearModel(PrivateEstimator):
 
     def _constants(self, R, s):
         total = math.sqrt(R * R + s * s)
-        clip = self.clip
-        if clip is None:
+        clip_norm = self.clip_norm
+        if clip_norm is None:
             lip_m, _ = margin_constants(self._loss_name(), getattr(self, "huber_delta", 1.0))
-            clip = total * (lip_m if math.isfinite(lip_m) else 1.0)
-        return glm_constants(self._loss_name(), total, clip, getattr(self, "huber_delta", 1.0))
+            clip_norm = total * (lip_m if math.isfinite(lip_m) else 1.0)
+        return glm_constants(self._loss_name(), total, clip_norm, getattr(self, "huber_delta", 1.0))
 
     def _loss_name(self):
         return self._loss
@@ -319,9 +297,9 @@ class _PrivateLinearModel(PrivateEstimator):
         cal = make_calibration(self.method, self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=self.noise_std,
                                noise_factor=self.noise_factor, sigma_out=self.sigma_out,
-                               accountant=self.accountant, count=len(targets))
+                               accountant=self.accountant, count=len(targets), calibration=self.calibration)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         results = [
@@ -344,11 +322,11 @@ class _PrivateLinearModel(PrivateEstimator):
     def _record_fit(self, event, cal, consts, n_iter, grad_norm, solver) -> None:
         """The fitted attributes every release sets: calibration, privacy reached, constants, solver."""
         self.calibration_ = cal
-        self._record_release(event, cal.epsilon, cal.delta, cal.accountant)
+        self._record_accounted(event, cal.delta, cal.accountant)
         self.sigma_ = cal.noise_std
         self.sigma_out_ = cal.sigma_out
         self.lambda_ = cal.regularization
-        self.clip_ = consts.lipschitz
+        self.clip_norm_ = consts.lipschitz
         self.smoothness_ = consts.smoothness
         self.n_iter_ = np.array(n_iter)
         self.grad_norm_ = np.array(grad_norm)
@@ -366,7 +344,7 @@ class _PrivateLinearModel(PrivateEstimator):
         return np.asarray(X @ self._coef.T) + self._intercept
 
 
-class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
+class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private logistic regression (binary, or one-vs-rest multiclass).
 
@@ -391,7 +369,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     Redberg, Koskela & Wang (2024) (Theorems 3.1, 3.2, 4.1) needs a GLM (rank-one per-example
     Hessian), the softmax Hessian has rank K - 1, and their non-GLM Theorem E.1 covers only the
     exact minimiser of an unclipped loss (:mod:`dpfast.linear_model._multinomial`).  So is a
-    ``clip`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
+    ``clip_norm`` below sqrt(2) R (a clipped softmax gradient is not the gradient of a convex loss).
 
     Parameters
     ----------"""
@@ -427,12 +405,13 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         method: str = "amp",
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -447,12 +426,13 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         self.method = method
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
@@ -468,7 +448,7 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
     def _fit_multinomial(self, X, labels, n_classes, sample_weight, *, budget=None):
         """One multinomial model (W in R^{d x K}), Gaussian output perturbation, one release.
 
-        Everything that can refuse (method, solver, clip, noise_std, tol, lambda) is decided
+        Everything that can refuse (method, solver, clip_norm, noise_std, tol, lambda) is decided
         from public quantities before the budget is charged and before any noise is drawn."""
         from dpfast.linear_model import _multinomial as mn
 
@@ -492,13 +472,14 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         # constants for the bound with the rounding slack of the data type (as _fit_problems)
         Rs, ss = _slack(R, X.dtype), (_slack(s, X.dtype) if s > 0 else 0.0)
         consts = multinomial_constants(math.sqrt(Rs * Rs + ss * ss))
-        mn.check_multinomial_clip(self.clip, consts.lipschitz)
+        mn.check_multinomial_clip(self.clip_norm, consts.lipschitz)
         cal = make_calibration("output", self.epsilon, self.delta, consts, tol=self.tol,
                                regularization=self.alpha, noise_std=None, noise_factor=self.noise_factor,
-                               sigma_out=self.sigma_out, accountant=self.accountant, count=1)
+                               sigma_out=self.sigma_out, accountant=self.accountant, count=1,
+                               calibration=self.calibration)
         Xd = self._design(X, R, s, fitting=True)  # validates the rows (norm bound, finiteness)
         check_calibration_certifiable(cal, n, Xd.shape[1])  # public quantities: before the charge and the draw
-        event = _release_event(cal)
+        event = cal.event
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
         W, gnorm, n_iter, used = mn.fit_multinomial_output(
@@ -519,11 +500,6 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
         ``budget``: a :class:`dpfast.PrivacyBudget` (None: the one of an enclosing
         ``with budget:`` block, if any) charged with ``event_`` before any noise is drawn;
         ``BudgetExceededError`` leaves the estimator unfitted."""
-        if _dask().is_dask_collection(X):
-            if self.multi_class == "multinomial":
-                raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
-                                 "one-vs-rest models); use multi_class='ovr' or in-memory rows")
-            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=True)
@@ -552,16 +528,12 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
 
     def decision_function(self, X) -> np.ndarray:
         """x.coef + intercept: shape (n,) for binary, (n, K) for one-vs-rest and multinomial."""
-        if _dask().is_dask_collection(X):
-            return _dask().decision_function(self, X)
         d = self._decision(X)
         return d[:, 0] if d.shape[1] == 1 else d
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: softmax of the scores (multinomial); sigmoid, one-vs-rest scores
         normalised to sum to 1 (one-vs-rest)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict_proba(self, X)
         d = self._decision(X)
         if getattr(self, "multi_class_", "ovr") == "multinomial":
             from scipy.special import softmax
@@ -575,20 +547,12 @@ class LogisticRegression(DPClassifierMixin, _PrivateLinearModel):
 
     def predict(self, X) -> np.ndarray:
         """The class of the largest score (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         d = self._decision(X)
         idx = (d[:, 0] > 0).astype(int) if d.shape[1] == 1 else np.argmax(d, axis=1)
         return self.classes_[idx]
 
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
-
-class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
+class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel):
     __doc__ = (
         """Differentially private ridge (squared loss) or Huber regression.
 
@@ -596,7 +560,7 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
     Huber loss with threshold C/||x||: convex, GLM, 1-smooth in the margin), calibrated as the
     paper does for logistic regression.  Labels are any finite reals; clipping bounds each
     example's gradient whatever the label, but the default C assumes labels roughly in [-1, 1]
-    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip``.
+    (residuals up to 1 are not clipped) -- scale y accordingly or set ``clip_norm``.
 
     Parameters
     ----------"""
@@ -625,12 +589,13 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         huber_delta: float = 1.0,
         solver: str = "lbfgs",
         tol: float | None = None,
-        clip: float | None = None,
+        clip_norm: float | None = None,
         alpha: float | None = None,
         noise_std: float | None = None,
         noise_factor: float = 1.3,
         sigma_out: float | None = None,
         accountant: str = "best",
+        calibration: str = "accountant",
         norm_bound: float = 1.0,
         row_norm: str = "clip",
         fit_intercept: bool = True,
@@ -645,12 +610,13 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         self.huber_delta = huber_delta
         self.solver = solver
         self.tol = tol
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.alpha = alpha
         self.noise_std = noise_std
         self.noise_factor = noise_factor
         self.sigma_out = sigma_out
         self.accountant = accountant
+        self.calibration = calibration
         self.norm_bound = norm_bound
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
@@ -665,8 +631,6 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
         """Fit privately; see the class docstring for the guarantee.  Returns self.
 
         ``budget``: as for :meth:`LogisticRegression.fit`."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, sample_weight=sample_weight, budget=budget)
         self._validate_params()
         self._reset_fit()
         y = validate_y(self, y, _num_samples(X), classifier=False)
@@ -683,12 +647,4 @@ class LinearRegression(DPRegressorMixin, _PrivateLinearModel):
 
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         return self._decision(X)[:, 0]
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.linear_model._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)

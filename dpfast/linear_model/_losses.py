@@ -62,26 +62,26 @@ class GLMConstants:
     solver_clip: float | None
 
 
-def glm_constants(loss: str, row_norm: float, clip: float | None = None, huber_delta: float = 1.0) -> GLMConstants:
+def glm_constants(loss: str, row_norm: float, clip_norm: float | None = None, huber_delta: float = 1.0) -> GLMConstants:
     """L and beta for the mechanisms (see :doc:`/theory/erm`, "Setting", Algorithm 1).
 
     ``row_norm`` bounds ||x|| of every row the solver sees (bias feature included).
-    ``clip`` = C clips each per-example gradient to norm <= C (Algorithm 1, step 1); the loss
+    ``clip_norm`` = C clips each per-example gradient to norm <= C (Algorithm 1, step 1); the loss
     is then C-Lipschitz.  Without clipping L = sup|f'| * row_norm, which is infinite for the
-    squared loss (a ``ValueError`` then asks for ``clip``).
+    squared loss (a ``ValueError`` then asks for ``clip_norm``).
     """
     R = check_real(row_norm, "row_norm")  # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
     if not (R > 0 and math.isfinite(R)):
         raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
     lip_m, smooth_m = margin_constants(loss, huber_delta)
     natural = lip_m * R
-    if clip is None:
+    if clip_norm is None:
         if math.isinf(natural):
-            raise ValueError(f"the {loss} loss has an unbounded gradient; set clip (the gradient clipping threshold C)")
+            raise ValueError(f"the {loss} loss has an unbounded gradient; set clip_norm (the gradient clipping threshold C)")
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
-    C = check_real(clip, "clip")
+    C = check_real(clip_norm, "clip_norm")
     if not (C > 0 and math.isfinite(C)):
-        raise ValueError(f"clip must be finite and > 0, got {clip!r}")
+        raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}")
     if C >= natural:
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
     return GLMConstants(loss, R, C, smooth_m * R * R, C)

@@ -80,9 +80,10 @@ class PrivateGLMResult:
 
 
 #: L-BFGS fits of at least this many rows start from the minimiser of the same objective on a
-#: row sample (:func:`warm_start_rows`); smaller fits start from 0, as before (their outputs are
-#: unchanged bit for bit)
-WARM_START_MIN_ROWS = 1 << 20
+#: row sample (:func:`warm_start_rows`); smaller fits start from 0.  (2^20 until issue 23: at
+#: 1.5e5-6e5 unit rows, d = 100, the warm start cut the iterations from 12-15 to 8-9, and the
+#: Dask benchmark's 10^6-row fit from 17 passes to 10; smaller fits are unchanged bit for bit)
+WARM_START_MIN_ROWS = 1 << 17
 #: the sample is the first ceil(n / WARM_START_FRACTION) rows
 WARM_START_FRACTION = 16
 #: the sample fit's iteration cap (it only has to give a starting point)
@@ -121,7 +122,7 @@ def sample_start(Xs, ys, ws, n: int, loss, *, alpha, linear, clip, huber_delta, 
     starting point (a non-finite one gives 0)."""
     m = Xs.shape[0]
     r = m / n
-    res = minimize_glm(Xs, ys, loss, alpha=alpha * r, linear=None if linear is None else linear * r, clip=clip,
+    res = minimize_glm(Xs, ys, loss, alpha=alpha * r, linear=None if linear is None else linear * r, clip_norm=clip,
                        sample_weight=ws, huber_delta=huber_delta, solver="lbfgs", tol=tol * r,
                        max_iter=WARM_START_MAX_ITER, n_threads=n_threads)
     coef = res.coef
@@ -183,11 +184,11 @@ def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber
         coef0 = sample_start(_row_sample(X, m), np.asarray(y)[:m],
                              None if sample_weight is None else np.asarray(sample_weight)[:m], n, loss, alpha=alpha,
                              linear=linear, clip=clip, huber_delta=huber_delta, tol=tol)
-    res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+    res = minimize_glm(X, y, loss, alpha=alpha, linear=linear, clip_norm=clip, sample_weight=sample_weight,
                        huber_delta=huber_delta, solver=solver, tol=tol, max_iter=max_iter, coef0=coef0, rng=gen)
     if res.converged and res.grad_norm <= tol:
         return res.coef, res.grad_norm, res.n_iter, res.solver
-    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, clip=clip, sample_weight=sample_weight,
+    evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, clip_norm=clip, sample_weight=sample_weight,
                                    huber_delta=huber_delta)
     curvature = loss_constants(loss, huber_delta)[1]
     sq = row_norms(X) ** 2
@@ -260,13 +261,14 @@ def private_glm(
     delta: float,
     method: str = "amp",
     norm_bound: float = 1.0,
-    clip: float | None = None,
+    clip_norm: float | None = None,
     tol: float | None = None,
     regularization: float | None = None,
     noise_std: float | None = None,
     noise_factor: float = 1.3,
     sigma_out: float | None = None,
     accountant: str = "best",
+    calibration: str = "accountant",
     huber_delta: float = 1.0,
     sample_weight=None,
     solver: str = "lbfgs",
@@ -289,13 +291,16 @@ def private_glm(
       step's RDP term is <= 0.1 % of epsilon), accounted by Theorem 4.1 / PLD composition like
       ``"amp"`` (see :doc:`/theory/erm`, "Algorithm 1"); the reported (epsilon,
       delta) is the total.  The rule is meant for a tiny ``tol``: sigma_out grows with it (use
-      ``"amp"`` for a large one).  ``accountant="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
+      ``"amp"`` for a large one).  ``calibration="kifer"``: Kifer et al.'s condition (Theorem 2.8) for
       comparison, certified the same way by basic composition (0.1 % of the budget for the
       output step).
     * ``"output"`` -- Gaussian output perturbation of the regularised minimiser, sensitivity
-      (L + 2 tol)/lambda (covers the solver error).
+      (L + 2 tol)/lambda (covers the solver error), noise calibrated by the accountant.
 
-    ``clip`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
+    ``accountant`` ("best", "pld", "rdp"): the accountant whose epsilon for the release's event
+    (``result.calibration.event``) is calibrated and reported (``"best"``: the smaller of the two).
+
+    ``clip_norm`` = C (default: the loss's own gradient bound, sqrt(2)-style; required for the
     squared loss) bounds every per-example gradient; L = min(C, sup|f'| * norm_bound),
     beta = sup f'' * norm_bound^2 (:func:`dpfast.linear_model._losses.glm_constants`).
     ``sample_weight`` must lie in [0, 1] (weights above 1 would raise the sensitivity).
@@ -321,10 +326,10 @@ def private_glm(
     norm_bound = norm_bound * (1.0 + 8.0 * float(np.finfo(dtype).eps))  # rounding slack of the norms
     check_rows(X, norm_bound)
     sample_weight = check_sample_weight(sample_weight, X.shape[0])
-    consts = glm_constants(loss, norm_bound, clip, huber_delta)
+    consts = glm_constants(loss, norm_bound, clip_norm, huber_delta)
     cal = make_calibration(method, epsilon, delta, consts, tol=tol, regularization=regularization,
                            noise_std=noise_std, noise_factor=noise_factor, sigma_out=sigma_out,
-                           accountant=accountant, count=count)
+                           accountant=accountant, count=count, calibration=calibration)
     # what refuses for public reasons, before the noise b is drawn
     max_iter = check_max_iter(max_iter)
     check_calibration_certifiable(cal, X.shape[0], X.shape[1])
@@ -335,30 +340,34 @@ def private_glm(
 
 
 def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noise_std, noise_factor, sigma_out,
-                     accountant, count) -> PrivacyCalibration:
-    """The calibration of ``method`` for the loss constants ``consts`` (see private_glm)."""
+                     accountant, count, calibration="accountant") -> PrivacyCalibration:
+    """The calibration of ``method`` for the loss constants ``consts`` (see private_glm): its
+    ``event`` is the release's, its ``epsilon`` the accountant's value for that event."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if calibration not in ("accountant", "kifer"):
+        raise ValueError(f"calibration must be 'accountant' or 'kifer', got {calibration!r}")
+    if calibration == "kifer" and method != "objective":
+        raise ValueError("calibration='kifer' applies to method='objective' only")
     tau = DEFAULT_TOL[method] if tol is None else check_real(tol, "tol")
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tol must be finite and > 0, got {tol!r}")
     if method == "amp":
         sigma_out = 0.15 if sigma_out is None else sigma_out
-        if accountant == "kifer":
-            raise ValueError("accountant='kifer' applies to method='objective' only")
-        return calibrate_amp(epsilon, delta, clip=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
+        return calibrate_amp(epsilon, delta, clip_norm=consts.lipschitz, smoothness=consts.smoothness, tau=tau,
                              sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
                              regularization=regularization, count=count, accountant=accountant)
     if method == "objective":
         # sigma_out None: the negligible-cost rule of calibrate_objective
         return calibrate_objective(epsilon, delta, lipschitz=consts.lipschitz, smoothness=consts.smoothness,
                                    tau=tau, sigma_out=sigma_out, noise_factor=noise_factor, noise_std=noise_std,
-                                   regularization=regularization, count=count, accountant=accountant)
+                                   regularization=regularization, count=count, accountant=accountant,
+                                   rule=calibration)
     if noise_std is not None:
         raise ValueError("noise_std applies to methods 'amp' and 'objective'; output perturbation sets its noise from "
                          "(epsilon, delta, regularization)")
     return calibrate_output(epsilon, delta, lipschitz=consts.lipschitz, tau=tau, regularization=regularization,
-                            sigma_out=0.15 if sigma_out is None else sigma_out, count=count)
+                            sigma_out=0.15 if sigma_out is None else sigma_out, count=count, accountant=accountant)
 
 
 def _as_matrix(X):

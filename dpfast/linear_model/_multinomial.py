@@ -32,7 +32,7 @@ whose per-example Hessian has rank one; the softmax Hessian has rank K - 1.  The
 minimiser of an *unclipped* loss only (as printed, its second term reads L/(2 sigma^2) where the
 derivation gives L^2/(2 sigma^2)); no cited theorem covers the approximate minimiser with output
 noise or gradient clipping for a rank-(K-1) Hessian, and the Frobenius-clipped softmax gradient
-is not the gradient of a convex loss.  Gradient clipping (``clip`` below the natural bound) is
+is not the gradient of a convex loss.  Gradient clipping (``clip_norm`` below the natural bound) is
 refused for the same reason.
 """
 from __future__ import annotations
@@ -158,16 +158,16 @@ def fit_multinomial_output(X, y, n_classes: int, cal, *, smoothness_factor: floa
     return W.reshape(-1, int(n_classes)), gnorm, n_iter, used
 
 
-def check_multinomial_clip(clip, natural: float) -> None:
-    """``ValueError`` for a clip that would act (below the natural bound ``natural`` = sqrt(2) R)."""
-    if clip is None:
+def check_multinomial_clip(clip_norm, natural: float) -> None:
+    """``ValueError`` for a clip_norm that would act (below the natural bound ``natural`` = sqrt(2) R)."""
+    if clip_norm is None:
         return
-    C = float(clip)
+    C = float(clip_norm)
     if not (C > 0 and math.isfinite(C)):
-        raise ValueError(f"clip must be finite and > 0, got {clip!r}")
+        raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}")
     if C < natural:
         raise ValueError(
-            f"clip={C:.6g} is below the multinomial loss's own gradient bound sqrt(2) * row norm = {natural:.6g}: "
+            f"clip_norm={C:.6g} is below the multinomial loss's own gradient bound sqrt(2) * row norm = {natural:.6g}: "
             "a clipped softmax gradient is not the gradient of a convex loss, which output perturbation's "
-            "sensitivity bound needs; leave clip=None (the loss is already sqrt(2) R-Lipschitz)"
+            "sensitivity bound needs; leave clip_norm=None (the loss is already sqrt(2) R-Lipschitz)"
         )

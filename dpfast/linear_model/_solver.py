@@ -6,7 +6,7 @@ Minimizes
                + (1/2) theta^T quadratic theta
 
 for the GLM losses ``logistic``, ``squared``, ``huber`` and ``smoothed_hinge``
-(see :doc:`/theory/erm`, "Setting" and "The mechanism").  With ``clip=C`` each
+(see :doc:`/theory/erm`, "Setting" and "The mechanism").  With ``clip_norm=C`` each
 per-example gradient l'(y_i, x_i.theta) x_i is clipped to l2 norm <= C, i.e. the scalar
 derivative is clamped to [-C/||x_i||, C/||x_i||] and the loss is continued linearly beyond
 (the gradient-clipped loss l_C of Algorithm 1, step 1; it stays convex, GLM and as smooth as l).
@@ -276,7 +276,7 @@ def _prepare_X(X):
     return layout, X, None, None, n, d
 
 
-def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta):
+def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, huber_delta):
     code = _check_loss(loss)
     delta = _check_delta(huber_delta)
     layout, data, indices, indptr, n, d = _prepare_X(X)
@@ -312,8 +312,8 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_de
         if (w < 0).any():
             raise ValueError("sample_weight must be >= 0")
     c = 0.0
-    if clip is not None:
-        c = _scalar(clip, "clip", positive=True, allow_zero=False)
+    if clip_norm is not None:
+        c = _scalar(clip_norm, "clip_norm", positive=True, allow_zero=False)
     return code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt
 
 
@@ -352,17 +352,17 @@ def glm_loss_and_grad(
     linear=None,
     quadratic=None,
     sample_weight=None,
-    clip: Optional[float] = None,
+    clip_norm: Optional[float] = None,
     huber_delta: float = 1.0,
     n_threads: Optional[int] = None,
 ) -> Tuple[float, np.ndarray]:
     """F(coef) and grad F(coef) for the objective of :func:`minimize_glm` (one pass over X).
 
-    See :doc:`/theory/erm` ("The mechanism"; l_C of Algorithm 1 when ``clip`` is
+    See :doc:`/theory/erm` ("The mechanism"; l_C of Algorithm 1 when ``clip_norm`` is
     given).
     """
     evaluate = glm_gradient_oracle(X, y, loss, alpha=alpha, linear=linear, quadratic=quadratic,
-                                   sample_weight=sample_weight, clip=clip, huber_delta=huber_delta,
+                                   sample_weight=sample_weight, clip_norm=clip_norm, huber_delta=huber_delta,
                                    n_threads=n_threads)
     return evaluate(coef)
 
@@ -376,14 +376,14 @@ def glm_gradient_oracle(
     linear=None,
     quadratic=None,
     sample_weight=None,
-    clip: Optional[float] = None,
+    clip_norm: Optional[float] = None,
     huber_delta: float = 1.0,
     n_threads: Optional[int] = None,
 ):
     """``evaluate(coef) -> (F(coef), grad F(coef))`` for the objective of :func:`minimize_glm`,
     with the inputs validated and prepared once (for loops that evaluate many points)."""
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
-        X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
+        X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, huber_delta
     )
     nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
 
@@ -407,7 +407,7 @@ def minimize_glm(
     linear=None,
     quadratic=None,
     sample_weight=None,
-    clip: Optional[float] = None,
+    clip_norm: Optional[float] = None,
     huber_delta: float = 1.0,
     solver: str = "lbfgs",
     tol: float = 1e-6,
@@ -432,7 +432,7 @@ def minimize_glm(
     alpha : ridge coefficient (>= 0).  linear : (d,) vector b.  quadratic : (d, d) symmetric
         matrix (L-BFGS only).
     sample_weight : (n,) non-negative weights w_i (default 1).
-    clip : C > 0 for the gradient-clipped loss l_C of Algorithm 1 (see
+    clip_norm : C > 0 for the gradient-clipped loss l_C of Algorithm 1 (see
         :doc:`/theory/erm`, step 1): each unweighted per-example gradient
         l'(y_i, x_i.theta) x_i is clipped to norm <= C, then weighted.
     huber_delta : Huber threshold.
@@ -454,7 +454,7 @@ def minimize_glm(
     the pass that computes the row norms), y, weights or vectors, for wrong shapes or labels.
     """
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
-        X, y, loss, alpha, linear, quadratic, sample_weight, clip, huber_delta
+        X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, huber_delta
     )
     if not isinstance(solver, str) or solver not in _SOLVER_CODE:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")

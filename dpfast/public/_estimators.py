@@ -147,11 +147,13 @@ class _Base(PrivateEstimator):
         """Charge the event (before any randomness) and record it; (epsilon, delta) of the guarantee."""
         event = self._event()
         self._charge(event, budget)
-        if self.method != "regularization":
-            delta, how = 0.0, "rrspm"
+        if self.method == "regularization" and self.delta > 0:
+            # (epsilon, delta)-DP: the PLD accountant's epsilon of that event at delta
+            self._record_accounted(event, float(self.delta), "pld")
         else:
-            delta, how = float(self.delta), ("gaussian" if self.delta > 0 else "laplace")
-        self._record_release(event, float(self.epsilon), delta, how)
+            # pure epsilon-DP (Laplace Perturb, RRSPM): the event states its epsilon at delta = 0, where
+            # no accountant converts (both need delta > 0); accountant_ is None: no accountant was used
+            self._record_release(event, event.epsilon, 0.0, None)
 
     def _check_public(self, X_public, y_public, n_features: int) -> np.ndarray:
         if isinstance(X_public, tuple) and len(X_public) == 2 and y_public is None:
@@ -242,7 +244,9 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
     ``oracle_calls_`` (2), ``noise_scale_``, ``n_public_used_``, ``result_``; ``event_`` (the
     release's :mod:`dpfast.accounting` event: ``ApproxDP(epsilon, delta)`` for Gaussian Perturb,
     ``PureDP(epsilon)`` for Laplace Perturb and RRSPM), ``epsilon_``, ``delta_``,
-    ``accountant_`` (the calibration behind them: "gaussian", "laplace" or "rrspm").
+    ``accountant_`` ("pld" for Gaussian Perturb: ``epsilon_`` is the PLD accountant's value for
+    ``event_`` at ``delta_``; None for the pure-DP releases, whose ``epsilon_`` is their
+    ``PureDP`` event's own, at ``delta_ = 0``, where no accountant converts).
     """
 
     _methods = ("regularization", "rrspm")

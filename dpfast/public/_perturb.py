@@ -36,7 +36,7 @@ from typing import Optional
 import numpy as np
 
 from dpfast._validation import as_array, check_delta, check_epsilon, check_positive
-from dpfast.calibrate import gaussian_sigma
+from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.random import RandomLike, check_random_state, standard_laplace, standard_normal
 
 #: The calibrations :func:`perturb_noise_scale` offers; each is a proven (eps, delta) guarantee.
@@ -150,7 +150,9 @@ def perturb_noise_scale(
     sens = m * rho
     if l1_sensitivity is not None:
         sens = min(sens, check_positive(l1_sensitivity, "l1_sensitivity", allow_array=False))
-    gamma = sens / epsilon
+    # Dwork, McSherry, Nissim & Smith (2006): b = Delta_1 / epsilon (dpfast.calibrate.laplace_scale,
+    # its one home); a sensitivity that is 0 or overflowed is refused just below
+    gamma = float(laplace_scale(epsilon, sens)) if 0.0 < sens < math.inf else (0.0 if sens == 0.0 else math.inf)
     # A scale that overflows (noise +-inf) or underflows to 0 (no noise at all) is no Laplace
     # mechanism: refused here, from the public parameters, before perturb draws anything.
     if not 0.0 < gamma < math.inf:

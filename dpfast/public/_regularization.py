@@ -69,7 +69,7 @@ import numpy as np
 
 from dpfast import _loss_table
 from dpfast._validation import as_array, check_delta, check_epsilon, check_int, check_positive
-from dpfast.calibrate import gaussian_sigma
+from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.public._perturb import _mechanism, perturb, project_linear
 from dpfast.random import RandomLike
 
@@ -224,7 +224,7 @@ def default_eta(n: int, p: int, epsilon: float, delta: float, lipschitz: float =
     if delta > 0:
         c = float(gaussian_sigma(epsilon, delta, 1.0))
     else:
-        c = math.sqrt(2.0 * m) / epsilon
+        c = float(laplace_scale(epsilon, math.sqrt(2.0 * m)))  # Laplace scale for l1 sensitivity sqrt(2m)
     try:
         ratio = p / max(n, 1)  # int / int: correctly rounded (float(n) could overflow)
     except OverflowError:

@@ -21,12 +21,12 @@ __all__ = ["clip_gradients", "clipped_sum", "per_example_norms"]
 ArrayOrList = Union[np.ndarray, Sequence[np.ndarray]]
 
 
-def _check_max_norm(max_norm) -> float:
-    if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"max_norm must be a positive real number, got {type(max_norm).__name__}")
-    c = check_real(max_norm, "max_norm")  # not float(): a Fraction beyond a double is a ValueError
+def _check_clip_norm(clip_norm) -> float:
+    if isinstance(clip_norm, (bool, np.bool_)) or not isinstance(clip_norm, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"clip_norm must be a positive real number, got {type(clip_norm).__name__}")
+    c = check_real(clip_norm, "clip_norm")  # not float(): a Fraction beyond a double is a ValueError
     if not (np.isfinite(c) and c > 0):
-        raise ValueError(f"max_norm must be a finite number > 0, got {max_norm!r}")
+        raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm!r}")
     return c
 
 
@@ -107,8 +107,8 @@ def per_example_norms(per_example_grads: ArrayOrList) -> np.ndarray:
     return _norms(flat)
 
 
-def clip_gradients(per_example_grads: ArrayOrList, max_norm: float) -> ArrayOrList:
-    """Clip every per-example gradient to l2 norm at most ``max_norm``.
+def clip_gradients(per_example_grads: ArrayOrList, clip_norm: float) -> ArrayOrList:
+    """Clip every per-example gradient to l2 norm at most ``clip_norm``.
 
     ``per_example_grads`` is an array of shape (B, ...) (row i is example i's gradient) or a
     list of such NumPy arrays (one per layer), in which case the norm is taken over all of them
@@ -125,7 +125,7 @@ def clip_gradients(per_example_grads: ArrayOrList, max_norm: float) -> ArrayOrLi
     input stays float32; other real dtypes give float64.  The input is never written
     (read-only arrays are fine).
     """
-    C = _check_max_norm(max_norm)
+    C = _check_clip_norm(clip_norm)
     flat, shapes, is_list, dtype = _parts(per_example_grads)
     if len(flat) == 1:
         out = np.empty_like(flat[0])
@@ -144,7 +144,7 @@ def clip_gradients(per_example_grads: ArrayOrList, max_norm: float) -> ArrayOrLi
 
 def clipped_sum(
     per_example_grads: ArrayOrList,
-    max_norm: float,
+    clip_norm: float,
     *,
     noise_multiplier: Optional[float] = None,
     rng: RandomLike = None,
@@ -164,12 +164,12 @@ def clipped_sum(
     Returns the sum (shape of one gradient; a list for list input), and the float64 per-example
     norms too when ``return_norms`` is true.  Divide by the *expected* batch size yourself.
     """
-    C = _check_max_norm(max_norm)
+    C = _check_clip_norm(clip_norm)
     flat, shapes, is_list, dtype = _parts(per_example_grads)
     if noise_multiplier is not None:
         if isinstance(noise_multiplier, (bool, np.bool_)) or not isinstance(noise_multiplier, numbers.Real):
             raise TypeError("noise_multiplier must be a real number >= 0 or None")
-        z = check_real(noise_multiplier, "noise_multiplier")  # (as max_norm)
+        z = check_real(noise_multiplier, "noise_multiplier")  # (as clip_norm)
         if not (np.isfinite(z) and z >= 0):
             raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier!r}")
     if len(flat) == 1:

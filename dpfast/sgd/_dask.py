@@ -1,7 +1,7 @@
 """Full-batch DP-GD on Dask for ``DPSGDClassifier`` / ``DPSGDRegressor`` (issue 9).
 
 With ``sampling="full"`` every step uses all n examples: the per-example gradients of the GLM
-are clipped to ``max_norm`` C and summed (sensitivity C under add/remove neighbours), and
+are clipped to ``clip_norm`` C and summed (sensitivity C under add/remove neighbours), and
 N(0, (z C)^2 I) noise is added -- one Gaussian mechanism per step, so T = ``epochs`` steps are
 ``SelfComposed(Gaussian(z), T)``, accounted by PLD (or RDP) and charged to the budget before any
 noise is drawn (Abadi et al. 2016, "Deep Learning with Differential Privacy"; the full-batch
@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfast import _loss_table
-from dpfast._dask_utils import _as_dask_rows, _local_vector, is_dask_collection, scatter_chunks
-# Prediction and scoring are the linear models' (the same coef_/classes_ contract, one pass chunk
-# by chunk): one home.
-from dpfast.linear_model._dask import decision_function, predict, predict_proba, score, set_feature_names  # noqa: F401
-from dpfast.sgd._estimators import _LOGISTIC, _SOFTMAX, _SQUARED  # the kernel's loss codes, from the loss table
+from dpfast import _clip, _loss_table
+from dpfast._base import validate_y
+from dpfast._dask_utils import _as_dask_rows, _local_vector, scatter_chunks, set_feature_names
+from dpfast._validation import check_label_set
+from dpfast.random import check_random_state
 
-__all__ = ["is_dask_collection", "fit", "decision_function", "predict", "predict_proba", "score"]
+__all__ = ["fit"]
+
+# the native kernel's loss codes (prediction and scoring are dpfast._dask_utils', as for the linear
+# models: the same coef_/classes_ contract, one pass chunk by chunk)
+_LOGISTIC, _SQUARED, _SOFTMAX = (_loss_table.code(n) for n in ("logistic", "squared", "softmax"))
 
 
 def _block_check(block, k, starts):
@@ -47,8 +50,6 @@ def _block_check(block, k, starts):
 
 def _block_clipped_sum(block, yr, yl, theta, d, K, fi, loss, C):
     """[loss sum, clipped count, sum of clipped gradients (P,)] of one chunk, float64."""
-    from dpfast import _clip
-
     X = np.ascontiguousarray(block)
     dtype = X.dtype
     th = np.asarray(theta, dtype=dtype)
@@ -69,9 +70,6 @@ def _block_clipped_sum(block, yr, yl, theta, d, K, fi, loss, C):
 def fit(est, X, y, *, budget=None):
     """``est.fit`` for a Dask X: full-batch DP-GD, each step one pass over the chunks."""
     import dask
-
-    from dpfast._base import validate_y
-    from dpfast._validation import check_label_set
 
     est._validate_params()
     est._reset_fit()
@@ -107,7 +105,7 @@ def fit(est, X, y, *, budget=None):
     theta = np.zeros(P, dtype)
 
     yrs, yls = scatter_chunks(yr_all, starts), scatter_chunks(yl_all, starts)
-    C = float(est.max_norm)
+    C = float(est.clip_norm)
 
     def step(ws, idx, gsum):
         th = theta.copy()
@@ -119,8 +117,6 @@ def fit(est, X, y, *, budget=None):
             total += p
         gsum[:] = total[2:].astype(gsum.dtype)
         return float(total[0]), int(total[1])
-
-    from dpfast.random import check_random_state
 
     gen = check_random_state(est.random_state)  # as the in-memory _fit_glm: after the charge
     est._train(n, theta, d * K, step, gen, run)

@@ -3,7 +3,7 @@
 Each step: sample a batch (Poisson at rate q = batch_size/n by geometric skips, or a uniform
 fixed-size subset -- both O(batch)); compute every per-example gradient's norm from the
 model's structure (GLM: |l'| ||x_i||; MLP: ghost norms per dense layer) without forming
-per-example gradients; clip to ``max_norm`` C; sum with one weighted matrix product per layer;
+per-example gradients; clip to ``clip_norm`` C; sum with one weighted matrix product per layer;
 add N(0, (z S)^2 I) with S the sum's sensitivity (C for Poisson/add-remove, 2C for
 fixed-size/replace-one), drawn natively by a ziggurat sampler from ``random_state``'s bit
 generator (the continuous Gaussian, not floating-point safe; see ``dpfast.random``); divide by the *expected* batch size; one optimizer step.
@@ -39,6 +39,7 @@ from dpfast import _clip, _loss_table
 from dpfast import _base
 from dpfast._base import (
     RANDOM_STATE,
+    DaskDispatchMixin,
     DPClassifierMixin,
     DPRegressorMixin,
     Interval,
@@ -51,7 +52,7 @@ from dpfast._base import (
 from dpfast._threads import check_threads, default_threads, single_threaded_blas
 from dpfast._validation import check_allocation, check_int, check_label_set
 from dpfast.random import RandomLike, check_random_state, fill_noise, native_stream
-from dpfast.sgd import _privacy
+from dpfast.sgd import _dask, _privacy
 
 __all__ = ["DPSGDClassifier", "DPSGDRegressor", "DPMLPClassifier"]
 
@@ -86,7 +87,7 @@ _CONSTRAINTS = {
     "epsilon": [Interval(Real, 0, None, closed="neither"), None],
     "delta": [Interval(Real, 0, 1, closed="neither")],
     "noise_multiplier": [Interval(Real, 0, None, closed="left"), None],
-    "max_norm": [Interval(Real, 0, None, closed="neither")],
+    "clip_norm": [Interval(Real, 0, None, closed="neither")],
     "epochs": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -126,7 +127,7 @@ class _DPSGDBase(PrivateEstimator):
         at most ``MAX_STEPS`` steps."""
         if (self.epsilon is None) == (self.noise_multiplier is None):
             raise ValueError("give exactly one of epsilon (noise calibrated by the accountant) or noise_multiplier")
-        for name in ("epsilon", "noise_multiplier", "max_norm", "learning_rate", "adam_eps"):
+        for name in ("epsilon", "noise_multiplier", "clip_norm", "learning_rate", "adam_eps"):
             v = getattr(self, name)
             if v is not None and not math.isfinite(v):
                 raise ValueError(f"{name} must be finite, got {v!r}")
@@ -167,9 +168,9 @@ class _DPSGDBase(PrivateEstimator):
         # A noise scale whose draws overflow the training dtype (noise_multiplier 1.797e308: every
         # draw is +-inf) makes the run diverge whatever the data: a public-parameter failure,
         # refused here before the charge instead of a FloatingPointError after the data is read.
-        noise_std = z * float(self.max_norm) * _privacy.sensitivity_factor(self._sampling())
+        noise_std = z * float(self.clip_norm) * _privacy.sensitivity_factor(self._sampling())
         if not noise_std * _NORMAL_BOUND <= float(np.finfo(dtype).max):
-            raise ValueError(f"noise_multiplier * max_norm = {z!r} * {self.max_norm!r} is too large: the Gaussian "
+            raise ValueError(f"noise_multiplier * clip_norm = {z!r} * {self.clip_norm!r} is too large: the Gaussian "
                              f"noise (up to {_NORMAL_BOUND:g} standard deviations) overflows {np.dtype(dtype).name}")
         self.noise_multiplier_ = z
         self.sample_rate_ = q
@@ -183,14 +184,12 @@ class _DPSGDBase(PrivateEstimator):
                 self._reset_fit()
                 raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): "
                                  "it cannot be charged to a privacy budget")
+            self._record_release(None, math.inf, delta, self.accountant)
         else:
-            from dpfast import accounting as acc
-
             # T adaptive steps of the sampled Gaussian (Abadi et al. 2016; see dpfast.sgd._privacy)
-            event = acc.SelfComposed(_privacy.description(z, q, self._sampling()), steps)
+            event = _privacy.run_event(z, q, steps, self._sampling())
             self._charge(event, budget)
-        epsilon = _privacy.run_epsilon(z, q, steps, delta, self._sampling(), self.accountant)
-        self._record_release(event, epsilon, delta, self.accountant)
+            self._record_accounted(event, delta, self.accountant)  # the accountant's epsilon of event_
         return epochs, bs, q, spe, bar_cls, n_threads
 
     # ------------------------------------------------------------------------ training
@@ -208,7 +207,7 @@ class _DPSGDBase(PrivateEstimator):
     def _loop(self, n, theta, decay_end, step_fn, gen, epochs, bs, q, spe, n_threads, bar_cls=None) -> None:
         dtype = theta.dtype
         P = theta.size
-        C = float(self.max_norm)
+        C = float(self.clip_norm)
         z = self.noise_multiplier_
         noise_std = z * C * _privacy.sensitivity_factor(self._sampling())
         inv_batch = 1.0 / (q * n) if self._sampling() == "poisson" else 1.0 / bs
@@ -267,14 +266,9 @@ class _DPSGDBase(PrivateEstimator):
         self.n_iter_ = t
 
 
-def _dask():
-    """The Dask path (imported on first use; it imports nothing unless dask is loaded)."""
-    from dpfast.sgd import _dask as mod
-
-    return mod
-
-
 class _GLMBase(_DPSGDBase):
+    _dask_fit = staticmethod(_dask.fit)  # DaskDispatchMixin: full-batch DP-GD on Dask collections
+
     def _fit_glm(self, X, yr, yl, K: int, loss: int, run):
         n, d = X.shape
         gen = check_random_state(self.random_state)
@@ -290,7 +284,7 @@ class _GLMBase(_DPSGDBase):
                 gsum_views["b"] = gsum[d * K:] if fi else None
             W = theta[: d * K].reshape(d, K)
             b = theta[d * K:] if fi else None
-            return _clip.glm_clipped_sum(ws, X, yr, yl, idx, W, b, loss, float(self.max_norm),
+            return _clip.glm_clipped_sum(ws, X, yr, yl, idx, W, b, loss, float(self.clip_norm),
                                          gsum_views["W"], gsum_views["b"], None, None)
 
         self._train(n, theta, d * K, step, gen, run)
@@ -309,7 +303,7 @@ class _GLMBase(_DPSGDBase):
         return X @ coef.T + np.asarray(self.intercept_, dtype=X.dtype)
 
 
-class DPSGDClassifier(DPClassifierMixin, _GLMBase):
+class DPSGDClassifier(DaskDispatchMixin, DPClassifierMixin, _GLMBase):
     """Differentially private linear classifier trained by DP-SGD.
 
     Two classes: binary logistic regression (one score, sigmoid); more: multinomial softmax
@@ -322,13 +316,13 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
     ``delta`` from ``dpfast.accounting`` (PLD by default, ``accountant="rdp"`` for RDP).
     ``sampling="poisson"`` (default; add/remove neighbours), ``"shuffle"`` (fixed-size uniform
     batches; replace-one) -- see ``dpfast.sgd._privacy`` -- or ``"full"``: full-batch DP-GD
-    (every step all n rows, the Gaussian mechanism with sensitivity ``max_norm``, T = ``epochs``
+    (every step all n rows, the Gaussian mechanism with sensitivity ``clip_norm``, T = ``epochs``
     steps, add/remove; ``batch_size`` unused), the only sampling offered on Dask input
     (:mod:`dpfast.sgd._dask`).  The label set is public schema:
     ``classes`` (all K labels for multinomial), default ``[0, 1]``; it is never read off the
     private labels (that would let one record change the model's shape).
 
-    Parameters: ``max_norm`` C, ``epochs``, ``batch_size`` (expected batch size under Poisson),
+    Parameters: ``clip_norm`` C, ``epochs``, ``batch_size`` (expected batch size under Poisson),
     ``learning_rate``, ``optimizer`` in {"sgd", "momentum", "adam"} (``momentum`` is Adam's
     beta1), ``alpha`` (L2 penalty (alpha/2)||W||^2, intercept unpenalized, data-independent so
     free), ``random_state`` (seed, Generator or SecureRandom: batches, noise and initialization are
@@ -364,7 +358,7 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         epsilon: Optional[float] = None,
         delta: float = 1e-5,
         noise_multiplier: Optional[float] = None,
-        max_norm: float = 1.0,
+        clip_norm: float = 1.0,
         epochs: int = 10,
         batch_size: int = 256,
         learning_rate: float = 0.1,
@@ -384,7 +378,7 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         self.epsilon = epsilon
         self.delta = delta
         self.noise_multiplier = noise_multiplier
-        self.max_norm = max_norm
+        self.clip_norm = clip_norm
         self.epochs = epochs
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -415,8 +409,6 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
         ``with budget:`` block, if any) charged with ``event_`` before any randomness is drawn;
         ``BudgetExceededError`` leaves the estimator unfitted.  Dask input: full-batch DP-GD
         (``sampling="full"``) in :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -432,15 +424,11 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def decision_function(self, X) -> np.ndarray:
         """Scores x.coef + intercept: shape (n,) for binary, (n, K) for multinomial."""
-        if _dask().is_dask_collection(X):
-            return _dask().decision_function(self, X)
         s = self._scores(X)
         return s[:, 0] if s.shape[1] == 1 else s
 
     def predict_proba(self, X) -> np.ndarray:
         """Sigmoid (binary) or softmax (multinomial) of the scores."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict_proba(self, X)
         s = self.decision_function(X).astype(np.float64)
         if s.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * s))
@@ -451,24 +439,16 @@ class DPSGDClassifier(DPClassifierMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """The class of the largest score (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         s = self.decision_function(X)
         k = (s > 0).astype(np.int64) if s.ndim == 1 else s.argmax(axis=1)
         return self.classes_[k]
 
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's mean accuracy; Dask input is scored by :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
-
-class DPSGDRegressor(DPRegressorMixin, _GLMBase):
+class DPSGDRegressor(DaskDispatchMixin, DPRegressorMixin, _GLMBase):
     """Differentially private linear regression (squared loss (1/2)(x.w + b - y)^2) by DP-SGD.
 
     Per-example gradients (x_i.w + b - y_i)(x_i, 1) have norm |r_i| sqrt(||x_i||^2 + 1); they are
-    clipped to ``max_norm`` without being formed (see :doc:`/theory/erm`, DP-SGD, GLMs).
+    clipped to ``clip_norm`` without being formed (see :doc:`/theory/erm`, DP-SGD, GLMs).
     Parameters, privacy and attributes as :class:`DPSGDClassifier` (``coef_`` has shape (d,),
     ``intercept_`` is a float).
     """
@@ -479,7 +459,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
         epsilon: Optional[float] = None,
         delta: float = 1e-5,
         noise_multiplier: Optional[float] = None,
-        max_norm: float = 1.0,
+        clip_norm: float = 1.0,
         epochs: int = 10,
         batch_size: int = 256,
         learning_rate: float = 0.1,
@@ -498,7 +478,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
         self.epsilon = epsilon
         self.delta = delta
         self.noise_multiplier = noise_multiplier
-        self.max_norm = max_norm
+        self.clip_norm = clip_norm
         self.epochs = epochs
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -516,8 +496,6 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def fit(self, X, y, *, budget=None) -> "DPSGDRegressor":
         """Train privately; ``budget`` as for :meth:`DPSGDClassifier.fit`.  Returns self."""
-        if _dask().is_dask_collection(X):
-            return _dask().fit(self, X, y, budget=budget)
         self._validate_params()
         self._reset_fit()
         X = _layout(validate_X(self, X, reset=True))
@@ -530,15 +508,7 @@ class DPSGDRegressor(DPRegressorMixin, _GLMBase):
 
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
-        if _dask().is_dask_collection(X):
-            return _dask().predict(self, X)
         return self._scores(X)[:, 0]
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """scikit-learn's R^2; Dask input is scored by :mod:`dpfast.sgd._dask`."""
-        if _dask().is_dask_collection(X):
-            return _dask().score(self, X, y, sample_weight=sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)
 
 
 class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
@@ -566,7 +536,7 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         epsilon: Optional[float] = None,
         delta: float = 1e-5,
         noise_multiplier: Optional[float] = None,
-        max_norm: float = 1.0,
+        clip_norm: float = 1.0,
         epochs: int = 10,
         batch_size: int = 256,
         learning_rate: float = 0.1,
@@ -589,7 +559,7 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         self.epsilon = epsilon
         self.delta = delta
         self.noise_multiplier = noise_multiplier
-        self.max_norm = max_norm
+        self.clip_norm = clip_norm
         self.epochs = epochs
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -642,7 +612,7 @@ class DPMLPClassifier(DPClassifierMixin, _DPSGDBase):
         act = 0 if self.activation == "relu" else 1
         theta = self._init_params(d, h, K, act, gen, X.dtype)
         mode = 0 if self.clipping == "flat" else 1
-        C = float(self.max_norm)
+        C = float(self.clip_norm)
 
         def step(ws, idx, gsum):
             return _clip.mlp_clipped_sum(ws, X, lab, idx, h, K, act, theta, C, mode, gsum, None, None)

@@ -24,7 +24,7 @@ __all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_
 
 
 def sensitivity_factor(sampling: str) -> float:
-    """Sensitivity of the clipped sum in units of max_norm: 1 (add/remove, ``"poisson"``) or 2
+    """Sensitivity of the clipped sum in units of clip_norm: 1 (add/remove, ``"poisson"``) or 2
     (replace-one, ``"shuffle"``): ``Neighbours.sum_factor`` of the scheme's relation."""
     return neighbours_of(sampling).sum_factor
 
@@ -62,7 +62,7 @@ def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     if noise_multiplier == 0:
         return math.inf
     a = _accounting().make_accountant(accountant)
-    a.compose(description(noise_multiplier, sample_rate, sampling), count=steps)
+    a.compose(run_event(noise_multiplier, sample_rate, steps, sampling))  # the estimators' event_
     return float(a.get_epsilon(delta))
 
 

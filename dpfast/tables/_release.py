@@ -170,9 +170,9 @@ def _release_sum(ctx: _Context, m: MetricSpec, eps: float, dlt: float) -> tuple[
         v, s = ctx.noise.add(t1, ctx.cnt_l1 * mk, ctx.cnt_l2 * mk, eps, dlt)
         v, s = v * gam, s * gam
     else:
-        mid = (lo + hi) / 2.0
+        centre = (lo + hi) / 2.0  # the kernel sums x - centre
         mx = max(abs(lo), abs(hi))
-        v, s = ctx.noise.add(_continuous_sum(ctx, j) + mid * ctx.count_true, ctx.cnt_l1 * mx, ctx.cnt_l2 * mx,
+        v, s = ctx.noise.add(_continuous_sum(ctx, j) + centre * ctx.count_true, ctx.cnt_l1 * mx, ctx.cnt_l2 * mx,
                              eps, dlt)
     cols = {m.name: v}
     if ctx.alpha is not None:

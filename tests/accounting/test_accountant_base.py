@@ -314,6 +314,7 @@ def test_a_new_accountant_is_one_class():
     assert A.PLDAccountant().compose(A.PureDP(0.25), 2).compose(A.ReportNoisyMax(0.1), 5).get_epsilon(DELTA) <= 1.0
 
 
+@pytest.mark.slow
 def test_dpsgd_fixed_size_calibration_goes_through_calibrate_and_is_verified():
     from dpfast.sgd import _privacy as P
 

@@ -76,6 +76,7 @@ def test_gaussian_epsilon_bounds_bracket_the_closed_form_at_every_delta(sigma, s
         assert lo <= exact <= hi, (eps, lo, exact, hi)
 
 
+@pytest.mark.slow
 def test_gaussian_near_delta_one_is_an_upper_bound():
     # On 1181d15 (Gaussian(2.0) x 1000, mu = 15.8): get_epsilon(1 - 1e-12) = 0.0 where the
     # exact value is 12.46, and get_delta(0) = 1 - 1.7e-12 below the exact 1 - 2.7e-15
@@ -149,6 +150,7 @@ def test_memory_estimate_covers_the_measured_peak():
     assert peak <= pld_mod.estimated_bytes(width)
 
 
+@pytest.mark.slow
 def test_a_window_over_the_budget_is_composed_on_a_coarser_grid(monkeypatch):
     # (1181d15: "needs N grid points ... use a coarser value_discretization" where a coarser
     # grid, which the accountant could have used itself, gives a certified bound)

@@ -48,6 +48,20 @@ def test_gaussian_rdp_and_classic_conversion_h3():
     np.testing.assert_allclose(a1.rdp, a2.rdp, rtol=1e-14)
 
 
+def test_rdp_to_epsilon_classic_is_mironovs_proposition_3():
+    # Gaussian RDP alpha / (2 sigma^2) (Mironov 2017, Prop. 7), converted by hand:
+    # eps = min over alpha of r(alpha) + log(1/delta) / (alpha - 1), and the order attaining it
+    sigma, delta, orders = 2.0, 1e-5, np.array([2.0, 4.0, 8.0, 16.0, 32.0])
+    rdp = orders / (2 * sigma**2)
+    want = min((a / (2 * sigma**2) + math.log(1 / delta) / (a - 1), a) for a in orders)
+    eps, order = rdp_to_epsilon_classic(orders, rdp, delta)
+    assert eps == pytest.approx(want[0], rel=1e-14) and order == want[1]
+    assert rdp_to_epsilon_classic([math.inf], [0.7], delta) == (0.7, math.inf)  # pure DP: r(inf) itself
+    assert rdp_to_epsilon(orders, rdp, delta)[0] <= eps  # the improved conversion is never worse
+    with pytest.raises(ValueError):
+        rdp_to_epsilon_classic(orders, rdp, 0.0)
+
+
 def test_improved_conversion_never_worse_than_classic():
     for d in (Gaussian(1.0), PoissonSubsampledGaussian(1.1, 0.01)):
         imp = RDPAccountant().compose(d, 100).get_epsilon(1e-6)

@@ -317,6 +317,7 @@ def _amp_delta_mpmath(eps, sigma, C, beta, lam, tau, sigma_out):
         return mpmath.quad(lambda u: 2 * mpmath.npdf(u) * H(eps - a - s * u), sorted(set(pts)))
 
 
+@pytest.mark.slow
 def test_amp_delta_is_an_upper_bound_for_tiny_output_noise_terms():
     """Issue 15 item 5: with mu = (2 tau / lambda) / sigma_out tiny, quad missed H_mu's narrow
     transition at the knot and under-reported delta by up to ~1e-8 relative (mu = 1e-5)."""
@@ -373,6 +374,7 @@ def test_gaussian_forward_differences_are_tight_upper_bounds(sigma):
         assert exact <= logd[j] <= exact + 1e-8, (j, logd[j], exact)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("z,q,tighter", [(3.71, 0.00796, True), (9.4, 0.12, True), (16.4, 0.472, True),
                                          (0.7, 0.3, False), (2.0, 1e-4, True)])
 def test_wor_gaussian_rdp_is_wbk19_theorem_27(z, q, tighter):

@@ -189,6 +189,7 @@ def test_event_repr_constructs_the_same_event():
         assert eval(text, vars(A)) == event
 
 
+@pytest.mark.slow
 def test_one_of_restores_from_its_dict_without_the_search_package():
     # A budget's state_dict may hold a tuned search's OneOf event; restoring it must not
     # depend on having imported dpfast.model_selection first.

@@ -13,8 +13,8 @@ from scipy import integrate, stats
 from dpfast.accounting.objective_perturbation import (
     amp_delta,
     amp_epsilon,
+    amp_event,
     amp_output_sensitivity,
-    amp_rdp,
     jacobian_cost,
     kifer_is_private,
     kifer_objective_perturbation,
@@ -137,6 +137,7 @@ def _amp_delta_2d(eps, sigma, C, beta, lam, tau, sigma_out):
     return float(integrate.simpson(integrate.simpson(f, x=z[0], axis=1), x=u[:, 0]))
 
 
+@pytest.mark.slow
 def test_amp_delta_matches_2d_quadrature_and_reduces_to_op():
     sigma, C, beta, lam, tau, so = 6.0, math.sqrt(2), 0.5, 3.0, 0.05, 0.15
     for eps in [0.3, 1.0]:
@@ -150,15 +151,20 @@ def test_amp_delta_matches_2d_quadrature_and_reduces_to_op():
     assert amp_delta(eps, sigma, C, beta, lam, tau, so) <= 1e-5 < amp_delta(eps * 0.999, sigma, C, beta, lam, tau, so)
 
 
-def test_amp_rdp_is_op_plus_gaussian():
+def test_amp_event_rdp_is_op_plus_gaussian():
+    """The RDP of Algorithm 1's event (Theorem 4.1) is the registry's: objective perturbation's
+    curve (Theorem 3.2) plus the Gaussian's alpha Delta^2 / (2 sigma_out^2), Delta = 2 tau / lambda."""
+    from dpfast.accounting import Composed, Gaussian, ObjectivePerturbation, RDPAccountant
+
     sigma, C, beta, lam, tau, so = 6.0, math.sqrt(2), 0.5, 3.0, 0.01, 0.15
     orders = np.array([1.5, 2.0, 10.0])
     sens = amp_output_sensitivity(tau, lam)
     assert sens == pytest.approx(2 * tau / lam)
-    expected = objective_perturbation_rdp(orders, sigma, C, beta, lam) + orders * sens**2 / (2 * so**2)
-    np.testing.assert_allclose(amp_rdp(orders, sigma, C, beta, lam, tau, so), expected, rtol=1e-13)
-    np.testing.assert_allclose(expected - objective_perturbation_rdp(orders, sigma, C, beta, lam),
-                               2 * tau**2 * orders / (so**2 * lam**2), rtol=1e-12)
+    event = amp_event(sigma, C, beta, lam, tau, so)
+    assert event == Composed((ObjectivePerturbation(sigma, C, beta, lam), Gaussian(so / sens, sensitivity=sens)))
+    expected = objective_perturbation_rdp(orders, sigma, C, beta, lam) + 2 * tau**2 * orders / (so**2 * lam**2)
+    np.testing.assert_allclose(RDPAccountant(orders=orders).compose(event).rdp, expected, rtol=1e-12)
+    assert amp_event(sigma, C, beta, lam, 0.0, math.inf) == ObjectivePerturbation(sigma, C, beta, lam)
 
 
 def test_bad_parameters():

@@ -32,6 +32,8 @@ Grid: a Latin hypercube (scipy.stats.qmc, fixed seed) over log noise multiplier 
 log sample rate in [1e-4, 0.5] and log steps in [1, 1e5]; points whose epsilon (dp-accounting
 PLD on a coarse grid, not dpfast) lies outside [0.2, 100] are dropped (below 0.2 the 1 %
 tolerance is finer than the peers' grids can resolve in CI time; above 100 nothing is private).
+The grid is computed once with the peers (tests/audit/make_peer_grids.py, _peer_grids.py) and
+read from tests/data/peer_grids.json; one test recomputes a few of its points.
 """
 from __future__ import annotations
 
@@ -43,7 +45,6 @@ import warnings
 import numpy as np
 import pytest
 from scipy import integrate, optimize, special
-from scipy.stats import qmc
 
 dpa = pytest.importorskip("dp_accounting")
 prv = pytest.importorskip("prv_accountant")
@@ -64,6 +65,8 @@ from dpfast.accounting import (  # noqa: E402
     gdp_epsilon,
 )
 
+import _peer_grids as G  # noqa: E402
+
 # quad reports "roundoff error" on the flattest curves (RDP ~1e-11); the tolerance below allows for it
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 
@@ -76,58 +79,40 @@ TIGHT = 0.01  # the issue's tolerance: within 1 % of the peer's estimate
 
 
 # ----------------------------------------------------------------------------- the grid
-@functools.lru_cache(maxsize=None)
-def _coarse_eps(z: float, q: float, n: int) -> float:
-    """dp-accounting's pessimistic PLD epsilon on a coarse grid (h = 1e-3): the peer's scale for
-    choosing tolerances and filtering the grid (never dpfast's own output)."""
-    return dpa_pld.from_gaussian_mechanism(
-        z, value_discretization_interval=1e-3, sampling_prob=q).self_compose(n).get_epsilon_for_delta(DELTA)
+# Computed once by make_peer_grids.py (tests/data/peer_grids.json): choosing the points asks the
+# peers, ~54 s that every collection of the suite used to pay.
+_coarse_eps = G.coarse_eps
+_prv_poisson = G.prv_poisson
 
 
-def _lhs_points(n_candidates: int, n_keep: int, seed: int, eps_range=(0.2, 100.0)):
-    s = qmc.LatinHypercube(d=3, seed=seed).random(n_candidates)
-    lo = np.log10([0.5, 1e-4, 1.0])
-    hi = np.log10([20.0, 0.5, 1e5])
-    pts = []
-    for z, q, n in 10 ** (lo + s * (hi - lo)):
-        # q on the 1e-6 grid: dp-accounting's sampling-without-replacement event needs q*N integral
-        z, q, n = float(z), round(float(q) * 1e6) / 1e6, int(round(n))
-        if not eps_range[0] <= _coarse_eps(z, q, n) <= eps_range[1]:
-            continue
-        try:
-            _prv_poisson(z, q, n)
-        except RuntimeError:  # prv-accountant's discretiser refuses some small-z points (mean check)
-            continue
-        pts.append((z, q, n))
-        if len(pts) == n_keep:
-            break
-    return pts
-
-
-@functools.lru_cache(maxsize=None)
 def _grid_add_remove():
-    return _lhs_points(64, 24, seed=20240615)
+    return G.load_grid("add_remove")
 
 
-@functools.lru_cache(maxsize=None)
 def _grid_replace_one():
-    return _lhs_points(40, 8, seed=7)
+    return G.load_grid("replace_one")
 
 
 def _ids(pts):
     return [f"z={z:.3g}-q={q:.3g}-n={n}" for z, q, n in pts]
 
 
+def test_committed_peer_grids_match_the_installed_peers():
+    """The committed grids are what the grid's definition and the installed peers give: the
+    candidates are regenerated exactly, and a few of them (kept and dropped) are re-classified
+    by the peers (if this fails after a peer upgrade, rerun tests/audit/make_peer_grids.py)."""
+    for name, (n_candidates, _, seed) in G.GRIDS.items():
+        rows = G.load_rows(name)
+        assert [(r["z"], r["q"], r["n"]) for r in rows] == G.candidates(n_candidates, seed)[:len(rows)], name
+    rows = G.load_rows("add_remove")
+    sample = [r for r in rows if r["status"] == "kept"][:3] + [r for r in rows if r["status"] != "kept"][:2]
+    for r in sample:
+        status, eps = G.classify(r["z"], r["q"], r["n"])
+        assert status == r["status"], (r, status, G.peer_versions())
+        assert eps == pytest.approx(r["coarse_eps"], rel=1e-9), (r, eps, G.peer_versions())
+
+
 # ----------------------------------------------------------------------------- peers
-@functools.lru_cache(maxsize=None)
-def _prv_poisson(z: float, q: float, n: int):
-    """(eps_lower, eps_estimate, eps_upper) of the remove pair, eps_error 1 % of the coarse epsilon
-    (its work grows like sqrt(n) / eps_error; the estimate itself is far more accurate)."""
-    acc = prv.PRVAccountant([prv.PoissonSubsampledGaussianMechanism(q, z)], eps_error=0.01 * _coarse_eps(z, q, n),
-                            delta_error=1e-3 * DELTA, max_self_compositions=[n])
-    return acc.compute_epsilon(DELTA, [n])
-
-
 def _dpa_h(n: int, eps_scale: float) -> float:
     # connect-the-dots' pessimistic error grows like n h^2: keep it ~0.1 % (measured on this grid)
     return min(1e-3 * math.sqrt(1e3 / n), eps_scale / 500)

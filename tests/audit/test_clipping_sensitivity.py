@@ -1,9 +1,9 @@
-"""Audit: per-example clipping never exceeds max_norm, checked in exact rational arithmetic.
+"""Audit: per-example clipping never exceeds clip_norm, checked in exact rational arithmetic.
 
-DP-SGD's sensitivity (Abadi et al. 2016) is max_norm only if every clipped row has Euclidean norm
-<= max_norm *as stored*, after floating-point rounding (issue 15 item 2: float32 scale factors in
+DP-SGD's sensitivity (Abadi et al. 2016) is clip_norm only if every clipped row has Euclidean norm
+<= clip_norm *as stored*, after floating-point rounding (issue 15 item 2: float32 scale factors in
 the subnormal range rounded up by 0.7 %).  Here the squared norm of each returned row is summed
-exactly as a Fraction and compared with max_norm^2 (also exact), over adversarial rows: the
+exactly as a Fraction and compared with clip_norm^2 (also exact), over adversarial rows: the
 largest finite values, subnormals, one huge entry among tiny ones, and ordinary random rows, in
 float32 and float64, through ``clip_gradients`` and ``clipped_sum``.
 """
@@ -40,22 +40,22 @@ def _rows(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("max_norm", [0.01, 1.0, 3.3e-5, 1e4])
-def test_clipped_rows_within_max_norm_exactly(dtype, max_norm):
+@pytest.mark.parametrize("clip_norm", [0.01, 1.0, 3.3e-5, 1e4])
+def test_clipped_rows_within_max_norm_exactly(dtype, clip_norm):
     g = _rows(dtype)
-    bound = Fraction(max_norm) ** 2
-    out = np.asarray(clip_gradients(g, max_norm))
+    bound = Fraction(clip_norm) ** 2
+    out = np.asarray(clip_gradients(g, clip_norm))
     assert out.dtype == dtype
     for i, row in enumerate(out):
         assert np.isfinite(row).all(), i
         assert _sq_norm(row) <= bound, (i, float(_sq_norm(row) / bound) ** 0.5)
     for i in range(g.shape[0]):  # the sum of one clipped row is that row: its norm too
-        s = np.asarray(clipped_sum(g[i:i + 1], max_norm))
+        s = np.asarray(clipped_sum(g[i:i + 1], clip_norm))
         assert _sq_norm(s) <= bound, (i, float(_sq_norm(s) / bound) ** 0.5)
 
 
 @pytest.mark.parametrize("v", [3.07e38, 3.2e38, 1e38])
 def test_issue_reproducer_float32(v):
-    """The issue's reproducer: one float32 row of 100000 equal huge entries, max_norm 0.01."""
+    """The issue's reproducer: one float32 row of 100000 equal huge entries, clip_norm 0.01."""
     s = np.asarray(clipped_sum(np.full((1, 100_000), v, np.float32), 0.01))
     assert _sq_norm(s) <= Fraction(0.01) ** 2

@@ -136,7 +136,7 @@ def test_dp_sgd_one_step_canary():
     n_fits = 2500
     X = np.array([[0.0], [1.0]])
     kw = dict(noise_multiplier=1.0, epochs=1, batch_size=2, learning_rate=1.0, fit_intercept=False,
-              sampling="shuffle", accountant="rdp", delta=1e-5, max_norm=1.0)
+              sampling="shuffle", accountant="rdp", delta=1e-5, clip_norm=1.0)
     a, b = [], []
     for s in range(n_fits):
         a.append(DPSGDRegressor(random_state=2 * s, **kw).fit(X, np.array([0.0, 1e6])).coef_[0])
@@ -165,8 +165,8 @@ def test_private_erm_output_perturbation():
     kw = dict(epsilon=eps, delta=delta, method="output", fit_intercept=False, alpha=1.0)
     m = LinearRegression(random_state=0, **kw).fit(X, y)
     C = m.calibration_.lipschitz
-    w1 = minimize_glm(X, y, "squared", alpha=1.0, clip=C, tol=1e-12).coef
-    w2 = minimize_glm(X2, y2, "squared", alpha=1.0, clip=C, tol=1e-12).coef
+    w1 = minimize_glm(X, y, "squared", alpha=1.0, clip_norm=C, tol=1e-12).coef
+    w2 = minimize_glm(X2, y2, "squared", alpha=1.0, clip_norm=C, tol=1e-12).coef
     direction = (w2 - w1) / np.linalg.norm(w2 - w1)
     a = [LinearRegression(random_state=2 * s, **kw).fit(X, y).coef_ @ direction for s in range(n_fits)]
     b = [LinearRegression(random_state=2 * s + 1, **kw).fit(X2, y2).coef_ @ direction for s in range(n_fits)]

@@ -7,6 +7,7 @@ composition of pure epsilon-DP, Kairouz, Oh & Viswanath 2015; basic composition,
 """
 import json
 import math
+import pickle
 import threading
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 import dpfast
 from dpfast import accounting as A
-from dpfast.budget import BudgetExceededError, Charge, PrivacyBudget, charge, resolve
+from dpfast.budget import BudgetExceededError, Charge, PrivacyBudget, charge, check_scope, resolve
 from dpfast.calibrate import gaussian_sigma
 from dpfast.mechanisms import event_of
 
@@ -497,6 +498,7 @@ def test_a_refused_charge_leaves_the_composed_state_intact():
     assert replay.spent() == b.spent()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma,count,delta", [(5.0, 10, 1e-15), (5.0, 10, 1e-12)])
 def test_pld_budget_spent_is_never_below_the_exact_gaussian_composition_at_small_deltas(sigma, count, delta):
     # k Gaussians compose to one with mu = sqrt(sum sigma_i^-2) (Dong, Roth & Su 2022): its
@@ -513,3 +515,13 @@ def test_pld_budget_spent_is_never_below_the_exact_gaussian_composition_at_small
     f = lambda e: mp.ncdf(-e / mu + mu / 2) - mp.e ** e * mp.ncdf(-e / mu - mu / 2) - mp.mpf(delta)  # noqa: E731
     exact = float(mp.findroot(f, (mp.mpf(0), mp.mpf(5000)), solver="bisect"))
     assert exact <= b.spent() <= exact * (1 + 1e-4)
+
+
+def test_check_scope_accepts_none_or_a_usable_budget_and_refuses_the_rest():
+    # estimators call it before reading data: nothing is charged either way
+    b = PrivacyBudget(1.0, 1e-6)
+    assert check_scope(None) is None and check_scope(b) is None and b.spent() == 0.0
+    with pytest.raises(TypeError):
+        check_scope("not a budget")
+    with pytest.raises(dpfast.budget.BudgetScopeError, match="unpickled"):
+        check_scope(pickle.loads(pickle.dumps(b)))

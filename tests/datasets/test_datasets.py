@@ -8,6 +8,7 @@ import pytest
 from dpfast.datasets import load_adult
 
 
+@pytest.mark.slow
 def test_shapes_labels_and_class_balance():
     X_train, y_train, X_test, y_test = load_adult()
     # adult.names: train=32561, test=16281; 48842 instances with 23.93% positives overall
@@ -26,6 +27,7 @@ def test_positive_counts_match_raw_files():
         assert int(y.sum()) == text.count(">50K")
 
 
+@pytest.mark.slow
 def test_rows_unit_norm_and_one_hot_structure():
     X_train, _, X_test, _, names = load_adult(return_feature_names=True)
     assert len(names) == X_train.shape[1]

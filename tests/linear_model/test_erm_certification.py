@@ -138,7 +138,7 @@ def test_release_functions_are_layout_independent():
     (lambda LM, P: LM.calibrate_output(1.0, 1e-5, lipschitz=float("nan"), tau=1e-3), ValueError, "lipschitz"),
     (lambda LM, P: LM.objective_output_multiplier(1.0, count=float("inf")), ValueError, "count"),
     (lambda LM, P: LM.objective_output_multiplier(1.0, count="2"), TypeError, "count"),
-    (lambda LM, P: LM.calibrate_amp(1.0, 1e-5, clip=-1.0, smoothness=0.25), ValueError, "clip"),
+    (lambda LM, P: LM.calibrate_amp(1.0, 1e-5, clip_norm=-1.0, smoothness=0.25), ValueError, "clip"),
     (lambda LM, P: LM.minimize_glm(np.eye(3), np.ones(3), "logistic", alpha=0.1, n_threads=float("inf")), TypeError,
      "n_threads"),
     (lambda LM, P: LM.minimize_glm(np.eye(3), np.ones(3), "logistic", alpha=0.1, n_threads=0), ValueError, "n_threads"),
@@ -170,8 +170,8 @@ def test_subnormal_tau_calibrates():
     noise_multiplier)."""
     from dpfast.linear_model import calibrate_amp
 
-    a = calibrate_amp(1.0, 1e-5, clip=1.0, smoothness=0.25, tau=5e-324)
-    b = calibrate_amp(1.0, 1e-5, clip=1.0, smoothness=0.25, tau=1e-300)
+    a = calibrate_amp(1.0, 1e-5, clip_norm=1.0, smoothness=0.25, tau=5e-324)
+    b = calibrate_amp(1.0, 1e-5, clip_norm=1.0, smoothness=0.25, tau=1e-300)
     assert a.epsilon <= 1.0 and b.epsilon <= 1.0
     assert a.regularization == pytest.approx(b.regularization, rel=1e-3)
 
@@ -214,7 +214,7 @@ def test_clip_too_large_to_certify_is_refused_before_the_charge():
     g, state = _gen_state()
     budget = PrivacyBudget(10.0, 1e-3)
     with pytest.raises(ValueError, match=r"L=1e\+300"):
-        LinearRegression(clip=1e300, random_state=g).fit(X, y - 0.5, budget=budget)
+        LinearRegression(clip_norm=1e300, random_state=g).fit(X, y - 0.5, budget=budget)
     assert budget.ledger == () and g.bit_generator.state == state
 
 

@@ -22,6 +22,7 @@ from dpfast.accounting.objective_perturbation import (
     objective_perturbation_delta,
     objective_perturbation_min_regularization,
 )
+from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import (
     LinearRegression,
@@ -53,17 +54,17 @@ def test_loss_constants_agree_with_solver():
 def test_glm_constants():
     c = glm_constants("logistic", SQ2)
     assert (c.lipschitz, c.smoothness, c.solver_clip) == (pytest.approx(SQ2), pytest.approx(0.5), None)
-    c = glm_constants("logistic", SQ2, clip=0.5)
+    c = glm_constants("logistic", SQ2, clip_norm=0.5)
     assert (c.lipschitz, c.solver_clip) == (0.5, 0.5)
-    assert glm_constants("logistic", SQ2, clip=10.0).solver_clip is None
+    assert glm_constants("logistic", SQ2, clip_norm=10.0).solver_clip is None
     with pytest.raises(ValueError, match="clip"):
         glm_constants("squared", 1.0)
-    assert glm_constants("squared", 2.0, clip=3.0).smoothness == 4.0
+    assert glm_constants("squared", 2.0, clip_norm=3.0).smoothness == 4.0
 
 
 # ----------------------------------------------------------------------------- calibration
 def test_calibrate_amp_paper_rule_eps1():
-    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    cal = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5)
     assert cal.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2), rel=1e-12)
     assert (cal.tau, cal.sigma_out) == (0.01, 0.15)
     assert cal.epsilon <= 1.0 and cal.accountant in ("pld", "rdp")
@@ -72,7 +73,7 @@ def test_calibrate_amp_paper_rule_eps1():
     assert amp_delta(1.0, cal.noise_std, SQ2, 0.5, cal.regularization, 0.01, 0.15) <= 1e-5
     # ... and lambda is (nearly) the smallest the reported accountants accept
     smaller = cal.regularization / 1.01
-    eps_small, *_ = amp_privacy(1e-5, noise_std=cal.noise_std, clip=SQ2, smoothness=0.5, regularization=smaller,
+    eps_small, *_ = amp_privacy(1e-5, noise_std=cal.noise_std, clip_norm=SQ2, smoothness=0.5, regularization=smaller,
                                 tau=0.01, sigma_out=0.15)
     assert eps_small > 1.0
     # the PLD accountant is pessimistic but close to the exact composition; RDP is looser
@@ -82,15 +83,15 @@ def test_calibrate_amp_paper_rule_eps1():
 
 
 def test_regularization_too_small_names_smallest_feasible():
-    cal = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5)
+    cal = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5)
     with pytest.raises(ValueError, match=r"smallest feasible regularization is ([0-9.]+)") as info:
-        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=0.9 * cal.regularization)
+        calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, regularization=0.9 * cal.regularization)
     stated = float(info.value.args[0].rsplit(" ", 1)[1])
     assert stated == pytest.approx(cal.regularization, rel=1e-4)
-    ok = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, regularization=2 * cal.regularization)
+    ok = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, regularization=2 * cal.regularization)
     assert ok.regularization == 2 * cal.regularization and ok.epsilon < 1.0
     with pytest.raises(ValueError, match="noise_factor"):
-        calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, noise_factor=0.8)
+        calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, noise_factor=0.8)
 
 
 def test_calibrate_objective_accountants():
@@ -105,11 +106,13 @@ def test_calibrate_objective_accountants():
     # Kifer et al. (comparison), certified by basic composition: (1 - r) of the budget for the
     # objective perturbation, r for the Gaussian output step of sensitivity 2 tau / lambda
     r = 1e-3
-    kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, accountant="kifer")
+    kifer = calibrate_objective(1.0, 1e-5, lipschitz=L, smoothness=beta, rule="kifer")
     e1, d1 = 1.0 - r, (1.0 - r) * 1e-5
     assert kifer.noise_std == pytest.approx(L * math.sqrt(8 * math.log(2 / d1) + 4 * e1) / e1, rel=1e-12)
-    assert kifer.regularization == pytest.approx(2 * beta / e1, rel=1e-12) and kifer.accountant == "kifer"
+    assert kifer.regularization == pytest.approx(2 * beta / e1, rel=1e-12) and kifer.rule == "kifer"
     assert kifer.sigma_out == pytest.approx(gaussian_sigma(r, r * 1e-5, 2e-8 / kifer.regularization), rel=1e-12)
+    # its event is the (epsilon, delta)-DP certificate, accounted by PLD (exactly epsilon at delta)
+    assert kifer.event == ApproxDP(1.0, 1e-5) and kifer.accountant == "pld"
     assert kifer.tau == 1e-8 and kifer.epsilon == 1.0
 
 
@@ -152,7 +155,7 @@ def test_objective_estimator_releases_noisy_certified_point():
     cal = m.calibration_
     assert 0 < m.sigma_out_ < 1e-4 and math.isfinite(m.sigma_out_)
     assert m.calibration_.tau == 1e-8 and np.all(m.grad_norm_ <= 1e-8) and m.epsilon_ <= 1.0
-    assert cal == calibrate_objective(1.0, 1e-5, lipschitz=m.clip_, smoothness=m.smoothness_)
+    assert cal == calibrate_objective(1.0, 1e-5, lipschitz=m.clip_norm_, smoothness=m.smoothness_)
     # released = reference minimiser of the perturbed objective + N(0, sigma_out^2 I)
     Xb = np.hstack([X, np.ones((len(X), 1))])
     gen = np.random.default_rng(7)
@@ -169,12 +172,20 @@ def test_objective_estimator_releases_noisy_certified_point():
 
 def test_calibrate_output_and_multiclass_noise():
     cal = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0)
-    assert cal.sigma_out == pytest.approx(gaussian_sigma(0.5, 1e-5, (SQ2 + 0.02) / 20.0), rel=1e-12)
+    # the PLD accountant's noise for the Gaussian of sensitivity (L + 2 tau) / lambda: at least the
+    # analytic Gaussian's (Balle & Wang 2018, exact), above it by PLD's pessimistic grid only
+    analytic = gaussian_sigma(0.5, 1e-5, (SQ2 + 0.02) / 20.0)
+    assert analytic <= cal.sigma_out <= analytic * (1 + 1e-6)
+    assert cal.event.sensitivity == pytest.approx((SQ2 + 0.02) / 20.0, rel=1e-15)
+    assert cal.event.noise_multiplier * cal.event.sensitivity == pytest.approx(cal.sigma_out, rel=1e-15)
+    assert cal.accountant == "pld" and cal.epsilon == PLDAccountant().compose(cal.event).get_epsilon(1e-5) <= 0.5
+    rdp = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, accountant="rdp")
+    assert rdp.sigma_out > cal.sigma_out and rdp.accountant == "rdp" and rdp.epsilon <= 0.5
     default = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01)
     assert default.sigma_out == pytest.approx(0.15)
     three = calibrate_output(0.5, 1e-5, lipschitz=SQ2, tau=0.01, regularization=20.0, count=3)
     assert three.sigma_out == pytest.approx(math.sqrt(3) * cal.sigma_out, rel=1e-9)
-    amp3 = calibrate_amp(1.0, 1e-5, clip=SQ2, smoothness=0.5, count=3)
+    amp3 = calibrate_amp(1.0, 1e-5, clip_norm=SQ2, smoothness=0.5, count=3)
     assert amp3.noise_std == pytest.approx(1.3 * gaussian_sigma(1.0, 1e-5, SQ2 * math.sqrt(3)), rel=1e-12)
     assert amp3.epsilon <= 1.0 and amp3.count == 3
 
@@ -196,7 +207,7 @@ def test_objective_perturbation_noise_law_is_exact_gaussian():
     reps = 300
     coefs = np.empty((reps, Xb.shape[1]))
     for r in range(reps):
-        m = LinearRegression(1.0, 1e-5, method="objective", clip=100.0, random_state=r).fit(X, y)
+        m = LinearRegression(1.0, 1e-5, method="objective", clip_norm=100.0, random_state=r).fit(X, y)
         coefs[r, :3], coefs[r, 3] = m.coef_, m.intercept_
     lam, sigma, so = m.lambda_, m.sigma_, m.sigma_out_
     A = Xb.T @ Xb + lam * np.eye(4)
@@ -215,10 +226,10 @@ def test_output_perturbation_noise_law():
     X, y, Xb = _ridge_design()
     reps = 300
     coefs = np.array([
-        LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=r).fit(X, y).coef_
+        LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip_norm=100.0, random_state=r).fit(X, y).coef_
         for r in range(reps)
     ])
-    m = LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip=100.0, random_state=0).fit(X, y)
+    m = LinearRegression(1.0, 1e-5, method="output", alpha=5.0, clip_norm=100.0, random_state=0).fit(X, y)
     assert m.sigma_out_ == pytest.approx(gaussian_sigma(1.0, 1e-5, (100.0 + 0.02) / 5.0))
     exact = np.linalg.solve(Xb.T @ Xb + 5.0 * np.eye(4), Xb.T @ y)[:3]
     z = (coefs - exact) / m.sigma_out_
@@ -230,7 +241,7 @@ def test_output_perturbation_noise_law():
 def test_amp_matches_reference_solver_before_output_noise():
     """Algorithm 1 = reference minimiser of the clipped perturbed objective + N(0, sigma_out^2)."""
     X, y = _blobs(n=300, d=4, seed=3)
-    res = approximate_minima_perturbation(X, 2.0 * y - 1, "logistic", epsilon=1.0, delta=1e-5, clip=0.6,
+    res = approximate_minima_perturbation(X, 2.0 * y - 1, "logistic", epsilon=1.0, delta=1e-5, clip_norm=0.6,
                                           random_state=7, tol=1e-6)
     cal = res.calibration
     assert res.grad_norm <= 1e-6
@@ -293,10 +304,13 @@ def test_accountant_choice_and_secure_random():
     assert m.calibration_.epsilon_rdp == m.epsilon_ and math.isnan(m.calibration_.epsilon_pld)
     best = LogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
     assert best.lambda_ < m.lambda_  # the tighter accountant allows less regularization
-    k = LogisticRegression(epsilon=1.0, method="objective", accountant="kifer", random_state=0).fit(X, y)
-    assert k.accountant_ == "kifer" and k.lambda_ == pytest.approx(2 * 0.5 / (1.0 - 1e-3), rel=1e-9)
+    k = LogisticRegression(epsilon=1.0, method="objective", calibration="kifer", random_state=0).fit(X, y)
+    assert k.calibration_.rule == "kifer" and k.accountant_ == "pld"
+    assert k.lambda_ == pytest.approx(2 * 0.5 / (1.0 - 1e-3), rel=1e-9)
     assert 0 < k.sigma_out_ < 1e-3
     with pytest.raises(ValueError, match="kifer"):
+        LogisticRegression(epsilon=1.0, calibration="kifer").fit(X, y)
+    with pytest.raises(ValueError, match="accountant"):
         LogisticRegression(epsilon=1.0, accountant="kifer").fit(X, y)
 
 

@@ -100,7 +100,7 @@ def test_dataframe_input():
         got = LogisticRegression(row_norm="normalize", random_state=8).fit(ddf, ys)
         _close(got, ref)
         assert list(got.feature_names_in_) == cols
-        np.testing.assert_array_equal(got.predict(ddf).compute(), got.predict(X))
+        np.testing.assert_array_equal(got.predict(ddf).compute(), got.predict(pd.DataFrame(X, columns=cols)))
 
 
 def test_out_of_core_memmap(tmp_path):
@@ -126,6 +126,24 @@ def test_bit_identical_for_one_and_two_workers(cluster2):
     yd = da.from_array(y, chunks=3000)
     assert_same_model_on_every_scheduler(lambda X_, y_: LogisticRegression(row_norm="normalize", random_state=9).fit(X_, y_),
                                          Xd, yd, X, y, cluster2)
+
+
+@pytest.mark.slow
+def test_passes_on_held_chunks_are_actor_calls_with_the_task_path_numbers(cluster2, monkeypatch):
+    # X persisted on the 2 workers: each pass is one call to an actor per worker (_ChunkGroup)
+    # instead of a task through the scheduler; the model is the task path's, bit for bit
+    X, y, _, _ = _data(n=20000, d=12, seed=6)
+    made = []
+    orig = _dask._group_actors
+    monkeypatch.setattr(_dask, "_group_actors", lambda *a: made.append(orig(*a)) or made[-1])
+    with distributed.Client(cluster2) as client:
+        Xp, yp = client.persist([da.from_array(X, chunks=(3000, -1)), da.from_array(y, chunks=3000)])
+        distributed.wait([Xp, yp])
+        with_actors = LogisticRegression(row_norm="normalize", random_state=9).fit(Xp, yp)
+        assert made and all(a is not None and len(a) == 2 for a in made)  # one actor per worker
+        monkeypatch.setattr(_dask, "_group_actors", lambda *a: None)
+        with_tasks = LogisticRegression(row_norm="normalize", random_state=9).fit(Xp, yp)
+    np.testing.assert_array_equal(_params(with_actors), _params(with_tasks))
 
 
 # ----------------------------------------------------------------------------- faults

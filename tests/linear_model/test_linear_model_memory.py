@@ -69,12 +69,14 @@ def _peak_extra(n, d, dtype, row_norm, est="logistic"):
 
 # float64 rows of 64 features: one float64 per row is 1/64 of X, so the O(n) vectors of a fit
 # (about 6 of them at the peak) stay near 10 %; a copy of the design alone would be >= 100 %.
+@pytest.mark.slow
 @pytest.mark.parametrize("row_norm", ["check", "normalize", "clip"])
 def test_dense_logistic_fit_peak_extra_memory_at_most_quarter_of_X(row_norm):
     ratio = _peak_extra(400_000, 64, "float64", row_norm)
     assert ratio <= 0.25, f"peak extra memory {ratio:.1%} of X.nbytes"
 
 
+@pytest.mark.slow
 def test_dense_float32_fit_and_regression_peak_extra_memory_at_most_quarter_of_X():
     # float32 with 128 features: one float64 per row is 1/64 of X again
     ratio = _peak_extra(400_000, 128, "float32", "normalize")

@@ -80,8 +80,8 @@ def test_sparse_release_keeps_calibration_noise_and_certificate(monkeypatch, see
     # the calibration is the paper's (Section 5): tau 0.01, sigma_out 0.15, f = 1.3, C = sqrt(2) (unit rows and a
     # bias feature of 1, widened by the float64 rounding slack), smallest feasible lambda; it does not read the data
     assert cal.tau == TAU and cal.sigma_out == 0.15 and cal.noise_factor == 1.3 and cal.method == "amp"
-    assert ref.clip_ == pytest.approx(math.sqrt(2.0), rel=1e-14)
-    assert cal == calibrate_amp(1.0, 1e-5, clip=ref.clip_, smoothness=ref.smoothness_, tau=TAU, sigma_out=0.15,
+    assert ref.clip_norm_ == pytest.approx(math.sqrt(2.0), rel=1e-14)
+    assert cal == calibrate_amp(1.0, 1e-5, clip_norm=ref.clip_norm_, smoothness=ref.smoothness_, tau=TAU, sigma_out=0.15,
                                 noise_factor=1.3)
     assert cal.epsilon <= 1.0 and cal.delta == 1e-5
     for name, (m, rec) in fits.items():
@@ -92,8 +92,8 @@ def test_sparse_release_keeps_calibration_noise_and_certificate(monkeypatch, see
         np.testing.assert_array_equal(rec["b"], ref_rec["b"], err_msg=name)  # same objective noise
         # Theorem 4.1 needs ||grad F(theta~)||_2 <= tau; checked by an independent implementation, with a
         # slack of the float64 rounding of a gradient whose terms add up to ~2 (n C + ||b||)
-        slack = 64 * np.finfo(float).eps * 2 * (X.shape[0] * ref.clip_ + np.linalg.norm(rec["b"]))
-        gn = _gradient_norm(X, y, rec["theta"], rec["b"], cal.regularization, ref.clip_)
+        slack = 64 * np.finfo(float).eps * 2 * (X.shape[0] * ref.clip_norm_ + np.linalg.norm(rec["b"]))
+        gn = _gradient_norm(X, y, rec["theta"], rec["b"], cal.regularization, ref.clip_norm_)
         assert gn <= TAU + slack, (name, gn)
         assert m.grad_norm_[0] <= TAU
         # the released coefficients are theta~ plus the same output noise N(0, sigma_out^2 I)
@@ -105,6 +105,7 @@ def test_sparse_release_keeps_calibration_noise_and_certificate(monkeypatch, see
         assert np.linalg.norm(rec["theta"] - ref_rec["theta"]) <= 2 * TAU / cal.regularization * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_sparse_release_does_not_depend_on_the_thread_count(monkeypatch):
     X, y = _sparse_rows(n=40000, d=2000, k=20, seed=3)  # above the kernels' parallel-work threshold
     outs = []
@@ -134,7 +135,7 @@ def test_mapped_csr_rows_match_the_materialised_design(dtype, clip):
     lin = rng.normal(size=X.shape[1] + 1)
     design = np.hstack([X.toarray().astype(np.float64) * scale[:, None], np.full((X.shape[0], 1), 0.7)])
     fr, gr = objective(theta, design, y, "logistic", 0.4, lin, clip)
-    f, g = glm_loss_and_grad(MappedRows(X, scale, 0.7), y, "logistic", theta, alpha=0.4, linear=lin, clip=clip)
+    f, g = glm_loss_and_grad(MappedRows(X, scale, 0.7), y, "logistic", theta, alpha=0.4, linear=lin, clip_norm=clip)
     rtol = 1e-6 if dtype == np.float32 else 1e-12  # float32 entries scaled in float64 vs a float64 product
     np.testing.assert_allclose(f, fr, rtol=rtol)
     np.testing.assert_allclose(g, gr, rtol=rtol, atol=rtol * np.abs(gr).max())
@@ -142,7 +143,7 @@ def test_mapped_csr_rows_match_the_materialised_design(dtype, clip):
     # reference's stationary point, with and without sample weights
     w = rng.uniform(0.0, 1.0, size=X.shape[0])
     for sw in (None, w):
-        res = minimize_glm(MappedRows(X, scale, 0.7), y, "logistic", alpha=0.4, linear=lin, clip=clip, tol=1e-8,
+        res = minimize_glm(MappedRows(X, scale, 0.7), y, "logistic", alpha=0.4, linear=lin, clip_norm=clip, tol=1e-8,
                            sample_weight=sw)
         g_ref = objective(res.coef, design, y, "logistic", 0.4, lin, clip, sw)[1]
         assert res.converged and np.linalg.norm(g_ref) <= 1e-6  # tol 1e-8 plus the rounding of two evaluation orders

@@ -207,7 +207,7 @@ def test_loss_and_grad_matches_reference(loss, clip):
     lin = rng.normal(size=7)
     A = rng.normal(size=(7, 7))
     Q = A @ A.T / 7
-    kw = dict(alpha=0.3, linear=lin, quadratic=Q, sample_weight=w, clip=clip, huber_delta=0.8)
+    kw = dict(alpha=0.3, linear=lin, quadratic=Q, sample_weight=w, clip_norm=clip, huber_delta=0.8)
     fr, gr = ref_objective(theta, X, y, loss, alpha=0.3, linear=lin, quadratic=Q, w=w, clip=clip, delta=0.8)
     for name, Xl in layouts(X).items():
         f, g = glm_loss_and_grad(Xl, y, loss, theta, **kw)
@@ -240,7 +240,7 @@ def test_minimizer_matches_scipy(loss, clip):
         for name, Xl in layouts(X).items():
             if "32" in name:
                 continue
-            r = minimize_glm(Xl, y, loss, alpha=2.0, linear=lin, clip=clip, solver=solver, tol=1e-9, rng=0)
+            r = minimize_glm(Xl, y, loss, alpha=2.0, linear=lin, clip_norm=clip, solver=solver, tol=1e-9, rng=0)
             assert r.converged and r.grad_norm <= 1e-9, (solver, name, r)
             np.testing.assert_allclose(r.coef, ref, atol=1e-6, err_msg=f"{solver} {name}")
 
@@ -289,9 +289,9 @@ def test_reported_gradient_norm_is_exact(solver):
     X, y = make_data(3000, 12, "logistic", seed=12)
     b = np.random.default_rng(13).normal(size=12) * 3
     for tol in (1e-1, 1e-4):
-        r = minimize_glm(X, y, "logistic", alpha=1.0, linear=b, clip=0.6, solver=solver, tol=tol, rng=3)
+        r = minimize_glm(X, y, "logistic", alpha=1.0, linear=b, clip_norm=0.6, solver=solver, tol=tol, rng=3)
         assert isinstance(r, GLMResult) and r.solver == solver
-        f, g = glm_loss_and_grad(X, y, "logistic", r.coef, alpha=1.0, linear=b, clip=0.6)
+        f, g = glm_loss_and_grad(X, y, "logistic", r.coef, alpha=1.0, linear=b, clip_norm=0.6)
         assert r.grad_norm == pytest.approx(np.linalg.norm(g), rel=1e-12, abs=1e-14)
         assert r.fun == pytest.approx(f, rel=1e-13)
         assert r.converged and r.grad_norm <= tol
@@ -314,11 +314,12 @@ def test_sag_theory_step_and_reproducibility():
     assert r4.step_size == pytest.approx(1.0 / (3 * lmax), rel=1e-12) and r4.converged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["C", "F", "CSR"])
 def test_deterministic_across_thread_counts(fmt):
     X, y = make_data(40000, 8, "logistic", seed=15, density=0.5 if fmt == "CSR" else None)
     Xl = {"C": X, "F": np.asfortranarray(X), "CSR": sp.csr_matrix(X)}[fmt]
-    outs = [minimize_glm(Xl, y, "logistic", alpha=1.0, clip=0.5, tol=1e-8, n_threads=t) for t in (1, 2, 3)]
+    outs = [minimize_glm(Xl, y, "logistic", alpha=1.0, clip_norm=0.5, tol=1e-8, n_threads=t) for t in (1, 2, 3)]
     for o in outs[1:]:
         assert np.array_equal(o.coef, outs[0].coef) and o.grad_norm == outs[0].grad_norm
     sg = [minimize_glm(Xl, y, "logistic", alpha=1.0, solver="sag", tol=1e-4, n_threads=t, rng=7, max_iter=30)
@@ -326,6 +327,7 @@ def test_deterministic_across_thread_counts(fmt):
     assert np.array_equal(sg[0].coef, sg[1].coef)
 
 
+@pytest.mark.slow
 def test_no_copy_of_X():
     """Peak Python-heap allocation during a solve stays far below the size of X."""
     rng = np.random.default_rng(16)
@@ -398,8 +400,8 @@ def test_validation_errors():
         minimize_glm(X, y, "logistic", alpha=1.0, sample_weight=-np.ones(50))
     with pytest.raises(ValueError, match="alpha must be >= 0"):
         minimize_glm(X, y, "logistic", alpha=-1.0)
-    with pytest.raises(ValueError, match="clip must be > 0"):
-        minimize_glm(X, y, "logistic", alpha=1.0, clip=0.0)
+    with pytest.raises(ValueError, match="clip_norm must be > 0"):
+        minimize_glm(X, y, "logistic", alpha=1.0, clip_norm=0.0)
     with pytest.raises(ValueError, match="quadratic is supported by solver='lbfgs' only"):
         minimize_glm(X, y, "logistic", alpha=1.0, quadratic=np.eye(3), solver="sag")
     with pytest.raises(ValueError, match="symmetric"):
@@ -428,8 +430,8 @@ def test_convertible_inputs():
     dup = sp.csr_matrix((np.r_[half.data, half.data], (np.r_[half.row, half.row], np.r_[half.col, half.col])),
                         shape=X.shape)
     dup = sp.csr_matrix((dup.data, dup.indices, dup.indptr), shape=X.shape)  # keep duplicates
-    r = minimize_glm(dup, y, "squared", alpha=1.0, clip=0.3, tol=1e-10)
-    np.testing.assert_allclose(r.coef, minimize_glm(X, y, "squared", alpha=1.0, clip=0.3, tol=1e-10).coef, atol=1e-9)
+    r = minimize_glm(dup, y, "squared", alpha=1.0, clip_norm=0.3, tol=1e-10)
+    np.testing.assert_allclose(r.coef, minimize_glm(X, y, "squared", alpha=1.0, clip_norm=0.3, tol=1e-10).coef, atol=1e-9)
     Xi = np.round(X * 10).astype(np.int64)
     np.testing.assert_allclose(minimize_glm(Xi, y, "squared", alpha=1.0, tol=1e-10).coef,
                                minimize_glm(Xi.astype(float), y, "squared", alpha=1.0, tol=1e-10).coef, atol=1e-12)
@@ -461,8 +463,8 @@ def test_wide_sparse_matches_reference():
     X.sum_duplicates()
     y = rng.choice([-1.0, 1.0], size=n)
     theta = rng.normal(size=d)
-    f1, g1 = glm_loss_and_grad(X, y, "logistic", theta, alpha=0.5, clip=0.4, n_threads=1)
-    f2, g2 = glm_loss_and_grad(X, y, "logistic", theta, alpha=0.5, clip=0.4, n_threads=2)
+    f1, g1 = glm_loss_and_grad(X, y, "logistic", theta, alpha=0.5, clip_norm=0.4, n_threads=1)
+    f2, g2 = glm_loss_and_grad(X, y, "logistic", theta, alpha=0.5, clip_norm=0.4, n_threads=2)
     assert f1 == f2 and np.array_equal(g1, g2)
     z = X @ theta
     val, der = ref_loss("logistic", z, y)
@@ -491,6 +493,7 @@ def test_vectorised_logistic_accuracy():
         np.testing.assert_allclose(fk, ref_val[k], rtol=4e-16 * 8, atol=1e-300)
 
 
+@pytest.mark.slow
 def test_baseline_build_agrees_with_dispatched_one():
     """The kernels are compiled twice (baseline x86-64 and AVX2); both give the same optimum."""
     import json
@@ -505,7 +508,7 @@ def test_baseline_build_agrees_with_dispatched_one():
         "rng = np.random.default_rng(24)\n"
         "X = rng.normal(size=(3000, 9)); X /= np.linalg.norm(X, axis=1, keepdims=True)\n"
         "y = np.where(rng.random(3000) < 0.5, 1.0, -1.0)\n"
-        "out = [minimize_glm(Xl, y, 'logistic', alpha=1.0, clip=0.5, tol=1e-9, solver=s, rng=0).coef.tolist()\n"
+        "out = [minimize_glm(Xl, y, 'logistic', alpha=1.0, clip_norm=0.5, tol=1e-9, solver=s, rng=0).coef.tolist()\n"
         "       for Xl in (X, np.asfortranarray(X, dtype=np.float32), sp.csr_matrix(X)) for s in ('lbfgs', 'saga')]\n"
         "print(json.dumps([bool(_glm.has_avx2), out]))\n"
     )
@@ -530,7 +533,7 @@ def test_clipped_per_example_gradient_within_C_after_rounding(scale, C):
     for trial in range(20):
         x = scale * rng.uniform(0.5, 1.0, size=(1, d)) * rng.choice([-1.0, 1.0], size=(1, d))
         theta = rng.normal(size=d) / scale
-        _, g = glm_loss_and_grad(x, np.array([1e3]), "squared", theta, alpha=0.0, clip=C, n_threads=1)
+        _, g = glm_loss_and_grad(x, np.array([1e3]), "squared", theta, alpha=0.0, clip_norm=C, n_threads=1)
         der = g / x[0]  # g = l_C' x exactly up to one rounding per entry; bound the exact norm of the output
         exact_sq = sum(Fraction(float(v)) ** 2 for v in g)
         assert exact_sq <= Fraction(C) ** 2, (trial, float(exact_sq) ** 0.5 / C)

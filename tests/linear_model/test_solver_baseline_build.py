@@ -37,11 +37,11 @@ hexs = lambda a: [float(v).hex() for v in np.ravel(a)]
 for loss in LOSSES:
     for name, Xl in layouts.items():
         for clip in (None, 0.5):
-            f, g = glm_loss_and_grad(Xl, y, loss, theta, alpha=0.1, clip=clip, sample_weight=w, quadratic=Q)
+            f, g = glm_loss_and_grad(Xl, y, loss, theta, alpha=0.1, clip_norm=clip, sample_weight=w, quadratic=Q)
             out[f"grad/{loss}/{name}/{clip}"] = hexs([f]) + hexs(g)
 for solver in ("lbfgs", "sag", "saga"):
     for name in ("C64", "F32", "CSR"):
-        r = minimize_glm(layouts[name], y, "logistic", alpha=1.0, clip=0.5, tol=1e-9, solver=solver, rng=3)
+        r = minimize_glm(layouts[name], y, "logistic", alpha=1.0, clip_norm=0.5, tol=1e-9, solver=solver, rng=3)
         out[f"solve/{solver}/{name}"] = hexs(r.coef)
 print(json.dumps(out))
 """
@@ -59,6 +59,7 @@ def both():
     return _run("0"), _run("1")
 
 
+@pytest.mark.slow
 def test_baseline_is_forced(both):
     dispatched, baseline = both
     assert baseline["has_avx2"] is False
@@ -75,6 +76,7 @@ def test_baseline_is_forced(both):
             assert dispatched["has_avx2"] is True
 
 
+@pytest.mark.slow
 def test_baseline_kernels_bit_identical(both):
     dispatched, baseline = both
     keys = [k for k in dispatched if k != "has_avx2"]

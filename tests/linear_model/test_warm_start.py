@@ -1,6 +1,6 @@
 """Warm start of large L-BFGS fits from a row sample (issue 9; ``_mechanisms.warm_start_rows``).
 
-Fits of n >= WARM_START_MIN_ROWS rows (2^20) first minimise the same (perturbed) objective on
+Fits of n >= WARM_START_MIN_ROWS rows (2^17) first minimise the same (perturbed) objective on
 the first ceil(n/16) rows, then run the full-data L-BFGS from that point to the certificate
 ||grad F|| <= tau.  Only the certified point is released, and every method's calibration holds
 for any such point, so nothing about privacy changes.  Here the threshold is lowered so that
@@ -74,9 +74,9 @@ def _numpy_grad(call):
 
 
 def test_threshold_and_sample_size():
-    assert mech.WARM_START_MIN_ROWS == 1 << 20 and mech.WARM_START_FRACTION == 16
-    assert mech.warm_start_rows((1 << 20) - 1, "lbfgs") == 0
-    assert mech.warm_start_rows(1 << 20, "lbfgs") == 1 << 16
+    assert mech.WARM_START_MIN_ROWS == 1 << 17 and mech.WARM_START_FRACTION == 16
+    assert mech.warm_start_rows((1 << 17) - 1, "lbfgs") == 0
+    assert mech.warm_start_rows(1 << 17, "lbfgs") == 1 << 13
     assert mech.warm_start_rows(4_000_001, "lbfgs") == 250_001  # ceil(n / 16)
     assert mech.warm_start_rows(4_000_000, "sag") == 0 and mech.warm_start_rows(4_000_000, "saga") == 0
 
@@ -144,6 +144,7 @@ def _dask():
     return pytest.importorskip("dask.array"), pytest.importorskip("dask")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [375, 250, 1700])  # the sample is chunk 0 / spans two chunks / inside chunk 0
 @pytest.mark.parametrize("method", ["amp", "objective", "output"])
 def test_dask_warm_start_equals_in_memory(monkeypatch, low_threshold, method, chunk):
@@ -158,6 +159,7 @@ def test_dask_warm_start_equals_in_memory(monkeypatch, low_threshold, method, ch
     _close(got, ref)
 
 
+@pytest.mark.slow
 def test_dask_multiclass_regression_weights_warm_start_equal_in_memory(low_threshold):
     da, dask = _dask()
     X, _, y3, yr = _data(seed=5)

@@ -358,6 +358,7 @@ def test_stream_law_and_memory_interface():
     assert chi2_pvalue(np.bincount(res, minlength=5), softmax(1.3 * U5 / 2)) > ALPHA
 
 
+@pytest.mark.slow
 def test_stream_of_ten_million_candidates_matches_one_shot():
     n, chunk = 10_000_000, 1_000_000
 

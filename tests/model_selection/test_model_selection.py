@@ -200,6 +200,7 @@ def test_candidates_with_different_events_are_accounted_by_their_maximum():
     assert accounting.from_dict(d) == s.event_
 
 
+@pytest.mark.slow
 def test_logistic_regression_pipeline_is_tuned():
     from sklearn.pipeline import make_pipeline
 

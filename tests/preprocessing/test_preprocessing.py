@@ -61,6 +61,7 @@ def test_standard_scaler_events_and_guarantee():
     assert acc.get_epsilon(1e-6) <= 0.7 * (1 + 1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delta", [0.0, 1e-5])
 def test_standard_scaler_noise_law(delta):
     # n_samples_seen_ = n + noise (never clipped here): its law is the mechanism's noise
@@ -81,6 +82,7 @@ def test_standard_scaler_noise_law(delta):
     assert stats.kstest(draws, law.cdf).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_standard_scaler_audit_lower_bound_below_claim():
     """Neighbours D (200 rows, u = +-1/2) and D' = D + one row at the upper bound (u = 1): the
     exact query vectors differ by (1, 1, 1/2), the full l1 sensitivity 2.5 (d = 1).
@@ -226,6 +228,7 @@ def test_one_hot_public_categories_cost_nothing_and_match_sklearn():
         OneHotEncoder(cats, handle_unknown="error").fit(X).transform(Xt)
 
 
+@pytest.mark.slow
 def test_one_hot_private_selection_law():
     """A category of count c is kept iff c + Lap(d/eps) > tau, tau = 1 + (d/eps) ln(d/(2 delta))."""
     eps, delta, d = 1.0, 1e-6, 2
@@ -243,6 +246,7 @@ def test_one_hot_private_selection_law():
     assert enc.event_ == accounting.ApproxDP(eps, delta) and enc.delta_ == delta
 
 
+@pytest.mark.slow
 def test_one_hot_private_rare_category_rarely_released():
     # a category held by one row is released with probability exp(-(tau-1) eps/d)/2 = delta/d
     eps, delta, d = 1.0, 1e-2, 1  # a large delta so that the rate is measurable

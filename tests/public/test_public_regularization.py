@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpfast.public import public_geometry, regularization_learner, regularization_learner_generic, regularization_stability
+from dpfast.public import default_eta, public_geometry, regularization_learner, regularization_learner_generic, regularization_stability
 from dpfast.public._regularization import _augment, _stage1
 
 
@@ -103,6 +103,7 @@ def test_stability_constants():
     assert geo.clip_norm == pytest.approx(np.median(geo.m_inv_norms(Za)))
 
 
+@pytest.mark.slow
 def test_end_to_end_audit_of_released_predictions():
     """Black-box: release on the worst neighbouring pair found; the CP lower bound stays below eps."""
     rng = np.random.default_rng(3)
@@ -267,3 +268,14 @@ def test_regularization_learner_refuses_unrepresentable_parameters_before_any_dr
     with pytest.raises(ValueError, match=match):  # the estimator: before the charge
         PublicDataRegressor(random_state=g, **kw).fit(X, X[:, 1], Z, budget=budget)
     assert budget.ledger == () and g.bit_generator.state == state
+
+
+def test_default_eta_balances_bias_and_laplace_noise():
+    # delta = 0: Laplace noise multiplier c = sqrt(2 m) / eps; eta = sqrt(2 c L p / n) in [1e-3, 10]
+    n, p, eps, L, m = 10_000, 5, 0.5, 2.0, 3
+    c = math.sqrt(2 * m) / eps
+    assert default_eta(n, p, eps, 0.0, lipschitz=L, m=m) == pytest.approx(math.sqrt(2 * c * L * p / n), rel=1e-14)
+    assert default_eta(1, 10**6, eps, 0.0) == 10.0  # clipped above
+    assert default_eta(10**400, 1, eps, 0.0) == 1e-3  # clipped below (n beyond a double)
+    with pytest.raises(ValueError):
+        default_eta(n, 0, eps, 0.0)

@@ -61,6 +61,7 @@ def _event_rate(X, y, z, eps, neighbours, runs, seed):
     )
 
 
+@pytest.mark.slow
 def test_audit_replace_one():
     """One public point z and one private point at z: P(h=1) = 1/2 + (1 - e^{-1/b})/2 vs e^{-1/b}/2.
 
@@ -75,6 +76,7 @@ def test_audit_replace_one():
     assert math.log(k1 / k2) == pytest.approx(math.log(2 * math.exp(eps / 2) - 1), abs=0.15)
 
 
+@pytest.mark.slow
 def test_audit_add_remove_is_tight():
     """D = {(z,0)}, D' = D + {(z,1)}: P(h=1) = e^{-eps}/2 vs 1/2 -- the pure-DP bound is attained."""
     eps, runs, a = 1.0, 3000, 1e-4

@@ -82,10 +82,10 @@ def test_clipped_sum_noise_has_calibrated_variance():
 @pytest.mark.parametrize(
     "bad,exc",
     [
-        (dict(max_norm=0.0), ValueError),
-        (dict(max_norm=-1.0), ValueError),
-        (dict(max_norm=np.nan), ValueError),
-        (dict(max_norm="1"), TypeError),
+        (dict(clip_norm=0.0), ValueError),
+        (dict(clip_norm=-1.0), ValueError),
+        (dict(clip_norm=np.nan), ValueError),
+        (dict(clip_norm="1"), TypeError),
         (dict(G=np.array([[np.nan, 1.0]])), ValueError),
         (dict(G=np.array(["a", "b"])), TypeError),
         (dict(G=np.float64(1.0)), ValueError),
@@ -94,7 +94,7 @@ def test_clipped_sum_noise_has_calibrated_variance():
 )
 def test_clip_validation(bad, exc):
     G = bad.get("G", np.ones((3, 2)))
-    C = bad.get("max_norm", 1.0)
+    C = bad.get("clip_norm", 1.0)
     with pytest.raises(exc):
         clip_gradients(G, C)
 

@@ -18,7 +18,6 @@ import dask  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
 from dpfast.sgd import DPSGDClassifier, DPSGDRegressor  # noqa: E402
-from dpfast.sgd import _dask as sgd_dask  # noqa: E402
 
 
 def _data(n=8000, d=6, seed=0):
@@ -56,9 +55,9 @@ def test_dask_full_batch_equals_in_memory_full_batch(kind):
         assert got.event_ == ref.event_ and got.epsilon_ == ref.epsilon_
         assert got.steps_ == 25 and got.sample_rate_ == 1.0 and got.neighbours_ == "add_remove"
         if kind != "regression":
-            pred = sgd_dask.predict(got, da.from_array(X, chunks=(1500, -1)))
+            pred = got.predict(da.from_array(X, chunks=(1500, -1)))  # DaskDispatchMixin: a lazy dask Array
             np.testing.assert_array_equal(pred.compute(), ref.predict(X))
-            np.testing.assert_allclose(sgd_dask.predict_proba(got, da.from_array(X, chunks=(1500, -1))).compute(),
+            np.testing.assert_allclose(got.predict_proba(da.from_array(X, chunks=(1500, -1))).compute(),
                                        got.predict_proba(X), rtol=1e-12)
 
 
@@ -79,12 +78,13 @@ def test_full_batch_accounting_is_T_gaussian_compositions():
     assert d_at >= 0.5e-5, "the calibration should not be far from the target"
 
 
+@pytest.mark.slow
 def test_noise_is_added_once_per_step_on_the_client():
     # one step from theta = 0 with plain SGD: theta_1 - theta_1(no noise) = -lr z C xi / n, xi ~ N(0, I).
     # Noise drawn per chunk (4 chunks) would make the variance 4 times larger.
     X, _, _, yr = _data(n=2000, d=4, seed=1)
     Xd = da.from_array(X, chunks=(500, -1))
-    kw = dict(sampling="full", epochs=1, learning_rate=1.0, max_norm=0.5)
+    kw = dict(sampling="full", epochs=1, learning_rate=1.0, clip_norm=0.5)
     with dask.config.set(scheduler="sync"):
         base = _params(DPSGDRegressor(noise_multiplier=0.0, random_state=0, **kw).fit(Xd, yr))
         dev = np.array([_params(DPSGDRegressor(noise_multiplier=1.0, random_state=s, **kw).fit(Xd, yr)) - base

@@ -30,7 +30,7 @@ def test_added_noise_has_calibrated_variance(sampling):
     # s = z * S / b, S the sensitivity (C Poisson, 2C fixed-size) and b the expected batch size.
     n, d, bs, T = 400, 3000, 50, 8
     z, C = 0.9, 0.5
-    m = DPSGDClassifier(noise_multiplier=z, max_norm=C, batch_size=bs, epochs=1, learning_rate=1.0,
+    m = DPSGDClassifier(noise_multiplier=z, clip_norm=C, batch_size=bs, epochs=1, learning_rate=1.0,
                         fit_intercept=False, sampling=sampling, random_state=3)
     m.fit(np.zeros((n, d)), np.arange(n) % 2)
     assert m.steps_ == T
@@ -102,7 +102,7 @@ def test_huge_epsilon_matches_nonprivate_optimum_logistic():
     X = rng.standard_normal((n, d))
     X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
     y = (X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0).astype(int)
-    m = DPSGDClassifier(epsilon=1e4, delta=1e-5, max_norm=np.sqrt(2), batch_size=n, epochs=300, learning_rate=1.5,
+    m = DPSGDClassifier(epsilon=1e4, delta=1e-5, clip_norm=np.sqrt(2), batch_size=n, epochs=300, learning_rate=1.5,
                         alpha=alpha, accountant="rdp", random_state=0).fit(X, y)
     assert m.epsilon_ <= 1e4 and m.clipped_fraction_ == 0.0
     w = _logistic_optimum(X, y, alpha)
@@ -117,11 +117,11 @@ def test_huge_epsilon_matches_ridge_regression():
     X = rng.standard_normal((n, d))
     X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
     y = X @ np.array([1.0, -0.5, 0.25, 0.0]) + 0.3 + 0.1 * rng.standard_normal(n)
-    # |residual| <= ~2 and ||(x, 1)|| <= sqrt(2): max_norm 4 never clips.  Noise on the mean
+    # |residual| <= ~2 and ||(x, 1)|| <= sqrt(2): clip_norm 4 never clips.  Noise on the mean
     # gradient: z C / n ~ 0.15 * 4 / 4000 = 1.5e-4 per step; the stationary spread of the iterate,
     # ~ sqrt(lr/(1 - momentum) * s^2 / (2 lambda_min)) with lambda_min >= 0.3, is ~2.6e-4, so
     # 2e-3 is ~7 standard deviations.
-    m = DPSGDRegressor(epsilon=1e4, max_norm=4.0, batch_size=n, epochs=400, learning_rate=0.9, alpha=alpha,
+    m = DPSGDRegressor(epsilon=1e4, clip_norm=4.0, batch_size=n, epochs=400, learning_rate=0.9, alpha=alpha,
                        optimizer="momentum", momentum=0.5, accountant="rdp", random_state=0).fit(X, y)
     # ridge with unpenalized intercept: minimize (1/2n)||Xw + b - y||^2 + (alpha/2)||w||^2
     Xc, yc = X - X.mean(0), y - y.mean()
@@ -133,6 +133,7 @@ def test_huge_epsilon_matches_ridge_regression():
     assert m.score(X, y) > 0.5
 
 
+@pytest.mark.slow
 def test_softmax_and_mlp_learn_blobs():
     X, y = _blobs(3000, 10, 4, 5)
     X /= np.linalg.norm(X, axis=1, keepdims=True).max()
@@ -155,7 +156,7 @@ def test_softmax_and_mlp_learn_blobs():
         (dict(noise_multiplier=1.0, batch_size=10_000), ValueError),
         (dict(noise_multiplier=1.0, optimizer="rmsprop"), ValueError),
         (dict(noise_multiplier=1.0, sampling="shuffled"), ValueError),
-        (dict(noise_multiplier=1.0, max_norm=0.0), ValueError),
+        (dict(noise_multiplier=1.0, clip_norm=0.0), ValueError),
         (dict(noise_multiplier=1.0, epochs=0), ValueError),
         (dict(noise_multiplier=1.0, epochs=1.5), TypeError),
         (dict(noise_multiplier=1.0, delta=0.0), ValueError),
@@ -199,7 +200,7 @@ def test_one_step_release_resists_lattice_attack():
     y = rng.uniform(-1, 1, n)
     G = -y[:, None] * X  # per-example gradients of (1/2)(x.w - y)^2 at w = 0
     s = (G * np.minimum(1, C / np.linalg.norm(G, axis=1))[:, None]).sum(0)
-    m = DPSGDRegressor(noise_multiplier=z, max_norm=C, batch_size=n, epochs=1, learning_rate=1.0,
+    m = DPSGDRegressor(noise_multiplier=z, clip_norm=C, batch_size=n, epochs=1, learning_rate=1.0,
                        fit_intercept=False, random_state=1).fit(X, y)
     assert m.steps_ == 1
     x = (-m.coef_ * n - s) / (z * C)

@@ -116,6 +116,7 @@ def test_sum_clamps_values_to_bounds():
 
 # (5) bounding picks random rows, not the first ones -------------------------------------------
 
+@pytest.mark.slow
 def test_kept_rows_are_random_and_vary_with_the_seed():
     # one unit, 100 rows valued 0..99 in one group, Linf = 1: the sum is the kept row's value.
     df = pd.DataFrame({"u": 0, "g": 0, "x": np.arange(100.0)})
@@ -230,6 +231,7 @@ def test_audit_trials_formula():
     assert _audit_trials(0.5 * math.exp(-1.0), 0.5, frac=0.25) <= n
 
 
+@pytest.mark.slow
 def test_audit_count_on_neighbouring_tables():
     # D: 5 units in group 0; D': plus one unit with 50 rows (Linf = 2 kept).  Event: count > t.
     base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
@@ -249,6 +251,7 @@ def test_audit_count_on_neighbouring_tables():
     assert lower > 0.5 * eps, (a, b, lower)  # the audit is strong enough to see the mechanism's eps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["truncated_geometric", "laplace"])
 def test_audit_partition_selection(rule):
     # D: group 1 absent; D': one unit in group 1.  P_D(group 1 released) = 0, so the release
@@ -279,6 +282,7 @@ def test_audit_partition_selection(rule):
         assert lower > 0.5 * e_sel, (a, b, lower)
 
 
+@pytest.mark.slow
 def test_audit_sum_on_neighbouring_tables():
     # D: 5 units with x = 0; D': plus one unit with 40 rows at the upper bound (Linf = 2 kept,
     # L0 = 1): the sum moves by Linf * hi = l1 sensitivity.  Event: noisy sum > that shift.
@@ -297,6 +301,7 @@ def test_audit_sum_on_neighbouring_tables():
     assert 0.5 * eps < lower <= eps, (a, b, lower)
 
 
+@pytest.mark.slow
 def test_audit_selection_with_several_groups_per_unit():
     # L0 = 2: the added unit opens two new groups; P(either is released) must stay <= delta_sel
     # (the union bound behind the ln(L0 / (2 delta)) term of the threshold).
@@ -313,6 +318,7 @@ def test_audit_selection_with_several_groups_per_unit():
     assert lo <= d_sel, (hit, d_sel)
 
 
+@pytest.mark.slow
 def test_quantile_follows_the_exponential_mechanism_at_eps_over_l0_linf():
     # Ten units, one row each at 0..9, bounds [0, 10], q = 0.5 (bounding inactive).  The
     # exponential mechanism (Smith 2011) at eps' has density exp(-(eps'/2) |#{x <= t} - q n|):
@@ -331,6 +337,7 @@ def test_quantile_follows_the_exponential_mechanism_at_eps_over_l0_linf():
 
 # (4) confidence interval coverage -----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_ci_covers_at_nominal_rate(noise):
     df = pd.DataFrame({"u": np.arange(60), "g": np.arange(60) % 3, "x": np.linspace(0, 10, 60)})
@@ -438,6 +445,7 @@ def test_selection_probabilities_satisfy_and_attain_the_theorem_constraints():
         assert pi[1] == pytest.approx(d, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_truncated_geometric_release_rates_follow_pi():
     # groups with n = 1..4 distinct units; rates over trials match pi(n) within binomial bands
     from dpfast.tables import selection_probabilities
@@ -511,6 +519,7 @@ def test_discrete_laplace_scales_from_integer_sensitivities():
     assert sc["m"]["count"] == pytest.approx(6 / (e / 2))
 
 
+@pytest.mark.slow
 def test_audit_discrete_count_on_neighbouring_tables():
     base = pd.DataFrame({"u": np.arange(5), "g": 0, "x": 0.0})
     nb = pd.concat([base, pd.DataFrame({"u": 99, "g": 0, "x": 0.0}, index=range(50))], ignore_index=True)
@@ -528,6 +537,7 @@ def test_audit_discrete_count_on_neighbouring_tables():
     assert 0.5 * eps < lower <= eps, (a, b, lower)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["discrete", "discrete_gaussian"])
 def test_discrete_ci_covers_at_least_the_nominal_rate(noise):
     df = pd.DataFrame({"u": np.arange(60), "g": np.arange(60) % 3, "x": np.linspace(0, 10, 60)})
@@ -586,6 +596,7 @@ def test_bad_data_raises_before_the_budget_is_charged():
     assert len(b.ledger) == 0
 
 
+@pytest.mark.slow
 def test_selection_formulas_import_without_pandas():
     # dpfast.preprocessing's encoders use selection_threshold; importing it must not pull pandas
     import subprocess
@@ -599,6 +610,7 @@ def test_selection_formulas_import_without_pandas():
     assert dpfast.tables.aggregate is agg and "aggregate" in dir(dpfast.tables)
 
 
+@pytest.mark.slow
 def test_kernel_output_is_the_same_bits_for_any_thread_count():
     # chunks of the unit-sorted rows are fixed by the data; each sums into its own accumulators,
     # merged in chunk order (csrc/tables/aggregate.hpp): 1, 2, 3 and 7 threads give identical bits,

@@ -29,6 +29,7 @@ def _table(n=150_000, seed=0):
                          "h": r.integers(0, 2, n), "x": r.uniform(-5.0, 205.0, n)})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise, by, groups", [
     ("laplace", "g", None),
     ("gaussian", ["g", "h"], None),
@@ -50,6 +51,7 @@ def test_dask_equals_pandas_for_the_same_seed(client, noise, by, groups):
     assert not a.equals(c)
 
 
+@pytest.mark.slow
 def test_dask_string_units_and_budget(client):
     df = _table(20_000, seed=3)
     df["u"] = "user-" + df["u"].astype(str)
@@ -62,6 +64,7 @@ def test_dask_string_units_and_budget(client):
     assert len(budget.ledger) == 1
 
 
+@pytest.mark.slow
 def test_dask_bad_values_raise_before_the_charge(client):
     df = _table(1000)
     df.loc[17, "x"] = np.nan
@@ -104,6 +107,7 @@ def shuffles(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["set_index", "hash_partitioned", "string_units_hash_partitioned"])
 def test_unit_partitioned_frames_skip_the_shuffle_and_equal_pandas(client, shuffles, layout):
     df = _table(60_000, seed=4)
@@ -133,6 +137,7 @@ def _spanning_frame():
     return part_a, part_b
 
 
+@pytest.mark.slow
 def test_one_unit_spanning_two_partitions_takes_the_shuffle(client, shuffles):
     part_a, part_b = _spanning_frame()
     df = pd.concat([part_a, part_b], ignore_index=True)
@@ -185,6 +190,7 @@ def test_units_confined_is_exact(a, b, confined):
         assert tdask.units_confined(_two_parts(a, b), "u") is confined
 
 
+@pytest.mark.slow
 def test_shuffled_path_with_public_groups_and_the_unit_as_a_value(client, shuffles):
     # rows outside the public groups are dropped before the shuffle, integer units are narrowed
     # to int32 for it, and a unit column that is also a value column keeps its values
@@ -243,6 +249,7 @@ def _units_of(kind, n, r):
     return np.char.add("user-", ids.astype(str)).astype(object)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["int64", "uint64", "float", "datetime", "str"])
 def test_bucket_shuffle_equals_pandas_for_each_key_family(client, shuffles, kind):
     r = np.random.default_rng(31)
@@ -497,6 +504,7 @@ def test_value_column_rule_is_the_pandas_one(kind):
                                       check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_partition_that_reads_another_value_dtype_is_refused_before_the_charge():
     # the frame's meta says float64, a partition reads strings: refused in the first pass
     import dask

@@ -151,7 +151,4 @@ class PortableBuildExt(build_ext):
         super().build_extensions()
 
 
-# Old name, kept for scripts that import it.
-ParallelBuildExt = PortableBuildExt
-
 setup(ext_modules=extensions, cmdclass={"build_ext": PortableBuildExt})

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from _bench import size  # by module name (tests/test_tooling.py)
-from dpfast.linear_model._solver import minimize_glm
+from dpfast._solver import minimize_glm
 from dpfast.public import (
     PublicDataClassifier,
     regularization_learner,

@@ -1,4 +1,4 @@
-"""Native GLM solvers (dpfast.linear_model._solver) against scikit-learn and scipy.
+"""Native GLM solvers (dpfast._solver) against scikit-learn and scipy.
 
 Objective (all sides): sum_i log(1 + exp(-y_i x_i.theta)) + (alpha/2)||theta||^2, no
 intercept, rows with ||x|| <= 1.  Peers: scikit-learn ``LogisticRegression`` (lbfgs, sag;
@@ -27,7 +27,7 @@ except ImportError:  # run as a script from the repo root
     sys.path.insert(0, "benchmarks")
     from _bench import FULL, size
 
-from dpfast.linear_model._solver import glm_loss_and_grad, minimize_glm
+from dpfast._solver import glm_loss_and_grad, minimize_glm
 from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 ALPHA = 1.0

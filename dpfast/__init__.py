@@ -1,7 +1,8 @@
 """dpfast: fast, correct differential privacy.
 
 The mechanisms are re-exported here (``dpfast.laplace``, ``dpfast.exponential_mechanism``,
-...).  Subpackages, imported on first use so that ``import dpfast`` stays light:
+...).  Subpackages and re-exported names are imported on first use (a module ``__getattr__``,
+PEP 562), so that ``import dpfast`` stays light:
 
 * :mod:`dpfast.random` -- the ``rng=`` convention and :class:`~dpfast.random.SecureRandom`;
 * :mod:`dpfast.calibrate` -- noise scales from (epsilon, delta, sensitivity) and back;
@@ -21,14 +22,22 @@ import importlib as _importlib
 from typing import TYPE_CHECKING
 
 
-from dpfast import calibrate, mechanisms, random
-from dpfast.mechanisms import *  # noqa: F401,F403  (the public mechanisms, see mechanisms.__all__)
-from dpfast.mechanisms import __all__ as _mechanism_names
-
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("accounting", "budget", "linear_model", "sgd", "public", "datasets", "tables",
-                    "preprocessing", "model_selection", "audit")
+_LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit")
+
+# dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
+# two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).
+_MECHANISM_NAMES = (
+    "event_of", "laplace", "gaussian", "laplace_noise", "gaussian_noise", "randomized_response",
+    "randomized_response_debias", "randomized_response_probabilities", "bernoulli_exp",
+    "discrete_laplace", "discrete_gaussian", "discrete_laplace_mechanism",
+    "discrete_gaussian_mechanism", "discrete_gaussian_sigma2", "discrete_gaussian_delta", "zcdp_delta",
+    "snapping", "snapping_epsilon", "snapping_scale", "exponential_mechanism",
+    "exponential_mechanism_stream", "ExponentialMechanismStream", "report_noisy_max", "top_k",
+    "private_quantile", "private_median",
+)
 
 # Estimators reachable from the top level, imported with their subpackage on first use.
 _LAZY_NAMES = {
@@ -52,32 +61,35 @@ if TYPE_CHECKING:  # the lazy names, for type checkers (``py.typed``): what __ge
         accounting as accounting,
         audit as audit,
         budget as budget,
+        calibrate as calibrate,
         datasets as datasets,
         linear_model as linear_model,
+        mechanisms as mechanisms,
         model_selection as model_selection,
         preprocessing as preprocessing,
         public as public,
+        random as random,
         sgd as sgd,
         tables as tables,
     )
     from dpfast.accounting import PLDAccountant as PLDAccountant, RDPAccountant as RDPAccountant
     from dpfast.budget import BudgetExceededError as BudgetExceededError, PrivacyBudget as PrivacyBudget
     from dpfast.linear_model import LinearRegression as LinearRegression, LogisticRegression as LogisticRegression
+    from dpfast.mechanisms import *  # noqa: F403  (_MECHANISM_NAMES, which is mechanisms.__all__)
     from dpfast.model_selection import PrivateRandomSearch as PrivateRandomSearch
     from dpfast.preprocessing import pipeline_event as pipeline_event
     from dpfast.public import PublicDataClassifier as PublicDataClassifier, PublicDataRegressor as PublicDataRegressor
     from dpfast.sgd import DPMLPClassifier as DPMLPClassifier, DPSGDClassifier as DPSGDClassifier
     from dpfast.sgd import DPSGDRegressor as DPSGDRegressor
 
-__all__ = ["__version__", "calibrate", "mechanisms", "random", *_mechanism_names,
-           *_LAZY_SUBMODULES, *_LAZY_NAMES]
+__all__ = ["__version__", *_LAZY_SUBMODULES, *_MECHANISM_NAMES, *_LAZY_NAMES]
 
 
 def __getattr__(name: str):  # (untyped: type checkers then treat the compiled extensions as Any)
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"dpfast.{name}")
-    if name in _LAZY_NAMES:
-        module = _importlib.import_module(f"dpfast.{_LAZY_NAMES[name]}")
+    if name in _LAZY_NAMES or name in _MECHANISM_NAMES:
+        module = _importlib.import_module(f"dpfast.{_LAZY_NAMES.get(name, 'mechanisms')}")
         return getattr(module, name)
     raise AttributeError(f"module 'dpfast' has no attribute {name!r}")
 

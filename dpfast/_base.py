@@ -55,7 +55,9 @@ from sklearn.utils.validation import (
 )
 
 from dpfast import _dask_utils
+from dpfast import budget as _budget
 from dpfast.accounting import make_accountant
+from dpfast.random import SecureRandom
 
 __all__ = [
     "PrivateEstimator",
@@ -185,13 +187,6 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
     return y
 
 
-def _charge_budget(budget, event, label: str) -> None:
-    """Charge ``event`` to ``budget`` (or to the default budget of a ``with budget:`` block)."""
-    from dpfast import budget as _budget  # imported lazily: accounting is heavier than the estimators
-
-    _budget.charge(budget, event, label=label)
-
-
 def _clone_with_fresh_secure_streams(estimator):
     """scikit-learn's clone of ``estimator``, except that a parameter holding a
     :class:`dpfast.random.SecureRandom` is given to the clone as a new ``SecureRandom()``.
@@ -202,8 +197,6 @@ def _clone_with_fresh_secure_streams(estimator):
     original's, exactly as ``random_state=None`` gives every fit fresh entropy.  Nested estimators
     (a pipeline's steps, a search's ``estimator``) are cloned by their own ``__sklearn_clone__``.
     """
-    from dpfast.random import SecureRandom  # dpfast.random imports no estimator code
-
     secure = [k for k, v in estimator.get_params(deep=False).items() if isinstance(v, SecureRandom)]
     if not secure:
         return BaseEstimator.__sklearn_clone__(estimator)
@@ -222,8 +215,6 @@ def _scope_checked(fit):
     whose release could not be charged is refused before it reads data (signature kept)."""
     @functools.wraps(fit)
     def checked(self, *args, **kwargs):
-        from dpfast import budget as _budget
-
         _budget.check_scope(kwargs.get("budget"))
         return fit(self, *args, **kwargs)
 
@@ -276,7 +267,7 @@ class PrivateEstimator(BaseEstimator):
         """Charge the release's ``event`` before any noise is drawn; ``BudgetExceededError`` leaves
         the estimator unfitted and the randomness untouched."""
         try:
-            _charge_budget(budget, event, type(self).__name__)
+            _budget.charge(budget, event, type(self).__name__)
         except BaseException:
             self._reset_fit()  # n_features_in_ and the calibration were set while validating
             raise

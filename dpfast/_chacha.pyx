@@ -87,8 +87,9 @@ def _unpickle_chacha20(state):
     return bg
 
 
-def _check_n_children(n_children):
-    """A non-negative int count of children (TypeError / ValueError otherwise)."""
+def check_n_children(n_children):
+    """A non-negative int count of children (TypeError / ValueError otherwise); shared with
+    :meth:`dpfast.random.SecureRandom.spawn`."""
     import numbers
     if isinstance(n_children, (bool, np.bool_)) or not isinstance(n_children, numbers.Integral):
         raise TypeError(f"n_children must be a non-negative int, got {type(n_children).__name__}")
@@ -205,7 +206,7 @@ cdef class ChaCha20(BitGenerator):
         ``seed_seq.entropy``); a seeded stream spawns reproducibly through its ``SeedSequence``
         as NumPy's generators do.
         """
-        n = _check_n_children(n_children)
+        n = check_n_children(n_children)
         if self._secret:
             return [type(self)() for _ in range(n)]
         return BitGenerator.spawn(self, n)

@@ -34,16 +34,16 @@ def is_dask_collection(X) -> bool:
     return mod.startswith("dask.array") or mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
-def _is_frame(X) -> bool:
+def is_frame(X) -> bool:
     mod = type(X).__module__ or ""
     return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
-def _as_dask_rows(X, name: str = "X"):
+def as_dask_rows(X, name: str = "X"):
     """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
     import dask.array as da
 
-    if _is_frame(X):
+    if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
         kinds = [np.dtype(t).kind for t in X.dtypes]
@@ -70,12 +70,12 @@ def _as_dask_rows(X, name: str = "X"):
     return X
 
 
-def _row_vector(v, row_chunks, name: str):
+def row_vector(v, row_chunks, name: str):
     """A per-row Dask vector (Array or Series) checked against X's row chunks: a 1-d dask Array
     chunked like X (ValueError naming what is wrong otherwise)."""
     import dask.array as da
 
-    if _is_frame(v):
+    if is_frame(v):
         if getattr(v, "ndim", 1) != 1:
             raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
         v = v.to_dask_array(lengths=True)
@@ -89,11 +89,11 @@ def _row_vector(v, row_chunks, name: str):
     return v
 
 
-def _local_vector(v, row_chunks, name: str):
+def local_vector(v, row_chunks, name: str):
     """A per-row vector given as NumPy or Dask, gathered to the client (None stays None)."""
     if v is None or not is_dask_collection(v):
         return v
-    return np.asarray(_row_vector(v, row_chunks, name).compute())
+    return np.asarray(row_vector(v, row_chunks, name).compute())
 
 
 def active_client():
@@ -139,7 +139,7 @@ def _names_view(X):
     """What scikit-learn's feature-name checks read of X: for a Dask DataFrame an empty pandas
     frame with its columns (scikit-learn does not recognise Dask frames and would see no names);
     anything else as is."""
-    if _is_frame(X):
+    if is_frame(X):
         import pandas as pd
 
         return pd.DataFrame(columns=X.columns)
@@ -163,7 +163,7 @@ def _prediction_input(est, X):
     from sklearn.utils.validation import _check_feature_names
 
     _check_feature_names(est, _names_view(X), reset=False)
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     n_in = getattr(est, "n_features_in_", None)
     if n_in is not None and Xd.shape[1] != n_in:
         raise ValueError(f"X has {Xd.shape[1]} features, the model was fitted with {n_in}")
@@ -235,7 +235,7 @@ def _as_vector_like(v, Xd, name):
     if v is None:
         return None
     if is_dask_collection(v):
-        if _is_frame(v):
+        if is_frame(v):
             v = v.to_dask_array(lengths=True)
         if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
             raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")

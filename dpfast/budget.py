@@ -49,12 +49,23 @@ import multiprocessing
 import os
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    NoReturn,
+    Optional,
+    Tuple,
+    Union,
+)
 
 from dpfast._validation import check_delta, check_epsilon
-
-if TYPE_CHECKING:
-    from dpfast.accounting import DpEvent, PrivacyAccountant
+from dpfast.accounting import DpEvent, PrivacyAccountant, from_dict, make_accountant, to_dict
+from dpfast.accounting.incremental import IncrementalPLD
 
 __all__ = ["PrivacyBudget", "BudgetExceededError", "BudgetScopeError", "Charge", "resolve", "charge",
            "check_scope", "detached"]
@@ -144,7 +155,7 @@ class PrivacyBudget:
     -----
     **When a release fits.**  :meth:`charge` composes the new event with the ledger's
     composition (incrementally: a PLD budget convolves the event's privacy-loss distribution
-    into the ledger's, :mod:`dpfast.accounting._incremental`; the result is the from-scratch
+    into the ledger's, :mod:`dpfast.accounting.incremental`; the result is the from-scratch
     accountant's within 1e-6 relative) and accepts the release iff the composed epsilon at the
     budget's delta is ``<= epsilon`` (the certified, pessimistic value).  Testing epsilon at
     the budget's delta (rather than ``get_delta(epsilon) <= delta``, equivalent up to the
@@ -217,7 +228,7 @@ class PrivacyBudget:
                 "budget's process (n_jobs=1 or joblib's threading backend). Nothing was charged or released.")
 
     # ----------------------------------------------------------------- charging
-    def _composed(self, events: "Iterable[DpEvent]") -> "PrivacyAccountant":
+    def _composed(self, events: Iterable[DpEvent]) -> PrivacyAccountant:
         """A fresh accountant composing ``events``; equal events are composed once with their
         count (the accountants' results do not depend on the order, and a long ledger of
         repeated releases then costs one composition per distinct event)."""
@@ -228,8 +239,6 @@ class PrivacyBudget:
                 counts[e] = counts.get(e, 0) + 1
             except TypeError:
                 unhashable.append(e)
-        from dpfast.accounting import make_accountant
-
         acc = make_accountant(self.accountant)
         for e, c in counts.items():
             acc.compose(e, c)
@@ -237,27 +246,23 @@ class PrivacyBudget:
             acc.compose(e)
         return acc
 
-    def _extend(self, state: Any, event: "DpEvent") -> Tuple[Any, float]:
+    def _extend(self, state: Any, event: DpEvent) -> Tuple[Any, float]:
         """``state`` (the composed ledger, None when empty) with ``event`` composed once more, and
         its epsilon at the budget's delta; ``state`` itself is not changed.
 
-        PLD: :class:`dpfast.accounting._incremental.IncrementalPLD` convolves the event's
+        PLD: :class:`dpfast.accounting.incremental.IncrementalPLD` convolves the event's
         pessimistic PLD into the ledger's, so a charge costs the same at the 1000th release as
         at the first (recomposing the ledger made it O(n) compositions, ~n^3 in all); the
         epsilon is the from-scratch accountant's up to its discretization error.  RDP: a copy of
         the ledger's accountant (RDP curves add) composed with the event."""
         if self.accountant == "pld":
-            from dpfast.accounting._incremental import IncrementalPLD
-
             new = (state if state is not None else IncrementalPLD()).extended(event)
             return new, float(new.epsilon(self.delta))
-        from dpfast.accounting import make_accountant
-
         new = state.copy() if state is not None else make_accountant(self.accountant)
         new.compose(event)
         return new, float(new.get_epsilon(self.delta))
 
-    def charge(self, event: "DpEvent", *, label: str = "") -> None:
+    def charge(self, event: DpEvent, *, label: str = "") -> None:
         """Charge one release described by ``event``; raise if it does not fit.
 
         Composes the events already charged and ``event`` (incrementally: see :meth:`_extend`)
@@ -342,8 +347,6 @@ class PrivacyBudget:
         (``dpfast.accounting``'s dict form, never a PMF) and its cumulative epsilon.
 
         Raises ``TypeError`` when an event cannot be serialised (one holding a callable)."""
-        from dpfast.accounting import to_dict
-
         with self._lock:
             return {
                 "version": _STATE_VERSION,
@@ -361,8 +364,6 @@ class PrivacyBudget:
         The composition is rebuilt by charging the saved events in order (deterministic, so
         :meth:`spent` equals the saved value on the same build); a ledger whose composition
         exceeds the saved epsilon is refused with ``ValueError``."""
-        from dpfast.accounting import from_dict
-
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from PrivacyBudget.state_dict(), got {type(state).__name__}")
         if state.get("version") != _STATE_VERSION:
@@ -621,12 +622,16 @@ def check_scope(budget: Optional[PrivacyBudget] = None) -> None:
     resolve(budget)
 
 
-def charge(budget: Optional[PrivacyBudget], event: "DpEvent", label: str = "") -> None:
-    """Charge ``event`` to ``resolve(budget)`` when there is one (call it before drawing any
-    noise).  Raises :class:`BudgetExceededError` when the release does not fit."""
+def charge(budget: Optional[PrivacyBudget], event: Union[DpEvent, Callable[[], DpEvent]],
+           label: str = "") -> None:
+    """The one budget-charging helper of every release: charge ``event`` to ``resolve(budget)``
+    (the explicit budget, else the ``with budget:`` default) when there is one; call it before
+    drawing any noise.  ``event`` may be a zero-argument callable that builds the event, called
+    only when a budget applies (mechanism calls without a budget build none).  Raises
+    :class:`BudgetExceededError` when the release does not fit."""
     b = resolve(budget)
     if b is not None:
-        b.charge(event, label=label)
+        b.charge(event() if callable(event) else event, label=label)
 
 
 def refuse_unbudgeted(name: str) -> None:

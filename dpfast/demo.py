@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from dpfast.datasets import load_adult
+from dpfast.linear_model import LogisticRegression
+
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpfast.demo", description=__doc__.splitlines()[0])
@@ -16,9 +19,6 @@ def main(argv=None) -> None:
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0, help="random_state of the mechanism")
     args = parser.parse_args(argv)
-
-    from dpfast.datasets import load_adult
-    from dpfast.linear_model import LogisticRegression
 
     X_train, y_train, X_test, y_test = load_adult()
     model = LogisticRegression(epsilon=args.epsilon, delta=args.delta, random_state=args.seed)

@@ -44,15 +44,15 @@ bits from cached words, so the secure path runs at millions of samples per secon
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-import os
 from typing import Optional, Union
 
 import numpy as np
 
-from dpfast._chacha import ChaCha20, _check_n_children
+from dpfast import _core
+from dpfast._chacha import ChaCha20, check_n_children
+from dpfast._threads import default_threads
 from dpfast._validation import Constraint, check_size, validate_params
 
 __all__ = [
@@ -124,7 +124,7 @@ class SecureRandom(np.random.Generator):
         """``n_children`` independent :class:`SecureRandom` generators, each keyed with fresh
         256-bit ``os.urandom`` entropy (so no child is computable from this generator's state or
         from another child's), as secure as this one."""
-        return [SecureRandom() for _ in range(_check_n_children(n_children))]
+        return [SecureRandom() for _ in range(check_n_children(n_children))]
 
 
 RandomLike = Union[None, int, np.integer, np.random.Generator, SecureRandom]
@@ -212,8 +212,6 @@ def _kernel(kind: str):
     if k is None:
         if kind not in _NOISE_KINDS:
             raise ValueError(f"noise kind must be one of {', '.join(map(repr, _NOISE_KINDS))}; got {kind!r}")
-        from dpfast import _core  # late: dpfast._core is a compiled extension, keep import order free
-
         k = _KERNELS[kind] = getattr(_core, "add_" + kind)
     return k
 
@@ -223,12 +221,8 @@ def noise_threads(n: int) -> int:
     words: nothing to share), else :func:`dpfast._threads.default_threads` (the
     ``DPFAST_NUM_THREADS`` override, or the usable CPUs up to 4).  The output never depends on
     it (the kernel is deterministic in the stream)."""
-    from dpfast import _core
-
     if n <= _core.NOISE_BLOCK:
         return 1
-    from dpfast._threads import default_threads
-
     return default_threads()
 
 
@@ -253,7 +247,7 @@ def _fill(cap, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE
     return out
 
 
-def _noise_dtype(dtype) -> np.dtype:
+def noise_dtype(dtype) -> np.dtype:
     """The noise output dtype: float32 or float64 (TypeError otherwise)."""
     try:
         dt = np.dtype(dtype)
@@ -264,7 +258,7 @@ def _noise_dtype(dtype) -> np.dtype:
     return dt
 
 
-def _empty(shape: tuple, dtype: np.dtype, name: str = "size") -> np.ndarray:
+def allocate_output(shape: tuple, dtype: np.dtype, name: str = "size") -> np.ndarray:
     """The output array; ``ValueError`` naming ``name`` (before any draw) when it cannot be
     allocated: ``check_size`` refuses shapes beyond physical memory, but less may be free."""
     try:
@@ -275,7 +269,7 @@ def _empty(shape: tuple, dtype: np.dtype, name: str = "size") -> np.ndarray:
                          "allocated now") from None
 
 
-def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
+def draw_into(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, scale: np.ndarray = _ONE) -> np.ndarray:
     """The one native dispatch: ``out = values + scale * noise`` (``values`` None: ``scale *
     noise``), under the bit generator's lock, with the one thread policy.  The caller has
     validated and broadcast: ``out`` C-contiguous float32/float64, ``values`` None or of ``out``'s
@@ -288,9 +282,9 @@ def _draw(gen: np.random.Generator, kind: str, out: np.ndarray, values=None, sca
 def _noise(gen: np.random.Generator, kind: str, size=None, dtype=np.float64):
     """``size`` i.i.d. standard ``kind`` variates from ``gen`` (a NumPy scalar for ``size=None``)."""
     _kernel(kind)
-    dt = _noise_dtype(dtype)
+    dt = noise_dtype(dtype)
     shape = check_size(size, itemsize=dt.itemsize)
-    out = _draw(gen, kind, _empty(() if shape is None else shape, dt))
+    out = draw_into(gen, kind, allocate_output(() if shape is None else shape, dt))
     return out if out.ndim else out[()]
 
 

@@ -308,7 +308,7 @@ def test_scipy_error_budgets_hold():
     import mpmath
     from scipy import special
 
-    from dpfast import calibrate
+    from dpfast.accounting import calibration
 
     u = 2.0 ** -53
     rng = np.random.default_rng(7)
@@ -321,11 +321,11 @@ def test_scipy_error_budgets_hold():
                 continue
             scale = abs(exact) + abs(X) * mpmath.npdf(X) / mpmath.ncdf(X)
             err = abs(mpmath.mpf(float(special.log_ndtr(x))) - exact)
-            assert err <= calibrate._LOG_NDTR_ULPS / 4 * u * scale * 1.5, x
+            assert err <= calibration._LOG_NDTR_ULPS / 4 * u * scale * 1.5, x
         for t in np.concatenate([np.logspace(-4, 15, 500), rng.uniform(0, 40, 300)]):
             T = mpmath.mpf(float(t))
             exact = mpmath.exp(T * T) * mpmath.erfc(T)
-            assert abs(mpmath.mpf(float(special.erfcx(t))) - exact) <= calibrate._ERFCX_ULPS / 4 * u * exact * 1.5, t
+            assert abs(mpmath.mpf(float(special.erfcx(t))) - exact) <= calibration._ERFCX_ULPS / 4 * u * exact * 1.5, t
 
 
 def test_gaussian_log_delta_extremes_stay_bounds():

@@ -156,3 +156,23 @@ def test_rendered_page_in_headless_chromium(html_dir):
     # the figure the page shows was really written next to it
     img = re.search(r'<img[^>]+src="([^"]*accounting_steps\.png)"', dom).group(1)
     assert os.path.getsize(os.path.normpath(os.path.join(os.path.dirname(page), img))) > 10_000
+
+
+_SPEC_CITATION = re.compile(r"\(spec[,:]?\s+(?:Theorem|Algorithm|Section|\"|[a-z_]+\.md)|\(spec\):"
+                            r"|\bspec\s+[a-z_]+\.md|shared/spec|\bspec/[a-z_]+\.md")
+
+
+@pytest.mark.source_tree
+def test_sources_cite_papers_and_docs_pages_not_the_spec_files():
+    # Users cannot open ../shared/spec: docstrings and comments (Python, Cython and C++) cite the
+    # primary sources and the docs pages (:doc:`/theory/erm`, docs/theory/erm.rst).
+    files = [p for pattern in ("dpfast/**/*.py", "dpfast/**/*.pyx", "csrc/**/*.hpp", "csrc/**/*.cpp")
+             for p in glob.glob(os.path.join(ROOT, pattern), recursive=True)]
+    assert len(files) > 50
+    bad = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for k, line in enumerate(f, 1):
+                if _SPEC_CITATION.search(line):
+                    bad.append(f"{os.path.relpath(path, ROOT)}:{k}: {line.strip()}")
+    assert not bad, "spec-file citations left:\n" + "\n".join(bad)

@@ -37,7 +37,8 @@ def test_every_module_exports_the_same_table():
 
 
 def test_python_registries_are_the_table():
-    from dpfast.linear_model import _losses, _solver
+    from dpfast import _solver
+    from dpfast.linear_model import _losses
     from dpfast.public import _regularization
     from dpfast.sgd import _estimators as sgd_est
 

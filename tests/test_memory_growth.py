@@ -97,7 +97,7 @@ def test_soak_rdp_accountant():
     acc = A.RDPAccountant()
     # a new description every 10th call (closed-form Gaussian curves: cheap), so that the
     # process-wide curve cache keeps filling and must evict within its bound
-    fixed = A.PoissonSubsampledGaussian(1.0, 0.01)
+    fixed = A.PoissonSampled(0.01, A.Gaussian(1.0))
 
     def step(i):
         if i % 10 == 0:
@@ -117,7 +117,7 @@ def test_soak_pld_accountant():
     # compositions, so the calls go to a fresh accountant every 1000 calls (10^5 composes in
     # all); a new description per accountant keeps the discretization cache filling (32 MiB).
     A.clear_cache()
-    fixed = A.PoissonSubsampledGaussian(1.0, 0.01)
+    fixed = A.PoissonSampled(0.01, A.Gaussian(1.0))
     state = {}
 
     def step(i):

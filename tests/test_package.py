@@ -69,6 +69,7 @@ def test_every_exported_name_exists_and_is_documented(modname):
 def test_top_level_reexports_the_mechanisms_and_estimators():
     from dpfast import mechanisms
 
+    assert list(dpfast._MECHANISM_NAMES) == list(mechanisms.__all__)
     for name in mechanisms.__all__:
         assert getattr(dpfast, name) is getattr(mechanisms, name)
     for name, sub in [("LogisticRegression", "linear_model"), ("DPSGDClassifier", "sgd"),

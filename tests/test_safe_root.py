@@ -20,7 +20,7 @@ import pytest
 import dpfast
 from dpfast import calibrate as cal
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast.accounting import (Gaussian, SelfComposed, calibrate, calibrate_noise_multiplier, gdp,
+from dpfast.accounting import (Gaussian, SelfComposed, calibrate_noise_multiplier, calibrate_parameter, gdp,
                                make_accountant)
 from dpfast.accounting import objective_perturbation as op
 
@@ -186,11 +186,11 @@ def test_calibrate_against_the_gaussian_closed_form():
     # 10 Gaussians of noise multiplier s compose to one of s / sqrt(10) (mu adds in quadrature,
     # Dong, Roth & Su 2022, Corollary 3.3): the PLD calibration must be within its discretisation
     # of the exact analytic sigma * sqrt(10), and never below what the accountant certifies.
-    s = calibrate(lambda s: SelfComposed(Gaussian(s), 10), 2.0, 1e-6, "pld", rtol=1e-6)
+    s = calibrate_parameter(lambda s: SelfComposed(Gaussian(s), 10), 2.0, 1e-6, "pld", rtol=1e-6)
     exact = math.sqrt(10) * cal.gaussian_sigma(2.0, 1e-6)
     assert s == pytest.approx(exact, rel=2e-3)
     assert make_accountant("pld").compose(SelfComposed(Gaussian(s), 10)).get_epsilon(1e-6) <= 2.0
-    s_rdp = calibrate(lambda s: SelfComposed(Gaussian(s), 10), 2.0, 1e-6, "rdp", rtol=1e-6)
+    s_rdp = calibrate_parameter(lambda s: SelfComposed(Gaussian(s), 10), 2.0, 1e-6, "rdp", rtol=1e-6)
     assert s_rdp == pytest.approx(7.53437294554703, rel=1e-6)
     assert s_rdp >= exact  # RDP is an upper bound: never below the exact answer
     assert make_accountant("rdp").compose(SelfComposed(Gaussian(s_rdp), 10)).get_epsilon(1e-6) <= 2.0
@@ -302,7 +302,7 @@ def test_dpsgd_noise_factor_is_the_events_neighbour_factor():
 @pytest.mark.parametrize("k", [2, 3, 10, 2**64])
 @pytest.mark.parametrize("eps", [0.1, 1.0, 30.0])
 def test_randomized_response_probabilities_have_one_home(k, eps):
-    from dpfast.accounting._pairs import rr_pair
+    from dpfast.accounting.pairs import rr_pair
     from dpfast.mechanisms import randomized_response_probabilities
 
     E = mpmath.exp(eps)
@@ -359,7 +359,7 @@ def test_bindings_hold_no_privacy_logic():
     # the quantile interval step and the streamed chunk's rebase live in samplers/selection.hpp
     for token in ("QuantileScores", "set_shift", "rs.uniform", "sel::rebase", "row_shift(pu"):
         assert token not in sel, token
-    assert "sel::quantile_draw(" in sel and "sel::argmax_chunk_update(" in sel
+    assert "sel::quantile_draws(" in sel and "sel::argmax_chunk_update(" in sel
     # the replace-one profile (max of both directions) lives in pld/pld.hpp
     assert "a > b ? a : b" not in pld and "P::symmetric_subsampled_gaussian_ctd(" in pld
 

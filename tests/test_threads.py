@@ -40,8 +40,8 @@ def run_threads(fn, n=N_THREADS):
 
 
 def _descriptions():
-    return [A.PoissonSubsampledGaussian(1.1, 0.01), A.Gaussian(5.0), A.Laplace(20.0),
-            A.RandomizedResponse(0.5), A.PoissonSubsampledGaussian(0.8, 0.02)]
+    return [A.PoissonSampled(0.01, A.Gaussian(1.1)), A.Gaussian(5.0), A.Laplace(20.0),
+            A.RandomizedResponse(0.5), A.PoissonSampled(0.02, A.Gaussian(0.8))]
 
 
 def test_rdp_accountant_shared_compose_equals_sequential():
@@ -66,7 +66,7 @@ def test_rdp_accountant_shared_compose_equals_sequential():
 
 
 def test_pld_accountant_shared_compose_equals_sequential():
-    descs = [A.PoissonSubsampledGaussian(1.0, 0.01), A.Gaussian(4.0), A.Laplace(10.0)]
+    descs = [A.PoissonSampled(0.01, A.Gaussian(1.0)), A.Gaussian(4.0), A.Laplace(10.0)]
     shared = A.PLDAccountant(1e-3)
 
     def work(i):
@@ -88,7 +88,7 @@ def test_pld_accountant_shared_compose_equals_sequential():
 
 def test_separate_accountants_in_threads_equal_sequential():
     def work(i):
-        d = A.PoissonSubsampledGaussian(0.7 + 0.1 * i, 0.01)
+        d = A.PoissonSampled(0.01, A.Gaussian(0.7 + 0.1 * i))
         r = A.RDPAccountant().compose(d, 500).get_epsilon(1e-5)
         p = A.PLDAccountant(1e-3).compose(d, 50).get_epsilon(1e-5)
         g = A.gdp_epsilon(A.gdp_compose([0.1 * (i + 1)] * 50), 1e-5)
@@ -107,7 +107,7 @@ def test_pld_cache_concurrent_use_and_clear():
     def work(i):
         out = []
         for j in range(8):
-            d = A.PoissonSubsampledGaussian(0.5 + 0.05 * (8 * i + j), 0.02)
+            d = A.PoissonSampled(0.02, A.Gaussian(0.5 + 0.05 * (8 * i + j)))
             out.append(A.PLDAccountant(2e-3).compose(d, 3).get_epsilon(1e-6))
             if i == 0 and j % 3 == 0:
                 A.clear_cache()

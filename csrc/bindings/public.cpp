@@ -1,5 +1,5 @@
 // dpfast._public: exact weighted 0-1-loss ERM oracles (thresholds, decision stumps) for the
-// public-data learners (spec public_data.md 2.4, 4.4).  Inputs are validated in
+// public-data learners (Block, Bun, Desai, Shetty & Wu 2024, Algorithm 4; docs/theory/public_data.rst).  Inputs are validated in
 // dpfast/public/_oracles.py; the checks here only keep native code from ever crashing.
 #include <cstdint>
 #include <limits>
@@ -53,7 +53,7 @@ py::array_t<std::uint8_t> stump_predict(py::object X_, std::int64_t feature, dou
 }  // namespace
 
 PYBIND11_MODULE(_public, m) {
-    m.doc() = "Exact weighted 0-1-loss ERM oracles (thresholds, decision stumps); spec public_data.md 4.4";
+    m.doc() = "Exact weighted 0-1-loss ERM oracles (thresholds, decision stumps) for the public-data learners (Block et al. 2024, Algorithm 4)";
     m.def("stump_erm", &stump_erm, py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("both_signs"),
           "Exact argmin of sum_i w_i 1[f(x_i) != y_i] over decision stumps (both_signs=True) or "
           "thresholds 1[x_j > t] (both_signs=False).  Returns (feature, threshold, sign, loss).");

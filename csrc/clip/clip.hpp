@@ -1,4 +1,4 @@
-// Per-example gradient clipping without per-example gradients (spec mechanisms.md, DP-SGD).
+// Per-example gradient clipping without per-example gradients (docs/theory/erm.rst, "DP-SGD").
 //
 // * GLMs (linear scores z_i = W^T x_i + b, K outputs): the per-example gradient is the outer
 //   product x_i g_i^T with g_i = dloss/dz_i, so its Frobenius norm is ||g_i|| ||x_i|| (with a bias

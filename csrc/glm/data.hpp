@@ -1,7 +1,7 @@
 // Views of the design matrix (no ownership, no copies) and of the GLM objective
 //   F(theta) = sum_i w_i l_C(y_i, x_i.theta) + (alpha/2)||theta||^2 + linear.theta
 //              + (1/2) theta^T Q theta
-// (spec objective_perturbation.md, "The mechanism" and "Algorithm 1").  No Python here.
+// (Redberg, Koskela & Wang 2024, Section 3 and Algorithm 1; docs/theory/erm.rst).  No Python here.
 #pragma once
 #include <cstdint>
 

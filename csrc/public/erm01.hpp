@@ -1,5 +1,5 @@
-// Exact weighted 0-1-loss ERM oracles for learning with public data (spec public_data.md,
-// sections 2.4 and 4.4): 1-D thresholds and decision stumps.
+// Exact weighted 0-1-loss ERM oracles for learning with public data (Block, Bun,
+// Desai, Shetty & Wu 2024, Algorithm 4 and its oracle; docs/theory/public_data.rst): 1-D thresholds and decision stumps.
 //
 // Classes (labels in {0,1}):
 //   threshold  f_t(x) = 1[x > t],                t in [-inf, +inf]

@@ -4,8 +4,8 @@
 // Algorithm 1: Bernoulli(exp(-gamma)) for a rational gamma = num/den, built from
 // Bernoulli(p/q) = [uniform integer in [0, q) < p].  Every acceptance test in this file and
 // in discrete.hpp is an integer comparison; the probabilities are exactly the stated ones
-// given an ideal stream of uniform 64-bit words (spec mechanisms.md, "Discrete Laplace /
-// discrete Gaussian").
+// given an ideal stream of uniform 64-bit words (docs/theory/mechanisms.rst,
+// "Discrete Laplace and discrete Gaussian"; Canonne, Kamath & Steinke 2020).
 //
 // Integers: unsigned __int128 (GCC/Clang) for rationals up to 2^127 and a tiny 256-bit
 // accumulator for gamma = a^2 / b in the discrete Gaussian's acceptance step.

@@ -1,4 +1,4 @@
-// Randomized response kernels (binary and k-ary), spec mechanisms.md "Randomized response".
+// Randomized response kernels (binary and k-ary), docs/theory/mechanisms.rst "Randomized response".
 //
 // One 64-bit word w per entry decides the flip: flip iff w < thr, so P(flip) = thr / 2^64
 // exactly (the caller passes thr >= 1, the flip probability rounded up to a multiple of

@@ -3,7 +3,7 @@
 
 // SAG (Schmidt, Le Roux & Bach 2017) and SAGA (Defazio, Bach & Lacoste-Julien 2014) on the
 // finite sum F = sum_i f_i, f_i = w_i l_C(x_i.theta) + (alpha/2n)||theta||^2 + linear.theta/n
-// (spec objective_perturbation.md, "Computational guarantee", Appendix G).  The memory holds
+// (Redberg, Koskela & Wang 2024, Section 4.1 and Appendix G; docs/theory/erm.rst).  The memory holds
 // one scalar per row (the GLM derivative); it is initialised by the exact full gradient at
 // theta0.  Every n steps (one epoch) the exact gradient is evaluated and the solver stops
 // when ||grad F||_2 <= tol (Theorem G.1's stopping rule).  CSR rows use lazy ("just in

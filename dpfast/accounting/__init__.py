@@ -14,10 +14,13 @@ See: :doc:`/theory/accounting` (and :doc:`/theory/erm` for objective perturbatio
   name with :func:`make_accountant`.  Per-event math is registered with
   ``functools.singledispatch``: :func:`dpfast.accounting.rdp.rdp_curve`,
   :func:`dpfast.accounting.pld.dominating_pairs`.
-* Calibration (target epsilon -> noise parameter): :func:`calibrate`,
-  :func:`calibrate_noise_multiplier`.
-* Deprecated for one release: ``PoissonSubsampledGaussian``, ``SampledWithoutReplacementGaussian``,
-  ``PrivateHyperparameterTuning``, ``event.rdp(orders)``.
+  ``ObjectivePerturbation`` and ``Tuned`` are registered next to their formulas, in
+  :mod:`dpfast.accounting.objective_perturbation` and :mod:`dpfast.accounting.tuning` (imported
+  here, so that every accountant knows every event).
+* Calibration, the one home (:mod:`dpfast.accounting.calibration`): target epsilon -> noise
+  parameter by :func:`calibrate_parameter` (any event family, any accountant) and
+  :func:`calibrate_noise_multiplier` (DP-SGD); the Laplace and Gaussian closed forms, whose
+  user-facing path is :mod:`dpfast.calibrate`.
 * Conversions: :func:`rdp_to_epsilon`, :func:`rdp_to_delta`; GDP / f-DP in
   :mod:`dpfast.accounting.gdp`; private hyperparameter tuning in :mod:`dpfast.accounting.tuning`;
   :func:`calibrate_noise_multiplier`.
@@ -27,16 +30,12 @@ See: :doc:`/theory/accounting` (and :doc:`/theory/erm` for objective perturbatio
 Neighbouring relation: ``neighbours="add_remove"`` is the default everywhere (the DP-SGD
 convention); descriptions stated for ``"replace_one"`` say so.
 """
-from dpfast.accounting import _descriptions, events, gdp, tuning  # for their __all__ lists
-# (the star imports re-export those lists to type checkers, which do not read `[*events.__all__]`)
+# objective_perturbation and tuning also register their events with the accountants
+from dpfast.accounting import events, gdp, objective_perturbation, tuning  # noqa: F401
+# (the star imports re-export their __all__ lists to type checkers, which do not read `[*events.__all__]`)
 from dpfast.accounting.events import *  # noqa: F403
 from dpfast.accounting.gdp import *  # noqa: F403
 from dpfast.accounting.tuning import *  # noqa: F403
-from dpfast.accounting._descriptions import (
-    MechanismDescription,
-    PoissonSubsampledGaussian,
-    SampledWithoutReplacementGaussian,
-)
 from dpfast.accounting.base import PrivacyAccountant, make_accountant
 from dpfast.accounting.events import (
     ApproxDP,
@@ -63,7 +62,7 @@ from dpfast.accounting.events import (
     to_dict,
 )
 from dpfast.accounting._cache import cache_info, clear_cache
-from dpfast.accounting.calibration import calibrate, calibrate_noise_multiplier
+from dpfast.accounting.calibration import calibrate_noise_multiplier, calibrate_parameter
 from dpfast.accounting.gdp import (
     CLTResult,
     approx_dp_tradeoff,
@@ -83,7 +82,6 @@ from dpfast.accounting.rdp import (
     rdp_to_epsilon_classic,
 )
 from dpfast.accounting.tuning import (
-    PrivateHyperparameterTuning,
     tnb_expected_count,
     tuning_rdp_poisson,
     tuning_rdp_truncated_negative_binomial,
@@ -91,9 +89,6 @@ from dpfast.accounting.tuning import (
 
 __all__ = [
     *events.__all__,
-    "MechanismDescription",
-    "PoissonSubsampledGaussian",
-    "SampledWithoutReplacementGaussian",
     "PrivacyAccountant",
     "make_accountant",
     "RDPAccountant",
@@ -102,7 +97,7 @@ __all__ = [
     "rdp_to_epsilon",
     "rdp_to_epsilon_classic",
     "rdp_to_delta",
-    "calibrate",
+    "calibrate_parameter",
     "calibrate_noise_multiplier",
     "clear_cache",
     "cache_info",

@@ -173,9 +173,8 @@ def make_accountant(accountant: Union[str, PrivacyAccountant] = "pld", **kwargs:
         cfg.update(kwargs)
         return type(accountant)(**cfg)
     if isinstance(accountant, str):
-        # importing the modules registers the built-in accountants
-        from dpfast.accounting import pld, rdp  # noqa: F401
-
+        # the built-in accountants register themselves when their modules are imported, which
+        # importing dpfast.accounting (the parent of this module) always does
         klass = _ACCOUNTANTS.get(accountant)
         if klass is not None:
             return klass(**kwargs)

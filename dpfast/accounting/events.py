@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import enum
 import math
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
 
 import numpy as np
 
-from dpfast._validation import as_array, check_delta, check_int, check_neighbours, check_real
+from dpfast._validation import as_array, check_delta, check_int, check_neighbours, check_positive, check_real
 
 __all__ = [
     "Neighbours",
@@ -128,6 +127,42 @@ def _rate(x, name: str = "sample_rate") -> float:
     return v
 
 
+def check_smoothness(smoothness) -> float:
+    """The Hessian bound beta of a GLM loss, checked: finite and >= 0."""
+    beta = check_real(smoothness, "smoothness")
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
+    return beta
+
+
+def check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization):
+    """(sigma, L, beta, lambda) of objective perturbation, checked: sigma, L, lambda finite and
+    > 0, beta finite and >= 0, and lambda > beta (the Jacobian term -log(1 - beta/lambda) is
+    finite only then).  Shared with :mod:`dpfast.accounting.objective_perturbation`."""
+    sigma = check_positive(noise_std, "noise_std", allow_array=False)
+    L = check_positive(lipschitz, "lipschitz", allow_array=False)
+    beta = check_smoothness(smoothness)
+    lam = check_positive(regularization, "regularization", allow_array=False)
+    if not lam > beta:
+        raise ValueError(
+            f"objective perturbation needs regularization lambda > smoothness beta "
+            f"(the Jacobian term -log(1 - beta/lambda) is finite only then); got lambda={lam!r}, "
+            f"beta={beta!r}"
+        )
+    return sigma, L, beta, lam
+
+
+def check_tnb_params(eta, gamma):
+    """(eta, gamma) of the truncated negative binomial D_{eta,gamma} (Papernot & Steinke 2022),
+    checked: eta finite and > -1, gamma in (0, 1).  Shared with :mod:`dpfast.accounting.tuning`."""
+    eta, gamma = check_real(eta, "eta"), check_real(gamma, "gamma")  # NaN: refused below
+    if not -1 < eta < math.inf:
+        raise ValueError(f"eta must be finite and > -1, got {eta!r}")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
+    return eta, gamma
+
+
 def _set(obj, name: str, value) -> None:
     object.__setattr__(obj, name, value)
 
@@ -152,15 +187,6 @@ class DpEvent:
     @property
     def neighbours(self) -> NeighboursLike:  # leaves override it with a field (a Neighbours at run time)
         return event_neighbours(self)
-
-    # -- deprecated: the math lives in the accountants' registrations now --------------------
-    def rdp(self, orders=None) -> np.ndarray:
-        """Deprecated: use ``dpfast.accounting.rdp.rdp_curve(event, orders)``."""
-        warnings.warn("event.rdp(orders) is deprecated; use dpfast.accounting.rdp.rdp_curve(event, orders)",
-                      DeprecationWarning, stacklevel=2)
-        from dpfast.accounting.rdp import check_orders, rdp_curve
-
-        return rdp_curve(self, check_orders(orders))
 
 
 def _leaf_neighbours(obj) -> None:
@@ -383,10 +409,8 @@ class ObjectivePerturbation(DpEvent):
     regularization: float
 
     def __post_init__(self):
-        from dpfast.accounting.objective_perturbation import _check_constants
-
-        sigma, L, beta, lam = _check_constants(self.noise_std, self.lipschitz, self.smoothness,
-                                               self.regularization)
+        sigma, L, beta, lam = check_objective_perturbation_constants(
+            self.noise_std, self.lipschitz, self.smoothness, self.regularization)
         _set(self, "noise_std", sigma)
         _set(self, "lipschitz", L)
         _set(self, "smoothness", beta)
@@ -530,19 +554,12 @@ class Tuned(DpEvent):
                 raise ValueError(f"mean must be finite and >= 1 for distribution='poisson', got {self.mean!r}")
             _set(self, "mean", m)
         elif self.distribution == "truncated_negative_binomial":
-            from dpfast.accounting.tuning import _tnb_params
-
-            eta, gamma = _tnb_params(self.eta, self.gamma)
+            eta, gamma = check_tnb_params(self.eta, self.gamma)
             _set(self, "eta", eta)
             _set(self, "gamma", gamma)
         else:
             raise ValueError(f"distribution must be 'poisson' or 'truncated_negative_binomial', "
                              f"got {self.distribution!r}")
-
-    # the old description's field name
-    @property
-    def base(self) -> DpEvent:
-        return self.event
 
 
 # ----------------------------------------------------------------------------------------------
@@ -558,6 +575,20 @@ def sampled_gaussian(event: Union["PoissonSampled", "SampledWithoutReplacement"]
         raise UnsupportedEventError(
             f"the {accountant} accountant accounts {what} of a Gaussian only, got {type(event.event).__name__}")
     return event.event
+
+
+def self_composed(event: DpEvent, count: int) -> DpEvent:
+    """``count``-fold composition of ``event`` as one event (the event itself for count 1)."""
+    return event if count == 1 else SelfComposed(event, count)
+
+
+def composed(events) -> Optional[DpEvent]:
+    """The composition of ``events`` (None entries are zero-cost and dropped): None if none is
+    left, the event itself if one is, else :class:`Composed`."""
+    evs = tuple(e for e in events if e is not None)
+    if not evs:
+        return None
+    return evs[0] if len(evs) == 1 else Composed(evs)
 
 
 def event_neighbours(event: DpEvent) -> Neighbours:

@@ -4,21 +4,21 @@ See: :doc:`/theory/erm` (Redberg, Koskela & Wang 2024, arXiv 2401.00583),
 sections "Privacy" and "Algorithm 1".  Every privacy formula of objective perturbation in
 dpfast lives in this module; the estimators of :mod:`dpfast.linear_model` call it.
 
-Setting (spec, "Setting"): add/remove neighbours; a GLM loss l(theta; z) = f(x^T theta; y)
+Setting (Redberg, Koskela & Wang 2024, Section 2.2): add/remove neighbours; a GLM loss l(theta; z) = f(x^T theta; y)
 convex in theta, with ||grad l|| <= L (``lipschitz``) and 0 <= f'' ||x||^2 <= beta
 (``smoothness``); the objective is
 
     sum_z l(theta; z) + (lambda/2) ||theta||^2 + b^T theta,   b ~ N(0, sigma^2 I_d),
 
 and lambda (``regularization``) must exceed beta.  The tight bounds hold for GLM losses only
-(spec: "Do not offer the tight bounds for non-GLM losses").
+(their Theorems 3.1 and 3.2 assume a GLM loss), so dpfast offers them for no other loss.
 
 Notation: c_J = -log(1 - beta/lambda) (the Jacobian cost) and s = L/sigma.  Both theorems bound
 the privacy loss random variable by the shifted half-normal
 
     Y = c_J + s^2/2 + |G|,   G ~ N(0, s^2).
 
-Readings of the paper's text (both follow its appendix; spec, "Privacy (Theorem 3.1)"):
+Readings of the paper's text (both follow its appendix; Theorem 3.1, :doc:`/theory/erm` "Privacy"):
 
 * eps~ = eps - |log(1 - beta/lambda)| (the main text prints eps - log(1 - beta/lambda), with the
   wrong sign);
@@ -34,7 +34,17 @@ from scipy import integrate, special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_positive, check_real
-from dpfast.calibrate import gaussian_log_delta
+from dpfast.accounting import _discretize
+from dpfast.accounting.calibration import gaussian_log_delta
+from dpfast.accounting.events import (
+    Composed,
+    Gaussian,
+    ObjectivePerturbation,
+    check_objective_perturbation_constants,
+    check_smoothness,
+)
+from dpfast.accounting.pld import dominating_pairs
+from dpfast.accounting.rdp import check_orders, rdp_curve
 
 __all__ = [
     "jacobian_cost",
@@ -51,30 +61,6 @@ __all__ = [
     "output_perturbation_sensitivity",
     "ObjectivePerturbation",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# validation helpers
-# --------------------------------------------------------------------------------------------
-def _check_smoothness(smoothness) -> float:
-    beta = check_real(smoothness, "smoothness")
-    if not (math.isfinite(beta) and beta >= 0):
-        raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
-    return beta
-
-
-def _check_constants(noise_std, lipschitz, smoothness, regularization):
-    sigma = check_positive(noise_std, "noise_std", allow_array=False)
-    L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
-    lam = check_positive(regularization, "regularization", allow_array=False)
-    if not lam > beta:
-        raise ValueError(
-            f"objective perturbation needs regularization lambda > smoothness beta "
-            f"(the Jacobian term -log(1 - beta/lambda) is finite only then); got lambda={lam!r}, "
-            f"beta={beta!r}"
-        )
-    return sigma, L, beta, lam
 
 
 def jacobian_cost(smoothness: float, regularization: float) -> float:
@@ -144,7 +130,7 @@ def objective_perturbation_delta(
 
     ``epsilon`` may be a scalar or an array; the result has its shape.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any():
         raise ValueError("epsilon must not be NaN")
@@ -164,7 +150,7 @@ def objective_perturbation_epsilon(
     solved by :func:`dpfast._safe_root.safe_root` (relative tolerance 1e-13): delta(result) <= delta
     holds exactly as evaluated.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
     if not s <= 1e150:  # epsilon >= s^2/2 > 1e299 (or s overflowed): no useful finite answer
@@ -182,8 +168,6 @@ def objective_perturbation_epsilon(
 def _check_orders(orders) -> np.ndarray:
     """:func:`dpfast.accounting.rdp.check_orders` (the one validator of RDP orders), keeping a
     scalar order 0-d so that the curves below return a float for it."""
-    from dpfast.accounting.rdp import check_orders  # rdp imports this module's curves lazily
-
     a = check_orders(orders)
     return a.reshape(()) if orders is not None and np.ndim(orders) == 0 else a
 
@@ -209,7 +193,7 @@ def objective_perturbation_rdp(
     "RDP (Theorem 3.2)"; add/remove neighbours, GLM losses, exact minimiser).
     Returns a float for a scalar order and an array otherwise.
     """
-    sigma, L, beta, lam = _check_constants(noise_std, lipschitz, smoothness, regularization)
+    sigma, L, beta, lam = check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization)
     a = _check_orders(orders)
     s = L / sigma
     out = jacobian_cost(beta, lam) + 0.5 * s * s + _log_mgf_abs_normal_over(a, s)
@@ -232,7 +216,7 @@ def objective_perturbation_min_regularization(
     """
     sigma = check_positive(noise_std, "noise_std", allow_array=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
+    beta = check_smoothness(smoothness)
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     s = L / sigma
@@ -273,7 +257,7 @@ def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float,
     epsilon = check_positive(epsilon, "epsilon", allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    beta = _check_smoothness(smoothness)
+    beta = check_smoothness(smoothness)
     sigma = L * math.sqrt(8.0 * math.log(2.0 / delta) + 4.0 * epsilon) / epsilon
     return sigma, 2.0 * beta / epsilon
 
@@ -281,7 +265,8 @@ def kifer_objective_perturbation(epsilon: float, delta: float, lipschitz: float,
 def kifer_is_private(
     epsilon: float, delta: float, noise_std: float, lipschitz: float, smoothness: float, regularization: float
 ) -> bool:
-    """Whether Kifer et al.'s sufficient condition (spec, Theorem 2.8) certifies (epsilon, delta)-DP."""
+    """Whether Kifer et al.'s sufficient condition certifies (epsilon, delta)-DP (Kifer, Smith &
+    Thakurta 2012, as restated in Theorem 2.8 of Redberg, Koskela & Wang 2024)."""
     sigma_min, lam_min = kifer_objective_perturbation(epsilon, delta, lipschitz, smoothness)
     return bool(noise_std >= sigma_min and regularization >= lam_min)
 
@@ -290,7 +275,7 @@ def kifer_is_private(
 # Approximate minima perturbation with gradient clipping (Algorithm 1, Theorem 4.1)
 # --------------------------------------------------------------------------------------------
 def _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out):
-    sigma, C, beta, lam = _check_constants(noise_std, clip_norm, smoothness, regularization)
+    sigma, C, beta, lam = check_objective_perturbation_constants(noise_std, clip_norm, smoothness, regularization)
     tau = check_real(tau, "tau")
     if not (math.isfinite(tau) and tau >= 0):
         raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
@@ -383,7 +368,7 @@ def amp_delta(
     """delta(epsilon) of Algorithm 1 by composing the two privacy-loss distributions exactly.
 
     The privacy loss of objective perturbation is dominated by Y1 = c_J + s^2/2 + s|g|
-    (s = C/sigma, g ~ N(0, 1); spec, Theorem 3.1) and that of the output step by the Gaussian
+    (s = C/sigma, g ~ N(0, 1); Redberg, Koskela & Wang 2024, Theorem 3.1) and that of the output step by the Gaussian
     loss Y2 ~ N(mu^2/2, mu^2), mu = (2 tau/lambda)/sigma_out (Theorem 4.1); so
 
         delta(eps) = E[(1 - e^(eps - Y1 - Y2))_+] = integral_0^inf 2 phi(u) H_mu(eps - c_J - s^2/2 - s u) du,
@@ -450,4 +435,25 @@ def amp_epsilon(
 # ``ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization)`` is the data-only
 # event of :mod:`dpfast.accounting.events`; its PLD (the tight profile of Theorem 3.1 above, by
 # connect-the-dots) and its RDP curve (Theorem 3.2) are registered in ``pld.py`` / ``rdp.py``.
-from dpfast.accounting.events import Composed, Gaussian, ObjectivePerturbation  # noqa: E402  (re-export)
+
+
+# --------------------------------------------------------------------------------------------
+# the accountants' registrations of ObjectivePerturbation (next to the formulas they use)
+# --------------------------------------------------------------------------------------------
+@rdp_curve.register
+def _(event: ObjectivePerturbation, orders):
+    # Theorem 3.2 of Redberg, Koskela & Wang 2024 (orders are > 1 here)
+    return objective_perturbation_rdp(orders, event.noise_std, event.lipschitz, event.smoothness,
+                                      event.regularization)
+
+
+@dominating_pairs.register
+def _(event: ObjectivePerturbation, h, tail, direction):
+    # the tight profile of Theorem 3.1 (Redberg, Koskela & Wang 2024), connect-the-dots on
+    # dots 1e-3 apart.  Not reflected for eps < 0 (symmetric=False): the law of their Y has
+    # E[e^-Y] < 1, so the reflection would not be a hockey-stick curve; the chord to delta = 1
+    # at e^eps = 0 is used there instead (an upper bound).
+    s = event.lipschitz / event.noise_std
+    c_j = jacobian_cost(event.smoothness, event.regularization)
+    return _discretize.profile_pmf(lambda e: _profile(np.asarray(e, dtype=np.float64), s, c_j), h, tail,
+                                   1e-3, 0.0, False)

@@ -66,7 +66,7 @@ from dpfast.accounting import _discretize as _disc
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._discretize import MAX_POINTS, StepPMF
-from dpfast.accounting._pairs import approx_dp_pair, rr_pair
+from dpfast.accounting.pairs import approx_dp_pair, rr_pair
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
 
@@ -153,20 +153,6 @@ def _(event: ev.FromDominatingPair, h, tail, direction):
 @symmetric.register
 def _(event: ev.FromDominatingPair):
     return event.p_add is None
-
-
-@dominating_pairs.register
-def _(event: ev.ObjectivePerturbation, h, tail, direction):
-    from dpfast.accounting import objective_perturbation as op
-
-    # the tight profile of Theorem 3.1 (Redberg, Koskela & Wang 2024), connect-the-dots on
-    # dots 1e-3 apart.  Not reflected for eps < 0 (symmetric=False): the law of their Y has
-    # E[e^-Y] < 1, so the reflection would not be a hockey-stick curve; the chord to delta = 1
-    # at e^eps = 0 is used there instead (an upper bound).
-    s = event.lipschitz / event.noise_std
-    c_j = op.jacobian_cost(event.smoothness, event.regularization)
-    return _disc.profile_pmf(lambda e: op._profile(np.asarray(e, dtype=np.float64), s, c_j), h, tail,
-                             1e-3, 0.0, False)
 
 
 @dominating_pairs.register
@@ -831,7 +817,8 @@ class PLDAccountant(PrivacyAccountant):
             return base
         if "K_tilt" not in ctx:
             ctx["K_tilt"] = sum(c * _log_mgf(p, lo, ctx["h"], _TILT_GRID) for p, lo, c in ctx["pieces"])
-        lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
+        with np.errstate(over="ignore"):  # lambda * eps = inf at huge eps: that tilt wins, as it should
+            lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:

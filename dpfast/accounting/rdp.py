@@ -15,8 +15,8 @@ from scipy import special
 from dpfast._validation import as_array, check_delta, check_real
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
-from dpfast.accounting._pairs import rr_pair
-from dpfast.accounting.base import PrivacyAccountant, check_count
+from dpfast.accounting.pairs import rr_pair
+from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
 
 __all__ = [
@@ -547,15 +547,6 @@ def _(event: ev.FromDominatingPair, orders):
 
 
 @rdp_curve.register
-def _(event: ev.ObjectivePerturbation, orders):
-    from dpfast.accounting.objective_perturbation import objective_perturbation_rdp
-
-    # Theorem 3.2 of Redberg, Koskela & Wang 2024 (orders are > 1 here)
-    return objective_perturbation_rdp(orders, event.noise_std, event.lipschitz, event.smoothness,
-                                      event.regularization)
-
-
-@rdp_curve.register
 def _(event: ev.PoissonSampled, orders):
     if event.sample_rate == 1.0:
         return rdp_curve(event.event, orders)
@@ -590,18 +581,6 @@ def _(event: ev.OneOf, orders):
     # joint quasi-convexity of Renyi divergence: a data-independent mixture is bounded by the
     # members' pointwise maximum (see OneOf)
     return np.max([np.asarray(rdp_curve(e, orders), dtype=np.float64) for e in event.events], axis=0)
-
-
-@rdp_curve.register
-def _(event: ev.Tuned, orders):
-    from dpfast.accounting import tuning
-
-    r = np.asarray(rdp_curve(event.event, orders), dtype=np.float64)
-    if event.distribution == "poisson":
-        return tuning.tuning_rdp_poisson(orders, r, event.mean)
-    hat = np.unique(np.concatenate([orders, DEFAULT_ORDERS]))
-    return tuning.tuning_rdp_truncated_negative_binomial(orders, r, event.eta, event.gamma, hat,
-                                                         rdp_curve(event.event, hat))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -681,5 +660,3 @@ class RDPAccountant(PrivacyAccountant):
         """Smallest delta certified at ``epsilon`` by the improved conversion."""
         return rdp_to_delta(self.orders, self._rdp, epsilon)[0]
 
-
-_check_count = check_count  # the old private name (pld.py, calibration and linear_model import it)

@@ -23,29 +23,26 @@ released.  Statements implemented (Papernot & Steinke 2022):
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Callable, Optional
 
 import numpy as np
 
 from dpfast._validation import as_array, check_real
-from dpfast.accounting.rdp import DEFAULT_ORDERS, _prep, check_orders, rdp_to_delta
+from dpfast.accounting import events as ev
+from dpfast.accounting.events import check_tnb_params
+from dpfast.accounting.rdp import (
+    DEFAULT_ORDERS,
+    _prep,
+    check_orders,
+    rdp_curve,
+    rdp_to_delta,
+)
 
 __all__ = [
     "tnb_expected_count",
     "tuning_rdp_truncated_negative_binomial",
     "tuning_rdp_poisson",
-    "PrivateHyperparameterTuning",
 ]
-
-
-def _tnb_params(eta, gamma):
-    eta, gamma = check_real(eta, "eta"), check_real(gamma, "gamma")  # NaN: refused below
-    if not -1 < eta < math.inf:
-        raise ValueError(f"eta must be finite and > -1, got {eta!r}")
-    if not 0 < gamma < 1:
-        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
-    return eta, gamma
 
 
 def _tnb_log_expected_count(eta: float, gamma: float) -> float:
@@ -71,7 +68,7 @@ def tnb_expected_count(eta: float, gamma: float) -> float:
     """E[K] of the truncated negative binomial D_{eta,gamma} (Papernot & Steinke 2022, Sec. 2):
     eta (1-gamma) / (gamma (1 - gamma^eta)), and (1/gamma - 1)/log(1/gamma) at eta = 0
     (``inf`` when it exceeds the float range)."""
-    eta, gamma = _tnb_params(eta, gamma)
+    eta, gamma = check_tnb_params(eta, gamma)
     lk = _tnb_log_expected_count(eta, gamma)
     try:
         return math.exp(lk)
@@ -90,7 +87,7 @@ def tuning_rdp_truncated_negative_binomial(orders, base_rdp, eta: float, gamma: 
     r = as_array(base_rdp, "base_rdp", np.float64)
     if r.shape != a.shape:
         raise ValueError("base_rdp must have one value per order")
-    eta, gamma = _tnb_params(eta, gamma)
+    eta, gamma = check_tnb_params(eta, gamma)
     log_ek = _tnb_log_expected_count(eta, gamma)
     ha = a if hat_orders is None else check_orders(hat_orders)
     # a NaN hat RDP made every candidate NaN and the curve NaN: refused (one value per hat order, >= 0)
@@ -128,12 +125,12 @@ def tuning_rdp_poisson(orders, base_rdp, mu: float,
     return np.maximum(out, 0.0)
 
 
-def PrivateHyperparameterTuning(base, distribution: str = "poisson", mean: Optional[float] = None,
-                                eta: Optional[float] = None, gamma: Optional[float] = None):
-    """Deprecated: :class:`dpfast.accounting.Tuned` (``Tuned(base, distribution, mean, eta, gamma)``),
-    Papernot & Steinke 2022; RDP accounting only."""
-    warnings.warn("PrivateHyperparameterTuning is deprecated; use dpfast.accounting.Tuned",
-                  DeprecationWarning, stacklevel=2)
-    from dpfast.accounting.events import Tuned
-
-    return Tuned(base, distribution, mean=mean, eta=eta, gamma=gamma)
+# the RDP accountant's registration of Tuned (next to the formulas it uses)
+@rdp_curve.register
+def _(event: ev.Tuned, orders):
+    r = np.asarray(rdp_curve(event.event, orders), dtype=np.float64)
+    if event.distribution == "poisson":
+        return tuning_rdp_poisson(orders, r, event.mean)
+    hat = np.unique(np.concatenate([orders, DEFAULT_ORDERS]))
+    return tuning_rdp_truncated_negative_binomial(orders, r, event.eta, event.gamma, hat,
+                                                  rdp_curve(event.event, hat))

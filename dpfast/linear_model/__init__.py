@@ -22,7 +22,7 @@ from dpfast.linear_model._mechanisms import (
     output_perturbation,
     private_glm,
 )
-from dpfast.linear_model._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
+from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
 
 __all__ = [
     "LogisticRegression",

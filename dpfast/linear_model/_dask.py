@@ -30,7 +30,7 @@ every chunk holding all the columns) or a ``dask.dataframe.DataFrame`` here.  Th
   each task and receives d + 1 floats per chunk.
 * Certification ``||grad F||_2 <= tau`` is on that exact full gradient; when L-BFGS has not
   reached tau within ``max_iter``, the certified Nesterov continuation of the in-memory path
-  runs on the same Dask gradient (:mod:`dpfast.linear_model._certify`).
+  runs on the same Dask gradient (:mod:`dpfast._certify`).
 
 Determinism: a chunk's partial sums depend only on the chunk (the kernel's row partition
 depends on the chunk's shape, never on threads), and the client adds them in chunk order, so
@@ -88,17 +88,17 @@ import numpy as np
 from dpfast import _glm, _loss_table
 from dpfast._base import validate_y
 from dpfast._dask_utils import (
-    _as_dask_rows,
-    _row_vector,
+    as_dask_rows,
+    row_vector,
     active_client,
     is_dask_collection,
     scatter_chunks,
     set_feature_names,
 )
 from dpfast._validation import check_int, check_label_set
-from dpfast.linear_model._certify import certified_descent, check_certifiable
+from dpfast._certify import certified_descent, check_certifiable
+from dpfast._solver import MappedRows, check_huber_delta, check_loss, loss_constants
 from dpfast.linear_model._mechanisms import check_sample_weight, sample_start, warm_start_rows
-from dpfast.linear_model._solver import MappedRows, _check_delta, _check_loss, loss_constants
 
 __all__ = ["is_dask_collection", "fit", "chunk_rngs", "DaskRows"]
 
@@ -373,7 +373,7 @@ def _vector_chunks(v, rows: DaskRows, name: str, kinds: str = _SUMMARY_KINDS):
     """A per-row vector as chunk handles held by the cluster, or a NumPy array (returned as is)."""
     if v is None or not is_dask_collection(v):
         return v
-    v = _row_vector(v, rows.row_chunks, name)
+    v = row_vector(v, rows.row_chunks, name)
     if v.dtype.kind not in kinds:  # e.g. object labels: validated on the client, as NumPy input
         return np.asarray(v.compute())
     return v
@@ -421,7 +421,7 @@ class DaskDesign:
         _groups, client, ins, _workers = self._inputs()
         ks = [k for k in range(len(self.rows.row_chunks)) if self.rows.starts[k] < m]
         args = [[v[k] for k in ks] for v in ins]
-        rest = (int(m), int(self.shape[0]), loss, _check_delta(huber_delta), None if clip is None else float(clip),
+        rest = (int(m), int(self.shape[0]), loss, check_huber_delta(huber_delta), None if clip is None else float(clip),
                 self.intercept, y.positive, float(alpha), None if linear is None else np.asarray(linear, dtype=np.float64),
                 float(tol))
         if client is not None:
@@ -434,7 +434,7 @@ class DaskDesign:
         ``y`` is a :class:`DaskTarget` (the labels and weights are the design's, on the workers;
         ``sample_weight`` is ignored)."""
         dask = self._dask
-        code, delta = _check_loss(loss), _check_delta(huber_delta)
+        code, delta = check_loss(loss), check_huber_delta(huber_delta)
         c = 0.0 if clip is None else float(clip)
         positive = y.positive
         d = self.shape[1]
@@ -607,7 +607,7 @@ def _add_sums(parts):
 def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
     """The validation pass of :func:`fit` alone: the :class:`DaskDesign` of Dask ``X`` with its
     labels and weights on the workers (benchmarks and tests time its passes with ``oracle``)."""
-    rows = DaskRows(_as_dask_rows(X))
+    rows = DaskRows(as_dask_rows(X))
     classifier = hasattr(est, "_label_set")
     est._validate_params()
     _validate(est, rows, _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf"),
@@ -625,7 +625,7 @@ def fit(est, X, y, sample_weight=None, *, budget=None):
                          "one-vs-rest models); use multi_class='ovr' or in-memory rows")
     if getattr(est, "solver", "lbfgs") != "lbfgs":
         raise ValueError(f"solver={est.solver!r} needs random access to rows; Dask fits use solver='lbfgs'")
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     rows = DaskRows(Xd)
     classifier = hasattr(est, "_label_set")
     y = _vector_chunks(y, rows, "y", _SUMMARY_KINDS if classifier else "biuf")

@@ -29,6 +29,7 @@ from dpfast._base import (
 )
 from dpfast._validation import check_label_set
 from dpfast.linear_model import _dask
+from dpfast.linear_model import _multinomial as mn
 from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
@@ -38,7 +39,7 @@ from dpfast.linear_model._mechanisms import (
     make_calibration,
     row_norms,
 )
-from dpfast.linear_model._solver import MAX_ITER, check_max_iter
+from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast.random import check_random_state
 
 __all__ = ["LogisticRegression", "LinearRegression"]
@@ -235,7 +236,7 @@ class _PrivateLinearModel(PrivateEstimator):
 
     def _design(self, X, R, s, *, fitting):
         """Rows after the row map, with the bias column appended: for dense X a
-        :class:`~dpfast.linear_model._solver.MappedRows` view (the kernels apply the map; no copy
+        :class:`~dpfast._solver.MappedRows` view (the kernels apply the map; no copy
         of C-ordered X, one C-ordered copy of any other layout), for CSR the same view with
         solver="lbfgs" and a mapped copy with "sag"/"saga"."""
         import scipy.sparse as sp
@@ -245,8 +246,6 @@ class _PrivateLinearModel(PrivateEstimator):
         scale = self._transform_rows(X, R, fitting=fitting)
         if sp.issparse(X):
             if self.solver == "lbfgs" and X.dtype in (np.float32, np.float64):
-                from dpfast.linear_model._solver import MappedRows
-
                 # row map + bias column inside the L-BFGS kernels: no scaled copy, no hstack of
                 # the CSR arrays (SAG/SAGA read stored rows and take the mapped copy below)
                 return MappedRows(X if X.format == "csr" else X.tocsr(), scale, s)
@@ -255,8 +254,6 @@ class _PrivateLinearModel(PrivateEstimator):
             if s > 0:
                 X = sp.hstack([X, sp.csr_matrix(np.full((X.shape[0], 1), s, dtype=X.dtype))], format="csr")
             return X
-        from dpfast.linear_model._solver import MappedRows
-
         # every dense layout takes the same kernel path (a release must not depend on the
         # layout): C-ordered X as is, any other layout through one C-ordered copy
         return MappedRows(np.ascontiguousarray(X), scale, s)  # row map + bias column inside the kernel
@@ -450,8 +447,6 @@ class LogisticRegression(DaskDispatchMixin, DPClassifierMixin, _PrivateLinearMod
 
         Everything that can refuse (method, solver, clip_norm, noise_std, tol, lambda) is decided
         from public quantities before the budget is charged and before any noise is drawn."""
-        from dpfast.linear_model import _multinomial as mn
-
         if self.method != "output":
             raise ValueError(
                 f"multi_class='multinomial' supports method='output' only, got method={self.method!r}: the "

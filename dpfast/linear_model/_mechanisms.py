@@ -5,12 +5,12 @@ See :doc:`/theory/erm` ("The mechanism", "Algorithm 1") and :doc:`/theory/erm`
 ("ERM mechanisms"; output perturbation from :doc:`/theory/erm`).  Add/remove neighbours.
 Privacy numbers come from :mod:`dpfast.linear_model._calibration`, which calls the formulas in
 :mod:`dpfast.accounting.objective_perturbation`; the optimisation is
-:func:`dpfast.linear_model._solver.minimize_glm`.
+:func:`dpfast._solver.minimize_glm`.
 
 Rule kept here: the released point always has a certified ||grad F||_2 <= tol (the exact
 gradient norm of a full pass), on every data set.  The chosen solver runs with ``max_iter``;
 when it has not certified tol, Nesterov's accelerated gradient method continues from its point
-for an iteration count proved sufficient for any data (:mod:`dpfast.linear_model._certify`).
+for an iteration count proved sufficient for any data (:mod:`dpfast._certify`).
 A refusal would be a data-dependent event observable by the user, which the privacy proofs do
 not cover (an abort channel); the optimiser itself costs no privacy (Algorithm 1, step 4).
 :class:`PrivacyConvergenceError` remains only for a floating-point failure (impossible in
@@ -26,23 +26,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpfast._validation import as_array, check_real
+from dpfast.budget import refuse_unbudgeted
 from dpfast.linear_model._calibration import (
     PrivacyCalibration,
     calibrate_amp,
     calibrate_objective,
     calibrate_output,
 )
-from dpfast.linear_model._certify import PrivacyConvergenceError, certified_descent, check_certifiable
+from dpfast._certify import (
+    PrivacyConvergenceError,
+    certified_descent,
+    check_certifiable,
+)
 from dpfast.linear_model._losses import glm_constants
-from dpfast.linear_model._solver import (
+from dpfast._solver import (
     MappedRows,
-    _vector,
+    check_vector,
     check_max_iter,
     glm_gradient_oracle,
     loss_constants,
     minimize_glm,
 )
-from dpfast._validation import as_array, check_real
 from dpfast.random import check_random_state, standard_normal
 
 __all__ = [
@@ -151,7 +156,7 @@ def check_calibration_certifiable(cal: PrivacyCalibration, n: int, d: int) -> No
     The gradient of the (perturbed) objective sums n per-example gradients of norm <= L
     (``cal.lipschitz``), the noise b (norm <= sigma (sqrt(d) + :data:`NOISE_NORM_MARGIN`) but
     with probability 1.9e-22; sigma = ``cal.noise_std``, 0 for output perturbation) and the ridge
-    term, at most the rest at the minimiser: :func:`~dpfast.linear_model._certify.check_certifiable`
+    term, at most the rest at the minimiser: :func:`~dpfast._certify.check_certifiable`
     with 2 (n L + that bound).  The check the solvers repeat with the drawn ||b|| then passes but
     with that probability.
     """
@@ -171,7 +176,7 @@ def _minimize_certified(X, y, loss, *, alpha, linear, clip, sample_weight, huber
     privacy); the others from 0.  The chosen solver runs first with ``max_iter``; if it has not
     certified tol, Nesterov's
     accelerated gradient method continues from its point for as many iterations as provably
-    suffice (:func:`dpfast.linear_model._certify.certified_descent`: F is alpha-strongly convex
+    suffice (:func:`dpfast._certify.certified_descent`: F is alpha-strongly convex
     and (alpha + beta sum_i w_i ||x_i||^2)-smooth, beta the loss's curvature bound).
     """
     n = X.shape[0]
@@ -311,8 +316,6 @@ def private_glm(
     refuses for lack of solver iterations (module docstring); :class:`PrivacyConvergenceError`
     is left only for a rounding failure that exact arithmetic excludes.
     """
-    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
-
     refuse_unbudgeted("private_glm")  # before any data is read: it cannot charge an open budget
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -396,7 +399,7 @@ def check_finite_X(X) -> None:
 
 
 def check_sample_weight(sample_weight, n: int):
-    w = _vector(sample_weight, n, "sample_weight")
+    w = check_vector(sample_weight, n, "sample_weight")
     if w is not None and ((w < 0).any() or (w > 1).any()):
         raise ValueError("sample_weight must lie in [0, 1]: a weight above 1 multiplies the example's "
                          "sensitivity, which the privacy calibration does not allow")

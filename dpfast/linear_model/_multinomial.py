@@ -1,7 +1,7 @@
 """Multinomial (softmax) logistic regression: the K-output objective, its certified minimiser
 and Gaussian output perturbation.
 
-Objective (sum over examples, as for the GLMs of :mod:`dpfast.linear_model._solver`):
+Objective (sum over examples, as for the GLMs of :mod:`dpfast._solver`):
 
     F(W) = sum_i w_i l(W; x_i, y_i) + (lambda/2) ||W||_F^2,   l = -log softmax(W^T x)_y,
 
@@ -11,7 +11,7 @@ over the rows is the native, chunked ``dpfast._multinomial.loss_and_grad`` (dete
 any thread count).  The minimiser is the native L-BFGS of the GLM solvers driven on the
 flattened W (``dpfast._glm.minimize_callable``, the driver of the Dask path), followed, when it
 has not certified ||grad F||_F <= tau, by the accelerated method of
-:mod:`dpfast.linear_model._certify` for an iteration count proved sufficient on every data set
+:mod:`dpfast._certify` for an iteration count proved sufficient on every data set
 (no data-dependent refusal).
 
 Privacy (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011, "Differentially private
@@ -41,9 +41,10 @@ import math
 
 import numpy as np
 
-from dpfast import _multinomial, _threads
-from dpfast.linear_model._certify import certified_descent, check_certifiable
-from dpfast.linear_model._solver import _default_threads
+from dpfast import _glm, _multinomial, _threads
+from dpfast._certify import certified_descent, check_certifiable
+from dpfast.linear_model._mechanisms import row_norms
+from dpfast._solver import MappedRows, default_solver_threads
 from dpfast.random import standard_normal
 
 __all__ = ["multinomial_oracle", "minimize_multinomial_certified", "fit_multinomial_output"]
@@ -53,8 +54,6 @@ def _rows(X):
     """(data, indices, indptr, n, dx, rscale, icpt) for the native pass (no copy of C-ordered dense
     rows or of CSR data in float32/float64 with int64 indices)."""
     import scipy.sparse as sp
-
-    from dpfast.linear_model._solver import MappedRows
 
     if isinstance(X, MappedRows):  # dense or CSR rows; the kernel applies the row map and the bias
         if sp.issparse(X.X):
@@ -83,7 +82,7 @@ def _rows(X):
 def multinomial_oracle(X, y, n_classes: int, *, alpha: float = 0.0, sample_weight=None, n_threads=None):
     """``evaluate(w) -> (F(W), grad F(W))`` on the flattened W (d x K, row-major).
 
-    ``X``: dense rows, CSR, or :class:`~dpfast.linear_model._solver.MappedRows` (row map and
+    ``X``: dense rows, CSR, or :class:`~dpfast._solver.MappedRows` (row map and
     bias feature applied in the kernel); ``y``: labels as indices in [0, n_classes).  The value
     does not depend on ``n_threads`` (fixed chunks reduced in order).
     """
@@ -97,7 +96,7 @@ def multinomial_oracle(X, y, n_classes: int, *, alpha: float = 0.0, sample_weigh
     w = None if sample_weight is None else np.ascontiguousarray(sample_weight, dtype=np.float64)
     d = dx + (icpt != 0.0)
     # the GLM solvers' thread policy; the value is the same for any count
-    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
+    nt = default_solver_threads() if n_threads is None else _threads.check_threads(n_threads)
     a = float(alpha)
 
     def evaluate(flat):
@@ -116,14 +115,11 @@ def minimize_multinomial_certified(X, y, n_classes: int, *, alpha: float, tol: f
     """A flattened W with ||grad F(W)||_F <= tol on every data set: ``(W, grad_norm, n_iter, solver)``.
 
     The native L-BFGS runs ``max_iter`` iterations; if it has not certified tol, Nesterov's
-    method continues (:func:`dpfast.linear_model._certify.certified_descent`; F is
+    method continues (:func:`dpfast._certify.certified_descent`; F is
     lambda-strongly convex and (lambda + beta_x sum_i w_i ||x_i||^2)-smooth, beta_x =
     ``smoothness_factor`` = 1/2).  ``check_certifiable`` refuses, from public quantities only
     (n, L), a tol that float64 cannot certify.
     """
-    from dpfast import _glm
-    from dpfast.linear_model._mechanisms import row_norms
-
     n = X.shape[0]
     check_certifiable(tol, 2.0 * n * lipschitz)
     evaluate = multinomial_oracle(X, y, n_classes, alpha=alpha, sample_weight=sample_weight, n_threads=n_threads)

@@ -61,15 +61,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from dpfast import accounting as A
+from dpfast.accounting.events import self_composed
 from dpfast import budget as _budget
 
 __all__ = ["event_of"]
-
-
-def _accounting():
-    from dpfast import accounting  # lazy: keeps ``import dpfast`` light
-
-    return accounting
 
 
 def _up(x) -> float:
@@ -80,14 +76,8 @@ def _up(x) -> float:
     return f
 
 
-def self_composed(event, count: int):
-    """``count`` compositions of ``event`` as one event (the event itself when count == 1)."""
-    return event if count == 1 else _accounting().SelfComposed(event, count)
-
-
 def laplace_event(sensitivity, scale, shape) -> Any:
     """Event of ``laplace`` (see the module docstring); ``scale`` the validated noise scale(s)."""
-    A = _accounting()
     if np.ndim(sensitivity) == 0 and np.ndim(scale) == 0:
         return A.Laplace(scale=float(scale), sensitivity=float(sensitivity))
     if np.ndim(sensitivity) == 0:
@@ -99,7 +89,6 @@ def laplace_event(sensitivity, scale, shape) -> Any:
 
 def gaussian_event(sensitivity, sigma, shape) -> Any:
     """Event of ``gaussian`` (see the module docstring); ``sigma`` the validated noise scale(s)."""
-    A = _accounting()
     if np.ndim(sensitivity) == 0:
         s = float(sensitivity)
         z = float(np.min(sigma)) / s
@@ -111,29 +100,26 @@ def gaussian_event(sensitivity, sigma, shape) -> Any:
 
 
 def randomized_response_event(epsilon, k: int) -> Any:
-    return _accounting().RandomizedResponse(epsilon=float(np.max(epsilon)), num_categories=k,
-                                            neighbours="replace_one")
+    return A.RandomizedResponse(epsilon=float(np.max(epsilon)), num_categories=k,
+                                neighbours="replace_one")
 
 
 def pure_event(epsilon) -> Any:
-    return _accounting().PureDP(epsilon=_up(epsilon))
+    return A.PureDP(epsilon=_up(epsilon))
 
 
 def approx_dp_event(epsilon: float, delta: float) -> Any:
-    return _accounting().ApproxDP(epsilon=float(epsilon), delta=float(delta))
+    return A.ApproxDP(epsilon=float(epsilon), delta=float(delta))
 
 
 def exponential_event(epsilon, count: int = 1, kind: str = "ExponentialMechanism") -> Any:
-    A = _accounting()
     return self_composed(getattr(A, kind)(epsilon=_up(epsilon)), count)
 
 
 def charge(budget, label: str, build: Callable, *args) -> None:
-    """Charge ``build(*args)`` to ``dpfast.budget.resolve(budget)`` when there is one; the event
-    is built only then (no cost on calls without a budget)."""
-    b = _budget.resolve(budget)
-    if b is not None:
-        b.charge(build(*args), label=label)
+    """:func:`dpfast.budget.charge` (the one charging helper) of the event ``build(*args)``,
+    built only when a budget applies (no cost on calls without one)."""
+    _budget.charge(budget, lambda: build(*args), label)
 
 
 class Plan:

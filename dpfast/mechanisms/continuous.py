@@ -48,7 +48,10 @@ from dpfast._validation import (Delta, Epsilon, Options, Positive, check_size, c
                                 validate_params)
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RNG, RandomLike, _draw, _empty, _noise_dtype, native_stream
+from dpfast.random import RNG, RandomLike, native_stream
+from dpfast.random import allocate_output as _empty
+from dpfast.random import draw_into as _draw
+from dpfast.random import noise_dtype as _noise_dtype
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 
 from dpfast import _core
 from dpfast._validation import Epsilon, as_array, validate_params
+from dpfast.accounting.pairs import rr_log_probabilities
 from dpfast.mechanisms import _events
 from dpfast.random import RNG, RandomLike, native_stream
 
@@ -62,25 +63,6 @@ def randomized_response_probabilities(epsilon: ArrayLike, categories: int = 2):
     if np.ndim(epsilon) == 0:
         return float(p), float(q)
     return p, q
-
-
-def rr_log_probabilities(epsilon, k: int):
-    """(log p, log q) of k-ary randomized response: the one home of its probabilities.
-
-    p = e^eps / (e^eps + k - 1) (the true category), q = 1 / (e^eps + k - 1) (each other one):
-    Warner (1965) for k = 2; Wang, Blocki, Li & Jha (2017), "Locally differentially private
-    protocols for frequency estimation", Section 4 (direct encoding) for k > 2.  Computed as
-    log p = -log(1 + (k - 1) e^-eps), log q = -eps + log p: no overflow for large eps and exact
-    for Python ints k of any size (``math.log(k - 1)``).  Used by the mechanism
-    (:func:`randomized_response_probabilities`) and by the accountants' dominating pair
-    (``dpfast.accounting._pairs.rr_pair``).  ``epsilon``: a float or float array (not validated).
-    """
-    e = np.asarray(epsilon, dtype=np.float64)
-    log_p = -np.logaddexp(0.0, math.log(k - 1) - e)
-    log_q = log_p - e
-    if e.ndim == 0:
-        return float(log_p), float(log_q)
-    return log_p, log_q
 
 
 def _check_k(k) -> int:

@@ -38,7 +38,6 @@ the uniforms to a grid of 2^52 points.
 """
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 

@@ -23,7 +23,6 @@ from dpfast._base import (
     Interval,
     PrivateEstimator,
     StrOptions,
-    _charge_budget,
     check_fitted,
     expected_failed_checks,
     validate_X,
@@ -40,10 +39,9 @@ from dpfast.accounting.tuning import (
     tuning_rdp_truncated_negative_binomial,
 )
 from dpfast.mechanisms import laplace_noise
-from dpfast.accounting.events import OneOf
-from dpfast.budget import detached
-from dpfast.preprocessing._pipeline import pipeline_event
-from dpfast.preprocessing._privacy import composed
+from dpfast.accounting.events import OneOf, composed
+from dpfast.budget import charge, detached
+from dpfast.preprocessing import pipeline_event
 from dpfast.random import SecureRandom, check_random_state, is_secure
 
 __all__ = ["PrivateRandomSearch", "sample_run_count"]
@@ -538,9 +536,9 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         certifies instead, as ``ApproxDP`` (refused charges change nothing, so the retry is safe)."""
         try:
             try:
-                _charge_budget(budget, event, type(self).__name__)
+                charge(budget, event, type(self).__name__)
             except UnsupportedEventError:
-                _charge_budget(budget, ApproxDP(eps_reached, delta), type(self).__name__)
+                charge(budget, ApproxDP(eps_reached, delta), type(self).__name__)
         except BaseException:
             self._reset_fit()  # refused: no stale model, no n_features_in_ of this call
             raise

@@ -11,15 +11,22 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import _check_feature_names_in
 
-from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
+from dpfast._base import (
+    RANDOM_STATE,
+    Interval,
+    PrivateEstimator,
+    StrOptions,
+    check_fitted,
+    validate_X,
+)
 from dpfast._validation import check_delta, check_epsilon
-from dpfast.budget import detached
-from dpfast.mechanisms import laplace_noise
 from dpfast.accounting import ApproxDP
+from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
+from dpfast.mechanisms import laplace_noise
 from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
-from dpfast.tables import selection_threshold
 from dpfast.random import check_random_state
+from dpfast.tables import selection_threshold
 
 __all__ = ["OneHotEncoder"]
 

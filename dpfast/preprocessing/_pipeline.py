@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpfast.preprocessing._privacy import composed
+from dpfast.accounting.events import composed
 
 __all__ = ["pipeline_event"]
 

@@ -22,7 +22,8 @@ from dpfast._validation import as_array, check_bounds, check_delta, check_epsilo
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon, self_composed
+from dpfast.accounting.events import self_composed
+from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
@@ -38,8 +39,9 @@ def _gaussian_release(eps: float, delta: float, l2: float) -> tuple[float, float
     accountant.  Cached: public parameters only."""
     z0 = float(gaussian_sigma(eps, delta, l2)) / l2
     try:
-        z = float(accounting.calibrate(lambda z: accounting.Gaussian(noise_multiplier=z, sensitivity=l2), eps,
-                                       delta, ACCOUNTANT, lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
+        z = float(accounting.calibrate_parameter(
+            lambda z: accounting.Gaussian(noise_multiplier=z, sensitivity=l2), eps, delta, ACCOUNTANT,
+            lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
     except ValueError:
         return z0, eps, None
     return z, accounted_epsilon(accounting.Gaussian(noise_multiplier=z, sensitivity=l2), delta), ACCOUNTANT

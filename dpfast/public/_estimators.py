@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.utils.validation import check_array
 
 from dpfast import _base, _loss_table
+from dpfast import accounting as acc
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,
@@ -54,9 +55,15 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._validation import check_label_set
-from dpfast.public._regularization import _plan, regularization_learner
-from dpfast.public._rrspm import _warn_public_size, rrspm, rrspm_public_size, rrspm_weight_scale
 from dpfast.budget import detached
+from dpfast.public._oracles import as_hypothesis
+from dpfast.public._regularization import _plan, regularization_learner
+from dpfast.public._rrspm import (
+    _warn_public_size,
+    rrspm,
+    rrspm_public_size,
+    rrspm_weight_scale,
+)
 from dpfast.random import check_random_state
 
 __all__ = ["PublicDataClassifier", "PublicDataRegressor"]
@@ -111,8 +118,6 @@ class _Base(PrivateEstimator):
         (Block et al. 2024, Theorems 3 and 4): (epsilon, delta)-DP for the regularization
         learner with Gaussian Perturb (delta > 0), pure epsilon-DP with Laplace Perturb
         (delta = 0) and for RRSPM, under ``neighbours``."""
-        from dpfast import accounting as acc
-
         if self.method == "regularization" and self.delta > 0:
             return acc.ApproxDP(float(self.epsilon), float(self.delta), neighbours=self.neighbours)
         return acc.PureDP(float(self.epsilon), neighbours=self.neighbours)
@@ -378,8 +383,6 @@ class PublicDataClassifier(DPClassifierMixin, _Base):
         check_fitted(self)
         X = validate_X(self, X, reset=False, dtype=np.float64)
         if self.method == "rrspm":
-            from dpfast.public._oracles import as_hypothesis
-
             return np.asarray(as_hypothesis(self.hypothesis_)(self._transform(X)), dtype=np.float64) - 0.5
         return X @ self.coef_ + self.intercept_
 

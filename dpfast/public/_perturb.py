@@ -36,6 +36,8 @@ from typing import Optional
 import numpy as np
 
 from dpfast._validation import as_array, check_delta, check_epsilon, check_positive
+from dpfast.accounting import Gaussian, Laplace
+from dpfast.budget import refuse_unbudgeted
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.random import RandomLike, check_random_state, standard_laplace, standard_normal
 
@@ -74,8 +76,6 @@ class PerturbResult:
         holds.  Gaussian: ``Gaussian(noise_multiplier=gamma / sensitivity)``; Laplace:
         ``Laplace(scale=gamma, sensitivity)``.
         """
-        from dpfast.accounting import Gaussian, Laplace
-
         if self.mechanism == "gaussian":
             return Gaussian(self.noise_scale / self.sensitivity, self.sensitivity, neighbours=neighbours)
         return Laplace(self.noise_scale, self.sensitivity, neighbours=neighbours)
@@ -181,8 +181,6 @@ def perturb(
     them and the public points alone (e.g. :func:`project_linear`).  See :doc:`/theory/public_data`, 4.2.  The noise is drawn from ``rng`` (see :mod:`dpfast.random`); like every
     continuous-noise release it is subject to floating-point caveats (Mironov 2012).
     """
-    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
-
     refuse_unbudgeted("perturb")  # before any data is read: it cannot charge an open budget
     v = np.asarray(public_values, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:

@@ -40,7 +40,7 @@ The paper's Lemma 2 (``||f_bar - f_bar'||_m <= 2 / sqrt(eta n)``) needs a loss w
   ``||w~ - w||_H <= ||g||_{H^-1}``.  dpfast requires ``||g||_{H^-1} <= tau = slack * rho_H``
   (checked exactly; when L-BFGS has not reached it, Nesterov's method continues in the H
   geometry for a number of iterations proved sufficient for every data set, so no
-  data-dependent refusal can occur; :mod:`dpfast.linear_model._certify`), so
+  data-dependent refusal can occur; :mod:`dpfast._certify`), so
   ``||w~ - w~'||_H <= rho_H + 2 tau``.
 * Empirical norm: ``||f_u||_m = ||u||_S <= kappa ||u||_H``,
   ``kappa^2 = lambda_max(H^{-1/2} S H^{-1/2}) = max_j s_j / (N (2 eta s_j + r))`` (s_j the
@@ -68,7 +68,12 @@ from typing import Callable, Optional
 import numpy as np
 
 from dpfast import _loss_table
+from dpfast._certify import certified_descent, check_certifiable, dual_norm
+from dpfast._solver import glm_gradient_oracle, glm_loss_and_grad, loss_constants, minimize_glm
 from dpfast._validation import as_array, check_delta, check_epsilon, check_int, check_positive
+from dpfast.accounting import Gaussian, Laplace
+from dpfast.accounting.events import Neighbours
+from dpfast.budget import refuse_unbudgeted
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.public._perturb import _mechanism, perturb, project_linear
 from dpfast.random import RandomLike
@@ -93,8 +98,6 @@ LIPSCHITZ_LOSSES = tuple(
 
 
 def _solver():
-    from dpfast.linear_model._solver import glm_loss_and_grad, loss_constants, minimize_glm
-
     return minimize_glm, glm_loss_and_grad, loss_constants
 
 
@@ -181,8 +184,6 @@ def regularization_stability(
     With R = all public rows, kappa^2 = max_j s_j / (N (2 eta s_j + r)).
     """
     N = check_positive(n_scale, "n_scale", allow_array=False)
-    from dpfast.accounting.events import Neighbours
-
     k = Neighbours.coerce(neighbours).sum_factor  # the neighbour factor's one home
     slack = check_positive(slack, "slack", allow_array=False)
     lipschitz = check_positive(lipschitz, "lipschitz", allow_array=False)  # NaN gave NaN bounds
@@ -266,8 +267,6 @@ class RegularizationResult:
 
     def description(self):
         """The release as a :mod:`dpfast.accounting` description (Gaussian or Laplace), for composition."""
-        from dpfast.accounting import Gaussian, Laplace
-
         if self.mechanism == "gaussian":
             return Gaussian(self.noise_scale / self.sensitivity, self.sensitivity, neighbours=self.neighbours)
         return Laplace(self.noise_scale, self.sensitivity, neighbours=self.neighbours)
@@ -299,8 +298,6 @@ def _stage1_bounds(geo, n_rows: int, n_scale, lipschitz, neighbours, slack, rele
     definite and finite in float64, the stability bounds finite (tau > 0), and tau certifiable in
     float64 for a gradient of ``n_rows`` clipped rows.  :func:`regularization_learner` and the
     estimators call it before the charge and before any draw; :func:`_stage1` repeats it."""
-    from dpfast.linear_model._certify import check_certifiable
-
     N = check_positive(n_scale, "n_scale", allow_array=False)
     with np.errstate(over="ignore", under="ignore"):
         h_eig = N * geo.eig_M  # H = Q + alpha I = U diag(h_eig) U^T
@@ -330,13 +327,10 @@ def _stage1(Xa, y, geo, n_scale, loss, huber_delta, lipschitz, neighbours, slack
     first with ``max_iter``; when it has not certified tau, Nesterov's method continues in the
     H geometry, where F is 1-strongly convex and (1 + beta sum_i ||x_i||^2_{H^-1})-smooth
     (beta: the loss's curvature bound), for as many iterations as provably suffice
-    (:func:`dpfast.linear_model._certify.certified_descent`).  So the outcome never depends on
+    (:func:`dpfast._certify.certified_descent`).  So the outcome never depends on
     whether a solver happened to converge: there is no refusal to observe.
     """
     minimize_glm, _, loss_constants = _solver()
-    from dpfast.linear_model._certify import certified_descent, dual_norm
-    from dpfast.linear_model._solver import glm_gradient_oracle
-
     stab, h_eig = _stage1_bounds(geo, Xa.shape[0], n_scale, lipschitz, neighbours, slack, release_points)
     tau = stab["tau"]
     Xc = np.ascontiguousarray(geo.clip(Xa))
@@ -399,8 +393,6 @@ def regularization_learner(
     ``release_size`` rows (default: all for Gaussian, ``min(m, 2p)`` for Laplace, whose noise
     grows with the number of released values) carry the Perturb release and the projection.
     """
-    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
-
     refuse_unbudgeted("regularization_learner")  # before any data is read: it cannot charge an open budget
     Xp = _check_matrix(X_private, "X_private")
     Z = _check_matrix(X_public, "X_public")
@@ -526,8 +518,6 @@ def regularization_learner_generic(
     (Lemma 2 of the paper with the sharper strong-convexity modulus 2 eta of eta ||.||_m^2; :doc:`/theory/public_data` (our derivation): eta ||f - f*||^2 <= Phi_D(f) - Phi_D(f*) on both sides, and
     |L_D - L_D'| differences <= 2 loss_range / n).  Returns ``(model, PerturbResult, rho)``.
     """
-    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
-
     refuse_unbudgeted("regularization_learner_generic")  # before any data is read: it cannot charge an open budget
     Xp = np.asarray(X_private)
     n = len(Xp)

@@ -46,6 +46,9 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from dpfast._validation import check_epsilon, check_positive
+from dpfast.accounting import PureDP
+from dpfast.accounting.events import Neighbours
+from dpfast.budget import refuse_unbudgeted
 from dpfast.public._oracles import as_hypothesis, stump_oracle, threshold_oracle
 from dpfast.random import RandomLike, check_random_state, standard_exponential
 
@@ -68,15 +71,11 @@ class RRSPMResult:
 
     def description(self):
         """The release as a :mod:`dpfast.accounting` description: ``PureDP(epsilon)``."""
-        from dpfast.accounting import PureDP
-
         return PureDP(self.epsilon, neighbours=self.neighbours)
 
 
 def rrspm_weight_scale(m: int, epsilon: float, neighbours: str = "replace_one") -> float:
     """Laplace scale b of the public weights: 2m/eps (replace-one) or m/eps (add/remove)."""
-    from dpfast.accounting.events import Neighbours
-
     epsilon = check_epsilon(epsilon, allow_array=False)
     m = check_positive(m, "m", allow_array=False)  # (the public size: NaN or beyond a double refused)
     # one record moves the weight vector by at most sum_factor * m in l1 (the neighbour factor's
@@ -154,8 +153,6 @@ def rrspm(
     Raises ``RuntimeError`` if the consistency step does not reproduce h on Z (the oracle is
     not exact); this is decided from the DP release h only.
     """
-    from dpfast.budget import refuse_unbudgeted  # (budget imports no estimator code)
-
     refuse_unbudgeted("rrspm")  # before any data is read: it cannot charge an open budget
     try:
         Xp = np.asarray(X_private, dtype=np.float64)

@@ -30,7 +30,7 @@ import numpy as np
 
 from dpfast import _clip, _loss_table
 from dpfast._base import validate_y
-from dpfast._dask_utils import _as_dask_rows, _local_vector, scatter_chunks, set_feature_names
+from dpfast._dask_utils import as_dask_rows, local_vector, scatter_chunks, set_feature_names
 from dpfast._validation import check_label_set
 from dpfast.random import check_random_state
 
@@ -76,11 +76,11 @@ def fit(est, X, y, *, budget=None):
     if est.sampling != "full":
         raise ValueError(f"sampling={est.sampling!r} on Dask input: Poisson/shuffled batches need random access to "
                          "rows and stay in memory; use sampling='full' (full-batch DP-GD) for Dask collections")
-    Xd = _as_dask_rows(X)
+    Xd = as_dask_rows(X)
     n, d = (int(v) for v in Xd.shape)
     row_chunks = tuple(int(c) for c in Xd.chunks[0])
     starts = np.concatenate([[0], np.cumsum(row_chunks)]).tolist()
-    y_local = _local_vector(y, row_chunks, "y")
+    y_local = local_vector(y, row_chunks, "y")
     classifier = hasattr(est, "classes")
     y_local = validate_y(est, y_local, n, classifier=classifier)
     dtype = Xd.dtype

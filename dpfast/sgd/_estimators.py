@@ -35,8 +35,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpfast import _clip, _loss_table
-from dpfast import _base
+from dpfast import _base, _clip, _loss_table
+from dpfast import budget as _budget
 from dpfast._base import (
     RANDOM_STATE,
     DaskDispatchMixin,
@@ -178,8 +178,6 @@ class _DPSGDBase(PrivateEstimator):
         self.neighbours_ = "add_remove" if self._sampling() == "poisson" else "replace_one"
         if z == 0:
             event = None  # no noise: not private (epsilon_ = inf), nothing a budget could accept
-            from dpfast import budget as _budget
-
             if _budget.resolve(budget) is not None:
                 self._reset_fit()
                 raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): "

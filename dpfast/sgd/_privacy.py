@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+import dpfast.accounting as acc
+
 __all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_factor"]
 
 
@@ -31,19 +33,11 @@ def sensitivity_factor(sampling: str) -> float:
 
 def neighbours_of(sampling: str):
     """The neighbouring relation the sampling scheme is analysed under (see the module docstring)."""
-    acc = _accounting()
     return acc.Neighbours.ADD_REMOVE if sampling == "poisson" else acc.Neighbours.REPLACE_ONE
-
-
-def _accounting():
-    import dpfast.accounting as acc  # imported lazily: accounting is heavier than sgd
-
-    return acc
 
 
 def description(noise_multiplier: float, sample_rate: float, sampling: str):
     """The event of one step (add/remove for ``"poisson"``, replace-one for ``"shuffle"``)."""
-    acc = _accounting()
     if sampling == "poisson":
         g = acc.Gaussian(noise_multiplier)
         return g if sample_rate >= 1.0 else acc.PoissonSampled(sample_rate, g)
@@ -53,7 +47,7 @@ def description(noise_multiplier: float, sample_rate: float, sampling: str):
 
 def run_event(noise_multiplier: float, sample_rate: float, steps: int, sampling: str):
     """The event of a whole run: ``steps`` adaptive steps."""
-    return _accounting().SelfComposed(description(noise_multiplier, sample_rate, sampling), steps)
+    return acc.SelfComposed(description(noise_multiplier, sample_rate, sampling), steps)
 
 
 def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
@@ -61,7 +55,7 @@ def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     """epsilon of ``steps`` steps at ``delta`` (inf when noise_multiplier == 0)."""
     if noise_multiplier == 0:
         return math.inf
-    a = _accounting().make_accountant(accountant)
+    a = acc.make_accountant(accountant)
     a.compose(run_event(noise_multiplier, sample_rate, steps, sampling))  # the estimators' event_
     return float(a.get_epsilon(delta))
 
@@ -71,14 +65,13 @@ def calibrate(epsilon: float, delta: float, sample_rate: float, steps: int, samp
     """Smallest noise multiplier (up to a relative 1e-3) whose run is (epsilon, delta)-DP.
 
     Poisson sampling: ``dpfast.accounting.calibrate_noise_multiplier`` (a staged search).
-    Fixed-size sampling: ``dpfast.accounting.calibrate`` on the run's event, multipliers in
+    Fixed-size sampling: ``dpfast.accounting.calibrate_parameter`` on the run's event, multipliers in
     [1e-3, 1e6]; both return a multiplier whose epsilon was verified.
     """
-    acc = _accounting()
     if sampling == "poisson":
         return float(acc.calibrate_noise_multiplier(epsilon, delta, sample_rate, steps, accountant=accountant))
     try:
-        return float(acc.calibrate(lambda z: run_event(z, sample_rate, steps, sampling), epsilon, delta,
+        return float(acc.calibrate_parameter(lambda z: run_event(z, sample_rate, steps, sampling), epsilon, delta,
                                    accountant, lo=1e-3, hi=1e6, rtol=1e-3))
     except ValueError as exc:
         if "no noise multiplier" in str(exc):

@@ -1,5 +1,5 @@
 """The accountant interface (dpfast.accounting.base): pinned results, refusals before any change,
-ledger, copy, state_dict, pickles, make_accountant, calibrate, and a new event / accountant added
+ledger, copy, state_dict, pickles, make_accountant, calibrate_parameter, and a new event / accountant added
 in this one file."""
 import dataclasses
 import json
@@ -114,23 +114,23 @@ def test_calibrate_single_gaussian_against_the_analytic_gaussian():
     from dpfast.calibrate import gaussian_sigma
 
     analytic = gaussian_sigma(1.0, DELTA, 1.0)
-    z = A.calibrate(lambda s: A.Gaussian(s), 1.0, DELTA, "pld", rtol=1e-4)
+    z = A.calibrate_parameter(lambda s: A.Gaussian(s), 1.0, DELTA, "pld", rtol=1e-4)
     assert analytic * (1 - 1e-4) <= z <= analytic * (1 + 1e-3)
-    zr = A.calibrate(lambda s: A.Gaussian(s), 1.0, DELTA, "rdp")
+    zr = A.calibrate_parameter(lambda s: A.Gaussian(s), 1.0, DELTA, "rdp")
     assert A.RDPAccountant().compose(A.Gaussian(zr)).get_epsilon(DELTA) <= 1.0 and zr > z
 
 
 def test_calibrate_refuses_bad_arguments():
     with pytest.raises(ValueError, match="accountant"):
-        A.calibrate(lambda s: A.Gaussian(s), 1.0, DELTA, "moments")
+        A.calibrate_parameter(lambda s: A.Gaussian(s), 1.0, DELTA, "moments")
     with pytest.raises(ValueError, match="epsilon"):
-        A.calibrate(lambda s: A.Gaussian(s), 0.0, DELTA)
+        A.calibrate_parameter(lambda s: A.Gaussian(s), 0.0, DELTA)
     with pytest.raises(TypeError, match="make_event"):
-        A.calibrate(A.Gaussian(1.0), 1.0, DELTA)
+        A.calibrate_parameter(A.Gaussian(1.0), 1.0, DELTA)
     with pytest.raises(ValueError, match="lo"):
-        A.calibrate(lambda s: A.Gaussian(s), 1.0, DELTA, lo=2.0, hi=1.0)
+        A.calibrate_parameter(lambda s: A.Gaussian(s), 1.0, DELTA, lo=2.0, hi=1.0)
     with pytest.raises(ValueError, match="no noise multiplier"):
-        A.calibrate(lambda s: A.Gaussian(s), 1e-3, DELTA, "rdp", lo=0.1, hi=1.0)
+        A.calibrate_parameter(lambda s: A.Gaussian(s), 1e-3, DELTA, "rdp", lo=0.1, hi=1.0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ from dpfast.accounting import (
     Laplace,
     ObjectivePerturbation,
     PLDAccountant,
-    PoissonSubsampledGaussian,
+    PoissonSampled,
     PureDP,
     RandomizedResponse,
     RDPAccountant,
-    SampledWithoutReplacementGaussian,
+    SampledWithoutReplacement,
     calibrate_noise_multiplier,
 )
 from dpfast.calibrate import gaussian_delta, gaussian_epsilon
@@ -84,16 +84,16 @@ def test_subsampled_gaussian_single_step_h3_37():
     assert _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, 0.5, False)[0] == 0.0
     for q in (0.1, 0.5):
         exact = _pld.subsampled_gaussian_delta(np.array([1.0]), 1.0, q, True)[0]
-        lo, hi = PLDAccountant(1e-4).compose(PoissonSubsampledGaussian(1.0, q)).get_delta_bounds(1.0)
+        lo, hi = PLDAccountant(1e-4).compose(PoissonSampled(q, Gaussian(1.0))).get_delta_bounds(1.0)
         assert lo <= exact * (1 + 1e-9) and exact <= hi * (1 + 1e-9)
         assert hi == pytest.approx(exact, rel=1e-6)  # connect-the-dots is exact on the grid
     # q = 1 reduces to the Gaussian
-    g = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 1.0)).get_delta(1.0)
+    g = PLDAccountant(1e-3).compose(PoissonSampled(1.0, Gaussian(1.0))).get_delta(1.0)
     assert g == pytest.approx(0.12693673750664392, rel=1e-6)
 
 
 def test_pessimistic_above_optimistic_and_gap_shrinks():
-    d = PoissonSubsampledGaussian(0.8, 0.02)
+    d = PoissonSampled(0.02, Gaussian(0.8))
     gaps = []
     for h in (2e-3, 1e-3, 5e-4):
         acc = PLDAccountant(h).compose(d, count=200)
@@ -108,7 +108,7 @@ def test_pessimistic_above_optimistic_and_gap_shrinks():
 
 
 def test_dpsgd_workload_tight():
-    acc = PLDAccountant(1e-4).compose(PoissonSubsampledGaussian(1.0, 256 / 60000), count=14062)
+    acc = PLDAccountant(1e-4).compose(PoissonSampled(256 / 60000, Gaussian(1.0)), count=14062)
     lo, hi = acc.get_epsilon_bounds(1e-5)
     assert abs(hi - 2.8226) < 0.01 and lo <= hi and hi - lo < 0.05
 
@@ -116,7 +116,7 @@ def test_dpsgd_workload_tight():
 def test_grid_refines_for_narrow_losses():
     # 10^5 steps at q = 1e-3: the loss spreads over few grid points; the accountant refines h,
     # and the result stays below the RDP bound and near the refined-by-hand value
-    d = PoissonSubsampledGaussian(1.5, 1e-3)
+    d = PoissonSampled(1e-3, Gaussian(1.5))
     acc = PLDAccountant(1e-3).compose(d, count=20000)
     e = acc.get_epsilon(1e-6)
     assert acc.grid_step < 1e-3
@@ -126,7 +126,7 @@ def test_grid_refines_for_narrow_losses():
 
 
 def test_conversions_monotone_and_inverse():
-    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.01), count=500)
+    acc = PLDAccountant(1e-3).compose(PoissonSampled(0.01, Gaussian(1.0)), count=500)
     deltas = np.logspace(-15, -1, 15)
     eps = [acc.get_epsilon(d) for d in deltas]
     assert all(a > b for a, b in zip(eps, eps[1:]))
@@ -140,17 +140,17 @@ def test_conversions_monotone_and_inverse():
 
 
 def test_large_epsilon_and_tiny_delta_do_not_fail():
-    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(0.5, 0.1), count=1000)
+    acc = PLDAccountant(1e-3).compose(PoissonSampled(0.1, Gaussian(0.5)), count=1000)
     e = acc.get_epsilon(1e-5)
     assert 10 < e < 200 and math.isfinite(e)
     big = PLDAccountant().compose(PureDP(25.0), count=2)
     lo, hi = big.get_epsilon_bounds(1e-5)
     assert lo <= hi <= 50.0 and hi > 49.9
-    acc = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.01), count=1000)
+    acc = PLDAccountant(1e-3).compose(PoissonSampled(0.01, Gaussian(1.0)), count=1000)
     e15 = acc.get_epsilon(1e-15)
     assert math.isfinite(e15) and e15 > acc.get_epsilon(1e-10)
     lo, hi = acc.get_epsilon_bounds(1e-15)
-    assert lo <= hi <= RDPAccountant().compose(PoissonSubsampledGaussian(1.0, 0.01), count=1000).get_epsilon(1e-15)
+    assert lo <= hi <= RDPAccountant().compose(PoissonSampled(0.01, Gaussian(1.0)), count=1000).get_epsilon(1e-15)
     # tiny deltas stay accurate (tilted FFT): 400-fold Gaussian = one Gaussian with sigma 1
     g = PLDAccountant(1e-3).compose(Gaussian(20.0), count=400)
     for d in (1e-12, 1e-15):
@@ -181,12 +181,12 @@ def test_objective_perturbation_profile():
 
 
 def test_sampled_without_replacement_pld():
-    d = SampledWithoutReplacementGaussian(1.0, 0.05)
+    d = SampledWithoutReplacement(0.05, Gaussian(1.0, neighbours="replace_one"))
     acc = PLDAccountant(1e-3).compose(d, count=100)
     lo, hi = acc.get_epsilon_bounds(1e-6)
     assert lo <= hi < RDPAccountant().compose(d, count=100).get_epsilon(1e-6)
     # never better than the Poisson pairs composed separately (the profile is their max)
-    p = PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(1.0, 0.05), count=100).get_epsilon(1e-6)
+    p = PLDAccountant(1e-3).compose(PoissonSampled(0.05, Gaussian(1.0)), count=100).get_epsilon(1e-6)
     assert hi >= p - 1e-3
 
 
@@ -204,7 +204,7 @@ def test_pld_bad_input():
     with pytest.raises(ValueError):
         acc.compose(Gaussian(1.0), count=-2)
     with pytest.raises(ValueError):
-        acc.compose(SampledWithoutReplacementGaussian(1.0, 0.1))
+        acc.compose(SampledWithoutReplacement(0.1, Gaussian(1.0, neighbours="replace_one")))
     with pytest.raises(TypeError):
         acc.compose("gaussian")
 
@@ -214,9 +214,9 @@ def test_calibration_rdp_and_pld():
     for kind in ("rdp", "pld"):
         z = calibrate_noise_multiplier(target, 1e-5, q, T, accountant=kind, value_discretization=1e-3)
         if kind == "rdp":
-            f = lambda s: RDPAccountant().compose(PoissonSubsampledGaussian(s, q), T).get_epsilon(1e-5)
+            f = lambda s: RDPAccountant().compose(PoissonSampled(q, Gaussian(s)), T).get_epsilon(1e-5)
         else:
-            f = lambda s: PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(s, q), T).get_epsilon(1e-5)
+            f = lambda s: PLDAccountant(1e-3).compose(PoissonSampled(q, Gaussian(s)), T).get_epsilon(1e-5)
         assert f(z) <= target
         assert f(z * (1 - 3e-3)) > target
     with pytest.raises(ValueError):

@@ -9,18 +9,20 @@ from dpfast.accounting import (
     DEFAULT_ORDERS,
     Gaussian,
     Laplace,
-    PoissonSubsampledGaussian,
-    PrivateHyperparameterTuning,
+    PoissonSampled,
+    Tuned,
     PureDP,
     RandomizedResponse,
     RDPAccountant,
-    SampledWithoutReplacementGaussian,
+    SampledWithoutReplacement,
     rdp_to_delta,
     rdp_to_epsilon,
     rdp_to_epsilon_classic,
 )
 from dpfast.accounting import gdp
 from dpfast.accounting.rdp import (
+    check_orders,
+    rdp_curve,
     laplace_rdp,
     poisson_subsampled_gaussian_rdp,
     sampled_without_replacement_gaussian_rdp,
@@ -63,7 +65,7 @@ def test_rdp_to_epsilon_classic_is_mironovs_proposition_3():
 
 
 def test_improved_conversion_never_worse_than_classic():
-    for d in (Gaussian(1.0), PoissonSubsampledGaussian(1.1, 0.01)):
+    for d in (Gaussian(1.0), PoissonSampled(0.01, Gaussian(1.1))):
         imp = RDPAccountant().compose(d, 100).get_epsilon(1e-6)
         cla = RDPAccountant(conversion="classic").compose(d, 100).get_epsilon(1e-6)
         assert imp <= cla
@@ -84,11 +86,11 @@ def test_laplace_rdp_matches_quadrature():
 
 def test_rr_rdp_h2():
     # H2.24: binary RR at eps = 1: D_2 = 0.7353256640555194, D_5 = 0.9217154286678753
-    r = RandomizedResponse(1.0).rdp([2.0, 5.0])
+    r = rdp_curve(RandomizedResponse(1.0), check_orders([2.0, 5.0]))
     np.testing.assert_allclose(r, [0.7353256640555194, 0.9217154286678753], rtol=1e-12)
     # pure DP: <= min(eps, alpha eps^2 / 2)  (lectures D9)
     o = np.array([1.5, 2, 5, 50, np.inf])
-    assert (PureDP(1.0).rdp(o) <= np.minimum(1.0, o * 0.5) + 1e-12).all()
+    assert (rdp_curve(PureDP(1.0), check_orders(o)) <= np.minimum(1.0, o * 0.5) + 1e-12).all()
 
 
 @pytest.mark.parametrize("q,sigma", [(0.01, 1.0), (0.1, 2.0), (0.3, 0.8)])
@@ -109,7 +111,7 @@ def test_abadi_moments_bound_h3_32():
 
 def test_dpsgd_workload_rdp():
     # issue 3: sigma = 1, q = 256/60000, 14062 steps, delta = 1e-5 -> 3.07867 (Opacus, dp-accounting)
-    acc = RDPAccountant().compose(PoissonSubsampledGaussian(1.0, 256 / 60000), count=14062)
+    acc = RDPAccountant().compose(PoissonSampled(256 / 60000, Gaussian(1.0)), count=14062)
     eps, order = acc.get_epsilon_and_order(1e-5)
     assert eps == pytest.approx(3.07867, abs=1e-5)
     assert order == pytest.approx(7.1)
@@ -125,11 +127,11 @@ def test_sampled_without_replacement_rdp():
     e2 = 1.0
     want = math.log1p(0.01 ** 2 * min(4 * math.expm1(e2), 2 * math.exp(e2)))
     assert r1[0] == pytest.approx(want, rel=1e-12)
-    assert SampledWithoutReplacementGaussian(1.0, 0.01).neighbours == "replace_one"
+    assert SampledWithoutReplacement(0.01, Gaussian(1.0, neighbours="replace_one")).neighbours == "replace_one"
 
 
 def test_conversions_monotone_and_inverse():
-    acc = RDPAccountant().compose(PoissonSubsampledGaussian(1.0, 0.01), count=1000)
+    acc = RDPAccountant().compose(PoissonSampled(0.01, Gaussian(1.0)), count=1000)
     o, r = acc.orders, acc.rdp
     deltas = np.logspace(-12, -2, 15)
     eps = [rdp_to_epsilon(o, r, d)[0] for d in deltas]
@@ -156,9 +158,9 @@ def test_rdp_bad_input():
     with pytest.raises(ValueError):
         Gaussian(-1.0)
     with pytest.raises(ValueError):
-        PoissonSubsampledGaussian(1.0, 0.0)
+        PoissonSampled(0.0, Gaussian(1.0))
     with pytest.raises(ValueError):
-        PoissonSubsampledGaussian(1.0, 1.5)
+        PoissonSampled(1.5, Gaussian(1.0))
     with pytest.raises(ValueError):
         Laplace(0.0)
     with pytest.raises(ValueError):
@@ -166,7 +168,7 @@ def test_rdp_bad_input():
     with pytest.raises(ValueError):
         rdp_to_epsilon([2.0], [-0.1], 1e-5)
     with pytest.raises(ValueError):
-        RDPAccountant().compose(Gaussian(1.0)).compose(SampledWithoutReplacementGaussian(1.0, 0.1))
+        RDPAccountant().compose(Gaussian(1.0)).compose(SampledWithoutReplacement(0.1, Gaussian(1.0, neighbours="replace_one")))
 
 
 def test_rdp_epsilon_at_least_tight_gdp():
@@ -216,12 +218,12 @@ def test_tuning_truncated_negative_binomial():
 
 def test_tuning_poisson_description():
     base = Gaussian(2.0)
-    t = PrivateHyperparameterTuning(base, "poisson", mean=10.0)
+    t = Tuned(base, "poisson", mean=10.0)
     acc = RDPAccountant().compose(t)
     assert acc.get_epsilon(1e-5) > RDPAccountant().compose(base).get_epsilon(1e-5)
     with pytest.raises(ValueError):
-        PrivateHyperparameterTuning(base, "poisson")
-    tnb = PrivateHyperparameterTuning(base, "truncated_negative_binomial", eta=0.0, gamma=0.05)
+        Tuned(base, "poisson")
+    tnb = Tuned(base, "truncated_negative_binomial", eta=0.0, gamma=0.05)
     r = RDPAccountant().compose(tnb).rdp
     assert (r >= RDPAccountant().compose(base).rdp).all() and np.isfinite(r).all()
 
@@ -246,7 +248,7 @@ def test_tuning_poisson_formula_and_domain():
     with pytest.raises(ValueError, match="mu"):
         tuning_rdp_poisson(o, r, 0.1)
     with pytest.raises(ValueError, match="mean"):
-        PrivateHyperparameterTuning(Gaussian(2.0), "poisson", mean=0.5)
+        Tuned(Gaussian(2.0), "poisson", mean=0.5)
 
 
 def test_tnb_expected_count_by_series():

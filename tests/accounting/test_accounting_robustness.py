@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import dpfast.accounting as acc
+from dpfast.accounting.rdp import check_orders, rdp_curve
 from dpfast import _pld
 from dpfast.accounting import (
     Gaussian,
     Laplace,
     PLDAccountant,
-    PoissonSubsampledGaussian,
+    PoissonSampled,
     RDPAccountant,
     calibrate_noise_multiplier,
 )
@@ -110,7 +111,7 @@ def _run_threads(target, n=8):
 
 def test_rdp_accountant_shared_by_8_threads_equals_sequential():
     """Issue 15 item 9: 8 threads x 2000 composes reported epsilon 1647 instead of 2312."""
-    d = PoissonSubsampledGaussian(1.0, 0.01)
+    d = PoissonSampled(0.01, Gaussian(1.0))
     shared = RDPAccountant()
     _run_threads(lambda i: [shared.compose(d) for _ in range(2000)])
     seq = RDPAccountant()
@@ -153,7 +154,7 @@ def test_pld_accountants_in_8_threads_equal_sequential_and_cache_stays_bounded()
 
 
 def test_pld_accountant_shared_by_8_threads_equals_sequential():
-    d1, d2 = PoissonSubsampledGaussian(1.5, 0.02), Laplace(20.0)
+    d1, d2 = PoissonSampled(0.02, Gaussian(1.5)), Laplace(20.0)
     shared = PLDAccountant(1e-3)
     eps = []
 
@@ -238,8 +239,8 @@ def test_calibrate_tiny_rtol_is_refused_not_a_hang(accountant):
 
 def test_calibrate_finest_rtol_and_extreme_targets_return_verified_values():
     z = _returns_within(lambda: calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, "rdp", rtol=1e-12))["value"]
-    eps = RDPAccountant().compose(PoissonSubsampledGaussian(z, 0.01), 100).get_epsilon(1e-5)
-    assert eps <= 1.0 < RDPAccountant().compose(PoissonSubsampledGaussian(z * (1 - 1e-9), 0.01), 100).get_epsilon(1e-5)
+    eps = RDPAccountant().compose(PoissonSampled(0.01, Gaussian(z)), 100).get_epsilon(1e-5)
+    assert eps <= 1.0 < RDPAccountant().compose(PoissonSampled(0.01, Gaussian(z * (1 - 1e-9))), 100).get_epsilon(1e-5)
     # a huge target is met at the smallest multiplier searched (verified there)
     z = _returns_within(lambda: calibrate_noise_multiplier(1e300, 1e-5, 0.01, 100))["value"]
     assert z == 1e-6
@@ -248,7 +249,7 @@ def test_calibrate_finest_rtol_and_extreme_targets_return_verified_values():
     if "error" in out:
         assert isinstance(out["error"], ValueError)
     else:
-        assert RDPAccountant().compose(PoissonSubsampledGaussian(out["value"], 0.01), 100).get_epsilon(1e-5) <= 1e-300
+        assert RDPAccountant().compose(PoissonSampled(0.01, Gaussian(out["value"])), 100).get_epsilon(1e-5) <= 1e-300
     out = _returns_within(lambda: calibrate_noise_multiplier(1.0, 1e-5, 1.0, 10 ** 18, "rdp"))
     assert isinstance(out["error"], ValueError) and "1e+08" in str(out["error"])
     with pytest.raises(TypeError, match="target_epsilon"):
@@ -275,7 +276,7 @@ def test_huge_rdp_orders_use_bounded_memory():
             r = _returns_within(lambda: f(orders, 2.0, 0.01), 60)["value"]
             # beyond the exact expansion: the unsampled Gaussian alpha / (2 z^2), an upper bound
             np.testing.assert_array_equal(r, np.array(orders) / 8.0)
-        a = RDPAccountant(orders=[1e8, 32]).compose(PoissonSubsampledGaussian(2.0, 0.01), 10)
+        a = RDPAccountant(orders=[1e8, 32]).compose(PoissonSampled(0.01, Gaussian(2.0)), 10)
         assert math.isfinite(a.get_epsilon(1e-5))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -429,8 +430,8 @@ _HUGE = 1.7976931348623157e308
 _EXTREMES = [
     ("rdp-gaussian-1e300", lambda: RDPAccountant().compose(Gaussian(1e300)).get_epsilon(1e-5), 0.0),
     ("rdp-gaussian-max", lambda: RDPAccountant().compose(Gaussian(_HUGE)).get_epsilon(1e-5), 0.0),
-    ("rdp-poisson-max", lambda: RDPAccountant().compose(PoissonSubsampledGaussian(_HUGE, 0.01)).get_epsilon(1e-5), 0.0),
-    ("rdp-wor-max", lambda: RDPAccountant().compose(acc.SampledWithoutReplacementGaussian(_HUGE, 0.01)).get_epsilon(1e-5),
+    ("rdp-poisson-max", lambda: RDPAccountant().compose(PoissonSampled(0.01, Gaussian(_HUGE))).get_epsilon(1e-5), 0.0),
+    ("rdp-wor-max", lambda: RDPAccountant().compose(acc.SampledWithoutReplacement(0.01, acc.Gaussian(_HUGE, neighbours="replace_one"))).get_epsilon(1e-5),
      0.0),
     ("pld-gaussian-max", lambda: PLDAccountant(1e-2).compose(Gaussian(_HUGE)).get_epsilon(1e-5), 0.0),
     ("rdp-gaussian-tiny", lambda: RDPAccountant().compose(Gaussian(1e-300)).get_epsilon(1e-5), math.inf),
@@ -443,7 +444,7 @@ _EXTREMES = [
     ("laplace-huge-sensitivity", lambda: PLDAccountant(1e-2).compose(Laplace(2.0, sensitivity=1e308)),
      (ValueError, "sensitivity/scale")),
     ("pld-poisson-tiny-noise",
-     lambda: PLDAccountant(1e-3).compose(PoissonSubsampledGaussian(5e-324, 0.01), 10).get_epsilon(1e-5),
+     lambda: PLDAccountant(1e-3).compose(PoissonSampled(0.01, Gaussian(5e-324)), 10).get_epsilon(1e-5),
      (ValueError, "noise_multiplier")),
     # E[K] -> (1/gamma - 1)/log(1/gamma) as eta -> 0 (Papernot & Steinke 2022): 9/log(10)
     ("tnb-tiny-eta", lambda: acc.tnb_expected_count(eta=1e-298, gamma=0.1), 9 / math.log(10)),
@@ -455,14 +456,14 @@ _EXTREMES = [
      # eps(8) + min over lambda_hat in {2, 8, 1} of the Theorem 2 term + log E[K]/7
      4 / 9 + min(0.5 / 9 + math.log(10) / 2, (7 / 8) * 4 / 9 + math.log(10) / 8, math.log(10))
      + math.log(9 / math.log(10)) / 7),
-    ("tuning-tiny-eta", lambda: RDPAccountant().compose(acc.PrivateHyperparameterTuning(
+    ("tuning-tiny-eta", lambda: RDPAccountant().compose(acc.Tuned(
         Gaussian(3), "truncated_negative_binomial", eta=1e-320, gamma=0.1)).get_epsilon(1e-5), "finite"),
     ("tradeoff-huge-eps", lambda: acc.approx_dp_tradeoff(np.linspace(0, 1, 5), epsilon=1e308, delta=1e-5),
      np.array([1 - 1e-5, 0, 0, 0, 0])),
     ("calibrate-huge-order", lambda: calibrate_noise_multiplier(3.0, 1e-5, 0.01, 100, accountant="rdp",
                                                                 orders=788818507111908), (ValueError, "noise multiplier")),
     # RR's privacy loss takes the values +-eps and 0: RDP at alpha = inf is eps, the PLD is O(1)
-    ("rr-2^64-rdp", lambda: acc.RandomizedResponse(1.0, num_categories=2 ** 64).rdp([math.inf])[0], 1.0),
+    ("rr-2^64-rdp", lambda: rdp_curve(acc.RandomizedResponse(1.0, num_categories=2 ** 64), check_orders([math.inf]))[0], 1.0),
     ("rr-2^64-pld", lambda: PLDAccountant(1e-2).compose(acc.RandomizedResponse(1.0, num_categories=2 ** 64)).get_epsilon(1e-5),
      0.0),
     ("rr-2^31-pld", lambda: PLDAccountant(1e-2).compose(acc.RandomizedResponse(1.0, num_categories=2 ** 31)).get_epsilon(1e-5),
@@ -503,7 +504,7 @@ def test_rr_merged_pair_equals_the_k_outcome_pair():
         e = 0.7
         hi, lo = math.exp(e) / (math.exp(e) + k - 1), 1 / (math.exp(e) + k - 1)
         full = discrete_pair_rdp([1.5, 2, 10, math.inf], [hi, lo] + [lo] * (k - 2), [lo, hi] + [lo] * (k - 2))
-        np.testing.assert_allclose(acc.RandomizedResponse(e, k).rdp([1.5, 2, 10, math.inf]), full, rtol=1e-12)
+        np.testing.assert_allclose(rdp_curve(acc.RandomizedResponse(e, k), check_orders([1.5, 2, 10, math.inf])), full, rtol=1e-12)
 
 
 def test_poisson_rdp_at_subnormal_rate_is_not_zero():

@@ -106,28 +106,6 @@ def test_events_holding_callables_refuse_serialisation():
         A.from_dict({"type": "NoSuchEvent"})
 
 
-def test_old_names_warn_and_build_the_composition_node():
-    with pytest.warns(DeprecationWarning, match="PoissonSampled"):
-        old = A.PoissonSubsampledGaussian(1.1, 0.01)
-    assert old == A.PoissonSampled(0.01, A.Gaussian(1.1))
-    with pytest.warns(DeprecationWarning, match="SampledWithoutReplacement"):
-        old = A.SampledWithoutReplacementGaussian(1.2, 0.02)
-    assert old == A.SampledWithoutReplacement(0.02, A.Gaussian(1.2, neighbours="replace_one"))
-    with pytest.warns(DeprecationWarning, match="Tuned"):
-        old = A.PrivateHyperparameterTuning(A.Gaussian(3.0), "poisson", mean=5.0)
-    assert old == A.Tuned(A.Gaussian(3.0), "poisson", mean=5.0) and old.base == A.Gaussian(3.0)
-    with pytest.warns(DeprecationWarning, match="rdp_curve"):
-        r = A.Laplace(2.0).rdp([2.0, 8.0])
-    np.testing.assert_array_equal(r, rdp_curve(A.Laplace(2.0), np.array([2.0, 8.0])))
-    assert A.MechanismDescription is A.DpEvent
-    # the old and the new form give the same epsilons
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old = A.PoissonSubsampledGaussian(1.1, 0.01)
-    assert A.RDPAccountant().compose(old, 100).get_epsilon(1e-5) == \
-        A.RDPAccountant().compose(A.PoissonSampled(0.01, A.Gaussian(1.1)), 100).get_epsilon(1e-5)
-
-
 def test_self_composed_and_composed_equal_the_counts():
     ps = A.PoissonSampled(0.02, A.Gaussian(1.0))
     for make in (A.PLDAccountant, A.RDPAccountant):

@@ -56,14 +56,15 @@ from dpfast.accounting import (  # noqa: E402
     Gaussian,
     Laplace,
     PLDAccountant,
-    PoissonSubsampledGaussian,
+    PoissonSampled,
     PureDP,
     RandomizedResponse,
     RDPAccountant,
-    SampledWithoutReplacementGaussian,
+    SampledWithoutReplacement,
     calibrate_noise_multiplier,
     gdp_epsilon,
 )
+from dpfast.accounting.rdp import check_orders, rdp_curve  # noqa: E402
 
 import _peer_grids as G  # noqa: E402
 
@@ -196,7 +197,7 @@ def _rr_composed_epsilon(eps_rr, k, n, delta):
 @pytest.mark.parametrize("z,q,n", _grid_add_remove(), ids=_ids(_grid_add_remove()))
 def test_poisson_subsampled_gaussian_pld_vs_peers(z, q, n):
     """PLDAccountant (add/remove) vs prv-accountant and dp-accounting's PLD."""
-    ours = _dpfast_pld(PoissonSubsampledGaussian(z, q), n)
+    ours = _dpfast_pld(PoissonSampled(q, Gaussian(z)), n)
     opt = _dpa_poisson_pld(z, q, n, NR.ADD_OR_REMOVE_ONE, 1.0, False)
     pess = _dpa_poisson_pld(z, q, n, NR.ADD_OR_REMOVE_ONE, 1.0, True)
     lo, est, up = _prv_poisson(z, q, n)
@@ -236,16 +237,16 @@ def test_poisson_subsampled_gaussian_rdp_vs_dp_accounting(z, q, n):
     against quadrature instead (relative accuracy ~1e-9 except for curves below 1e-10)."""
     orders = DEFAULT_ORDERS
     integer = orders[orders == np.round(orders)]
-    ours_int, acc_int = _dpfast_rdp(PoissonSubsampledGaussian(z, q), n, integer)
+    ours_int, acc_int = _dpfast_rdp(PoissonSampled(q, Gaussian(z)), n, integer)
     theirs = _dpa_rdp_curve(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z)), n),
                             integer, NR.ADD_OR_REMOVE_ONE)
     np.testing.assert_allclose(acc_int.rdp, theirs, rtol=1e-9, atol=0)
     eps_theirs, _ = dpa_rdp.compute_epsilon(integer, theirs, DELTA)
     assert abs(ours_int / eps_theirs - 1) <= 1e-9
-    frac = PoissonSubsampledGaussian(z, q).rdp(_FRACTIONAL)
+    frac = rdp_curve(PoissonSampled(q, Gaussian(z)), check_orders(_FRACTIONAL))
     quad = np.array([_rdp_by_quadrature(a, q, z) for a in _FRACTIONAL])
     np.testing.assert_allclose(frac, quad, rtol=1e-6, atol=1e-15)
-    ours, _ = _dpfast_rdp(PoissonSubsampledGaussian(z, q), n)  # all default orders
+    ours, _ = _dpfast_rdp(PoissonSampled(q, Gaussian(z)), n)  # all default orders
     assert ours <= ours_int
     lo, _, _ = _prv_poisson(z, q, n)
     assert ours >= lo
@@ -336,7 +337,7 @@ def test_sampled_without_replacement_gaussian_vs_peers(z, q, n):
     so only the certified lower bounds: prv's remove pair, and dp-accounting's optimistic
     REPLACE_ONE pair (1-q)N(0)+qN(-1/2) vs (1-q)N(0)+qN(+1/2) (in units of z), both realisable
     neighbouring outputs for a sum with replace-one sensitivity 1."""
-    d = SampledWithoutReplacementGaussian(z, q)
+    d = SampledWithoutReplacement(q, Gaussian(z, neighbours="replace_one"))
     ours = _dpfast_pld(d, n)
     lo, _, _ = _prv_poisson(z, q, n)
     opt = _dpa_poisson_pld(z, q, n, NR.REPLACE_ONE, 0.5, False)

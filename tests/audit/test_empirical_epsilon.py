@@ -153,7 +153,7 @@ def test_private_erm_output_perturbation():
     loss derivative clipped, so the minimisers of D and D' = D + one such record are at the
     add/remove sensitivity's distance, see tests/linear_model/test_linear_model_sensitivity.py); score: projection
     of coef_ on the direction from the noiseless minimiser of D to that of D'."""
-    from dpfast.linear_model._solver import minimize_glm
+    from dpfast._solver import minimize_glm
 
     rng = np.random.default_rng(15)
     X = rng.normal(size=(3, 2))

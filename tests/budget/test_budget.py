@@ -517,6 +517,27 @@ def test_pld_budget_spent_is_never_below_the_exact_gaussian_composition_at_small
     assert exact <= b.spent() <= exact * (1 + 1e-4)
 
 
+def test_charge_is_the_one_helper_and_builds_the_event_only_under_a_budget():
+    # dpfast.budget.charge takes an event or a zero-argument builder; the builder runs only when
+    # a budget applies (mechanism calls without one build no event)
+    built = []
+
+    def build():
+        built.append(1)
+        return A.Laplace(2.0)
+
+    charge(None, build, "no budget")
+    assert built == []
+    b = PrivacyBudget(1.0, 1e-6)
+    charge(b, build, "builder")
+    charge(b, A.Laplace(2.0), "event")
+    assert built == [1] and [c.label for c in b.ledger] == ["builder", "event"]
+    assert b.ledger[0].event == b.ledger[1].event == A.Laplace(2.0)
+    from dpfast import _base
+
+    assert not hasattr(_base, "_charge_budget")
+
+
 def test_check_scope_accepts_none_or_a_usable_budget_and_refuses_the_rest():
     # estimators call it before reading data: nothing is charged either way
     b = PrivacyBudget(1.0, 1e-6)

@@ -16,6 +16,7 @@ import numpy as np
 import dpfast
 from dpfast import accounting as A
 from dpfast import calibrate as CAL
+from dpfast.accounting.rdp import rdp_curve
 from dpfast import linear_model as LM
 from dpfast import mechanisms as M
 from dpfast import public as P
@@ -47,7 +48,6 @@ EXCLUDED = {
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
-    "MechanismDescription": "abstract base class of the descriptions (each description is a target)",
     "DpEvent": "abstract base class of the events (each event is a target)",
     "PrivacyAccountant": "abstract base class of the accountants (each accountant is a target)",
     "Neighbours": "an enum of the two neighbouring relations",
@@ -239,7 +239,7 @@ def _describe(cls):
     def run(**kw):
         d = cls(**kw)
         eps = A.RDPAccountant().compose(d, 3).get_epsilon(1e-5)
-        return d.rdp(np.array([1.5, 2.0, 8.0])), eps
+        return rdp_curve(d, np.array([1.5, 2.0, 8.0])), eps
     return run
 
 
@@ -262,22 +262,16 @@ def _from_pair(p, q):
         A.RDPAccountant().compose(d, 2).get_epsilon(1e-5)
 
 
-def _hp_tuning(noise_multiplier, distribution, mean, eta, gamma):
-    d = A.PrivateHyperparameterTuning(A.Gaussian(noise_multiplier), distribution, mean=mean,
-                                      eta=eta, gamma=gamma)
-    return A.RDPAccountant().compose(d).get_epsilon(1e-5)
-
-
 def _rdp_acct(orders, conversion, noise_multiplier, sample_rate, count, delta, epsilon):
     acc = A.RDPAccountant(orders, conversion)
-    acc.compose(A.PoissonSubsampledGaussian(noise_multiplier, sample_rate), count)
+    acc.compose(A.PoissonSampled(sample_rate, A.Gaussian(noise_multiplier)), count)
     return acc.get_epsilon(delta), acc.get_delta(epsilon), acc.get_epsilon_and_order(delta)
 
 
 def _pld_acct(value_discretization, tail_mass, noise_multiplier, sample_rate, count, delta,
               epsilon):
     acc = A.PLDAccountant(value_discretization, tail_mass=tail_mass)
-    acc.compose(A.PoissonSubsampledGaussian(noise_multiplier, sample_rate), count)
+    acc.compose(A.PoissonSampled(sample_rate, A.Gaussian(noise_multiplier)), count)
     return (acc.get_epsilon(delta), acc.get_delta(epsilon), acc.get_delta_bounds(epsilon),
             acc.get_epsilon_bounds(delta))
 
@@ -313,6 +307,12 @@ def _self_composed(epsilon, count):
 
 def _composed(epsilon, noise_multiplier):
     return _both(A.Composed((A.PureDP(epsilon), A.Gaussian(noise_multiplier))), 1)
+
+
+def _calibrate_parameter(epsilon, delta, accountant, lo, hi, start, rtol, lo_factor):
+    # the event family: ten Gaussian releases of noise multiplier x (the search's x)
+    return A.calibrate_parameter(lambda x: A.SelfComposed(A.Gaussian(x), 10), epsilon, delta, accountant,
+                                 lo, hi, start=start, rtol=rtol, lo_factor=lo_factor)
 
 
 def _tuned(noise_multiplier, distribution, mean, eta, gamma):
@@ -367,12 +367,6 @@ ACCOUNTING = [
     _mk("ExponentialMechanism", _describe(A.ExponentialMechanism),
         dict(epsilon=1.0, neighbours="add_remove")),
     _mk("ReportNoisyMax", _describe(A.ReportNoisyMax), dict(epsilon=1.0, neighbours="add_remove")),
-    _mk("PoissonSubsampledGaussian", _describe(A.PoissonSubsampledGaussian),
-        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="add_remove")),
-    _mk("PoissonSubsampledGaussian_pld", _describe_pld(A.PoissonSubsampledGaussian),
-        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="add_remove")),
-    _mk("SampledWithoutReplacementGaussian", _describe(A.SampledWithoutReplacementGaussian),
-        dict(noise_multiplier=1.0, sample_rate=0.01, neighbours="replace_one")),
     _mk("FromPrivacyProfile", _from_profile,
         dict(sigma=2.0, epsilon_min=0.0, profile_step=1e-2, symmetric=False)),
     _mk("FromDominatingPair", _from_pair,
@@ -381,9 +375,7 @@ ACCOUNTING = [
     _mk("ObjectivePerturbation", _describe(A.ObjectivePerturbation),
         dict(noise_std=2.0, lipschitz=1.0, smoothness=0.25, regularization=1.0),
         examples=(dict(smoothness=BIG_FRACTION),)),
-    _mk("PrivateHyperparameterTuning", _hp_tuning,
-        dict(noise_multiplier=3.0, distribution="poisson", mean=3.0, eta=None, gamma=None)),
-    _mk("PrivateHyperparameterTuning_tnb", _hp_tuning,
+    _mk("Tuned_tnb", _tuned,
         dict(noise_multiplier=3.0, distribution="truncated_negative_binomial", mean=None,
              eta=0.5, gamma=0.1), examples=(dict(eta=BIG_FRACTION), dict(gamma=BIG_FRACTION))),
     _mk("ApproxDP", _approx_dp, dict(epsilon=1.0, delta=1e-6, neighbours="add_remove"),
@@ -417,6 +409,9 @@ ACCOUNTING = [
         data=("orders", "rdp"), examples=(dict(rdp=BIG_FRACTION),)),
     _mk("rdp_to_delta", A.rdp_to_delta, dict(orders=ORD, rdp=RDPV, epsilon=1.0),
         data=("orders", "rdp"), examples=(dict(epsilon=BIG_FRACTION),)),
+    _mk("calibrate_parameter", _calibrate_parameter,
+        dict(epsilon=2.0, delta=1e-6, accountant="rdp", lo=1e-6, hi=1e8, start=1.0, rtol=1e-3,
+             lo_factor=0.5), examples=(dict(rtol=1e-17), dict(epsilon=BIG_INT))),
     _mk("calibrate_noise_multiplier", A.calibrate_noise_multiplier,
         dict(target_epsilon=3.0, delta=1e-5, sample_rate=0.01, steps=100, accountant="rdp",
              value_discretization=1e-3, rtol=1e-2, orders=None),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
-from dpfast.linear_model._certify import certified_descent, check_certifiable, iterations_needed
+from dpfast._certify import certified_descent, check_certifiable, iterations_needed
 
 
 def _neighbours():

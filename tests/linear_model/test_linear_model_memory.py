@@ -1,7 +1,7 @@
 """Peak memory of a dense private fit (issue 9): the design is never copied.
 
 The intercept column and the row map (``row_norm="normalize"``/``"clip"``) are applied inside
-the native passes (``dpfast.linear_model._solver.MappedRows``), so a fit needs O(n + d) memory
+the native passes (``dpfast._solver.MappedRows``), so a fit needs O(n + d) memory
 beside X: per-row float64 vectors (labels in the solver's convention, squared norms, clipping
 bounds, row scales) and O(d) solver state.  Each test runs in a fresh interpreter and reads the
 kernel's high-water mark of the resident set (``VmHWM`` in ``/proc/self/status``), which

@@ -44,7 +44,7 @@ def test_output_perturbation_noise_covers_a_tight_neighbouring_pair():
     import math
 
     from dpfast.calibrate import gaussian_sigma
-    from dpfast.linear_model._solver import minimize_glm
+    from dpfast._solver import minimize_glm
 
     rng = np.random.default_rng(3)
     n, d, lam, eps, delta = 20, 3, 5.0, 1.0, 1e-5

@@ -124,7 +124,7 @@ def test_mapped_csr_rows_match_the_materialised_design(dtype, clip):
     objective of the materialised design [scale_i x_i, s], computed by the NumPy reference."""
     from _reference_solver import objective
 
-    from dpfast.linear_model._solver import MappedRows, glm_loss_and_grad, minimize_glm
+    from dpfast._solver import MappedRows, glm_loss_and_grad, minimize_glm
 
     X, y01 = _sparse_rows(n=700, d=60, k=5, seed=11)
     X = X.astype(dtype)

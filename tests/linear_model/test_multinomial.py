@@ -20,7 +20,7 @@ from dpfast import _multinomial
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import LogisticRegression
 from dpfast.linear_model._multinomial import minimize_multinomial_certified, multinomial_oracle
-from dpfast.linear_model._solver import MappedRows
+from dpfast._solver import MappedRows
 
 from _fit_data import blobs as _lm_blobs
 

@@ -1,4 +1,4 @@
-"""Tests of the native GLM solvers (dpfast.linear_model._solver, dpfast._glm).
+"""Tests of the native GLM solvers (dpfast._solver, dpfast._glm).
 
 References are written here from the formulas of spec objective_perturbation.md (losses,
 gradient-clipped loss of Algorithm 1), independently of the C++ code; optima are compared
@@ -16,7 +16,7 @@ from scipy import optimize, special
 from sklearn import linear_model as sklm
 
 from dpfast import _glm
-from dpfast.linear_model._solver import (
+from dpfast._solver import (
     LOSSES,
     GLMResult,
     glm_loss_and_grad,
@@ -504,7 +504,7 @@ def test_baseline_build_agrees_with_dispatched_one():
     code = (
         "import json, numpy as np, scipy.sparse as sp\n"
         "from dpfast import _glm\n"
-        "from dpfast.linear_model._solver import minimize_glm\n"
+        "from dpfast._solver import minimize_glm\n"
         "rng = np.random.default_rng(24)\n"
         "X = rng.normal(size=(3000, 9)); X /= np.linalg.norm(X, axis=1, keepdims=True)\n"
         "y = np.where(rng.random(3000) < 0.5, 1.0, -1.0)\n"

@@ -19,7 +19,7 @@ import pytest
 _CODE = r"""
 import json, numpy as np, scipy.sparse as sp
 from dpfast import _glm
-from dpfast.linear_model._solver import glm_loss_and_grad, minimize_glm, LOSSES
+from dpfast._solver import glm_loss_and_grad, minimize_glm, LOSSES
 rng = np.random.default_rng(20261125)
 n, d = 1003, 13
 X = rng.normal(size=(n, d))

@@ -162,7 +162,7 @@ def test_generic_oracle_path():
 
     def oracle(Xp, yp, Zp, eta):  # exact averaged objective over linear functions, by the native solver
         calls.append(eta)
-        from dpfast.linear_model._solver import minimize_glm
+        from dpfast._solver import minimize_glm
 
         Xa, Zpa = _augment(Xp, True), _augment(Zp, True)
         S = Zpa.T @ Zpa / len(Zpa)

@@ -6,9 +6,9 @@ from scipy import optimize
 from dpfast.accounting import (
     Gaussian,
     PLDAccountant,
-    PoissonSubsampledGaussian,
+    PoissonSampled,
     RDPAccountant,
-    SampledWithoutReplacementGaussian,
+    SampledWithoutReplacement,
 )
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, DPSGDRegressor
 
@@ -46,11 +46,11 @@ def test_epsilon_matches_direct_accountant_call():
     m = DPSGDClassifier(noise_multiplier=1.1, batch_size=64, epochs=3, random_state=0, delta=1e-5).fit(X, y)
     q, T = 64 / 1000, 3 * int(np.ceil(1000 / 64))
     assert m.steps_ == T and m.sample_rate_ == q
-    direct = PLDAccountant().compose(PoissonSubsampledGaussian(1.1, q), count=T).get_epsilon(1e-5)
+    direct = PLDAccountant().compose(PoissonSampled(q, Gaussian(1.1)), count=T).get_epsilon(1e-5)
     assert m.epsilon_ == pytest.approx(direct, rel=1e-12)
     m2 = DPSGDClassifier(noise_multiplier=1.1, batch_size=64, epochs=3, random_state=0, accountant="rdp",
                          sampling="shuffle").fit(X, y)
-    direct2 = RDPAccountant().compose(SampledWithoutReplacementGaussian(1.1, q), count=T).get_epsilon(1e-5)
+    direct2 = RDPAccountant().compose(SampledWithoutReplacement(q, Gaussian(1.1, neighbours="replace_one")), count=T).get_epsilon(1e-5)
     assert m2.epsilon_ == pytest.approx(direct2, rel=1e-12)
     assert m2.neighbours_ == "replace_one" and m.neighbours_ == "add_remove"
 
@@ -60,7 +60,7 @@ def test_calibrated_epsilon_is_met():
     m = DPSGDClassifier(epsilon=1.0, delta=1e-5, batch_size=100, epochs=2, classes=[0, 1, 2],
                         random_state=0).fit(X, y)
     assert 0.97 <= m.epsilon_ <= 1.0
-    direct = PLDAccountant().compose(PoissonSubsampledGaussian(m.noise_multiplier_, 0.05), count=40).get_epsilon(1e-5)
+    direct = PLDAccountant().compose(PoissonSampled(0.05, Gaussian(m.noise_multiplier_)), count=40).get_epsilon(1e-5)
     assert m.epsilon_ == pytest.approx(direct, rel=1e-12)
 
 

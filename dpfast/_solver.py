@@ -11,8 +11,8 @@ per-example gradient l'(y_i, x_i.theta) x_i is clipped to l2 norm <= C, i.e. the
 derivative is clamped to [-C/||x_i||, C/||x_i||] and the loss is continued linearly beyond
 (the gradient-clipped loss l_C of Algorithm 1, step 1; it stays convex, GLM and as smooth as l).
 
-Guarantee used by the privacy proofs (spec, Algorithm 1 step 4 and "Computational
-guarantee"): both solvers stop only when ``||grad F(theta)||_2 <= tol`` (or when they run
+Guarantee used by the privacy proofs (Redberg, Koskela & Wang 2024, Algorithm 1 step 4 and
+Section 4.1; :doc:`/theory/erm`): both solvers stop only when ``||grad F(theta)||_2 <= tol`` (or when they run
 out of iterations), and :class:`GLMResult` reports the exact gradient norm of a full pass at
 the returned ``coef``; ``converged`` is ``grad_norm <= tol``.  Callers that need the
 guarantee must check ``converged`` (a solver that did not reach tol returns
@@ -109,8 +109,8 @@ def loss_constants(loss: str, huber_delta: float = 1.0) -> Tuple[float, float]:
     is L-Lipschitz with L = lipschitz * R and the Hessian is bounded by beta = smooth * R^2.
     The gradient-clipped loss with bound C has Lipschitz constant min(L, C) and the same beta.
     """
-    code = _check_loss(loss)
-    delta = _check_delta(huber_delta)
+    code = check_loss(loss)
+    delta = check_huber_delta(huber_delta)
     lip, smooth = _glm.constants(code, delta)
     return float(lip), float(smooth)
 
@@ -137,7 +137,7 @@ class MappedRows:
             raise TypeError("MappedRows needs a 2-d float32/float64 ndarray or a scipy CSR matrix X")
         n = X.shape[0]
         self.X = X
-        self.scale = None if scale is None else _vector(scale, n, "scale", shape_note=" (one per row)")
+        self.scale = None if scale is None else check_vector(scale, n, "scale", shape_note=" (one per row)")
         self.intercept = _scalar(intercept, "intercept")
         if self.intercept < 0:
             raise ValueError(f"intercept must be >= 0, got {intercept!r}")
@@ -181,13 +181,13 @@ def _is_csr(X) -> bool:
     return sp.issparse(X) and X.format == "csr" and X.ndim == 2
 
 
-def _check_loss(loss) -> int:
+def check_loss(loss) -> int:
     if not isinstance(loss, str) or loss not in _LOSS_CODE:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     return _LOSS_CODE[loss]
 
 
-def _check_delta(huber_delta) -> float:
+def check_huber_delta(huber_delta) -> float:
     delta = check_real(huber_delta, "huber_delta")  # TypeError if not a number; ValueError beyond a double
     if not (math.isfinite(delta) and delta > 0):
         raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
@@ -205,7 +205,7 @@ def _scalar(value, name: str, *, positive: bool = False, allow_zero: bool = True
     return v
 
 
-def _vector(value, n: int, name: str, *, shape_note: str = "") -> Optional[np.ndarray]:
+def check_vector(value, n: int, name: str, *, shape_note: str = "") -> Optional[np.ndarray]:
     """A finite float64 C-contiguous vector of shape (n,) (None stays None)."""
     if value is None:
         return None
@@ -277,23 +277,23 @@ def _prepare_X(X):
 
 
 def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, huber_delta):
-    code = _check_loss(loss)
-    delta = _check_delta(huber_delta)
+    code = check_loss(loss)
+    delta = check_huber_delta(huber_delta)
     layout, data, indices, indptr, n, d = _prepare_X(X)
     if n == 0 or d == 0:
         raise ValueError(f"X must have at least one row and one column, got shape ({n}, {d})")
     rs, icpt = (X.scale, X.intercept) if isinstance(X, MappedRows) else (None, 0.0)
     dx, d = d, d + (icpt != 0.0)  # stored columns, problem dimension
-    if y is None:  # (_vector passes None through: it is how the optional vectors are omitted)
+    if y is None:  # (check_vector passes None through: it is how the optional vectors are omitted)
         raise TypeError("y must be an array of shape (n,), got None")
-    yv = _vector(y, n, "y", shape_note=" to match X")
+    yv = check_vector(y, n, "y", shape_note=" to match X")
     if _loss_table.TABLE[loss].labels == "pm1":
         bad = (yv != 1.0) & (yv != -1.0)
         if bad.any():  # the offending labels are not quoted: y may be private (issue 21, item 10)
             raise ValueError(f"{loss} loss needs labels in {{-1, +1}}; y has other values "
                              "(map {0, 1} labels with 2*y - 1)")
     a = _scalar(alpha, "alpha", positive=True)
-    lin = _vector(linear, d, "linear")
+    lin = check_vector(linear, d, "linear")
     Q = None
     if quadratic is not None:
         Q = np.asarray(quadratic)
@@ -308,7 +308,7 @@ def _prepare(X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, hub
             raise ValueError("quadratic must be symmetric")
     w = None
     if sample_weight is not None:
-        w = _vector(sample_weight, n, "sample_weight")
+        w = check_vector(sample_weight, n, "sample_weight")
         if (w < 0).any():
             raise ValueError("sample_weight must be >= 0")
     c = 0.0
@@ -330,7 +330,7 @@ def check_max_iter(max_iter) -> int:
     return int(max_iter)
 
 
-def _default_threads() -> int:
+def default_solver_threads() -> int:
     """``DPFAST_NUM_THREADS`` when set, else every CPU this process may use (results never depend on it)."""
     return _threads.env_threads() or _threads.cpu_count()
 
@@ -385,10 +385,10 @@ def glm_gradient_oracle(
     code, delta, layout, data, indices, indptr, n, d, yv, a, lin, Q, w, c, dx, rs, icpt = _prepare(
         X, y, loss, alpha, linear, quadratic, sample_weight, clip_norm, huber_delta
     )
-    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
+    nt = default_solver_threads() if n_threads is None else _threads.check_threads(n_threads)
 
     def evaluate(coef) -> Tuple[float, np.ndarray]:
-        th = _vector(coef, d, "coef")
+        th = check_vector(coef, d, "coef")
         f, g, ok = _glm.loss_and_grad(data, indices, indptr, layout, n, dx, yv, w, code, delta, c, a, lin, Q, th, nt,
                                       rs, icpt)
         if not ok:
@@ -476,8 +476,8 @@ def minimize_glm(
     if coef0 is None:
         theta = np.zeros(d, dtype=np.float64)
     else:
-        theta = _vector(coef0, d, "coef0").copy()
-    nt = _default_threads() if n_threads is None else _threads.check_threads(n_threads)
+        theta = check_vector(coef0, d, "coef0").copy()
+    nt = default_solver_threads() if n_threads is None else _threads.check_threads(n_threads)
     args = (data, indices, indptr, layout, n, dx, yv, w, code, delta, c, a, lin, Q,
             _SOLVER_CODE[solver], t, int(max_iter), int(memory), step, rule, nt, theta)
     if solver == "lbfgs":

@@ -1,9 +1,31 @@
-"""Finite dominating pairs shared by the RDP and PLD registrations (private)."""
+"""Randomized response's probabilities and the finite dominating pairs shared by the RDP and PLD
+registrations: the one home of this math (the mechanism in
+:mod:`dpfast.mechanisms.randomized_response` imports :func:`rr_log_probabilities` from here).
+Public-internal: not in ``dpfast.accounting.__all__``."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+
+def rr_log_probabilities(epsilon, k: int):
+    """(log p, log q) of k-ary randomized response: the one home of its probabilities.
+
+    p = e^eps / (e^eps + k - 1) (the true category), q = 1 / (e^eps + k - 1) (each other one):
+    Warner (1965) for k = 2; Wang, Blocki, Li & Jha (2017), "Locally differentially private
+    protocols for frequency estimation", Section 4 (direct encoding) for k > 2.  Computed as
+    log p = -log(1 + (k - 1) e^-eps), log q = -eps + log p: no overflow for large eps and exact
+    for Python ints k of any size (``math.log(k - 1)``).  Used by the mechanism
+    (:func:`dpfast.mechanisms.randomized_response_probabilities`) and by :func:`rr_pair`.
+    ``epsilon``: a float or float array (not validated).
+    """
+    e = np.asarray(epsilon, dtype=np.float64)
+    log_p = -np.logaddexp(0.0, math.log(k - 1) - e)
+    log_q = log_p - e
+    if e.ndim == 0:
+        return float(log_p), float(log_q)
+    return log_p, log_q
 
 
 def rr_pair(epsilon: float, k: int):
@@ -17,8 +39,6 @@ def rr_pair(epsilon: float, k: int):
     overflow for large eps or k (lo underflows to 0 above eps ~ 745: then an infinite loss
     atom, a pessimistic answer).
     """
-    from dpfast.mechanisms.randomized_response import rr_log_probabilities  # the formula's one home
-
     log_hi, log_lo = rr_log_probabilities(float(epsilon), k)
     hi, lo = math.exp(log_hi), math.exp(log_lo)
     if k == 2:

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -250,7 +249,6 @@ def bench_cluster(n: int, d: int, chunk_rows: int, skip_daskml: bool, repeat: in
 
 def bench_out_of_core(gb: float, d: int, chunk_rows: int, path: str, mem_limit_gb: float = 0.0) -> dict:
     import dask
-    import dask.array as da
 
     from dpfast.linear_model import LogisticRegression
 

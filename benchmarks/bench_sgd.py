@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _bench import size  # noqa: E402
-
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier  # noqa: E402
+
+from _bench import size  # noqa: E402
 
 BATCH = 256
 

@@ -21,7 +21,6 @@ PEP 562), so that ``import dpfast`` stays light:
 import importlib as _importlib
 from typing import TYPE_CHECKING
 
-
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
@@ -79,8 +78,11 @@ if TYPE_CHECKING:  # the lazy names, for type checkers (``py.typed``): what __ge
     from dpfast.model_selection import PrivateRandomSearch as PrivateRandomSearch
     from dpfast.preprocessing import pipeline_event as pipeline_event
     from dpfast.public import PublicDataClassifier as PublicDataClassifier, PublicDataRegressor as PublicDataRegressor
-    from dpfast.sgd import DPMLPClassifier as DPMLPClassifier, DPSGDClassifier as DPSGDClassifier
-    from dpfast.sgd import DPSGDRegressor as DPSGDRegressor
+    from dpfast.sgd import (
+        DPMLPClassifier as DPMLPClassifier,
+        DPSGDClassifier as DPSGDClassifier,
+        DPSGDRegressor as DPSGDRegressor,
+    )
 
 __all__ = ["__version__", *_LAZY_SUBMODULES, *_MECHANISM_NAMES, *_LAZY_NAMES]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import numbers
 import operator
+import os
 from typing import Any, Callable, TypeVar
 
 import numpy as np

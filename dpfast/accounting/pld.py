@@ -57,18 +57,16 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, cast
 
 import numpy as np
-from scipy import fft as sfft
-from scipy import special
+from scipy import fft as sfft, special
 
 from dpfast import _pld
 from dpfast._validation import check_delta, check_real
-from dpfast.accounting import _discretize as _disc
-from dpfast.accounting import events as ev
+from dpfast.accounting import _discretize as _disc, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
-from dpfast.accounting._discretize import MAX_POINTS, StepPMF
-from dpfast.accounting.pairs import approx_dp_pair, rr_pair
+from dpfast.accounting._discretize import StepPMF
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
+from dpfast.accounting.pairs import approx_dp_pair, rr_pair
 
 __all__ = ["PLDAccountant", "ComposedPLD", "GridCoarsenedWarning", "dominating_pairs", "symmetric"]
 

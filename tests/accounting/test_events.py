@@ -3,7 +3,6 @@ import dataclasses
 import json
 import math
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -186,6 +185,7 @@ def test_one_of_restores_from_its_dict_without_the_search_package():
 
 def test_one_of_rdp_is_the_members_pointwise_maximum():
     import numpy as np
+
     from dpfast import accounting as A
     from dpfast.accounting.rdp import gaussian_rdp, pure_dp_rdp_bound, rdp_curve
     orders = np.array([1.5, 2.0, 8.0, 64.0])

@@ -40,7 +40,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import warnings
 
 import numpy as np
 import pytest

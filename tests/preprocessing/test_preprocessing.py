@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer
-from sklearn.preprocessing import OneHotEncoder as SkOneHot
-from sklearn.preprocessing import StandardScaler as SkStandardScaler
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder as SkOneHot, StandardScaler as SkStandardScaler
 
 import dpfast
 from dpfast import accounting

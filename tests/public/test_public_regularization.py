@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpfast.public import default_eta, public_geometry, regularization_learner, regularization_learner_generic, regularization_stability
+from dpfast.public import (
+    default_eta,
+    public_geometry,
+    regularization_learner,
+    regularization_learner_generic,
+    regularization_stability,
+)
 from dpfast.public._regularization import _augment, _stage1
 
 

@@ -4,7 +4,7 @@ perturbation (Algorithm 1 of Redberg, Koskela & Wang 2024) on dpfast's native GL
 See :doc:`/theory/erm` and :doc:`/theory/erm` ("ERM mechanisms").
 """
 from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
-from dpfast.linear_model._calibration import (
+from dpfast.accounting.erm_calibration import (
     PrivacyCalibration,
     amp_privacy,
     calibrate_amp,

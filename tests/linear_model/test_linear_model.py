@@ -122,7 +122,7 @@ def test_objective_method_is_certified_as_amp_with_tiny_tau():
     from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
     from dpfast.accounting.objective_perturbation import ObjectivePerturbation, objective_perturbation_rdp
     from dpfast.linear_model import objective_output_multiplier, objective_privacy
-    from dpfast.linear_model._calibration import RDP_ORDERS
+    from dpfast.accounting.erm_calibration import RDP_ORDERS
 
     delta = 1e-5
     for eps in (0.1, 1.0, 8.0):

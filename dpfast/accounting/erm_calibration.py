@@ -7,6 +7,9 @@ sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole m
 which is equivalent and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
 overridden; when lambda is given and too small the error states the smallest feasible one.
 
+This module is part of the one calibration home, :mod:`dpfast.accounting` (with
+:mod:`dpfast.accounting.calibration`): it holds only privacy figures and searches over them.
+
 The release spine: every calibration ends in the release's event
 (:func:`dpfast.accounting.objective_perturbation.amp_event`, or the Gaussian of output
 perturbation), and the epsilon it reports is an accountant's value *for that event*:

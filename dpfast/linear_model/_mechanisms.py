@@ -40,13 +40,13 @@ from dpfast._solver import (
     minimize_glm,
 )
 from dpfast._validation import as_array, check_real
-from dpfast.budget import refuse_unbudgeted
 from dpfast.accounting.erm_calibration import (
     PrivacyCalibration,
     calibrate_amp,
     calibrate_objective,
     calibrate_output,
 )
+from dpfast.budget import refuse_unbudgeted
 from dpfast.linear_model._losses import glm_constants
 from dpfast.random import check_random_state, standard_normal
 

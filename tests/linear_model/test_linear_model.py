@@ -120,9 +120,9 @@ def test_objective_method_is_certified_as_amp_with_tiny_tau():
     step's RDP term <= 0.1 % of eps at every order <= 1024), and the reported epsilon is that of
     the composition, recomputed here with the accountants directly."""
     from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
+    from dpfast.accounting.erm_calibration import RDP_ORDERS
     from dpfast.accounting.objective_perturbation import ObjectivePerturbation, objective_perturbation_rdp
     from dpfast.linear_model import objective_output_multiplier, objective_privacy
-    from dpfast.accounting.erm_calibration import RDP_ORDERS
 
     delta = 1e-5
     for eps in (0.1, 1.0, 8.0):

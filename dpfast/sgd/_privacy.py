@@ -22,7 +22,7 @@ import math
 
 import dpfast.accounting as acc
 
-__all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_factor"]
+__all__ = ["description", "run_event", "run_epsilon", "calibrate_noise_multiplier", "sensitivity_factor"]
 
 
 def sensitivity_factor(sampling: str) -> float:

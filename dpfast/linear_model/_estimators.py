@@ -692,6 +692,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
             Z = Z * scale[:, None]
         if s > 0:
             Z = np.hstack([Z, np.full((n, 1), s)])
+        Z = np.ascontiguousarray(Z)  # one layout for every input layout: the same sums, bit for bit
         A, b = _ssp.ssp_statistics(Z, np.clip(y, -B, B))
         E, e = _ssp.ssp_noise(gen, dim, sigma)
         theta = _ssp.ssp_solve(A + E, b + e, lam)

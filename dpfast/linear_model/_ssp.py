@@ -55,11 +55,15 @@ def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: 
     return Gaussian(noise_multiplier=z, sensitivity=float(sensitivity)), sigma, which
 
 
-def ssp_statistics(Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(Z^T Z, Z^T y) in float64 (one vectorized pass)."""
+def ssp_statistics(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(Z^T W Z, Z^T W y) in float64, W = diag(w) (identity when w is None); weights in [0, 1]
+    scale one row's contribution by w, so the sensitivity of :func:`ssp_sensitivity` holds."""
     Z = np.asarray(Z, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    return Z.T @ Z, Z.T @ y
+    if w is None:
+        return Z.T @ Z, Z.T @ y
+    w = np.asarray(w, dtype=np.float64)
+    return (Z * w[:, None]).T @ Z, Z.T @ (w * y)
 
 
 def ssp_noise(gen, dim: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:

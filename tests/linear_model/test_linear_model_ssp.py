@@ -105,7 +105,7 @@ def test_ssp_epsilon_and_budget():
 
 @pytest.mark.parametrize("kwargs,fit_kw,match", [
     ({"loss": "huber"}, {}, "squared"),
-    ({}, {"sample_weight": np.ones(200)}, "sample_weight"),
+    ({}, {"sample_weight": np.full(200, 2.0)}, "sample_weight"),
     ({"row_norm": "check", "norm_bound": 0.01}, {}, "norm_bound"),
 ])
 def test_ssp_errors_before_the_charge(kwargs, fit_kw, match):
@@ -133,3 +133,18 @@ def test_ssp_noise_is_the_draw_of_random_state(monkeypatch):
     np.testing.assert_allclose(b - b0, e, atol=1e-12 * est.sigma_ * 100)
     assert est.event_.sensitivity == _ssp.ssp_sensitivity(1.0 * (1 + 8 * np.finfo(float).eps),
                                                           1.0 * (1 + 8 * np.finfo(float).eps), 1.0)
+
+
+def test_ssp_weights_scale_each_rows_contribution():
+    """Weights in [0, 1]: a row of weight w adds w u, so the sensitivity bound holds; weight 0 drops it."""
+    X, y = _data(n=40)
+    w = np.ones(40)
+    w[:10] = 0.0
+    a = LinearRegression(1.0, 1e-5, method="ssp", random_state=3).fit(X, y, sample_weight=w)
+    b = LinearRegression(1.0, 1e-5, method="ssp", random_state=3).fit(X[10:], y[10:])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9, atol=1e-12)
+    Z = np.hstack([X, np.ones((40, 1))])
+    A, bb = _ssp.ssp_statistics(Z, y, np.full(40, 0.5))
+    A1, b1 = _ssp.ssp_statistics(Z, y)
+    np.testing.assert_allclose(A, A1 / 2, rtol=1e-14)
+    np.testing.assert_allclose(bb, b1 / 2, rtol=1e-14)

@@ -20,9 +20,15 @@ import pytest
 import dpfast
 from dpfast import calibrate as cal
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast.accounting import (Gaussian, SelfComposed, calibrate_noise_multiplier, calibrate_parameter, gdp,
-                               make_accountant)
-from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting import (
+    Gaussian,
+    SelfComposed,
+    calibrate_noise_multiplier,
+    calibrate_parameter,
+    gdp,
+    make_accountant,
+    objective_perturbation as op,
+)
 
 mpmath.mp.dps = 50
 

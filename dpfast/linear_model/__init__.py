@@ -3,6 +3,7 @@ perturbation (Algorithm 1 of Redberg, Koskela & Wang 2024) on dpfast's native GL
 
 See :doc:`/theory/erm` and :doc:`/theory/erm` ("ERM mechanisms").
 """
+from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
 from dpfast.linear_model._calibration import (
     PrivacyCalibration,
     amp_privacy,
@@ -22,7 +23,6 @@ from dpfast.linear_model._mechanisms import (
     output_perturbation,
     private_glm,
 )
-from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
 
 __all__ = [
     "LogisticRegression",

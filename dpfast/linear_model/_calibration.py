@@ -32,9 +32,15 @@ import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
-from dpfast.accounting import ApproxDP, DpEvent, Gaussian, SelfComposed, make_accountant
-from dpfast.accounting import calibrate_parameter as calibrate_noise
-from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting import (
+    ApproxDP,
+    DpEvent,
+    Gaussian,
+    SelfComposed,
+    calibrate_parameter as calibrate_noise,
+    make_accountant,
+    objective_perturbation as op,
+)
 from dpfast.accounting.rdp import DEFAULT_ORDERS
 from dpfast.calibrate import gaussian_sigma
 

@@ -26,6 +26,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpfast._certify import (
+    PrivacyConvergenceError,
+    certified_descent,
+    check_certifiable,
+)
+from dpfast._solver import (
+    MappedRows,
+    check_max_iter,
+    check_vector,
+    glm_gradient_oracle,
+    loss_constants,
+    minimize_glm,
+)
 from dpfast._validation import as_array, check_real
 from dpfast.budget import refuse_unbudgeted
 from dpfast.linear_model._calibration import (
@@ -34,20 +47,7 @@ from dpfast.linear_model._calibration import (
     calibrate_objective,
     calibrate_output,
 )
-from dpfast._certify import (
-    PrivacyConvergenceError,
-    certified_descent,
-    check_certifiable,
-)
 from dpfast.linear_model._losses import glm_constants
-from dpfast._solver import (
-    MappedRows,
-    check_vector,
-    check_max_iter,
-    glm_gradient_oracle,
-    loss_constants,
-    minimize_glm,
-)
 from dpfast.random import check_random_state, standard_normal
 
 __all__ = [

@@ -35,8 +35,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpfast import _base, _clip, _loss_table
-from dpfast import budget as _budget
+from dpfast import _base, _clip, _loss_table, budget as _budget
 from dpfast._base import (
     RANDOM_STATE,
     DaskDispatchMixin,

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
 from dpfast._certify import certified_descent, check_certifiable, iterations_needed
+from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
 
 
 def _neighbours():

@@ -16,18 +16,16 @@ from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
 
+from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.accounting.objective_perturbation import (
     amp_delta,
     amp_epsilon,
-    objective_perturbation_delta,
     objective_perturbation_min_regularization,
 )
-from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import (
     LinearRegression,
     LogisticRegression,
-    PrivacyConvergenceError,
     amp_privacy,
     approximate_minima_perturbation,
     calibrate_amp,

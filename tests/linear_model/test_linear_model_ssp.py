@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpfast.accounting import Gaussian
 from dpfast import PrivacyBudget
-from dpfast.linear_model import LinearRegression
-from dpfast.linear_model import _ssp
+from dpfast.accounting import Gaussian
+from dpfast.linear_model import LinearRegression, _ssp
 
 
 def _stat_vector(Z, y):
@@ -38,8 +37,8 @@ def test_ssp_sensitivity_attained_at_the_bound(R, s, B):
     X *= (R * rng.uniform(0, 1, size=2000) ** 0.25 / np.linalg.norm(X, axis=1))[:, None]
     y = rng.choice([-B, B], size=2000)
     Z = aug(X)
-    per_row = np.sqrt(np.einsum("ij,ik->ijk", Z, Z)[:, *np.triu_indices(Z.shape[1])].__pow__(2).sum(1)
-                      + (y[:, None] * Z).__pow__(2).sum(1))
+    j, k = np.triu_indices(Z.shape[1])
+    per_row = np.sqrt(((Z[:, j] * Z[:, k]) ** 2).sum(1) + ((y[:, None] * Z) ** 2).sum(1))
     assert per_row.max() <= delta * (1 + 1e-12)
 
 

@@ -140,6 +140,8 @@ def _entries():
                                     _labelled(_y01), 1.0, 1e-5, 150)
     e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
                                   _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
+    e["LinearRegression_ssp"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, method="ssp", **glm)),
+                                      _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
     # DP-SGD's sampling rate batch_size / n makes n public (docs/privacy.rst, "Public schema"), so
     # its neighbours keep n: replace one record, which is remove + add, (2 eps, (1 + e^eps) delta)-DP
     # by group privacy of the add/remove guarantee (Dwork & Roth 2014, Theorem 2.2 / Lemma 2.2 form).

@@ -35,17 +35,19 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import PrivacyBudget
+from dpfast import (
+    PrivacyBudget,
+    cluster as CL,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    preprocessing as PP,
+    public as P,
+    random as R,
+    sgd as S,
+    tables as T,
+)
 from dpfast.budget import BudgetScopeError
-from dpfast import cluster as CL
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-from dpfast import tables as T
 
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``
@@ -401,6 +403,11 @@ CASES = [
                                                                     epsilon=5e-324)),
     Case("LinearRegression", "clip 1e300", _fit(LM.LinearRegression, y=YREG, clip_norm=1e300)),
     Case("LinearRegression", "loss unknown", _fit(LM.LinearRegression, y=YREG, loss="nope")),
+    Case("LinearRegression", "ssp label_bound 0", _fit(LM.LinearRegression, y=YREG, method="ssp", label_bound=0.0)),
+    Case("LinearRegression", "ssp huber", _fit(LM.LinearRegression, y=YREG, method="ssp", loss="huber")),
+    Case("LinearRegression", "ssp sample_weight 2", _fit(LM.LinearRegression, y=YREG, method="ssp",
+                                                         fit_kw={"sample_weight": np.full(len(YREG), 2.0)})),
+    Case("LinearRegression", "ssp alpha inf", _fit(LM.LinearRegression, y=YREG, method="ssp", alpha=float("inf"))),
     Case("LinearRegression", "huber_delta 0", _fit(LM.LinearRegression, y=YREG, loss="huber", huber_delta=0.0)),
     Case("LinearRegression", "sample_weight shape", _fit(LM.LinearRegression, y=YREG,
                                                          fit_kw=dict(sample_weight=np.ones(3)))),

@@ -25,14 +25,16 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import cluster as CL
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import sgd as S
-from dpfast import tables as T
+from dpfast import (
+    cluster as CL,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    preprocessing as PP,
+    public as P,
+    sgd as S,
+    tables as T,
+)
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
@@ -139,6 +141,8 @@ def _entries():
                                     _labelled(_y01), 1.0, 1e-5, 150)
     e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
                                   _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
+    e["LinearRegression_ssp"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, method="ssp", **glm)),
+                                      _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
     # DP-SGD's sampling rate batch_size / n makes n public (docs/privacy.rst, "Public schema"), so
     # its neighbours keep n: replace one record, which is remove + add, (2 eps, (1 + e^eps) delta)-DP
     # by group privacy of the add/remove guarantee (Dwork & Roth 2014, Theorem 2.2 / Lemma 2.2 form).

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from dpfast.accounting import Gaussian
-from dpfast.linear_model._calibration import _check_accountant, _gaussian_multiplier
+from dpfast.accounting.erm_calibration import check_accountant, gaussian_multiplier
 from dpfast.random import standard_normal
 
 __all__ = ["ssp_sensitivity", "ssp_statistics", "ssp_calibrate", "ssp_solve"]
@@ -44,10 +44,10 @@ def ssp_sensitivity(norm_bound: float, intercept: float, label_bound: float) -> 
 def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: str = "best"):
     """(event, sigma, accountant): the smallest Gaussian noise multiplier z (relative 1e-9) that the
     accountant certifies at (epsilon, delta) (the analytic Gaussian of Balle & Wang 2018 as the
-    starting point, :func:`dpfast.linear_model._calibration._gaussian_multiplier`); the event is
+    starting point, :func:`dpfast.accounting.erm_calibration.gaussian_multiplier`); the event is
     ``Gaussian(z, sensitivity)`` and the noise on every released coordinate is sigma = z sensitivity."""
-    _check_accountant(accountant)
-    z, which = _gaussian_multiplier(float(epsilon), float(delta), 1, accountant)
+    check_accountant(accountant)
+    z, which = gaussian_multiplier(float(epsilon), float(delta), 1, accountant)
     sigma = z * float(sensitivity)
     if not (0.0 < sigma < math.inf):
         raise ValueError(f"the SSP noise is not representable in double precision (sigma {sigma!r}); "

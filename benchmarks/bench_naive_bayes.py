@@ -29,6 +29,7 @@ p.add_argument("--rows", type=int, default=1_000_000)
 args = p.parse_args()
 sys.path.append(args.dpl)
 import sklearn.tree._tree as _tree  # noqa: E402
+
 # diffprivlib 0.6.6's forest module imports names that newer scikit-learn no longer exports;
 # they are unused by its GaussianNB, so supply them for the import only
 for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):

@@ -35,17 +35,21 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import PrivacyBudget
+from dpfast import (
+    PrivacyBudget,
+    cluster as CL,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    naive_bayes as NB,
+    preprocessing as PP,
+    public as P,
+    random as R,
+    sgd as S,
+    tables as T,
+)
 from dpfast.budget import BudgetScopeError
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import naive_bayes as NB
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-from dpfast import tables as T
+
 
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``
@@ -401,6 +405,11 @@ CASES = [
                                                                     epsilon=5e-324)),
     Case("LinearRegression", "clip 1e300", _fit(LM.LinearRegression, y=YREG, clip_norm=1e300)),
     Case("LinearRegression", "loss unknown", _fit(LM.LinearRegression, y=YREG, loss="nope")),
+    Case("LinearRegression", "ssp label_bound 0", _fit(LM.LinearRegression, y=YREG, method="ssp", label_bound=0.0)),
+    Case("LinearRegression", "ssp huber", _fit(LM.LinearRegression, y=YREG, method="ssp", loss="huber")),
+    Case("LinearRegression", "ssp sample_weight 2", _fit(LM.LinearRegression, y=YREG, method="ssp",
+                                                         fit_kw={"sample_weight": np.full(len(YREG), 2.0)})),
+    Case("LinearRegression", "ssp alpha inf", _fit(LM.LinearRegression, y=YREG, method="ssp", alpha=float("inf"))),
     Case("LinearRegression", "huber_delta 0", _fit(LM.LinearRegression, y=YREG, loss="huber", huber_delta=0.0)),
     Case("LinearRegression", "sample_weight shape", _fit(LM.LinearRegression, y=YREG,
                                                          fit_kw=dict(sample_weight=np.ones(3)))),
@@ -465,6 +474,14 @@ CASES = [
     Case("MinMaxScaler", "bounds subnormal width", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 5e-324))),
     Case("MinMaxScaler", "feature_range reversed", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 1.0),
                                                           feature_range=(1.0, 0.0))),
+    Case("KMeans", "bounds missing", _fit_x(CL.KMeans, X2, n_clusters=2)),
+    Case("KMeans", "bounds reversed", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(1.0, 0.0))),
+    Case("KMeans", "bounds per column, 2-d", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=[(0.0, 1.0)] * 3)),
+    Case("KMeans", "bounds dict missing a feature", _fit_x(CL.KMeans, X2, n_clusters=2, bounds={0: (0.0, 1.0)})),
+    Case("KMeans", "half-width overflows", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(-1.7e308, 1.7e308))),
+    Case("KMeans", "epsilon inf", _fit_x(CL.KMeans, X2, n_clusters=2, epsilon=np.inf, bounds=(0.0, 1.0))),
+    Case("KMeans", "max_iter 0", _fit_x(CL.KMeans, X2, n_clusters=2, max_iter=0, bounds=(0.0, 1.0))),
+    Case("KMeans", "n_clusters 0", _fit_x(CL.KMeans, X2, n_clusters=0, bounds=(0.0, 1.0))),
     Case("OneHotEncoder", "private without epsilon", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]))),
     Case("OneHotEncoder", "handle_unknown unknown", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]), epsilon=1.0,
                                                            delta=1e-3, handle_unknown="nope")),

@@ -22,6 +22,7 @@ SUBPACKAGES = [
     "dpfast.model_selection",
     "dpfast.tables",
     "dpfast.io",
+    "dpfast.cluster",
     "dpfast.naive_bayes",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
@@ -82,5 +83,5 @@ def test_top_level_reexports_the_mechanisms_and_estimators():
 
 def test_unknown_top_level_name_raises_attribute_error():
     with pytest.raises(AttributeError, match="no attribute"):
-        dpfast.not_a_mechanism
+        _ = dpfast.not_a_mechanism
 

@@ -13,8 +13,16 @@ import numpy as np
 from scipy.special import logsumexp
 
 from dpfast import accounting
-from dpfast._base import (PUBLIC_LABELS, RANDOM_STATE, DPClassifierMixin, Interval, PrivateEstimator, check_fitted,
-                          validate_X, validate_y)
+from dpfast._base import (
+    PUBLIC_LABELS,
+    RANDOM_STATE,
+    DPClassifierMixin,
+    Interval,
+    PrivateEstimator,
+    check_fitted,
+    validate_X,
+    validate_y,
+)
 from dpfast._validation import as_array, check_bounds, check_epsilon, check_label_set
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
@@ -198,7 +206,7 @@ class GaussianNB(DPClassifierMixin, PrivateEstimator):
             noise = laplace_noise(scale, exact.size, rng=gen).reshape(exact.shape)
         self._post_process(exact + noise, lo, hi, priors)
         self.classes_ = classes
-        self._record_release(event, event.epsilon, 0.0, None)
+        self._record_release(event, event.epsilon, 0.0, None)  # type: ignore[arg-type]  # pure DP: no accountant (base annotates str)
         return self
 
     @staticmethod

@@ -14,16 +14,17 @@ from fractions import Fraction
 import numpy as np
 
 import dpfast
-from dpfast import accounting as A
-from dpfast import calibrate as CAL
-from dpfast.accounting.rdp import rdp_curve
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-
+from dpfast import (
+    accounting as A,
+    calibrate as CAL,
+    linear_model as LM,
+    mechanisms as M,
+    public as P,
+    random as R,
+    sgd as S,
+)
 from dpfast._validation import as_array
+from dpfast.accounting.rdp import rdp_curve
 
 from _fuzzlib import _SANITIZED, Target
 
@@ -34,7 +35,7 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection"]
+               "preprocessing", "model_selection", "cluster"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -46,6 +47,7 @@ EXCLUDED = {
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
     "naive_bayes": "subpackage (its names are targets)",
+    "cluster": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -470,6 +472,9 @@ LINEAR_MODEL = [
     _mk("LinearRegression", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="amp", loss="squared",
              max_iter=1000, random_state=1), seed="random_state", data=("X", "y")),
+    _mk("LinearRegression_ssp", _estimator(LM.LinearRegression),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="ssp", loss="squared",
+             random_state=1), seed="random_state", data=("X", "y")),
     _mk("LinearRegression_output", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="output", loss="huber",
              random_state=1), seed="random_state", data=("X", "y")),
@@ -651,6 +656,7 @@ TX = np.round(_rng.uniform(-1.0, 12.0, 30), 3)
 
 def _aggregate(u, g, x, **kw):
     import pandas as pd
+
     from dpfast.tables import aggregate
     out = aggregate(pd.DataFrame({"u": u, "g": g, "x": x}), "u", "g", **kw)
     return np.ascontiguousarray(out.to_numpy(dtype=np.float64))
@@ -695,6 +701,7 @@ def _transformer(cls, weight=0.25):
 
 def _pipeline_event(epsilon, delta, bounds_hi):
     from sklearn.pipeline import make_pipeline
+
     from dpfast.preprocessing import StandardScaler, pipeline_event
     pipe = make_pipeline(StandardScaler(epsilon, delta, bounds=(0.0, bounds_hi), random_state=1),
                          LM.LogisticRegression(1.0, row_norm="clip", random_state=1))
@@ -772,8 +779,21 @@ def _naive_bayes_targets():
 
 NAIVE_BAYES = _naive_bayes_targets()
 
+
+def _kmeans(X, **params):
+    from dpfast.cluster import KMeans
+    est = KMeans(**params).fit(X)
+    return est.cluster_centers_, est.predict(X), est.transform(X), est.score(X)
+
+
+_kmeans.weight = 0.25
+CLUSTER = [
+    _mk("KMeans", _kmeans, dict(X=XPRE, n_clusters=2, epsilon=1.0, bounds=(0.0, 10.0), max_iter=3, random_state=1),
+        seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT), dict(max_iter=BIG_INT))),
+]
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING + NAIVE_BAYES)
+       + PREPROCESSING + CLUSTER + NAIVE_BAYES)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -32,12 +32,13 @@ from dpfast import preprocessing as PP
 from dpfast import public as P
 from dpfast import sgd as S
 from dpfast import tables as T
+from dpfast import tools as TL
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit"]
+               "preprocessing", "model_selection", "audit", "tools"]
 
 
 class Entry(NamedTuple):
@@ -124,6 +125,23 @@ def _entries():
     e["private_quantile"] = Entry(lambda x, r: M.private_quantile(x, [0.25, 0.5], 1.0, (0.0, 10.0), rng=r),
                                   qpairs, 1.0, 0.0, 1000)
     e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
+    # ------------------------------------------------------------------ tools (add/remove one row)
+    xt = np.round(_rng.uniform(0, 10, (12, 2)), 2)
+    tpairs = neighbours.arrays(xt, bound=10.0)[:5]
+    tb = (0.0, 10.0)
+    for name in ("sum", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd"):
+        e[name] = Entry(lambda x, r, f=getattr(TL, name): f(x, 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["count_nonzero"] = Entry(lambda x, r: TL.count_nonzero(x, 1.0, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["quantile"] = Entry(lambda x, r: TL.quantile(x, [0.25, 0.5], 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["percentile"] = Entry(lambda x, r: TL.percentile(x, 50, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["median"] = Entry(lambda x, r: TL.median(x, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    hb = dict(bins=3, range=tb)
+    e["histogram"] = Entry(lambda x, r: TL.histogram(x.ravel(), 1.0, rng=r, **hb)[0],
+                           neighbours.arrays(xt[:, 0], bound=10.0)[:5], 1.0, 0.0, 1000)
+    e["histogram2d"] = Entry(lambda x, r: TL.histogram2d(x[:, 0], x[:, 1], 1.0, bins=3, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
+    e["histogramdd"] = Entry(lambda x, r: TL.histogramdd(x, 1.0, bins=2, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
     # ------------------------------------------------------------------ private ERM
     glm = dict(epsilon=1.0, delta=1e-5)
     pm = _labelled(2 * _y01 - 1)  # the GLM functions take labels in {-1, +1}

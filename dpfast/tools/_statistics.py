@@ -124,6 +124,17 @@ def _check_dtype(dtype):
     return dt
 
 
+_MAX_SCALE = float(np.finfo(np.float64).max) / 40.0  # as dpfast.mechanisms.continuous refuses
+
+
+def _scales(*scales: float) -> None:
+    """Refuse, before the charge, a noise scale the sampler would refuse after it."""
+    for b in scales:
+        if not (0.0 < b <= _MAX_SCALE):
+            raise ValueError("the noise scale sensitivity / epsilon is not a positive finite double "
+                             "(epsilon too small or too large for these bounds)")
+
+
 def _noise(scale: float, shape, gen) -> np.ndarray:
     return np.asarray(laplace_noise(scale, size=shape if shape else None, rng=gen), dtype=np.float64)
 
@@ -150,6 +161,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
              Laplace(scale=d * r / eps_part, sensitivity=d * r)]
     if order == 2:
         parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
+    _scales(*(p.scale for p in parts))
     event = Composed(tuple(parts))
     y = np.clip(x, lo, hi) - c
     if nan:
@@ -200,6 +212,7 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
     axis = _axis(axis, x.ndim)
     _, d, _ = _shape(x, axis, keepdims)
     sens = d * max(abs(lo), abs(hi))
+    _scales(sens / epsilon)
     event = Laplace(scale=sens / epsilon, sensitivity=sens)
     y = np.clip(x, lo, hi)
     if nan:
@@ -320,6 +333,7 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)
     _, d, _ = _shape(x, axis, keepdims)
+    _scales(d / epsilon)
     event = Laplace(scale=d / epsilon, sensitivity=float(d))
     c = _reduce((x != 0).astype(np.float64), axis, keepdims)
     _budget.charge(budget, event, "count_nonzero")
@@ -347,6 +361,11 @@ def _quantile(a, qa, epsilon, bounds, axis, keepdims, gen, budget, label):
         flat = x.reshape(x.shape[0], -1)
         cols = [flat[:, j] for j in range(flat.shape[1])]
         per = epsilon / d  # d columns, one element each: basic composition
+    lo, hi = bounds
+    if not np.isfinite(hi - lo):
+        raise ValueError(f"bounds must have a finite width upper - lower, got {bounds!r}")
+    if not per > 0.0:
+        raise ValueError("epsilon / d underflows to 0: epsilon is too small")
     # each column's private_quantile is (per)-DP per element, i.e. per * d = epsilon/len(cols) per row
     event = SelfComposed(ExponentialMechanism(epsilon / (m * len(cols))), m * len(cols))
     _budget.charge(budget, event, label)
@@ -420,6 +439,7 @@ def _edges(bins, range_, k: int) -> list:
 
 
 def _hist(sample, edges, epsilon, density, gen, budget, label):
+    _scales(1.0 / epsilon)
     event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
     counts, _ = np.histogramdd(sample, bins=edges)
     _budget.charge(budget, event, label)

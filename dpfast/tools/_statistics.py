@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 import numpy as np
 
 from dpfast import budget as _budget
-from dpfast._validation import Bounds, Epsilon, check_bounds, validate_params
+from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
 from dpfast.random import RNG
@@ -71,7 +71,9 @@ def _data(a, allow_nan: bool) -> np.ndarray:
         raise TypeError("a must be an array of real numbers")
     if x.ndim == 0:
         x = x.reshape(1)
-    x = x.astype(np.float64, copy=False)
+    # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
+    # the release a function of the values alone (bit-identical for C, F and strided input)
+    x = np.ascontiguousarray(x, dtype=np.float64)
     if allow_nan:
         if np.isinf(x).any():
             raise ValueError("a must not contain inf")
@@ -342,7 +344,9 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
 
 # ----------------------------------------------------------------------------- quantiles
 def _levels(q, scale: float) -> np.ndarray:
-    qa = np.asarray(q, dtype=np.float64) / scale
+    if isinstance(q, (str, bytes)):
+        raise TypeError("q must be a number or an array of numbers")
+    qa = as_array(q, "q", np.float64) / scale  # (a number beyond a double: ValueError)
     if qa.size == 0 or not np.all((qa >= 0) & (qa <= 1)):
         raise ValueError("quantile levels must be in [0, 1] (percentiles in [0, 100])")
     return qa
@@ -407,6 +411,9 @@ def median(a, epsilon: float, bounds: Tuple[float, float], axis=None, keepdims: 
 
 
 # ----------------------------------------------------------------------------- histograms
+_MAX_BINS = 1 << 26  # 64 Mi cells (512 MiB of float64 counts): refused before any allocation
+
+
 def _edges(bins, range_, k: int) -> list:
     """Public bin edges for k dimensions; ``range`` is required with integer bins."""
     if isinstance(bins, (str, bytes)):
@@ -416,25 +423,40 @@ def _edges(bins, range_, k: int) -> list:
         bins = [int(bins)] * k
     elif k == 1 and np.ndim(bins) == 1:
         bins = [bins]
+    try:
+        bins = list(bins)
+    except TypeError:
+        raise TypeError("bins must be an int, a sequence of edges, or a sequence of those") from None
     if len(bins) != k:
         raise ValueError(f"bins must describe {k} dimension(s)")
-    if range_ is not None and k == 1 and np.ndim(range_) == 1:
-        range_ = [range_]
+    if range_ is not None:
+        if k == 1 and np.ndim(range_) == 1:
+            range_ = [range_]
+        try:
+            range_ = list(range_)
+        except TypeError:
+            raise TypeError("range must be a (lower, upper) pair, or one pair (or None) per dimension") from None
+        if len(range_) != k:
+            raise ValueError(f"range must give one (lower, upper) pair (or None) per dimension ({k})")
     out = []
+    total = 1
     for j, b in enumerate(bins):
         if isinstance(b, numbers.Integral) and not isinstance(b, (bool, np.bool_)):
-            if b < 1:
-                raise ValueError("bins must be positive")
+            if not 1 <= b <= _MAX_BINS:
+                raise ValueError(f"bins must be between 1 and {_MAX_BINS}")
             if range_ is None or range_[j] is None:
                 raise ValueError("integer bins need a public range=(lower, upper): the range "
                                  "is never read off the data")
             lo, hi = check_bounds(range_[j], "range")
             out.append(np.linspace(lo, hi, int(b) + 1))
         else:
-            e = np.asarray(b, dtype=np.float64)
+            e = as_array(b, "bins", np.float64)
             if e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
                 raise ValueError("bin edges must be a finite, strictly increasing 1-d sequence")
             out.append(e)
+        total *= out[-1].size - 1
+        if total > _MAX_BINS:
+            raise ValueError(f"the histogram would have more than {_MAX_BINS} bins")
     return out
 
 

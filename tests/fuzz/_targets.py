@@ -22,6 +22,7 @@ from dpfast import mechanisms as M
 from dpfast import public as P
 from dpfast import random as R
 from dpfast import sgd as S
+from dpfast import tools as TL
 
 from dpfast._validation import as_array
 
@@ -34,7 +35,7 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection"]
+               "preprocessing", "model_selection", "tools"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -45,6 +46,7 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
+    "tools": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -758,8 +760,34 @@ def _preprocessing_targets():
 
 PREPROCESSING = _preprocessing_targets()
 
+# --- tools (NumPy-like private statistics) -------------------------------------------------------
+
+_TB = (-1.0, 1.0)
+TOOLS = [
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(epsilon=BIG_INT), dict(bounds=(-1e308, 1e308))))
+      for n in ("sum", "nansum", "mean", "nanmean")],
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=None, ddof=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(ddof=BIG_FRACTION),))
+      for n in ("var", "nanvar", "std", "nanstd")],
+    _mk("count_nonzero", TL.count_nonzero, dict(a=X2, epsilon=1.0, axis=0, keepdims=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("quantile", TL.quantile, dict(a=X2, q=[0.25, 0.5], epsilon=1.0, bounds=_TB, axis=0, keepdims=False,
+                                      rng=1), seed="rng", data=("a",), examples=(dict(q=BIG_FRACTION),)),
+    _mk("percentile", TL.percentile, dict(a=X1, q=50, epsilon=1.0, bounds=(-5.0, 5.0), rng=1),
+        seed="rng", data=("a",)),
+    _mk("median", TL.median, dict(a=X1, epsilon=1.0, bounds=(-5.0, 5.0), rng=1), seed="rng", data=("a",)),
+    _mk("histogram", TL.histogram, dict(a=X1, epsilon=1.0, bins=4, range=(-5.0, 5.0), density=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("histogram2d", TL.histogram2d, dict(x=X1, y=X1[::-1], epsilon=1.0, bins=3,
+                                            range=[(-5.0, 5.0), (-5.0, 5.0)], density=False, rng=1),
+        seed="rng", data=("x", "y")),
+    _mk("histogramdd", TL.histogramdd, dict(sample=X2, epsilon=1.0, bins=2, range=[_TB, _TB, _TB], density=False,
+                                            rng=1), seed="rng", data=("sample",)),
+]
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING)
+       + PREPROCESSING + TOOLS)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -165,7 +165,8 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
         parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
     _scales(*(p.scale for p in parts))
     event = Composed(tuple(parts))
-    y = np.clip(x, lo, hi) - c
+    y = np.clip(x, lo, hi)
+    np.subtract(y, c, out=y)
     if nan:
         present = ~np.isnan(x)
         y = np.where(present, y, 0.0)
@@ -175,8 +176,13 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     s = _reduce(y, axis, keepdims)
     q = None
     if order == 2:
-        sq = y * y - r * r / 2  # in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
-        q = _reduce(np.where(present, sq, 0.0) if nan else sq, axis, keepdims)
+        # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
+        if nan:
+            q = _reduce(np.where(present, y * y - r * r / 2, 0.0), axis, keepdims)
+        else:
+            y2 = y.reshape(x.shape[0], -1)
+            q = np.einsum("ij,ij->j", y2, y2) if axis == 0 else np.einsum("i,i->", y.ravel(), y.ravel())
+            q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
     _budget.charge(budget, event, name)
     # draws
     if nan:
@@ -460,10 +466,17 @@ def _edges(bins, range_, k: int) -> list:
     return out
 
 
-def _hist(sample, edges, epsilon, density, gen, budget, label):
+def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):
     _scales(1.0 / epsilon)
     event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
-    counts, _ = np.histogramdd(sample, bins=edges)
+    if sample.shape[1] == 1:
+        # NumPy's 1-d histogram (its equal-width fast path for int bins with a range: the same
+        # linspace edges); histogramdd's searchsorted is about 4x slower
+        uniform = isinstance(bins, numbers.Integral) and range_ is not None
+        counts = np.histogram(sample[:, 0], bins=int(bins) if uniform else edges[0],
+                              range=tuple(edges[0][[0, -1]]) if uniform else None)[0].astype(np.float64)
+    else:
+        counts, _ = np.histogramdd(sample, bins=edges)
     _budget.charge(budget, event, label)
     noisy = counts + _noise(1.0 / epsilon, counts.shape, gen)
     if density:
@@ -490,7 +503,7 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     """
     x = _data(a, False).ravel()
     edges = _edges(bins, range, 1)
-    h = _hist(x[:, None], edges, epsilon, bool(density), rng, budget, "histogram")
+    h = _hist(x[:, None], edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
 
 

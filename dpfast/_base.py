@@ -54,8 +54,7 @@ from sklearn.utils.validation import (
     column_or_1d,
 )
 
-from dpfast import _dask_utils
-from dpfast import budget as _budget
+from dpfast import _dask_utils, budget as _budget
 from dpfast.accounting import make_accountant
 from dpfast.random import SecureRandom
 

@@ -35,17 +35,20 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import PrivacyBudget
+from dpfast import (
+    PrivacyBudget,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    preprocessing as PP,
+    public as P,
+    random as R,
+    sgd as S,
+    tables as T,
+    tools as TL,
+)
 from dpfast.budget import BudgetScopeError
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-from dpfast import tables as T
-from dpfast import tools as TL
+
 
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``

@@ -82,5 +82,5 @@ def test_top_level_reexports_the_mechanisms_and_estimators():
 
 def test_unknown_top_level_name_raises_attribute_error():
     with pytest.raises(AttributeError, match="no attribute"):
-        dpfast.not_a_mechanism
+        _ = dpfast.not_a_mechanism
 

@@ -87,17 +87,17 @@ import numpy as np
 
 from dpfast import _glm, _loss_table
 from dpfast._base import validate_y
+from dpfast._certify import certified_descent, check_certifiable
 from dpfast._dask_utils import (
-    as_dask_rows,
-    row_vector,
     active_client,
+    as_dask_rows,
     is_dask_collection,
+    row_vector,
     scatter_chunks,
     set_feature_names,
 )
-from dpfast._validation import check_int, check_label_set
-from dpfast._certify import certified_descent, check_certifiable
 from dpfast._solver import MappedRows, check_huber_delta, check_loss, loss_constants
+from dpfast._validation import check_int, check_label_set
 from dpfast.linear_model._mechanisms import check_sample_weight, sample_start, warm_start_rows
 
 __all__ = ["is_dask_collection", "fit", "chunk_rngs", "DaskRows"]

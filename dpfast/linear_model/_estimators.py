@@ -27,9 +27,9 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
+from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast._validation import check_label_set
-from dpfast.linear_model import _dask
-from dpfast.linear_model import _multinomial as mn
+from dpfast.linear_model import _dask, _multinomial as mn
 from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
     METHODS,
@@ -39,7 +39,6 @@ from dpfast.linear_model._mechanisms import (
     make_calibration,
     row_norms,
 )
-from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast.random import check_random_state
 
 __all__ = ["LogisticRegression", "LinearRegression"]

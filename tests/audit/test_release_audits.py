@@ -25,14 +25,16 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import sgd as S
-from dpfast import tables as T
-from dpfast import tools as TL
+from dpfast import (
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    preprocessing as PP,
+    public as P,
+    sgd as S,
+    tables as T,
+    tools as TL,
+)
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"

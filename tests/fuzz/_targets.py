@@ -14,17 +14,18 @@ from fractions import Fraction
 import numpy as np
 
 import dpfast
-from dpfast import accounting as A
-from dpfast import calibrate as CAL
-from dpfast.accounting.rdp import rdp_curve
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-from dpfast import tools as TL
-
+from dpfast import (
+    accounting as A,
+    calibrate as CAL,
+    linear_model as LM,
+    mechanisms as M,
+    public as P,
+    random as R,
+    sgd as S,
+    tools as TL,
+)
 from dpfast._validation import as_array
+from dpfast.accounting.rdp import rdp_curve
 
 from _fuzzlib import _SANITIZED, Target
 
@@ -652,6 +653,7 @@ TX = np.round(_rng.uniform(-1.0, 12.0, 30), 3)
 
 def _aggregate(u, g, x, **kw):
     import pandas as pd
+
     from dpfast.tables import aggregate
     out = aggregate(pd.DataFrame({"u": u, "g": g, "x": x}), "u", "g", **kw)
     return np.ascontiguousarray(out.to_numpy(dtype=np.float64))
@@ -696,6 +698,7 @@ def _transformer(cls, weight=0.25):
 
 def _pipeline_event(epsilon, delta, bounds_hi):
     from sklearn.pipeline import make_pipeline
+
     from dpfast.preprocessing import StandardScaler, pipeline_event
     pipe = make_pipeline(StandardScaler(epsilon, delta, bounds=(0.0, bounds_hi), random_state=1),
                          LM.LogisticRegression(1.0, row_norm="clip", random_state=1))

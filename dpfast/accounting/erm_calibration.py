@@ -7,6 +7,9 @@ sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole m
 which is equivalent and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
 overridden; when lambda is given and too small the error states the smallest feasible one.
 
+This module is part of the one calibration home, :mod:`dpfast.accounting` (with
+:mod:`dpfast.accounting.calibration`): it holds only privacy figures and searches over them.
+
 The release spine: every calibration ends in the release's event
 (:func:`dpfast.accounting.objective_perturbation.amp_event`, or the Gaussian of output
 perturbation), and the epsilon it reports is an accountant's value *for that event*:
@@ -32,9 +35,15 @@ import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
-from dpfast.accounting import ApproxDP, DpEvent, Gaussian, SelfComposed, make_accountant
-from dpfast.accounting import calibrate_parameter as calibrate_noise
-from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting import (
+    ApproxDP,
+    DpEvent,
+    Gaussian,
+    SelfComposed,
+    calibrate_parameter as calibrate_noise,
+    make_accountant,
+    objective_perturbation as op,
+)
 from dpfast.accounting.rdp import DEFAULT_ORDERS
 from dpfast.calibrate import gaussian_sigma
 

@@ -41,9 +41,8 @@ The Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.contin
 """
 from __future__ import annotations
 
-import builtins
 import numbers
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
@@ -185,7 +184,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
             q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
     _budget.charge(budget, event, name)
     # draws
-    if nan:
+    if counts is not None:  # the nan forms
         n_hat = counts + _noise(count_sens / eps_part, np.shape(counts), gen)
     else:
         n_hat = k * (x.shape[0] + _noise(1.0 / eps_part, (), gen))
@@ -194,6 +193,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     m1 = np.clip(s_hat / n_hat, -r, r)
     if order == 1:
         return m1 + c, shape
+    assert q is not None  # order 2
     q_hat = q + _noise(d * r * r / 2 / eps_part, np.shape(q), gen)
     m2 = (q_hat + n_hat * r * r / 2) / n_hat  # the centred second moment
     v = np.clip(m2 - m1 * m1, 0.0, r * r)
@@ -203,8 +203,10 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
 
 
 def _check_ddof(ddof) -> float:
-    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, numbers.Real) or not 0 <= ddof < 1e6:
-        raise ValueError(f"ddof must be a non-negative number, got {ddof!r}")
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, numbers.Real):
+        raise TypeError(f"ddof must be a number, got {type(ddof).__name__}")
+    if not 0 <= ddof < 10**6:  # type: ignore[operator]  # (exact for any Real, no float())
+        raise ValueError(f"ddof must be a non-negative number below 10**6, got {ddof!r}")
     return float(ddof)
 
 
@@ -448,7 +450,7 @@ def _edges(bins, range_, k: int) -> list:
     total = 1
     for j, b in enumerate(bins):
         if isinstance(b, numbers.Integral) and not isinstance(b, (bool, np.bool_)):
-            if not 1 <= b <= _MAX_BINS:
+            if not 1 <= int(b) <= _MAX_BINS:
                 raise ValueError(f"bins must be between 1 and {_MAX_BINS}")
             if range_ is None or range_[j] is None:
                 raise ValueError("integer bins need a public range=(lower, upper): the range "

@@ -131,8 +131,10 @@ def _entries():
     xt = np.round(_rng.uniform(0, 10, (12, 2)), 2)
     tpairs = neighbours.arrays(xt, bound=10.0)[:5]
     tb = (0.0, 10.0)
+    def _stat(f):
+        return lambda x, r: f(x, 1.0, tb, axis=0, rng=r)
     for name in ("sum", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd"):
-        e[name] = Entry(lambda x, r, f=getattr(TL, name): f(x, 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+        e[name] = Entry(_stat(getattr(TL, name)), tpairs, 1.0, 0.0, 1000)
     e["count_nonzero"] = Entry(lambda x, r: TL.count_nonzero(x, 1.0, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
     e["quantile"] = Entry(lambda x, r: TL.quantile(x, [0.25, 0.5], 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
     e["percentile"] = Entry(lambda x, r: TL.percentile(x, 50, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)

@@ -185,3 +185,20 @@ def test_seeded_releases_are_reproducible():
     assert T.mean(X, 1.0, B, rng=3) == T.mean(X, 1.0, B, rng=3)
     np.testing.assert_array_equal(T.histogram(X[:, 0], 1.0, bins=3, range=B, rng=3)[0],
                                   T.histogram(X[:, 0], 1.0, bins=3, range=B, rng=3)[0])
+
+
+def test_a_nan_row_contributes_nothing():
+    base, _, _ = _neighbours()
+    with_nan = np.vstack([base, np.full((1, 3), np.nan)])
+    for name in ("nansum", "nanmean", "nanvar"):
+        a = getattr(T, name)(base, 1.0, B, axis=0, rng=13)
+        b = getattr(T, name)(with_nan, 1.0, B, axis=0, rng=13)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_var_is_clamped_to_the_largest_variance_on_the_bounds():
+    # any epsilon: the release lies in [0, r^2] (post-processing of the noisy moments)
+    v = np.array([T.var(X, 0.01, B, rng=s) for s in range(50)])
+    assert v.min() >= 0.0 and v.max() <= 4.0
+    m = np.array([T.mean(X, 0.01, B, rng=s) for s in range(50)])
+    assert m.min() >= -1.0 and m.max() <= 3.0

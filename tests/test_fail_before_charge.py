@@ -49,6 +49,7 @@ from dpfast import (
 )
 from dpfast.budget import BudgetScopeError
 
+
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``
     (found from the package, so a new subpackage is covered without editing this file;

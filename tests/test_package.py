@@ -23,6 +23,7 @@ SUBPACKAGES = [
     "dpfast.tools",
     "dpfast.tables",
     "dpfast.io",
+    "dpfast.cluster",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 

@@ -66,7 +66,9 @@ def speed(n=10**6, d=10, k=5, reps=3):
     def best(f):
         ts = []
         for _ in range(reps):
-            t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
         return min(ts)
     t_ours = best(lambda: KMeans(k, 1.0, bounds=b, max_iter=5, random_state=0).fit(X))
     with warnings.catch_warnings():

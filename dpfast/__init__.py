@@ -17,7 +17,8 @@ PEP 562), so that ``import dpfast`` stays light:
 * :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``);
 * :mod:`dpfast.preprocessing` -- DP scalers and one-hot encoding, :func:`pipeline_event`;
 * :mod:`dpfast.naive_bayes` -- Gaussian naive Bayes from noisy sufficient statistics;
-* :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`).
+* :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`);
+* :mod:`dpfast.tools` -- NumPy-like private statistics (``mean``, ``var``, ``quantile``, ``histogram``, ...).
 """
 import importlib as _importlib
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
-                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster",
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster", "tools",
                     "naive_bayes")
 
 # dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the

@@ -47,6 +47,7 @@ from dpfast import (
     random as R,
     sgd as S,
     tables as T,
+    tools as TL,
 )
 from dpfast.budget import BudgetScopeError
 
@@ -257,6 +258,29 @@ CASES = [
     Case("exponential_mechanism_stream", "noise unknown", _stream_fn([V], 1.0, 1.0, noise="nope")),
     Case("ExponentialMechanismStream", "epsilon 0", _stream_obj(sensitivity=1.0, epsilon=0.0)),
     Case("ExponentialMechanismStream", "noise unknown", _stream_obj(sensitivity=1.0, epsilon=1.0, noise="x")),
+    # dpfast.tools (rows on axis 0, public bounds)
+    Case("sum", "bounds missing", _mech(TL.sum, X2, 1.0, None)),
+    Case("sum", "axis 1", _mech(TL.sum, X2, 1.0, (-1.0, 1.0), axis=1)),
+    Case("sum", "scale overflows", _mech(TL.sum, X2, 1e-300, (-1e300, 1e300))),
+    Case("nansum", "dtype int", _mech(TL.nansum, X2, 1.0, (-1.0, 1.0), dtype=np.int64)),
+    Case("mean", "bounds reversed", _mech(TL.mean, X2, 1.0, (1.0, -1.0))),
+    Case("mean", "NaN in the data", _mech(TL.mean, np.array([1.0, np.nan]), 1.0, (-1.0, 1.0))),
+    Case("mean", "scale underflows", _mech(TL.mean, X2, 1e308, (-1e-300, 1e-300))),
+    Case("nanmean", "inf in the data", _mech(TL.nanmean, np.array([1.0, np.inf]), 1.0, (-1.0, 1.0))),
+    Case("var", "ddof negative", _mech(TL.var, X2, 1.0, (-1.0, 1.0), ddof=-1)),
+    Case("nanvar", "keepdims not a bool", _mech(TL.nanvar, X2, 1.0, (-1.0, 1.0), keepdims="yes")),
+    Case("std", "epsilon 0", _mech(TL.std, X2, 0.0, (-1.0, 1.0))),
+    Case("nanstd", "axis a float", _mech(TL.nanstd, X2, 1.0, (-1.0, 1.0), axis=0.5)),
+    Case("count_nonzero", "epsilon NaN", _mech(TL.count_nonzero, X2, np.nan)),
+    Case("quantile", "q outside [0, 1]", _mech(TL.quantile, X2, 1.5, 1.0, (-1.0, 1.0))),
+    Case("quantile", "bounds wider than a double", _mech(TL.quantile, X2, 0.5, 1.0, (-1e308, 1e308))),
+    Case("percentile", "q 101", _mech(TL.percentile, X2, 101, 1.0, (-1.0, 1.0))),
+    Case("median", "epsilon subnormal / d", _mech(TL.median, X2, 5e-324, (-1.0, 1.0))),
+    Case("histogram", "integer bins without range", _mech(TL.histogram, V, 1.0, bins=3)),
+    Case("histogram", "bins 'auto' (data-dependent)", _mech(TL.histogram, V, 1.0, bins="auto", range=(-1, 1))),
+    Case("histogram2d", "x and y lengths differ", _mech(TL.histogram2d, V, V[:2], 1.0, bins=2,
+                                                        range=[(-1, 1), (-1, 1)])),
+    Case("histogramdd", "edges not increasing", _mech(TL.histogramdd, X2, 1.0, bins=[[0, 0], [0, 1]])),
     # samplers (no privacy claim, no budget; nothing may be drawn by a failure either)
     Case("laplace_noise", "scale < 0", _mech(M.laplace_noise, -1.0, 3), budget_arg=False),
     Case("laplace_noise", "size 2**62", _mech(M.laplace_noise, 1.0, 2**62), budget_arg=False,

@@ -20,6 +20,7 @@ SUBPACKAGES = [
     "dpfast.budget",
     "dpfast.preprocessing",
     "dpfast.model_selection",
+    "dpfast.tools",
     "dpfast.tables",
     "dpfast.io",
     "dpfast.cluster",

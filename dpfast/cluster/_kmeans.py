@@ -1,7 +1,6 @@
 """DP-Lloyd k-means (see :class:`KMeans`)."""
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any
@@ -79,7 +78,10 @@ def event_epsilon(event) -> float:
     each Laplace leaf stating its own epsilon (sensitivity / scale)."""
     count = event.count if isinstance(event, accounting.SelfComposed) else 1
     step = event.event if isinstance(event, accounting.SelfComposed) else event
-    return float(count * sum(e.epsilon for e in step.events))
+    assert isinstance(step, accounting.Composed)
+    leaves = [e for e in step.events if isinstance(e, accounting.Laplace)]
+    assert len(leaves) == len(step.events)
+    return float(count * sum(e.epsilon for e in leaves))
 
 
 def initial_centers(k: int, lo: np.ndarray, hi: np.ndarray, gen) -> np.ndarray:

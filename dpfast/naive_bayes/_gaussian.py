@@ -206,7 +206,7 @@ class GaussianNB(DPClassifierMixin, PrivateEstimator):
             noise = laplace_noise(scale, exact.size, rng=gen).reshape(exact.shape)
         self._post_process(exact + noise, lo, hi, priors)
         self.classes_ = classes
-        self._record_release(event, event.epsilon, 0.0, None)  # type: ignore[arg-type]  # pure DP: no accountant (base annotates str)
+        self._record_release(event, event.epsilon, 0.0, None)
         return self
 
     @staticmethod

@@ -32,8 +32,8 @@ REPO = os.path.dirname(HERE)
 
 # ----------------------------------------------------------------------------- 1181d15 (issue 21)
 def i21_1_laplace_selection():
-    import numpy as np
     import pandas as pd
+
     from dpfast.audit import audit
     from dpfast.tables import aggregate
     base = pd.DataFrame({"u": range(200), "g": "common", "x": 1.0})
@@ -49,6 +49,7 @@ def i21_2_dask_categorical_unit():
     import dask
     import dask.dataframe as dd
     import pandas as pd
+
     from dpfast.audit import audit
     from dpfast.tables import aggregate
     dask.config.set(scheduler="synchronous")
@@ -77,6 +78,7 @@ def i21_3_dask_nullable_groups():
     import dask.dataframe as dd
     import numpy as np
     import pandas as pd
+
     from dpfast.audit import audit
     from dpfast.tables import aggregate
     dask.config.set(scheduler="synchronous")
@@ -100,6 +102,7 @@ def i21_3_dask_nullable_groups():
 
 def i21_4_index_dtype():
     import pandas as pd
+
     from dpfast.audit import audit, neighbours
     from dpfast.tables import aggregate
     df = pd.DataFrame({"u": range(400), "g": [i % 4 for i in range(400)], "x": 1.0})
@@ -112,6 +115,7 @@ def i21_4_index_dtype():
 
 def i21_5_search_run_count():
     import numpy as np
+
     from dpfast.audit import audit
     from dpfast.linear_model import LogisticRegression
     from dpfast.model_selection import PrivateRandomSearch
@@ -132,6 +136,7 @@ def i21_5_search_run_count():
 
 def i21_x_search_refusal_message():
     import numpy as np
+
     from dpfast.audit import audit, neighbours
     from dpfast.linear_model import LogisticRegression
     from dpfast.model_selection import PrivateRandomSearch
@@ -162,6 +167,7 @@ def i15_1_perturb_paper():
 
 def i15_3_convergence_abort():
     import numpy as np
+
     from dpfast.audit import audit
     from dpfast.linear_model import LinearRegression
     X = np.zeros((100, 2))
@@ -177,6 +183,7 @@ def i15_3_convergence_abort():
 
 def i15_4_strided_sgd():
     import numpy as np
+
     from dpfast.audit import audit
     from dpfast.sgd import DPSGDClassifier
     n, d = 200, 8
@@ -192,6 +199,7 @@ def i15_4_strided_sgd():
 
 def i15_7_int64_extreme():
     import numpy as np
+
     from dpfast.audit import audit
     from dpfast.mechanisms import discrete_laplace_mechanism
     return audit(lambda d, rng: discrete_laplace_mechanism(d, 1, 1.0, rng=rng),
@@ -201,6 +209,7 @@ def i15_7_int64_extreme():
 
 def i15_8_exp_offsets():
     import numpy as np
+
     from dpfast.audit import audit
     from dpfast.mechanisms import exponential_mechanism
     U = np.array([0.0, 16.0, 32.0]) + 1e17

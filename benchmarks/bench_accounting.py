@@ -16,9 +16,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _bench import size  # noqa: E402
-
 import dpfast.accounting as acc  # noqa: E402
+
+from _bench import size  # noqa: E402
 
 Q = 256 / 60000
 SIGMA = 1.0

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import dpfast  # noqa: E402
 from dpfast.audit import audit  # noqa: E402
+
 from peer_histogram_tester import histogram_audit  # noqa: E402
 
 D = np.zeros(5)

@@ -13,10 +13,11 @@ quoted sizes.
 import numpy as np
 import pytest
 
-from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.discrete import discrete_gaussian, discrete_laplace, discrete_laplace_mechanism
 from dpfast.mechanisms.snapping import snapping
 from dpfast.random import SecureRandom
+
+from _bench import size  # by module name (tests/test_tooling.py)
 
 N = size(10_000, 1_000_000)       # dpfast samples per call
 N_PEER = size(1_000, 100_000)     # OpenDP samples per call

@@ -37,6 +37,7 @@ if __name__ == "__main__":  # run as a script: the checkout's dpfast
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dpfast.linear_model import LogisticRegression
+
 from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 EPS, DELTA = 1.0, 1e-5
@@ -282,7 +283,6 @@ if __name__ == "__main__":
         cases.append((f"{n // 1000}k x {d}", X[:n], y[:n], X[n:], y[n:], peers))
     speed_table(cases)
     if FULL:
-        import scipy.sparse as sp
 
         X, y = make_sparse(1_000_000, 10_000, 0.01)
         Xt, yt = X[-20_000:], y[-20_000:]

@@ -9,10 +9,11 @@ timed on N_SCALAR values) and NumPy-vectorised randomized response.  Figures:
 import numpy as np
 import pytest
 
-from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.continuous import gaussian, gaussian_noise, laplace, laplace_noise
 from dpfast.mechanisms.randomized_response import randomized_response
 from dpfast.random import SecureRandom
+
+from _bench import size  # by module name (tests/test_tooling.py)
 
 N = size(10_000, 10_000_000)     # values per call (issue-2 goal: >= NumPy on 10^7)
 N_SCALAR = size(100, 10_000)     # values for the scalar-call peers

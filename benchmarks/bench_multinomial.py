@@ -112,8 +112,9 @@ def time_fit(X, y, reps=3):
     {label: (seconds, iterations, ||grad F||_2 at the point)}."""
     from sklearn.linear_model import LogisticRegression as SkLR
 
-    from _bench import best_time
     from dpfast.linear_model._multinomial import multinomial_oracle
+
+    from _bench import best_time
 
     K = int(np.unique(y).size)
     t_dp, clf = best_time(lambda: LogisticRegression(1.0, DELTA, method="output", multi_class="multinomial",

@@ -35,7 +35,6 @@ for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
     if not hasattr(_sk_tree, _name):
         setattr(_sk_tree, _name, _val)
 try:
-    import diffprivlib
     import diffprivlib.models as dpl
 except ImportError as exc:  # pragma: no cover
     print("diffprivlib unavailable:", exc)
@@ -108,7 +107,7 @@ def speed():
     t_dp0 = best(lambda: PCA(5, epsilon=1.0, delta=0.0, bounds=(0.0, 1.0), norm_bound=R, random_state=0).fit(X))
     t_sk = best(lambda: SkPCA(5).fit(X))
     print(f"\nfit {n} x 50, k = 5, best of 3 (s)")
-    print(f"| dpfast (eps 1, 1e-5) | dpfast (eps 1, 0) | sklearn PCA (non-private) | diffprivlib PCA |")
+    print("| dpfast (eps 1, 1e-5) | dpfast (eps 1, 0) | sklearn PCA (non-private) | diffprivlib PCA |")
     print("|---|---|---|---|")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -18,7 +18,6 @@ import time
 import numpy as np
 import pytest
 
-from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast._solver import minimize_glm
 from dpfast.public import (
     PublicDataClassifier,
@@ -27,6 +26,8 @@ from dpfast.public import (
     stump_oracle,
     threshold_oracle,
 )
+
+from _bench import size  # by module name (tests/test_tooling.py)
 
 N_THR = size(10_000, 1_000_000)
 N_LIN = size(5_000, 200_000)

@@ -9,7 +9,6 @@ the quoted ones.
 import numpy as np
 import pytest
 
-from _bench import size  # by module name (tests/test_tooling.py)
 from dpfast.mechanisms.quantile import private_quantile
 from dpfast.mechanisms.selection import (
     exponential_mechanism,
@@ -17,6 +16,8 @@ from dpfast.mechanisms.selection import (
     report_noisy_max,
     top_k,
 )
+
+from _bench import size  # by module name (tests/test_tooling.py)
 
 N_SMALL = 1000                      # candidates per draw (issue 2 goal: <= 20 us per draw)
 N_LARGE = size(10_000, 10_000_000)  # one draw over many candidates (goal: >= NumPy Gumbel-max)

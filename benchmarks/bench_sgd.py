@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _bench import size  # noqa: E402
-
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier  # noqa: E402
+
+from _bench import size  # noqa: E402
 
 BATCH = 256
 
@@ -266,7 +266,7 @@ def _table(reps, threads):  # pragma: no cover - manual run
         s, cpu, mem = best(fn)
         bsz = 2048 if "2048" in name else BATCH
         rows.append((name, s * 1e3, cpu * 1e3, bsz / s, mem))
-    del X, y
+    X = y = None  # free them (a `del` reads as unbinding the closures above)
     Xl, yl = binary_data(1_000_000)
     s, cpu, mem = best(lambda: dpfast_epoch(_logistic_model(), Xl, yl))
     rows.append(("(c) logistic n=1e6 d=100, dpfast", s * 1e3, cpu * 1e3, BATCH / s, mem))

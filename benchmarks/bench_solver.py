@@ -16,7 +16,6 @@ benchmarks/results/solver.md).
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ except ImportError:  # run as a script from the repo root
     from _bench import FULL, size
 
 from dpfast._solver import glm_loss_and_grad, minimize_glm
+
 from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 ALPHA = 1.0

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 from dpfast.tables import aggregate
+
+from _bench import best_time  # noqa: E402  (benchmarks/ is on sys.path under pytest and as a script)
 
 METRICS = {"n": "count", "total": ("sum", "x"), "avg": ("mean", "x"), "var": ("variance", "x"),
            "p50": ("quantile", "x", 0.5)}
@@ -64,6 +65,7 @@ def dask_side_by_side(big: pd.DataFrame, out: pd.DataFrame, t_big: float) -> lis
     (``set_index("u")``: disjoint unit ranges, proved in the first pass, no shuffle)."""
     import dask.dataframe as dd
     import distributed
+
     from dpfast.tables._dask import units_confined
     lines = []
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,

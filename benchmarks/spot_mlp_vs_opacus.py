@@ -45,12 +45,11 @@ def loadavg() -> str:
 
 def dpfast_worker(dtype: str, threads: int, before: str, n: int) -> None:
     """One fit in this (fresh) process; prints one JSON line."""
-    import numpy as np
 
     sys.path.insert(0, HERE)
-    from bench_sgd import mnist_like
-
     from dpfast.sgd import DPMLPClassifier
+
+    from bench_sgd import mnist_like
 
     X, y = mnist_like(n)  # float32, then cast: the same values for both dtypes
     X = X.astype(dtype)

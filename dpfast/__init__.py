@@ -16,15 +16,19 @@ PEP 562), so that ``import dpfast`` stays light:
 * :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package;
 * :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``);
 * :mod:`dpfast.preprocessing` -- DP scalers and one-hot encoding, :func:`pipeline_event`;
+* :mod:`dpfast.naive_bayes` -- Gaussian naive Bayes from noisy sufficient statistics;
 * :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`);
+* :mod:`dpfast.tools` -- NumPy-like private statistics (``mean``, ``var``, ``quantile``, ``histogram``, ...).
 * :mod:`dpfast.decomposition` -- private PCA (Analyze Gauss / Laplace covariance perturbation).
 """
 import importlib as _importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
-                    "public", "datasets", "tables", "preprocessing", "model_selection", "decomposition", "audit")
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster", "tools",
+                    "naive_bayes", "decomposition")
 
 # dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
 # two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).
@@ -55,10 +59,40 @@ _LAZY_NAMES = {
     "PrivateRandomSearch": "model_selection",
 }
 
+if TYPE_CHECKING:  # the lazy names, for type checkers (``py.typed``): what __getattr__ returns
+    from dpfast import (  # noqa: F401
+        accounting as accounting,
+        audit as audit,
+        budget as budget,
+        calibrate as calibrate,
+        datasets as datasets,
+        decomposition as decomposition,
+        linear_model as linear_model,
+        mechanisms as mechanisms,
+        model_selection as model_selection,
+        preprocessing as preprocessing,
+        public as public,
+        random as random,
+        sgd as sgd,
+        tables as tables,
+    )
+    from dpfast.accounting import PLDAccountant as PLDAccountant, RDPAccountant as RDPAccountant
+    from dpfast.budget import BudgetExceededError as BudgetExceededError, PrivacyBudget as PrivacyBudget
+    from dpfast.linear_model import LinearRegression as LinearRegression, LogisticRegression as LogisticRegression
+    from dpfast.mechanisms import *  # noqa: F403  (_MECHANISM_NAMES, which is mechanisms.__all__)
+    from dpfast.model_selection import PrivateRandomSearch as PrivateRandomSearch
+    from dpfast.preprocessing import pipeline_event as pipeline_event
+    from dpfast.public import PublicDataClassifier as PublicDataClassifier, PublicDataRegressor as PublicDataRegressor
+    from dpfast.sgd import (
+        DPMLPClassifier as DPMLPClassifier,
+        DPSGDClassifier as DPSGDClassifier,
+        DPSGDRegressor as DPSGDRegressor,
+    )
+
 __all__ = ["__version__", *_LAZY_SUBMODULES, *_MECHANISM_NAMES, *_LAZY_NAMES]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str):  # (untyped: type checkers then treat the compiled extensions as Any)
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"dpfast.{name}")
     if name in _LAZY_NAMES or name in _MECHANISM_NAMES:
@@ -67,5 +101,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'dpfast' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import numbers
 import operator
+import os
 from typing import Any, Callable, TypeVar
 
 import numpy as np
@@ -610,6 +610,6 @@ def validate_params(**constraints: Constraint) -> Callable[[_F], _F]:
 
         wrapper.validate = validate
         wrapper.constraints = dict(constraints)
-        return wrapper  # type: ignore[no-any-return]  (a function with func's signature)
+        return wrapper  # type: ignore[no-any-return]  # (a function with func's signature)
 
     return decorate

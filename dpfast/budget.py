@@ -53,16 +53,18 @@ from typing import (
     Any,
     Callable,
     Dict,
+    Iterable,
     Iterator,
     List,
     NamedTuple,
+    NoReturn,
     Optional,
     Tuple,
     Union,
 )
 
 from dpfast._validation import check_delta, check_epsilon
-from dpfast.accounting import DpEvent, from_dict, make_accountant, to_dict
+from dpfast.accounting import DpEvent, PrivacyAccountant, from_dict, make_accountant, to_dict
 from dpfast.accounting.incremental import IncrementalPLD
 
 __all__ = ["PrivacyBudget", "BudgetExceededError", "BudgetScopeError", "Charge", "resolve", "charge",
@@ -127,7 +129,7 @@ class Charge(NamedTuple):
     epsilon: float
 
 
-def _check_label(label) -> str:
+def _check_label(label: object) -> str:
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__}")
     return label
@@ -206,8 +208,8 @@ class PrivacyBudget:
         self.accountant = accountant
         self._lock = threading.RLock()
         self._ledger: List[Charge] = []
-        self._state = None  # the composed ledger (_extend's result; None while empty)
-        self._full = None  # a from-scratch accountant of the ledger, for spent(other delta)
+        self._state: Any = None  # the composed ledger (_extend's result; None while empty)
+        self._full: Optional[PrivacyAccountant] = None  # a from-scratch accountant of the ledger, for spent(other delta)
         self._spent = 0.0
         self._pid = os.getpid()  # a fork's copy (another pid) must not be charged
 
@@ -226,7 +228,7 @@ class PrivacyBudget:
                 "budget's process (n_jobs=1 or joblib's threading backend). Nothing was charged or released.")
 
     # ----------------------------------------------------------------- charging
-    def _composed(self, events):
+    def _composed(self, events: Iterable[DpEvent]) -> PrivacyAccountant:
         """A fresh accountant composing ``events``; equal events are composed once with their
         count (the accountants' results do not depend on the order, and a long ledger of
         repeated releases then costs one composition per distinct event)."""
@@ -244,7 +246,7 @@ class PrivacyBudget:
             acc.compose(e)
         return acc
 
-    def _extend(self, state, event):
+    def _extend(self, state: Any, event: DpEvent) -> Tuple[Any, float]:
         """``state`` (the composed ledger, None when empty) with ``event`` composed once more, and
         its epsilon at the budget's delta; ``state`` itself is not changed.
 
@@ -374,13 +376,13 @@ class PrivacyBudget:
         except KeyError as exc:
             raise ValueError(f"budget state lacks the key {exc.args[0]!r}") from None
         if entries:
-            state = None
+            composed = None
             for _, e, _ in entries:
-                state, spent = budget._extend(state, e)
+                composed, spent = budget._extend(composed, e)
             if not spent <= budget.epsilon:
                 raise ValueError(f"the saved ledger composes to epsilon {spent:.6g} at delta {budget.delta:g}, "
                                  f"above the saved budget {budget.epsilon:g}")
-            budget._state, budget._spent = state, spent
+            budget._state, budget._spent = composed, spent
             budget._ledger = [Charge(*e) for e in entries]
         return budget
 
@@ -392,7 +394,7 @@ class PrivacyBudget:
         _TOKENS.set(_TOKENS.get() + ((token, entry),))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         tokens = _TOKENS.get()
         _TOKENS.set(tokens[:-1])
         token, entry = tokens[-1]
@@ -400,14 +402,14 @@ class PrivacyBudget:
         _DEFAULT.reset(token)
 
     # ----------------------------------------------------------------- copies
-    def __copy__(self):
+    def __copy__(self) -> NoReturn:
         raise TypeError(_NO_COPY)
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: object) -> NoReturn:
         raise TypeError(_NO_COPY)
 
     # a lock is not state; the unpickled object is a record (see "Copies")
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         with self._lock:
             state = self.__dict__.copy()
         del state["_lock"]
@@ -419,7 +421,7 @@ class PrivacyBudget:
             "to continue a saved analysis. Nothing was charged or released.")
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
 
@@ -581,7 +583,7 @@ def resolve(budget: Optional[PrivacyBudget]) -> Optional[PrivacyBudget]:
             if b is None:
                 return None
         b._check_live()
-        return b
+        return b  # type: ignore[no-any-return]  # (a PrivacyBudget: the ContextVar holds _DETACHED too)
     if not isinstance(budget, PrivacyBudget):
         raise TypeError(f"budget must be a dpfast.PrivacyBudget or None, got {type(budget).__name__}")
     budget._check_live()
@@ -661,12 +663,12 @@ def detached() -> Iterator[None]:
         _DEFAULT.reset(token)
 
 
-def _summary(event, width: int = 96) -> str:
+def _summary(event: object, width: int = 96) -> str:
     """A one-line, human-sized description of an event for the printed ledger: the class name
     and its fields with 4 significant digits, nested events the same way, cut at ``width``
     characters (``state_dict`` and ``ledger`` keep the exact event)."""
 
-    def fmt(v, depth):
+    def fmt(v: Any, depth: int) -> str:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             if depth > 3:
                 return type(v).__name__ + "(...)"

@@ -19,9 +19,10 @@ composed over ``T`` steps, and each accountant reports the epsilon at ``delta = 
 """
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import save, size
 
 from dpfast import accounting
+
+from _common import save, size
 
 q, z, delta = 256 / 60000, 1.0, 1e-5
 steps = np.unique(np.geomspace(10, 15000, size(6, 24)).astype(int))

@@ -23,11 +23,12 @@ regression is the dashed line.
 """
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import save, size
 
 from dpfast.datasets import load_adult
 from dpfast.linear_model import LogisticRegression
 from dpfast.sgd import DPSGDClassifier
+
+from _common import save, size
 
 X_tr, y_tr, X_te, y_te = load_adult()
 epsilons = size([0.05, 1.0, 10.0], [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0])

@@ -22,6 +22,7 @@ from dpfast._base import expected_failed_checks
 from dpfast.budget import BudgetExceededError, PrivacyBudget
 from dpfast.decomposition import PCA
 from dpfast.linear_model import LinearRegression, LogisticRegression
+from dpfast.naive_bayes import GaussianNB
 from dpfast.public import PublicDataClassifier, PublicDataRegressor
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, DPSGDRegressor
 
@@ -37,12 +38,14 @@ def _instances():
     return {
         "LogisticRegression": LogisticRegression(row_norm="clip", classes=[0, 1, 2, 3], random_state=0),
         "LinearRegression": LinearRegression(row_norm="clip", random_state=0),
+        "LinearRegression_ssp": LinearRegression(method="ssp", row_norm="clip", random_state=0),
         "DPSGDClassifier": DPSGDClassifier(classes=[0, 1, 2, 3], **sgd),
         "DPSGDRegressor": DPSGDRegressor(**sgd),
         "DPMLPClassifier": DPMLPClassifier(4, classes=[0, 1, 2, 3], **sgd),
         "PublicDataClassifier": PublicDataClassifier(public_data=Z2, random_state=0),
         "PublicDataRegressor": PublicDataRegressor(public_data=Z2, random_state=0),
         "PCA": PCA(norm_bound=10.0, random_state=0),
+        "GaussianNB": GaussianNB(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
     }
 
 

@@ -35,17 +35,23 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import PrivacyBudget
+from dpfast import (
+    PrivacyBudget,
+    cluster as CL,
+    decomposition as DC,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    naive_bayes as NB,
+    preprocessing as PP,
+    public as P,
+    random as R,
+    sgd as S,
+    tables as T,
+    tools as TL,
+)
 from dpfast.budget import BudgetScopeError
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import decomposition as DC
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-from dpfast import tables as T
+
 
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``
@@ -253,6 +259,29 @@ CASES = [
     Case("exponential_mechanism_stream", "noise unknown", _stream_fn([V], 1.0, 1.0, noise="nope")),
     Case("ExponentialMechanismStream", "epsilon 0", _stream_obj(sensitivity=1.0, epsilon=0.0)),
     Case("ExponentialMechanismStream", "noise unknown", _stream_obj(sensitivity=1.0, epsilon=1.0, noise="x")),
+    # dpfast.tools (rows on axis 0, public bounds)
+    Case("sum", "bounds missing", _mech(TL.sum, X2, 1.0, None)),
+    Case("sum", "axis 1", _mech(TL.sum, X2, 1.0, (-1.0, 1.0), axis=1)),
+    Case("sum", "scale overflows", _mech(TL.sum, X2, 1e-300, (-1e300, 1e300))),
+    Case("nansum", "dtype int", _mech(TL.nansum, X2, 1.0, (-1.0, 1.0), dtype=np.int64)),
+    Case("mean", "bounds reversed", _mech(TL.mean, X2, 1.0, (1.0, -1.0))),
+    Case("mean", "NaN in the data", _mech(TL.mean, np.array([1.0, np.nan]), 1.0, (-1.0, 1.0))),
+    Case("mean", "scale underflows", _mech(TL.mean, X2, 1e308, (-1e-300, 1e-300))),
+    Case("nanmean", "inf in the data", _mech(TL.nanmean, np.array([1.0, np.inf]), 1.0, (-1.0, 1.0))),
+    Case("var", "ddof negative", _mech(TL.var, X2, 1.0, (-1.0, 1.0), ddof=-1)),
+    Case("nanvar", "keepdims not a bool", _mech(TL.nanvar, X2, 1.0, (-1.0, 1.0), keepdims="yes")),
+    Case("std", "epsilon 0", _mech(TL.std, X2, 0.0, (-1.0, 1.0))),
+    Case("nanstd", "axis a float", _mech(TL.nanstd, X2, 1.0, (-1.0, 1.0), axis=0.5)),
+    Case("count_nonzero", "epsilon NaN", _mech(TL.count_nonzero, X2, np.nan)),
+    Case("quantile", "q outside [0, 1]", _mech(TL.quantile, X2, 1.5, 1.0, (-1.0, 1.0))),
+    Case("quantile", "bounds wider than a double", _mech(TL.quantile, X2, 0.5, 1.0, (-1e308, 1e308))),
+    Case("percentile", "q 101", _mech(TL.percentile, X2, 101, 1.0, (-1.0, 1.0))),
+    Case("median", "epsilon subnormal / d", _mech(TL.median, X2, 5e-324, (-1.0, 1.0))),
+    Case("histogram", "integer bins without range", _mech(TL.histogram, V, 1.0, bins=3)),
+    Case("histogram", "bins 'auto' (data-dependent)", _mech(TL.histogram, V, 1.0, bins="auto", range=(-1, 1))),
+    Case("histogram2d", "x and y lengths differ", _mech(TL.histogram2d, V, V[:2], 1.0, bins=2,
+                                                        range=[(-1, 1), (-1, 1)])),
+    Case("histogramdd", "edges not increasing", _mech(TL.histogramdd, X2, 1.0, bins=[[0, 0], [0, 1]])),
     # samplers (no privacy claim, no budget; nothing may be drawn by a failure either)
     Case("laplace_noise", "scale < 0", _mech(M.laplace_noise, -1.0, 3), budget_arg=False),
     Case("laplace_noise", "size 2**62", _mech(M.laplace_noise, 1.0, 2**62), budget_arg=False,
@@ -401,6 +430,11 @@ CASES = [
                                                                     epsilon=5e-324)),
     Case("LinearRegression", "clip 1e300", _fit(LM.LinearRegression, y=YREG, clip_norm=1e300)),
     Case("LinearRegression", "loss unknown", _fit(LM.LinearRegression, y=YREG, loss="nope")),
+    Case("LinearRegression", "ssp label_bound 0", _fit(LM.LinearRegression, y=YREG, method="ssp", label_bound=0.0)),
+    Case("LinearRegression", "ssp huber", _fit(LM.LinearRegression, y=YREG, method="ssp", loss="huber")),
+    Case("LinearRegression", "ssp sample_weight 2", _fit(LM.LinearRegression, y=YREG, method="ssp",
+                                                         fit_kw={"sample_weight": np.full(len(YREG), 2.0)})),
+    Case("LinearRegression", "ssp alpha inf", _fit(LM.LinearRegression, y=YREG, method="ssp", alpha=float("inf"))),
     Case("LinearRegression", "huber_delta 0", _fit(LM.LinearRegression, y=YREG, loss="huber", huber_delta=0.0)),
     Case("LinearRegression", "sample_weight shape", _fit(LM.LinearRegression, y=YREG,
                                                          fit_kw=dict(sample_weight=np.ones(3)))),
@@ -445,6 +479,15 @@ CASES = [
                                                       eta=5e-324)),
     Case("PublicDataRegressor", "epsilon -1", _fit(P.PublicDataRegressor, y=YREG, fit_kw=dict(X_public=XPUB),
                                                    epsilon=-1.0)),
+    Case("GaussianNB", "bounds missing", _fit(NB.GaussianNB)),
+    Case("GaussianNB", "bounds reversed", _fit(NB.GaussianNB, bounds=(1.0, 0.0))),
+    Case("GaussianNB", "bounds 2-d", _fit(NB.GaussianNB, bounds=[(0.0, 1.0), (0.0, 1.0)])),
+    Case("GaussianNB", "bounds wider than a double", _fit(NB.GaussianNB, bounds=(-1e308, 1e308))),
+    Case("GaussianNB", "classes given, y outside", _fit(NB.GaussianNB, bounds=(0.0, 1.0), classes=[0, 2])),
+    Case("GaussianNB", "priors wrong length", _fit(NB.GaussianNB, bounds=(0.0, 1.0), priors=[1.0])),
+    Case("GaussianNB", "priors not summing to 1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), priors=[0.7, 0.7])),
+    Case("GaussianNB", "epsilon 0", _fit(NB.GaussianNB, epsilon=0.0, bounds=(0.0, 1.0))),
+    Case("GaussianNB", "var_smoothing -1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), var_smoothing=-1.0)),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),
     Case("StandardScaler", "bounds reversed", _fit_x(PP.StandardScaler, X2, bounds=(1.0, 0.0))),
     Case("StandardScaler", "bounds wider than a double", _fit_x(PP.StandardScaler, X2, bounds=(-1e308, 1e308))),
@@ -463,6 +506,14 @@ CASES = [
     Case("MinMaxScaler", "bounds subnormal width", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 5e-324))),
     Case("MinMaxScaler", "feature_range reversed", _fit_x(PP.MinMaxScaler, X2, bounds=(0.0, 1.0),
                                                           feature_range=(1.0, 0.0))),
+    Case("KMeans", "bounds missing", _fit_x(CL.KMeans, X2, n_clusters=2)),
+    Case("KMeans", "bounds reversed", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(1.0, 0.0))),
+    Case("KMeans", "bounds per column, 2-d", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=[(0.0, 1.0)] * 3)),
+    Case("KMeans", "bounds dict missing a feature", _fit_x(CL.KMeans, X2, n_clusters=2, bounds={0: (0.0, 1.0)})),
+    Case("KMeans", "half-width overflows", _fit_x(CL.KMeans, X2, n_clusters=2, bounds=(-1.7e308, 1.7e308))),
+    Case("KMeans", "epsilon inf", _fit_x(CL.KMeans, X2, n_clusters=2, epsilon=np.inf, bounds=(0.0, 1.0))),
+    Case("KMeans", "max_iter 0", _fit_x(CL.KMeans, X2, n_clusters=2, max_iter=0, bounds=(0.0, 1.0))),
+    Case("KMeans", "n_clusters 0", _fit_x(CL.KMeans, X2, n_clusters=0, bounds=(0.0, 1.0))),
     Case("OneHotEncoder", "private without epsilon", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]))),
     Case("OneHotEncoder", "handle_unknown unknown", _fit_x(PP.OneHotEncoder, np.array([[0], [1]]), epsilon=1.0,
                                                            delta=1e-3, handle_unknown="nope")),

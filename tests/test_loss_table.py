@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dpfast
-from dpfast import _clip, _glm, _loss_table, _multinomial
+from dpfast import _clip, _glm, _multinomial
 from dpfast._loss_table import MARGIN_LOSSES, TABLE, binary_labels, code
 
 ROOT = pathlib.Path(dpfast.__file__).resolve().parent

@@ -18,11 +18,8 @@ import gc
 import os
 
 import numpy as np
-import pytest
 
-from dpfast import accounting as A
-from dpfast import mechanisms as M
-from dpfast import sgd
+from dpfast import accounting as A, mechanisms as M, sgd
 from dpfast.linear_model import LinearRegression, LogisticRegression
 
 CALLS = int(os.environ.get("DPFAST_SOAK_CALLS", 10**5))

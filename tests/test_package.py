@@ -20,9 +20,12 @@ SUBPACKAGES = [
     "dpfast.budget",
     "dpfast.preprocessing",
     "dpfast.model_selection",
+    "dpfast.tools",
     "dpfast.tables",
     "dpfast.io",
     "dpfast.decomposition",
+    "dpfast.cluster",
+    "dpfast.naive_bayes",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 
@@ -82,5 +85,5 @@ def test_top_level_reexports_the_mechanisms_and_estimators():
 
 def test_unknown_top_level_name_raises_attribute_error():
     with pytest.raises(AttributeError, match="no attribute"):
-        dpfast.not_a_mechanism
+        _ = dpfast.not_a_mechanism
 

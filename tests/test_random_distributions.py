@@ -19,8 +19,15 @@ from scipy import stats
 import dpfast
 from dpfast import _core
 from dpfast.mechanisms.continuous import laplace
-from dpfast.random import (fill_noise, native_stream, noise_threads, standard_exponential, standard_gumbel,
-                           standard_laplace, standard_normal)
+from dpfast.random import (
+    fill_noise,
+    native_stream,
+    noise_threads,
+    standard_exponential,
+    standard_gumbel,
+    standard_laplace,
+    standard_normal,
+)
 
 _PKG = pathlib.Path(dpfast.__file__).resolve().parent
 SAMPLERS = {

@@ -20,9 +20,15 @@ import pytest
 import dpfast
 from dpfast import calibrate as cal
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast.accounting import (Gaussian, SelfComposed, calibrate_noise_multiplier, calibrate_parameter, gdp,
-                               make_accountant)
-from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting import (
+    Gaussian,
+    SelfComposed,
+    calibrate_noise_multiplier,
+    calibrate_parameter,
+    gdp,
+    make_accountant,
+    objective_perturbation as op,
+)
 
 mpmath.mp.dps = 50
 
@@ -203,7 +209,7 @@ def test_calibrate_against_the_gaussian_closed_form():
     ({"accountant": "rdp"}, 2.375381040900617, 1e-4),  # 2.3927001953125 on ERM_ORDERS before issue 23
 ])
 def test_linear_model_amp_calibration_pinned_safe_and_near_minimal(kw, pinned, rtol):
-    from dpfast.linear_model._calibration import amp_privacy, calibrate_amp
+    from dpfast.accounting.erm_calibration import amp_privacy, calibrate_amp
 
     k = dict(clip_norm=1.0, smoothness=0.25)
     k.update(kw)
@@ -318,7 +324,7 @@ def test_randomized_response_probabilities_have_one_home(k, eps):
 
 def test_one_count_validator():
     from dpfast.accounting.base import check_count
-    from dpfast.linear_model._calibration import calibrate_output
+    from dpfast.accounting.erm_calibration import calibrate_output
 
     assert check_count(0) == 0 and check_count(5) == 5
     for bad, err in ((True, TypeError), (2.0, TypeError), (-1, ValueError)):
@@ -400,7 +406,7 @@ def test_rdp_order_grids_are_defined_in_rdp_only():
                 offenders.append(f"{rel}: {line.strip()}")
     assert not offenders, offenders
     from dpfast.accounting import rdp
-    from dpfast.linear_model._calibration import RDP_ORDERS
+    from dpfast.accounting.erm_calibration import RDP_ORDERS
     # the ERM calibrations search with the RDP accountant they report: its default grid
     assert RDP_ORDERS is rdp.DEFAULT_ORDERS and not rdp.ERM_ORDERS.flags.writeable
     # the grid its docstring states: 60 log-spaced points in (1, 2], 2..20 step 0.25, 40 geometric to 1024

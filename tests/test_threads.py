@@ -15,8 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from dpfast import accounting as A
-from dpfast import mechanisms as M
+from dpfast import accounting as A, mechanisms as M
 from dpfast.linear_model import LinearRegression, LogisticRegression
 from dpfast.random import SecureRandom
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, clipped_sum

@@ -6,10 +6,19 @@ import math
 import numpy as np
 import pytest
 
-from dpfast import calibrate, io, mechanisms
-from dpfast import random as dprandom
-from dpfast._validation import (Bool, Delta, Epsilon, Int, Options, Positive, check_bool,
-                                check_nonnegative, check_option, validate_params)
+from dpfast import calibrate, io, mechanisms, random as dprandom
+from dpfast._validation import (
+    Bool,
+    Delta,
+    Epsilon,
+    Int,
+    Options,
+    Positive,
+    check_bool,
+    check_nonnegative,
+    check_option,
+    validate_params,
+)
 from dpfast.random import RNG
 
 

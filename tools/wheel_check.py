@@ -9,7 +9,6 @@ checkout::
 
 ``--all`` runs the whole suite instead of the fast subset.
 """
-import importlib
 import os
 import sys
 

@@ -32,7 +32,12 @@ convention); descriptions stated for ``"replace_one"`` say so.
 """
 # objective_perturbation and tuning also register their events with the accountants
 from dpfast.accounting import events, gdp, objective_perturbation, tuning  # noqa: F401
+from dpfast.accounting._cache import cache_info, clear_cache
 from dpfast.accounting.base import PrivacyAccountant, make_accountant
+from dpfast.accounting.calibration import calibrate_noise_multiplier, calibrate_parameter
+
+# (the star imports re-export their __all__ lists to type checkers, which do not read `[*events.__all__]`)
+from dpfast.accounting.events import *  # noqa: F403
 from dpfast.accounting.events import (
     ApproxDP,
     Composed,
@@ -57,8 +62,7 @@ from dpfast.accounting.events import (
     from_dict,
     to_dict,
 )
-from dpfast.accounting._cache import cache_info, clear_cache
-from dpfast.accounting.calibration import calibrate_noise_multiplier, calibrate_parameter
+from dpfast.accounting.gdp import *  # noqa: F403
 from dpfast.accounting.gdp import (
     CLTResult,
     approx_dp_tradeoff,
@@ -77,6 +81,7 @@ from dpfast.accounting.rdp import (
     rdp_to_epsilon,
     rdp_to_epsilon_classic,
 )
+from dpfast.accounting.tuning import *  # noqa: F403
 from dpfast.accounting.tuning import (
     tnb_expected_count,
     tuning_rdp_poisson,

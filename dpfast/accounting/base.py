@@ -19,7 +19,7 @@ The state of an accountant is its ledger of events, so ``state_dict`` holds even
 from __future__ import annotations
 
 import copy as _copy
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, TypeVar, Union
 
 from dpfast._validation import check_int
 from dpfast.accounting._locking import LockedState
@@ -34,14 +34,17 @@ from dpfast.accounting.events import (
 
 __all__ = ["PrivacyAccountant", "UnsupportedEventError", "make_accountant", "check_count"]
 
+#: ``compose`` returns ``self``: an accountant of the caller's own class (for chained calls)
+_Acc = TypeVar("_Acc", bound="PrivacyAccountant")
 
-def check_count(count) -> int:
+
+def check_count(count: object) -> int:
     """A composition count: an integer >= 0 (bools refused); :func:`dpfast._validation.check_int`."""
     return check_int(count, "count", 0)
 
 
 #: accountant name -> class; filled by ``PrivacyAccountant.__init_subclass__`` (``name`` attribute).
-_ACCOUNTANTS: Dict[str, type] = {}
+_ACCOUNTANTS: Dict[str, "type[PrivacyAccountant]"] = {}
 
 
 class PrivacyAccountant(LockedState):
@@ -54,7 +57,7 @@ class PrivacyAccountant(LockedState):
     #: short name used by :func:`make_accountant` and in ``state_dict`` (subclasses set it)
     name: str = ""
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.name:
             _ACCOUNTANTS.setdefault(cls.name, cls)
@@ -91,7 +94,7 @@ class PrivacyAccountant(LockedState):
             return False
         return True
 
-    def compose(self, event: DpEvent, count: int = 1) -> "PrivacyAccountant":
+    def compose(self: _Acc, event: DpEvent, count: int = 1) -> _Acc:
         """Add ``count`` adaptive runs of ``event`` to the ledger; returns ``self``.
 
         Raises (before changing anything): TypeError for a non-event, ValueError for a bad
@@ -121,7 +124,7 @@ class PrivacyAccountant(LockedState):
         with self._lock:
             return tuple(self._ledger)
 
-    def copy(self) -> "PrivacyAccountant":
+    def copy(self: _Acc) -> _Acc:
         """An independent accountant with the same ledger (cheap: shares immutable caches)."""
         with self._lock:
             new = _copy.copy(self)
@@ -161,7 +164,7 @@ class PrivacyAccountant(LockedState):
         return f"{type(self).__name__}({cfg}{', ' if cfg else ''}compositions={n})"
 
 
-def make_accountant(accountant: Union[str, PrivacyAccountant] = "pld", **kwargs) -> PrivacyAccountant:
+def make_accountant(accountant: Union[str, PrivacyAccountant] = "pld", **kwargs: Any) -> PrivacyAccountant:
     """A new, empty accountant: by name (``"pld"``, ``"rdp"``, with constructor ``kwargs``), or
     an empty one with the configuration of a given accountant instance.  The one place where an
     accountant is chosen by name."""

@@ -23,9 +23,10 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Callable, Union
+from typing import Any, Callable, Optional, Sequence, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
@@ -54,12 +55,27 @@ __all__ = [
     "calibrate_noise_multiplier",
 ]
 
+# Array arguments of the broadcasting functions: a float (numpy's float64 included) gives a float,
+# an array or a sequence an array; other array-likes (a 0-d array) either, as their shape says.
+_Array = Union[npt.NDArray[Any], Sequence[float]]
+_FloatArray = npt.NDArray[np.float64]
+
 
 # ----------------------------------------------------------------------------------------------
 # closed forms: Laplace and Gaussian
 # ----------------------------------------------------------------------------------------------
+@overload
+def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float: ...
+@overload
+def laplace_scale(epsilon: _Array, sensitivity: Union[float, _Array] = 1.0) -> _FloatArray: ...
+@overload
+def laplace_scale(epsilon: float, sensitivity: _Array) -> _FloatArray: ...
+@overload
+def laplace_scale(epsilon: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
+
+
 @validate_params(epsilon=Epsilon(), sensitivity=Positive())
-def laplace_scale(epsilon, sensitivity=1.0):
+def laplace_scale(epsilon: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """Scale b = sensitivity / epsilon of the epsilon-DP Laplace mechanism.
 
     See: :doc:`/theory/mechanisms` Samplers/Laplace; :doc:`/theory/mechanisms`.  ``sensitivity`` is the
@@ -71,8 +87,18 @@ def laplace_scale(epsilon, sensitivity=1.0):
     return np.divide(sensitivity, epsilon) if np.ndim(epsilon) or np.ndim(sensitivity) else sensitivity / epsilon
 
 
+@overload
+def laplace_epsilon(scale: float, sensitivity: float = 1.0) -> float: ...
+@overload
+def laplace_epsilon(scale: _Array, sensitivity: Union[float, _Array] = 1.0) -> _FloatArray: ...
+@overload
+def laplace_epsilon(scale: float, sensitivity: _Array) -> _FloatArray: ...
+@overload
+def laplace_epsilon(scale: npt.ArrayLike, sensitivity: npt.ArrayLike = 1.0) -> Union[float, _FloatArray]: ...
+
+
 @validate_params(scale=Positive(), sensitivity=Positive())
-def laplace_epsilon(scale, sensitivity=1.0):
+def laplace_epsilon(scale: Any, sensitivity: Any = 1.0) -> Any:  # (the overloads above type it)
     """epsilon = sensitivity / scale: the (exact, pure) epsilon of Lap(scale) noise.
 
     Inverse of :func:`laplace_scale` (:doc:`/theory/mechanisms`).  Accepts arrays (broadcast).
@@ -202,7 +228,7 @@ def _delta_up(log_delta: float) -> float:
     return 0.0 if v == 0.0 else min(1.0, math.nextafter(v, math.inf))
 
 
-def _excess_over(delta: float):
+def _excess_over(delta: float) -> Callable[[float], float]:
     """f(log delta bound) > 0 iff that bound does not certify ``delta``; continuous where it matters.
 
     The comparison is made against log(delta) lowered by 4 ulps (log and the later exp are each
@@ -254,9 +280,24 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
                          f"delta={delta!r} overflows a double; use a smaller sensitivity (rescale the query)") from exc
 
 
+@overload
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0,
+                   calibration: str = "analytic") -> float: ...
+@overload
+def gaussian_sigma(epsilon: _Array, delta: float, sensitivity: Union[float, _Array] = 1.0,
+                   calibration: str = "analytic") -> _FloatArray: ...
+@overload
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: _Array,
+                   calibration: str = "analytic") -> _FloatArray: ...
+@overload
+def gaussian_sigma(epsilon: npt.ArrayLike, delta: float, sensitivity: npt.ArrayLike = 1.0,
+                   calibration: str = "analytic") -> Union[float, _FloatArray]: ...
+
+
 @validate_params(epsilon=Epsilon(), delta=Delta(allow_zero=False), sensitivity=Positive(),
                  calibration=Options("analytic", "classical"))
-def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "analytic"):
+def gaussian_sigma(epsilon: Any, delta: float, sensitivity: Any = 1.0,
+                   calibration: str = "analytic") -> Any:  # (the overloads above type it)
     """Noise standard deviation for the (epsilon, delta)-DP Gaussian mechanism.
 
     Parameters
@@ -312,7 +353,7 @@ def gaussian_sigma(epsilon, delta: float, sensitivity=1.0, calibration: str = "a
     return sigma
 
 
-def _finite_sigma(sigma):
+def _finite_sigma(sigma: Any) -> Any:
     """sigma, refusing a value that overflowed (sensitivity / epsilon too large for a double)."""
     if not np.all(np.isfinite(sigma)):
         raise ValueError("the Gaussian noise sigma overflows a double (sensitivity / epsilon too large); "
@@ -331,8 +372,8 @@ def _dpsgd_event(sigma: float, q: float) -> DpEvent:
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e8
 #: Smallest accepted ``rtol``: the epsilons compared are themselves accurate to about 1e-12.
 RTOL_MIN = 1e-12
-def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 0.5,
-           lo_bound: float = SIGMA_MIN, hi_bound: float = SIGMA_MAX):
+def _solve(eps_of: Callable[[float], float], target: float, start: float, rtol: float, lo_factor: float = 0.5,
+           lo_bound: float = SIGMA_MIN, hi_bound: float = SIGMA_MAX) -> float:
     """Smallest sigma in [lo_bound, hi_bound] (to relative rtol) with eps_of(sigma) <= target,
     for eps_of decreasing: :func:`dpfast._safe_root.safe_root` on log eps - log target, bracketing
     from ``start`` in steps of ``lo_factor``.  The answer's epsilon was computed and is <= target;
@@ -340,7 +381,7 @@ def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 
     counts as not verified."""
     log_target = math.log(target)
 
-    def excess(sigma):
+    def excess(sigma: float) -> float:
         e = eps_of(sigma)
         return (math.log(e) if e > 0 else -745.0) - log_target
 
@@ -353,7 +394,7 @@ def _solve(eps_of, target: float, start: float, rtol: float, lo_factor: float = 
 
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate: float, steps: int,
                                accountant: str = "pld", *, value_discretization: float = 1e-4,
-                               rtol: float = 1e-3, orders=None) -> float:
+                               rtol: float = 1e-3, orders: Optional[npt.ArrayLike] = None) -> float:
     """Smallest noise multiplier z (to relative ``rtol``) for which ``steps`` compositions of the
     Poisson-subsampled Gaussian (rate ``sample_rate``; q = 1: the Gaussian) are
     (target_epsilon, delta)-DP under add/remove neighbours.
@@ -398,7 +439,7 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
         # took 14-50 s at q = 1e-45: tiny z give privacy-loss ranges far too wide for a grid.)
         return SIGMA_MIN
 
-    def event(z):
+    def event(z: float) -> DpEvent:
         return SelfComposed(_dpsgd_event(z, q), steps)
 
     # RDP: start from the GDP/CLT-style guess z ~ q sqrt(T) / mu (any start works)
@@ -448,7 +489,7 @@ def calibrate_parameter(make_event: Callable[[float], DpEvent], epsilon: float, 
         raise ValueError(f"need 0 < lo < hi < inf, got lo={lo!r}, hi={hi!r}")
     template = make_accountant(accountant)  # validates the name once
 
-    def eps_of(x):
+    def eps_of(x: float) -> float:
         # a trial value composed on a coarser grid is still verified (an upper bound): the
         # search's internal accountants do not warn about it
         with warnings.catch_warnings():

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
 
 import numpy as np
 
@@ -96,6 +96,11 @@ class Neighbours(str, enum.Enum):
         attained by x' = -x).  Dwork & Roth (2014), *The Algorithmic Foundations of Differential
         Privacy*, Definition 2.4 and Section 3.3; Vadhan (2017), Section 1.6."""
         return 1.0 if self is Neighbours.ADD_REMOVE else 2.0
+
+
+#: what an event's ``neighbours`` accepts (for type checkers): a member or its string; the
+#: event stores the member
+NeighboursLike = Union[Neighbours, Literal["add_remove", "replace_one"]]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ class DpEvent:
         _REGISTRY.setdefault(cls.__name__, cls)
 
     @property
-    def neighbours(self) -> Neighbours:  # leaves override it with a field
+    def neighbours(self) -> NeighboursLike:  # leaves override it with a field (a Neighbours at run time)
         return event_neighbours(self)
 
 
@@ -198,7 +203,7 @@ class Gaussian(DpEvent):
 
     noise_multiplier: float
     sensitivity: float = 1.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "noise_multiplier", _pos(self.noise_multiplier, "noise_multiplier"))
@@ -217,7 +222,7 @@ class Laplace(DpEvent):
 
     scale: float
     sensitivity: float = 1.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "scale", _pos(self.scale, "scale"))
@@ -237,7 +242,7 @@ class RandomizedResponse(DpEvent):
 
     epsilon: float
     num_categories: int = 2
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _pos(self.epsilon, "epsilon"))
@@ -256,7 +261,7 @@ class PureDP(DpEvent):
     epsilon-DP mechanism is a post-processing of it: Kairouz, Oh & Viswanath 2015)."""
 
     epsilon: float
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _pos(self.epsilon, "epsilon"))
@@ -287,7 +292,7 @@ class ApproxDP(DpEvent):
 
     epsilon: float
     delta: float = 0.0
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __post_init__(self):
         _set(self, "epsilon", _nonneg(self.epsilon, "epsilon"))
@@ -315,7 +320,7 @@ class FromPrivacyProfile(DpEvent):
     symmetric_profile: bool = False
     epsilon_min: float = 0.0
     profile_step: float = 1e-3
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __init__(self, delta_of_epsilon: Callable, *, rdp: Optional[Callable] = None,
                  name: str = "FromPrivacyProfile", symmetric: bool = False,
@@ -362,7 +367,7 @@ class FromDominatingPair(DpEvent):
     p_add: Optional[tuple] = None
     q_add: Optional[tuple] = None
     name: str = "FromDominatingPair"
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: NeighboursLike = Neighbours.ADD_REMOVE
 
     def __init__(self, p, q, *, p_add=None, q_add=None, name: str = "FromDominatingPair",
                  neighbours="add_remove"):
@@ -560,7 +565,8 @@ class Tuned(DpEvent):
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-def sampled_gaussian(event: DpEvent, accountant: str) -> "Gaussian":
+def sampled_gaussian(event: Union["PoissonSampled", "SampledWithoutReplacement"],
+                     accountant: str) -> "Gaussian":
     """The Gaussian inside a sampling node (PoissonSampled / SampledWithoutReplacement): the
     only inner mechanism whose amplification the accountants analyse.  UnsupportedEventError
     naming ``accountant`` and the sampling scheme otherwise."""
@@ -602,7 +608,7 @@ def event_neighbours(event: DpEvent) -> Neighbours:
         if klass is DpEvent:
             break
         prop = klass.__dict__.get("neighbours")
-        if isinstance(prop, property):
+        if isinstance(prop, property) and prop.fget is not None:
             return Neighbours.coerce(prop.fget(event))
     return Neighbours.ADD_REMOVE
 

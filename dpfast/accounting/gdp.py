@@ -10,8 +10,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from dpfast._validation import as_array, check_delta, check_real
 from dpfast._safe_root import NoSafeValue, safe_root
+from dpfast._validation import as_array, check_delta, check_real
 from dpfast.accounting.calibration import _excess_over, gaussian_epsilon, gaussian_log_delta
 
 __all__ = [

@@ -30,7 +30,7 @@ therefore the accountant's on the same ledger up to the discretization and trunc
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 from scipy import fft as sfft
@@ -38,8 +38,18 @@ from scipy import fft as sfft
 from dpfast import _pld
 from dpfast.accounting import events as ev
 from dpfast.accounting._discretize import MAX_POINTS
-from dpfast.accounting.pld import (_T_GRID, ComposedPLD, PLDAccountant, _finite_moved, _flatten, _log_mgf, _step_pmf,
-                                   refined_step, rounding_margin, symmetric)
+from dpfast.accounting.pld import (
+    _T_GRID,
+    ComposedPLD,
+    PLDAccountant,
+    _finite_moved,
+    _flatten,
+    _log_mgf,
+    _step_pmf,
+    refined_step,
+    rounding_margin,
+    symmetric,
+)
 
 __all__ = ["IncrementalPLD"]
 

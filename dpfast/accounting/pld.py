@@ -54,21 +54,19 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, cast
 
 import numpy as np
-from scipy import fft as sfft
-from scipy import special
+from scipy import fft as sfft, special
 
 from dpfast import _pld
 from dpfast._validation import check_delta, check_real
-from dpfast.accounting import _discretize as _disc
-from dpfast.accounting import events as ev
+from dpfast.accounting import _discretize as _disc, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
-from dpfast.accounting._discretize import MAX_POINTS, StepPMF
-from dpfast.accounting.pairs import approx_dp_pair, rr_pair
+from dpfast.accounting._discretize import StepPMF
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
+from dpfast.accounting.pairs import approx_dp_pair, rr_pair
 
 __all__ = ["PLDAccountant", "ComposedPLD", "GridCoarsenedWarning", "dominating_pairs", "symmetric"]
 
@@ -605,13 +603,17 @@ def _tilted(base: ComposedPLD, tilt: float) -> ComposedPLD:
     return out
 
 
-def _locked(method):
-    """Run ``method`` holding the accountant's (re-entrant) lock."""
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run ``method`` holding the accountant's (re-entrant) lock (its signature is kept, also
+    for type checkers)."""
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
-    return wrapper
+    return cast(_Method, wrapper)
 
 
 class PLDAccountant(PrivacyAccountant):

@@ -15,9 +15,9 @@ from scipy import special
 from dpfast._validation import as_array, check_delta, check_real
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
-from dpfast.accounting.pairs import rr_pair
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
+from dpfast.accounting.pairs import rr_pair
 
 __all__ = [
     "DEFAULT_ORDERS",

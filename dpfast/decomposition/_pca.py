@@ -15,7 +15,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
-from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
+from dpfast._validation import as_array, check_delta, check_epsilon
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise

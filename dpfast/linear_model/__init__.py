@@ -3,7 +3,8 @@ perturbation (Algorithm 1 of Redberg, Koskela & Wang 2024) on dpfast's native GL
 
 See :doc:`/theory/erm` and :doc:`/theory/erm` ("ERM mechanisms").
 """
-from dpfast.linear_model._calibration import (
+from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
+from dpfast.accounting.erm_calibration import (
     PrivacyCalibration,
     amp_privacy,
     calibrate_amp,
@@ -22,7 +23,6 @@ from dpfast.linear_model._mechanisms import (
     output_perturbation,
     private_glm,
 )
-from dpfast._solver import GLMResult, glm_loss_and_grad, loss_constants, minimize_glm
 
 __all__ = [
     "LogisticRegression",

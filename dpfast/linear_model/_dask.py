@@ -87,17 +87,17 @@ import numpy as np
 
 from dpfast import _glm, _loss_table
 from dpfast._base import validate_y
+from dpfast._certify import certified_descent, check_certifiable
 from dpfast._dask_utils import (
-    as_dask_rows,
-    row_vector,
     active_client,
+    as_dask_rows,
     is_dask_collection,
+    row_vector,
     scatter_chunks,
     set_feature_names,
 )
-from dpfast._validation import check_int, check_label_set
-from dpfast._certify import certified_descent, check_certifiable
 from dpfast._solver import MappedRows, check_huber_delta, check_loss, loss_constants
+from dpfast._validation import check_int, check_label_set
 from dpfast.linear_model._mechanisms import check_sample_weight, sample_start, warm_start_rows
 
 __all__ = ["is_dask_collection", "fit", "chunk_rngs", "DaskRows"]
@@ -620,6 +620,8 @@ def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
 def fit(est, X, y, sample_weight=None, *, budget=None):
     """``est.fit`` for a Dask X (module docstring): validation on the workers, calibration,
     budget charge and noise on the client, each gradient pass a Dask graph."""
+    if getattr(est, "method", None) == "ssp":
+        raise ValueError("method='ssp' is not available for Dask input yet; use in-memory rows")
     if getattr(est, "multi_class", "ovr") == "multinomial":
         raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
                          "one-vs-rest models); use multi_class='ovr' or in-memory rows")

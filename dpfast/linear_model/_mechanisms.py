@@ -3,7 +3,7 @@ approximate minima perturbation with gradient clipping (Algorithm 1).
 
 See :doc:`/theory/erm` ("The mechanism", "Algorithm 1") and :doc:`/theory/erm`
 ("ERM mechanisms"; output perturbation from :doc:`/theory/erm`).  Add/remove neighbours.
-Privacy numbers come from :mod:`dpfast.linear_model._calibration`, which calls the formulas in
+Privacy numbers come from :mod:`dpfast.accounting.erm_calibration`, which calls the formulas in
 :mod:`dpfast.accounting.objective_perturbation`; the optimisation is
 :func:`dpfast._solver.minimize_glm`.
 
@@ -17,7 +17,7 @@ not cover (an abort channel); the optimiser itself costs no privacy (Algorithm 1
 exact arithmetic; a tol too small for float64 is refused before the data are read).  Every method ends with
 Gaussian output noise: ``"objective"`` is run as Algorithm 1 with a tiny tau (1e-8) and a tiny
 sigma_out, because the objective-perturbation theorems cover only the exact minimiser
-(:func:`~dpfast.linear_model._calibration.calibrate_objective`).
+(:func:`~dpfast.accounting.erm_calibration.calibrate_objective`).
 """
 from __future__ import annotations
 
@@ -26,28 +26,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpfast._validation import as_array, check_real
-from dpfast.budget import refuse_unbudgeted
-from dpfast.linear_model._calibration import (
-    PrivacyCalibration,
-    calibrate_amp,
-    calibrate_objective,
-    calibrate_output,
-)
 from dpfast._certify import (
     PrivacyConvergenceError,
     certified_descent,
     check_certifiable,
 )
-from dpfast.linear_model._losses import glm_constants
 from dpfast._solver import (
     MappedRows,
-    check_vector,
     check_max_iter,
+    check_vector,
     glm_gradient_oracle,
     loss_constants,
     minimize_glm,
 )
+from dpfast._validation import as_array, check_real
+from dpfast.accounting.erm_calibration import (
+    PrivacyCalibration,
+    calibrate_amp,
+    calibrate_objective,
+    calibrate_output,
+)
+from dpfast.budget import refuse_unbudgeted
+from dpfast.linear_model._losses import glm_constants
 from dpfast.random import check_random_state, standard_normal
 
 __all__ = [
@@ -70,7 +70,7 @@ class PrivateGLMResult:
     """A private coefficient vector and how it was obtained.
 
     ``coef`` (d,): the released parameters.  ``calibration``: the
-    :class:`~dpfast.linear_model._calibration.PrivacyCalibration` (epsilon, delta, sigma,
+    :class:`~dpfast.accounting.erm_calibration.PrivacyCalibration` (epsilon, delta, sigma,
     lambda, sigma_out, tau, L, beta, accountant).  ``grad_norm``: the certified gradient norm
     of the (perturbed) objective at the solver's point, before output noise.  ``n_iter``:
     solver iterations (L-BFGS) or epochs (SAG), summed over a fallback.  ``solver``: the one
@@ -108,7 +108,7 @@ def warm_start_rows(n: int, solver: str) -> int:
     AMP with a tiny tau, since the objective-perturbation theorems need the exact minimiser,
     which no solver returns) through the Gaussian output step of sensitivity 2 tau/lambda, and
     output perturbation through its sensitivity (L + 2 tau)/lambda
-    (:mod:`~dpfast.linear_model._calibration`).  How theta_hat was found -- from 0, or from the
+    (:mod:`~dpfast.accounting.erm_calibration`).  How theta_hat was found -- from 0, or from the
     minimiser of the same objective on a sample of the same private rows -- is part of that
     arbitrary function (the whole solver path is a deterministic function of the data and of
     the noise b), so calibration, tau and noise are unchanged.  Nothing of the sample fit is
@@ -292,7 +292,7 @@ def private_glm(
     * ``"objective"`` -- objective perturbation, certified: its theorems (3.1/3.2) cover only
       the exact minimiser, so dpfast runs it as Algorithm 1 with a tiny tau = ``tol`` (default
       1e-8) and a tiny output noise sigma_out = z * 2 tau / lambda (z from the data-independent
-      rule :func:`~dpfast.linear_model._calibration.objective_output_multiplier`: the output
+      rule :func:`~dpfast.accounting.erm_calibration.objective_output_multiplier`: the output
       step's RDP term is <= 0.1 % of epsilon), accounted by Theorem 4.1 / PLD composition like
       ``"amp"`` (see :doc:`/theory/erm`, "Algorithm 1"); the reported (epsilon,
       delta) is the total.  The rule is meant for a tiny ``tol``: sigma_out grows with it (use

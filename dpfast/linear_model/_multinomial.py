@@ -43,8 +43,8 @@ import numpy as np
 
 from dpfast import _glm, _multinomial, _threads
 from dpfast._certify import certified_descent, check_certifiable
-from dpfast.linear_model._mechanisms import row_norms
 from dpfast._solver import MappedRows, default_solver_threads
+from dpfast.linear_model._mechanisms import row_norms
 from dpfast.random import standard_normal
 
 __all__ = ["multinomial_oracle", "minimize_multinomial_certified", "fit_multinomial_output"]

@@ -61,9 +61,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from dpfast import accounting as A
+from dpfast import accounting as A, budget as _budget
 from dpfast.accounting.events import self_composed
-from dpfast import budget as _budget
 
 __all__ = ["event_of"]
 

@@ -44,14 +44,17 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpfast import _core
-from dpfast._validation import (Delta, Epsilon, Options, Positive, check_size, check_values, unchecked,
-                                validate_params)
+from dpfast._validation import Delta, Epsilon, Options, Positive, check_size, check_values, unchecked, validate_params
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import _events
-from dpfast.random import RNG, RandomLike, native_stream
-from dpfast.random import allocate_output as _empty
-from dpfast.random import draw_into as _draw
-from dpfast.random import noise_dtype as _noise_dtype
+from dpfast.random import (
+    RNG,
+    RandomLike,
+    allocate_output as _empty,
+    draw_into as _draw,
+    native_stream,
+    noise_dtype as _noise_dtype,
+)
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget

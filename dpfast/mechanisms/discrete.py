@@ -41,8 +41,7 @@ from dpfast import _exact
 from dpfast._rational import Rational, RationalLike, fit_rational, to_fraction
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._threads import default_threads
-from dpfast._validation import (Delta, Epsilon, NonNegative, Options, Positive, check_real, check_size,
-                                validate_params)
+from dpfast._validation import Delta, Epsilon, NonNegative, Options, Positive, check_real, check_size, validate_params
 from dpfast.mechanisms import _events
 from dpfast.random import RNG, RandomLike, native_stream
 

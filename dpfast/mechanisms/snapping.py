@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from dpfast import _exact
-from dpfast.mechanisms.discrete import _n_threads
 from dpfast._validation import Epsilon, Positive, check_values, validate_params
 from dpfast.mechanisms import _events
+from dpfast.mechanisms.discrete import _n_threads
 from dpfast.random import RNG, RandomLike, native_stream
 
 if TYPE_CHECKING:

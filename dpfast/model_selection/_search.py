@@ -6,12 +6,11 @@ import copy
 import itertools
 import math
 import warnings
+from numbers import Real
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from numbers import Real
-
 from sklearn.base import MetaEstimatorMixin, clone
 from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils._param_validation import HasMethods
@@ -30,17 +29,16 @@ from dpfast._base import (
 )
 from dpfast._safe_root import safe_root, smallest_safe_root
 from dpfast._validation import check_delta, check_epsilon, check_real
-from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError, make_accountant
-from dpfast.accounting.rdp import rdp_curve
+from dpfast.accounting.events import OneOf, composed
+from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_curve, rdp_to_epsilon
 from dpfast.accounting.tuning import (
     tnb_expected_count,
     tuning_rdp_poisson,
     tuning_rdp_truncated_negative_binomial,
 )
-from dpfast.mechanisms import laplace_noise
-from dpfast.accounting.events import OneOf, composed
 from dpfast.budget import charge, detached
+from dpfast.mechanisms import laplace_noise
 from dpfast.preprocessing import pipeline_event
 from dpfast.random import SecureRandom, check_random_state, is_secure
 

@@ -19,10 +19,10 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
+from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
 from dpfast.calibrate import gaussian_sigma, laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.accounting.events import self_composed
 from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
 from dpfast.random import check_random_state
 

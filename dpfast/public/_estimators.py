@@ -41,8 +41,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 from sklearn.utils.validation import check_array
 
-from dpfast import _base, _loss_table
-from dpfast import accounting as acc
+from dpfast import _base, _loss_table, accounting as acc
 from dpfast._base import (
     RANDOM_STATE,
     DPClassifierMixin,

@@ -35,8 +35,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpfast import _base, _clip, _loss_table
-from dpfast import budget as _budget
+from dpfast import _base, _clip, _loss_table, budget as _budget
 from dpfast._base import (
     RANDOM_STATE,
     DaskDispatchMixin,
@@ -164,7 +163,7 @@ class _DPSGDBase(PrivateEstimator):
         if self.noise_multiplier is not None:
             z = float(self.noise_multiplier)
         else:
-            z = _privacy.calibrate(float(self.epsilon), delta, q, steps, self._sampling(), self.accountant)
+            z = _privacy.calibrate_noise_multiplier(float(self.epsilon), delta, q, steps, self._sampling(), self.accountant)
         # A noise scale whose draws overflow the training dtype (noise_multiplier 1.797e308: every
         # draw is +-inf) makes the run diverge whatever the data: a public-parameter failure,
         # refused here before the charge instead of a FloatingPointError after the data is read.

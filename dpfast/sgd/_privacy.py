@@ -22,7 +22,7 @@ import math
 
 import dpfast.accounting as acc
 
-__all__ = ["description", "run_event", "run_epsilon", "calibrate", "sensitivity_factor"]
+__all__ = ["description", "run_event", "run_epsilon", "calibrate_noise_multiplier", "sensitivity_factor"]
 
 
 def sensitivity_factor(sampling: str) -> float:
@@ -60,8 +60,8 @@ def run_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     return float(a.get_epsilon(delta))
 
 
-def calibrate(epsilon: float, delta: float, sample_rate: float, steps: int, sampling: str,
-              accountant: str) -> float:
+def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int, sampling: str,
+                               accountant: str) -> float:
     """Smallest noise multiplier (up to a relative 1e-3) whose run is (epsilon, delta)-DP.
 
     Poisson sampling: ``dpfast.accounting.calibrate_noise_multiplier`` (a staged search).

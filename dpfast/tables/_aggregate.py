@@ -29,8 +29,7 @@ import pandas as pd
 
 from dpfast._dask_utils import is_dask_collection
 from dpfast._threads import check_threads, default_threads
-from dpfast.budget import charge as charge_budget
-from dpfast.budget import detached
+from dpfast.budget import charge as charge_budget, detached
 from dpfast.random import RandomLike, check_random_state
 from dpfast.tables import _dask  # imports dask itself only when given a Dask frame
 from dpfast.tables._plan import AggregatePlan, build_plan, plan_event

@@ -48,8 +48,17 @@ import pandas as pd
 
 from dpfast.tables._keys import bools_apart, value_keys
 from dpfast.tables._plan import AggregatePlan, public_groups
-from dpfast.tables._stats import (GroupStats, bounded_stats, canonical_groups, check_value_dtype, group_codes,
-                                  key_index, merge_stats, unit_codes, value_matrix)
+from dpfast.tables._stats import (
+    GroupStats,
+    bounded_stats,
+    canonical_groups,
+    check_value_dtype,
+    group_codes,
+    key_index,
+    merge_stats,
+    unit_codes,
+    value_matrix,
+)
 
 _BOTTOM_K = 64  # distinct unit keys per partition sent in the first pass (refutation of tier 2)
 _BUCKETS = None  # bucket shuffle: as many buckets as input partitions (benchmarks/results/tables.md)

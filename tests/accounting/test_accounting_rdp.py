@@ -10,21 +10,21 @@ from dpfast.accounting import (
     Gaussian,
     Laplace,
     PoissonSampled,
-    Tuned,
     PureDP,
     RandomizedResponse,
     RDPAccountant,
     SampledWithoutReplacement,
+    Tuned,
+    gdp,
     rdp_to_delta,
     rdp_to_epsilon,
     rdp_to_epsilon_classic,
 )
-from dpfast.accounting import gdp
 from dpfast.accounting.rdp import (
     check_orders,
-    rdp_curve,
     laplace_rdp,
     poisson_subsampled_gaussian_rdp,
+    rdp_curve,
     sampled_without_replacement_gaussian_rdp,
 )
 from dpfast.accounting.tuning import tnb_expected_count, tuning_rdp_truncated_negative_binomial

@@ -5,14 +5,12 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 
 import numpy as np
 import pytest
 
 import dpfast.accounting as acc
-from dpfast.accounting.rdp import check_orders, rdp_curve
 from dpfast import _pld
 from dpfast.accounting import (
     Gaussian,
@@ -22,6 +20,7 @@ from dpfast.accounting import (
     RDPAccountant,
     calibrate_noise_multiplier,
 )
+from dpfast.accounting.rdp import check_orders, rdp_curve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 

@@ -3,7 +3,6 @@ import dataclasses
 import json
 import math
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -160,11 +159,11 @@ def test_event_neighbours_of_a_toy_event_without_field_is_add_remove():
 def test_event_repr_constructs_the_same_event():
     # The printed form of an event (ledgers, errors) is short and evaluates back to the event.
     from dpfast import accounting as A
-    for ev in (A.Gaussian(1.5), A.Laplace(2.0, 1.0, neighbours="replace_one"),
-               A.SelfComposed(A.PoissonSampled(0.01, A.Gaussian(1.1)), 7)):
-        text = repr(ev)
+    for event in (A.Gaussian(1.5), A.Laplace(2.0, 1.0, neighbours="replace_one"),
+                  A.SelfComposed(A.PoissonSampled(0.01, A.Gaussian(1.1)), 7)):
+        text = repr(event)
         assert "Neighbours." not in text
-        assert eval(text, vars(A)) == ev
+        assert eval(text, vars(A)) == event
 
 
 @pytest.mark.slow
@@ -186,6 +185,7 @@ def test_one_of_restores_from_its_dict_without_the_search_package():
 
 def test_one_of_rdp_is_the_members_pointwise_maximum():
     import numpy as np
+
     from dpfast import accounting as A
     from dpfast.accounting.rdp import gaussian_rdp, pure_dp_rdp_bound, rdp_curve
     orders = np.array([1.5, 2.0, 8.0, 64.0])

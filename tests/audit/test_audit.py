@@ -12,7 +12,6 @@ import dpfast
 from dpfast.audit import audit, neighbours, observe
 from dpfast.audit._stats import certified_epsilon, cp_lower, cp_upper
 
-
 # ----------------------------------------------------------------------------- statistics
 
 @pytest.mark.parametrize("k,n", [(0, 10), (1, 10), (5, 10), (10, 10), (37, 1000), (999, 1000)])

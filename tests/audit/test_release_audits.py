@@ -25,20 +25,25 @@ import pandas as pd
 import pytest
 
 import dpfast
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import model_selection as MS
-from dpfast import decomposition as DC
-from dpfast import preprocessing as PP
-from dpfast import public as P
-from dpfast import sgd as S
-from dpfast import tables as T
+from dpfast import (
+    cluster as CL,
+    decomposition as DC,
+    linear_model as LM,
+    mechanisms as M,
+    model_selection as MS,
+    naive_bayes as NB,
+    preprocessing as PP,
+    public as P,
+    sgd as S,
+    tables as T,
+    tools as TL,
+)
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "decomposition", "audit"]
+               "preprocessing", "model_selection", "audit", "cluster", "tools", "naive_bayes", "decomposition"]
 
 
 class Entry(NamedTuple):
@@ -125,6 +130,25 @@ def _entries():
     e["private_quantile"] = Entry(lambda x, r: M.private_quantile(x, [0.25, 0.5], 1.0, (0.0, 10.0), rng=r),
                                   qpairs, 1.0, 0.0, 1000)
     e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
+    # ------------------------------------------------------------------ tools (add/remove one row)
+    xt = np.round(_rng.uniform(0, 10, (12, 2)), 2)
+    tpairs = neighbours.arrays(xt, bound=10.0)[:5]
+    tb = (0.0, 10.0)
+    def _stat(f):
+        return lambda x, r: f(x, 1.0, tb, axis=0, rng=r)
+    for name in ("sum", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd"):
+        e[name] = Entry(_stat(getattr(TL, name)), tpairs, 1.0, 0.0, 1000)
+    e["count_nonzero"] = Entry(lambda x, r: TL.count_nonzero(x, 1.0, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["quantile"] = Entry(lambda x, r: TL.quantile(x, [0.25, 0.5], 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["percentile"] = Entry(lambda x, r: TL.percentile(x, 50, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["median"] = Entry(lambda x, r: TL.median(x, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    hb = dict(bins=3, range=tb)
+    e["histogram"] = Entry(lambda x, r: TL.histogram(x.ravel(), 1.0, rng=r, **hb)[0],
+                           neighbours.arrays(xt[:, 0], bound=10.0)[:5], 1.0, 0.0, 1000)
+    e["histogram2d"] = Entry(lambda x, r: TL.histogram2d(x[:, 0], x[:, 1], 1.0, bins=3, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
+    e["histogramdd"] = Entry(lambda x, r: TL.histogramdd(x, 1.0, bins=2, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
     # ------------------------------------------------------------------ private ERM
     glm = dict(epsilon=1.0, delta=1e-5)
     pm = _labelled(2 * _y01 - 1)  # the GLM functions take labels in {-1, +1}
@@ -139,6 +163,8 @@ def _entries():
                                     _labelled(_y01), 1.0, 1e-5, 150)
     e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
                                   _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
+    e["LinearRegression_ssp"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, method="ssp", **glm)),
+                                      _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
     # DP-SGD's sampling rate batch_size / n makes n public (docs/privacy.rst, "Public schema"), so
     # its neighbours keep n: replace one record, which is remove + add, (2 eps, (1 + e^eps) delta)-DP
     # by group privacy of the add/remove guarantee (Dwork & Roth 2014, Theorem 2.2 / Lemma 2.2 form).
@@ -180,6 +206,10 @@ def _entries():
     ppairs = neighbours.arrays(Xs, bound=0.5)[:4]
     e["PCA"] = Entry(_transform(lambda r: DC.PCA(1, epsilon=1.0, delta=1e-5, norm_bound=0.5, random_state=r)),
                      ppairs, 1.0, 1e-5, 300)
+    e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
+                            _labelled(_y01), 1.0, 0.0, 300)
+    e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
+                        spairs, 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
     e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],
@@ -235,7 +265,8 @@ def _is_release_candidate(name):
         if name in importlib.import_module("dpfast." + sub).__all__:
             return False
     return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
-                        "tables", "preprocessing", "model_selection", "datasets", "budget", "audit", "decomposition",
+                        "tables", "cluster", "preprocessing", "model_selection", "datasets", "budget", "audit",
+                        "decomposition",
                         "__version__") and not name[:1] == "_"
 
 

@@ -162,8 +162,7 @@ def test_release_functions_without_budget_refuse_an_open_budget():
     # private_glm, the public-data learners and perturb take no budget=: under an open budget they
     # could not charge it, so they refuse before reading data (nothing charged, rng untouched);
     # the estimators wrapping them charge their event and still work.
-    from dpfast import linear_model as LM
-    from dpfast import public as P
+    from dpfast import linear_model as LM, public as P
     from dpfast.budget import BudgetScopeError
 
     rng = np.random.default_rng(0)

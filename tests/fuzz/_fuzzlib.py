@@ -27,8 +27,7 @@ import struct
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, settings, strategies as st
 
 # ---------------------------------------------------------------------------------------------
 # Settings

@@ -14,16 +14,18 @@ from fractions import Fraction
 import numpy as np
 
 import dpfast
-from dpfast import accounting as A
-from dpfast import calibrate as CAL
-from dpfast.accounting.rdp import rdp_curve
-from dpfast import linear_model as LM
-from dpfast import mechanisms as M
-from dpfast import public as P
-from dpfast import random as R
-from dpfast import sgd as S
-
+from dpfast import (
+    accounting as A,
+    calibrate as CAL,
+    linear_model as LM,
+    mechanisms as M,
+    public as P,
+    random as R,
+    sgd as S,
+    tools as TL,
+)
 from dpfast._validation import as_array
+from dpfast.accounting.rdp import rdp_curve
 
 from _fuzzlib import _SANITIZED, Target
 
@@ -34,7 +36,7 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection"]
+               "preprocessing", "model_selection", "cluster", "tools"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -45,6 +47,9 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
+    "naive_bayes": "subpackage (its names are targets)",
+    "cluster": "subpackage (its names are targets)",
+    "tools": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -469,6 +474,9 @@ LINEAR_MODEL = [
     _mk("LinearRegression", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="amp", loss="squared",
              max_iter=1000, random_state=1), seed="random_state", data=("X", "y")),
+    _mk("LinearRegression_ssp", _estimator(LM.LinearRegression),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="ssp", loss="squared",
+             random_state=1), seed="random_state", data=("X", "y")),
     _mk("LinearRegression_output", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="output", loss="huber",
              random_state=1), seed="random_state", data=("X", "y")),
@@ -650,6 +658,7 @@ TX = np.round(_rng.uniform(-1.0, 12.0, 30), 3)
 
 def _aggregate(u, g, x, **kw):
     import pandas as pd
+
     from dpfast.tables import aggregate
     out = aggregate(pd.DataFrame({"u": u, "g": g, "x": x}), "u", "g", **kw)
     return np.ascontiguousarray(out.to_numpy(dtype=np.float64))
@@ -694,6 +703,7 @@ def _transformer(cls, weight=0.25):
 
 def _pipeline_event(epsilon, delta, bounds_hi):
     from sklearn.pipeline import make_pipeline
+
     from dpfast.preprocessing import StandardScaler, pipeline_event
     pipe = make_pipeline(StandardScaler(epsilon, delta, bounds=(0.0, bounds_hi), random_state=1),
                          LM.LogisticRegression(1.0, row_norm="clip", random_state=1))
@@ -728,8 +738,7 @@ def _run_count(distribution, mean, eta, gamma, seed):
 
 
 def _preprocessing_targets():
-    from dpfast import decomposition as DC
-    from dpfast import preprocessing as PP
+    from dpfast import decomposition as DC, preprocessing as PP
     return [
         _mk("StandardScaler", _transformer(PP.StandardScaler),
             dict(X=XPRE, epsilon=1.0, delta=0.0, bounds=(0.0, 10.0), random_state=1),
@@ -762,8 +771,61 @@ def _preprocessing_targets():
 
 PREPROCESSING = _preprocessing_targets()
 
+
+def _naive_bayes_targets():
+    from dpfast import naive_bayes as NB
+    return [
+        _mk("GaussianNB", _estimator(NB.GaussianNB),
+            dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], priors=None, var_smoothing=1e-9,
+                 random_state=1),
+            seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(epsilon=BIG_INT))),
+    ]
+
+
+NAIVE_BAYES = _naive_bayes_targets()
+
+
+def _kmeans(X, **params):
+    from dpfast.cluster import KMeans
+    est = KMeans(**params).fit(X)
+    return est.cluster_centers_, est.predict(X), est.transform(X), est.score(X)
+
+
+_kmeans.weight = 0.25
+CLUSTER = [
+    _mk("KMeans", _kmeans, dict(X=XPRE, n_clusters=2, epsilon=1.0, bounds=(0.0, 10.0), max_iter=3, random_state=1),
+        seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT), dict(max_iter=BIG_INT))),
+]
+
+
+# --- tools (NumPy-like private statistics) -------------------------------------------------------
+
+_TB = (-1.0, 1.0)
+TOOLS = [
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(epsilon=BIG_INT), dict(bounds=(-1e308, 1e308))))
+      for n in ("sum", "nansum", "mean", "nanmean")],
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=None, ddof=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(ddof=BIG_FRACTION),))
+      for n in ("var", "nanvar", "std", "nanstd")],
+    _mk("count_nonzero", TL.count_nonzero, dict(a=X2, epsilon=1.0, axis=0, keepdims=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("quantile", TL.quantile, dict(a=X2, q=[0.25, 0.5], epsilon=1.0, bounds=_TB, axis=0, keepdims=False,
+                                      rng=1), seed="rng", data=("a",), examples=(dict(q=BIG_FRACTION),)),
+    _mk("percentile", TL.percentile, dict(a=X1, q=50, epsilon=1.0, bounds=(-5.0, 5.0), rng=1),
+        seed="rng", data=("a",)),
+    _mk("median", TL.median, dict(a=X1, epsilon=1.0, bounds=(-5.0, 5.0), rng=1), seed="rng", data=("a",)),
+    _mk("histogram", TL.histogram, dict(a=X1, epsilon=1.0, bins=4, range=(-5.0, 5.0), density=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("histogram2d", TL.histogram2d, dict(x=X1, y=X1[::-1], epsilon=1.0, bins=3,
+                                            range=[(-5.0, 5.0), (-5.0, 5.0)], density=False, rng=1),
+        seed="rng", data=("x", "y")),
+    _mk("histogramdd", TL.histogramdd, dict(sample=X2, epsilon=1.0, bins=2, range=[_TB, _TB, _TB], density=False,
+                                            rng=1), seed="rng", data=("sample",)),
+]
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING)
+       + PREPROCESSING + CLUSTER + TOOLS + NAIVE_BAYES)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
 from dpfast._certify import certified_descent, check_certifiable, iterations_needed
+from dpfast.linear_model import LinearRegression, LogisticRegression, PrivacyConvergenceError
 
 
 def _neighbours():
@@ -240,7 +240,7 @@ def test_objective_output_multiplier_at_a_subnormal_epsilon():
     # is finite for every positive double, checked here in 60-digit decimal arithmetic
     from decimal import Decimal, getcontext
 
-    from dpfast.linear_model._calibration import objective_output_multiplier
+    from dpfast.accounting.erm_calibration import objective_output_multiplier
 
     getcontext().prec = 60
     for eps, count in [(5e-324, 1), (1e-310, 3), (2.5e-321, 2), (0.7, 4)]:

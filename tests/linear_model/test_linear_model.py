@@ -16,18 +16,16 @@ from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
 
+from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.accounting.objective_perturbation import (
     amp_delta,
     amp_epsilon,
-    objective_perturbation_delta,
     objective_perturbation_min_regularization,
 )
-from dpfast.accounting import ApproxDP, PLDAccountant
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import (
     LinearRegression,
     LogisticRegression,
-    PrivacyConvergenceError,
     amp_privacy,
     approximate_minima_perturbation,
     calibrate_amp,
@@ -122,9 +120,9 @@ def test_objective_method_is_certified_as_amp_with_tiny_tau():
     step's RDP term <= 0.1 % of eps at every order <= 1024), and the reported epsilon is that of
     the composition, recomputed here with the accountants directly."""
     from dpfast.accounting import Gaussian, PLDAccountant, rdp_to_epsilon
+    from dpfast.accounting.erm_calibration import RDP_ORDERS
     from dpfast.accounting.objective_perturbation import ObjectivePerturbation, objective_perturbation_rdp
     from dpfast.linear_model import objective_output_multiplier, objective_privacy
-    from dpfast.linear_model._calibration import RDP_ORDERS
 
     delta = 1e-5
     for eps in (0.1, 1.0, 8.0):

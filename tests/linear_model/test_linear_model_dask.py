@@ -16,12 +16,20 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpfast.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 from dpfast.io import read_npy_rows  # noqa: E402
-from dpfast.linear_model import _dask  # noqa: E402
+from dpfast.linear_model import (  # noqa: E402
+    LinearRegression,
+    LogisticRegression,
+    _dask,  # noqa: E402
+)
 
-from _fit_data import (REL, assert_same_model_on_every_scheduler, fit_data as _data,  # noqa: E402,F401
-                       params as _params, assert_close as _close)
+from _fit_data import (  # noqa: E402,F401
+    REL,
+    assert_close as _close,
+    assert_same_model_on_every_scheduler,
+    fit_data as _data,
+    params as _params,
+)
 
 
 @pytest.fixture(scope="module")

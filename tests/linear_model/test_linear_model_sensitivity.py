@@ -41,10 +41,9 @@ def test_float32_bias_column_within_the_declared_row_bound():
 def test_output_perturbation_noise_covers_a_tight_neighbouring_pair():
     """Add/remove sensitivity L/lambda of the regularised minimiser is attained when every loss
     term is in its clipped (linear) part; the calibrated noise must cover that pair."""
-    import math
 
-    from dpfast.calibrate import gaussian_sigma
     from dpfast._solver import minimize_glm
+    from dpfast.calibrate import gaussian_sigma
 
     rng = np.random.default_rng(3)
     n, d, lam, eps, delta = 20, 3, 5.0, 1.0, 1e-5

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpfast.linear_model import LogisticRegression, calibrate_amp
-from dpfast.linear_model import _mechanisms as mech
+from dpfast.linear_model import LogisticRegression, _mechanisms as mech, calibrate_amp
 
 from _reference_solver import _clipped_logistic
 
@@ -122,9 +121,9 @@ def test_sparse_release_does_not_depend_on_the_thread_count(monkeypatch):
 def test_mapped_csr_rows_match_the_materialised_design(dtype, clip):
     """CSR rows scaled and extended by a bias feature inside the kernels (no copy of X) give the
     objective of the materialised design [scale_i x_i, s], computed by the NumPy reference."""
-    from _reference_solver import objective
-
     from dpfast._solver import MappedRows, glm_loss_and_grad, minimize_glm
+
+    from _reference_solver import objective
 
     X, y01 = _sparse_rows(n=700, d=60, k=5, seed=11)
     X = X.astype(dtype)

@@ -17,10 +17,10 @@ from sklearn.model_selection import GridSearchCV
 
 import dpfast
 from dpfast import _multinomial
+from dpfast._solver import MappedRows
 from dpfast.calibrate import gaussian_sigma
 from dpfast.linear_model import LogisticRegression
 from dpfast.linear_model._multinomial import minimize_multinomial_certified, multinomial_oracle
-from dpfast._solver import MappedRows
 
 from _fit_data import blobs as _lm_blobs
 

@@ -14,11 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpfast.linear_model import LinearRegression, LogisticRegression
-from dpfast.linear_model import _mechanisms as mech
+from dpfast.linear_model import LinearRegression, LogisticRegression, _mechanisms as mech
 
-from _fit_data import (REL, assert_same_model_on_every_scheduler, fit_data as _data,  # noqa: E402,F401
-                       params as _params, assert_close as _close)
+from _fit_data import (  # noqa: E402,F401
+    REL,
+    assert_close as _close,
+    assert_same_model_on_every_scheduler,
+    fit_data as _data,
+    params as _params,
+)
 
 
 @pytest.fixture

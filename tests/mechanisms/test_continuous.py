@@ -394,8 +394,7 @@ def test_shared_generator_across_threads():
 
 
 try:
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
     from hypothesis.extra import numpy as hnp
 except ImportError:  # pragma: no cover - hypothesis is in the test extra
     given = None

@@ -464,7 +464,6 @@ def test_sweep_regressions_table_size():
 
 def test_huge_fraction_arguments_are_a_value_error_naming_the_argument():
     # Regression: Fraction(10**400, 3) -> float64 raised OverflowError from NumPy.
-    from fractions import Fraction
 
     from dpfast.mechanisms import laplace, randomized_response
 

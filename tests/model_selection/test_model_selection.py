@@ -13,10 +13,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
 from dpfast import accounting
 from dpfast._base import PrivateEstimator
+from dpfast.accounting.rdp import rdp_curve
 from dpfast.accounting.tuning import tnb_expected_count
 from dpfast.budget import BudgetExceededError, PrivacyBudget, charge
 from dpfast.calibrate import gaussian_sigma
-from dpfast.accounting.rdp import rdp_curve
 from dpfast.model_selection import OneOf, PrivateRandomSearch, sample_run_count
 
 

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer
-from sklearn.preprocessing import OneHotEncoder as SkOneHot
-from sklearn.preprocessing import StandardScaler as SkStandardScaler
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder as SkOneHot, StandardScaler as SkStandardScaler
 
 import dpfast
 from dpfast import accounting
@@ -97,7 +95,7 @@ def test_standard_scaler_audit_lower_bound_below_claim():
     eps, N = 1.0, 10_000
     D = np.r_[np.full(100, 0.25), np.full(100, 0.75)][:, None]
     Dp = np.r_[D, [[1.0]]]
-    a = np.array([200.0, 0.0, 200 * (0.25 - 0.5)])
+    # a' (the docstring's a, on D, is (200, 0, 200 (0.25 - 0.5)); only a' enters the test event)
     ap = np.array([201.0, 1.0, 200 * (0.25 - 0.5) + 0.5])
 
     def hits(data, scaler_cls, seed):

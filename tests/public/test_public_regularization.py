@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpfast.public import default_eta, public_geometry, regularization_learner, regularization_learner_generic, regularization_stability
+from dpfast.public import (
+    default_eta,
+    public_geometry,
+    regularization_learner,
+    regularization_learner_generic,
+    regularization_stability,
+)
 from dpfast.public._regularization import _augment, _stage1
 
 
@@ -158,7 +164,6 @@ def test_utility_synthetic_halfspace():
 def test_generic_oracle_path():
     rng = np.random.default_rng(6)
     X, y, Z = make_data(rng, 2000, 50)
-    Za = _augment(Z, True)
     calls = []
 
     def oracle(Xp, yp, Zp, eta):  # exact averaged objective over linear functions, by the native solver

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from dpfast import _clip
-from dpfast._loss_table import binary_labels
-from dpfast._loss_table import code as loss_code
+from dpfast._loss_table import binary_labels, code as loss_code
 from dpfast.random import fill_noise, native_stream
 from dpfast.sgd import clip_gradients, clipped_sum, per_example_norms
 

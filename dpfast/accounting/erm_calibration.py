@@ -7,6 +7,9 @@ sigma = f * sigma_G (f = 1.3) and take the smallest lambda for which the whole m
 which is equivalent and finds a smaller lambda).  Every choice (f, tau, sigma_out, C, sigma, lambda) can be
 overridden; when lambda is given and too small the error states the smallest feasible one.
 
+This module is part of the one calibration home, :mod:`dpfast.accounting` (with
+:mod:`dpfast.accounting.calibration`): it holds only privacy figures and searches over them.
+
 The release spine: every calibration ends in the release's event
 (:func:`dpfast.accounting.objective_perturbation.amp_event`, or the Gaussian of output
 perturbation), and the epsilon it reports is an accountant's value *for that event*:
@@ -32,9 +35,15 @@ import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
-from dpfast.accounting import ApproxDP, DpEvent, Gaussian, SelfComposed, make_accountant
-from dpfast.accounting import calibrate_parameter as calibrate_noise
-from dpfast.accounting import objective_perturbation as op
+from dpfast.accounting import (
+    ApproxDP,
+    DpEvent,
+    Gaussian,
+    SelfComposed,
+    calibrate_parameter as calibrate_noise,
+    make_accountant,
+    objective_perturbation as op,
+)
 from dpfast.accounting.rdp import DEFAULT_ORDERS
 from dpfast.calibrate import gaussian_sigma
 
@@ -92,7 +101,7 @@ class PrivacyCalibration:
     rule: str = field(default="accountant")
 
 
-def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
+def check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
     if accountant not in allowed:
         raise ValueError(f"accountant must be one of {allowed}, got {accountant!r}")
     return accountant
@@ -155,7 +164,7 @@ def amp_privacy(
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     event = _per_models(op.amp_event(noise_std, clip_norm, smoothness, regularization, tau, sigma_out), count)
     return _event_privacy(event, delta, accountant)
 
@@ -183,7 +192,7 @@ def objective_privacy(
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     e_rdp = e_pld = math.nan
     event = _per_models(op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization), count)
     if accountant in ("best", "rdp"):
@@ -290,7 +299,7 @@ def _calibrate_amp(epsilon, delta, *, clip_norm, smoothness, tau, sigma_out, out
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
     if not (tau > 0 and math.isfinite(tau)):
         raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
@@ -424,7 +433,7 @@ def calibrate_objective(
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if rule == "kifer" and accountant == "rdp":
@@ -470,7 +479,7 @@ def calibrate_objective(
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per (epsilon, delta, count, accountant)
-def _gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
+def gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
     """(z, which): the noise multiplier for which ``count`` Gaussian releases, one
     ``Gaussian(z, sqrt(count))`` event, are (epsilon, delta)-DP by the accountant (``"best"``: the
     smaller z of the two), verified by that accountant.
@@ -524,7 +533,7 @@ def calibrate_output(
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     L = _loss_constant(lipschitz, "lipschitz")
     tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
     if not (tau >= 0 and math.isfinite(tau)):
@@ -534,7 +543,7 @@ def calibrate_output(
     except OverflowError:  # an int beyond a double
         raise ValueError("count is too large (sqrt(count) must be a double)") from None
     sens = op.output_perturbation_sensitivity(L, tau, 1.0)  # lambda times the l2 sensitivity
-    z, which = _gaussian_multiplier(epsilon, delta, count, accountant)
+    z, which = gaussian_multiplier(epsilon, delta, count, accountant)
     if regularization is None:
         so = check_real(sigma_out, "sigma_out")
         if not (so > 0 and math.isfinite(so)):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
-                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit")
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster")
 
 # dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
 # two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).

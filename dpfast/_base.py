@@ -279,7 +279,7 @@ class PrivateEstimator(BaseEstimator):
         acc = make_accountant(accountant)
         self._record_release(event, acc.compose(event).get_epsilon(delta), delta, acc.name)
 
-    def _record_release(self, event, epsilon: float, delta: float, accountant: str) -> None:
+    def _record_release(self, event, epsilon: float, delta: float, accountant: str | None) -> None:
         self.event_ = event
         self.epsilon_ = float(epsilon)
         self.delta_ = float(delta)

@@ -29,7 +29,7 @@ def main(argv=None) -> None:
     print(f"UCI Adult: {X_train.shape[0]} training rows, {X_train.shape[1]} features (+ bias), {X_test.shape[0]} test rows")
     print(f"private logistic regression, Algorithm 1 (approximate minima perturbation), delta = {model.delta_:g}")
     print(f"  test accuracy : {100 * accuracy:.2f} %   (paper, Table 2, eps = 1: 83.18 %)")
-    print(f"  epsilon       : {model.epsilon_:.6g}  (target {args.epsilon:g}; by the {model.accountant_.upper()} bound)")
+    print(f"  epsilon       : {model.epsilon_:.6g}  (target {args.epsilon:g}; by the {str(model.accountant_).upper()} bound)")
     print(f"  fit time      : {fit_time:.3f} s  (calibration + solve, {int(model.n_iter_[0])} L-BFGS iterations, "
           f"||grad|| = {model.grad_norm_[0]:.2g} <= tau = {model.calibration_.tau:g})")
     print(f"  sigma = {model.sigma_:.4g}, lambda = {model.lambda_:.4g}, sigma_out = {model.sigma_out_:g}, C = {model.clip_norm_:.4g}")

@@ -36,6 +36,7 @@ def _instances():
     return {
         "LogisticRegression": LogisticRegression(row_norm="clip", classes=[0, 1, 2, 3], random_state=0),
         "LinearRegression": LinearRegression(row_norm="clip", random_state=0),
+        "LinearRegression_ssp": LinearRegression(method="ssp", row_norm="clip", random_state=0),
         "DPSGDClassifier": DPSGDClassifier(classes=[0, 1, 2, 3], **sgd),
         "DPSGDRegressor": DPSGDRegressor(**sgd),
         "DPMLPClassifier": DPMLPClassifier(4, classes=[0, 1, 2, 3], **sgd),

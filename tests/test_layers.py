@@ -33,7 +33,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("accounting", ("dpfast.accounting", "dpfast.calibrate")),
     ("budget", ("dpfast.budget",)),
     ("mechanisms", ("dpfast.mechanisms",)),
-    ("families", ("dpfast._base", "dpfast.linear_model", "dpfast.sgd", "dpfast.public", "dpfast.tables")),
+    ("families", ("dpfast._base", "dpfast.linear_model", "dpfast.sgd", "dpfast.public", "dpfast.tables",
+                  "dpfast.cluster")),
     ("workflows", ("dpfast.preprocessing", "dpfast.model_selection")),
     ("top", ("dpfast.audit", "dpfast.demo", "dpfast")),
 ]

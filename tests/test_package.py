@@ -22,6 +22,7 @@ SUBPACKAGES = [
     "dpfast.model_selection",
     "dpfast.tables",
     "dpfast.io",
+    "dpfast.cluster",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 

@@ -38,6 +38,19 @@ def _check_spine(est, target=EPS):
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld", "best"])
+def test_linear_regression_ssp_epsilon_is_the_accountants(accountant):
+    """method="ssp": one Gaussian event on the statistics, noise z * Delta (the sigma_ drawn)."""
+    X, _, yr = _data()
+    est = LinearRegression(EPS, DELTA, method="ssp", accountant=accountant, random_state=0).fit(X, yr)
+    _check_spine(est)
+    if accountant != "best":
+        assert est.accountant_ == accountant
+    assert isinstance(est.event_, Gaussian)
+    assert est.event_.noise_multiplier * est.event_.sensitivity == est.sigma_
+    assert est.event_.sensitivity == est.sensitivity_
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "best"])
 @pytest.mark.parametrize("method", ["amp", "objective", "output"])
 @pytest.mark.parametrize("model", ["logistic", "linear"])
 def test_linear_model_epsilon_is_the_accountants(model, method, accountant):

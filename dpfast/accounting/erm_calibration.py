@@ -101,7 +101,7 @@ class PrivacyCalibration:
     rule: str = field(default="accountant")
 
 
-def _check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
+def check_accountant(accountant: str, allowed=_ACCOUNTANTS) -> str:
     if accountant not in allowed:
         raise ValueError(f"accountant must be one of {allowed}, got {accountant!r}")
     return accountant
@@ -164,7 +164,7 @@ def amp_privacy(
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     event = _per_models(op.amp_event(noise_std, clip_norm, smoothness, regularization, tau, sigma_out), count)
     return _event_privacy(event, delta, accountant)
 
@@ -192,7 +192,7 @@ def objective_privacy(
     """
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     e_rdp = e_pld = math.nan
     event = _per_models(op.ObjectivePerturbation(noise_std, lipschitz, smoothness, regularization), count)
     if accountant in ("best", "rdp"):
@@ -295,7 +295,7 @@ def _calibrate_amp(epsilon, delta, *, clip_norm, smoothness, tau, sigma_out, out
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     # not float(): Fraction(10**400, 3) must be a ValueError
     tau = check_positive(check_real(tau, "tau"), "tau", allow_array=False, hint="the gradient-norm threshold")
     beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
@@ -428,7 +428,7 @@ def calibrate_objective(
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if rule == "kifer" and accountant == "rdp":
@@ -471,7 +471,7 @@ def calibrate_objective(
 
 
 @functools.lru_cache(maxsize=256)  # data-independent: cached per (epsilon, delta, count, accountant)
-def _gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
+def gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
     """(z, which): the noise multiplier for which ``count`` Gaussian releases, one
     ``Gaussian(z, sqrt(count))`` event, are (epsilon, delta)-DP by the accountant (``"best"``: the
     smaller z of the two), verified by that accountant.
@@ -525,7 +525,7 @@ def calibrate_output(
     epsilon = check_epsilon(epsilon, allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
-    _check_accountant(accountant)
+    check_accountant(accountant)
     L = _loss_constant(lipschitz, "lipschitz")
     # not float(): Fraction(10**400, 3) must be a ValueError
     tau = check_nonnegative(check_real(tau, "tau"), "tau")
@@ -534,7 +534,7 @@ def calibrate_output(
     except OverflowError:  # an int beyond a double
         raise ValueError("count is too large (sqrt(count) must be a double)") from None
     sens = op.output_perturbation_sensitivity(L, tau, 1.0)  # lambda times the l2 sensitivity
-    z, which = _gaussian_multiplier(epsilon, delta, count, accountant)
+    z, which = gaussian_multiplier(epsilon, delta, count, accountant)
     if regularization is None:
         so = check_positive(check_real(sigma_out, "sigma_out"), "sigma_out", allow_array=False)
         lam = sens * root_count * z / so

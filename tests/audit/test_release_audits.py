@@ -26,6 +26,7 @@ import pytest
 
 import dpfast
 from dpfast import (
+    cluster as CL,
     linear_model as LM,
     mechanisms as M,
     model_selection as MS,
@@ -39,7 +40,7 @@ from dpfast.audit import audit, neighbours
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit"]
+               "preprocessing", "model_selection", "audit", "cluster"]
 
 
 class Entry(NamedTuple):
@@ -140,6 +141,8 @@ def _entries():
                                     _labelled(_y01), 1.0, 1e-5, 150)
     e["LinearRegression"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, **glm)),
                                   _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
+    e["LinearRegression_ssp"] = Entry(_fit(lambda r: LM.LinearRegression(random_state=r, method="ssp", **glm)),
+                                      _labelled(_yreg, bound=None)[:2], 1.0, 1e-5, 150)
     # DP-SGD's sampling rate batch_size / n makes n public (docs/privacy.rst, "Public schema"), so
     # its neighbours keep n: replace one record, which is remove + add, (2 eps, (1 + e^eps) delta)-DP
     # by group privacy of the add/remove guarantee (Dwork & Roth 2014, Theorem 2.2 / Lemma 2.2 form).
@@ -178,6 +181,8 @@ def _entries():
                                 spairs, 1.0, 1e-5, 300)
     e["MinMaxScaler"] = Entry(_transform(lambda r: PP.MinMaxScaler(1.0, bounds=(-0.5, 0.5), random_state=r)),
                               spairs, 1.0, 0.0, 300)
+    e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
+                        spairs, 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
     e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],
@@ -233,7 +238,7 @@ def _is_release_candidate(name):
         if name in importlib.import_module("dpfast." + sub).__all__:
             return False
     return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
-                        "tables", "preprocessing", "model_selection", "datasets", "budget", "audit",
+                        "tables", "cluster", "preprocessing", "model_selection", "datasets", "budget", "audit",
                         "__version__") and not name[:1] == "_"
 
 

@@ -35,7 +35,7 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection"]
+               "preprocessing", "model_selection", "cluster"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -46,6 +46,7 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
+    "cluster": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -470,6 +471,9 @@ LINEAR_MODEL = [
     _mk("LinearRegression", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="amp", loss="squared",
              max_iter=1000, random_state=1), seed="random_state", data=("X", "y")),
+    _mk("LinearRegression_ssp", _estimator(LM.LinearRegression),
+        dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="ssp", loss="squared",
+             random_state=1), seed="random_state", data=("X", "y")),
     _mk("LinearRegression_output", _estimator(LM.LinearRegression),
         dict(X=X2, y=YREG, epsilon=1.0, delta=1e-5, method="output", loss="huber",
              random_state=1), seed="random_state", data=("X", "y")),
@@ -761,8 +765,21 @@ def _preprocessing_targets():
 
 PREPROCESSING = _preprocessing_targets()
 
+
+def _kmeans(X, **params):
+    from dpfast.cluster import KMeans
+    est = KMeans(**params).fit(X)
+    return est.cluster_centers_, est.predict(X), est.transform(X), est.score(X)
+
+
+_kmeans.weight = 0.25
+CLUSTER = [
+    _mk("KMeans", _kmeans, dict(X=XPRE, n_clusters=2, epsilon=1.0, bounds=(0.0, 10.0), max_iter=3, random_state=1),
+        seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT), dict(max_iter=BIG_INT))),
+]
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING)
+       + PREPROCESSING + CLUSTER)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -16,7 +16,9 @@ PEP 562), so that ``import dpfast`` stays light:
 * :mod:`dpfast.datasets` -- UCI Adult, shipped inside the package;
 * :mod:`dpfast.tables` -- grouped statistics of pandas DataFrames (needs ``dpfast[tables]``);
 * :mod:`dpfast.preprocessing` -- DP scalers and one-hot encoding, :func:`pipeline_event`;
-* :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`).
+* :mod:`dpfast.naive_bayes` -- Gaussian naive Bayes from noisy sufficient statistics;
+* :mod:`dpfast.model_selection` -- private hyperparameter tuning (:class:`PrivateRandomSearch`);
+* :mod:`dpfast.tools` -- NumPy-like private statistics (``mean``, ``var``, ``quantile``, ``histogram``, ...).
 """
 import importlib as _importlib
 from typing import TYPE_CHECKING
@@ -24,7 +26,8 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
-                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster")
+                    "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster", "tools",
+                    "naive_bayes")
 
 # dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
 # two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).

@@ -21,6 +21,7 @@ from dpfast import accounting as acc
 from dpfast._base import expected_failed_checks
 from dpfast.budget import BudgetExceededError, PrivacyBudget
 from dpfast.linear_model import LinearRegression, LogisticRegression
+from dpfast.naive_bayes import GaussianNB
 from dpfast.public import PublicDataClassifier, PublicDataRegressor
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, DPSGDRegressor
 
@@ -42,6 +43,7 @@ def _instances():
         "DPMLPClassifier": DPMLPClassifier(4, classes=[0, 1, 2, 3], **sgd),
         "PublicDataClassifier": PublicDataClassifier(public_data=Z2, random_state=0),
         "PublicDataRegressor": PublicDataRegressor(public_data=Z2, random_state=0),
+        "GaussianNB": GaussianNB(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
     }
 
 

@@ -34,7 +34,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("budget", ("dpfast.budget",)),
     ("mechanisms", ("dpfast.mechanisms",)),
     ("families", ("dpfast._base", "dpfast.linear_model", "dpfast.sgd", "dpfast.public", "dpfast.tables",
-                  "dpfast.cluster")),
+                  "dpfast.cluster", "dpfast.tools", "dpfast.naive_bayes")),
     ("workflows", ("dpfast.preprocessing", "dpfast.model_selection")),
     ("top", ("dpfast.audit", "dpfast.demo", "dpfast")),
 ]

@@ -20,9 +20,11 @@ SUBPACKAGES = [
     "dpfast.budget",
     "dpfast.preprocessing",
     "dpfast.model_selection",
+    "dpfast.tools",
     "dpfast.tables",
     "dpfast.io",
     "dpfast.cluster",
+    "dpfast.naive_bayes",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 

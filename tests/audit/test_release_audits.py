@@ -30,17 +30,19 @@ from dpfast import (
     linear_model as LM,
     mechanisms as M,
     model_selection as MS,
+    naive_bayes as NB,
     preprocessing as PP,
     public as P,
     sgd as S,
     tables as T,
+    tools as TL,
 )
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit", "cluster"]
+               "preprocessing", "model_selection", "audit", "cluster", "tools", "naive_bayes"]
 
 
 class Entry(NamedTuple):
@@ -127,6 +129,25 @@ def _entries():
     e["private_quantile"] = Entry(lambda x, r: M.private_quantile(x, [0.25, 0.5], 1.0, (0.0, 10.0), rng=r),
                                   qpairs, 1.0, 0.0, 1000)
     e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
+    # ------------------------------------------------------------------ tools (add/remove one row)
+    xt = np.round(_rng.uniform(0, 10, (12, 2)), 2)
+    tpairs = neighbours.arrays(xt, bound=10.0)[:5]
+    tb = (0.0, 10.0)
+    def _stat(f):
+        return lambda x, r: f(x, 1.0, tb, axis=0, rng=r)
+    for name in ("sum", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd"):
+        e[name] = Entry(_stat(getattr(TL, name)), tpairs, 1.0, 0.0, 1000)
+    e["count_nonzero"] = Entry(lambda x, r: TL.count_nonzero(x, 1.0, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["quantile"] = Entry(lambda x, r: TL.quantile(x, [0.25, 0.5], 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["percentile"] = Entry(lambda x, r: TL.percentile(x, 50, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["median"] = Entry(lambda x, r: TL.median(x, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    hb = dict(bins=3, range=tb)
+    e["histogram"] = Entry(lambda x, r: TL.histogram(x.ravel(), 1.0, rng=r, **hb)[0],
+                           neighbours.arrays(xt[:, 0], bound=10.0)[:5], 1.0, 0.0, 1000)
+    e["histogram2d"] = Entry(lambda x, r: TL.histogram2d(x[:, 0], x[:, 1], 1.0, bins=3, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
+    e["histogramdd"] = Entry(lambda x, r: TL.histogramdd(x, 1.0, bins=2, range=[tb, tb], rng=r)[0],
+                             tpairs, 1.0, 0.0, 1000)
     # ------------------------------------------------------------------ private ERM
     glm = dict(epsilon=1.0, delta=1e-5)
     pm = _labelled(2 * _y01 - 1)  # the GLM functions take labels in {-1, +1}
@@ -181,6 +202,8 @@ def _entries():
                                 spairs, 1.0, 1e-5, 300)
     e["MinMaxScaler"] = Entry(_transform(lambda r: PP.MinMaxScaler(1.0, bounds=(-0.5, 0.5), random_state=r)),
                               spairs, 1.0, 0.0, 300)
+    e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
+                            _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)

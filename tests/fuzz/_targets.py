@@ -22,6 +22,7 @@ from dpfast import (
     public as P,
     random as R,
     sgd as S,
+    tools as TL,
 )
 from dpfast._validation import as_array
 from dpfast.accounting.rdp import rdp_curve
@@ -35,7 +36,7 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "cluster"]
+               "preprocessing", "model_selection", "cluster", "tools"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -46,7 +47,9 @@ EXCLUDED = {
     "tables": "subpackage (its names are targets)",
     "preprocessing": "subpackage (its names are targets)",
     "model_selection": "subpackage (its names are targets)",
+    "naive_bayes": "subpackage (its names are targets)",
     "cluster": "subpackage (its names are targets)",
+    "tools": "subpackage (its names are targets)",
     "audit": "subpackage: the privacy auditor, a test tool (its own tests: tests/audit/test_audit.py)",
     "RandomLike": "a typing alias",
     "DEFAULT_ORDERS": "a constant array",
@@ -766,6 +769,19 @@ def _preprocessing_targets():
 PREPROCESSING = _preprocessing_targets()
 
 
+def _naive_bayes_targets():
+    from dpfast import naive_bayes as NB
+    return [
+        _mk("GaussianNB", _estimator(NB.GaussianNB),
+            dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], priors=None, var_smoothing=1e-9,
+                 random_state=1),
+            seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(epsilon=BIG_INT))),
+    ]
+
+
+NAIVE_BAYES = _naive_bayes_targets()
+
+
 def _kmeans(X, **params):
     from dpfast.cluster import KMeans
     est = KMeans(**params).fit(X)
@@ -778,8 +794,35 @@ CLUSTER = [
         seed="random_state", data=("X",), examples=(dict(epsilon=BIG_INT), dict(max_iter=BIG_INT))),
 ]
 
+
+# --- tools (NumPy-like private statistics) -------------------------------------------------------
+
+_TB = (-1.0, 1.0)
+TOOLS = [
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(epsilon=BIG_INT), dict(bounds=(-1e308, 1e308))))
+      for n in ("sum", "nansum", "mean", "nanmean")],
+    *[_mk(n, getattr(TL, n), dict(a=X2, epsilon=1.0, bounds=_TB, axis=None, ddof=0, keepdims=False, rng=1),
+          seed="rng", data=("a",), examples=(dict(ddof=BIG_FRACTION),))
+      for n in ("var", "nanvar", "std", "nanstd")],
+    _mk("count_nonzero", TL.count_nonzero, dict(a=X2, epsilon=1.0, axis=0, keepdims=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("quantile", TL.quantile, dict(a=X2, q=[0.25, 0.5], epsilon=1.0, bounds=_TB, axis=0, keepdims=False,
+                                      rng=1), seed="rng", data=("a",), examples=(dict(q=BIG_FRACTION),)),
+    _mk("percentile", TL.percentile, dict(a=X1, q=50, epsilon=1.0, bounds=(-5.0, 5.0), rng=1),
+        seed="rng", data=("a",)),
+    _mk("median", TL.median, dict(a=X1, epsilon=1.0, bounds=(-5.0, 5.0), rng=1), seed="rng", data=("a",)),
+    _mk("histogram", TL.histogram, dict(a=X1, epsilon=1.0, bins=4, range=(-5.0, 5.0), density=False, rng=1),
+        seed="rng", data=("a",)),
+    _mk("histogram2d", TL.histogram2d, dict(x=X1, y=X1[::-1], epsilon=1.0, bins=3,
+                                            range=[(-5.0, 5.0), (-5.0, 5.0)], density=False, rng=1),
+        seed="rng", data=("x", "y")),
+    _mk("histogramdd", TL.histogramdd, dict(sample=X2, epsilon=1.0, bins=2, range=[_TB, _TB, _TB], density=False,
+                                            rng=1), seed="rng", data=("sample",)),
+]
+
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING + CLUSTER)
+       + PREPROCESSING + CLUSTER + TOOLS + NAIVE_BAYES)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

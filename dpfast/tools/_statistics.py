@@ -1,0 +1,537 @@
+"""Private array statistics with NumPy's signatures.
+
+Neighbouring relation (all functions): **add/remove one row**, so the number of rows ``n`` is
+private.  A *row* is one index along axis 0 of ``a`` (a 1-d array: one element); for
+``histogramdd`` one sample (a row of the ``(N, D)`` sample).  ``axis`` may be ``None`` (all
+elements) or ``0`` (one output entry per column): every output entry is computed from the rows,
+so one row touches every entry and the release over all entries is calibrated for the whole
+output (l1 sensitivity summed over the entries; the per-entry noise is that of the whole
+release, never a per-entry epsilon).  Other axes would release one entry per row, whose number
+is private: refused.
+
+Bounds are public: every value is clamped to ``bounds = (lower, upper)`` (a missing bound is an
+error).  With ``d`` elements per row and ``r = (upper - lower) / 2``:
+
+* ``sum``: clamped sum, l1 sensitivity ``d * max(|lower|, |upper|)`` (Laplace, Dwork, McSherry,
+  Nissim & Smith 2006).
+* ``mean``: the centred ratio ``c + S / N`` with ``c`` the midpoint, ``S`` the noisy sum of
+  ``x - c`` (l1 sensitivity ``d r``) and ``N`` the noisy count (sensitivity 1, times ``k``
+  elements per entry), epsilon split equally; clamped to the bounds (post-processing).  This is
+  the add/remove "noisy sum / noisy count" estimator (Dwork & Roth 2014, §3.3; Awan's notes
+  §3); diffprivlib instead treats ``n`` as public (replace-one, sensitivity
+  ``(upper-lower)/n``), which is not a guarantee for add/remove neighbours.
+* ``var``/``std``: count, centred sum and the centred sum of squares shifted by ``r^2/2``
+  (l1 sensitivity ``d r^2/2``), epsilon split in three; ``var = Q/N - (S/N)^2`` clamped to
+  ``[0, r^2]`` (the largest variance on the bounds).
+* ``nan*``: NaN elements contribute nothing; the counts become per-entry counts of non-NaN
+  elements (l1 sensitivity ``d`` over the entries, instead of one count of rows of sensitivity
+  1); the sum sensitivities are unchanged (a NaN only lowers a row's contribution).
+* ``count_nonzero``: l1 sensitivity ``d``.
+* ``quantile``/``percentile``/``median``: :func:`dpfast.mechanisms.private_quantile` (Smith
+  2011) on each output column, at ``epsilon / d`` per column (a row moves ``d`` elements of the
+  count in its utility, so ``d`` columns of one element each, or one column of ``d``
+  elements, each cost ``epsilon / d`` per element); ``m`` levels split it further.
+* ``histogram*``: public bins (edges, or ``bins`` with a ``range``); a row adds 1 to one bin, so
+  the counts have l1 sensitivity 1: Laplace(1/epsilon) on every bin.  Counts are real (not
+  rounded), ``density=True`` normalises the counts clipped at 0 (post-processing).
+
+Every function charges one event for its whole release (``dpfast.budget.charge``) after the
+checks and before any draw; the noise comes from :func:`dpfast.mechanisms.laplace_noise`.
+The Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, Optional, Tuple
+
+import numpy as np
+
+from dpfast import budget as _budget
+from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
+from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
+from dpfast.mechanisms import laplace_noise, private_quantile
+from dpfast.random import RNG
+
+if TYPE_CHECKING:
+    from dpfast.budget import PrivacyBudget
+
+__all__ = ["mean", "var", "std", "sum", "nanmean", "nanvar", "nanstd", "nansum", "count_nonzero",
+           "quantile", "median", "percentile", "histogram", "histogram2d", "histogramdd"]
+
+
+# ----------------------------------------------------------------------------- helpers
+def _data(a, allow_nan: bool) -> np.ndarray:
+    if isinstance(a, (str, bytes)):
+        raise TypeError("a must be an array of numbers")
+    x = np.asarray(a)
+    if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        raise TypeError("a must be an array of real numbers")
+    if np.iscomplexobj(x):
+        raise TypeError("a must be an array of real numbers")
+    if x.ndim == 0:
+        x = x.reshape(1)
+    # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
+    # the release a function of the values alone (bit-identical for C, F and strided input)
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if allow_nan:
+        if np.isinf(x).any():
+            raise ValueError("a must not contain inf")
+    elif not np.isfinite(x).all():
+        raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
+    return x
+
+
+def _axis(axis, ndim: int):
+    if axis is None:
+        return None
+    if isinstance(axis, tuple):
+        if len(axis) == 1:
+            axis = axis[0]
+        else:
+            raise ValueError("axis must be None or 0: rows (axis 0) are the privacy unit")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis must be None or an int, got {type(axis).__name__}")
+    if int(axis) not in (0, -ndim):
+        raise ValueError("axis must be None or 0: rows (axis 0) are the privacy unit, and any "
+                         "other axis would release one entry per (private) row")
+    return 0
+
+
+def _shape(x: np.ndarray, axis, keepdims: bool):
+    """(output shape, elements per row d, elements of a row per output entry k)."""
+    d = int(np.prod(x.shape[1:], dtype=np.int64))
+    if axis is None:
+        shape = (1,) * x.ndim if keepdims else ()
+        return shape, d, d
+    shape = (1,) + x.shape[1:] if keepdims else x.shape[1:]
+    return shape, d, 1
+
+
+def _reduce(v: np.ndarray, axis, keepdims: bool) -> np.ndarray:
+    return np.sum(v, axis=axis, keepdims=keepdims)
+
+
+def _out(v, dtype):
+    v = np.asarray(v, dtype=np.float64 if dtype is None else dtype)
+    return v[()] if v.ndim == 0 else v
+
+
+def _check_dtype(dtype):
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.floating):
+        raise TypeError(f"dtype must be a floating dtype (the release is real-valued), got {dt}")
+    return dt
+
+
+_MAX_SCALE = float(np.finfo(np.float64).max) / 40.0  # as dpfast.mechanisms.continuous refuses
+
+
+def _scales(*scales: float) -> None:
+    """Refuse, before the charge, a noise scale the sampler would refuse after it."""
+    for b in scales:
+        if not (0.0 < b <= _MAX_SCALE):
+            raise ValueError("the noise scale sensitivity / epsilon is not a positive finite double "
+                             "(epsilon too small or too large for these bounds)")
+
+
+def _noise(scale: float, shape, gen) -> np.ndarray:
+    return np.asarray(laplace_noise(scale, size=shape if shape else None, rng=gen), dtype=np.float64)
+
+
+def _check_keepdims(keepdims) -> bool:
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be a bool, got {type(keepdims).__name__}")
+    return bool(keepdims)
+
+
+def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, order: int, name: str,
+             ddof: float = 0.0):
+    """The count/centred-sum(/centred-square-sum) release shared by mean and var."""
+    keepdims = _check_keepdims(keepdims)
+    lo, hi = bounds
+    x = _data(a, nan)
+    axis = _axis(axis, x.ndim)
+    shape, d, k = _shape(x, axis, keepdims)
+    c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    eps_part = epsilon / (order + 1)
+    # calibration: l1 sensitivities over the whole output (one row touches every entry)
+    count_sens = float(d) if nan else 1.0
+    parts = [Laplace(scale=count_sens / eps_part, sensitivity=count_sens),
+             Laplace(scale=d * r / eps_part, sensitivity=d * r)]
+    if order == 2:
+        parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
+    _scales(*(p.scale for p in parts))
+    event = Composed(tuple(parts))
+    y = np.clip(x, lo, hi)
+    np.subtract(y, c, out=y)
+    if nan:
+        present = ~np.isnan(x)
+        y = np.where(present, y, 0.0)
+        counts = _reduce(present.astype(np.float64), axis, keepdims)
+    else:
+        counts = None
+    s = _reduce(y, axis, keepdims)
+    q = None
+    if order == 2:
+        # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
+        if nan:
+            q = _reduce(np.where(present, y * y - r * r / 2, 0.0), axis, keepdims)
+        else:
+            y2 = y.reshape(x.shape[0], -1)
+            q = np.einsum("ij,ij->j", y2, y2) if axis == 0 else np.einsum("i,i->", y.ravel(), y.ravel())
+            q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
+    _budget.charge(budget, event, name)
+    # draws
+    if counts is not None:  # the nan forms
+        n_hat = counts + _noise(count_sens / eps_part, np.shape(counts), gen)
+    else:
+        n_hat = k * (x.shape[0] + _noise(1.0 / eps_part, (), gen))
+    s_hat = s + _noise(d * r / eps_part, np.shape(s), gen)
+    n_hat = np.maximum(n_hat, 1.0)
+    m1 = np.clip(s_hat / n_hat, -r, r)
+    if order == 1:
+        return m1 + c, shape
+    assert q is not None  # order 2
+    q_hat = q + _noise(d * r * r / 2 / eps_part, np.shape(q), gen)
+    m2 = (q_hat + n_hat * r * r / 2) / n_hat  # the centred second moment
+    v = np.clip(m2 - m1 * m1, 0.0, r * r)
+    if ddof:
+        v = np.clip(v * n_hat / np.maximum(n_hat - ddof, 1.0), 0.0, r * r)
+    return v, shape
+
+
+def _check_ddof(ddof) -> float:
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, numbers.Real):
+        raise TypeError(f"ddof must be a number, got {type(ddof).__name__}")
+    if not 0 <= ddof < 10**6:  # type: ignore[operator]  # (exact for any Real, no float())
+        raise ValueError(f"ddof must be a non-negative number below 10**6, got {ddof!r}")
+    return float(ddof)
+
+
+_COMMON = dict(epsilon=Epsilon(allow_array=False), bounds=Bounds(), rng=RNG)
+
+
+# ----------------------------------------------------------------------------- sums
+def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
+    keepdims = _check_keepdims(keepdims)
+    dtype = _check_dtype(dtype)
+    lo, hi = bounds
+    x = _data(a, nan)
+    axis = _axis(axis, x.ndim)
+    _, d, _ = _shape(x, axis, keepdims)
+    sens = d * max(abs(lo), abs(hi))
+    _scales(sens / epsilon)
+    event = Laplace(scale=sens / epsilon, sensitivity=sens)
+    y = np.clip(x, lo, hi)
+    if nan:
+        y = np.where(np.isnan(x), 0.0, y)
+    s = _reduce(y, axis, keepdims)
+    _budget.charge(budget, event, "nansum" if nan else "sum")
+    return _out(s + _noise(sens / epsilon, np.shape(s), gen), dtype)
+
+
+@validate_params(**_COMMON)
+def sum(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
+        rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.sum``: the clamped sum plus Laplace noise; epsilon-DP (add/remove one row).
+
+    l1 sensitivity ``d * max(|lower|, |upper|)`` for ``d`` elements per row, over the whole
+    output (Dwork, McSherry, Nissim & Smith 2006, Laplace mechanism).  ``axis``: None or 0.
+    Event: ``Laplace(scale=sensitivity/epsilon, sensitivity)``.
+    """
+    return _sum(a, epsilon, bounds, axis, dtype, keepdims, rng, budget, False)
+
+
+@validate_params(**_COMMON)
+def nansum(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
+           rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.nansum``: as :func:`sum`, NaN elements counting as 0 (same sensitivity)."""
+    return _sum(a, epsilon, bounds, axis, dtype, keepdims, rng, budget, True)
+
+
+@validate_params(**_COMMON)
+def mean(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
+         rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.mean``: ``c + S/N``, noisy centred sum over noisy count; epsilon-DP.
+
+    Add/remove one row (``n`` private): ``S`` = sum of ``clip(x) - c`` (``c`` the midpoint of
+    ``bounds``, l1 sensitivity ``d (upper-lower)/2``) and ``N`` = the noisy number of rows
+    (sensitivity 1), each with Laplace noise at ``epsilon/2`` (Dwork & Roth 2014, Thm 3.6 and
+    basic composition).  ``N`` is floored at 1 and the result clamped to ``bounds``.  Event:
+    ``Composed((Laplace count, Laplace sum))``.
+    """
+    dtype = _check_dtype(dtype)
+    m, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=False, order=1, name="mean")
+    return _out(m, dtype)
+
+
+@validate_params(**_COMMON)
+def nanmean(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
+            rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.nanmean``: as :func:`mean` over the non-NaN elements; the count becomes
+    per-entry non-NaN counts (l1 sensitivity ``d`` over the entries)."""
+    dtype = _check_dtype(dtype)
+    m, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=True, order=1, name="nanmean")
+    return _out(m, dtype)
+
+
+@validate_params(**_COMMON)
+def var(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, ddof=0,
+        keepdims: bool = False, rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.var``; epsilon-DP (add/remove one row).
+
+    Three Laplace releases at ``epsilon/3`` each: the count (sensitivity 1), the centred sum
+    (``d r``) and the centred sum of squares shifted by ``r^2/2`` (``d r^2/2``), ``r`` the
+    half-width of ``bounds``; ``var = Q/N - (S/N)^2`` clamped to ``[0, r^2]``.  ``ddof``
+    rescales by ``N/(N - ddof)`` (post-processing).
+    """
+    dtype = _check_dtype(dtype)
+    ddof = _check_ddof(ddof)
+    v, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=False, order=2, name="var",
+                    ddof=ddof)
+    return _out(v, dtype)
+
+
+@validate_params(**_COMMON)
+def nanvar(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, ddof=0,
+           keepdims: bool = False, rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.nanvar``: :func:`var` over the non-NaN elements (per-entry counts)."""
+    dtype = _check_dtype(dtype)
+    ddof = _check_ddof(ddof)
+    v, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=True, order=2, name="nanvar",
+                    ddof=ddof)
+    return _out(v, dtype)
+
+
+@validate_params(**_COMMON)
+def std(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, ddof=0,
+        keepdims: bool = False, rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.std``: the square root of :func:`var` (post-processing); epsilon-DP."""
+    dtype = _check_dtype(dtype)
+    ddof = _check_ddof(ddof)
+    v, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=False, order=2, name="std",
+                    ddof=ddof)
+    return _out(np.sqrt(v), dtype)
+
+
+@validate_params(**_COMMON)
+def nanstd(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, ddof=0,
+           keepdims: bool = False, rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.nanstd``: the square root of :func:`nanvar`."""
+    dtype = _check_dtype(dtype)
+    ddof = _check_ddof(ddof)
+    v, _ = _moments(a, epsilon, bounds, axis, keepdims, rng, budget, nan=True, order=2, name="nanstd",
+                    ddof=ddof)
+    return _out(np.sqrt(v), dtype)
+
+
+@validate_params(epsilon=Epsilon(allow_array=False), rng=RNG)
+def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=None,
+                  budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.count_nonzero``: counts plus Laplace(d/epsilon); epsilon-DP.
+
+    A row changes each of the output entries by at most its number of elements in it; l1
+    sensitivity ``d`` (elements per row) over the whole output.  Event: ``Laplace``.
+    """
+    keepdims = _check_keepdims(keepdims)
+    x = np.asarray(a)
+    if x.dtype == object:
+        raise TypeError("a must be an array of numbers or bools")
+    if x.ndim == 0:
+        x = x.reshape(1)
+    axis = _axis(axis, x.ndim)
+    _, d, _ = _shape(x, axis, keepdims)
+    _scales(d / epsilon)
+    event = Laplace(scale=d / epsilon, sensitivity=float(d))
+    c = _reduce((x != 0).astype(np.float64), axis, keepdims)
+    _budget.charge(budget, event, "count_nonzero")
+    return _out(c + _noise(d / epsilon, np.shape(c), rng), None)
+
+
+# ----------------------------------------------------------------------------- quantiles
+def _levels(q, scale: float) -> np.ndarray:
+    if isinstance(q, (str, bytes)):
+        raise TypeError("q must be a number or an array of numbers")
+    qa = as_array(q, "q", np.float64) / scale  # (a number beyond a double: ValueError)
+    if qa.size == 0 or not np.all((qa >= 0) & (qa <= 1)):
+        raise ValueError("quantile levels must be in [0, 1] (percentiles in [0, 100])")
+    return qa
+
+
+def _quantile(a, qa, epsilon, bounds, axis, keepdims, gen, budget, label):
+    keepdims = _check_keepdims(keepdims)
+    x = _data(a, False)
+    axis = _axis(axis, x.ndim)
+    _, d, _ = _shape(x, axis, keepdims)
+    m = qa.size
+    if axis is None:
+        cols = [x.ravel()]
+        per = epsilon / d  # d elements of one row in one column: the utility moves by <= d
+    else:
+        flat = x.reshape(x.shape[0], -1)
+        cols = [flat[:, j] for j in range(flat.shape[1])]
+        per = epsilon / d  # d columns, one element each: basic composition
+    lo, hi = bounds
+    if not np.isfinite(hi - lo):
+        raise ValueError(f"bounds must have a finite width upper - lower, got {bounds!r}")
+    if not per > 0.0:
+        raise ValueError("epsilon / d underflows to 0: epsilon is too small")
+    # each column's private_quantile is (per)-DP per element, i.e. per * d = epsilon/len(cols) per row
+    event = SelfComposed(ExponentialMechanism(epsilon / (m * len(cols))), m * len(cols))
+    _budget.charge(budget, event, label)
+    with _budget.detached():
+        res = [np.asarray(private_quantile(col, qa.ravel(), per, bounds, gen)) for col in cols]
+    out = np.stack(res, axis=-1)  # (m, columns)
+    out = out.reshape(qa.shape + (() if axis is None else x.shape[1:]))
+    if keepdims:
+        out = np.expand_dims(out, tuple(range(qa.ndim, qa.ndim + x.ndim))) if axis is None \
+            else np.expand_dims(out, qa.ndim)
+    return _out(out, None)
+
+
+@validate_params(**_COMMON)
+def quantile(a, q, epsilon: float, bounds: Tuple[float, float], axis=None, keepdims: bool = False,
+             rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.quantile`` by the exponential mechanism (Smith 2011;
+    :func:`dpfast.mechanisms.private_quantile`); epsilon-DP for the whole output (add/remove).
+
+    ``m`` levels and ``c`` output columns: ``m c`` draws of ``ExponentialMechanism(epsilon/(m c))``
+    per row (the utility has sensitivity 1 per element of a row; ``axis=None`` gathers the
+    ``d`` elements of a row in one column, costing ``d`` times its per-element epsilon).
+    """
+    return _quantile(a, _levels(q, 1.0), epsilon, bounds, axis, keepdims, rng, budget, "quantile")
+
+
+@validate_params(**_COMMON)
+def percentile(a, q, epsilon: float, bounds: Tuple[float, float], axis=None, keepdims: bool = False,
+               rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.percentile``: :func:`quantile` at ``q / 100``."""
+    return _quantile(a, _levels(q, 100.0), epsilon, bounds, axis, keepdims, rng, budget, "percentile")
+
+
+@validate_params(**_COMMON)
+def median(a, epsilon: float, bounds: Tuple[float, float], axis=None, keepdims: bool = False,
+           rng=None, *, budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.median``: :func:`quantile` at 0.5."""
+    return _quantile(a, np.array(0.5), epsilon, bounds, axis, keepdims, rng, budget, "median")
+
+
+# ----------------------------------------------------------------------------- histograms
+_MAX_BINS = 1 << 26  # 64 Mi cells (512 MiB of float64 counts): refused before any allocation
+
+
+def _edges(bins, range_, k: int) -> list:
+    """Public bin edges for k dimensions; ``range`` is required with integer bins."""
+    if isinstance(bins, (str, bytes)):
+        raise ValueError("bins must be an int, a sequence of edges, or a sequence of those "
+                         "(data-dependent bin rules would read the data)")
+    if isinstance(bins, numbers.Integral) and not isinstance(bins, (bool, np.bool_)):
+        bins = [int(bins)] * k
+    elif k == 1 and np.ndim(bins) == 1:
+        bins = [bins]
+    try:
+        bins = list(bins)
+    except TypeError:
+        raise TypeError("bins must be an int, a sequence of edges, or a sequence of those") from None
+    if len(bins) != k:
+        raise ValueError(f"bins must describe {k} dimension(s)")
+    if range_ is not None:
+        if k == 1 and np.ndim(range_) == 1:
+            range_ = [range_]
+        try:
+            range_ = list(range_)
+        except TypeError:
+            raise TypeError("range must be a (lower, upper) pair, or one pair (or None) per dimension") from None
+        if len(range_) != k:
+            raise ValueError(f"range must give one (lower, upper) pair (or None) per dimension ({k})")
+    out = []
+    total = 1
+    for j, b in enumerate(bins):
+        if isinstance(b, numbers.Integral) and not isinstance(b, (bool, np.bool_)):
+            if not 1 <= int(b) <= _MAX_BINS:
+                raise ValueError(f"bins must be between 1 and {_MAX_BINS}")
+            if range_ is None or range_[j] is None:
+                raise ValueError("integer bins need a public range=(lower, upper): the range "
+                                 "is never read off the data")
+            lo, hi = check_bounds(range_[j], "range")
+            out.append(np.linspace(lo, hi, int(b) + 1))
+        else:
+            e = as_array(b, "bins", np.float64)
+            if e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
+                raise ValueError("bin edges must be a finite, strictly increasing 1-d sequence")
+            out.append(e)
+        total *= out[-1].size - 1
+        if total > _MAX_BINS:
+            raise ValueError(f"the histogram would have more than {_MAX_BINS} bins")
+    return out
+
+
+def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):
+    _scales(1.0 / epsilon)
+    event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
+    if sample.shape[1] == 1:
+        # NumPy's 1-d histogram (its equal-width fast path for int bins with a range: the same
+        # linspace edges); histogramdd's searchsorted is about 4x slower
+        uniform = isinstance(bins, numbers.Integral) and range_ is not None
+        counts = np.histogram(sample[:, 0], bins=int(bins) if uniform else edges[0],
+                              range=tuple(edges[0][[0, -1]]) if uniform else None)[0].astype(np.float64)
+    else:
+        counts, _ = np.histogramdd(sample, bins=edges)
+    _budget.charge(budget, event, label)
+    noisy = counts + _noise(1.0 / epsilon, counts.shape, gen)
+    if density:
+        pos = np.maximum(noisy, 0.0)
+        total = pos.sum()
+        widths = np.ones(())
+        for j, e in enumerate(edges):
+            shp = [1] * len(edges)
+            shp[j] = -1
+            widths = widths * np.diff(e).reshape(shp)
+        noisy = pos / widths / total if total > 0 else np.zeros_like(pos)
+    return noisy
+
+
+@validate_params(epsilon=Epsilon(allow_array=False), rng=RNG)
+def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng=None, *,
+              budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.histogram``: every bin count plus Laplace(1/epsilon); epsilon-DP.
+
+    Each element of ``a`` is a row (add/remove): it adds 1 to at most one bin, so the counts
+    have l1 sensitivity 1 (Dwork, McSherry, Nissim & Smith 2006, §3; Dwork & Roth 2014, Ex.
+    3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
+    edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
+    """
+    x = _data(a, False).ravel()
+    edges = _edges(bins, range, 1)
+    h = _hist(x[:, None], edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
+    return h, edges[0]
+
+
+@validate_params(epsilon=Epsilon(allow_array=False), rng=RNG)
+def histogram2d(x, y, epsilon: float, bins=10, range=None, density: bool = False, rng=None, *,
+                budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.histogram2d``: the 2-d counts plus Laplace(1/epsilon); epsilon-DP
+    (a row ``(x_i, y_i)`` lands in at most one bin).  Returns ``(H, xedges, yedges)``."""
+    xa, ya = _data(x, False).ravel(), _data(y, False).ravel()
+    if xa.shape != ya.shape:
+        raise ValueError("x and y must have the same length")
+    edges = _edges(bins, range, 2)
+    h = _hist(np.stack([xa, ya], axis=1), edges, epsilon, bool(density), rng, budget, "histogram2d")
+    return h, edges[0], edges[1]
+
+
+@validate_params(epsilon=Epsilon(allow_array=False), rng=RNG)
+def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = False, rng=None, *,
+                budget: Optional["PrivacyBudget"] = None):
+    """Private ``numpy.histogramdd``: ``sample`` of shape ``(N, D)``, one row per point; the
+    counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
+    s = _data(sample, False)
+    if s.ndim == 1:
+        s = s[:, None]
+    if s.ndim != 2:
+        raise ValueError("sample must be an (N, D) array")
+    edges = _edges(bins, range, s.shape[1])
+    h = _hist(s, edges, epsilon, bool(density), rng, budget, "histogramdd")
+    return h, edges

@@ -11,6 +11,7 @@ from dpfast._validation import (
     check_epsilon,
     check_int,
     check_neighbours,
+    check_nonnegative,
     check_positive,
     check_real,
     check_size,
@@ -226,3 +227,13 @@ def test_no_inline_finite_checks_outside_validation():
             if pattern.search(text) and not any(rel == f and text.startswith(s) for f, s in _INLINE_ARRAY_CHECKS):
                 found.append(f"dpfast/{rel}:{node.lineno}: {text!r}")
     assert not found, "inline finite/positive checks; use dpfast._validation's check_*:\n" + "\n".join(found)
+
+
+def test_positive_checks_carry_a_hint_and_refuse_bools():
+    with pytest.raises(ValueError, match=r"^sigma_out must be > 0 \(use inf for no output noise\), got 0.0$"):
+        check_positive(0.0, "sigma_out", hint="use inf for no output noise")
+    with pytest.raises(ValueError, match=r"^tau must be finite and >= 0 \(the threshold\), got -1.0$"):
+        check_nonnegative(-1.0, "tau", hint="the threshold")
+    for flag in (True, np.bool_(True)):
+        with pytest.raises(TypeError, match="x must be a real number > 0, got"):
+            check_positive(flag, "x")

@@ -61,7 +61,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from dpfast import _glm, _loss_table, _threads
-from dpfast._validation import check_real
+from dpfast._validation import check_nonnegative, check_positive, check_real
 from dpfast.random import RandomLike, check_random_state, native_stream
 
 __all__ = ["GLMResult", "MappedRows", "MAX_ITER", "check_max_iter", "minimize_glm", "glm_loss_and_grad", "glm_gradient_oracle", "loss_constants", "LOSSES", "SOLVERS"]
@@ -188,20 +188,18 @@ def check_loss(loss) -> int:
 
 
 def check_huber_delta(huber_delta) -> float:
-    delta = check_real(huber_delta, "huber_delta")  # TypeError if not a number; ValueError beyond a double
-    if not (math.isfinite(delta) and delta > 0):
-        raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
-    return delta
+    # check_real: TypeError if not a number; ValueError beyond a double
+    return check_positive(check_real(huber_delta, "huber_delta"), "huber_delta", allow_array=False)
 
 
 def _scalar(value, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = check_real(value, name)  # not float(): an int beyond a double is a ValueError
+    if positive:
+        return check_nonnegative(v, name) if allow_zero else check_positive(v, name, allow_array=False)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
-    if positive and not (v > 0 or (allow_zero and v == 0)):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return v
 
 

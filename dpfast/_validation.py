@@ -84,24 +84,33 @@ def _example(x, arr: np.ndarray, bad: np.ndarray) -> str:
     return f"{arr[bad].flat[0]!r} (one of {int(np.count_nonzero(bad))} bad entries of an array of shape {arr.shape})"
 
 
-def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = False):
-    """``x > 0`` and finite (scalar or array); returns a float or a float64 array."""
+def _hint(hint: str) -> str:
+    return f" ({hint})" if hint else ""
+
+
+def check_positive(x, name: str, *, allow_array: bool = True, allow_inf: bool = False, hint: str = ""):
+    """``x > 0`` and finite (scalar or array); returns a float or a float64 array.
+
+    A bool is refused (``TypeError``): True is not a scale.  ``hint`` is added to the
+    message after the condition (``"use inf for no output noise"``)."""
     if type(x) is float or (type(x) is int and -_INT_FLOAT_MAX < x < _INT_FLOAT_MAX):  # fast path, same result as below
         v = float(x)
         if 0.0 < v < math.inf or (allow_inf and v == math.inf):
             return v
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a real number > 0, got {type(x).__name__}")
     arr = _as_float_array(x, name)
     if arr.ndim and not allow_array:
         raise ValueError(f"{name} must be a scalar, got an array of shape {arr.shape}")
     nan = np.isnan(arr)
     if nan.any():
-        raise ValueError(f"{name} must be > 0, got {'None' if x is None else 'NaN'}")
+        raise ValueError(f"{name} must be > 0{_hint(hint)}, got {'None' if x is None else 'NaN'}")
     inf = np.isinf(arr) if not allow_inf else np.zeros(arr.shape, dtype=bool)
     if inf.any():
-        raise ValueError(f"{name} must be finite, got {_example(x, arr, inf)}")
+        raise ValueError(f"{name} must be finite{_hint(hint)}, got {_example(x, arr, inf)}")
     nonpos = arr <= 0
     if nonpos.any():
-        raise ValueError(f"{name} must be > 0, got {_example(x, arr, nonpos)}")
+        raise ValueError(f"{name} must be > 0{_hint(hint)}, got {_example(x, arr, nonpos)}")
     return float(arr) if arr.ndim == 0 else arr
 
 
@@ -231,7 +240,7 @@ def check_real(x, name: str, *, allow_nan: bool = True) -> float:
     return v
 
 
-def check_nonnegative(x, name: str, *, allow_inf: bool = False) -> float:
+def check_nonnegative(x, name: str, *, allow_inf: bool = False, hint: str = "") -> float:
     """A real scalar ``x >= 0`` as a float (finite unless ``allow_inf``): ``TypeError`` for a
     non-number (bools included), ``ValueError`` for a negative value, NaN, or inf when it is
     not allowed.  A 0-d array is taken as its scalar."""
@@ -243,7 +252,7 @@ def check_nonnegative(x, name: str, *, allow_inf: bool = False) -> float:
         raise TypeError(f"{name} must be a real number >= 0, got {type(x).__name__}")
     v = check_real(x, name)
     if not (v >= 0 and (allow_inf or v < math.inf)):  # (False for NaN)
-        raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}>= 0, got {x!r}")
+        raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}>= 0{_hint(hint)}, got {x!r}")
     return v
 
 

@@ -11,6 +11,7 @@ from dpfast._validation import (
     check_epsilon,
     check_int,
     check_neighbours,
+    check_nonnegative,
     check_positive,
     check_real,
     check_size,
@@ -197,3 +198,42 @@ def test_bernoulli_exp_beyond_the_memory_limit_fails_before_any_draw():
     # the output is filled in place (no second array): same draws as before, bool dtype
     out = bernoulli_exp(0.5, size=(3, 4), rng=7)
     assert out.dtype == np.bool_ and out.shape == (3, 4) and out.flags.c_contiguous and out.base is None
+
+
+#: array checks with no scalar ``check_*`` counterpart (file, start of the message); a scalar
+#: parameter check goes through dpfast._validation
+_INLINE_ARRAY_CHECKS = {("accounting/gdp.py", "every mu"), ("public/_oracles.py", "sample_weight")}
+
+
+def test_no_inline_finite_checks_outside_validation():
+    """One way to validate: "x must be finite and > 0" is written only in dpfast/_validation.py
+    (check_positive, check_nonnegative, check_epsilon, ...); an inline copy elsewhere fails here."""
+    import ast
+    import re
+
+    pattern = re.compile(r"(?<!which )must be (a )?finite( number)?( and)? >=? 0")  # (not a computed value)
+    root = pathlib.Path(__file__).resolve().parents[1] / "dpfast"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "_validation.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args
+                    and isinstance(node.exc.func, ast.Name) and node.exc.func.id == "ValueError"):
+                continue
+            text = "".join(part.value for part in ast.walk(node.exc.args[0])
+                           if isinstance(part, ast.Constant) and isinstance(part.value, str))
+            if pattern.search(text) and not any(rel == f and text.startswith(s) for f, s in _INLINE_ARRAY_CHECKS):
+                found.append(f"dpfast/{rel}:{node.lineno}: {text!r}")
+    assert not found, "inline finite/positive checks; use dpfast._validation's check_*:\n" + "\n".join(found)
+
+
+def test_positive_checks_carry_a_hint_and_refuse_bools():
+    with pytest.raises(ValueError, match=r"^sigma_out must be > 0 \(use inf for no output noise\), got 0.0$"):
+        check_positive(0.0, "sigma_out", hint="use inf for no output noise")
+    with pytest.raises(ValueError, match=r"^tau must be finite and >= 0 \(the threshold\), got -1.0$"):
+        check_nonnegative(-1.0, "tau", hint="the threshold")
+    for flag in (True, np.bool_(True)):
+        with pytest.raises(TypeError, match="x must be a real number > 0, got"):
+            check_positive(flag, "x")

@@ -37,6 +37,7 @@ from dpfast._validation import (
     Options,
     Positive,
     check_delta,
+    check_epsilon,
     check_real,
     validate_params,
 )
@@ -413,9 +414,8 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate:
     refinement at ``value_discretization`` starts from that bracket; Brent's method on
     log epsilon vs log z; discretizations are cached per event.
     """
-    e = check_real(target_epsilon, "target_epsilon", allow_nan=False)
-    if not 0 < e < math.inf:
-        raise ValueError(f"target_epsilon must be finite and > 0, got {target_epsilon!r}")
+    e = check_epsilon(check_real(target_epsilon, "target_epsilon", allow_nan=False), allow_array=False,
+                      name="target_epsilon")
     delta = check_delta(delta, allow_zero=False)
     q = check_real(sample_rate, "sample_rate", allow_nan=False)
     if not 0 < q <= 1:
@@ -477,9 +477,7 @@ def calibrate_parameter(make_event: Callable[[float], DpEvent], epsilon: float, 
     """
     if not callable(make_event):
         raise TypeError("make_event must be a callable x -> DpEvent")
-    e = check_real(epsilon, "epsilon", allow_nan=False)
-    if not 0 < e < math.inf:
-        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    e = check_epsilon(check_real(epsilon, "epsilon", allow_nan=False), allow_array=False)
     delta = check_delta(delta, allow_zero=False)
     rtol = check_real(rtol, "rtol", allow_nan=False)
     if not RTOL_MIN <= rtol < 0.5:

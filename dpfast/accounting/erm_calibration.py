@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
+from dpfast._validation import check_delta, check_epsilon, check_int, check_nonnegative, check_positive, check_real
 from dpfast.accounting import (
     ApproxDP,
     DpEvent,
@@ -221,9 +221,8 @@ def _smallest_feasible(ok, lo: float, start: float, rtol: float = 1e-4, max_valu
 
 
 def _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor):
-    f = check_real(noise_factor, "noise_factor")  # not float(): Fraction(10**400, 3) is a ValueError
-    if not (f > 0 and math.isfinite(f)):
-        raise ValueError(f"noise_factor must be finite and > 0, got {noise_factor!r}")
+    # not float(): Fraction(10**400, 3) is a ValueError
+    f = check_positive(check_real(noise_factor, "noise_factor"), "noise_factor", allow_array=False)
     try:
         root_count = math.sqrt(count)
     except OverflowError:  # an int beyond a double
@@ -236,9 +235,7 @@ def _noise_std(epsilon, delta, lipschitz, count, noise_factor, noise_std) -> tup
     """(sigma, f): ``noise_std`` when given (f = NaN), else f * sigma_G with f = ``noise_factor``."""
     if noise_std is None:
         return _sigma_from_factor(epsilon, delta, lipschitz, count, noise_factor), float(noise_factor)
-    sigma = check_real(noise_std, "noise_std")
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ValueError(f"noise_std must be finite and > 0, got {noise_std!r}")
+    sigma = check_positive(check_real(noise_std, "noise_std"), "noise_std", allow_array=False)
     return sigma, math.nan
 
 
@@ -283,9 +280,8 @@ def calibrate_amp(
     the two choices; a given ``regularization`` that is too small raises ``ValueError`` naming
     the smallest feasible one.
     """
-    sigma_out = check_real(sigma_out, "sigma_out")  # not float(): a Fraction beyond a double
-    if not (sigma_out > 0 and math.isfinite(sigma_out)):
-        raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
+    # not float(): a Fraction beyond a double
+    sigma_out = check_positive(check_real(sigma_out, "sigma_out"), "sigma_out", allow_array=False)
     return _calibrate_amp(epsilon, delta, clip_norm=clip_norm, smoothness=smoothness, tau=tau, sigma_out=sigma_out,
                           out_multiplier=None, noise_factor=noise_factor, noise_std=noise_std,
                           regularization=regularization, count=count, accountant=accountant, method="amp")
@@ -300,9 +296,8 @@ def _calibrate_amp(epsilon, delta, *, clip_norm, smoothness, tau, sigma_out, out
     delta = check_delta(delta, allow_zero=False)
     count = check_int(count, "count", 1, integral_reals=True)
     check_accountant(accountant)
-    tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
-    if not (tau > 0 and math.isfinite(tau)):
-        raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
+    # not float(): Fraction(10**400, 3) must be a ValueError
+    tau = check_positive(check_real(tau, "tau"), "tau", allow_array=False, hint="the gradient-norm threshold")
     beta = _loss_constant(smoothness, "smoothness", allow_zero=True)
     clip_norm = _loss_constant(clip_norm, "clip_norm")
     sigma, f = _noise_std(epsilon, delta, clip_norm, count, noise_factor, noise_std)
@@ -439,13 +434,10 @@ def calibrate_objective(
     if rule == "kifer" and accountant == "rdp":
         raise ValueError("rule='kifer' certifies an (epsilon, delta)-DP event, which the RDP accountant cannot "
                          "account (infinite Renyi divergence); use accountant='pld' or 'best'")
-    tau = float(tau)
-    if not (tau > 0 and math.isfinite(tau)):
-        raise ValueError(f"tau (gradient-norm threshold) must be finite and > 0, got {tau!r}")
+    tau = check_positive(check_real(tau, "tau"), "tau", allow_array=False, hint="the gradient-norm threshold")
     if sigma_out is not None:
-        sigma_out = float(sigma_out)
-        if not (sigma_out > 0 and math.isfinite(sigma_out)):
-            raise ValueError(f"sigma_out must be finite and > 0 (or None for the default rule), got {sigma_out!r}")
+        sigma_out = check_positive(check_real(sigma_out, "sigma_out"), "sigma_out", allow_array=False,
+                                   hint="or None for the default rule")
     L, beta = _loss_constant(lipschitz, "lipschitz"), _loss_constant(smoothness, "smoothness", allow_zero=True)
     if rule == "kifer":
         r = OBJECTIVE_CERTIFICATION_SHARE
@@ -535,9 +527,8 @@ def calibrate_output(
     count = check_int(count, "count", 1, integral_reals=True)
     check_accountant(accountant)
     L = _loss_constant(lipschitz, "lipschitz")
-    tau = check_real(tau, "tau")  # not float(): Fraction(10**400, 3) must be a ValueError
-    if not (tau >= 0 and math.isfinite(tau)):
-        raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
+    # not float(): Fraction(10**400, 3) must be a ValueError
+    tau = check_nonnegative(check_real(tau, "tau"), "tau")
     try:
         root_count = math.sqrt(count)
     except OverflowError:  # an int beyond a double
@@ -545,14 +536,10 @@ def calibrate_output(
     sens = op.output_perturbation_sensitivity(L, tau, 1.0)  # lambda times the l2 sensitivity
     z, which = gaussian_multiplier(epsilon, delta, count, accountant)
     if regularization is None:
-        so = check_real(sigma_out, "sigma_out")
-        if not (so > 0 and math.isfinite(so)):
-            raise ValueError(f"sigma_out must be finite and > 0, got {sigma_out!r}")
+        so = check_positive(check_real(sigma_out, "sigma_out"), "sigma_out", allow_array=False)
         lam = sens * root_count * z / so
     else:
-        lam = check_real(regularization, "regularization")
-        if not (lam > 0 and math.isfinite(lam)):
-            raise ValueError(f"regularization must be finite and > 0, got {regularization!r}")
+        lam = check_positive(check_real(regularization, "regularization"), "regularization", allow_array=False)
     total = root_count * op.output_perturbation_sensitivity(L, tau, lam) if 0.0 < lam < math.inf else math.nan
     sigma = z * total
     # A product beyond a double (lipschitz 1.797e308: lambda = inf, sigma = inf/inf = NaN) or a

@@ -26,7 +26,15 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
 
 import numpy as np
 
-from dpfast._validation import as_array, check_delta, check_int, check_neighbours, check_positive, check_real
+from dpfast._validation import (
+    as_array,
+    check_delta,
+    check_int,
+    check_neighbours,
+    check_nonnegative,
+    check_positive,
+    check_real,
+)
 
 __all__ = [
     "Neighbours",
@@ -107,17 +115,11 @@ NeighboursLike = Union[Neighbours, Literal["add_remove", "replace_one"]]
 # field validators (public parameters: refused early, naming the argument and the range)
 # ----------------------------------------------------------------------------------------------
 def _pos(x, name: str) -> float:
-    v = check_real(x, name)
-    if not 0.0 < v < math.inf:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return v
+    return check_positive(check_real(x, name), name, allow_array=False)
 
 
 def _nonneg(x, name: str) -> float:
-    v = check_real(x, name)
-    if not 0.0 <= v < math.inf:
-        raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
-    return v
+    return check_nonnegative(check_real(x, name), name)
 
 
 def _rate(x, name: str = "sample_rate") -> float:
@@ -129,10 +131,7 @@ def _rate(x, name: str = "sample_rate") -> float:
 
 def check_smoothness(smoothness) -> float:
     """The Hessian bound beta of a GLM loss, checked: finite and >= 0."""
-    beta = check_real(smoothness, "smoothness")
-    if not (math.isfinite(beta) and beta >= 0):
-        raise ValueError(f"smoothness (the Hessian bound beta) must be finite and >= 0, got {smoothness!r}")
-    return beta
+    return check_nonnegative(check_real(smoothness, "smoothness"), "smoothness", hint="the Hessian bound beta")
 
 
 def check_objective_perturbation_constants(noise_std, lipschitz, smoothness, regularization):

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root
-from dpfast._validation import as_array, check_delta, check_real
+from dpfast._validation import as_array, check_delta, check_nonnegative, check_positive, check_real
 from dpfast.accounting.calibration import _excess_over, gaussian_epsilon, gaussian_log_delta
 
 __all__ = [
@@ -27,10 +27,7 @@ __all__ = [
 
 
 def _mu(mu, name: str = "mu") -> float:
-    v = check_real(mu, name)
-    if not (v >= 0) or math.isinf(v):
-        raise ValueError(f"{name} must be finite and >= 0, got {mu!r}")
-    return v
+    return check_nonnegative(check_real(mu, name), name)
 
 
 def gaussian_tradeoff(alpha, mu: float):
@@ -48,9 +45,7 @@ def gaussian_tradeoff(alpha, mu: float):
 
 def approx_dp_tradeoff(alpha, epsilon: float, delta: float = 0.0):
     """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Dong, Roth & Su 2022, Proposition 2.5)."""
-    e = check_real(epsilon, "epsilon")
-    if not e >= 0 or math.isinf(e):
-        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    e = check_nonnegative(check_real(epsilon, "epsilon"), "epsilon")
     d = check_delta(delta)
     a = as_array(alpha, "alpha", np.float64)
     if np.isnan(a).any() or (a < 0).any() or (a > 1).any():
@@ -95,9 +90,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 def gdp_mu(epsilon: float, delta: float) -> float:
     """Largest mu such that mu-GDP is (epsilon, delta)-DP (inverse of :func:`gdp_delta` in mu)."""
-    e = check_real(epsilon, "epsilon")
-    if not e >= 0 or math.isinf(e) or math.isnan(e):
-        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    e = check_nonnegative(check_real(epsilon, "epsilon"), "epsilon")
     delta = check_delta(delta, allow_zero=False)
     # the same certified comparison as gaussian_sigma / gaussian_epsilon: log(delta) lowered for
     # the rounding of log and exp (a plain log(delta) target was a hair on the unsafe side)
@@ -126,8 +119,7 @@ def clt_mu_poisson_gaussian(noise_multiplier: float, sample_rate: float, steps: 
     q = check_real(sample_rate, "sample_rate")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
         raise TypeError(f"steps must be an integer, got {type(steps).__name__}")
-    if not 0 < s < math.inf:
-        raise ValueError(f"noise_multiplier must be finite and > 0, got {noise_multiplier!r}")
+    s = check_positive(s, "noise_multiplier", allow_array=False)
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
     if steps < 0:

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import integrate, special
 
 from dpfast._safe_root import NoSafeValue, safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_positive, check_real
+from dpfast._validation import check_delta, check_nonnegative, check_positive, check_real
 from dpfast.accounting import _discretize
 from dpfast.accounting.calibration import gaussian_log_delta
 from dpfast.accounting.events import (
@@ -276,12 +276,9 @@ def kifer_is_private(
 # --------------------------------------------------------------------------------------------
 def _check_amp(noise_std, clip_norm, smoothness, regularization, tau, sigma_out):
     sigma, C, beta, lam = check_objective_perturbation_constants(noise_std, clip_norm, smoothness, regularization)
-    tau = check_real(tau, "tau")
-    if not (math.isfinite(tau) and tau >= 0):
-        raise ValueError(f"tau (the gradient-norm threshold) must be finite and >= 0, got {tau!r}")
-    so = check_real(sigma_out, "sigma_out")
-    if not so > 0 or math.isnan(so):
-        raise ValueError(f"sigma_out must be > 0 (use inf for no output noise with tau=0), got {sigma_out!r}")
+    tau = check_nonnegative(check_real(tau, "tau"), "tau", hint="the gradient-norm threshold")
+    so = check_positive(check_real(sigma_out, "sigma_out"), "sigma_out", allow_array=False, allow_inf=True,
+                        hint="use inf for no output noise with tau=0")
     if tau > 0 and math.isinf(so):
         raise ValueError("tau > 0 needs finite output noise sigma_out (Algorithm 1)")
     return sigma, C, beta, lam, tau, so
@@ -333,9 +330,7 @@ def output_perturbation_sensitivity(lipschitz: float, tau: float, regularization
     (L + 2 tau) / lambda (see :doc:`/theory/erm`).  ``ValueError`` when L + 2 tau overflows.
     """
     L = check_positive(lipschitz, "lipschitz", allow_array=False)
-    tau = check_real(tau, "tau")
-    if not (tau >= 0 and math.isfinite(tau)):
-        raise ValueError(f"tau must be finite and >= 0, got {tau!r}")
+    tau = check_nonnegative(check_real(tau, "tau"), "tau")
     num = L + 2.0 * tau
     if not math.isfinite(num):
         raise ValueError("lipschitz + 2 * tau overflows a double; rescale the loss")

@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 import numpy as np
 from scipy import special
 
-from dpfast._validation import as_array, check_delta, check_real
+from dpfast._validation import as_array, check_delta, check_positive, check_real
 from dpfast.accounting import events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting.base import PrivacyAccountant
@@ -81,9 +81,8 @@ def _param(x, name: str, *, rate: bool = False) -> float:
     if rate:
         if not 0.0 < v <= 1.0:
             raise ValueError(f"{name} must be in (0, 1], got {x!r}")
-    elif not 0.0 < v < math.inf:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return v
+        return v
+    return check_positive(v, name, allow_array=False)
 
 
 def gaussian_rdp(orders, noise_multiplier: float) -> np.ndarray:

@@ -28,7 +28,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
-from dpfast._validation import check_label_set
+from dpfast._validation import check_label_set, check_positive, check_real
 from dpfast.linear_model import _dask, _multinomial as mn, _ssp
 from dpfast.linear_model._losses import glm_constants, margin_constants, multinomial_constants
 from dpfast.linear_model._mechanisms import (
@@ -204,13 +204,11 @@ class _PrivateLinearModel(PrivateEstimator):
 
     # ------------------------------------------------------------------ preprocessing
     def _validate_common(self):
-        R = float(self.norm_bound)
-        if not (R > 0 and math.isfinite(R)):
-            raise ValueError(f"norm_bound must be finite and > 0, got {self.norm_bound!r}")
-        s = float(self.intercept_scaling)
-        if self.fit_intercept and not (s > 0 and math.isfinite(s)):
-            raise ValueError(f"intercept_scaling must be finite and > 0, got {self.intercept_scaling!r}")
-        return R, (s if self.fit_intercept else 0.0)
+        R = check_positive(check_real(self.norm_bound, "norm_bound"), "norm_bound", allow_array=False)
+        if not self.fit_intercept:
+            return R, 0.0
+        return R, check_positive(check_real(self.intercept_scaling, "intercept_scaling"), "intercept_scaling",
+                                 allow_array=False)
 
     def _transform_rows(self, X, R, *, fitting, norms=None):
         """Row map of ``row_norm`` (returns the scale factors, or None for the identity).
@@ -671,9 +669,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         import scipy.sparse as sp
 
         R, s = self._validate_common()
-        B = float(self.label_bound)
-        if not math.isfinite(B):
-            raise ValueError(f"label_bound must be finite and > 0, got {self.label_bound!r}")
+        B = check_positive(check_real(self.label_bound, "label_bound"), "label_bound", allow_array=False)
         if self.loss != "squared":
             raise ValueError("method='ssp' fits the squared loss (least squares); use loss='squared'")
         if self.alpha is not None and not math.isfinite(float(self.alpha)):

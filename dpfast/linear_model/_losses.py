@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from dpfast import _loss_table
-from dpfast._validation import check_real
+from dpfast._validation import check_positive, check_real
 
 __all__ = ["LOSSES", "margin_constants", "GLMConstants", "glm_constants", "multinomial_constants"]
 
@@ -39,9 +39,8 @@ def margin_constants(loss: str, huber_delta: float = 1.0) -> tuple[float, float]
     e = _loss_table.TABLE[loss]
     lip = e.lipschitz
     if e.lipschitz_per_delta:
-        d = check_real(huber_delta, "huber_delta")  # not float(): a Fraction beyond a double -> ValueError
-        if not (d > 0 and math.isfinite(d)):
-            raise ValueError(f"huber_delta must be finite and > 0, got {huber_delta!r}")
+        # check_real, not float(): a Fraction beyond a double -> ValueError
+        d = check_positive(check_real(huber_delta, "huber_delta"), "huber_delta", allow_array=False)
         lip = e.lipschitz * d
     return lip, e.smoothness
 
@@ -70,18 +69,15 @@ def glm_constants(loss: str, row_norm: float, clip_norm: float | None = None, hu
     is then C-Lipschitz.  Without clipping L = sup|f'| * row_norm, which is infinite for the
     squared loss (a ``ValueError`` then asks for ``clip_norm``).
     """
-    R = check_real(row_norm, "row_norm")  # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
-    if not (R > 0 and math.isfinite(R)):
-        raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
+    # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
+    R = check_positive(check_real(row_norm, "row_norm"), "row_norm", allow_array=False)
     lip_m, smooth_m = margin_constants(loss, huber_delta)
     natural = lip_m * R
     if clip_norm is None:
         if math.isinf(natural):
             raise ValueError(f"the {loss} loss has an unbounded gradient; set clip_norm (the gradient clipping threshold C)")
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
-    C = check_real(clip_norm, "clip_norm")
-    if not (C > 0 and math.isfinite(C)):
-        raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}")
+    C = check_positive(check_real(clip_norm, "clip_norm"), "clip_norm", allow_array=False)
     if C >= natural:
         return GLMConstants(loss, R, natural, smooth_m * R * R, None)
     return GLMConstants(loss, R, C, smooth_m * R * R, C)
@@ -100,8 +96,7 @@ def multinomial_constants(row_norm: float) -> GLMConstants:
     No clipping is offered: a Frobenius-clipped softmax gradient is not the gradient of a convex
     loss, which output perturbation's sensitivity argument needs.
     """
-    R = check_real(row_norm, "row_norm")  # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
-    if not (R > 0 and math.isfinite(R)):
-        raise ValueError(f"row_norm must be finite and > 0, got {row_norm!r}")
+    # (check_real, not float(): Fraction(10**400, 3) is a ValueError)
+    R = check_positive(check_real(row_norm, "row_norm"), "row_norm", allow_array=False)
     c = _loss_table.TABLE["softmax"]
     return GLMConstants("multinomial", R, c.lipschitz * R, c.smoothness * R * R, None)

@@ -39,7 +39,7 @@ from dpfast._solver import (
     loss_constants,
     minimize_glm,
 )
-from dpfast._validation import as_array, check_real
+from dpfast._validation import as_array, check_positive, check_real
 from dpfast.accounting.erm_calibration import (
     PrivacyCalibration,
     calibrate_amp,
@@ -320,9 +320,8 @@ def private_glm(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     gen = check_random_state(random_state)
-    norm_bound = check_real(norm_bound, "norm_bound")  # (not float(): a Fraction beyond a double)
-    if not (norm_bound > 0 and math.isfinite(norm_bound)):
-        raise ValueError(f"norm_bound must be finite and > 0, got {norm_bound!r}")
+    # (check_real, not float(): a Fraction beyond a double)
+    norm_bound = check_positive(check_real(norm_bound, "norm_bound"), "norm_bound", allow_array=False)
     X = _as_matrix(X)
     check_finite_X(X)
     dtype = X.dtype if X.dtype.kind == "f" else np.float64
@@ -352,9 +351,7 @@ def make_calibration(method, epsilon, delta, consts, *, tol, regularization, noi
         raise ValueError(f"calibration must be 'accountant' or 'kifer', got {calibration!r}")
     if calibration == "kifer" and method != "objective":
         raise ValueError("calibration='kifer' applies to method='objective' only")
-    tau = DEFAULT_TOL[method] if tol is None else check_real(tol, "tol")
-    if not (tau > 0 and math.isfinite(tau)):
-        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    tau = DEFAULT_TOL[method] if tol is None else check_positive(check_real(tol, "tol"), "tol", allow_array=False)
     if method == "amp":
         sigma_out = 0.15 if sigma_out is None else sigma_out
         return calibrate_amp(epsilon, delta, clip_norm=consts.lipschitz, smoothness=consts.smoothness, tau=tau,

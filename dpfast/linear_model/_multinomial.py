@@ -37,13 +37,12 @@ refused for the same reason.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from dpfast import _glm, _multinomial, _threads
 from dpfast._certify import certified_descent, check_certifiable
 from dpfast._solver import MappedRows, default_solver_threads
+from dpfast._validation import check_positive, check_real
 from dpfast.linear_model._mechanisms import row_norms
 from dpfast.random import standard_normal
 
@@ -158,9 +157,7 @@ def check_multinomial_clip(clip_norm, natural: float) -> None:
     """``ValueError`` for a clip_norm that would act (below the natural bound ``natural`` = sqrt(2) R)."""
     if clip_norm is None:
         return
-    C = float(clip_norm)
-    if not (C > 0 and math.isfinite(C)):
-        raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}")
+    C = check_positive(check_real(clip_norm, "clip_norm"), "clip_norm", allow_array=False)
     if C < natural:
         raise ValueError(
             f"clip_norm={C:.6g} is below the multinomial loss's own gradient bound sqrt(2) * row norm = {natural:.6g}: "

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from dpfast import _clip
-from dpfast._validation import check_real
+from dpfast._validation import check_nonnegative, check_positive, check_real
 from dpfast.random import RandomLike, check_random_state, standard_normal
 
 __all__ = ["clip_gradients", "clipped_sum", "per_example_norms"]
@@ -24,10 +24,8 @@ ArrayOrList = Union[np.ndarray, Sequence[np.ndarray]]
 def _check_clip_norm(clip_norm) -> float:
     if isinstance(clip_norm, (bool, np.bool_)) or not isinstance(clip_norm, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"clip_norm must be a positive real number, got {type(clip_norm).__name__}")
-    c = check_real(clip_norm, "clip_norm")  # not float(): a Fraction beyond a double is a ValueError
-    if not (np.isfinite(c) and c > 0):
-        raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm!r}")
-    return c
+    # check_real, not float(): a Fraction beyond a double is a ValueError
+    return check_positive(check_real(clip_norm, "clip_norm"), "clip_norm", allow_array=False)
 
 
 def _as_grad_array(g, name: str) -> np.ndarray:
@@ -169,9 +167,7 @@ def clipped_sum(
     if noise_multiplier is not None:
         if isinstance(noise_multiplier, (bool, np.bool_)) or not isinstance(noise_multiplier, numbers.Real):
             raise TypeError("noise_multiplier must be a real number >= 0 or None")
-        z = check_real(noise_multiplier, "noise_multiplier")  # (as clip_norm)
-        if not (np.isfinite(z) and z >= 0):
-            raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier!r}")
+        z = check_nonnegative(check_real(noise_multiplier, "noise_multiplier"), "noise_multiplier")  # (as clip_norm)
     if len(flat) == 1:
         norms = np.empty(flat[0].shape[0])
         total = np.empty(flat[0].shape[1], dtype=dtype)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpfast._validation import check_delta, check_epsilon, check_int, check_real
+from dpfast._validation import check_delta, check_epsilon, check_int, check_positive, check_real
 from dpfast.accounting import ApproxDP, Composed, PureDP
 
 __all__ = [
@@ -263,9 +263,9 @@ def build_plan(columns, privacy_unit, by, metrics, bounds, max_groups_per_unit, 
     w = {}
     for p in parts:
         v = weights.get(p, 1.0)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not 0 < float(v) < math.inf:
-            raise ValueError(f"weights[{p!r}] must be a finite number > 0, got {v!r}")
-        w[p] = float(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise ValueError(f"weights[{p!r}] must be a real number > 0, got {v!r}")
+        w[p] = check_positive(check_real(v, f"weights[{p!r}]"), f"weights[{p!r}]", allow_array=False)
     kinds = {m.name: m.kind for m in parsed}
     needs_delta = [p for p in parts if p == "selection" or
                    (noise in ("gaussian", "discrete_gaussian") and kinds[p] != "quantile")]

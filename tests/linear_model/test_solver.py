@@ -398,7 +398,7 @@ def test_validation_errors():
         minimize_glm(X, y, "logistic", alpha=1.0, solver="newton")
     with pytest.raises(ValueError, match="sample_weight must be >= 0"):
         minimize_glm(X, y, "logistic", alpha=1.0, sample_weight=-np.ones(50))
-    with pytest.raises(ValueError, match="alpha must be >= 0"):
+    with pytest.raises(ValueError, match="alpha must be finite and >= 0"):
         minimize_glm(X, y, "logistic", alpha=-1.0)
     with pytest.raises(ValueError, match="clip_norm must be > 0"):
         minimize_glm(X, y, "logistic", alpha=1.0, clip_norm=0.0)

@@ -172,7 +172,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
             c = lo + 0.5 * (hi - lo)
             half = float(np.linalg.norm(0.5 * (hi - lo)))
         else:
-            lo = hi = None
+            lo = hi = None  # type: ignore[assignment]  # no box: rows are only norm-clipped
             c = np.zeros(d)
             half = None
         if self.norm_bound is None:
@@ -188,7 +188,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     def _n_components_check(self, d: int) -> None:
         k = self.n_components
-        if isinstance(k, Integral) and not isinstance(k, bool) and k > d:
+        if isinstance(k, Integral) and not isinstance(k, bool) and int(k) > d:
             raise ValueError(f"n_components={k} must be at most n_features={d}")
 
     def _event(self, d: int):

@@ -318,7 +318,7 @@ def test_a_new_accountant_is_one_class():
 def test_dpsgd_fixed_size_calibration_goes_through_calibrate_and_is_verified():
     from dpfast.sgd import _privacy as P
 
-    z = P.calibrate(2.0, DELTA, 0.02, 300, "shuffle", "pld")
+    z = P.calibrate_noise_multiplier(2.0, DELTA, 0.02, 300, "shuffle", "pld")
     eps = lambda s: A.PLDAccountant().compose(  # noqa: E731
         A.SampledWithoutReplacement(0.02, A.Gaussian(s, neighbours="replace_one")), 300).get_epsilon(DELTA)
     assert eps(z) <= 2.0 < eps(z * (1 - 2e-3))

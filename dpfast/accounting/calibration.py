@@ -54,6 +54,7 @@ __all__ = [
     "gaussian_log_delta",
     "calibrate_parameter",
     "calibrate_noise_multiplier",
+    "accountant_gaussian_multiplier",
 ]
 
 # Array arguments of the broadcasting functions: a float (numpy's float64 included) gives a float,
@@ -495,3 +496,22 @@ def calibrate_parameter(make_event: Callable[[float], DpEvent], epsilon: float, 
             return make_accountant(template).compose(make_event(x)).get_epsilon(delta)
 
     return _solve(eps_of, e, check_real(start, "start", allow_nan=False), rtol, lo_factor, lo, hi)
+
+
+@functools.lru_cache(maxsize=128)
+def accountant_gaussian_multiplier(epsilon: float, delta: float, sensitivity: float,
+                                   accountant: str = "pld") -> tuple[float, float, Optional[str]]:
+    """(noise multiplier, epsilon_, accountant_) of one Gaussian of l2 ``sensitivity`` at
+    (epsilon, delta): the smallest multiplier (to 1e-9) that ``accountant`` finds (epsilon, delta)-DP,
+    searched from the analytic one (Balle & Wang 2018, Thm. 8), which the accountant's discretised
+    bound puts a hair above epsilon, and the accountant's epsilon for it.  Where the accountant
+    cannot discretise the event at all (a multiplier ~1e-3, epsilon ~1e5): the analytic
+    multiplier, ``epsilon`` and no accountant.  Cached: public parameters only."""
+    z0 = float(gaussian_sigma(epsilon, delta, sensitivity)) / sensitivity
+    try:
+        z = float(calibrate_parameter(lambda z: Gaussian(noise_multiplier=z, sensitivity=sensitivity),
+                                      epsilon, delta, accountant, lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
+    except ValueError:
+        return z0, epsilon, None
+    event = Gaussian(noise_multiplier=z, sensitivity=sensitivity)
+    return z, float(make_accountant(accountant).compose(event).get_epsilon(delta)), accountant

@@ -5,7 +5,6 @@ noisily with the rest).  See :class:`PCA` for the guarantee and the mechanism.
 """
 from __future__ import annotations
 
-import functools
 import math
 from numbers import Integral, Real
 from typing import Any
@@ -16,8 +15,9 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._validation import as_array, check_delta, check_epsilon
+from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.budget import detached
-from dpfast.calibrate import gaussian_sigma, laplace_scale
+from dpfast.calibrate import laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise
 from dpfast.random import check_random_state
 
@@ -46,23 +46,6 @@ def pca_sensitivity(n_features: int, centered: bool, kind: str) -> float:
     if kind == "l1":
         return (d + 1) / 2.0 + (0.0 if centered else math.sqrt(d)) + 1.0
     raise ValueError(f"kind must be 'l1' or 'l2', got {kind!r}")
-
-
-@functools.lru_cache(maxsize=64)
-def _gaussian_multiplier(eps: float, delta: float, l2: float) -> tuple[float, float, str | None]:
-    """(noise multiplier z, epsilon_, accountant_): the smallest z (to 1e-9) that the PLD accountant
-    finds (eps, delta)-DP for ``Gaussian(z, l2)``, searched up from the analytic multiplier
-    (Balle & Wang 2018, Thm. 8); where the accountant cannot discretise the event (epsilon ~
-    1e5) the analytic multiplier itself, epsilon_ = eps and no accountant."""
-    z0 = float(gaussian_sigma(eps, delta, l2)) / l2
-    try:
-        z = float(accounting.calibrate_parameter(
-            lambda z: accounting.Gaussian(noise_multiplier=z, sensitivity=l2), eps, delta, ACCOUNTANT,
-            lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
-    except ValueError:
-        return z0, eps, None
-    event = accounting.Gaussian(noise_multiplier=z, sensitivity=l2)
-    return z, float(accounting.make_accountant(ACCOUNTANT).compose(event).get_epsilon(delta)), ACCOUNTANT
 
 
 def _upper_index(d: int):
@@ -201,7 +184,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
             event = accounting.Laplace(scale=scale, sensitivity=l1)
             return event, ("laplace", scale), event.epsilon, 0.0, None
         l2 = pca_sensitivity(d, centered, "l2")
-        z, eps_acc, accountant = _gaussian_multiplier(eps, delta, l2)
+        z, eps_acc, accountant = accountant_gaussian_multiplier(eps, delta, l2, ACCOUNTANT)
         return (accounting.Gaussian(noise_multiplier=z, sensitivity=l2), ("gaussian", z * l2), eps_acc, delta,
                 accountant)
 

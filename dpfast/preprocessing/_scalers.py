@@ -7,7 +7,6 @@ relation: add or remove one row (the number of rows is private too).
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from numbers import Real
@@ -19,32 +18,15 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
+from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
-from dpfast.calibrate import gaussian_sigma, laplace_scale
+from dpfast.calibrate import laplace_scale
 from dpfast.mechanisms import gaussian_noise, laplace_noise, private_quantile
-from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
+from dpfast.preprocessing._privacy import ACCOUNTANT
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
-
-
-@functools.lru_cache(maxsize=64)
-def _gaussian_release(eps: float, delta: float, l2: float) -> tuple[float, float, str | None]:
-    """(noise multiplier, epsilon_, accountant_) of a Gaussian of l2 sensitivity ``l2`` at (eps, delta): the
-    smallest multiplier (to 1e-9) that the accountant finds (eps, delta)-DP, searched from the
-    analytic one (Balle & Wang 2018), which the accountant's discretised bound puts a hair above
-    eps, and the accountant's epsilon for it.  Where the accountant cannot discretise the event
-    at all (a multiplier ~1e-3, epsilon ~1e5): the analytic multiplier, ``eps`` and no
-    accountant.  Cached: public parameters only."""
-    z0 = float(gaussian_sigma(eps, delta, l2)) / l2
-    try:
-        z = float(accounting.calibrate_parameter(
-            lambda z: accounting.Gaussian(noise_multiplier=z, sensitivity=l2), eps, delta, ACCOUNTANT,
-            lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
-    except ValueError:
-        return z0, eps, None
-    return z, accounted_epsilon(accounting.Gaussian(noise_multiplier=z, sensitivity=l2), delta), ACCOUNTANT
 
 
 def _feature_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
@@ -263,7 +245,7 @@ class StandardScaler(_PrivateTransformer):
             event = accounting.Laplace(scale=scale, sensitivity=l1)
             return event, ("laplace", scale), event.epsilon, 0.0, None
         l2 = math.sqrt(1.0 + 1.25 * d)
-        z, eps_acc, accountant = _gaussian_release(eps, delta, l2)
+        z, eps_acc, accountant = accountant_gaussian_multiplier(eps, delta, l2, ACCOUNTANT)
         return accounting.Gaussian(noise_multiplier=z, sensitivity=l2), ("gaussian", z * l2), eps_acc, delta, accountant
 
     def fit(self, X, y=None, *, budget: Any = None) -> "StandardScaler":

@@ -24,7 +24,7 @@ from dpfast.accounting import ApproxDP
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
 from dpfast.mechanisms import laplace_noise
-from dpfast.preprocessing._privacy import ACCOUNTANT, accounted_epsilon
+from dpfast.preprocessing._privacy import ACCOUNTANT
 from dpfast.random import check_random_state
 from dpfast.tables import selection_threshold
 
@@ -230,7 +230,7 @@ class OneHotEncoder(TransformerMixin, PrivateEstimator):
                     # the kept set in its canonical order: a function of the released values only
                     cats.append(_object_array(_canonical_order([v for v, k in zip(values, keep) if k])))
             self.categories_ = cats
-            self._record_release(event, accounted_epsilon(event, delta), delta, ACCOUNTANT)
+            self._record_accounted(event, delta, ACCOUNTANT)
         return self
 
     def transform(self, X) -> np.ndarray:

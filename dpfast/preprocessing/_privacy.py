@@ -1,28 +1,14 @@
-"""Glue between the preprocessing / model-selection estimators and the accounting spine.
+"""The accountant of the preprocessing / model-selection estimators.
 
-The event classes live in :mod:`dpfast.accounting` and the budget in :mod:`dpfast.budget`;
-this module makes every release here report the guarantee of its event the same way
-(:func:`accounted_epsilon`; the events are composed with
-:func:`dpfast.accounting.events.composed` / ``self_composed``).
+The event classes live in :mod:`dpfast.accounting` and the budget in :mod:`dpfast.budget`; an
+approximate-DP release here records its guarantee with
+:meth:`dpfast._base.PrivateEstimator._record_accounted` (the accountant's epsilon of its event,
+cached per event) under this accountant.
 """
 from __future__ import annotations
 
-import functools
-from typing import Any
-
-from dpfast import accounting
-
-__all__ = ["accounted_epsilon"]
+__all__ = ["ACCOUNTANT"]
 
 #: The accountant that states the guarantee of an approximate-DP release here (the default of
 #: :func:`dpfast.accounting.make_accountant` and of :class:`dpfast.PrivacyBudget`).
 ACCOUNTANT = "pld"
-
-
-@functools.lru_cache(maxsize=256)
-def accounted_epsilon(event: Any, delta: float, accountant: str = ACCOUNTANT) -> float:
-    """The accountant's epsilon of ``event`` at ``delta`` > 0: what ``epsilon_`` reports, so that
-    ``epsilon_ == make_accountant(accountant_).compose(event_).get_epsilon(delta_)`` holds by
-    construction (issue 23, the release spine).  Cached: events are immutable public data, and a
-    fit loop (an audit, a pipeline search) asks for the same one many times."""
-    return float(accounting.make_accountant(accountant).compose(event).get_epsilon(delta))

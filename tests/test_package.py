@@ -26,6 +26,7 @@ SUBPACKAGES = [
     "dpfast.decomposition",
     "dpfast.cluster",
     "dpfast.naive_bayes",
+    "dpfast.torch",
 ]
 NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
 

@@ -13,7 +13,7 @@ import numpy as np
 from scipy import special
 
 from dpfast._validation import as_array, check_delta, check_positive, check_real
-from dpfast.accounting import events as ev
+from dpfast.accounting import basic, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
@@ -652,10 +652,11 @@ class RDPAccountant(PrivacyAccountant):
         return f(self.orders, self._rdp, delta)  # self._rdp is replaced, never mutated in place
 
     def get_epsilon(self, delta: float) -> float:
-        """Smallest epsilon certified at ``delta`` (inf only when every order's RDP is inf)."""
-        return self.get_epsilon_and_order(delta)[0]
+        """Smallest epsilon certified at ``delta`` (inf only when every order's RDP is inf), and
+        never above basic composition's (:mod:`dpfast.accounting.basic`)."""
+        return min(self.get_epsilon_and_order(delta)[0], basic.ledger_epsilon(self.ledger, delta))
 
     def get_delta(self, epsilon: float) -> float:
-        """Smallest delta certified at ``epsilon`` by the improved conversion."""
-        return rdp_to_delta(self.orders, self._rdp, epsilon)[0]
+        """Smallest delta certified at ``epsilon`` by the improved conversion (or basic composition)."""
+        return min(rdp_to_delta(self.orders, self._rdp, epsilon)[0], basic.ledger_delta(self.ledger, epsilon))
 

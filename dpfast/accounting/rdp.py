@@ -74,10 +74,7 @@ def check_orders(orders) -> np.ndarray:
 
 def _param(x, name: str, *, rate: bool = False) -> float:
     """A finite real > 0 (``rate``: in (0, 1]); these curves are public, so no garbage in."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+    v = check_real(x, name)  # refuses bools (True is not a noise multiplier) and strings
     if rate:
         if not 0.0 < v <= 1.0:
             raise ValueError(f"{name} must be in (0, 1], got {x!r}")

@@ -75,8 +75,11 @@ def basic_composition(ledger: Iterable[Tuple[object, int]]) -> Optional[Guarante
 
 
 def round_up(x: Fraction) -> float:
-    """The smallest double >= ``x``."""
-    f = float(x)
+    """The smallest double >= ``x`` (inf beyond the largest double)."""
+    try:
+        f = float(x)
+    except OverflowError:
+        return math.inf
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 

@@ -176,8 +176,9 @@ class IncrementalPLD:
         new.__dict__.update(self.__dict__)
         new.__dict__.pop("_full_acc", None)  # the from-scratch cache is of this ledger, not the new one
         new.events = self.events + [event]
-        g = basic.approx_dp(event) if self.basic is not None else None
-        new.basic = None if g is None else (self.basic[0] + g[0], self.basic[1] + g[1])
+        prev = self.basic
+        g = basic.approx_dp(event) if prev is not None else None
+        new.basic = None if g is None or prev is None else (prev[0] + g[0], prev[1] + g[1])
         new.neighbours = nb
         new.sums = {d: list(v) for d, v in self.sums.items()}
         for leaf, c in leaves:

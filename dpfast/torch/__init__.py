@@ -27,7 +27,7 @@ Importing ``dpfast`` never imports torch; importing ``dpfast.torch`` without tor
 ``ImportError`` naming the extra.
 """
 try:
-    import torch as _torch  # noqa: F401
+    import torch.nn as _nn  # noqa: F401  (torch.nn: a directory named torch on sys.path is no torch)
 except ImportError as _exc:  # pragma: no cover - exercised without torch
     raise ImportError("dpfast.torch needs PyTorch >= 2.2: pip install 'dpfast[torch]'") from _exc
 

@@ -45,12 +45,17 @@ def test_the_docs_have_pages_with_examples():
     assert len(PAGES) >= 15 and len(with_examples) >= 6, (PAGES, with_examples)
 
 
-#: pages whose examples take seconds (auditing.rst runs audits, public_data.rst fits): the full tier only
-SLOW_PAGES = {"user_guide/auditing.rst", "user_guide/public_data.rst"}
+#: pages whose examples take seconds (auditing.rst runs audits, public_data.rst fits, torch.rst trains): the full
+#: tier only
+SLOW_PAGES = {"user_guide/auditing.rst", "user_guide/public_data.rst", "user_guide/torch.rst"}
+#: pages that need an optional dependency: page -> the module that must import
+NEEDS = {"user_guide/torch.rst": "torch.nn"}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in PAGES])
 def test_doc_page_examples_run(page):
+    if page in NEEDS:
+        pytest.importorskip(NEEDS[page])
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     res = doctest.testfile(os.path.join(DOCS, page), module_relative=False, optionflags=flags,
                            report=True, verbose=False, encoding="utf-8")

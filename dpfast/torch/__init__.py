@@ -33,7 +33,7 @@ except ImportError as _exc:  # pragma: no cover - exercised without torch
 
 from dpfast.torch._data import BatchMemoryManager, DPDataLoader, PoissonBatchSampler
 from dpfast.torch._engine import PrivacyEngine
-from dpfast.torch._grad_sample import GradSampleModule, per_sample_grads, safe_factors, validate_module
+from dpfast.torch._grad_sample import GradSampleModule, per_sample_grads, validate_module
 from dpfast.torch._optimizer import DPOptimizer
 
 __all__ = [
@@ -44,6 +44,5 @@ __all__ = [
     "PoissonBatchSampler",
     "BatchMemoryManager",
     "per_sample_grads",
-    "safe_factors",
     "validate_module",
 ]

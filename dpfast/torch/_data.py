@@ -66,7 +66,7 @@ class PoissonBatchSampler(Sampler[List[int]]):
     def __iter__(self) -> Iterator[List[int]]:
         secure = is_secure(self.generator)
         skip = 0
-        start_state = None if secure else copy.deepcopy(self.generator.bit_generator.state)
+        start_state: Any = None if secure else copy.deepcopy(self.generator.bit_generator.state)
         if self._resume is not None:
             r, self._resume = self._resume, None
             consumed = max(0, int(r["consumed"])) if r["epoch_state"] is not None or secure else 0
@@ -127,7 +127,8 @@ class DPDataLoader(DataLoader):
     def from_data_loader(cls, data_loader: DataLoader, *, sample_rate: float, steps_per_epoch: int,
                          generator: np.random.Generator, step_counter=None) -> "DPDataLoader":
         ds = data_loader.dataset
-        sampler = PoissonBatchSampler(len(ds), sample_rate, steps_per_epoch, generator, step_counter)
+        n = len(ds)  # type: ignore[arg-type]
+        sampler = PoissonBatchSampler(n, sample_rate, steps_per_epoch, generator, step_counter)
         kw = dict(num_workers=data_loader.num_workers, pin_memory=data_loader.pin_memory,
                   timeout=data_loader.timeout, worker_init_fn=data_loader.worker_init_fn,
                   multiprocessing_context=data_loader.multiprocessing_context)

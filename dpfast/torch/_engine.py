@@ -277,7 +277,7 @@ class PrivacyEngine:
         """A fresh accountant (the engine's kind) holding the steps taken so far."""
         a = acc.make_accountant(self.accountant_name)
         if self.steps and self.noise_multiplier:
-            a.compose(_step_event(self.noise_multiplier, self.sample_rate), self.steps)
+            a.compose(_step_event(self.noise_multiplier, float(self.sample_rate or 1.0)), self.steps)
         return a
 
     def get_epsilon(self, delta: float) -> float:

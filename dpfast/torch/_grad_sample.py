@@ -179,10 +179,10 @@ class GradSampleModule(nn.Module):
     def forward(self, *args, **kwargs):
         return self._module(*args, **kwargs)
 
-    def state_dict(self, *args, **kwargs):  # type: ignore[override]
+    def state_dict(self, *args, **kwargs):
         return self._module.state_dict(*args, **kwargs)
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         return self._module.load_state_dict(state_dict, strict=strict, assign=assign)
 
     def remove_hooks(self) -> None:

@@ -27,7 +27,7 @@ as on the CPU.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -37,6 +37,11 @@ from dpfast.random import draw_into
 from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
 
 __all__ = ["DPOptimizer"]
+
+
+def _gs(p: nn.Parameter) -> Any:
+    """The per-sample gradients a user set on ``p`` (the functional path), or None."""
+    return getattr(p, "grad_sample", None)
 
 
 class DPOptimizer(torch.optim.Optimizer):
@@ -68,7 +73,7 @@ class DPOptimizer(torch.optim.Optimizer):
 
     # ------------------------------------------------------------ the Optimizer surface
     @property
-    def param_groups(self):  # type: ignore[override]
+    def param_groups(self):
         return self.original_optimizer.param_groups
 
     @param_groups.setter
@@ -76,7 +81,7 @@ class DPOptimizer(torch.optim.Optimizer):
         self.original_optimizer.param_groups = value
 
     @property
-    def state(self):  # type: ignore[override]
+    def state(self):
         return self.original_optimizer.state
 
     @state.setter
@@ -84,20 +89,20 @@ class DPOptimizer(torch.optim.Optimizer):
         self.original_optimizer.state = value
 
     @property
-    def defaults(self):  # type: ignore[override]
+    def defaults(self):
         return self.original_optimizer.defaults
 
     @defaults.setter
     def defaults(self, value):
         self.original_optimizer.defaults = value
 
-    def state_dict(self):  # type: ignore[override]
+    def state_dict(self):
         return self.original_optimizer.state_dict()
 
-    def load_state_dict(self, state_dict) -> None:  # type: ignore[override]
+    def load_state_dict(self, state_dict) -> None:
         self.original_optimizer.load_state_dict(state_dict)
 
-    def add_param_group(self, param_group) -> None:  # type: ignore[override]
+    def add_param_group(self, param_group) -> None:
         raise RuntimeError("add a parameter group before make_private: the privacy engine hooks the module once")
 
     def __repr__(self) -> str:
@@ -114,7 +119,7 @@ class DPOptimizer(torch.optim.Optimizer):
         of its logical batch); :class:`BatchMemoryManager` calls it."""
         self._skip = bool(do_skip)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:  # type: ignore[override]
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear ``p.grad``, ``p.grad_sample`` and the captured batch; the clipped sum of a
         logical batch in progress (virtual batches) is kept."""
         for p in self.params:
@@ -123,7 +128,7 @@ class DPOptimizer(torch.optim.Optimizer):
             elif p.grad is not None:
                 p.grad.detach_()
                 p.grad.zero_()
-            if getattr(p, "grad_sample", None) is not None:
+            if _gs(p) is not None:
                 p.grad_sample = None
         if self.grad_sample_module is not None:
             self.grad_sample_module.clear()
@@ -131,26 +136,26 @@ class DPOptimizer(torch.optim.Optimizer):
     def _accumulate(self) -> None:
         sums, B = ({}, 0) if self.grad_sample_module is None else self.grad_sample_module.clipped_sum(
             self.max_grad_norm)
-        manual = [p for p in self.params if getattr(p, "grad_sample", None) is not None]
+        manual = [p for p in self.params if _gs(p) is not None]
         if manual:
             if sums:
                 raise RuntimeError("p.grad_sample is set on some parameters while the module's hooks captured a "
                                    "batch: use one path (make_private(grad_sample_mode='functional') for "
                                    "per-sample gradients you compute yourself)")
-            Bs = {int(p.grad_sample.shape[0]) for p in manual}
+            Bs = {int(_gs(p).shape[0]) for p in manual}
             if len(Bs) != 1:
                 raise RuntimeError(f"p.grad_sample of different batch sizes: {sorted(Bs)}")
             B = Bs.pop()
             if B:
                 sq = np.zeros(B)
                 for p in manual:
-                    if tuple(p.grad_sample.shape[1:]) != tuple(p.shape):
-                        raise RuntimeError(f"p.grad_sample has shape {tuple(p.grad_sample.shape)}, expected "
+                    if tuple(_gs(p).shape[1:]) != tuple(p.shape):
+                        raise RuntimeError(f"p.grad_sample has shape {tuple(_gs(p).shape)}, expected "
                                            f"(B, {', '.join(map(str, p.shape))})")
-                    sq += per_sample_norm_sq(p.grad_sample)
-                f = safe_factors(sq, self.max_grad_norm, [p.grad_sample.dtype for p in manual])
+                    sq += per_sample_norm_sq(_gs(p))
+                f = safe_factors(sq, self.max_grad_norm, [_gs(p).dtype for p in manual])
                 for p in manual:
-                    g = p.grad_sample.detach()
+                    g = _gs(p).detach()
                     sums[p] = torch.tensordot(torch.from_numpy(f).to(g.device, g.dtype), g, dims=1)
         for p, s in sums.items():
             s = s.to(p.dtype).reshape(p.shape)
@@ -202,7 +207,7 @@ class DPOptimizer(torch.optim.Optimizer):
             self._on_step()
         return True
 
-    def step(self, closure: Optional[Callable[[], float]] = None):  # type: ignore[override]
+    def step(self, closure: Optional[Callable[[], float]] = None):
         """One DP-SGD step (or, after ``signal_skip_step``, one accumulation); ``closure``
         re-evaluates the loss (called once, with gradients enabled, before the step)."""
         loss = None

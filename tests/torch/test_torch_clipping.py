@@ -3,13 +3,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
+import _engine_models as EM  # noqa: E402
 import torch  # noqa: E402
-
 from torch import nn  # noqa: E402
 
-import _engine_models as EM  # noqa: E402
-from dpfast.torch import GradSampleModule, per_sample_grads, safe_factors, validate_module  # noqa: E402
-from dpfast.torch._grad_sample import per_sample_norm_sq  # noqa: E402
+from dpfast.torch import GradSampleModule, per_sample_grads, validate_module  # noqa: E402
+from dpfast.torch._grad_sample import per_sample_norm_sq, safe_factors  # noqa: E402
 
 KINDS = ["mlp", "cnn", "text", "custom", "tied"]
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
+import _engine_models as EM  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-import _engine_models as EM  # noqa: E402
 import dpfast.accounting as acc  # noqa: E402
 from dpfast import PrivacyBudget  # noqa: E402
 from dpfast.budget import BudgetExceededError  # noqa: E402

@@ -42,8 +42,12 @@ class PoissonBatchSampler(Sampler[List[int]]):
     """
 
     def __init__(self, n: int, sample_rate: float, steps_per_epoch: int, generator: np.random.Generator,
-                 step_counter: Optional[Callable[[], int]] = None) -> None:
+                 step_counter: Optional[Callable[[], int]] = None, rank: int = 0, world_size: int = 1) -> None:
         self.n = int(n)
+        # distributed: this rank samples its shard {rank, rank + world_size, ...}; the union over the
+        # ranks is one Poisson sample of the whole dataset at rate sample_rate
+        self.rank, self.world_size = int(rank), int(world_size)
+        self._shard = len(range(self.rank, self.n, self.world_size))
         self.sample_rate = float(sample_rate)
         self.steps_per_epoch = int(steps_per_epoch)
         self.generator = generator
@@ -61,7 +65,8 @@ class PoissonBatchSampler(Sampler[List[int]]):
 
     def _draw(self) -> List[int]:
         with native_stream(self.generator) as cap:
-            return _clip.poisson_sample(cap, self.n, self.sample_rate).tolist()
+            idx = _clip.poisson_sample(cap, self._shard, self.sample_rate)
+        return (idx * self.world_size + self.rank).tolist() if self.world_size > 1 else idx.tolist()
 
     def __iter__(self) -> Iterator[List[int]]:
         secure = is_secure(self.generator)
@@ -125,10 +130,11 @@ class DPDataLoader(DataLoader):
 
     @classmethod
     def from_data_loader(cls, data_loader: DataLoader, *, sample_rate: float, steps_per_epoch: int,
-                         generator: np.random.Generator, step_counter=None) -> "DPDataLoader":
+                         generator: np.random.Generator, step_counter=None, rank: int = 0,
+                         world_size: int = 1) -> "DPDataLoader":
         ds = data_loader.dataset
         n = len(ds)  # type: ignore[arg-type]
-        sampler = PoissonBatchSampler(n, sample_rate, steps_per_epoch, generator, step_counter)
+        sampler = PoissonBatchSampler(n, sample_rate, steps_per_epoch, generator, step_counter, rank, world_size)
         kw = dict(num_workers=data_loader.num_workers, pin_memory=data_loader.pin_memory,
                   timeout=data_loader.timeout, worker_init_fn=data_loader.worker_init_fn,
                   multiprocessing_context=data_loader.multiprocessing_context)

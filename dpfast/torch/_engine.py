@@ -57,6 +57,13 @@ def _count(v, name: str) -> int:
     return int(v)
 
 
+def _check_distributed(distributed) -> None:
+    if not isinstance(distributed, (bool, np.bool_)):
+        raise TypeError(f"distributed must be a bool, got {type(distributed).__name__}")
+    if distributed and not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        raise ValueError("distributed=True needs torch.distributed initialised (torch.distributed.init_process_group)")
+
+
 def _step_event(z: float, q: float):
     g = acc.Gaussian(z)
     return g if q >= 1.0 else acc.PoissonSampled(q, g)
@@ -119,6 +126,9 @@ class PrivacyEngine:
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         if isinstance(module, GradSampleModule):
             raise ValueError("module is already wrapped by a privacy engine")
+        if isinstance(module, nn.parallel.DistributedDataParallel):
+            raise ValueError("pass the plain module with distributed=True, not a DistributedDataParallel wrapper: "
+                             "the private optimizer all-reduces the clipped, noised sums itself")
         validate_module(module)
         if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
@@ -181,7 +191,7 @@ class PrivacyEngine:
                      batch_first: bool = True, loss_reduction: str = "mean", poisson_sampling: bool = True,
                      clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
                      epochs: Optional[int] = None, steps: Optional[int] = None, budget=None,
-                     **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
+                     distributed: bool = False, **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
         """Make a training run private; returns ``(module, optimizer, data_loader)`` as Opacus does.
 
         ``module`` comes back wrapped in a :class:`GradSampleModule` (hooks; its ``state_dict`` is
@@ -192,6 +202,13 @@ class PrivacyEngine:
         before anything is drawn, and a step beyond the plan raises.  A budget needs a plan.
         ``grad_sample_mode="functional"``: no hooks; set ``p.grad_sample`` yourself (see
         :func:`per_sample_grads`).  ``criterion`` is accepted for Opacus compatibility and unused.
+
+        ``distributed=True`` (``torch.distributed`` initialised, e.g. the gloo backend on CPUs; pass
+        the plain module, not a ``DistributedDataParallel`` wrapper): rank 0's parameters and buffers
+        are broadcast, each rank Poisson-samples its shard of the dataset (indices rank, rank + W,
+        ...) at rate q, clips its share, rank 0 adds the noise, and the sums are all-reduced, so
+        that every logical step adds the noise once and all ranks take the same step.  Every
+        process charges its own ``budget`` with the run's event.
         """
         if kwargs:
             raise TypeError(f"make_private() got unexpected keyword arguments: {sorted(kwargs)}")
@@ -199,15 +216,17 @@ class PrivacyEngine:
                                         loss_reduction, clipping, grad_sample_mode, batch_first, noise_generator)
         z = _real(noise_multiplier, "noise_multiplier", positive=True)
         plan = self._plan(epochs, steps, spe)
+        _check_distributed(distributed)
         return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
-                           grad_sample_mode, budget)
+                           grad_sample_mode, budget, distributed)
 
     def make_private_with_epsilon(self, *, module: nn.Module, optimizer: torch.optim.Optimizer,
                                   data_loader: DataLoader, target_epsilon: float, target_delta: float, epochs: int,
                                   max_grad_norm: float, criterion: Any = None, batch_first: bool = True,
                                   loss_reduction: str = "mean", poisson_sampling: bool = True,
                                   clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
-                                  budget=None, **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
+                                  budget=None, distributed: bool = False,
+                                  **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
         """As :meth:`make_private`, with the noise multiplier calibrated so that ``epochs`` epochs are
         (target_epsilon, target_delta)-DP under the engine's accountant
         (``dpfast.accounting.calibrate_noise_multiplier`` on the run's event; the returned multiplier's
@@ -222,13 +241,14 @@ class PrivacyEngine:
             raise ValueError(f"target_delta must be in (0, 1), got {target_delta!r}")
         plan = self._plan(epochs, None, spe)
         assert plan is not None
+        _check_distributed(distributed)
         _budget.check_scope(budget)
         z = float(acc.calibrate_noise_multiplier(eps, delta, bs / n, plan, accountant=self.accountant_name))
         return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
-                           grad_sample_mode, budget)
+                           grad_sample_mode, budget, distributed)
 
     def _setup(self, module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction, grad_sample_mode,
-               budget):
+               budget, distributed=False):
         q = bs / n
         if not z * C * _NORMAL_BOUND <= float(torch.finfo(torch.float32).max):
             raise ValueError(f"noise_multiplier * max_grad_norm = {z!r} * {C!r} is too large: the noise overflows")
@@ -240,6 +260,7 @@ class PrivacyEngine:
             raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): it cannot be "
                              "charged to a privacy budget")
         event = None if (z == 0 or plan is None) else acc.SelfComposed(_step_event(z, q), plan)
+        rank, world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if distributed else (0, 1)
         # the one charge, before any draw
         if event is not None:
             _budget.charge(b, event, label="dpfast.torch.PrivacyEngine")
@@ -248,21 +269,26 @@ class PrivacyEngine:
             gen_sample: np.random.Generator = SecureRandom()
         else:
             gen_noise = self._gen
-            try:
-                gen_sample = gen_noise.spawn(1)[0]  # an independent stream; draws nothing from gen_noise
+            try:  # independent streams (one per rank); spawning draws nothing from gen_noise
+                gen_sample = gen_noise.spawn(world)[rank]
             except (TypeError, ValueError, AttributeError):  # a bit generator without a SeedSequence
-                gen_sample = np.random.default_rng(gen_noise.integers(0, 2**63))
+                gen_sample = np.random.default_rng([int(gen_noise.integers(0, 2**63)), rank])
         self.noise_multiplier, self.max_grad_norm, self.sample_rate = z, C, q
         self.planned_steps, self.steps_per_epoch, self.event_ = plan, spe, event
         self.n_samples, self.batch_size = n, bs
+        if distributed:
+            with torch.no_grad():
+                for t in list(module.parameters()) + list(module.buffers()):
+                    torch.distributed.broadcast(t.data, src=0)
         gsm = GradSampleModule(module, loss_reduction=loss_reduction)
         if grad_sample_mode == "functional":
             gsm.remove_hooks()
         dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
                           loss_reduction=loss_reduction, generator=gen_noise,
-                          grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan)
+                          grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
+                          distributed=distributed)
         dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
-                                           step_counter=lambda: dpo.steps)
+                                           step_counter=lambda: dpo.steps, rank=rank, world_size=world)
         self.module, self.optimizer, self.data_loader = gsm, dpo, dl
         return gsm, dpo, dl
 

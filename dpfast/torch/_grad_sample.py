@@ -367,7 +367,7 @@ def per_sample_grads(module: nn.Module, loss_fn: Callable[..., torch.Tensor], *b
     functional code, or to check the hooks.  ``loss_fn`` gets the output of one sample with a
     batch axis of 1 and must return the loss of that sample (a scalar).
 
-    Returns {parameter name: (B, *shape) tensor} for the trainable parameters (``params``
+    Returns ``{parameter name: (B, *shape) tensor}`` for the trainable parameters (``params``
     overrides the module's).  Give them to the private optimizer by setting
     ``p.grad_sample`` on each parameter (:meth:`DPOptimizer.step` clips and sums them).
     """

@@ -39,9 +39,12 @@ from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe
 __all__ = ["DPOptimizer"]
 
 
+_GS = "grad_sample"  # the attribute of a parameter holding per-sample gradients set by the user
+
+
 def _gs(p: nn.Parameter) -> Any:
     """The per-sample gradients a user set on ``p`` (the functional path), or None."""
-    return getattr(p, "grad_sample", None)
+    return getattr(p, _GS, None)
 
 
 class DPOptimizer(torch.optim.Optimizer):
@@ -56,7 +59,7 @@ class DPOptimizer(torch.optim.Optimizer):
     def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
                  expected_batch_size: float, loss_reduction: str = "mean", generator: np.random.Generator,
                  grad_sample_module: Optional[GradSampleModule] = None, planned_steps: Optional[int] = None,
-                 on_step: Optional[Callable[[], None]] = None) -> None:
+                 on_step: Optional[Callable[[], None]] = None, distributed: bool = False) -> None:
         # (no Optimizer.__init__: the wrapped optimizer owns the parameter groups and the state)
         self.original_optimizer = optimizer
         self.noise_multiplier = float(noise_multiplier)
@@ -68,6 +71,10 @@ class DPOptimizer(torch.optim.Optimizer):
         self.planned_steps = planned_steps
         self.steps = 0
         self._on_step = on_step
+        # DistributedDataParallel-style training (torch.distributed initialised, e.g. gloo on CPU):
+        # each rank clips its own share of the Poisson batch; rank 0 alone adds the noise; the noisy
+        # sums are all-reduced, so every rank takes the same step with the noise added once
+        self.distributed = bool(distributed)
         self._skip = False
         self._summed: Dict[nn.Parameter, torch.Tensor] = {}
 
@@ -129,7 +136,7 @@ class DPOptimizer(torch.optim.Optimizer):
                 p.grad.detach_()
                 p.grad.zero_()
             if _gs(p) is not None:
-                p.grad_sample = None
+                setattr(p, _GS, None)
         if self.grad_sample_module is not None:
             self.grad_sample_module.clear()
 
@@ -161,12 +168,14 @@ class DPOptimizer(torch.optim.Optimizer):
             s = s.to(p.dtype).reshape(p.shape)
             self._summed[p] = self._summed[p] + s if p in self._summed else s
         for p in manual:
-            p.grad_sample = None
+            setattr(p, _GS, None)
         if self.grad_sample_module is not None:
             self.grad_sample_module.clear()
 
     def _noisy_grads(self) -> None:
         std = self.noise_multiplier * self.max_grad_norm
+        if self.distributed and torch.distributed.get_rank() != 0:
+            std = 0.0  # the noise is rank 0's, added once to the sum of all ranks' clipped sums
         scale = np.array([std])
         div = self.expected_batch_size if self.loss_reduction == "mean" else 1.0
         for p in self.params:
@@ -183,6 +192,8 @@ class DPOptimizer(torch.optim.Optimizer):
                     noise = np.empty(s.numel(), dtype=nd)
                     draw_into(self.generator, "normal", noise, None, scale)
                     s = s + torch.from_numpy(noise).to(s.device, s.dtype).view_as(s)
+            if self.distributed:
+                torch.distributed.all_reduce(s, op=torch.distributed.ReduceOp.SUM)
             if div != 1.0:
                 s = s / div
             p.grad = s.view_as(p)

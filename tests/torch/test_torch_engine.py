@@ -236,3 +236,29 @@ def test_resume_refuses_other_parameters():
     _, _, _, state = _run(seed=0, epochs=2, stop_after=1)
     with pytest.raises(ValueError, match="noise_multiplier"):
         _run(seed=0, epochs=2, z=2.0, state=state)
+
+
+def test_functional_mode_matches_the_hooks():
+    from dpfast.torch import per_sample_grads
+
+    results = []
+    for mode in ("hooks", "functional"):
+        model = EM.make("custom", seed=3, dtype=torch.float64)
+        x, y = EM.data("custom", 24, seed=1)
+        eng = PrivacyEngine(rng=5)
+        m, o, dl = eng.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                    data_loader=DataLoader(TensorDataset(x, y), batch_size=6), noise_multiplier=0.7,
+                                    max_grad_norm=0.3, epochs=1, grad_sample_mode=mode)
+        for xb, yb in dl:
+            o.zero_grad()
+            if mode == "hooks":
+                nn.functional.cross_entropy(m(xb), yb).backward()
+            else:
+                grads = per_sample_grads(model, lambda out, t: nn.functional.cross_entropy(out, t, reduction="sum"),
+                                         xb, yb)
+                for name, p in model.named_parameters():
+                    p.grad_sample = grads[name]
+            o.step()
+        results.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

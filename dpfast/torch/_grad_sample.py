@@ -140,7 +140,11 @@ class GradSampleModule(nn.Module):
     * tensors in a hooked module's inputs and outputs have the batch on axis 0 (a tensor input
       whose first axis is not the batch is treated as a constant);
     * capture happens in training mode with gradients enabled (``model.eval()`` or
-      ``torch.no_grad()`` for evaluation).
+      ``torch.no_grad()`` for evaluation);
+    * a parameter is used inside its own module's forward: a parameter that autograd reaches with no
+      hooked call is refused at ``step()``; the gradient of a use *outside* the module's forward
+      (``other.weight`` read by a parent) is not part of any per-sample gradient and so is left out
+      of the private update (which stays private: every ``p.grad`` is replaced by the noisy sum).
 
     Parameters
     ----------

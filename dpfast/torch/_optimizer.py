@@ -164,6 +164,18 @@ class DPOptimizer(torch.optim.Optimizer):
                 for p in manual:
                     g = _gs(p).detach()
                     sums[p] = torch.tensordot(torch.from_numpy(f).to(g.device, g.dtype), g, dims=1)
+        if B and not manual:
+            # a parameter that autograd reached but no hooked call covered (used outside its module's
+            # forward, or a module whose output holds no tensor): its per-sample gradient is unknown.
+            # (Its p.grad is never released -- every p.grad is replaced by the noisy sum -- but its
+            # training would silently be noise only.)
+            missed = [p for p in self.params if p.grad is not None and p not in sums]
+            if missed:
+                raise RuntimeError(
+                    f"{len(missed)} parameter(s) received a gradient outside the hooked module calls (a parameter "
+                    "used outside its own module's forward, or a module whose output is not a tensor or a "
+                    "tuple of tensors): dpfast.torch cannot bound their per-sample gradients; use them inside "
+                    "their module, or compute per-sample gradients with per_sample_grads")
         for p, s in sums.items():
             s = s.to(p.dtype).reshape(p.shape)
             self._summed[p] = self._summed[p] + s if p in self._summed else s

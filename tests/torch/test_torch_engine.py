@@ -262,3 +262,27 @@ def test_functional_mode_matches_the_hooks():
         results.append([p.detach().clone() for p in model.parameters()])
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_parameter_used_outside_its_module_is_refused():
+    # (a parameter with no hooked call at all; one used both inside and outside its module gets only the
+    # hooked call's share in the private sum: private, but documented as unsupported)
+    class Outside(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+            self.other = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.other(x) + x @ self.lin.weight.T
+
+    x, y = EM.data("mlp", 8)
+    model = Outside().double()
+    eng = PrivacyEngine(rng=0)
+    m, o, dl = eng.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                data_loader=DataLoader(TensorDataset(x, y), batch_size=8), noise_multiplier=1.0,
+                                max_grad_norm=1.0)
+    o.zero_grad()
+    nn.functional.cross_entropy(m(x), y).backward()
+    with pytest.raises(RuntimeError, match="outside the hooked module calls"):
+        o.step()

@@ -116,3 +116,14 @@ def test_two_backward_passes_without_a_step_are_refused():
     nn.functional.cross_entropy(gsm(x), y).backward()
     with pytest.raises(RuntimeError, match="optimizer.step"):
         gsm(x)
+
+
+@pytest.mark.slow
+def test_torch_compile_module_gives_the_same_clipped_sum():
+    model = EM.make("mlp")
+    x, y = EM.data("mlp", 6)
+    ref, _ = EM.naive_clipped_sum(model, x, y, 0.2)
+    sums, B = _hook_sum(torch.compile(model), x, y, 0.2)
+    assert B == 6
+    for p, r in ref.items():
+        torch.testing.assert_close(sums[p].double(), r, rtol=1e-10, atol=1e-12)

@@ -137,6 +137,8 @@ class GradSampleModule(nn.Module):
     * one backward pass per physical batch between two ``optimizer.step()`` calls (a second
       forward of the same module after its backward, without a step, raises ``RuntimeError``;
       :class:`~dpfast.torch.BatchMemoryManager` steps after every physical batch);
+    * every module treats the samples of a batch independently (no batch statistics: a custom
+      module that mixes samples cannot be detected, and would void the per-sample bound);
     * tensors in a hooked module's inputs and outputs have the batch on axis 0 (a tensor input
       whose first axis is not the batch is treated as a constant);
     * capture happens in training mode with gradients enabled (``model.eval()`` or

@@ -132,8 +132,11 @@ class DPOptimizer(torch.optim.Optimizer):
         for p in self.params:
             if set_to_none:
                 p.grad = None
-            elif p.grad is not None:
-                p.grad.detach_()
+            elif p.grad is not None:  # (as torch.optim.Optimizer.zero_grad)
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
                 p.grad.zero_()
             if _gs(p) is not None:
                 setattr(p, _GS, None)
@@ -169,7 +172,7 @@ class DPOptimizer(torch.optim.Optimizer):
             # forward, or a module whose output holds no tensor): its per-sample gradient is unknown.
             # (Its p.grad is never released -- every p.grad is replaced by the noisy sum -- but its
             # training would silently be noise only.)
-            missed = [p for p in self.params if p.grad is not None and p not in sums]
+            missed = [p for p in self.params if p not in sums and p.grad is not None and bool(p.grad.ne(0).any())]
             if missed:
                 raise RuntimeError(
                     f"{len(missed)} parameter(s) received a gradient outside the hooked module calls (a parameter "

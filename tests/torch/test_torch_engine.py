@@ -286,3 +286,26 @@ def test_a_parameter_used_outside_its_module_is_refused():
     nn.functional.cross_entropy(m(x), y).backward()
     with pytest.raises(RuntimeError, match="outside the hooked module calls"):
         o.step()
+
+
+def test_zero_grad_without_set_to_none_and_an_unused_branch():
+    class Branch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(6, 3)
+            self.b = nn.Linear(6, 3)  # never used: its gradient is the noise alone
+
+        def forward(self, x):
+            return self.a(x)
+
+    x, y = EM.data("mlp", 16, dtype=torch.float32)
+    model = Branch()
+    eng = PrivacyEngine(rng=0)
+    m, o, dl = eng.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                data_loader=DataLoader(TensorDataset(x, y), batch_size=4), noise_multiplier=1.0,
+                                max_grad_norm=1.0, epochs=1)
+    for xb, yb in dl:
+        o.zero_grad(set_to_none=False)
+        nn.functional.cross_entropy(m(xb), yb).backward()
+        o.step()
+    assert eng.steps == 4 and model.b.weight.grad is not None and model.b.weight.grad.abs().sum() > 0

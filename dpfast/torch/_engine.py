@@ -367,3 +367,27 @@ class PrivacyEngine:
         if state.get("noise_rng") is not None and not is_secure(gen):
             gen.bit_generator.state = copy.deepcopy(state["noise_rng"])
         self.data_loader.batch_sampler.load_state_dict(state["sampler"])  # type: ignore[union-attr]
+
+    def save_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                        checkpoint_dict: Optional[Dict[str, Any]] = None) -> None:
+        """Opacus's ``save_checkpoint``: ``torch.save`` of ``{"module_state_dict", "optimizer_state_dict",
+        "privacy_engine_state_dict"}`` (plus ``checkpoint_dict``'s entries) to ``path``."""
+        ckpt = dict(checkpoint_dict or {})
+        ckpt["module_state_dict"] = module.state_dict()
+        if optimizer is not None:
+            ckpt["optimizer_state_dict"] = optimizer.state_dict()
+        ckpt["privacy_engine_state_dict"] = self.state_dict()
+        torch.save(ckpt, path)
+
+    def load_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                        map_location=None) -> Dict[str, Any]:
+        """Opacus's ``load_checkpoint``: restore the module, the optimizer and the engine (see
+        :meth:`load_state_dict`: call it after ``make_private`` with the run's parameters) from
+        ``path``; returns the checkpoint's other entries.  Loaded with ``weights_only=True``."""
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        module.load_state_dict(ckpt.pop("module_state_dict"))
+        opt_state = ckpt.pop("optimizer_state_dict", None)
+        if optimizer is not None and opt_state is not None:
+            optimizer.load_state_dict(opt_state)
+        self.load_state_dict(ckpt.pop("privacy_engine_state_dict"))
+        return ckpt

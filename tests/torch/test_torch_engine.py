@@ -309,3 +309,23 @@ def test_zero_grad_without_set_to_none_and_an_unused_branch():
         nn.functional.cross_entropy(m(xb), yb).backward()
         o.step()
     assert eng.steps == 4 and model.b.weight.grad is not None and model.b.weight.grad.abs().sum() > 0
+
+
+def test_save_and_load_checkpoint_resume_bit_identically(tmp_path):
+    full, m_full, _, _ = _run(seed=8, epochs=2, opt="sgd")
+    eng, m, o, _ = _run(seed=8, epochs=2, stop_after=3, opt="sgd")
+    eng.save_checkpoint(path=tmp_path / "ckpt.pt", module=m, optimizer=o, checkpoint_dict={"epoch": 0})
+    model = EM.make("mlp", seed=123, dtype=torch.float32)
+    optim = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    eng2 = PrivacyEngine(rng=1)
+    m2, o2, dl2 = eng2.make_private(module=model, optimizer=optim, data_loader=_loader(), noise_multiplier=1.0,
+                                    max_grad_norm=1.0, epochs=2)
+    rest = eng2.load_checkpoint(path=tmp_path / "ckpt.pt", module=m2, optimizer=o2)
+    assert rest == {"epoch": 0} and eng2.steps == 3
+    while eng2.steps < eng2.planned_steps:
+        for x, y in dl2:
+            o2.zero_grad()
+            nn.CrossEntropyLoss()(m2(x), y).backward()
+            o2.step()
+    assert eng2.get_epsilon(1e-5) == full.get_epsilon(1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(m_full.parameters(), model.parameters()))

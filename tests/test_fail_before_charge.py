@@ -53,11 +53,25 @@ from dpfast import (
 from dpfast.budget import BudgetScopeError
 
 
+def _has_torch() -> bool:
+    """PyTorch importable (``import torch.nn``: tests/torch/ alone is a namespace package named torch)."""
+    try:
+        import torch.nn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAS_TORCH = _has_torch()
+
+
 def public_names() -> dict:
     """Every public name of ``dpfast`` and of each public submodule listed in ``dpfast.__all__``
     (found from the package, so a new subpackage is covered without editing this file;
-    ``dpfast.datasets`` reads a file and releases nothing), name -> object."""
-    out = {n: getattr(dpfast, n) for n in dpfast.__all__}
+    ``dpfast.datasets`` reads a file and releases nothing; ``dpfast.torch`` where PyTorch is
+    installed), name -> object."""
+    top = [n for n in dpfast.__all__ if HAS_TORCH or n != "torch"]
+    out = {n: getattr(dpfast, n) for n in top}
     subs = [n for n, obj in out.items() if isinstance(obj, types.ModuleType) and n != "datasets"]
     for sub in subs:
         mod = importlib.import_module("dpfast." + sub)
@@ -528,6 +542,41 @@ CASES = [
     Case("PrivateRandomSearch", "estimator not private", _search(est=object())),
 ]
 
+
+def _torch_engine(bad: str, **kw):
+    """PrivacyEngine(rng=gen).make_private(...) on a tiny model, with one bad parameter."""
+    def call(gen, **b):
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        from dpfast.torch import PrivacyEngine
+        model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else nn.Linear(2, 2)
+        loader = DataLoader(TensorDataset(torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)), batch_size=4)
+        args = dict(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=loader,
+                    noise_multiplier=1.0, max_grad_norm=1.0, epochs=1)
+        args.update(kw)
+        if bad == "epsilon":
+            del args["noise_multiplier"]
+            return PrivacyEngine(rng=gen).make_private_with_epsilon(**args, **b)
+        return PrivacyEngine(rng=gen).make_private(**args, **b)
+    return call
+
+
+if HAS_TORCH:
+    CASES += [
+        Case("PrivacyEngine", "noise_multiplier < 0", _torch_engine("", noise_multiplier=-1.0)),
+        Case("PrivacyEngine", "max_grad_norm 0", _torch_engine("", max_grad_norm=0.0)),
+        Case("PrivacyEngine", "a BatchNorm layer", _torch_engine("batchnorm")),
+        Case("PrivacyEngine", "poisson_sampling False", _torch_engine("", poisson_sampling=False)),
+        Case("PrivacyEngine", "noise overflows float32", _torch_engine("", noise_multiplier=1e300)),
+        Case("PrivacyEngine", "epochs 0", _torch_engine("", epochs=0)),
+        Case("PrivacyEngine", "target_delta 1 (make_private_with_epsilon)",
+             _torch_engine("epsilon", target_epsilon=1.0, target_delta=1.0)),
+        Case("PrivacyEngine", "target_epsilon unreachable (make_private_with_epsilon)",
+             _torch_engine("epsilon", target_epsilon=1e-9, target_delta=1e-10)),
+    ]
+
 #: Public names that take budget=/rng= but release nothing: what they are.
 NOT_RELEASES = {
     "charge": "dpfast.budget.charge: charges a given event (the budget's own tests)",
@@ -616,7 +665,9 @@ def test_every_budget_release_has_both_modes():
             continue
         try:
             sigs = [inspect.signature(obj)] + ([inspect.signature(obj.fit)] if inspect.isclass(obj)
-                                              and hasattr(obj, "fit") else [])
+                                              and hasattr(obj, "fit") else []) \
+                + ([inspect.signature(obj.make_private)] if inspect.isclass(obj) and hasattr(obj, "make_private")
+                   else [])
         except (TypeError, ValueError):
             continue
         if any("budget" in s.parameters for s in sigs) and n not in NOT_RELEASES:

@@ -59,7 +59,20 @@ def test_subpackage_list_names_every_public_module():
     assert public == set(SUBPACKAGES)
 
 
-@pytest.mark.parametrize("modname", SUBPACKAGES)
+def _has_torch() -> bool:
+    try:  # torch.nn: tests/torch/ alone is a namespace package named torch
+        import torch.nn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAS_TORCH = _has_torch()
+_NEEDS_TORCH = pytest.mark.skipif(not HAS_TORCH, reason="dpfast.torch needs PyTorch (pip install 'dpfast[torch]')")
+
+
+@pytest.mark.parametrize("modname", [pytest.param(m, marks=_NEEDS_TORCH) if m == "dpfast.torch" else m
+                                     for m in SUBPACKAGES])
 def test_every_exported_name_exists_and_is_documented(modname):
     mod = importlib.import_module(modname)
     assert mod.__doc__ and mod.__doc__.strip(), f"{modname} has no module docstring"
@@ -81,7 +94,29 @@ def test_top_level_reexports_the_mechanisms_and_estimators():
                       ("PublicDataClassifier", "public"), ("PLDAccountant", "accounting")]:
         assert getattr(dpfast, name) is getattr(importlib.import_module(f"dpfast.{sub}"), name)
     for name in dpfast.__all__:
-        getattr(dpfast, name)
+        if name != "torch" or HAS_TORCH:
+            getattr(dpfast, name)
+
+
+def test_dpfast_torch_without_torch_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "dpfast.torch", raising=False)
+    for m in [m for m in sys.modules if m.startswith("dpfast.torch.")]:
+        monkeypatch.delitem(sys.modules, m)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "torch.nn", None)
+    with pytest.raises(ImportError, match=r"dpfast\[torch\]"):
+        importlib.import_module("dpfast.torch")
+
+
+def test_import_dpfast_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, dpfast, dpfast.sgd, dpfast.accounting; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_unknown_top_level_name_raises_attribute_error():

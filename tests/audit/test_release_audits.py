@@ -44,6 +44,11 @@ RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
                "preprocessing", "model_selection", "audit", "cluster", "tools", "naive_bayes", "decomposition"]
+try:  # dpfast.torch where PyTorch is installed (``torch.nn``: tests/torch/ alone is a namespace package)
+    import torch.nn  # noqa: F401
+    SUBPACKAGES.append("torch")
+except ImportError:
+    pass
 
 
 class Entry(NamedTuple):
@@ -218,7 +223,42 @@ def _entries():
         lambda d, r: MS.PrivateRandomSearch(LM.LogisticRegression(method="output"), {"alpha": [0.1, 1.0]}, epsilon=1.0,
                                             delta=1e-5, n_runs_mean=2.0, random_state=r).fit(*d),
         _labelled(_y01)[:2], 1.0, 1e-5, 40)
+    if "torch" in SUBPACKAGES:
+        # DP-SGD on a torch model: q = batch_size / n makes n public, as for DPSGDClassifier above
+        e["PrivacyEngine"] = Entry(_torch_release, _labelled(_y01, relation="replace_one")[:2], eps2, delta2, 30)
     return e
+
+
+_TORCH_Z: dict = {}
+
+
+def _torch_release(data, rng):
+    """Two epochs of PrivacyEngine.make_private on a Linear(3, 2) model (fixed init), the noise
+    multiplier calibrated to (1, 1e-5) as make_private_with_epsilon does (once per n: the search
+    would dominate the audit's time); released: the final parameters."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dpfast.accounting import calibrate_noise_multiplier
+    from dpfast.torch import PrivacyEngine
+    X, y = data
+    n = len(X)
+    if n not in _TORCH_Z:
+        _TORCH_Z[n] = calibrate_noise_multiplier(1.0, 1e-5, 8 / n, 2 * -(-n // 8))
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    loader = DataLoader(TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)),
+                        batch_size=8)
+    m, o, dl = PrivacyEngine(rng=rng).make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), data_loader=loader,
+        noise_multiplier=_TORCH_Z[n], epochs=2, max_grad_norm=1.0)
+    for _ in range(2):
+        for xb, yb in dl:
+            o.zero_grad()
+            torch.nn.functional.cross_entropy(m(xb), yb).backward()
+            o.step()
+    return np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
 
 
 #: Public names that are not release paths, with the reason.
@@ -245,6 +285,11 @@ NOT_RELEASES = {
     "regularization_learner_generic": "takes user oracles; its privacy is regularization_learner's (audited) "
                                       "for a stable oracle",
     "audit": "the auditor", "observe": "the auditor's observation function", "neighbours": "module",
+    **{n: "dpfast.torch's parts of the PrivacyEngine release (audited through PrivacyEngine): " + what for n, what in (
+        ("GradSampleModule", "per-sample gradients, no noise"), ("DPOptimizer", "the private step of the engine"),
+        ("DPDataLoader", "Poisson batches"), ("PoissonBatchSampler", "Poisson batches"),
+        ("BatchMemoryManager", "virtual batches"), ("per_sample_grads", "non-private per-sample gradients"),
+        ("validate_module", "a check of a module's layers"))},
     **{n: "result container" for n in ("AuditReport", "PairResult", "GLMConstants", "GLMResult", "PerturbResult",
                                        "PrivacyCalibration", "PrivateGLMResult", "RRSPMResult",
                                        "RegularizationResult", "Stump")},
@@ -266,7 +311,7 @@ def _is_release_candidate(name):
             return False
     return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
                         "tables", "cluster", "preprocessing", "model_selection", "datasets", "budget", "audit",
-                        "decomposition",
+                        "decomposition", "torch",
                         "__version__") and not name[:1] == "_"
 
 

@@ -1,0 +1,393 @@
+"""``PrivacyEngine``: Opacus's names, dpfast's accountants, budget and samplers.
+
+``make_private`` follows dpfast's release spine: validate every public parameter (the module's
+layers included) -> calibrate (``make_private_with_epsilon``: ``dpfast.accounting``'s
+``calibrate_noise_multiplier`` on the run's event) -> the event of the planned run
+``SelfComposed(PoissonSampled(q, Gaussian(z)), T)`` (q = batch_size / n; T = epochs *
+steps_per_epoch; add/remove neighbours, Mironov, Talwar & Zhang 2019; q = 1 is the plain Gaussian)
+-> charge ``budget=`` with it, once, before any draw -> the training loop draws (Poisson batches,
+noise).  ``get_epsilon(delta)`` composes the same event for the steps taken so far, with the
+engine's accountant ("pld": certified PLD, "rdp").
+"""
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+import dpfast.accounting as acc
+from dpfast import budget as _budget
+from dpfast.random import RandomLike, SecureRandom, check_random_state, is_secure
+from dpfast.torch._data import DPDataLoader
+from dpfast.torch._grad_sample import GradSampleModule, validate_module
+from dpfast.torch._optimizer import DPOptimizer
+
+__all__ = ["PrivacyEngine"]
+
+_ACCOUNTANTS = ("pld", "rdp")
+_STATE_FORMAT = 1
+_NORMAL_BOUND = 40.0  # |N(0,1)| draws of the package's sampler stay below this
+
+
+def _real(v, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+    try:
+        x = float(v)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a double: {v!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    if positive and not (x > 0 or (allow_zero and x == 0)):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+    return x
+
+
+def _count(v, name: str) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if int(v) < 1 or int(v) > 2**40:
+        raise ValueError(f"{name} must be in [1, 2**40], got {v!r}")
+    return int(v)
+
+
+def _check_distributed(distributed) -> None:
+    if not isinstance(distributed, (bool, np.bool_)):
+        raise TypeError(f"distributed must be a bool, got {type(distributed).__name__}")
+    if distributed and not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        raise ValueError("distributed=True needs torch.distributed initialised (torch.distributed.init_process_group)")
+
+
+def _step_event(z: float, q: float):
+    g = acc.Gaussian(z)
+    return g if q >= 1.0 else acc.PoissonSampled(q, g)
+
+
+class PrivacyEngine:
+    """DP-SGD for any PyTorch module, with Opacus's names (``make_private``,
+    ``make_private_with_epsilon``, ``get_epsilon``), dpfast's accountants and budget.
+
+    Parameters
+    ----------
+    accountant : {"pld", "rdp"}, default "pld"
+        The accountant of ``get_epsilon`` and of the calibration (Opacus's "prv" is dpfast's
+        certified "pld"; "gdp" is not offered: it is not an upper bound).
+    secure_mode : bool, default False
+        Draw the Poisson batches and the noise from :class:`dpfast.random.SecureRandom` (ChaCha20
+        keyed from ``os.urandom``).  Its state cannot be saved: a resumed secure run draws afresh
+        (same privacy, not the same bits).
+    rng : None, int, numpy.random.Generator or SecureRandom
+        dpfast's ``rng=`` convention: a seed makes the run reproducible bit for bit on the CPU.
+        The sampler and the noise use two independent streams spawned from it.
+
+    Example
+    -------
+    >>> engine = PrivacyEngine(rng=0)                                  # doctest: +SKIP
+    >>> model, optimizer, loader = engine.make_private(
+    ...     module=model, optimizer=optimizer, data_loader=loader,
+    ...     noise_multiplier=1.1, max_grad_norm=1.0, epochs=3)           # doctest: +SKIP
+    >>> engine.get_epsilon(1e-5)                                       # doctest: +SKIP
+    """
+
+    def __init__(self, accountant: str = "pld", secure_mode: bool = False, rng: RandomLike = None) -> None:
+        if not isinstance(accountant, str) or accountant not in _ACCOUNTANTS:
+            hint = " (dpfast's 'pld' is the certified counterpart of Opacus's 'prv')" if accountant == "prv" else ""
+            raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}{hint}")
+        if not isinstance(secure_mode, (bool, np.bool_)):
+            raise TypeError(f"secure_mode must be a bool, got {type(secure_mode).__name__}")
+        if secure_mode and rng is not None and not isinstance(rng, SecureRandom):
+            raise ValueError("secure_mode=True draws from a fresh SecureRandom: leave rng=None (or pass a SecureRandom)")
+        self.accountant_name = accountant
+        self.secure_mode = bool(secure_mode) or isinstance(rng, SecureRandom)
+        # the package's rng= convention (TypeError/ValueError here, before anything is charged)
+        self._gen = (rng if isinstance(rng, SecureRandom) else None) if self.secure_mode else check_random_state(rng)
+        self.noise_multiplier: Optional[float] = None
+        self.max_grad_norm: Optional[float] = None
+        self.sample_rate: Optional[float] = None
+        self.planned_steps: Optional[int] = None
+        self.steps_per_epoch: Optional[int] = None
+        self.optimizer: Optional[DPOptimizer] = None
+        self.data_loader: Optional[DPDataLoader] = None
+        self.module: Optional[GradSampleModule] = None
+        self.event_: Optional[acc.DpEvent] = None
+
+    # ------------------------------------------------------------------ validation
+    def _check_run(self, module, optimizer, data_loader, max_grad_norm, poisson_sampling, loss_reduction,
+                   clipping, grad_sample_mode, batch_first, noise_generator) -> Tuple[int, int, float, int]:
+        if self.optimizer is not None:
+            raise RuntimeError("this PrivacyEngine already runs a training; create one engine per run")
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        if isinstance(module, GradSampleModule):
+            raise ValueError("module is already wrapped by a privacy engine")
+        if isinstance(module, nn.parallel.DistributedDataParallel):
+            raise ValueError("pass the plain module with distributed=True, not a DistributedDataParallel wrapper: "
+                             "the private optimizer all-reduces the clipped, noised sums itself")
+        validate_module(module)
+        if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        own = {id(p) for p in module.parameters()}
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                if id(p) not in own:
+                    raise ValueError("the optimizer holds a parameter that is not one of the module's: its gradient "
+                                     "would not be clipped")
+        if not any(p.requires_grad for g in optimizer.param_groups for p in g["params"]):
+            raise ValueError("the optimizer has no parameter that requires grad")
+        if not isinstance(data_loader, DataLoader):
+            raise TypeError(f"data_loader must be a torch.utils.data.DataLoader, got {type(data_loader).__name__}")
+        try:
+            n = len(data_loader.dataset)  # type: ignore[arg-type]
+        except TypeError:
+            raise ValueError("data_loader's dataset has no len(): Poisson sampling needs a map-style dataset") from None
+        if n < 1:
+            raise ValueError("data_loader's dataset is empty")
+        bs = data_loader.batch_size
+        if bs is None:
+            bs = getattr(data_loader.batch_sampler, "batch_size", None)
+        if not isinstance(bs, int) or bs < 1:
+            raise ValueError("data_loader needs a batch_size (the expected Poisson batch size)")
+        bs = min(bs, n)
+        C = _real(max_grad_norm, "max_grad_norm", positive=True, allow_zero=False)
+        if poisson_sampling is not True:
+            raise ValueError("dpfast.torch accounts Poisson sampling only (poisson_sampling=True): shuffled "
+                             "fixed batches are not covered by the DP-SGD analysis it reports (Chua et al. 2024, "
+                             "'How private are DP-SGD implementations?')")
+        if loss_reduction not in ("mean", "sum"):
+            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        if clipping != "flat":
+            raise ValueError(f"clipping must be 'flat' (the norm over all parameters), got {clipping!r}")
+        if grad_sample_mode not in ("hooks", "functional"):
+            raise ValueError(f"grad_sample_mode must be 'hooks' or 'functional', got {grad_sample_mode!r}")
+        if batch_first is not True:
+            raise ValueError("batch_first must be True: dpfast.torch needs the batch on axis 0")
+        if noise_generator is not None:
+            raise ValueError("noise_generator (a torch.Generator) is not used: dpfast draws the noise with its own "
+                             "samplers; pass rng= (a seed or numpy Generator) or secure_mode=True to PrivacyEngine")
+        spe = -(-n // bs)
+        return n, bs, C, spe
+
+    def _plan(self, epochs, steps, spe) -> Optional[int]:
+        if epochs is not None and steps is not None:
+            raise ValueError("give epochs or steps, not both")
+        if epochs is not None:
+            e = _count(epochs, "epochs")
+            if e > 2**40 // spe:
+                raise ValueError("epochs * steps_per_epoch exceeds 2**40 steps")
+            return e * spe
+        if steps is not None:
+            return _count(steps, "steps")
+        return None
+
+    # ------------------------------------------------------------------ make_private
+    def make_private(self, *, module: nn.Module, optimizer: torch.optim.Optimizer, data_loader: DataLoader,
+                     noise_multiplier: float, max_grad_norm: float, criterion: Any = None,
+                     batch_first: bool = True, loss_reduction: str = "mean", poisson_sampling: bool = True,
+                     clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
+                     epochs: Optional[int] = None, steps: Optional[int] = None, budget=None,
+                     distributed: bool = False, **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
+        """Make a training run private; returns ``(module, optimizer, data_loader)`` as Opacus does.
+
+        ``module`` comes back wrapped in a :class:`GradSampleModule` (hooks; its ``state_dict`` is
+        the original module's), ``optimizer`` as a :class:`DPOptimizer` and ``data_loader`` as a
+        :class:`DPDataLoader` of Poisson batches at rate q = batch_size / n, ``ceil(n /
+        batch_size)`` of them per epoch.  ``epochs`` or ``steps`` fixes the plan: the run's event
+        (all planned steps) is charged to ``budget`` (or the ``with budget:`` default) now, once,
+        before anything is drawn, and a step beyond the plan raises.  A budget needs a plan.
+        ``grad_sample_mode="functional"``: no hooks; set ``p.grad_sample`` yourself (see
+        :func:`per_sample_grads`).  ``criterion`` is accepted for Opacus compatibility and unused.
+
+        ``distributed=True`` (``torch.distributed`` initialised, e.g. the gloo backend on CPUs; pass
+        the plain module, not a ``DistributedDataParallel`` wrapper): rank 0's parameters and buffers
+        are broadcast, each rank Poisson-samples its shard of the dataset (indices rank, rank + W,
+        ...) at rate q, clips its share, rank 0 adds the noise, and the sums are all-reduced, so
+        that every logical step adds the noise once and all ranks take the same step.  Every
+        process charges its own ``budget`` with the run's event.
+        """
+        if kwargs:
+            raise TypeError(f"make_private() got unexpected keyword arguments: {sorted(kwargs)}")
+        n, bs, C, spe = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
+                                        loss_reduction, clipping, grad_sample_mode, batch_first, noise_generator)
+        z = _real(noise_multiplier, "noise_multiplier", positive=True)
+        plan = self._plan(epochs, steps, spe)
+        _check_distributed(distributed)
+        return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
+                           grad_sample_mode, budget, distributed)
+
+    def make_private_with_epsilon(self, *, module: nn.Module, optimizer: torch.optim.Optimizer,
+                                  data_loader: DataLoader, target_epsilon: float, target_delta: float, epochs: int,
+                                  max_grad_norm: float, criterion: Any = None, batch_first: bool = True,
+                                  loss_reduction: str = "mean", poisson_sampling: bool = True,
+                                  clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
+                                  budget=None, distributed: bool = False,
+                                  **kwargs) -> Tuple[nn.Module, DPOptimizer, DPDataLoader]:
+        """As :meth:`make_private`, with the noise multiplier calibrated so that ``epochs`` epochs are
+        (target_epsilon, target_delta)-DP under the engine's accountant
+        (``dpfast.accounting.calibrate_noise_multiplier`` on the run's event; the returned multiplier's
+        epsilon was verified <= target_epsilon).  The plan is ``epochs`` epochs."""
+        if kwargs:
+            raise TypeError(f"make_private_with_epsilon() got unexpected keyword arguments: {sorted(kwargs)}")
+        n, bs, C, spe = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
+                                        loss_reduction, clipping, grad_sample_mode, batch_first, noise_generator)
+        eps = _real(target_epsilon, "target_epsilon", positive=True, allow_zero=False)
+        delta = _real(target_delta, "target_delta", positive=True, allow_zero=False)
+        if not delta < 1:
+            raise ValueError(f"target_delta must be in (0, 1), got {target_delta!r}")
+        plan = self._plan(epochs, None, spe)
+        assert plan is not None
+        _check_distributed(distributed)
+        _budget.check_scope(budget)
+        z = float(acc.calibrate_noise_multiplier(eps, delta, bs / n, plan, accountant=self.accountant_name))
+        return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
+                           grad_sample_mode, budget, distributed)
+
+    def _setup(self, module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction, grad_sample_mode,
+               budget, distributed=False):
+        q = bs / n
+        if not z * C * _NORMAL_BOUND <= float(torch.finfo(torch.float32).max):
+            raise ValueError(f"noise_multiplier * max_grad_norm = {z!r} * {C!r} is too large: the noise overflows")
+        b = _budget.resolve(budget)
+        if b is not None and plan is None:
+            raise ValueError("a privacy budget is charged for the whole run before the first step: give epochs= or "
+                             "steps= (the plan)")
+        if z == 0 and b is not None:
+            raise ValueError("noise_multiplier=0 releases the gradients without noise (epsilon = inf): it cannot be "
+                             "charged to a privacy budget")
+        event = None if (z == 0 or plan is None) else acc.SelfComposed(_step_event(z, q), plan)
+        rank, world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if distributed else (0, 1)
+        # the one charge, before any draw
+        if event is not None:
+            _budget.charge(b, event, label="dpfast.torch.PrivacyEngine")
+        if self.secure_mode:
+            gen_noise = self._gen if self._gen is not None else SecureRandom()
+            gen_sample: np.random.Generator = SecureRandom()
+        else:
+            gen_noise = self._gen
+            try:  # independent streams (one per rank); spawning draws nothing from gen_noise
+                gen_sample = gen_noise.spawn(world)[rank]
+            except (TypeError, ValueError, AttributeError):  # a bit generator without a SeedSequence
+                gen_sample = np.random.default_rng([int(gen_noise.integers(0, 2**63)), rank])
+        self.noise_multiplier, self.max_grad_norm, self.sample_rate = z, C, q
+        self.planned_steps, self.steps_per_epoch, self.event_ = plan, spe, event
+        self.n_samples, self.batch_size = n, bs
+        if distributed:
+            with torch.no_grad():
+                for t in list(module.parameters()) + list(module.buffers()):
+                    torch.distributed.broadcast(t.data, src=0)
+        gsm = GradSampleModule(module, loss_reduction=loss_reduction)
+        if grad_sample_mode == "functional":
+            gsm.remove_hooks()
+        dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
+                          loss_reduction=loss_reduction, generator=gen_noise,
+                          grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
+                          distributed=distributed)
+        dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
+                                           step_counter=lambda: dpo.steps, rank=rank, world_size=world)
+        self.module, self.optimizer, self.data_loader = gsm, dpo, dl
+        return gsm, dpo, dl
+
+    # ------------------------------------------------------------------ accounting
+    @property
+    def steps(self) -> int:
+        """Logical steps taken."""
+        return 0 if self.optimizer is None else self.optimizer.steps
+
+    @property
+    def accountant(self) -> acc.PrivacyAccountant:
+        """A fresh accountant (the engine's kind) holding the steps taken so far."""
+        a = acc.make_accountant(self.accountant_name)
+        if self.steps and self.noise_multiplier:
+            a.compose(_step_event(self.noise_multiplier, float(self.sample_rate or 1.0)), self.steps)
+        return a
+
+    def get_epsilon(self, delta: float) -> float:
+        """epsilon at ``delta`` of the steps taken so far (the engine's accountant on
+        ``SelfComposed(PoissonSampled(q, Gaussian(z)), steps)``); 0 before the first step, inf
+        without noise."""
+        d = _real(delta, "delta", positive=True, allow_zero=False)
+        if not d < 1:
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if self.steps == 0:
+            return 0.0
+        if not self.noise_multiplier:
+            return math.inf
+        return float(self.accountant.get_epsilon(d))
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> Dict[str, Any]:
+        """The engine's state: run parameters, steps taken, the accountant's state, the sampler's
+        and the noise generator's states (None in secure mode: a secret stream is never copied).
+        Save it with the module's and the optimizer's ``state_dict``; see :meth:`load_state_dict`."""
+        if self.optimizer is None or self.data_loader is None:
+            raise RuntimeError("make_private first")
+        gen = self.optimizer.generator
+        return {
+            "format": _STATE_FORMAT,
+            "accountant": self.accountant_name,
+            "accountant_state": self.accountant.state_dict(),
+            "noise_multiplier": self.noise_multiplier,
+            "max_grad_norm": self.max_grad_norm,
+            "sample_rate": self.sample_rate,
+            "steps_per_epoch": self.steps_per_epoch,
+            "planned_steps": self.planned_steps,
+            "steps": self.optimizer.steps,
+            "secure": self.secure_mode,
+            "noise_rng": None if is_secure(gen) else copy.deepcopy(gen.bit_generator.state),
+            "sampler": self.data_loader.batch_sampler.state_dict(),  # type: ignore[union-attr]
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resume a run: call after ``make_private`` with the same parameters (checked: a resumed
+        run with other parameters would be misaccounted) and without ``budget=`` (the first
+        ``make_private`` charged the whole plan).  Restores the step count (so ``get_epsilon`` and
+        the plan continue), the noise generator and the sampler (the next iteration of the data
+        loader yields the rest of the interrupted epoch).  Load the module's and the optimizer's
+        state dicts too; on the CPU the resumed run is then bit-identical to an uninterrupted one."""
+        if self.optimizer is None or self.data_loader is None:
+            raise RuntimeError("make_private first, with the run's parameters, then load_state_dict")
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ValueError("not a dpfast.torch PrivacyEngine state (format mismatch)")
+        for k, mine in (("accountant", self.accountant_name), ("noise_multiplier", self.noise_multiplier),
+                        ("max_grad_norm", self.max_grad_norm), ("sample_rate", self.sample_rate),
+                        ("steps_per_epoch", self.steps_per_epoch)):
+            if state.get(k) != mine:
+                raise ValueError(f"the saved run has {k}={state.get(k)!r}, this engine {mine!r}: resume with the same "
+                                 "parameters")
+        steps = int(state["steps"])
+        if self.planned_steps is not None and steps > self.planned_steps:
+            raise ValueError(f"the saved run took {steps} steps, beyond this engine's plan of {self.planned_steps}")
+        self.optimizer.steps = steps
+        gen = self.optimizer.generator
+        if state.get("noise_rng") is not None and not is_secure(gen):
+            gen.bit_generator.state = copy.deepcopy(state["noise_rng"])
+        self.data_loader.batch_sampler.load_state_dict(state["sampler"])  # type: ignore[union-attr]
+
+    def save_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                        checkpoint_dict: Optional[Dict[str, Any]] = None) -> None:
+        """Opacus's ``save_checkpoint``: ``torch.save`` of ``{"module_state_dict", "optimizer_state_dict",
+        "privacy_engine_state_dict"}`` (plus ``checkpoint_dict``'s entries) to ``path``."""
+        ckpt = dict(checkpoint_dict or {})
+        ckpt["module_state_dict"] = module.state_dict()
+        if optimizer is not None:
+            ckpt["optimizer_state_dict"] = optimizer.state_dict()
+        ckpt["privacy_engine_state_dict"] = self.state_dict()
+        torch.save(ckpt, path)
+
+    def load_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                        map_location=None) -> Dict[str, Any]:
+        """Opacus's ``load_checkpoint``: restore the module, the optimizer and the engine (see
+        :meth:`load_state_dict`: call it after ``make_private`` with the run's parameters) from
+        ``path``; returns the checkpoint's other entries.  Loaded with ``weights_only=True``."""
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        module.load_state_dict(ckpt.pop("module_state_dict"))
+        opt_state = ckpt.pop("optimizer_state_dict", None)
+        if optimizer is not None and opt_state is not None:
+            optimizer.load_state_dict(opt_state)
+        self.load_state_dict(ckpt.pop("privacy_engine_state_dict"))
+        return ckpt

@@ -1,0 +1,391 @@
+"""Per-sample gradients of any ``torch.nn.Module``: capture by hooks, per-layer computation.
+
+Capture (Opacus's design, with one change).  A forward hook on every module that holds trainable
+parameters of its own (``named_parameters(recurse=False)``) keeps the tensors its forward received
+(batch axis 0) and registers a hook on each output tensor, which receives the gradient of the
+loss with respect to that output during ``loss.backward()`` -- the ``grad_output`` a full backward
+hook would receive, without that hook's ban on in-place operations after the module
+(``nn.ReLU(inplace=True)``).  With ``loss_reduction="mean"`` the output gradient is multiplied by
+the physical batch size B, so that it is the gradient of the SUM of the per-sample losses (as
+Opacus does).
+
+Per-sample gradients, per module invocation:
+
+* layers whose exact type is in :data:`dpfast.torch._fast_layers.FAST_LAYERS` (Linear, Conv,
+  Embedding, LayerNorm): the squared per-sample norms and the weighted sums come from the layer's
+  ``norm_sq``/``clipped_sum`` (ghost norms and book-keeping), never a B x P array;
+* any other module (custom layers, raw ``nn.Parameter`` s, modules whose parameters are shared
+  with another module, a fast layer called more than once in a forward pass): ``torch.func`` --
+  ``vmap`` over the ``vjp`` of ``torch.func.functional_call`` of that module on one sample, with
+  the captured output gradient as cotangent -- so custom layers work without registering
+  anything.  Gradients of a parameter used by several modules (or several calls) add up per
+  sample before clipping.
+
+Modules that mix the samples of a batch (BatchNorm, InstanceNorm/GroupNorm-free running
+statistics) have no per-sample gradient; :func:`validate_module` refuses them before anything is
+charged (use GroupNorm or LayerNorm).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vjp, vmap
+
+from dpfast import _clip
+from dpfast.torch._fast_layers import FAST_LAYERS
+
+__all__ = ["GradSampleModule", "per_sample_grads", "validate_module"]
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def validate_module(module: nn.Module) -> None:
+    """Refuse (``ValueError``, before anything is charged) modules whose outputs mix the samples of
+    a batch, so that no per-sample gradient exists: BatchNorm (any dimension, SyncBatchNorm), and
+    InstanceNorm with ``track_running_stats=True`` (its running statistics, released with the
+    model, are a function of all samples); recurrent modules and multi-head attention whose batch
+    is not on axis 0 (the hooks need the batch on axis 0)."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    for name, m in module.named_modules():
+        where = f"{name!r} ({type(m).__name__})" if name else type(m).__name__
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            raise ValueError(f"module {where} is a BatchNorm: it mixes the samples of a batch, so no per-sample "
+                             "gradient exists and DP-SGD cannot bound one sample's influence; replace it with "
+                             "nn.GroupNorm or nn.LayerNorm (Opacus's ModuleValidator.fix does GroupNorm)")
+        if isinstance(m, nn.modules.instancenorm._InstanceNorm) and m.track_running_stats:
+            raise ValueError(f"module {where} is an InstanceNorm with track_running_stats=True: its running "
+                             "statistics are computed from all samples; use track_running_stats=False")
+        if isinstance(m, nn.RNNBase) and any(p.requires_grad for p in m.parameters(recurse=False)):
+            raise ValueError(f"module {where} is a recurrent layer: its hidden state has the batch on axis 1, "
+                             "which the per-sample hooks do not support yet; freeze it or write the recurrence "
+                             "with per-step modules")
+        if isinstance(m, nn.MultiheadAttention) and not m.batch_first and \
+                any(p.requires_grad for p in m.parameters(recurse=False)):
+            raise ValueError(f"module {where} is an nn.MultiheadAttention with batch_first=False: the hooks need "
+                             "the batch on axis 0; construct it with batch_first=True")
+
+
+@contextlib.contextmanager
+def _hooks_off(module: nn.Module):
+    """Run ``module`` (and its submodules) without any module hook: the generic path re-runs the
+    module under ``torch.func`` transforms, where the capture hooks must not fire and a full
+    backward hook (an old-style autograd.Function) would fail."""
+    saved = []
+    for sub in module.modules():
+        saved.append((sub, [getattr(sub, h) for h in _HOOK_DICTS]))
+        for h in _HOOK_DICTS:
+            setattr(sub, h, collections.OrderedDict())
+    try:
+        yield
+    finally:
+        for sub, hs in saved:
+            for h, v in zip(_HOOK_DICTS, hs):
+                setattr(sub, h, v)
+
+
+class _Call:
+    """One invocation of a hooked module: its inputs and the gradients of its tensor outputs."""
+
+    __slots__ = ("args", "kwargs", "out_idx", "n_out", "grads", "batch", "n_grads")
+
+    def __init__(self, args, kwargs, out_idx, batch):
+        self.args = args
+        self.kwargs = kwargs
+        self.out_idx = out_idx  # positions (among the output's tensors) of the hooked outputs
+        self.n_out = len(out_idx)
+        self.grads: List[Optional[torch.Tensor]] = [None] * self.n_out
+        self.batch = batch
+        self.n_grads = 0
+
+    @property
+    def done(self) -> bool:
+        return self.n_grads > 0
+
+
+def _batch_of(args, kwargs) -> Optional[int]:
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.ndim >= 1:
+            return int(a.shape[0])
+    return None
+
+
+def _detach(x):
+    return x.detach() if isinstance(x, torch.Tensor) else x
+
+
+def _out_tensors(out) -> List[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [o for o in out if isinstance(o, torch.Tensor)]
+    return []
+
+
+class GradSampleModule(nn.Module):
+    """Wrap ``module`` so that each backward pass records what per-sample gradients need.
+
+    ``forward`` is the module's; ``state_dict``/``load_state_dict`` are the wrapped module's (no
+    ``_module.`` prefix, unlike Opacus).  The per-sample gradients of one physical batch are read
+    by :meth:`clipped_sum` (the optimizer calls it in ``step``).  Rules:
+
+    * one backward pass per physical batch between two ``optimizer.step()`` calls (a second
+      forward of the same module after its backward, without a step, raises ``RuntimeError``;
+      :class:`~dpfast.torch.BatchMemoryManager` steps after every physical batch);
+    * every module treats the samples of a batch independently (no batch statistics: a custom
+      module that mixes samples cannot be detected, and would void the per-sample bound);
+    * tensors in a hooked module's inputs and outputs have the batch on axis 0 (a tensor input
+      whose first axis is not the batch is treated as a constant);
+    * capture happens in training mode with gradients enabled (``model.eval()`` or
+      ``torch.no_grad()`` for evaluation);
+    * a parameter is used inside its own module's forward: a parameter that autograd reaches with no
+      hooked call is refused at ``step()``; the gradient of a use *outside* the module's forward
+      (``other.weight`` read by a parent) is not part of any per-sample gradient and so is left out
+      of the private update (which stays private: every ``p.grad`` is replaced by the noisy sum).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    loss_reduction : {"mean", "sum"}
+        How the loss combines the per-sample losses of a batch.
+    use_fast_layers : bool, default True
+        Use the ghost-norm fast paths of ``FAST_LAYERS`` where they apply (False: every layer by
+        ``torch.func``, for checking).
+    """
+
+    def __init__(self, module: nn.Module, *, loss_reduction: str = "mean", use_fast_layers: bool = True) -> None:
+        super().__init__()
+        validate_module(module)
+        if loss_reduction not in ("mean", "sum"):
+            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        self._module = module
+        self.loss_reduction = loss_reduction
+        self.use_fast_layers = bool(use_fast_layers)
+        self._calls: Dict[nn.Module, List[_Call]] = {}
+        self._handles: list = []
+        # modules holding trainable parameters of their own, and which of them share a parameter
+        owners: Dict[int, List[nn.Module]] = {}
+        self._hooked: List[nn.Module] = []
+        for m in module.modules():
+            own = [p for p in m.parameters(recurse=False) if p.requires_grad]
+            if own:
+                self._hooked.append(m)
+                for p in own:
+                    owners.setdefault(id(p), []).append(m)
+        self._shared = {m for ms in owners.values() if len(ms) > 1 for m in ms}
+        for m in self._hooked:
+            self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True))
+
+    # ------------------------------------------------------------------ nn.Module surface
+    def forward(self, *args, **kwargs):
+        return self._module(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self._module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self._module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def remove_hooks(self) -> None:
+        """Remove the capture hooks (the wrapped module is then a plain module again)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._calls.clear()
+
+    # ------------------------------------------------------------------------- capture
+    def _forward_hook(self, mod, args, kwargs, out):
+        if not (mod.training and torch.is_grad_enabled()):
+            return None
+        calls = self._calls.setdefault(mod, [])
+        if any(c.done for c in calls):
+            raise RuntimeError(
+                "a second forward/backward pass ran before optimizer.step(): dpfast.torch clips each physical "
+                "batch once, so call optimizer.step() after every backward (use BatchMemoryManager for "
+                "virtual batches) and combine several losses of one batch before a single backward")
+        tensors = _out_tensors(out)
+        idx = [i for i, o in enumerate(tensors) if o.requires_grad]
+        call = _Call(tuple(_detach(a) for a in args), {k: _detach(v) for k, v in kwargs.items()},
+                     idx, _batch_of(args, kwargs))
+        calls.append(call)
+        for j, i in enumerate(idx):
+            tensors[i].register_hook(self._grad_hook(call, j))
+        return None
+
+    def _grad_hook(self, call: _Call, j: int):
+        def hook(g):
+            g = g.detach()
+            if self.loss_reduction == "mean":
+                g = g * call.batch
+            call.grads[j] = g if call.grads[j] is None else call.grads[j] + g
+            call.n_grads += 1
+            return None
+        return hook
+
+    def clear(self) -> None:
+        """Forget the captured batch (``optimizer.zero_grad()`` and ``step()`` call it)."""
+        self._calls.clear()
+
+    # --------------------------------------------------------------- per-sample grads
+    def _generic(self, mod: nn.Module, call: _Call) -> Dict[str, torch.Tensor]:
+        """Per-sample gradients (B, *shape) of mod's own trainable parameters for one call."""
+        names = [n for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+        params = {n: getattr(mod, n).detach() for n in names}
+        B = call.batch
+        arg_dims = tuple(0 if isinstance(a, torch.Tensor) and a.ndim >= 1 and a.shape[0] == B else None
+                         for a in call.args)
+        kw_names = list(call.kwargs)
+        kw_vals = tuple(call.kwargs[k] for k in kw_names)
+        kw_dims = tuple(0 if isinstance(v, torch.Tensor) and v.ndim >= 1 and v.shape[0] == B else None
+                        for v in kw_vals)
+        cot = call.grads
+        keep = [j for j, g in enumerate(cot) if g is not None]
+
+        def one(args, kws, gs):
+            a1 = tuple(a.unsqueeze(0) if d == 0 else a for a, d in zip(args, arg_dims))
+            k1 = {k: (v.unsqueeze(0) if d == 0 else v) for k, v, d in zip(kw_names, kws, kw_dims)}
+
+            def f(p):
+                outs = _out_tensors(functional_call(mod, p, a1, k1))
+                return tuple(outs[call.out_idx[j]] for j in keep)
+
+            _, fn = vjp(f, params)
+            return fn(tuple(g.unsqueeze(0) for g in gs))[0]
+
+        gs = tuple(cot[j] for j in keep)
+        with _hooks_off(mod):
+            return vmap(one, in_dims=(arg_dims, kw_dims, tuple(0 for _ in gs)), randomness="error")(
+                call.args, kw_vals, gs)
+
+    def _parts(self):
+        """The captured physical batch: (B, fast parts [(module, FastLayer, call)], generic
+        per-sample gradients {parameter: (B, *shape) tensor})."""
+        B = None
+        fast = []
+        generic: Dict[nn.Parameter, torch.Tensor] = {}
+        for mod, calls in self._calls.items():
+            done = [c for c in calls if c.done]
+            for c in done:
+                if c.batch is None:
+                    raise RuntimeError(f"{type(mod).__name__} received no tensor input with a batch axis")
+                if B is None:
+                    B = c.batch
+                elif c.batch != B:
+                    raise RuntimeError(
+                        f"the captured modules saw batches of different sizes ({B} and {c.batch}): one backward "
+                        "pass per physical batch between optimizer steps")
+            if not done:
+                continue
+            fl = FAST_LAYERS.get(type(mod)) if self.use_fast_layers else None
+            if fl is not None and len(done) == 1 and mod not in self._shared and done[0].n_out == 1:
+                fast.append((mod, fl, done[0]))
+                continue
+            if B == 0:
+                continue
+            for c in done:
+                for n, g in self._generic(mod, c).items():
+                    p = getattr(mod, n)
+                    generic[p] = g if p not in generic else generic[p] + g
+        return (0 if B is None else B), fast, generic
+
+    def clipped_sum(self, max_grad_norm: float) -> Tuple[Dict[nn.Parameter, torch.Tensor], int]:
+        """Clip the captured batch's per-sample gradients (flat clipping: the norm over all
+        parameters) to ``max_grad_norm`` and sum them: ({parameter: sum_i f_i g_i}, B)."""
+        B, fast, generic = self._parts()
+        out: Dict[nn.Parameter, torch.Tensor] = {}
+        if B == 0:
+            return out, 0
+        sq = np.zeros(B)
+        dtypes = []
+        for mod, fl, c in fast:
+            ns = fl.norm_sq(mod, c.args, c.grads[0])
+            sq += ns.detach().to("cpu", torch.float64).numpy()
+            dtypes += [p.dtype for p in mod.parameters(recurse=False)]
+        for p, g in generic.items():
+            sq += per_sample_norm_sq(g)
+            dtypes.append(g.dtype)
+        factors = safe_factors(sq, max_grad_norm, dtypes)
+        for mod, fl, c in fast:
+            f = torch.from_numpy(factors).to(c.grads[0].device, c.grads[0].dtype)
+            for n, s in fl.clipped_sum(mod, c.args, c.grads[0], f).items():
+                p = getattr(mod, n)
+                out[p] = s if p not in out else out[p] + s
+        for p, g in generic.items():
+            f = torch.from_numpy(factors).to(g.device, g.dtype)
+            s = torch.tensordot(f, g, dims=1)
+            out[p] = s if p not in out else out[p] + s
+        return out, B
+
+
+# ------------------------------------------------------------------------------- clipping
+_U = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+def per_sample_norm_sq(g: torch.Tensor) -> np.ndarray:
+    """Certified upper bound of each row's exact squared l2 norm, float64 (B,), for a (B, ...)
+    per-sample gradient tensor.  CPU float32/float64: ``dpfast._clip.clip_rows`` on a NumPy view of
+    the tensor's memory (no copy when contiguous), inflated by its summation bound
+    (``csrc/clip/clip.hpp`` (a): (P/8 + 16) 2^-52 relative, plus 2^-537 sqrt(P) for float64
+    underflow); other devices/dtypes: the same sum of squares in float64 torch ops."""
+    B = g.shape[0]
+    P = max(1, g[0].numel()) if B else 1
+    rho = (P / 8.0 + 16.0) * 2.0 ** -52
+    if g.device.type == "cpu" and g.dtype in (torch.float32, torch.float64):
+        a = g.detach().reshape(B, -1).contiguous().numpy()
+        norms = np.empty(B)
+        _clip.clip_rows(a, np.inf, norms, None, None, None)
+    else:
+        norms = torch.sqrt(torch.sum(g.detach().reshape(B, -1).to(torch.float64) ** 2, dim=1)).cpu().numpy()
+        rho += P * 2.0 ** -52  # torch's reduction order is unspecified: the gamma_P bound
+    ub = norms * (1.0 + rho) + np.sqrt(P) * 2.0 ** -537
+    return ub * ub * (1.0 + 2.0 ** -50)
+
+
+def safe_factors(norm_sq: np.ndarray, max_grad_norm: float, dtypes=()) -> np.ndarray:
+    """Clip factors (float64, (B,)) for per-sample squared-norm upper bounds ``norm_sq``: dpfast's
+    safe rule (``csrc/clip/clip.hpp``, ``safe_factor``: 1 when the bound is <= C, else t / ub with
+    t = C (1 - 8 u), 0 when the bound is not finite), run by ``dpfast._clip.clip_rows`` on the
+    (B, 1) column of norm bounds, with C shrunk by 8 u_T of the lowest precision T among
+    ``dtypes`` (the clipped gradients' dtypes): the factor and its products round in T, each by
+    at most u_T relative, so the clipped per-sample gradient stays within C after rounding."""
+    u = max([_U.get(d, 2.0 ** -53) for d in dtypes] or [2.0 ** -53])
+    C = float(max_grad_norm) * (1.0 - 8.0 * u)
+    sq = np.asarray(norm_sq, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ub = np.ascontiguousarray(np.sqrt(sq) * (1.0 + 2.0 ** -50)).reshape(-1, 1)
+    ub[~np.isfinite(ub)] = np.inf  # NaN (a NaN gradient) -> not finite -> factor 0
+    factors = np.empty(ub.shape[0])
+    _clip.clip_rows(ub, C, None, factors, None, None)
+    return factors
+
+
+# ------------------------------------------------------------------- the functional path
+def per_sample_grads(module: nn.Module, loss_fn: Callable[..., torch.Tensor], *batch: Any,
+                     params: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
+    """Per-sample gradients of ``loss_fn(module(x_i), *rest_i)`` for every sample i of ``batch``
+    (each a tensor with the batch on axis 0; the first is the model input), by ``torch.func``:
+    ``vmap`` over ``grad`` of the whole model's ``functional_call`` on one sample.  For
+    functional code, or to check the hooks.  ``loss_fn`` gets the output of one sample with a
+    batch axis of 1 and must return the loss of that sample (a scalar).
+
+    Returns ``{parameter name: (B, *shape) tensor}`` for the trainable parameters (``params``
+    overrides the module's).  Give them to the private optimizer by setting
+    ``p.grad_sample`` on each parameter (:meth:`DPOptimizer.step` clips and sums them).
+    """
+    validate_module(module)
+    if params is None:
+        params = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    buffers = {n: b.detach() for n, b in module.named_buffers()}
+
+    def loss_one(p, *sample):
+        s1 = tuple(t.unsqueeze(0) for t in sample)
+        out = functional_call(module, (p, buffers), (s1[0],))
+        return loss_fn(out, *s1[1:])
+
+    with _hooks_off(module):
+        return vmap(grad(loss_one), in_dims=(None,) + (0,) * len(batch), randomness="error")(params, *batch)

@@ -1,0 +1,250 @@
+"""The private optimizer: clip, sum, add noise once per logical step, then the user's optimizer.
+
+Each ``step()`` (Abadi et al. 2016, "Deep Learning with Differential Privacy", Algorithm 1):
+
+1. the captured physical batch's per-sample gradients are clipped to ``max_grad_norm`` C (flat:
+   the norm over all parameters) and summed (:meth:`GradSampleModule.clipped_sum`; parameters
+   whose ``grad_sample`` was set by the user -- the functional path -- join the same per-sample
+   norm);
+2. with ``signal_skip_step(True)`` (virtual batches) the sum is kept and the step ends there;
+3. otherwise N(0, (z C)^2) noise is added to the sum of the logical batch, once, drawn by dpfast's
+   sampler (``dpfast.random``: the 52-bit-abscissa normal on the engine's generator, a
+   ``SecureRandom`` in secure mode), the result is divided by the expected batch size q n when
+   ``loss_reduction="mean"`` (as Opacus does), written to ``p.grad`` and the wrapped optimizer
+   steps.
+
+Guarantees.  Each sample's clipped gradient has exact l2 norm <= C when rounded to the parameters'
+dtype (factors from dpfast's safe rule, :func:`dpfast.torch.safe_factors`), so the clipped sum has
+add/remove sensitivity C and the noise makes each logical step the Gaussian mechanism with noise
+multiplier z; with Poisson sampling at rate q, the run of T steps is accounted as
+``SelfComposed(PoissonSampled(q, Gaussian(z)), T)`` (Mironov, Talwar & Zhang 2019).  On CPU the
+noise is added in place on the gradient's memory by the native sampler (float32: the float64
+variate rounded once).  On CUDA the noise is drawn on the CPU by the same sampler and copied to the
+device, where it is added by torch: the same values as on the CPU, but the clipped sums come from
+torch's CUDA kernels, whose reduction order (and so the last bits) is not fixed -- runs are not
+bit-reproducible on GPUs, and the floating-point caveats of continuous noise (Mironov 2012) apply
+as on the CPU.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from dpfast.random import draw_into
+from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
+
+__all__ = ["DPOptimizer"]
+
+
+_GS = "grad_sample"  # the attribute of a parameter holding per-sample gradients set by the user
+
+
+def _gs(p: nn.Parameter) -> Any:
+    """The per-sample gradients a user set on ``p`` (the functional path), or None."""
+    return getattr(p, _GS, None)
+
+
+class DPOptimizer(torch.optim.Optimizer):
+    """Wrap a ``torch.optim.Optimizer`` so that ``step()`` is a DP-SGD step (see the module
+    docstring).  Built by :meth:`PrivacyEngine.make_private`; its ``param_groups``, ``state``,
+    ``state_dict`` and ``load_state_dict`` are the wrapped optimizer's, so LR schedulers work.
+
+    ``steps`` counts the logical steps taken; ``planned_steps`` (None: unbounded) is the plan the
+    run was charged for: a step beyond it raises ``RuntimeError`` before any noise is drawn.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
+                 expected_batch_size: float, loss_reduction: str = "mean", generator: np.random.Generator,
+                 grad_sample_module: Optional[GradSampleModule] = None, planned_steps: Optional[int] = None,
+                 on_step: Optional[Callable[[], None]] = None, distributed: bool = False) -> None:
+        # (no Optimizer.__init__: the wrapped optimizer owns the parameter groups and the state)
+        self.original_optimizer = optimizer
+        self.noise_multiplier = float(noise_multiplier)
+        self.max_grad_norm = float(max_grad_norm)
+        self.expected_batch_size = float(expected_batch_size)
+        self.loss_reduction = loss_reduction
+        self.generator = generator
+        self.grad_sample_module = grad_sample_module
+        self.planned_steps = planned_steps
+        self.steps = 0
+        self._on_step = on_step
+        # DistributedDataParallel-style training (torch.distributed initialised, e.g. gloo on CPU):
+        # each rank clips its own share of the Poisson batch; rank 0 alone adds the noise; the noisy
+        # sums are all-reduced, so every rank takes the same step with the noise added once
+        self.distributed = bool(distributed)
+        self._skip = False
+        self._summed: Dict[nn.Parameter, torch.Tensor] = {}
+
+    # ------------------------------------------------------------ the Optimizer surface
+    @property
+    def param_groups(self):
+        return self.original_optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self.original_optimizer.param_groups = value
+
+    @property
+    def state(self):
+        return self.original_optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self.original_optimizer.state = value
+
+    @property
+    def defaults(self):
+        return self.original_optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value):
+        self.original_optimizer.defaults = value
+
+    def state_dict(self):
+        return self.original_optimizer.state_dict()
+
+    def load_state_dict(self, state_dict) -> None:
+        self.original_optimizer.load_state_dict(state_dict)
+
+    def add_param_group(self, param_group) -> None:
+        raise RuntimeError("add a parameter group before make_private: the privacy engine hooks the module once")
+
+    def __repr__(self) -> str:
+        return f"DPOptimizer({self.original_optimizer!r}, noise_multiplier={self.noise_multiplier}, " \
+               f"max_grad_norm={self.max_grad_norm})"
+
+    @property
+    def params(self) -> List[nn.Parameter]:
+        return [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+
+    # ------------------------------------------------------------------- DP-SGD step
+    def signal_skip_step(self, do_skip: bool = True) -> None:
+        """The next ``step()`` only clips and accumulates (a physical batch that is not the last
+        of its logical batch); :class:`BatchMemoryManager` calls it."""
+        self._skip = bool(do_skip)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear ``p.grad``, ``p.grad_sample`` and the captured batch; the clipped sum of a
+        logical batch in progress (virtual batches) is kept."""
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:  # (as torch.optim.Optimizer.zero_grad)
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
+                p.grad.zero_()
+            if _gs(p) is not None:
+                setattr(p, _GS, None)
+        if self.grad_sample_module is not None:
+            self.grad_sample_module.clear()
+
+    def _accumulate(self) -> None:
+        sums, B = ({}, 0) if self.grad_sample_module is None else self.grad_sample_module.clipped_sum(
+            self.max_grad_norm)
+        manual = [p for p in self.params if _gs(p) is not None]
+        if manual:
+            if sums:
+                raise RuntimeError("p.grad_sample is set on some parameters while the module's hooks captured a "
+                                   "batch: use one path (make_private(grad_sample_mode='functional') for "
+                                   "per-sample gradients you compute yourself)")
+            Bs = {int(_gs(p).shape[0]) for p in manual}
+            if len(Bs) != 1:
+                raise RuntimeError(f"p.grad_sample of different batch sizes: {sorted(Bs)}")
+            B = Bs.pop()
+            if B:
+                sq = np.zeros(B)
+                for p in manual:
+                    if tuple(_gs(p).shape[1:]) != tuple(p.shape):
+                        raise RuntimeError(f"p.grad_sample has shape {tuple(_gs(p).shape)}, expected "
+                                           f"(B, {', '.join(map(str, p.shape))})")
+                    sq += per_sample_norm_sq(_gs(p))
+                f = safe_factors(sq, self.max_grad_norm, [_gs(p).dtype for p in manual])
+                for p in manual:
+                    g = _gs(p).detach()
+                    sums[p] = torch.tensordot(torch.from_numpy(f).to(g.device, g.dtype), g, dims=1)
+        if B and not manual:
+            # a parameter that autograd reached but no hooked call covered (used outside its module's
+            # forward, or a module whose output holds no tensor): its per-sample gradient is unknown.
+            # (Its p.grad is never released -- every p.grad is replaced by the noisy sum -- but its
+            # training would silently be noise only.)
+            missed = [p for p in self.params if p not in sums and p.grad is not None and bool(p.grad.ne(0).any())]
+            if missed:
+                raise RuntimeError(
+                    f"{len(missed)} parameter(s) received a gradient outside the hooked module calls (a parameter "
+                    "used outside its own module's forward, or a module whose output is not a tensor or a "
+                    "tuple of tensors): dpfast.torch cannot bound their per-sample gradients; use them inside "
+                    "their module, or compute per-sample gradients with per_sample_grads")
+        for p, s in sums.items():
+            s = s.to(p.dtype).reshape(p.shape)
+            self._summed[p] = self._summed[p] + s if p in self._summed else s
+        for p in manual:
+            setattr(p, _GS, None)
+        if self.grad_sample_module is not None:
+            self.grad_sample_module.clear()
+
+    def _noisy_grads(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        if self.distributed and torch.distributed.get_rank() != 0:
+            std = 0.0  # the noise is rank 0's, added once to the sum of all ranks' clipped sums
+        scale = np.array([std])
+        div = self.expected_batch_size if self.loss_reduction == "mean" else 1.0
+        for p in self.params:
+            s = self._summed.get(p)
+            if s is None:
+                s = torch.zeros_like(p, memory_format=torch.contiguous_format)
+            s = s.contiguous()
+            if std > 0:
+                if s.device.type == "cpu" and s.dtype in (torch.float32, torch.float64):
+                    a = s.view(-1).numpy()
+                    draw_into(self.generator, "normal", a, a, scale)  # in place: a += std * N(0, 1)
+                else:
+                    nd = np.float64 if s.dtype == torch.float64 else np.float32
+                    noise = np.empty(s.numel(), dtype=nd)
+                    draw_into(self.generator, "normal", noise, None, scale)
+                    s = s + torch.from_numpy(noise).to(s.device, s.dtype).view_as(s)
+            if self.distributed:
+                torch.distributed.all_reduce(s, op=torch.distributed.ReduceOp.SUM)
+            if div != 1.0:
+                s = s / div
+            p.grad = s.view_as(p)
+        self._summed = {}
+
+    @torch.no_grad()
+    def _privatize(self) -> bool:
+        """Clip and accumulate the captured batch; on the last physical batch of a logical batch,
+        add the noise and write ``p.grad``.  Returns whether the wrapped optimizer should step."""
+        if not self._skip and self.planned_steps is not None and self.steps >= self.planned_steps:
+            raise RuntimeError(f"step {self.steps + 1} is beyond the {self.planned_steps} steps the run was planned "
+                               "and charged for (make_private's epochs/steps); nothing was drawn")
+        self._accumulate()
+        if self._skip:
+            self._skip = False
+            for p in self.params:
+                p.grad = None
+            return False
+        self._noisy_grads()
+        self.steps += 1
+        if self._on_step is not None:
+            self._on_step()
+        return True
+
+    def step(self, closure: Optional[Callable[[], float]] = None):
+        """One DP-SGD step (or, after ``signal_skip_step``, one accumulation); ``closure``
+        re-evaluates the loss (called once, with gradients enabled, before the step)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self._privatize():
+            self.original_optimizer.step()
+        return loss
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise on the clipped sum: noise_multiplier * max_grad_norm."""
+        return self.noise_multiplier * self.max_grad_norm

@@ -1,0 +1,103 @@
+"""Tiny models and the naive per-example reference of the dpfast.torch engine tests."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+# tiny models: torch's intra-op threads only contend (CI has 2 cores shared with other jobs)
+torch.set_num_threads(1)
+
+
+class RawParam(nn.Module):
+    """A custom leaf layer with raw nn.Parameters (no registered grad sampler anywhere)."""
+
+    def __init__(self, d: int, k: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(d, k) * 0.3)
+        self.s = nn.Parameter(torch.ones(k))
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w) * self.s
+
+
+class Holder(nn.Module):
+    """A non-leaf module holding a parameter of its own next to a child layer."""
+
+    def __init__(self, d: int, k: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(d, k)
+        self.scale = nn.Parameter(torch.full((k,), 0.7))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+class Tied(nn.Module):
+    """Parameter sharing: one Linear applied twice, and an embedding tied to the output layer."""
+
+    def __init__(self, v: int = 7, d: int = 4) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(v, d)
+        self.mid = nn.Linear(d, d)
+        self.out = nn.Linear(d, v, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, idx):
+        h = self.emb(idx).mean(1)
+        h = torch.tanh(self.mid(torch.tanh(self.mid(h))))
+        return self.out(h)
+
+
+def mlp(d=6, h=8, k=3):
+    return nn.Sequential(nn.Linear(d, h), nn.ReLU(inplace=True), nn.Linear(h, k))
+
+
+def cnn(k=3):
+    return nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 4, 3, stride=2), nn.GroupNorm(2, 4), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(4 * 3 * 3, 8), nn.ReLU(), nn.Linear(8, k))
+
+
+def text(v=11, d=5, k=3):
+    return nn.Sequential(nn.Embedding(v, d), nn.LayerNorm(d), nn.Flatten(), nn.Linear(4 * d, k))
+
+
+def custom(d=6, k=3):
+    return nn.Sequential(RawParam(d, 5), Holder(5, 4), nn.Linear(4, k))
+
+
+def data(kind: str, B: int, seed: int = 0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    if kind in ("text", "tied"):
+        v = 11 if kind == "text" else 7
+        return torch.randint(0, v, (B, 4), generator=g), torch.randint(0, 3 if kind == "text" else 7, (B,), generator=g)
+    if kind == "cnn":
+        return torch.randn(B, 1, 9, 9, generator=g, dtype=dtype) * 2, torch.randint(0, 3, (B,), generator=g)
+    return torch.randn(B, 6, generator=g, dtype=dtype) * 2, torch.randint(0, 3, (B,), generator=g)
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "text": text, "custom": custom, "tied": Tied}
+
+
+def make(kind: str, seed: int = 0, dtype=torch.float64):
+    torch.manual_seed(seed)
+    return MODELS[kind]().to(dtype)
+
+
+def naive_clipped_sum(model, x, y, C, loss_fn=nn.functional.cross_entropy):
+    """sum_i g_i min(1, C / ||g_i||) by one backward per example (float64 norms)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    norms = []
+    for i in range(x.shape[0]):
+        model.zero_grad()
+        loss_fn(model(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
+        gs = [p.grad.detach().to(torch.float64).clone() if p.grad is not None else torch.zeros_like(p, dtype=torch.float64)
+              for p in params]
+        n = float(torch.sqrt(sum((g ** 2).sum() for g in gs)))
+        norms.append(n)
+        f = min(1.0, C / n) if n > 0 else 1.0
+        for t, g in zip(total, gs):
+            t += f * g
+    model.zero_grad()
+    return {p: t for p, t in zip(params, total)}, np.array(norms)

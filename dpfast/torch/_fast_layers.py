@@ -42,7 +42,8 @@ optimization on large model at small cost", ICML): the output gradients are scal
 factors and the layer's ordinary weight gradient is formed once from the kept activations --
 one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions,
 ``index_add`` for ``Embedding`` -- with no second backward pass and no per-sample gradients.  They
-are computed in the parameter's dtype (LayerNorm: float64, then cast).
+are computed in the parameter's dtype (LayerNorm: float64, then cast).  Everything runs under
+``torch.no_grad()``: the results are plain tensors outside any autograd graph.
 
 Error analysis (why ``norm_sq`` is an upper bound)
 --------------------------------------------------
@@ -156,6 +157,21 @@ def _gamma(n: int) -> float:
 # the shared linear core: per-sample gradient G_i^T A_i of (N, T, d_in), (N, T, d_out)
 
 
+def _sqsum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Sum of squares along ``dim`` (any memory layout; ``linalg.vector_norm`` is slow on strided views)."""
+    return (x * x).sum(dim=dim, keepdim=keepdim)
+
+
+def _frob_sq(x: torch.Tensor) -> torch.Tensor:
+    """Per-item squared Frobenius norm of (N, T, d), as N BLAS dot products on the memory as laid
+    out (no temporary; ``x`` may be a transposed view, as the unfolded convolution input is)."""
+    n = x.shape[0]
+    if not x.is_contiguous() and x.transpose(1, 2).is_contiguous():
+        x = x.transpose(1, 2)
+    y = x.reshape(n, 1, x.shape[1] * x.shape[2])
+    return torch.bmm(y, y.transpose(1, 2)).view(n)
+
+
 def _chunks(n: int, per_item: int):
     step = max(1, _CHUNK_ELEMENTS // max(1, per_item))
     for lo in range(0, n, step):
@@ -172,39 +188,43 @@ def _linear_weight_norm_sq(a: torch.Tensor, g: torch.Tensor,
     d_out = g.shape[2]
     if n_items == 0:
         return torch.zeros(0, dtype=_F64)
-    an = torch.linalg.vector_norm(a, dim=2)  # (N, T)
-    gn = torch.linalg.vector_norm(g, dim=2)
     if t == 1:
-        sa = an[:, 0] * an[:, 0]
-        sg = gn[:, 0] * gn[:, 0]
-        s = sa * sg
+        s = _sqsum(a[:, 0], 1) * _sqsum(g[:, 0], 1)
         return _gram_upper(s, s, d_in + d_out + 4)
-    r = (an * gn).sum(dim=1)
     if method is None:
         method = "gram" if t * (d_in + d_out) < d_in * d_out else "materialise"
     out = torch.empty(n_items, dtype=_F64)
     if method == "gram":
+        # R = sum_t ||a_t|| ||g_t|| from the Grams' diagonals (each within gamma_d relatively)
+        r = torch.empty(n_items, dtype=_F64)
         for lo, hi in _chunks(n_items, 2 * t * t):
             aa = torch.bmm(a[lo:hi], a[lo:hi].transpose(1, 2))
             gg = torch.bmm(g[lo:hi], g[lo:hi].transpose(1, 2))
             out[lo:hi] = (aa * gg).sum(dim=(1, 2))
+            r[lo:hi] = torch.sqrt(torch.diagonal(aa, dim1=1, dim2=2) * torch.diagonal(gg, dim1=1, dim2=2)).sum(dim=1)
         return _gram_upper(out, r * r, d_in + d_out + t * t + 1)
     if method != "materialise":
         raise ValueError(f"unknown method {method!r}")
     for lo, hi in _chunks(n_items, d_in * d_out):
         w = torch.bmm(g[lo:hi].transpose(1, 2), a[lo:hi])  # (n, d_out, d_in)
         out[lo:hi] = (w * w).sum(dim=(1, 2))
-    return _norm_upper(out, _gamma(t) * r, d_in * d_out, delta_ops=t + 4)
+    # Delta <= gamma_T sum_t ||a_t|| ||g_t|| <= gamma_T ||A||_F ||G||_F (Cauchy-Schwarz: one
+    # contiguous reduction each instead of per-position norms)
+    rf = torch.sqrt(_frob_sq(a) * _frob_sq(g))
+    return _norm_upper(out, _gamma(t) * rf, d_in * d_out, delta_ops=t * max(d_in, d_out) + 4)
 
 
-def _sum_positions_norm_sq(g: torch.Tensor) -> torch.Tensor:
-    """Certified upper bound of ||sum_t g_t||^2 for each i; g float64 (N, T, d)."""
-    n_items, t, d = g.shape
+def _sum_positions_norm_sq(g: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """Certified upper bound of ||sum_t g_t||^2 for each i; g float64 (N, T, d) (``dim=1``) or
+    (N, d, T) (``dim=2``)."""
+    t = g.shape[dim]
+    d = g.shape[3 - dim]
     if t == 1:
-        return _norm_upper(g[:, 0].pow(2).sum(dim=1), None, d)
-    b = g.sum(dim=1)
-    delta = _gamma(t) * torch.linalg.vector_norm(g, dim=2).sum(dim=1)
-    return _norm_upper(b.pow(2).sum(dim=1), delta, d, delta_ops=t + d + 4)
+        return _norm_upper(_frob_sq(g), None, d)
+    b = g.sum(dim=dim)
+    # ||b_hat - b|| <= gamma_T sum_t ||g_t|| <= gamma_T sqrt(T) ||G||_F
+    delta = _gamma(t) * torch.sqrt(t * _frob_sq(g))
+    return _norm_upper(_sqsum(b, 1), delta, d, delta_ops=t * d + 4)
 
 
 def _trainable(m: nn.Module) -> Dict[str, nn.Parameter]:
@@ -229,6 +249,7 @@ def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]
     return a.reshape(b, t, a.shape[-1]), grad_output.reshape(b, t, grad_output.shape[-1])
 
 
+@torch.no_grad()
 def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
@@ -241,6 +262,7 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
     return _add_upper(parts, a.shape[0])
 
 
+@torch.no_grad()
 def linear_clipped_sum(m: nn.Linear, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
@@ -292,31 +314,33 @@ def _conv_padded(m: nn.Module, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tu
     return x, k, s, d
 
 
+@torch.no_grad()
 def conv_norm_sq(m: nn.Module, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
     groups = m.groups
-    g = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
+    g = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:])).to(_F64)  # (B, C_out, L)
     parts = []
     if "weight" in params and b > 0:
-        xp, k, s, d = _conv_padded(m, x.to(_F64))
-        u = F.unfold(xp, kernel_size=k, dilation=d, padding=0, stride=s)  # (B, C_in k, L)
+        xp, k, s, d = _conv_padded(m, x)
+        u = F.unfold(xp, kernel_size=k, dilation=d, padding=0, stride=s).to(_F64)  # (B, C_in k, L), exact
         length = u.shape[2]
-        a = u.view(b * groups, -1, length).transpose(1, 2)
-        gg = g.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
+        a = u.reshape(b * groups, -1, length).transpose(1, 2)
+        gg = g.reshape(b * groups, -1, length).transpose(1, 2)
         per_group = _linear_weight_norm_sq(a, gg, method).view(b, groups)
         parts.append(per_group.sum(dim=1) * (1.0 + 4.0 * groups * _U))
     elif "weight" in params:
         parts.append(torch.zeros(0, dtype=_F64))
     if "bias" in params:
-        parts.append(_sum_positions_norm_sq(g.to(_F64).transpose(1, 2)))
+        parts.append(_sum_positions_norm_sq(g, dim=2))
     return _add_upper(parts, b)
 
 
 _CONV_WEIGHT = {1: torch.nn.grad.conv1d_weight, 2: torch.nn.grad.conv2d_weight}
 
 
+@torch.no_grad()
 def conv_clipped_sum(m: nn.Module, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     params = _trainable(m)
     x = activations[0]
@@ -363,6 +387,7 @@ def _embedding_views(m: nn.Embedding, activations, grad_output):
     return idx, g, valid
 
 
+@torch.no_grad()
 def embedding_norm_sq(m: nn.Embedding, activations, grad_output,
                       method: Optional[str] = None) -> torch.Tensor:
     idx, g, valid = _embedding_views(m, activations, grad_output)
@@ -370,34 +395,45 @@ def embedding_norm_sq(m: nn.Embedding, activations, grad_output,
     if "weight" not in _trainable(m) or b == 0:
         return torch.zeros(b, dtype=_F64)
     g64 = g.to(_F64)
+    sq = _sqsum(g64, 2)  # (B, T)
     if valid is not None:
-        g64 = g64 * valid.unsqueeze(2).to(_F64)  # padding positions give no gradient
-    gn = torch.linalg.vector_norm(g64, dim=2)  # (B, T)
-    r = gn.sum(dim=1)
+        sq = sq * valid.to(_F64)  # padding positions give no gradient
+    r = torch.sqrt(sq).sum(dim=1)
+    if t == 1:
+        return _norm_upper(sq[:, 0], None, d + 2)
     if method is None:
         method = "gram" if t <= 8 else "rows"
-    if t == 1:
-        return _norm_upper(gn[:, 0] * gn[:, 0], None, d + 2)
     if method == "gram":
         out = torch.empty(b, dtype=_F64)
         for lo, hi in _chunks(b, t * t):
-            same = (idx[lo:hi].unsqueeze(2) == idx[lo:hi].unsqueeze(1)).to(_F64)
+            same = idx[lo:hi].unsqueeze(2) == idx[lo:hi].unsqueeze(1)
+            if valid is not None:
+                same &= valid[lo:hi].unsqueeze(2) & valid[lo:hi].unsqueeze(1)
             gg = torch.bmm(g64[lo:hi], g64[lo:hi].transpose(1, 2))
-            out[lo:hi] = (same * gg).sum(dim=(1, 2))
+            out[lo:hi] = (same.to(_F64) * gg).sum(dim=(1, 2))
         return _gram_upper(out, r * r, d + t * t + 1)
     if method != "rows":
         raise ValueError(f"unknown method {method!r}")
+    # rows of the per-sample gradient: one per distinct (sample, index); a row hit once is g_t
+    # (its squared norm is sq), the rows hit several times are summed explicitly
     sample = torch.arange(b, device=idx.device).unsqueeze(1).expand(b, t)
-    keys = sample.reshape(-1).to(torch.int64) * m.num_embeddings + idx.reshape(-1).to(torch.int64)
-    uniq, inverse = torch.unique(keys, return_inverse=True)
-    rows = torch.zeros(uniq.shape[0], d, dtype=_F64, device=g.device)
-    rows.index_add_(0, inverse, g64.reshape(-1, d))
-    s = torch.zeros(b, dtype=_F64, device=g.device)
-    s.index_add_(0, torch.div(uniq, m.num_embeddings, rounding_mode="floor"), rows.pow(2).sum(dim=1))
-    # the index_add into s adds at most t non-negative row norms per sample: covered by m = t d
+    keys = sample.reshape(-1) * m.num_embeddings + idx.reshape(-1).to(torch.int64)
+    uniq, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
+    repeated = counts[inverse] > 1
+    if valid is not None:
+        repeated &= valid.reshape(-1)
+    s = (sq * (~repeated).view(b, t).to(_F64)).sum(dim=1)
+    pos = torch.nonzero(repeated).squeeze(1)
+    if pos.numel():
+        groups, local = torch.unique(inverse[pos], return_inverse=True)
+        rows = torch.zeros(groups.shape[0], d, dtype=_F64, device=g.device)
+        rows.index_add_(0, local, g64.reshape(-1, d)[pos])
+        s.index_add_(0, torch.div(uniq[groups], m.num_embeddings, rounding_mode="floor"), _sqsum(rows, 1))
+    # s adds at most t squared row norms of at most d terms each: covered by m = t d + t
     return _norm_upper(s, _gamma(t) * r, t * d + t, delta_ops=t + d + 4)
 
 
+@torch.no_grad()
 def embedding_clipped_sum(m: nn.Embedding, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     idx, g, valid = _embedding_views(m, activations, grad_output)
     params = _trainable(m)
@@ -448,12 +484,13 @@ def _layernorm_grads(m: nn.LayerNorm, activations, grad_output):
     fallback = xhat_max + sqrt_n
     derived = (1.0 + _U) * (e_c / dhat + sqrt_n * rho_d / (1.0 - rho_d).clamp_min(0.5)) + _U * sqrt_n
     e_x = torch.where(rho_d <= 0.5, torch.minimum(derived, fallback), fallback) * 1.01
-    gn = torch.linalg.vector_norm(g64, dim=2, keepdim=True)  # (B, T, 1)
+    gn = torch.sqrt(_sqsum(g64, 2, keepdim=True))  # (B, T, 1)
     delta_w = (gn * (e_x + _gamma(t + 1) * xhat_max)).sum(dim=(1, 2))
     delta_b = _gamma(t) * gn.sum(dim=(1, 2)) if t > 1 else None
     return w_grad, b_grad, delta_w, delta_b, n, t
 
 
+@torch.no_grad()
 def layernorm_norm_sq(m: nn.LayerNorm, activations, grad_output) -> torch.Tensor:
     params = _trainable(m)
     b = activations[0].shape[0]
@@ -468,6 +505,7 @@ def layernorm_norm_sq(m: nn.LayerNorm, activations, grad_output) -> torch.Tensor
     return _add_upper(parts, b)
 
 
+@torch.no_grad()
 def layernorm_clipped_sum(m: nn.LayerNorm, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     params = _trainable(m)
     if not params:

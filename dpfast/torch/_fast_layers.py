@@ -59,14 +59,17 @@ any BLAS blocking or FMA), the results are inflated by:
   gamma_{d_in} ||a_s|| ||a_t|| (gamma_{d_out} ||g_s|| ||g_t||) and the T^2-term inner product adds
   gamma_{T^2}, so |S_hat - S| <= gamma_n R^2 with n = d_in + d_out + T^2 + 1.  We return
   (S_hat + 3 n u R_hat^2)(1 + 16u): 3 n u covers gamma_n (<= 1.01 n u while n u < 0.01) and the
-  relative error of the computed R_hat^2, and (1 + 16u) the rounding of the final operations.
+  relative error of the computed R_hat^2 (from the Grams' diagonals, each within gamma_d), and
+  (1 + 16u) the rounding of the final operations.
 * Materialised forms (Linear/convolution materialised, bias, Embedding rows, LayerNorm): the
-  computed per-sample gradient w_hat is within Delta of the exact one (Linear: every entry is a
-  T-term inner product, so ||w_hat - w|| <= gamma_T R; bias: gamma_T sum_t ||g_t||; Embedding
-  rows: gamma_T sum_t ||g_t||; LayerNorm: below), and the sum of squares is off by gamma_m
-  relatively (m terms, all positive), so ||w||^2 <= (sqrt(s_hat / (1 - gamma_m)) + Delta)^2; we
-  return (sqrt(s_hat (1 + 3(m + 1) u)) + Delta_hat)^2 (1 + 16u), Delta_hat inflated for its own
-  rounding.
+  computed per-sample gradient w_hat is within Delta of the exact one -- Linear: every entry is a
+  T-term inner product, so ||w_hat - w|| <= gamma_T R <= gamma_T ||A||_F ||G||_F (Cauchy-Schwarz;
+  two contiguous reductions instead of per-position norms); bias: gamma_T sum_t ||g_t|| <=
+  gamma_T sqrt(T) ||G||_F; Embedding rows: a row hit once is g_t itself, the rows hit several
+  times are sums, within gamma_T sum_t ||g_t|| in all; LayerNorm: below -- and the sum of squares
+  is off by gamma_m relatively (m terms, all positive), so ||w||^2 <= (sqrt(s_hat / (1 - gamma_m))
+  + Delta)^2; we return (sqrt(s_hat (1 + 3(m + 1) u)) + Delta_hat)^2 (1 + 16u), Delta_hat inflated
+  for its own rounding.
 * LayerNorm over N features, M = max |x| of the normalised group: the computed mean is within
   e_mu = gamma_N M, the centred values within e_c = gamma_{N+3} M, the variance within
   e_v = 10 gamma_{N+3} M^2, so D_hat = sqrt(var_hat + eps) is within relative
@@ -82,8 +85,9 @@ any BLAS blocking or FMA), the results are inflated by:
   numbers).
 
 Tightness: the slack is 3 n u R^2 (Gram) or about 2 Delta ||w|| + 3 m u ||w||^2 (materialised),
-relative to ||w||^2 of order n u R^2 / ||w||^2 -- below 1e-9 for the layers of the tests and
-benchmarks (tests check 1e-6 relative against float64 naive per-sample gradients).  Non-finite
+relative to ||w||^2 of order n u R^2 / ||w||^2 (R^2 / ||w||^2 grows at most like T when the
+positions do not cancel) -- many orders below the 1e-6 relative that the tests check against
+float64 naive per-sample gradients.  Non-finite
 inputs give non-finite norms (the engine then clips that sample to zero).
 """
 from __future__ import annotations

@@ -347,3 +347,18 @@ def test_nonfinite_input_gives_nonfinite_norm():
     x = torch.tensor([[1.0, float("inf"), 0.0], [1.0, 2.0, 3.0]])
     ns = fl.linear_norm_sq(m, (x,), torch.ones(2, 2))
     assert not math.isfinite(float(ns[0])) and math.isfinite(float(ns[1]))
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+@pytest.mark.parametrize("method", ["gram", "materialise"])
+def test_extreme_float32_magnitudes(scale, method):
+    # squares and fourth powers of float32 values stay normal float64 numbers: still tight
+    torch.manual_seed(12)
+    m = nn.Linear(5, 4)
+    x = (torch.randn(4, 3, 5, dtype=torch.float64) * scale).float()
+    g = (torch.randn(4, 3, 4, dtype=torch.float64) * scale).float()
+    ns = fl.linear_norm_sq(m, (x,), g, method=method)
+    x64, g64 = x.double(), g.double()
+    ref = (torch.einsum("bto,bti->boi", g64, x64) ** 2).sum((1, 2)) + (g64.sum(1) ** 2).sum(1)
+    assert torch.all(torch.isfinite(ns))
+    assert torch.all(ns >= ref * (1 - 1e-12)) and torch.all(ns <= ref * (1 + RTOL))

@@ -115,6 +115,7 @@ class FastStep:
 
     def __init__(self, model, optimizer, expected_batch, seed=0):
         import torch
+
         from dpfast.torch._fast_layers import FAST_LAYERS
 
         self.torch = torch
@@ -242,7 +243,7 @@ def run_case(kind, mode, threads, steps):
         step_fn(xb, yb, crit)
     t0 = time.perf_counter()
     for xb, yb in batches[3:]:
-        loss = step_fn(xb, yb, crit)
+        step_fn(xb, yb, crit)
     dt = (time.perf_counter() - t0) / steps
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"ms": dt * 1e3, "steps_per_s": 1.0 / dt, "maxrss_mb": rss, "train_mb": rss - rss_before}

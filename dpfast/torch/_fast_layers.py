@@ -93,11 +93,12 @@ inputs give non-finite norms (the engine then clips that sample to zero).
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.grad import conv1d_weight, conv2d_weight
 
 __all__ = ["FAST_LAYERS", "FastLayer"]
 
@@ -107,6 +108,7 @@ _F64 = torch.float64
 #: Budget (float64 elements) of the temporaries of one chunk of samples (Gram matrices,
 #: materialised per-sample gradients): 2^23 elements = 64 MiB.
 _CHUNK_ELEMENTS = 1 << 23
+_Conv = Union[nn.Conv1d, nn.Conv2d]
 
 
 class FastLayer(NamedTuple):
@@ -285,7 +287,7 @@ def linear_clipped_sum(m: nn.Linear, activations, grad_output, factors) -> Dict[
 # nn.Conv1d / nn.Conv2d
 
 
-def _conv_geometry(m: nn.Module):
+def _conv_geometry(m: _Conv):
     """(kernel, stride, dilation, pad list for F.pad) as 2-D tuples (Conv1d: height 1)."""
     k, s, d = tuple(m.kernel_size), tuple(m.stride), tuple(m.dilation)
     if isinstance(m.padding, str):
@@ -306,7 +308,7 @@ def _conv_geometry(m: nn.Module):
     return k, s, d, flat
 
 
-def _conv_padded(m: nn.Module, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tuple, tuple]:
+def _conv_padded(m: _Conv, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tuple, tuple]:
     if x.dim() == len(m.kernel_size) + 1:
         raise ValueError("a convolution needs a batch axis: input of shape (B, C, ...)")
     k, s, d, flat = _conv_geometry(m)
@@ -319,7 +321,7 @@ def _conv_padded(m: nn.Module, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tu
 
 
 @torch.no_grad()
-def conv_norm_sq(m: nn.Module, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
+def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
@@ -341,11 +343,11 @@ def conv_norm_sq(m: nn.Module, activations, grad_output, method: Optional[str] =
     return _add_upper(parts, b)
 
 
-_CONV_WEIGHT = {1: torch.nn.grad.conv1d_weight, 2: torch.nn.grad.conv2d_weight}
+_CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
 
 
 @torch.no_grad()
-def conv_clipped_sum(m: nn.Module, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     params = _trainable(m)
     x = activations[0]
     out = {}
@@ -354,7 +356,7 @@ def conv_clipped_sum(m: nn.Module, activations, grad_output, factors) -> Dict[st
         gw = _weighted(grad_output, factors, w.dtype)
         nd = len(m.kernel_size)
         if m.padding_mode == "zeros" and not isinstance(m.padding, str):
-            xin, padding = x.to(w.dtype), m.padding
+            xin, padding = x.to(w.dtype), tuple(m.padding)
         else:  # pad explicitly (non-zero modes, "same"), then no padding
             k, s, d, flat = _conv_geometry(m)
             xin = x.to(w.dtype)
@@ -362,7 +364,7 @@ def conv_clipped_sum(m: nn.Module, activations, grad_output, factors) -> Dict[st
             if any(flat):
                 mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
                 xin = F.pad(xin, flat, mode=mode)
-            padding = 0
+            padding = (0,) * nd
         out["weight"] = _CONV_WEIGHT[nd](xin, w.shape, gw, stride=m.stride, padding=padding,
                                          dilation=m.dilation, groups=m.groups)
     if "bias" in params:

@@ -13,7 +13,525 @@ the per-sample losses with respect to the layer's output (batch axis 0):
 * ``FastLayer.clipped_sum(m, activations, grad_output, factors) -> dict[str, Tensor]``: for each
   such parameter name, sum_i factors[i] * g_i (g_i the sample's gradient of that parameter), in the
   parameter's dtype and shape; ``factors`` is a (B,) tensor of clip factors in [0, 1].
+
+Methods
+-------
+The layers and what they compute (A_i: the (T, d_in) activations of sample i, T the positions
+that share the weight -- 1 for a 2-D ``Linear`` input, the extra sequence axes otherwise, the
+output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t their rows):
+
+* ``nn.Linear``: the weight's per-sample gradient is G_i^T A_i.  T = 1: its squared norm is
+  ||a||^2 ||g||^2.  T > 1: "ghost norm" (Li, Tramer, Liang, Hashimoto 2022, "Large language
+  models can be strong differentially private learners", ICLR, Sec. 4) ||G_i^T A_i||_F^2 =
+  <A_i A_i^T, G_i G_i^T> at cost T^2 (d_in + d_out) per sample, or the per-sample gradient
+  materialised (in chunks of samples) at cost T d_in d_out, whichever is cheaper.  The bias's
+  per-sample gradient sum_t g_t is always materialised (B x d_out).
+* ``nn.Conv1d``/``nn.Conv2d``: the input is padded (zeros, reflect, replicate or circular; integer,
+  ``"same"`` or ``"valid"`` padding) and unfolded (im2col), which makes each group of the
+  convolution a ``Linear`` with T = the number of output positions; norms add over groups.
+* ``nn.Embedding``: the per-sample gradient has row v = sum_{t: x_t = v} g_t (positions at
+  ``padding_idx`` contribute nothing).  Short sequences use the index-equality Gram
+  sum_{s,t} [x_s = x_t] <g_s, g_t>; long ones add the rows by (sample, index) key (``unique``
+  + ``index_add``, cost T d), whichever is cheaper.  ``scale_grad_by_freq=True`` mixes the samples
+  of a batch (the scale depends on the other samples' indices) and is refused.
+* ``nn.LayerNorm``: the per-sample gradients of weight (sum_t g_t * xhat_t) and bias (sum_t g_t)
+  are (B, normalized_shape): small, so they are materialised, from xhat recomputed in float64.
+
+The clipped sums are "book-keeping" (Bu, Wang, Zha, Karypis 2023, "Differentially private
+optimization on large model at small cost", ICML): the output gradients are scaled by the clip
+factors and the layer's ordinary weight gradient is formed once from the kept activations --
+one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions,
+``index_add`` for ``Embedding`` -- with no second backward pass and no per-sample gradients.  They
+are computed in the parameter's dtype (LayerNorm: float64, then cast).  Everything runs under
+``torch.no_grad()``: the results are plain tensors outside any autograd graph.
+
+Error analysis (why ``norm_sq`` is an upper bound)
+--------------------------------------------------
+"Exact" is the squared norm of the per-sample gradient in real arithmetic from the tensors the
+layer received (for LayerNorm: from its input x, with xhat = (x - mean) / sqrt(var + eps) in real
+arithmetic).  Everything is computed in float64 (unit roundoff u = 2^-53; float32/float16/
+bfloat16 inputs convert exactly) and, with gamma_n = n u / (1 - n u) (Higham, "Accuracy and
+Stability of Numerical Algorithms", 2nd ed., Lemma 3.1 and Sec. 3.1: any order of summation, so
+any BLAS blocking or FMA), the results are inflated by:
+
+* Gram forms (Linear T >= 1, Embedding Gram): with R_i = sum_t ||a_t|| ||g_t|| (for Embedding
+  ||a_t|| = 1 at a non-padding position, else 0), every entry of A A^T (G G^T) is off by at most
+  gamma_{d_in} ||a_s|| ||a_t|| (gamma_{d_out} ||g_s|| ||g_t||) and the T^2-term inner product adds
+  gamma_{T^2}, so |S_hat - S| <= gamma_n R^2 with n = d_in + d_out + T^2 + 1.  We return
+  (S_hat + 3 n u R_hat^2)(1 + 16u): 3 n u covers gamma_n (<= 1.01 n u while n u < 0.01) and the
+  relative error of the computed R_hat^2 (from the Grams' diagonals, each within gamma_d), and
+  (1 + 16u) the rounding of the final operations.
+* Materialised forms (Linear/convolution materialised, bias, Embedding rows, LayerNorm): the
+  computed per-sample gradient w_hat is within Delta of the exact one -- Linear: every entry is a
+  T-term inner product, so ||w_hat - w|| <= gamma_T R <= gamma_T ||A||_F ||G||_F (Cauchy-Schwarz;
+  two contiguous reductions instead of per-position norms); bias: gamma_T sum_t ||g_t|| <=
+  gamma_T sqrt(T) ||G||_F; Embedding rows: a row hit once is g_t itself, the rows hit several
+  times are sums, within gamma_T sum_t ||g_t|| in all; LayerNorm: below -- and the sum of squares
+  is off by gamma_m relatively (m terms, all positive), so ||w||^2 <= (sqrt(s_hat / (1 - gamma_m))
+  + Delta)^2; we return (sqrt(s_hat (1 + 3(m + 1) u)) + Delta_hat)^2 (1 + 16u), Delta_hat inflated
+  for its own rounding.
+* LayerNorm over N features, M = max |x| of the normalised group: the computed mean is within
+  e_mu = gamma_N M, the centred values within e_c = gamma_{N+3} M, the variance within
+  e_v = 10 gamma_{N+3} M^2, so D_hat = sqrt(var_hat + eps) is within relative
+  rho_D = (1+u) e_v / D_low^2 + 3u of D = sqrt(var + eps) (D_low^2 = max(eps, D_hat^2(1 - 2u) - 2 e_v),
+  |sqrt(1 + x) - 1| <= |x| for x >= -1/2), and since |x_k - mean| <= sqrt(N) D every xhat entry is
+  within E = (1 + u)(e_c / D_hat + sqrt(N) rho_D / (1 - rho_D)) + u sqrt(N); when rho_D > 1/2 (an
+  almost constant group with eps ~ 0) the bound falls back to E = max|xhat_hat| + sqrt(N) (both
+  |xhat| and |xhat_hat| are bounded).  The weight's per-sample gradient is then within
+  Delta = sum_t ||g_t|| (E_t + gamma_{T+1} max_k |xhat_hat_tk|).
+* The per-parameter (and per-group) bounds are added and the total multiplied by
+  (1 + 4(k + 1) u) for the k additions.  An absolute n * 2^-1022 is added to each bound to cover
+  underflow (impossible for float32 inputs, whose squares and fourth powers are normal float64
+  numbers).
+
+Tightness: the slack is 3 n u R^2 (Gram) or about 2 Delta ||w|| + 3 m u ||w||^2 (materialised),
+relative to ||w||^2 of order n u R^2 / ||w||^2 (R^2 / ||w||^2 grows at most like T when the
+positions do not cancel) -- many orders below the 1e-6 relative that the tests check against
+float64 naive per-sample gradients.  Non-finite
+inputs give non-finite norms (the engine then clips that sample to zero).
 """
 from __future__ import annotations
 
-FAST_LAYERS: dict = {}
+import math
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.grad import conv1d_weight, conv2d_weight
+
+__all__ = ["FAST_LAYERS", "FastLayer"]
+
+_U = 2.0 ** -53
+_TINY = 2.0 ** -1022
+_F64 = torch.float64
+#: Budget (float64 elements) of the temporaries of one chunk of samples (Gram matrices,
+#: materialised per-sample gradients): 2^23 elements = 64 MiB.
+_CHUNK_ELEMENTS = 1 << 23
+_Conv = Union[nn.Conv1d, nn.Conv2d]
+
+
+class FastLayer(NamedTuple):
+    """The two functions of a fast path (see the module docstring for the contract)."""
+
+    norm_sq: Callable[..., torch.Tensor]
+    clipped_sum: Callable[..., Dict[str, torch.Tensor]]
+
+
+# --------------------------------------------------------------------------------------------
+# certified bounds
+
+
+def _gram_upper(s_hat: torch.Tensor, r2_hat: torch.Tensor, n: int) -> torch.Tensor:
+    """Upper bound of S from S_hat with |S_hat - S| <= gamma_n R^2 (module docstring)."""
+    if n * _U >= 0.01:  # pragma: no cover - needs ~10^14 terms
+        raise ValueError("the layer is too large for the float64 error bound")
+    return ((s_hat + (3.0 * n * _U) * r2_hat) * (1.0 + 16.0 * _U) + n * _TINY).clamp_min(0.0)
+
+
+def _norm_upper(s_hat: torch.Tensor, delta_hat: Optional[torch.Tensor], m: int,
+                delta_ops: int = 0) -> torch.Tensor:
+    """Upper bound of ||w||^2 from s_hat = fl(||w_hat||^2) (m terms) and ||w_hat - w|| <= Delta.
+
+    ``delta_ops`` is the number of floating-point operations in the longest chain that computed
+    ``delta_hat`` (a sum of non-negative terms): it is inflated by 3 (delta_ops + 4) u for them.
+    """
+    if (m + delta_ops) * _U >= 0.01:  # pragma: no cover
+        raise ValueError("the layer is too large for the float64 error bound")
+    r = torch.sqrt(s_hat.clamp_min(0.0) * (1.0 + 3.0 * (m + 1) * _U))
+    if delta_hat is not None:
+        r = r + delta_hat * (1.0 + 3.0 * (delta_ops + 4) * _U)
+    return r * r * (1.0 + 16.0 * _U) + m * _TINY
+
+
+def _add_upper(parts: Sequence[torch.Tensor], batch: int) -> torch.Tensor:
+    """Sum of non-negative upper bounds, inflated for the rounding of the additions."""
+    if not parts:
+        return torch.zeros(batch, dtype=_F64)
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total * (1.0 + 4.0 * len(parts) * _U)
+
+
+def _gamma(n: int) -> float:
+    """An upper bound of gamma_n, inflated for its own rounding."""
+    return 1.01 * n * _U / (1.0 - n * _U)
+
+
+# --------------------------------------------------------------------------------------------
+# the shared linear core: per-sample gradient G_i^T A_i of (N, T, d_in), (N, T, d_out)
+
+
+def _sqsum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Sum of squares along ``dim`` (any memory layout; ``linalg.vector_norm`` is slow on strided views)."""
+    return (x * x).sum(dim=dim, keepdim=keepdim)
+
+
+def _frob_sq(x: torch.Tensor) -> torch.Tensor:
+    """Per-item squared Frobenius norm of (N, T, d), as N BLAS dot products on the memory as laid
+    out (no temporary; ``x`` may be a transposed view, as the unfolded convolution input is)."""
+    n = x.shape[0]
+    if not x.is_contiguous() and x.transpose(1, 2).is_contiguous():
+        x = x.transpose(1, 2)
+    y = x.reshape(n, 1, x.shape[1] * x.shape[2])
+    return torch.bmm(y, y.transpose(1, 2)).view(n)
+
+
+def _chunks(n: int, per_item: int):
+    step = max(1, _CHUNK_ELEMENTS // max(1, per_item))
+    for lo in range(0, n, step):
+        yield lo, min(n, lo + step)
+
+
+def _linear_weight_norm_sq(a: torch.Tensor, g: torch.Tensor,
+                           method: Optional[str] = None) -> torch.Tensor:
+    """Certified upper bound of ||G_i^T A_i||_F^2 for each i; a, g float64 (N, T, d_in/d_out).
+
+    ``method``: None (cheapest), ``"gram"`` or ``"materialise"`` (tests force both).
+    """
+    n_items, t, d_in = a.shape
+    d_out = g.shape[2]
+    if n_items == 0:
+        return torch.zeros(0, dtype=_F64)
+    if t == 1:
+        s = _sqsum(a[:, 0], 1) * _sqsum(g[:, 0], 1)
+        return _gram_upper(s, s, d_in + d_out + 4)
+    if method is None:
+        method = "gram" if t * (d_in + d_out) < d_in * d_out else "materialise"
+    out = torch.empty(n_items, dtype=_F64)
+    if method == "gram":
+        # R = sum_t ||a_t|| ||g_t|| from the Grams' diagonals (each within gamma_d relatively)
+        r = torch.empty(n_items, dtype=_F64)
+        for lo, hi in _chunks(n_items, 2 * t * t):
+            aa = torch.bmm(a[lo:hi], a[lo:hi].transpose(1, 2))
+            gg = torch.bmm(g[lo:hi], g[lo:hi].transpose(1, 2))
+            out[lo:hi] = (aa * gg).sum(dim=(1, 2))
+            r[lo:hi] = torch.sqrt(torch.diagonal(aa, dim1=1, dim2=2) * torch.diagonal(gg, dim1=1, dim2=2)).sum(dim=1)
+        return _gram_upper(out, r * r, d_in + d_out + t * t + 1)
+    if method != "materialise":
+        raise ValueError(f"unknown method {method!r}")
+    for lo, hi in _chunks(n_items, d_in * d_out):
+        w = torch.bmm(g[lo:hi].transpose(1, 2), a[lo:hi])  # (n, d_out, d_in)
+        out[lo:hi] = (w * w).sum(dim=(1, 2))
+    # Delta <= gamma_T sum_t ||a_t|| ||g_t|| <= gamma_T ||A||_F ||G||_F (Cauchy-Schwarz: one
+    # contiguous reduction each instead of per-position norms)
+    rf = torch.sqrt(_frob_sq(a) * _frob_sq(g))
+    return _norm_upper(out, _gamma(t) * rf, d_in * d_out, delta_ops=t * max(d_in, d_out) + 4)
+
+
+def _sum_positions_norm_sq(g: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """Certified upper bound of ||sum_t g_t||^2 for each i; g float64 (N, T, d) (``dim=1``) or
+    (N, d, T) (``dim=2``)."""
+    t = g.shape[dim]
+    d = g.shape[3 - dim]
+    if t == 1:
+        return _norm_upper(_frob_sq(g), None, d)
+    b = g.sum(dim=dim)
+    # ||b_hat - b|| <= gamma_T sum_t ||g_t|| <= gamma_T sqrt(T) ||G||_F
+    delta = _gamma(t) * torch.sqrt(t * _frob_sq(g))
+    return _norm_upper(_sqsum(b, 1), delta, d, delta_ops=t * d + 4)
+
+
+def _trainable(m: nn.Module) -> Dict[str, nn.Parameter]:
+    return {name: p for name, p in m.named_parameters(recurse=False) if p.requires_grad}
+
+
+def _weighted(g: torch.Tensor, factors: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    f = factors.to(device=g.device, dtype=dtype)
+    return g.to(dtype) * f.view((-1,) + (1,) * (g.dim() - 1))
+
+
+# --------------------------------------------------------------------------------------------
+# nn.Linear
+
+
+def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]:
+    a = activations[0]
+    b = a.shape[0]
+    if a.dim() == 1:  # an unbatched input is not a batch of samples
+        raise ValueError("a Linear layer needs a batch axis: input of shape (B, ..., in_features)")
+    t = math.prod(a.shape[1:-1])
+    return a.reshape(b, t, a.shape[-1]), grad_output.reshape(b, t, grad_output.shape[-1])
+
+
+@torch.no_grad()
+def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
+    a, g = _linear_views(activations, grad_output)
+    params = _trainable(m)
+    g64 = g.to(_F64)
+    parts = []
+    if "weight" in params:
+        parts.append(_linear_weight_norm_sq(a.to(_F64), g64, method))
+    if "bias" in params:
+        parts.append(_sum_positions_norm_sq(g64))
+    return _add_upper(parts, a.shape[0])
+
+
+@torch.no_grad()
+def linear_clipped_sum(m: nn.Linear, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    a, g = _linear_views(activations, grad_output)
+    params = _trainable(m)
+    out = {}
+    if "weight" in params:
+        dt = params["weight"].dtype
+        gw = _weighted(g, factors, dt).reshape(-1, g.shape[-1])
+        out["weight"] = gw.t().mm(a.to(dt).reshape(-1, a.shape[-1]))
+    if "bias" in params:
+        dt = params["bias"].dtype
+        out["bias"] = _weighted(g, factors, dt).sum(dim=(0, 1))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# nn.Conv1d / nn.Conv2d
+
+
+def _conv_geometry(m: _Conv):
+    """(kernel, stride, dilation, pad list for F.pad) as 2-D tuples (Conv1d: height 1)."""
+    k, s, d = tuple(m.kernel_size), tuple(m.stride), tuple(m.dilation)
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            pads = [(0, 0)] * len(k)
+        else:  # "same", torch's convention: the extra pad goes right/bottom
+            pads = []
+            for ki, di in zip(k, d):
+                total = di * (ki - 1)
+                pads.append((total // 2, total - total // 2))
+    else:
+        pads = [(p, p) for p in m.padding]
+    if len(k) == 1:
+        k, s, d, pads = (1,) + k, (1,) + s, (1,) + d, [(0, 0)] + pads
+    flat = []
+    for left, right in reversed(pads):  # F.pad: last dimension first
+        flat += [left, right]
+    return k, s, d, flat
+
+
+def _conv_padded(m: _Conv, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tuple, tuple]:
+    if x.dim() == len(m.kernel_size) + 1:
+        raise ValueError("a convolution needs a batch axis: input of shape (B, C, ...)")
+    k, s, d, flat = _conv_geometry(m)
+    if len(m.kernel_size) == 1:
+        x = x.unsqueeze(2)
+    if any(flat):
+        mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
+        x = F.pad(x, flat, mode=mode)
+    return x, k, s, d
+
+
+@torch.no_grad()
+def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
+    params = _trainable(m)
+    x = activations[0]
+    b = x.shape[0]
+    groups = m.groups
+    g = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:])).to(_F64)  # (B, C_out, L)
+    parts = []
+    if "weight" in params and b > 0:
+        xp, k, s, d = _conv_padded(m, x)
+        u = F.unfold(xp, kernel_size=k, dilation=d, padding=0, stride=s).to(_F64)  # (B, C_in k, L), exact
+        length = u.shape[2]
+        a = u.reshape(b * groups, -1, length).transpose(1, 2)
+        gg = g.reshape(b * groups, -1, length).transpose(1, 2)
+        per_group = _linear_weight_norm_sq(a, gg, method).view(b, groups)
+        parts.append(per_group.sum(dim=1) * (1.0 + 4.0 * groups * _U))
+    elif "weight" in params:
+        parts.append(torch.zeros(0, dtype=_F64))
+    if "bias" in params:
+        parts.append(_sum_positions_norm_sq(g, dim=2))
+    return _add_upper(parts, b)
+
+
+_CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
+
+
+@torch.no_grad()
+def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    params = _trainable(m)
+    x = activations[0]
+    out = {}
+    if "weight" in params:
+        w = params["weight"]
+        gw = _weighted(grad_output, factors, w.dtype)
+        nd = len(m.kernel_size)
+        if m.padding_mode == "zeros" and not isinstance(m.padding, str):
+            xin, padding = x.to(w.dtype), tuple(m.padding)
+        else:  # pad explicitly (non-zero modes, "same"), then no padding
+            k, s, d, flat = _conv_geometry(m)
+            xin = x.to(w.dtype)
+            flat = flat[:2 * nd]
+            if any(flat):
+                mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
+                xin = F.pad(xin, flat, mode=mode)
+            padding = (0,) * nd
+        out["weight"] = _CONV_WEIGHT[nd](xin, w.shape, gw, stride=m.stride, padding=padding,
+                                         dilation=m.dilation, groups=m.groups)
+    if "bias" in params:
+        dt = params["bias"].dtype
+        gb = _weighted(grad_output, factors, dt)
+        out["bias"] = gb.reshape(gb.shape[0], gb.shape[1], math.prod(gb.shape[2:])).sum(dim=(0, 2))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# nn.Embedding
+
+
+def _embedding_views(m: nn.Embedding, activations, grad_output):
+    if m.scale_grad_by_freq:
+        raise ValueError("Embedding(scale_grad_by_freq=True) scales each gradient by the index "
+                         "counts of the whole batch, which mixes samples: per-sample gradients "
+                         "are undefined (use scale_grad_by_freq=False)")
+    x = activations[0]
+    b = x.shape[0]
+    if x.dim() == 0:
+        raise ValueError("an Embedding layer needs a batch axis: indices of shape (B, ...)")
+    idx = x.reshape(b, math.prod(x.shape[1:]))
+    g = grad_output.reshape(b, idx.shape[1], m.embedding_dim)
+    valid = None if m.padding_idx is None else idx != m.padding_idx
+    return idx, g, valid
+
+
+@torch.no_grad()
+def embedding_norm_sq(m: nn.Embedding, activations, grad_output,
+                      method: Optional[str] = None) -> torch.Tensor:
+    idx, g, valid = _embedding_views(m, activations, grad_output)
+    b, t, d = g.shape
+    if "weight" not in _trainable(m) or b == 0:
+        return torch.zeros(b, dtype=_F64)
+    g64 = g.to(_F64)
+    sq = _sqsum(g64, 2)  # (B, T)
+    if valid is not None:
+        sq = sq * valid.to(_F64)  # padding positions give no gradient
+    r = torch.sqrt(sq).sum(dim=1)
+    if t == 1:
+        return _norm_upper(sq[:, 0], None, d + 2)
+    if method is None:
+        method = "gram" if t <= 8 else "rows"
+    if method == "gram":
+        out = torch.empty(b, dtype=_F64)
+        for lo, hi in _chunks(b, t * t):
+            same = idx[lo:hi].unsqueeze(2) == idx[lo:hi].unsqueeze(1)
+            if valid is not None:
+                same &= valid[lo:hi].unsqueeze(2) & valid[lo:hi].unsqueeze(1)
+            gg = torch.bmm(g64[lo:hi], g64[lo:hi].transpose(1, 2))
+            out[lo:hi] = (same.to(_F64) * gg).sum(dim=(1, 2))
+        return _gram_upper(out, r * r, d + t * t + 1)
+    if method != "rows":
+        raise ValueError(f"unknown method {method!r}")
+    # rows of the per-sample gradient: one per distinct (sample, index); a row hit once is g_t
+    # (its squared norm is sq), the rows hit several times are summed explicitly
+    sample = torch.arange(b, device=idx.device).unsqueeze(1).expand(b, t)
+    keys = sample.reshape(-1) * m.num_embeddings + idx.reshape(-1).to(torch.int64)
+    uniq, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
+    repeated = counts[inverse] > 1
+    if valid is not None:
+        repeated &= valid.reshape(-1)
+    s = (sq * (~repeated).view(b, t).to(_F64)).sum(dim=1)
+    pos = torch.nonzero(repeated).squeeze(1)
+    if pos.numel():
+        groups, local = torch.unique(inverse[pos], return_inverse=True)
+        rows = torch.zeros(groups.shape[0], d, dtype=_F64, device=g.device)
+        rows.index_add_(0, local, g64.reshape(-1, d)[pos])
+        s.index_add_(0, torch.div(uniq[groups], m.num_embeddings, rounding_mode="floor"), _sqsum(rows, 1))
+    # s adds at most t squared row norms of at most d terms each: covered by m = t d + t
+    return _norm_upper(s, _gamma(t) * r, t * d + t, delta_ops=t + d + 4)
+
+
+@torch.no_grad()
+def embedding_clipped_sum(m: nn.Embedding, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    idx, g, valid = _embedding_views(m, activations, grad_output)
+    params = _trainable(m)
+    if "weight" not in params:
+        return {}
+    w = params["weight"]
+    gw = _weighted(g, factors, w.dtype)
+    flat_idx, flat_g = idx.reshape(-1), gw.reshape(-1, g.shape[2])
+    if valid is not None:
+        keep = valid.reshape(-1)
+        flat_idx, flat_g = flat_idx[keep], flat_g[keep]
+    out = torch.zeros_like(w, memory_format=torch.contiguous_format)
+    out.index_add_(0, flat_idx, flat_g)
+    return {"weight": out}
+
+
+# --------------------------------------------------------------------------------------------
+# nn.LayerNorm
+
+
+def _layernorm_grads(m: nn.LayerNorm, activations, grad_output):
+    """float64 per-sample gradients (B, N) of weight and bias and their error bounds Delta."""
+    x = activations[0]
+    nshape = tuple(m.normalized_shape)
+    n = math.prod(nshape)
+    b = x.shape[0]
+    if x.dim() <= len(nshape):
+        raise ValueError("a LayerNorm layer needs a batch axis: input of shape (B, ..., *normalized_shape)")
+    t = math.prod(x.shape[1:x.dim() - len(nshape)])
+    x64 = x.to(_F64).reshape(b, t, n)  # (B, T, N)
+    g64 = grad_output.to(_F64).reshape(b, t, n)
+    t = x64.shape[1]
+    mean = x64.sum(dim=2, keepdim=True) / n
+    c = x64 - mean
+    var = c.pow(2).sum(dim=2, keepdim=True) / n
+    dhat = torch.sqrt(var + m.eps)
+    xhat = c / dhat
+    w_grad = (g64 * xhat).sum(dim=1)  # (B, N)
+    b_grad = g64.sum(dim=1)
+    # error bound of xhat, per (sample, position): module docstring
+    big_m = x64.abs().amax(dim=2, keepdim=True)
+    e_c = _gamma(n + 3) * big_m
+    e_v = 10.0 * _gamma(n + 3) * big_m * big_m
+    d2_low = torch.maximum(torch.full_like(dhat, float(m.eps)), dhat * dhat * (1.0 - 2.0 * _U) - 2.0 * e_v)
+    rho_d = ((1.0 + _U) * e_v / d2_low + 3.0 * _U) * 1.01
+    sqrt_n = math.sqrt(n)
+    xhat_max = xhat.abs().amax(dim=2, keepdim=True)
+    fallback = xhat_max + sqrt_n
+    derived = (1.0 + _U) * (e_c / dhat + sqrt_n * rho_d / (1.0 - rho_d).clamp_min(0.5)) + _U * sqrt_n
+    e_x = torch.where(rho_d <= 0.5, torch.minimum(derived, fallback), fallback) * 1.01
+    gn = torch.sqrt(_sqsum(g64, 2, keepdim=True))  # (B, T, 1)
+    delta_w = (gn * (e_x + _gamma(t + 1) * xhat_max)).sum(dim=(1, 2))
+    delta_b = _gamma(t) * gn.sum(dim=(1, 2)) if t > 1 else None
+    return w_grad, b_grad, delta_w, delta_b, n, t
+
+
+@torch.no_grad()
+def layernorm_norm_sq(m: nn.LayerNorm, activations, grad_output) -> torch.Tensor:
+    params = _trainable(m)
+    b = activations[0].shape[0]
+    if not params:
+        return torch.zeros(b, dtype=_F64)
+    w_grad, b_grad, delta_w, delta_b, n, t = _layernorm_grads(m, activations, grad_output)
+    parts = []
+    if "weight" in params:
+        parts.append(_norm_upper(w_grad.pow(2).sum(dim=1), delta_w, n, delta_ops=t + n + 8))
+    if "bias" in params:
+        parts.append(_norm_upper(b_grad.pow(2).sum(dim=1), delta_b, n, delta_ops=t + n + 4))
+    return _add_upper(parts, b)
+
+
+@torch.no_grad()
+def layernorm_clipped_sum(m: nn.LayerNorm, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    params = _trainable(m)
+    if not params:
+        return {}
+    w_grad, b_grad, _, _, _, _ = _layernorm_grads(m, activations, grad_output)
+    f = factors.to(device=w_grad.device, dtype=_F64)
+    out = {}
+    if "weight" in params:
+        p = params["weight"]
+        out["weight"] = (f @ w_grad).reshape(p.shape).to(p.dtype)
+    if "bias" in params:
+        p = params["bias"]
+        out["bias"] = (f @ b_grad).reshape(p.shape).to(p.dtype)
+    return out
+
+
+FAST_LAYERS: dict = {
+    nn.Linear: FastLayer(linear_norm_sq, linear_clipped_sum),
+    nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum),
+    nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum),
+    nn.Embedding: FastLayer(embedding_norm_sq, embedding_clipped_sum),
+    nn.LayerNorm: FastLayer(layernorm_norm_sq, layernorm_clipped_sum),
+}

@@ -35,7 +35,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("mechanisms", ("dpfast.mechanisms",)),
     ("families", ("dpfast._base", "dpfast.linear_model", "dpfast.sgd", "dpfast.public", "dpfast.tables",
                   "dpfast.cluster", "dpfast.tools", "dpfast.naive_bayes",
-                  "dpfast.decomposition", "dpfast.torch")),
+                  "dpfast.decomposition", "dpfast.torch", "dpfast.tree", "dpfast.ensemble")),
     ("workflows", ("dpfast.preprocessing", "dpfast.model_selection")),
     ("top", ("dpfast.audit", "dpfast.demo", "dpfast")),
 ]

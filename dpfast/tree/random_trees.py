@@ -141,13 +141,30 @@ def route(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int)
 
 
 def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
-    """Per leaf, the class distribution estimated from released noisy counts: the counts
-    clipped at 0 and normalised; a leaf with no positive count gets the uniform distribution
-    (post-processing)."""
-    pos = np.maximum(noisy.astype(np.float64), 0.0)
-    total = pos.sum(axis=-1, keepdims=True)
-    k = noisy.shape[-1]
-    return np.where(total > 0, pos / np.where(total > 0, total, 1.0), 1.0 / k)
+    """Per leaf, the class distribution estimated from released noisy counts (post-processing).
+
+    ``noisy``: (n_trees, 2^D, K).  A leaf's distribution is its counts clipped at 0 and
+    normalised.  A leaf with no positive count (empty, or its noise all negative) backs off to
+    its nearest ancestor that has one, the ancestor's counts being the sums of its leaves'
+    noisy counts; uniform when even the root has none.  (Without the back-off such a leaf would
+    be uniform, and a single tree's argmax would then always fall on the first class.)
+    """
+    T, L, K = noisy.shape
+    D = L.bit_length() - 1
+    out = np.full((T, L, K), 1.0 / K)
+    done = np.zeros((T, L), dtype=bool)
+    counts = noisy.astype(np.float64)
+    for level in range(D, -1, -1):  # level D: the leaves; level 0: the root
+        span = L >> level  # leaves under a node of this level
+        node = counts.reshape(T, 1 << level, span, K).sum(axis=2)
+        pos = np.maximum(node, 0.0)
+        total = pos.sum(axis=-1, keepdims=True)
+        ok = (total[..., 0] > 0)
+        dist = pos / np.where(total > 0, total, 1.0)
+        ok_leaf = np.repeat(ok, span, axis=1) & ~done
+        out[ok_leaf] = np.repeat(dist, span, axis=1)[ok_leaf]
+        done |= ok_leaf
+    return out
 
 
 class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
@@ -165,10 +182,6 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
     _expected_failures = {
         "check_classifiers_classes": PUBLIC_LABELS,
         "check_classifiers_train": PUBLIC_LABELS + " (predict_proba has len(classes) columns)",
-        "check_classifiers_one_label": (
-            "the label set is public (classes), so a fit on rows of one label still releases noisy counts (or "
-            "noisy labels) for every class in it, and the prediction is a function of those: it need not be the "
-            "one label seen (asserting it would read the label set off the private labels)"),
     }
 
     def _n_trees(self) -> int:  # pragma: no cover - abstract
@@ -254,4 +267,5 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
             return np.log(self.predict_proba(X))
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -5,8 +5,8 @@ Accuracy: test accuracy at epsilon 0.1, 1, 10 over 10 seeds on UCI Adult (dpfast
 official split), breast-cancer, digits and wine (scikit-learn's, a fixed stratified 70/30
 split).  Every private model gets the same public parameters: the training set's per-feature
 min/max as bounds (treated as public, as in diffprivlib's examples), the label set, diffprivlib's
-defaults n_estimators=10 and max_depth=5.  dpfast is run with both leaf mechanisms ("counts", the
-default, and "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
+defaults n_estimators=10 and max_depth=5.  dpfast is run with its default leaf mechanism ("auto")
+and with each of the two it chooses between ("counts", "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
 1 run; it routes the rows in a Python loop).
 
     PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_trees.py [--dpl /tmp/dpl_site] [--seeds 10]
@@ -67,7 +67,7 @@ def ms(a):
 print(f"diffprivlib {diffprivlib.__version__}")
 if not args.skip_accuracy:
     print("accuracy (mean +- sd over seeds), n_estimators=10, max_depth=5: data, epsilon, "
-          "forest: dpfast counts, dpfast label, diffprivlib | tree: dpfast counts, dpfast label, diffprivlib | "
+          "forest: dpfast auto (default), counts, label, diffprivlib | tree: dpfast auto, counts, label, diffprivlib | "
           "sklearn forest")
     for name, Xtr, Xte, ytr, yte in datasets():
         lo, hi = Xtr.min(0), Xtr.max(0)
@@ -76,9 +76,9 @@ if not args.skip_accuracy:
         classes = np.unique(ytr)  # public schema of these benchmarks
         sk = SkRF(n_estimators=10, max_depth=5, random_state=0).fit(Xtr, ytr).score(Xte, yte)
         for eps in (0.1, 1.0, 10.0):
-            r = {k: [] for k in ("fc", "fl", "fd", "tc", "tl", "td")}
+            r = {k: [] for k in ("fa", "fc", "fl", "fd", "ta", "tc", "tl", "td")}
             for s in range(args.seeds):
-                for lm, key in (("counts", "c"), ("label", "l")):
+                for lm, key in (("auto", "a"), ("counts", "c"), ("label", "l")):
                     r["f" + key].append(RandomForestClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
                                                                random_state=s).fit(Xtr, ytr).score(Xte, yte))
                     r["t" + key].append(DecisionTreeClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
@@ -87,8 +87,8 @@ if not args.skip_accuracy:
                                .fit(Xtr, ytr).score(Xte, yte))
                 r["td"].append(DplTree(epsilon=eps, bounds=(lo, hi), classes=list(classes), random_state=s)
                                .fit(Xtr, ytr).score(Xte, yte))
-            print(f"{name:14s} eps={eps:<5} forest {ms(r['fc'])} {ms(r['fl'])} dpl {ms(r['fd'])} | "
-                  f"tree {ms(r['tc'])} {ms(r['tl'])} dpl {ms(r['td'])} | sklearn {sk:.3f}", flush=True)
+            print(f"{name:14s} eps={eps:<5} forest {ms(r['fa'])} {ms(r['fc'])} {ms(r['fl'])} dpl {ms(r['fd'])} | "
+                  f"tree {ms(r['ta'])} {ms(r['tc'])} {ms(r['tl'])} dpl {ms(r['td'])} | sklearn {sk:.3f}", flush=True)
 
 rng = np.random.default_rng(0)
 n, d = args.rows, 10
@@ -106,9 +106,9 @@ def t(f, reps=3):
     return float(np.median(out))
 
 
-tc = t(lambda: RandomForestClassifier(1.0, b, random_state=0).fit(X, y))
+tc = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
 tl = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="label", random_state=0).fit(X, y))
-tt = t(lambda: DecisionTreeClassifier(1.0, b, random_state=0).fit(X, y))
+tt = t(lambda: DecisionTreeClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
 td = t(lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
                      random_state=0).fit(X, y), reps=1)
 tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],

@@ -108,7 +108,7 @@ class RandomForestClassifier(RandomTreesClassifier):
     }
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, classes=None, n_estimators: int = 10,
-                 max_depth: int = 5, leaf_mechanism: str = "counts", random_state: Any = None):
+                 max_depth: int = 5, leaf_mechanism: str = "auto", random_state: Any = None):
         self.epsilon = epsilon
         self.bounds = bounds
         self.classes = classes

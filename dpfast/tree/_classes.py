@@ -38,7 +38,7 @@ class DecisionTreeClassifier(RandomTreesClassifier):
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, classes=None, max_depth: int = 5,
-                 leaf_mechanism: str = "counts", random_state: Any = None):
+                 leaf_mechanism: str = "auto", random_state: Any = None):
         self.epsilon = epsilon
         self.bounds = bounds
         self.classes = classes

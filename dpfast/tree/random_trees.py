@@ -37,13 +37,17 @@ from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
 
-__all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "MAX_DEPTH",
-           "MAX_TABLE"]
+__all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
+           "auto_mechanism", "MAX_DEPTH", "MAX_TABLE", "AUTO_COUNT_SHARE", "AUTO_THRESHOLD"]
 
 #: deepest tree (2^30 leaves is already far beyond any table that fits MAX_TABLE)
 MAX_DEPTH = 30
 #: most entries of the (n_trees, 2^max_depth, n_classes) count table (64 MiB of int64)
 MAX_TABLE = 1 << 23
+#: "auto": the share of epsilon spent on the noisy row count
+AUTO_COUNT_SHARE = 0.05
+#: "auto": "label" below this many rows per leaf per unit of noise, n * epsilon / (n_trees * 2^depth)
+AUTO_THRESHOLD = 0.25
 #: rows routed per block in predict (bounds the (rows, trees, classes) gather)
 _PREDICT_BLOCK = 1 << 15
 
@@ -140,6 +144,14 @@ def route(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int)
     return _trees.route(X, feature, threshold, int(depth), _threads.default_threads())
 
 
+def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> str:
+    """The leaf mechanism ``leaf_mechanism="auto"`` picks from the released row count:
+    ``"label"`` when ``n * epsilon / (n_trees * 2^depth) < AUTO_THRESHOLD`` (fewer than a quarter
+    of a row per leaf per unit of noise: permute-and-flip gets more out of weak counts than a noisy
+    count table does), else ``"counts"``.  Post-processing of the noisy count."""
+    return "label" if n_noisy * epsilon < AUTO_THRESHOLD * n_trees * (1 << depth) else "counts"
+
+
 def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
     """Per leaf, the class distribution estimated from released noisy counts (post-processing).
 
@@ -176,7 +188,7 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         "bounds": ["array-like", dict, None],
         "classes": ["array-like", None],
         "max_depth": [Interval(Integral, 0, MAX_DEPTH, closed="both")],
-        "leaf_mechanism": [StrOptions({"counts", "label"})],
+        "leaf_mechanism": [StrOptions({"auto", "counts", "label"})],
         "random_state": RANDOM_STATE,
     }
     _expected_failures = {
@@ -188,7 +200,8 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         raise NotImplementedError
 
     def _plan(self, n_classes: int):
-        """(event, n_trees, depth) of one fit from public parameters only; ValueError before the charge."""
+        """(event, n_trees, depth, epsilon of the row count, epsilon of the leaves) of one fit, from
+        public parameters only; ValueError before the charge."""
         eps = float(check_epsilon(self.epsilon, allow_array=False))
         n_trees, depth = self._n_trees(), int(self.max_depth)
         if n_trees * (1 << depth) * n_classes > MAX_TABLE:
@@ -197,11 +210,18 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         if self.leaf_mechanism == "counts":
             # one discrete Laplace release of every count: l1 sensitivity n_trees (a row is counted
             # once in every tree); the event is the pure epsilon of the (rounded-up) scale used
-            event = event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), n_trees, eps)
-        else:
+            return event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), n_trees, eps), \
+                n_trees, depth, 0.0, eps
+        if self.leaf_mechanism == "label":
             # permute-and-flip per leaf at epsilon; leaves and trees see disjoint rows (parallel composition)
-            event = accounting.PureDP(eps)
-        return event, n_trees, depth
+            return accounting.PureDP(eps), n_trees, depth, 0.0, eps
+        # "auto": a noisy row count at AUTO_COUNT_SHARE * epsilon picks the leaf mechanism, which
+        # runs at the rest; basic composition of two pure releases, the sum kept <= epsilon
+        eps_n = eps * AUTO_COUNT_SHARE
+        eps_leaf = eps - eps_n
+        while eps_n + eps_leaf > eps:
+            eps_leaf = float(np.nextafter(eps_leaf, 0.0))
+        return accounting.PureDP(eps), n_trees, depth, eps_n, eps_leaf
 
     def fit(self, X, y, *, budget: Any = None):
         """Release the random trees' leaves (see the class docstring).  Returns self.
@@ -216,15 +236,22 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         classes, idx = check_label_set(yv, self.classes)
         k, d = classes.size, Xa.shape[1]
         lo, hi = tree_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
-        event, n_trees, depth = self._plan(k)
+        event, n_trees, depth, eps_n, eps_leaf = self._plan(k)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
+        mechanism = self.leaf_mechanism
+        if mechanism == "auto":
+            with detached():  # the fit's event covers the draw
+                n_noisy = int(discrete_laplace_mechanism(np.array([Xa.shape[0]], dtype=np.int64), 1, eps_n,
+                                                         rng=gen)[0])
+            self.n_samples_noisy_ = n_noisy
+            mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
         feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
         L = 1 << depth
-        if self.leaf_mechanism == "counts":
-            with detached():  # the fit's event covers the draw; noise first, its size is public
-                noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees,
-                                                   float(self.epsilon), rng=gen)
+        if mechanism == "counts":
+            with detached():  # noise first: its size is public
+                noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf,
+                                                   rng=gen)
             noisy = leaf_counts(Xa, idx, k, feature, threshold, depth) + noise
             self.leaf_counts_ = noisy
             self.leaf_proba_ = leaf_distribution(noisy)
@@ -232,11 +259,12 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
             part = gen.integers(0, n_trees, size=Xa.shape[0]) if n_trees > 1 else None
             exact = leaf_counts(Xa, idx, k, feature, threshold, depth, part)
             with detached():
-                labels = report_noisy_max(exact.astype(np.float64), 1.0, float(self.epsilon), axis=-1,
+                labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
                                           noise="exponential", monotonic=True, rng=gen)
             labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
             self.leaf_labels_ = labels
             self.leaf_proba_ = np.eye(k)[labels]
+        self.leaf_mechanism_ = mechanism
         self.feature_ = feature
         self.threshold_ = threshold
         self.classes_ = classes

@@ -43,8 +43,7 @@ for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
     if not hasattr(_tree, _name):
         setattr(_tree, _name, _val)
 import diffprivlib  # noqa: E402
-from diffprivlib.models import DecisionTreeClassifier as DplTree  # noqa: E402
-from diffprivlib.models import RandomForestClassifier as DplRF  # noqa: E402
+from diffprivlib.models import DecisionTreeClassifier as DplTree, RandomForestClassifier as DplRF  # noqa: E402
 
 warnings.filterwarnings("ignore")
 

@@ -29,7 +29,7 @@ class RandomForestClassifier(RandomTreesClassifier):
 
     Leaves (the one private release), by ``leaf_mechanism``:
 
-    * ``"counts"`` (default): every row is counted in every tree; the whole table of
+    * ``"counts"``: every row is counted in every tree; the whole table of
       ``n_estimators * 2^max_depth * n_classes`` class counts gets exact discrete Laplace noise
       (Canonne, Kamath & Steinke 2020) of scale ``n_estimators / epsilon``: adding or removing a
       row changes one count per tree by 1 (l1 sensitivity ``n_estimators``), so the release is
@@ -50,16 +50,21 @@ class RandomForestClassifier(RandomTreesClassifier):
       rows into ``n_estimators`` contiguous equal chunks -- whose boundaries move when one row is
       added, so that one row can change the data of every tree -- by an independent uniform
       draw per row.
+    * ``"auto"`` (default): ``epsilon / 20`` (``AUTO_COUNT_SHARE``) buys a discrete Laplace count
+      ``n~`` of the rows (attribute ``n_samples_noisy_``); the remaining epsilon runs ``"label"``
+      when ``n~ epsilon / (n_estimators 2^max_depth) < 1/4`` and ``"counts"`` otherwise
+      (``leaf_mechanism_``).  Basic composition of two pure releases: ``event_`` is
+      ``PureDP(epsilon)``.  The threshold was set on the four benchmark data sets below.
 
     Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (10 seeds,
-    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), ``"counts"`` is the more
-    accurate at epsilon 1 and 10, by a wide margin on the multi-class sets (digits, wine): a
+    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``, :doc:`/theory/trees`), ``"counts"``
+    is the more accurate at epsilon 1 and 10, by a wide margin on the multi-class sets (digits, wine): a
     leaf's counts say how sure it is, a label does not, and each tree sees all rows.  Per tree
     the two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
     ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /
     epsilon`` for ``"label"``), but permute-and-flip extracts a majority label from weak counts
     better than a noisy-count argmax, so ``"label"`` can win when ``n * epsilon`` is small
-    against ``n_estimators * 2^max_depth`` (breast-cancer at epsilon 0.1).  Fewer, shallower
+    against ``n_estimators * 2^max_depth`` (breast-cancer and wine at epsilon 0.1).  Fewer, shallower
     trees raise the signal per leaf at small ``n * epsilon``; deeper ones help at large.
     Fletcher & Islam's smooth-sensitivity majority label (2017) is not used: it needs a
     data-dependent noise scale, which dpfast's fixed-event accounting does not express.
@@ -80,7 +85,7 @@ class RandomForestClassifier(RandomTreesClassifier):
         Number of trees (>= 1).
     max_depth : int
         Depth of every tree (0 .. 30; ``n_estimators * 2^max_depth * n_classes`` at most 2^23).
-    leaf_mechanism : {"counts", "label"}
+    leaf_mechanism : {"auto", "counts", "label"}
         The leaf release (above).
     random_state : None, int or numpy Generator
         The trees, the noise and (for ``"label"``) the split of the rows among the trees.
@@ -97,9 +102,15 @@ class RandomForestClassifier(RandomTreesClassifier):
     leaf_labels_ : int64 ndarray of shape (n_estimators, 2^max_depth)
         The released leaf labels, indices into ``classes_`` (``"label"``).
     leaf_proba_ : ndarray of shape (n_estimators, 2^max_depth, n_classes)
-        Each leaf's class distribution (post-processing of the release).
-    event_ : ``PureDP``; ``epsilon_`` its epsilon (at most ``epsilon``: the discrete Laplace scale
-        is rounded up to a rational the exact sampler takes), ``delta_ = 0``, ``accountant_`` None.
+        Each leaf's class distribution (post-processing of the release; a leaf with no positive
+        noisy count backs off to its nearest ancestor's summed counts).
+    leaf_mechanism_ : str
+        The leaf release used (``"counts"`` or ``"label"``).
+    n_samples_noisy_ : int
+        The released row count (``"auto"`` only).
+    event_ : ``PureDP``; ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete
+        Laplace scale is rounded up to a rational the exact sampler takes), ``delta_ = 0``,
+        ``accountant_`` None.
     """
 
     _parameter_constraints = {

@@ -20,7 +20,7 @@ class DecisionTreeClassifier(RandomTreesClassifier):
     ``epsilon``-DP, ``delta = 0``; ``predict``, ``predict_proba``, ``apply`` and ``score`` are
     post-processing.
 
-    * ``leaf_mechanism="counts"`` (default): every leaf's class counts get exact discrete
+    * ``leaf_mechanism="counts"``: every leaf's class counts get exact discrete
       Laplace noise of scale ``1 / epsilon`` (Canonne, Kamath & Steinke 2020; one row changes
       one count by 1: l1 sensitivity 1); ``predict_proba`` is the leaf's noisy counts clipped at 0
       and normalised (Jagannathan, Pillaipakkamnekandath & Wright 2012; Bojarski et al. 2014's
@@ -30,6 +30,8 @@ class DecisionTreeClassifier(RandomTreesClassifier):
       1) at ``epsilon``; the leaves hold disjoint rows (parallel composition, McSherry 2009).
       This is diffprivlib's tree (Fletcher & Islam 2017) with permute-and-flip for its
       exponential mechanism.
+    * ``leaf_mechanism="auto"`` (default): a noisy row count at ``epsilon / 20`` picks one of the
+      two (``"label"`` when ``n~ epsilon / 2^max_depth < 1/4``), run at the rest of epsilon.
 
     When to use: a single interpretable private tree; for accuracy prefer
     :class:`dpfast.ensemble.RandomForestClassifier`, which averages several trees for the same

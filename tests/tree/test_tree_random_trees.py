@@ -10,8 +10,7 @@ from scipy import stats
 
 from dpfast import PrivacyBudget, _trees
 from dpfast.budget import BudgetExceededError
-from dpfast.tree import DecisionTreeClassifier
-from dpfast.tree import random_trees as RT
+from dpfast.tree import DecisionTreeClassifier, random_trees as RT
 
 
 def _data(n=300, d=3, k=2, seed=0):

@@ -14,6 +14,8 @@ from _bench import size
 collect_ignore = ["bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "bench_ssp.py", "bench_tools.py",
                   "bench_torch.py", "accuracy_torch_digits.py"]
 
+                  "bench_trees.py"]
+
 
 @pytest.fixture
 def bench_size():

@@ -22,6 +22,7 @@ PEP 562), so that ``import dpfast`` stays light:
 * :mod:`dpfast.decomposition` -- private PCA (Analyze Gauss / Laplace covariance perturbation).
 * :mod:`dpfast.torch` -- DP-SGD for your own PyTorch model, Opacus's names (needs ``dpfast[torch]``;
   ``import dpfast`` never imports torch).
+* :mod:`dpfast.tree`, :mod:`dpfast.ensemble` -- private random decision trees and forests.
 """
 import importlib as _importlib
 from typing import TYPE_CHECKING
@@ -30,7 +31,7 @@ __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrate", "mechanisms", "random", "accounting", "budget", "linear_model", "sgd",
                     "public", "datasets", "tables", "preprocessing", "model_selection", "audit", "cluster", "tools",
-                    "naive_bayes", "decomposition", "torch")
+                    "naive_bayes", "decomposition", "torch", "tree", "ensemble")
 
 # dpfast.mechanisms.__all__, re-exported at the top level (tests/test_package.py checks that the
 # two lists agree; they are spelled out so that ``import dpfast`` imports no mechanism).

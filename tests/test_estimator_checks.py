@@ -21,10 +21,12 @@ from dpfast import accounting as acc
 from dpfast._base import expected_failed_checks
 from dpfast.budget import BudgetExceededError, PrivacyBudget
 from dpfast.decomposition import PCA
+from dpfast.ensemble import RandomForestClassifier
 from dpfast.linear_model import LinearRegression, LogisticRegression
 from dpfast.naive_bayes import GaussianNB
 from dpfast.public import PublicDataClassifier, PublicDataRegressor
 from dpfast.sgd import DPMLPClassifier, DPSGDClassifier, DPSGDRegressor
+from dpfast.tree import DecisionTreeClassifier
 
 # public rows for the public-data learners (independent of every private sample below)
 Z2 = np.random.default_rng(100).normal(size=(50, 2))
@@ -46,6 +48,10 @@ def _instances():
         "PublicDataRegressor": PublicDataRegressor(public_data=Z2, random_state=0),
         "PCA": PCA(norm_bound=10.0, random_state=0),
         "GaussianNB": GaussianNB(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
+        "DecisionTreeClassifier": DecisionTreeClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
+        "RandomForestClassifier": RandomForestClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
+        "RandomForestClassifier(label)": RandomForestClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3],
+                                                                leaf_mechanism="label", random_state=0),
     }
 
 

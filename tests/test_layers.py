@@ -29,13 +29,14 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
                 "dpfast._dask_utils", "dpfast.io", "dpfast.datasets",
                 # native extensions
                 "dpfast._core", "dpfast._chacha", "dpfast._exact", "dpfast._selection", "dpfast._pld",
-                "dpfast._glm", "dpfast._clip", "dpfast._public", "dpfast._tables", "dpfast._multinomial")),
+                "dpfast._glm", "dpfast._clip", "dpfast._public", "dpfast._tables", "dpfast._multinomial",
+                "dpfast._trees")),
     ("accounting", ("dpfast.accounting", "dpfast.calibrate")),
     ("budget", ("dpfast.budget",)),
     ("mechanisms", ("dpfast.mechanisms",)),
     ("families", ("dpfast._base", "dpfast.linear_model", "dpfast.sgd", "dpfast.public", "dpfast.tables",
                   "dpfast.cluster", "dpfast.tools", "dpfast.naive_bayes",
-                  "dpfast.decomposition", "dpfast.torch")),
+                  "dpfast.decomposition", "dpfast.torch", "dpfast.tree", "dpfast.ensemble")),
     ("workflows", ("dpfast.preprocessing", "dpfast.model_selection")),
     ("top", ("dpfast.audit", "dpfast.demo", "dpfast")),
 ]

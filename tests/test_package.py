@@ -27,8 +27,10 @@ SUBPACKAGES = [
     "dpfast.cluster",
     "dpfast.naive_bayes",
     "dpfast.torch",
+    "dpfast.tree",
+    "dpfast.ensemble",
 ]
-NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
+NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial", "_trees"]
 
 
 def test_version_is_pep440_like():

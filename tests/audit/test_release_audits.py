@@ -28,6 +28,7 @@ import dpfast
 from dpfast import (
     cluster as CL,
     decomposition as DC,
+    ensemble as EN,
     linear_model as LM,
     mechanisms as M,
     model_selection as MS,
@@ -37,13 +38,15 @@ from dpfast import (
     sgd as S,
     tables as T,
     tools as TL,
+    tree as TR,
 )
 from dpfast.audit import audit, neighbours
 
 RUN = os.environ.get("DPFAST_RELEASE_AUDITS") == "1"
 CONFIDENCE = 0.999
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "audit", "cluster", "tools", "naive_bayes", "decomposition"]
+               "preprocessing", "model_selection", "audit", "cluster", "tools", "naive_bayes", "decomposition",
+               "tree", "ensemble"]
 try:  # dpfast.torch where PyTorch is installed (``torch.nn``: tests/torch/ alone is a namespace package)
     import torch.nn  # noqa: F401
     SUBPACKAGES.append("torch")
@@ -213,6 +216,15 @@ def _entries():
                      ppairs, 1.0, 1e-5, 300)
     e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
                             _labelled(_y01), 1.0, 0.0, 300)
+    for lm in ("counts", "label"):
+        sfx = "" if lm == "counts" else " (label)"
+        e["DecisionTreeClassifier" + sfx] = Entry(
+            _fit(lambda r, lm=lm: TR.DecisionTreeClassifier(1.0, (-1.0, 1.0), max_depth=2, leaf_mechanism=lm,
+                                                            random_state=r)), _labelled(_y01), 1.0, 0.0, 300)
+        e["RandomForestClassifier" + sfx] = Entry(
+            _fit(lambda r, lm=lm: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators=2, max_depth=2,
+                                                            leaf_mechanism=lm, random_state=r)),
+            _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
@@ -311,7 +323,7 @@ def _is_release_candidate(name):
             return False
     return name not in ("calibrate", "mechanisms", "random", "accounting", "linear_model", "sgd", "public",
                         "tables", "cluster", "preprocessing", "model_selection", "datasets", "budget", "audit",
-                        "decomposition", "torch",
+                        "decomposition", "torch", "tree", "ensemble",
                         "__version__") and not name[:1] == "_"
 
 

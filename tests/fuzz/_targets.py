@@ -36,7 +36,8 @@ BIG_FRACTION = Fraction(10**400, 3)
 BIG_INT = 10**400
 
 SUBPACKAGES = ["mechanisms", "calibrate", "random", "accounting", "linear_model", "sgd", "public", "tables",
-               "preprocessing", "model_selection", "cluster", "tools", "naive_bayes", "decomposition"]
+               "preprocessing", "model_selection", "cluster", "tools", "naive_bayes", "decomposition", "tree",
+               "ensemble"]
 
 EXCLUDED = {
     "__version__": "a string",
@@ -50,6 +51,8 @@ EXCLUDED = {
     "naive_bayes": "subpackage (its names are targets)",
     "cluster": "subpackage (its names are targets)",
     "decomposition": "subpackage (its names are targets)",
+    "tree": "subpackage (its names are targets)",
+    "ensemble": "subpackage (its names are targets)",
     "tools": "subpackage (its names are targets)",
     "torch": "subpackage of PyTorch training (its names are excluded below: each needs a model)",
     **{n: "dpfast.torch: needs a torch model, optimizer and DataLoader, not arrays to fuzz; its parameter "
@@ -791,6 +794,22 @@ def _naive_bayes_targets():
 NAIVE_BAYES = _naive_bayes_targets()
 
 
+def _trees_targets():
+    from dpfast import ensemble as EN, tree as TR
+    base = dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], max_depth=3, leaf_mechanism="counts",
+                random_state=1)
+    big = (dict(epsilon=5e-324), dict(epsilon=BIG_INT), dict(max_depth=BIG_INT), dict(leaf_mechanism="label"))
+    return [
+        _mk("DecisionTreeClassifier", _estimator(TR.DecisionTreeClassifier), base, seed="random_state",
+            data=("X", "y"), examples=big),
+        _mk("RandomForestClassifier", _estimator(EN.RandomForestClassifier), dict(base, n_estimators=3),
+            seed="random_state", data=("X", "y"), examples=big + (dict(n_estimators=BIG_INT),)),
+    ]
+
+
+TREES = _trees_targets()
+
+
 def _kmeans(X, **params):
     from dpfast.cluster import KMeans
     est = KMeans(**params).fit(X)
@@ -831,7 +850,7 @@ TOOLS = [
 ]
 
 ALL = (MECHANISMS + CALIBRATE + RANDOM + ACCOUNTING + LINEAR_MODEL + SGD + PUBLIC + TABLES
-       + PREPROCESSING + CLUSTER + TOOLS + NAIVE_BAYES)
+       + PREPROCESSING + CLUSTER + TOOLS + NAIVE_BAYES + TREES)
 BY_NAME = {t.name: t for t in ALL}
 BY_NAME["cache_info"] = BY_NAME["clear_cache"]
 BY_NAME["from_dict"] = BY_NAME["to_dict"]

@@ -1,0 +1,118 @@
+"""dpfast.ensemble.RandomForestClassifier / dpfast.tree.DecisionTreeClassifier vs diffprivlib's
+(0.6.6) and scikit-learn's.
+
+Accuracy: test accuracy at epsilon 0.1, 1, 10 over 10 seeds on UCI Adult (dpfast.datasets,
+official split), breast-cancer, digits and wine (scikit-learn's, a fixed stratified 70/30
+split).  Every private model gets the same public parameters: the training set's per-feature
+min/max as bounds (treated as public, as in diffprivlib's examples), the label set, diffprivlib's
+defaults n_estimators=10 and max_depth=5.  dpfast is run with its default leaf mechanism ("auto")
+and with each of the two it chooses between ("counts", "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
+1 run; it routes the rows in a Python loop).
+
+    PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_trees.py [--dpl /tmp/dpl_site] [--seeds 10]
+
+diffprivlib is appended to sys.path (after the venv's site-packages) from --dpl.
+"""
+import argparse
+import sys
+import time
+import warnings
+
+import numpy as np
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.ensemble import RandomForestClassifier as SkRF
+from sklearn.model_selection import train_test_split
+
+from dpfast.datasets import load_adult
+from dpfast.ensemble import RandomForestClassifier
+from dpfast.tree import DecisionTreeClassifier
+
+p = argparse.ArgumentParser()
+p.add_argument("--dpl", default="/tmp/dpl_site")
+p.add_argument("--seeds", type=int, default=10)
+p.add_argument("--rows", type=int, default=1_000_000)
+p.add_argument("--skip-accuracy", action="store_true")
+p.add_argument("--datasets", default="adult,breast-cancer,digits,wine")
+args = p.parse_args()
+sys.path.append(args.dpl)
+import sklearn.tree._tree as _tree  # noqa: E402
+
+# diffprivlib 0.6.6's forest module imports names that newer scikit-learn no longer exports;
+# supply them for the import (its trees store float64 thresholds and values)
+for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
+    if not hasattr(_tree, _name):
+        setattr(_tree, _name, _val)
+import diffprivlib  # noqa: E402
+from diffprivlib.models import DecisionTreeClassifier as DplTree, RandomForestClassifier as DplRF  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def datasets():
+    wanted = args.datasets.split(",")
+    if "adult" in wanted:
+        Xtr, ytr, Xte, yte = load_adult(normalize=False)
+        yield "adult", Xtr, Xte, ytr, yte
+    for name, loader in (("breast-cancer", load_breast_cancer), ("digits", load_digits), ("wine", load_wine)):
+        if name in wanted:
+            X, y = loader(return_X_y=True)
+            yield (name, *train_test_split(X, y, test_size=0.3, random_state=0, stratify=y))
+
+
+def ms(a):
+    return f"{np.mean(a):.3f}+-{np.std(a):.3f}"
+
+
+print(f"diffprivlib {diffprivlib.__version__}")
+if not args.skip_accuracy:
+    print("accuracy (mean +- sd over seeds), n_estimators=10, max_depth=5: data, epsilon, "
+          "forest: dpfast auto (default), counts, label, diffprivlib | tree: dpfast auto, counts, label, diffprivlib | "
+          "sklearn forest")
+    for name, Xtr, Xte, ytr, yte in datasets():
+        lo, hi = Xtr.min(0), Xtr.max(0)
+        hi = np.where(hi > lo, hi, lo + 1.0)
+        bounds = dict(enumerate(zip(lo, hi)))
+        classes = np.unique(ytr)  # public schema of these benchmarks
+        sk = SkRF(n_estimators=10, max_depth=5, random_state=0).fit(Xtr, ytr).score(Xte, yte)
+        for eps in (0.1, 1.0, 10.0):
+            r = {k: [] for k in ("fa", "fc", "fl", "fd", "ta", "tc", "tl", "td")}
+            for s in range(args.seeds):
+                for lm, key in (("auto", "a"), ("counts", "c"), ("label", "l")):
+                    r["f" + key].append(RandomForestClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
+                                                               random_state=s).fit(Xtr, ytr).score(Xte, yte))
+                    r["t" + key].append(DecisionTreeClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
+                                                               random_state=s).fit(Xtr, ytr).score(Xte, yte))
+                r["fd"].append(DplRF(epsilon=eps, bounds=(lo, hi), classes=list(classes), random_state=s)
+                               .fit(Xtr, ytr).score(Xte, yte))
+                r["td"].append(DplTree(epsilon=eps, bounds=(lo, hi), classes=list(classes), random_state=s)
+                               .fit(Xtr, ytr).score(Xte, yte))
+            print(f"{name:14s} eps={eps:<5} forest {ms(r['fa'])} {ms(r['fc'])} {ms(r['fl'])} dpl {ms(r['fd'])} | "
+                  f"tree {ms(r['ta'])} {ms(r['tc'])} {ms(r['tl'])} dpl {ms(r['td'])} | sklearn {sk:.3f}", flush=True)
+
+rng = np.random.default_rng(0)
+n, d = args.rows, 10
+X = rng.uniform(-4, 4, size=(n, d))
+y = (X[:, 0] + X[:, 1] + rng.normal(size=n) > 0).astype(np.int64)
+b = (-4.0, 4.0)
+
+
+def t(f, reps=3):
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - t0)
+    return float(np.median(out))
+
+
+tc = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
+tl = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="label", random_state=0).fit(X, y))
+tt = t(lambda: DecisionTreeClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
+td = t(lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
+                     random_state=0).fit(X, y), reps=1)
+tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
+                        random_state=0).fit(X, y), reps=1)
+ts = t(lambda: SkRF(n_estimators=10, max_depth=5, random_state=0, n_jobs=1).fit(X, y), reps=1)
+print(f"fit at {n} rows x {d} features, n_estimators=10, max_depth=5: dpfast forest counts {tc:.3f} s, "
+      f"label {tl:.3f} s, diffprivlib forest {td:.3f} s ({td / tc:.0f}x counts, {td / tl:.0f}x label); "
+      f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s")

@@ -1,0 +1,132 @@
+"""A forest of random decision trees released under differential privacy (see
+:class:`RandomForestClassifier`)."""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any
+
+from dpfast._base import Interval
+from dpfast.tree.random_trees import RandomTreesClassifier
+
+__all__ = ["RandomForestClassifier"]
+
+
+class RandomForestClassifier(RandomTreesClassifier):
+    """A random forest whose leaves are released under epsilon-differential privacy.
+
+    Guarantee (add/remove one row, labels and the class sizes private): ``fit`` is
+    ``epsilon``-DP, ``delta = 0``.  ``predict``, ``predict_proba``, ``predict_log_proba``,
+    ``apply`` and ``score`` are post-processing.
+
+    Trees (data-independent).  ``n_estimators`` complete binary trees of depth ``max_depth``;
+    at every split node the feature is uniform over the features and the threshold uniform over
+    that feature's range in the node's box (the public ``bounds``, narrowed by the splits above):
+    totally randomized trees (Geurts, Ernst & Wehenkel 2006), the construction of Jagannathan,
+    Pillaipakkamnekandath & Wright (2012), Fletcher & Islam (2017) and diffprivlib.  They are
+    drawn from ``random_state`` alone, so the shape, the features and the thresholds are public;
+    values outside the bounds are routed as if clamped to them.  The data are read once, to
+    count the rows of each class in each leaf (native, ``csrc/tree/random_trees.hpp``).
+
+    Leaves (the one private release), by ``leaf_mechanism``:
+
+    * ``"counts"``: every row is counted in every tree; the whole table of
+      ``n_estimators * 2^max_depth * n_classes`` class counts gets exact discrete Laplace noise
+      (Canonne, Kamath & Steinke 2020) of scale ``n_estimators / epsilon``: adding or removing a
+      row changes one count per tree by 1 (l1 sensitivity ``n_estimators``), so the release is
+      epsilon-DP (Dwork, McSherry, Nissim & Smith 2006), with no floating-point noise.  A leaf's
+      class distribution is its noisy counts clipped at 0 and normalised (uniform when none is
+      positive); ``predict_proba`` averages the trees' distributions at the row's leaves --
+      probabilistic averaging of noisy leaf counts (Jagannathan et al. 2012; Bojarski,
+      Choromanska, Choromanski & LeCun 2014).
+    * ``"label"``: the rows are split among the trees, each row to a tree drawn uniformly at
+      random (public randomness, independent of the data, so the argument below holds for any
+      neighbour); every leaf releases only its majority label, by permute-and-flip (McKenna &
+      Sheldon 2020; as report-noisy-max with one-sided exponential noise) with the class counts as
+      a monotone utility of sensitivity 1, at ``epsilon``.  Leaves of one tree hold disjoint
+      rows, and so do the trees: parallel composition (McSherry 2009) makes the whole release
+      epsilon-DP.  ``predict_proba`` is the fraction of trees voting for each class.  This is
+      diffprivlib's forest (Fletcher & Islam 2017) with two changes: its exponential mechanism
+      is replaced by permute-and-flip (never worse in expected utility), and its split of the
+      rows into ``n_estimators`` contiguous equal chunks -- whose boundaries move when one row is
+      added, so that one row can change the data of every tree -- by an independent uniform
+      draw per row.
+    * ``"auto"`` (default): ``epsilon / 20`` (``AUTO_COUNT_SHARE``) buys a discrete Laplace count
+      ``n~`` of the rows (attribute ``n_samples_noisy_``); the remaining epsilon runs ``"label"``
+      when ``n~ epsilon / (n_estimators 2^max_depth) < 1/4`` and ``"counts"`` otherwise
+      (``leaf_mechanism_``).  Basic composition of two pure releases: ``event_`` is
+      ``PureDP(epsilon)``.  The threshold was set on the four benchmark data sets below.
+
+    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (10 seeds,
+    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``, :doc:`/theory/trees`), ``"counts"``
+    is the more accurate at epsilon 1 and 10, by a wide margin on the multi-class sets (digits, wine): a
+    leaf's counts say how sure it is, a label does not, and each tree sees all rows.  Per tree
+    the two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
+    ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /
+    epsilon`` for ``"label"``), but permute-and-flip extracts a majority label from weak counts
+    better than a noisy-count argmax, so ``"label"`` can win when ``n * epsilon`` is small
+    against ``n_estimators * 2^max_depth`` (breast-cancer and wine at epsilon 0.1).  Fewer, shallower
+    trees raise the signal per leaf at small ``n * epsilon``; deeper ones help at large.
+    Fletcher & Islam's smooth-sensitivity majority label (2017) is not used: it needs a
+    data-dependent noise scale, which dpfast's fixed-event accounting does not express.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy budget (> 0, finite).
+    bounds : (lower, upper) or dict
+        Public range of the features: a pair of scalars for every feature, or a dict
+        ``{feature: (lower, upper)}`` keyed by column name (DataFrame input) or index.  Required:
+        the splits are drawn from it.  (diffprivlib's ``(lower_array, upper_array)`` is
+        ``dict(enumerate(zip(lower, upper)))``.)
+    classes : sequence or None
+        The public label set (``None`` means ``[0, 1]``); labels outside it raise ``ValueError``
+        before the charge.  Never read off the private labels.
+    n_estimators : int
+        Number of trees (>= 1).
+    max_depth : int
+        Depth of every tree (0 .. 30; ``n_estimators * 2^max_depth * n_classes`` at most 2^23).
+    leaf_mechanism : {"auto", "counts", "label"}
+        The leaf release (above).
+    random_state : None, int or numpy Generator
+        The trees, the noise and (for ``"label"``) the split of the rows among the trees.
+
+    Attributes
+    ----------
+    classes_ : ndarray (the public label set, the order of predict_proba's columns)
+    n_classes_ : int
+    feature_, threshold_ : ndarray of shape (n_estimators, 2^max_depth - 1)
+        The split nodes in heap order (node i has children 2i+1, 2i+2); a row goes right when
+        ``x[feature] > threshold``.
+    leaf_counts_ : int64 ndarray of shape (n_estimators, 2^max_depth, n_classes)
+        The released noisy counts (``"counts"``).
+    leaf_labels_ : int64 ndarray of shape (n_estimators, 2^max_depth)
+        The released leaf labels, indices into ``classes_`` (``"label"``).
+    leaf_proba_ : ndarray of shape (n_estimators, 2^max_depth, n_classes)
+        Each leaf's class distribution (post-processing of the release; a leaf with no positive
+        noisy count backs off to its nearest ancestor's summed counts).
+    leaf_mechanism_ : str
+        The leaf release used (``"counts"`` or ``"label"``).
+    n_samples_noisy_ : int
+        The released row count (``"auto"`` only).
+    event_ : ``PureDP``; ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete
+        Laplace scale is rounded up to a rational the exact sampler takes), ``delta_ = 0``,
+        ``accountant_`` None.
+    """
+
+    _parameter_constraints = {
+        **RandomTreesClassifier._parameter_constraints,
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, classes=None, n_estimators: int = 10,
+                 max_depth: int = 5, leaf_mechanism: str = "auto", random_state: Any = None):
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.classes = classes
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.leaf_mechanism = leaf_mechanism
+        self.random_state = random_state
+
+    def _n_trees(self) -> int:
+        return int(self.n_estimators)

@@ -1,0 +1,299 @@
+"""Random decision trees released under differential privacy: the engine shared by
+:class:`dpfast.tree.DecisionTreeClassifier` (one tree) and
+:class:`dpfast.ensemble.RandomForestClassifier` (an ensemble).
+
+A public-internal module (its names are for :mod:`dpfast.tree` and :mod:`dpfast.ensemble`; users
+import the estimators).  Neighbouring relation: add or remove one row (its features and its
+label); the number of rows and the class sizes are private.
+
+The shape of every tree is complete binary of depth ``D`` in heap order (node ``i`` has the
+children ``2i+1`` and ``2i+2``; the ``M = 2^D - 1`` split nodes come first, leaf ``l`` is node
+``M + l``).  Split node ``i`` holds a feature and a threshold drawn from public randomness
+(:func:`draw_forest`); a row goes right when ``x[feature] > threshold``.  The only pass over the
+private rows is :func:`leaf_counts` (native: ``dpfast._trees``, ``csrc/tree/random_trees.hpp``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from dpfast import _threads, _trees, accounting
+from dpfast._base import (
+    PUBLIC_LABELS,
+    RANDOM_STATE,
+    DPClassifierMixin,
+    Interval,
+    PrivateEstimator,
+    StrOptions,
+    check_fitted,
+    validate_X,
+    validate_y,
+)
+from dpfast._validation import as_array, check_bounds, check_epsilon, check_label_set
+from dpfast.budget import detached
+from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
+from dpfast.random import check_random_state
+
+__all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
+           "auto_mechanism", "MAX_DEPTH", "MAX_TABLE", "AUTO_COUNT_SHARE", "AUTO_THRESHOLD"]
+
+#: deepest tree (2^30 leaves is already far beyond any table that fits MAX_TABLE)
+MAX_DEPTH = 30
+#: most entries of the (n_trees, 2^max_depth, n_classes) count table (64 MiB of int64)
+MAX_TABLE = 1 << 23
+#: "auto": the share of epsilon spent on the noisy row count
+AUTO_COUNT_SHARE = 0.05
+#: "auto": "label" below this many rows per leaf per unit of noise, n * epsilon / (n_trees * 2^depth)
+AUTO_THRESHOLD = 0.25
+#: rows routed per block in predict (bounds the (rows, trees, classes) gather)
+_PREDICT_BLOCK = 1 << 15
+
+
+def tree_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` -> (lower, upper) float64 arrays of length ``n_features``: a pair ``(lower,
+    upper)`` of scalars for every feature, or a dict ``{feature: (lower, upper)}`` keyed by
+    column name (DataFrame input) or by index -- the convention of :mod:`dpfast.preprocessing`,
+    :mod:`dpfast.naive_bayes` and :mod:`dpfast.tables`.  A 2-d array is refused as ambiguous.
+    Every range must be finite with ``lower < upper`` and a finite width.  Public values only
+    (called before the charge)."""
+    if bounds is None:
+        raise ValueError("bounds must be given: the public range (lower, upper) of every feature, from which "
+                         "the random splits are drawn; reading it off the private data would not be private")
+    if isinstance(bounds, Mapping):
+        keys = [str(c) for c in feature_names] if feature_names is not None else list(range(n_features))
+        extra = [k for k in bounds if k not in keys]
+        if extra:
+            raise ValueError(f"bounds has keys that are not features: {extra[:5]!r}")
+        missing = [k for k in keys if k not in bounds]
+        if missing:
+            raise ValueError(f"bounds: missing (lower, upper) for feature(s) {missing[:5]!r}")
+        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
+        lo = np.array([p[0] for p in pairs], dtype=np.float64)
+        hi = np.array([p[1] for p in pairs], dtype=np.float64)
+    else:
+        b = as_array(bounds, "bounds", np.float64)
+        if b.shape != (2,):
+            raise ValueError("bounds must be a pair (lower, upper) of scalars for every feature, or a dict "
+                             f"{{feature: (lower, upper)}} keyed by column name or index; got shape {b.shape} "
+                             "(for one pair per feature write dict(enumerate(pairs)), for a lower and an upper "
+                             "array dict(enumerate(zip(lower, upper))))")
+        lo_, hi_ = check_bounds((b[0], b[1]))
+        lo, hi = np.full(n_features, lo_), np.full(n_features, hi_)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+        raise ValueError("bounds must be finite with lower < upper for every feature")
+    with np.errstate(over="ignore"):
+        w = hi - lo
+    if not np.isfinite(w).all():
+        raise ValueError("bounds must have a finite width upper - lower (a double); rescale the feature first")
+    return lo, hi
+
+
+def draw_forest(gen: np.random.Generator, lo: np.ndarray, hi: np.ndarray, n_trees: int,
+                depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """(feature, threshold), both of shape (n_trees, 2^depth - 1): random trees from public
+    randomness only (Geurts, Ernst & Wehenkel 2006's totally randomized trees; the construction of
+    Fletcher & Islam 2017 and diffprivlib).  At every split node the feature is uniform over the
+    ``d`` features and the threshold uniform over that feature's range *in the node's box* -- the
+    public ``bounds`` narrowed by the splits above it -- so no split is wasted outside its
+    region.  Level by level, tree by tree (the draw order is part of the reproducibility
+    contract of ``random_state``)."""
+    d = lo.size
+    M = (1 << depth) - 1
+    feature = np.empty((n_trees, M), dtype=np.int64)
+    threshold = np.empty((n_trees, M), dtype=np.float64)
+    for t in range(n_trees):
+        blo, bhi = lo[None, :].copy(), hi[None, :].copy()
+        for level in range(depth):
+            width = 1 << level
+            first = width - 1
+            f = gen.integers(0, d, size=width)
+            u = gen.random(width)
+            rows = np.arange(width)
+            a, b = blo[rows, f], bhi[rows, f]
+            thr = np.minimum(np.maximum(a + u * (b - a), a), b)
+            feature[t, first:first + width] = f
+            threshold[t, first:first + width] = thr
+            if level + 1 < depth:  # children boxes: left (upper[f] = thr), right (lower[f] = thr)
+                clo = np.repeat(blo, 2, axis=0)
+                chi = np.repeat(bhi, 2, axis=0)
+                chi[2 * rows, f] = thr
+                clo[2 * rows + 1, f] = thr
+                blo, bhi = clo, chi
+    return feature, threshold
+
+
+def leaf_counts(X: np.ndarray, y_idx: np.ndarray, n_classes: int, feature: np.ndarray, threshold: np.ndarray,
+                depth: int, tree_of_row: np.ndarray | None = None) -> np.ndarray:
+    """(n_trees, 2^depth, n_classes) int64: the rows of each class in each leaf of each tree (a
+    row feeds tree ``tree_of_row[i]``, or every tree when None).  One native pass, threads over
+    rows, bit-identical for any thread count (integer counts)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y_idx, dtype=np.int64)
+    tor = None if tree_of_row is None else np.ascontiguousarray(tree_of_row, dtype=np.int64)
+    return _trees.leaf_counts(X, y, int(n_classes), tor, np.ascontiguousarray(feature, dtype=np.int64),
+                              np.ascontiguousarray(threshold, dtype=np.float64), int(depth),
+                              _threads.default_threads())
+
+
+def route(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int) -> np.ndarray:
+    """(n, n_trees) int64: the leaf of every row in every tree (native, threads over rows)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    return _trees.route(X, feature, threshold, int(depth), _threads.default_threads())
+
+
+def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> str:
+    """The leaf mechanism ``leaf_mechanism="auto"`` picks from the released row count:
+    ``"label"`` when ``n * epsilon / (n_trees * 2^depth) < AUTO_THRESHOLD`` (fewer than a quarter
+    of a row per leaf per unit of noise: permute-and-flip gets more out of weak counts than a noisy
+    count table does), else ``"counts"``.  Post-processing of the noisy count."""
+    return "label" if n_noisy * epsilon < AUTO_THRESHOLD * n_trees * (1 << depth) else "counts"
+
+
+def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
+    """Per leaf, the class distribution estimated from released noisy counts (post-processing).
+
+    ``noisy``: (n_trees, 2^D, K).  A leaf's distribution is its counts clipped at 0 and
+    normalised.  A leaf with no positive count (empty, or its noise all negative) backs off to
+    its nearest ancestor that has one, the ancestor's counts being the sums of its leaves'
+    noisy counts; uniform when even the root has none.  (Without the back-off such a leaf would
+    be uniform, and a single tree's argmax would then always fall on the first class.)
+    """
+    T, L, K = noisy.shape
+    D = L.bit_length() - 1
+    out = np.full((T, L, K), 1.0 / K)
+    done = np.zeros((T, L), dtype=bool)
+    counts = noisy.astype(np.float64)
+    for level in range(D, -1, -1):  # level D: the leaves; level 0: the root
+        span = L >> level  # leaves under a node of this level
+        node = counts.reshape(T, 1 << level, span, K).sum(axis=2)
+        pos = np.maximum(node, 0.0)
+        total = pos.sum(axis=-1, keepdims=True)
+        ok = (total[..., 0] > 0)
+        dist = pos / np.where(total > 0, total, 1.0)
+        ok_leaf = np.repeat(ok, span, axis=1) & ~done
+        out[ok_leaf] = np.repeat(dist, span, axis=1)[ok_leaf]
+        done |= ok_leaf
+    return out
+
+
+class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
+    """Base of the random-tree classifiers (see :class:`dpfast.ensemble.RandomForestClassifier`
+    for the mechanisms and the guarantee); subclasses fix how many trees there are."""
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "bounds": ["array-like", dict, None],
+        "classes": ["array-like", None],
+        "max_depth": [Interval(Integral, 0, MAX_DEPTH, closed="both")],
+        "leaf_mechanism": [StrOptions({"auto", "counts", "label"})],
+        "random_state": RANDOM_STATE,
+    }
+    _expected_failures = {
+        "check_classifiers_classes": PUBLIC_LABELS,
+        "check_classifiers_train": PUBLIC_LABELS + " (predict_proba has len(classes) columns)",
+    }
+
+    def _n_trees(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _plan(self, n_classes: int):
+        """(event, n_trees, depth, epsilon of the row count, epsilon of the leaves) of one fit, from
+        public parameters only; ValueError before the charge."""
+        eps = float(check_epsilon(self.epsilon, allow_array=False))
+        n_trees, depth = self._n_trees(), int(self.max_depth)
+        if n_trees * (1 << depth) * n_classes > MAX_TABLE:
+            raise ValueError(f"n_estimators * 2**max_depth * n_classes = {n_trees * (1 << depth) * n_classes} "
+                             f"exceeds {MAX_TABLE} leaf counts; lower max_depth or n_estimators")
+        if self.leaf_mechanism == "counts":
+            # one discrete Laplace release of every count: l1 sensitivity n_trees (a row is counted
+            # once in every tree); the event is the pure epsilon of the (rounded-up) scale used
+            return event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), n_trees, eps), \
+                n_trees, depth, 0.0, eps
+        if self.leaf_mechanism == "label":
+            # permute-and-flip per leaf at epsilon; leaves and trees see disjoint rows (parallel composition)
+            return accounting.PureDP(eps), n_trees, depth, 0.0, eps
+        # "auto": a noisy row count at AUTO_COUNT_SHARE * epsilon picks the leaf mechanism, which
+        # runs at the rest; basic composition of two pure releases, the sum kept <= epsilon
+        eps_n = eps * AUTO_COUNT_SHARE
+        eps_leaf = eps - eps_n
+        while eps_n + eps_leaf > eps:
+            eps_leaf = float(np.nextafter(eps_leaf, 0.0))
+        return accounting.PureDP(eps), n_trees, depth, eps_n, eps_leaf
+
+    def fit(self, X, y, *, budget: Any = None):
+        """Release the random trees' leaves (see the class docstring).  Returns self.
+
+        ``budget``: a :class:`dpfast.PrivacyBudget` (or None for the one of an enclosing
+        ``with budget:``) charged with ``event_`` before anything random is drawn.
+        """
+        self._validate_params()
+        self._reset_fit()
+        Xa = validate_X(self, X, reset=True, dtype=np.float64)
+        yv = validate_y(self, y, Xa.shape[0], classifier=True)
+        classes, idx = check_label_set(yv, self.classes)
+        k, d = classes.size, Xa.shape[1]
+        lo, hi = tree_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        event, n_trees, depth, eps_n, eps_leaf = self._plan(k)
+        gen = check_random_state(self.random_state)
+        self._charge(event, budget)
+        mechanism = self.leaf_mechanism
+        if mechanism == "auto":
+            with detached():  # the fit's event covers the draw
+                n_noisy = int(discrete_laplace_mechanism(np.array([Xa.shape[0]], dtype=np.int64), 1, eps_n,
+                                                         rng=gen)[0])
+            self.n_samples_noisy_ = n_noisy
+            mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+        feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
+        L = 1 << depth
+        if mechanism == "counts":
+            with detached():  # noise first: its size is public
+                noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf,
+                                                   rng=gen)
+            noisy = leaf_counts(Xa, idx, k, feature, threshold, depth) + noise
+            self.leaf_counts_ = noisy
+            self.leaf_proba_ = leaf_distribution(noisy)
+        else:
+            part = gen.integers(0, n_trees, size=Xa.shape[0]) if n_trees > 1 else None
+            exact = leaf_counts(Xa, idx, k, feature, threshold, depth, part)
+            with detached():
+                labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
+                                          noise="exponential", monotonic=True, rng=gen)
+            labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
+            self.leaf_labels_ = labels
+            self.leaf_proba_ = np.eye(k)[labels]
+        self.leaf_mechanism_ = mechanism
+        self.feature_ = feature
+        self.threshold_ = threshold
+        self.classes_ = classes
+        self.n_classes_ = int(k)
+        self._record_release(event, event.epsilon, 0.0, None)
+        return self
+
+    def apply(self, X) -> np.ndarray:
+        """The leaf index (0 .. 2^max_depth - 1) of every row in every tree, shape (n, n_trees)."""
+        check_fitted(self)
+        Xa = validate_X(self, X, reset=False, dtype=np.float64)
+        return route(Xa, self.feature_, self.threshold_, int(self.max_depth))
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Mean over the trees of the class distribution of the row's leaf (post-processing)."""
+        check_fitted(self)
+        Xa = validate_X(self, X, reset=False, dtype=np.float64)
+        T = self.leaf_proba_.shape[0]
+        out = np.empty((Xa.shape[0], self.classes_.size))
+        trees = np.arange(T)[None, :]
+        for s in range(0, Xa.shape[0], _PREDICT_BLOCK):
+            leaves = route(Xa[s:s + _PREDICT_BLOCK], self.feature_, self.threshold_, int(self.max_depth))
+            out[s:s + _PREDICT_BLOCK] = self.leaf_proba_[trees, leaves].mean(axis=1)
+        return out
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]

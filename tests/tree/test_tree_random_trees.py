@@ -1,0 +1,273 @@
+"""dpfast.tree: the random-tree engine (dpfast.tree.random_trees, dpfast._trees) and
+DecisionTreeClassifier -- the data-independence of the trees, the sensitivity of the leaf counts,
+the laws of the two leaf releases, the native kernel against a NumPy reference, bit-identity
+across thread counts, the binding's checks, pandas input, the event and the budget."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpfast import PrivacyBudget, _trees
+from dpfast.budget import BudgetExceededError
+from dpfast.tree import DecisionTreeClassifier, random_trees as RT
+
+
+def _data(n=300, d=3, k=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = ((X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)) % k
+    return X, y
+
+
+def _reference_counts(X, y, K, feature, threshold, depth, tree_of_row=None):
+    """NumPy reference of the native leaf counts."""
+    T = feature.shape[0]
+    out = np.zeros((T, 1 << depth, K), dtype=np.int64)
+    for t in range(T):
+        rows = np.arange(len(y)) if tree_of_row is None else np.flatnonzero(tree_of_row == t)
+        node = np.zeros(rows.size, dtype=np.int64)
+        for _ in range(depth):
+            node = 2 * node + 1 + (X[rows, feature[t, node]] > threshold[t, node])
+        np.add.at(out[t], (node - ((1 << depth) - 1), y[rows]), 1)
+    return out
+
+
+def _forest(seed=0, d=3, T=3, depth=4):
+    gen = np.random.default_rng(seed)
+    return RT.draw_forest(gen, np.full(d, -1.0), np.full(d, 1.0), T, depth)
+
+
+def test_native_counts_and_routing_match_the_reference():
+    X, y = _data(5000, 4, 3)
+    f, th = _forest(1, 4, 5, 6)
+    np.testing.assert_array_equal(RT.leaf_counts(X, y, 3, f, th, 6), _reference_counts(X, y, 3, f, th, 6))
+    part = np.random.default_rng(2).integers(0, 5, size=5000)
+    np.testing.assert_array_equal(RT.leaf_counts(X, y, 3, f, th, 6, part), _reference_counts(X, y, 3, f, th, 6, part))
+    leaves = RT.route(X, f, th, 6)
+    for t in range(5):
+        ref = _reference_counts(X, np.zeros(5000, dtype=np.int64), 1, f[t:t + 1], th[t:t + 1], 6)[0, :, 0]
+        np.testing.assert_array_equal(np.bincount(leaves[:, t], minlength=64), ref)
+    # a strided view routes like its copy
+    Xw = np.repeat(X, 2, axis=1)[:, ::2]
+    np.testing.assert_array_equal(RT.route(np.ascontiguousarray(Xw), f, th, 6), leaves)
+
+
+def test_splits_lie_inside_their_node_box():
+    """Every threshold lies in its feature's range in the node's box: the public bounds narrowed
+    by the splits on the path from the root."""
+    lo, hi = np.array([-1.0, 0.0, 10.0]), np.array([1.0, 5.0, 11.0])
+    f, th = RT.draw_forest(np.random.default_rng(3), lo, hi, 4, 6)
+    for t in range(4):
+        boxes = {0: (lo.copy(), hi.copy())}
+        for i in range((1 << 6) - 1):
+            blo, bhi = boxes.pop(i)
+            j = f[t, i]
+            assert blo[j] <= th[t, i] <= bhi[j]
+            left_hi, right_lo = bhi.copy(), blo.copy()
+            left_hi[j] = right_lo[j] = th[t, i]
+            boxes[2 * i + 1], boxes[2 * i + 2] = (blo, left_hi), (right_lo, bhi)
+
+
+@pytest.mark.parametrize("mech", ["counts", "label", "auto"])
+def test_trees_do_not_depend_on_the_data(mech):
+    """The shape, features and thresholds are drawn from random_state alone: two unrelated data
+    sets of different sizes get the same trees."""
+    X1, y1 = _data(50, 3, 2, seed=1)
+    X2, y2 = _data(400, 3, 2, seed=2)
+    m1 = DecisionTreeClassifier(1.0, (-1, 1), max_depth=4, leaf_mechanism=mech, random_state=7).fit(X1, y1)
+    m2 = DecisionTreeClassifier(1.0, (-1, 1), max_depth=4, leaf_mechanism=mech, random_state=7).fit(X2, y2)
+    np.testing.assert_array_equal(m1.feature_, m2.feature_)
+    np.testing.assert_array_equal(m1.threshold_, m2.threshold_)
+
+
+def test_one_row_moves_one_count_per_tree():
+    """Adding any row (at the bounds, outside them, anywhere) changes the all-trees count table
+    by exactly one count per tree, by +1 (l1 sensitivity n_trees); with a tree per row, by one
+    count in all (sensitivity 1)."""
+    X, y = _data(200, 3, 3)
+    T, D, K = 4, 5, 3
+    f, th = _forest(5, 3, T, D)
+    base = RT.leaf_counts(X, y, K, f, th, D)
+    rng = np.random.default_rng(6)
+    rows = [rng.uniform(-1.5, 1.5, 3) for _ in range(100)] + [np.full(3, -1.0), np.full(3, 1.0), np.full(3, 9.0)]
+    for row in rows:
+        c = int(rng.integers(K))
+        moved = RT.leaf_counts(np.vstack([X, row]), np.append(y, c), K, f, th, D) - base
+        assert moved.min() == 0 and moved.sum() == T
+        assert np.all(moved.reshape(T, -1).sum(axis=1) == 1)  # one count in every tree
+        assert np.all(moved[..., np.arange(K) != c] == 0)  # in the row's class
+        part = rng.integers(0, T, size=201)
+        b1 = RT.leaf_counts(X, y, K, f, th, D, part[:200])
+        m1 = RT.leaf_counts(np.vstack([X, row]), np.append(y, c), K, f, th, D, part) - b1
+        assert m1.min() == 0 and m1.sum() == 1
+
+
+def test_rows_outside_the_bounds_route_as_if_clamped():
+    X, _ = _data(500, 3)
+    f, th = _forest(8, 3, 3, 6)
+    Xo = X * 3.0
+    np.testing.assert_array_equal(RT.route(Xo, f, th, 6), RT.route(np.clip(Xo, -1, 1), f, th, 6))
+
+
+def test_counts_release_follows_the_discrete_laplace_law():
+    """leaf_counts_ - exact counts is i.i.d. discrete Laplace with scale n_trees / epsilon:
+    P[Y = y] = (1 - p) / (1 + p) p^|y|, p = exp(-epsilon / n_trees).  Frequencies of -3..3 over
+    N draws are within 4.5 standard errors sqrt(P (1 - P) / N)."""
+    from dpfast.ensemble import RandomForestClassifier
+
+    X, y = _data(100, 2, 2)
+    eps, T, D = 2.0, 2, 6
+    noise = []
+    for s in range(12):
+        m = RandomForestClassifier(eps, (-1, 1), n_estimators=T, max_depth=D, leaf_mechanism="counts",
+                                   random_state=s).fit(X, y)
+        noise.append((m.leaf_counts_ - RT.leaf_counts(X, y, 2, m.feature_, m.threshold_, D)).ravel())
+    noise = np.concatenate(noise)
+    N = noise.size
+    p = math.exp(-eps / T)
+    for v in range(-3, 4):
+        P = (1 - p) / (1 + p) * p ** abs(v)
+        assert abs(np.mean(noise == v) - P) <= 4.5 * math.sqrt(P * (1 - P) / N), v
+
+
+@pytest.mark.slow
+def test_label_release_follows_the_permute_and_flip_law():
+    """max_depth=0 is one leaf holding every row; the released label is permute-and-flip over
+    the class counts: P(i) = p_i * integral_0^1 prod_{j != i} (1 - p_j t) dt with
+    p_j = exp(epsilon (c_j - max c)) (monotone utility, sensitivity 1).  Counts (3, 1, 0) at
+    epsilon 0.5; frequencies over N fits within 4.5 standard errors."""
+    X = np.zeros((4, 1))
+    y = np.array([0, 0, 0, 1])
+    eps, N = 0.5, 1000
+    labels = np.array([DecisionTreeClassifier(eps, (-1, 1), classes=[0, 1, 2], max_depth=0, leaf_mechanism="label",
+                                              random_state=s).fit(X, y).leaf_labels_[0, 0] for s in range(N)])
+    c = np.array([3.0, 1.0, 0.0])
+    pj = np.exp(eps * (c - c.max()))
+    t = np.linspace(0, 1, 20001)
+    for i in range(3):
+        integrand = pj[i] * np.prod([1 - pj[j] * t for j in range(3) if j != i], axis=0)
+        P = np.trapezoid(integrand, t)
+        assert abs(np.mean(labels == i) - P) <= 4.5 * math.sqrt(P * (1 - P) / N), (i, P)
+
+
+def test_label_release_of_a_clear_majority():
+    """Fast companion of the law test: counts (40, 0) at epsilon 1 give label 0 with
+    probability 1 - e^-40 / 2 under permute-and-flip."""
+    X, y = np.zeros((40, 1)), np.zeros(40, dtype=int)
+    for s in range(20):
+        m = DecisionTreeClassifier(1.0, (-1, 1), max_depth=0, leaf_mechanism="label", random_state=s).fit(X, y)
+        assert m.leaf_labels_[0, 0] == 0 and m.predict(X[:1])[0] == 0
+
+
+def test_auto_count_law_and_choice():
+    """"auto" releases n + discrete Laplace(1 / (0.05 epsilon)) and takes "label" exactly when
+    noisy n * epsilon_leaf < 0.25 * n_trees * 2^depth."""
+    X, y = _data(300, 2, 2)
+    eps = 1.0
+    ns, picks = [], []
+    for s in range(60):
+        m = DecisionTreeClassifier(eps, (-1, 1), max_depth=3, random_state=s).fit(X, y)
+        ns.append(m.n_samples_noisy_ - 300)
+        picks.append(m.leaf_mechanism_ == RT.auto_mechanism(m.n_samples_noisy_, eps * 0.95, 1, 3))
+        assert hasattr(m, "leaf_counts_") == (m.leaf_mechanism_ == "counts")
+    assert all(picks)
+    b = 1.0 / (eps * RT.AUTO_COUNT_SHARE)
+    assert stats.kstest(np.array(ns), stats.laplace(scale=b).cdf).pvalue > 1e-4  # discrete, scale 20: near-continuous
+    assert RT.auto_mechanism(10, 0.1, 10, 5) == "label" and RT.auto_mechanism(10**5, 1.0, 10, 5) == "counts"
+
+
+def test_fit_is_bit_identical_for_any_thread_count(monkeypatch):
+    from dpfast.ensemble import RandomForestClassifier
+
+    X, y = _data(30000, 4, 3)
+    out = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("DPFAST_NUM_THREADS", threads)
+        for mech in ("counts", "label"):
+            m = RandomForestClassifier(1.0, (-1, 1), classes=[0, 1, 2], n_estimators=4, max_depth=6,
+                                       leaf_mechanism=mech, random_state=3).fit(X, y)
+            out.append((mech, m.leaf_proba_, m.predict_proba(X[:5000]), m.apply(X[:5000])))
+    for a in out[2:]:
+        b = out[0] if a[0] == "counts" else out[1]
+        for u, v in zip(a[1:], b[1:]):
+            np.testing.assert_array_equal(u, v)
+
+
+def test_binding_checks_every_index():
+    X, y = _data(50, 3, 2)
+    f, th = _forest(0, 3, 2, 3)
+    with pytest.raises(ValueError, match="feature"):
+        _trees.leaf_counts(X, y, 2, None, np.full_like(f, 3), th, 3, 1)
+    with pytest.raises(ValueError, match="labels"):
+        _trees.leaf_counts(X, np.full(50, 2, dtype=np.int64), 2, None, f, th, 3, 1)
+    with pytest.raises(ValueError, match="tree_of_row"):
+        _trees.leaf_counts(X, y.astype(np.int64), 2, np.full(50, 2, dtype=np.int64), f, th, 3, 1)
+    with pytest.raises(ValueError, match="shape"):
+        _trees.leaf_counts(X, y.astype(np.int64), 2, None, f, th, 4, 1)
+    with pytest.raises(ValueError, match="depth"):
+        _trees.route(X, f, th, 31, 1)
+    with pytest.raises(ValueError, match="too large"):
+        _trees.leaf_counts(X, y.astype(np.int64), 2**40, None, f, th, 3, 1)
+    with pytest.raises(TypeError):
+        _trees.route(X.astype(np.float32), f, th, 3, 1)
+
+
+def test_event_epsilon_and_budget():
+    X, y = _data()
+    b = PrivacyBudget(2.0, 1e-6)
+    for mech in ("auto", "counts", "label"):
+        m = DecisionTreeClassifier(0.5, (-1, 1), leaf_mechanism=mech, random_state=0).fit(X, y, budget=b)
+        assert m.epsilon_ == pytest.approx(0.5) and m.epsilon_ <= 0.5
+        assert m.delta_ == 0.0 and m.accountant_ is None
+    m2 = DecisionTreeClassifier(1.0, (-1, 1), random_state=0)
+    with pytest.raises(BudgetExceededError):
+        m2.fit(X, y, budget=b)
+    assert not hasattr(m2, "leaf_proba_")
+
+
+def test_huge_epsilon_gives_the_exact_leaf_frequencies():
+    X, y = _data(2000, 3, 2)
+    m = DecisionTreeClassifier(1e9, (-1, 1), max_depth=4, leaf_mechanism="counts", random_state=0).fit(X, y)
+    exact = RT.leaf_counts(X, y, 2, m.feature_, m.threshold_, 4)[0]
+    np.testing.assert_array_equal(m.leaf_counts_[0], exact)
+    nonempty = exact.sum(1) > 0
+    np.testing.assert_allclose(m.leaf_proba_[0][nonempty], exact[nonempty] / exact[nonempty].sum(1, keepdims=True))
+    leaves = m.apply(X)[:, 0]
+    np.testing.assert_allclose(m.predict_proba(X), m.leaf_proba_[0][leaves])
+    majority = np.argmax(exact, axis=1)  # the exact leaf majority (ties: first class)
+    np.testing.assert_array_equal(m.predict(X), m.classes_[majority[leaves]])
+
+
+def test_leaf_distribution_backs_off_to_the_nearest_ancestor():
+    noisy = np.array([[[3, -1], [-2, -4], [0, 5], [1, 1]]])  # one tree, depth 2, K = 2
+    P = RT.leaf_distribution(noisy)
+    np.testing.assert_allclose(P[0, 0], [1, 0])
+    np.testing.assert_allclose(P[0, 1], [1, 0])  # sibling sum (1, -5) -> clipped (1, 0)
+    np.testing.assert_allclose(P[0, 2], [0, 1])
+    np.testing.assert_allclose(P[0, 3], [0.5, 0.5])
+    np.testing.assert_allclose(RT.leaf_distribution(-np.ones((1, 2, 3))), np.full((1, 2, 3), 1 / 3))
+
+
+def test_pandas_input_with_bounds_by_column_name():
+    pd = pytest.importorskip("pandas")
+    X, y = _data(200, 2, 2)
+    df = pd.DataFrame(X, columns=["a", "b"])
+    m = DecisionTreeClassifier(1.0, {"a": (-1, 1), "b": (-1, 1)}, random_state=0).fit(df, pd.Series(y))
+    m2 = DecisionTreeClassifier(1.0, (-1, 1), random_state=0).fit(X, y)
+    np.testing.assert_array_equal(m.leaf_proba_, m2.leaf_proba_)
+    np.testing.assert_array_equal(m.predict(df), m2.predict(X))
+    assert list(m.feature_names_in_) == ["a", "b"]
+    with pytest.raises(ValueError, match="missing"):
+        DecisionTreeClassifier(1.0, {"a": (-1, 1)}).fit(df, y)
+
+
+def test_errors_before_the_charge():
+    X, y = _data(100, 2, 3)
+    b = PrivacyBudget(1.0, 1e-6)
+    for kw in (dict(), dict(bounds=(1, 0)), dict(bounds=(-1, 1)), dict(bounds=(-1, 1), classes=[0, 1, 2],
+                                                                      max_depth=30),
+               dict(bounds=[(0, 1), (0, 1)])):
+        with pytest.raises(ValueError):
+            DecisionTreeClassifier(1.0, **kw).fit(X, y, budget=b)
+    DecisionTreeClassifier(1.0, (-1, 1), classes=[0, 1, 2]).fit(X, y, budget=b)  # the whole budget is still there

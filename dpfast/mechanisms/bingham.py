@@ -151,7 +151,8 @@ def bingham(A, sensitivity: float, epsilon: float, rng: RandomLike = None, *,
 def _bingham_plan(A, sensitivity, epsilon) -> _events.Plan:
     a = _check_matrix(A)
     scale = epsilon / (2.0 * sensitivity)
-    scaled = a * scale
+    with np.errstate(over="ignore"):
+        scaled = a * scale
     if not np.isfinite(scaled).all():
         raise ValueError("epsilon / sensitivity times A overflows")
 

@@ -30,14 +30,15 @@ import numpy as np
 from dpfast._safe_root import safe_root
 from dpfast._validation import Epsilon, Positive, as_array, check_size, validate_params
 from dpfast.mechanisms import _events
-from dpfast.random import RNG, RandomLike, standard_exponential, standard_normal
+from dpfast.random import RNG, RandomLike, allocate_output, standard_exponential, standard_normal
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
 
 __all__ = ["bingham", "bingham_sample"]
 
-_MAX_ROUNDS = 10_000
+_MAX_ROUNDS = 1000
+_BATCH = 1 << 14
 _GRID = 2.0 ** 40
 
 
@@ -75,13 +76,16 @@ class _Bingham:
         self.omega = 1.0 + 2.0 * self.lam / self.b
         self.log_m = -(self.d - self.b) / 2.0 + (self.d / 2.0) * math.log(self.d / self.b)
 
-    def draw(self, gen: np.random.Generator, n: int) -> np.ndarray:
-        d, out, got = self.d, np.empty((n, self.d)), 0
+    def draw(self, gen: np.random.Generator, n: int, out: Optional[np.ndarray] = None) -> np.ndarray:
+        d = self.d
+        out = np.empty((n, d)) if out is None else out
         if d == 1:
-            return np.where(gen.random((n, 1)) < 0.5, -1.0, 1.0)
+            out[:, 0] = np.where(gen.random(n) < 0.5, -1.0, 1.0)
+            return out
         inv_sd = 1.0 / np.sqrt(self.omega)
-        batch = max(16, n + n // 2)
-        for _ in range(_MAX_ROUNDS):
+        batch = min(max(16, n + n // 2), _BATCH)  # bounded memory for any n
+        got, idle = 0, 0
+        while got < n:
             y = np.asarray(standard_normal(gen, (batch, d)), dtype=np.float64) * inv_sd
             x = y / np.linalg.norm(y, axis=1, keepdims=True)
             z = (x * x) @ self.lam
@@ -89,11 +93,13 @@ class _Bingham:
             e = np.asarray(standard_exponential(gen, batch), dtype=np.float64)
             acc = x[e >= -log_ratio]  # P[E >= t] = e^{-t}: accepted with probability f*/(M* g*)
             take = min(acc.shape[0], n - got)
-            out[got:got + take] = acc[:take]
+            out[got:got + take] = acc[:take] @ self.vecs.T
             got += take
-            if got == n:
-                return out @ self.vecs.T
-        raise RuntimeError("bingham_sample: the rejection sampler did not finish (acceptance rate too low)")  # pragma: no cover
+            idle = 0 if take else idle + 1
+            if idle > _MAX_ROUNDS:  # pragma: no cover - KGM's acceptance rate is bounded below
+                raise RuntimeError("bingham_sample: the rejection sampler accepted nothing in "
+                                   f"{_MAX_ROUNDS} rounds")
+        return out
 
 
 @validate_params(rng=RNG)
@@ -107,11 +113,12 @@ def bingham_sample(A, size=None, rng: RandomLike = None):
     privacy claim (:func:`bingham` is the mechanism).
     """
     a = _check_matrix(A)
-    shape = check_size(size)
+    d = a.shape[0]
+    shape = check_size(size, itemsize=16 * d)  # the output and the working batches
     n = 1 if shape is None else math.prod(shape)
-    target = _Bingham(a)
-    out = target.draw(rng, n)
-    return out[0] if shape is None else out.reshape(tuple(shape) + (a.shape[0],))
+    out = allocate_output((n, d), np.dtype(np.float64))  # before any draw: a refused size draws nothing
+    _Bingham(a).draw(rng, n, out)
+    return out[0] if shape is None else out.reshape(tuple(shape) + (d,))
 
 
 @validate_params(sensitivity=Positive(allow_array=False), epsilon=Epsilon(allow_array=False), rng=RNG)

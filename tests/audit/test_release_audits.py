@@ -227,6 +227,8 @@ def _entries():
     ppairs = neighbours.arrays(Xs, bound=0.5)[:4]
     e["PCA"] = Entry(_transform(lambda r: DC.PCA(1, epsilon=1.0, delta=1e-5, norm_bound=0.5, random_state=r)),
                      ppairs, 1.0, 1e-5, 300)
+    e["PCA_bingham"] = Entry(_transform(lambda r: DC.PCA(2, epsilon=1.0, delta=0.0, norm_bound=0.5, method="bingham",
+                                                      random_state=r)), ppairs, 1.0, 0.0, 300)
     e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
                             _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),

@@ -82,7 +82,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     the Laplace variant, whose l1 sensitivity grows like d/2, so it is accurate for a few tens
     of features at most.  diffprivlib's PCA samples the components from the Bingham
     distribution (Chaudhuri, Sarwate & Sinha 2013) by Gibbs sampling, which is pure DP only in
-    the limit of its MCMC and is much slower; see docs/theory for the comparison.
+    the limit of its MCMC and is much slower; ``method="bingham"`` samples the same law exactly
+    (see ``method`` below and docs/theory for the comparison).
 
     Parameters
     ----------

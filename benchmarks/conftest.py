@@ -16,6 +16,8 @@ collect_ignore = ["bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "be
 
                   "bench_trees.py"]
 
+                  "bench_mechanisms_peer.py"]
+
 
 @pytest.fixture
 def bench_size():

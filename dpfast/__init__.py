@@ -42,7 +42,9 @@ _MECHANISM_NAMES = (
     "discrete_gaussian_mechanism", "discrete_gaussian_sigma2", "discrete_gaussian_delta", "zcdp_delta",
     "snapping", "snapping_epsilon", "snapping_scale", "exponential_mechanism",
     "exponential_mechanism_stream", "ExponentialMechanismStream", "report_noisy_max", "top_k",
-    "private_quantile", "private_median",
+    "private_quantile", "private_median", "staircase", "staircase_gamma", "truncated_laplace",
+    "folded_laplace", "bounded_laplace", "bounded_laplace_scale", "truncated_geometric", "folded_geometric",
+    "bingham", "bingham_sample",
 )
 
 # Estimators reachable from the top level, imported with their subpackage on first use.

@@ -13,12 +13,12 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dpfast import accounting
-from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
+from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
 from dpfast._validation import as_array, check_delta, check_epsilon
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
-from dpfast.mechanisms import gaussian_noise, laplace_noise
+from dpfast.mechanisms import bingham, gaussian_noise, laplace_noise
 from dpfast.random import check_random_state
 
 __all__ = ["PCA", "pca_sensitivity"]
@@ -82,7 +82,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     the Laplace variant, whose l1 sensitivity grows like d/2, so it is accurate for a few tens
     of features at most.  diffprivlib's PCA samples the components from the Bingham
     distribution (Chaudhuri, Sarwate & Sinha 2013) by Gibbs sampling, which is pure DP only in
-    the limit of its MCMC and is much slower; see docs/theory for the comparison.
+    the limit of its MCMC and is much slower; ``method="bingham"`` samples the same law exactly
+    (see ``method`` below and docs/theory for the comparison).
 
     Parameters
     ----------
@@ -103,6 +104,25 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     centered : bool
         The user declares that the data are centred (a public fact): no mean is released and
         ``mean_`` is 0 (the midpoint of ``bounds`` if given).
+    method : {"covariance", "bingham"}
+        ``"covariance"`` (default): the one noisy second-moment release above.  ``"bingham"``:
+        pure epsilon-DP whatever ``delta`` (``delta_`` is 0), the components drawn one by one
+        from the Bingham distribution (Chaudhuri, Sarwate & Sinha 2013, PPCA, Algorithm 1) by
+        the exact sampler of :func:`dpfast.mechanisms.bingham` (Kent, Ganeiber & Mardia 2018),
+        with the budget split evenly over k + 2 parts (k = ``n_components``, an int or None;
+        a float is refused): (1) the count and, unless ``centered``, the sum of the rows
+        (Laplace, l1 sensitivity 1 + sqrt(d)), giving the mean m; (2) k Bingham draws, each the
+        exponential mechanism with utility v^T G v on the sphere of the orthogonal complement of
+        the components already drawn, G = sum_rows u u^T, u = (x - m) clipped to norm R then
+        divided by R (add/remove one row moves v^T G v by at most 1: sensitivity 1; the
+        complement is a function of earlier outputs, so this is adaptive composition, the
+        deflation diffprivlib also uses); (3) the k Rayleigh quotients v_i^T G v_i and the
+        remainder trace(G) - sum_i v_i^T G v_i (Laplace, l1 sensitivity sum_i (v_i^T u)^2 +
+        |u|^2 - sum_i (v_i^T u)^2 = |u|^2 <= 1), giving ``explained_variance_`` and the ratio.
+        Only the first component is PPCA exactly as CSS13 state it; the others are its
+        deflation (each epsilon / (k + 2)-DP).  Pick it for a few components at small d, or
+        when pure DP is required and d is too large for the Laplace covariance (whose l1
+        sensitivity grows like d / 2); Analyze Gauss (``delta > 0``) is more accurate otherwise.
     random_state : None, int, numpy Generator or dpfast.random.SecureRandom
 
     Attributes
@@ -120,17 +140,20 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         "norm_bound": [Interval(Real, 0, None, closed="neither"), None],
         "bounds": ["array-like", None],
         "centered": ["boolean"],
+        "method": [StrOptions({"covariance", "bingham"})],
         "random_state": RANDOM_STATE,
     }
 
     def __init__(self, n_components: Any = None, *, epsilon: float = 1.0, delta: float = 1e-5,
-                 norm_bound: Any = None, bounds: Any = None, centered: bool = False, random_state: Any = None):
+                 norm_bound: Any = None, bounds: Any = None, centered: bool = False, method: str = "covariance",
+                 random_state: Any = None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
         self.norm_bound = norm_bound
         self.bounds = bounds
         self.centered = centered
+        self.method = method
         self.random_state = random_state
 
     def __sklearn_tags__(self):
@@ -254,6 +277,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         d = Xa.shape[1]
         self._n_components_check(d)
         c, lo, hi, R = self._geometry(d)
+        if self.method == "bingham":
+            return self._fit_bingham(Xa, c, lo, hi, R, budget)
         event, (kind, s), eps, delta, accountant = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
@@ -262,6 +287,103 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
             noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
         self._from_release(exact + noise, c, R, d)
         self._record_release(event, eps, delta, accountant)
+
+    # ------------------------------------------------------------------ method="bingham"
+    def _bingham_plan(self, d: int):
+        """(k, eps0, event) of method="bingham" from public parameters only."""
+        k = self.n_components
+        if k is not None and not (isinstance(k, Integral) and not isinstance(k, bool)):
+            raise ValueError("method='bingham' needs n_components an int or None (a float would choose k "
+                             "from the released spectrum, which this method releases only for k components)")
+        k = d if k is None else int(k)
+        eps = check_epsilon(self.epsilon, allow_array=False)
+        eps0 = eps / (k + 2)
+        if eps0 * (k + 2) > eps:
+            eps0 = math.nextafter(eps0, 0.0)
+        if not eps0 > 0:
+            raise ValueError("epsilon / (n_components + 2) underflows to 0")
+        s_count = 1.0 if self.centered else 1.0 + math.sqrt(d)
+        b_count = float(laplace_scale(eps0, s_count))
+        b_var = float(laplace_scale(eps0, 1.0))
+        event = accounting.Composed((accounting.Laplace(scale=b_count, sensitivity=s_count),
+                                     accounting.SelfComposed(accounting.PureDP(epsilon=eps0), k),
+                                     accounting.Laplace(scale=b_var, sensitivity=1.0)))
+        return k, eps0, b_count, b_var, event, eps
+
+    @staticmethod
+    def _clipped_rows(Xa, shift, lo, hi, R):
+        """(rows clamped to the box, minus ``shift``, scaled to norm <= R) / R."""
+        # a C-order copy whatever the input's layout (the sums' rounding then depends on the rows only)
+        U = np.array(Xa, dtype=np.float64, order="C")
+        if lo is not None:
+            np.clip(U, lo, hi, out=U)
+        with np.errstate(over="ignore", invalid="ignore"):
+            U = U - shift
+            nrm = np.sqrt(np.einsum("ij,ij->i", U, U))
+        bad = ~np.isfinite(nrm)
+        if bad.any():  # inf entries: the ray of their signs
+            Z = U[bad]
+            inf = np.isinf(Z)
+            U[bad] = np.where(inf, np.sign(Z), 0.0) / np.sqrt(np.maximum(inf.sum(axis=1), 1))[:, None] * R
+            nrm[bad] = R
+        U = U / np.maximum(nrm, R)[:, None]
+        over = np.einsum("ij,ij->i", U, U) > 1.0
+        if over.any():
+            U[over] /= np.nextafter(np.sqrt(np.einsum("ij,ij->i", U[over], U[over])), np.inf)[:, None]
+        return U
+
+    def _fit_bingham(self, Xa, c, lo, hi, R, budget) -> None:
+        n, d = Xa.shape
+        k, eps0, b_count, b_var, event, eps = self._bingham_plan(d)
+        gen = check_random_state(self.random_state)
+        self._charge(event, budget)
+        # (1) the count and (unless centred) the sum of the clipped rows: the mean
+        U0 = self._clipped_rows(Xa, c, lo, hi, R)
+        first = np.array([float(n)]) if self.centered else np.concatenate([[float(n)], U0.sum(axis=0)])
+        with detached():
+            first = first + laplace_noise(b_count, first.size, rng=gen)
+        n_t = max(float(first[0]), 2.0)
+        mean_u = np.zeros(d) if self.centered else first[1:] / n_t
+        nm = float(np.linalg.norm(mean_u))
+        if nm > 1.0:  # post-processing: the mean of rows in the unit ball is in the unit ball
+            mean_u = mean_u / nm
+        mean = c + R * mean_u
+        # (2) k Bingham draws on the deflated second moment of the rows centred at the released mean
+        U = self._clipped_rows(Xa, mean, lo, hi, R)
+        G = U.T @ U
+        basis = np.eye(d)  # orthonormal basis (columns) of the complement of the components so far
+        comps = np.empty((k, d))
+        with detached():
+            for i in range(k):
+                w = bingham(basis.T @ G @ basis, 1.0, eps0, rng=gen)
+                v = basis @ w
+                v /= np.linalg.norm(v)
+                comps[i] = v
+                # the complement of v within span(basis): a function of the outputs only
+                q, _ = np.linalg.qr(np.concatenate([comps[:i + 1].T, np.eye(d)], axis=1))
+                basis = q[:, i + 1:d]
+            # (3) the Rayleigh quotients and the remainder of the trace (l1 sensitivity |u|^2 <= 1)
+            quot = np.einsum("ij,jk,ik->i", comps, G, comps)
+            stats_ = np.concatenate([quot, [float(np.trace(G)) - float(quot.sum())]])
+            stats_ = stats_ + laplace_noise(b_var, stats_.size, rng=gen)
+        stats_ = np.clip(stats_, 0.0, None)
+        q_t, rest = stats_[:k], float(stats_[k])
+        order = np.argsort(-q_t, kind="stable")
+        comps, q_t = comps[order], q_t[order]
+        idx = np.argmax(np.abs(comps), axis=1)
+        comps *= np.sign(comps[np.arange(k), idx])[:, None]
+        ev = (R * R) * q_t / (n_t - 1.0)
+        total = float(q_t.sum()) + rest
+        self.components_ = comps
+        self.n_components_ = k
+        self.explained_variance_ = ev
+        self.explained_variance_ratio_ = q_t / total if total > 0 else np.full(k, 1.0 / d)
+        self.singular_values_ = np.sqrt(ev * (n_t - 1.0))
+        self.noise_variance_ = (R * R) * rest / (d - k) / (n_t - 1.0) if k < d else 0.0
+        self.mean_ = mean
+        self.n_samples_ = n_t
+        self._n_features_out = k
+        self._record_release(event, eps, 0.0, None)
 
     def _from_release(self, v: np.ndarray, c: np.ndarray, R: float, d: int) -> None:
         """Post-processing of the noisy vector v into scikit-learn's attributes."""

@@ -12,6 +12,11 @@ module                      holds
 ``snapping``                the snapping mechanism (Mironov 2012) for real-valued Laplace
 ``selection``               exponential mechanism (Gumbel-max), report-noisy-max, top-k, streaming
 ``quantile``                private quantiles and the median (Smith 2011)
+``staircase``               the staircase mechanism (Geng & Viswanath 2016), optimal pure-DP noise
+``bounded``                 truncated / folded / bounded-domain Laplace (Holohan et al. 2018) and
+                            truncated / folded geometric: outputs in a public interval
+``bingham``                 exact Bingham sampler (Kent, Ganeiber & Mardia 2018) and the Bingham
+                            mechanism for the top principal direction (Chaudhuri et al. 2013)
 ==========================  ==============================================================
 
 Privacy budgets: every mechanism takes ``budget=`` (keyword-only) and charges its event to it
@@ -22,6 +27,15 @@ The floating-point-safe samplers (``discrete_*``, ``snapping``) are the ones to 
 :class:`dpfast.random.SecureRandom`; see :mod:`dpfast.random`.
 """
 from dpfast.mechanisms._events import event_of
+from dpfast.mechanisms.bingham import bingham, bingham_sample
+from dpfast.mechanisms.bounded import (
+    bounded_laplace,
+    bounded_laplace_scale,
+    folded_geometric,
+    folded_laplace,
+    truncated_geometric,
+    truncated_laplace,
+)
 from dpfast.mechanisms.continuous import gaussian, gaussian_noise, laplace, laplace_noise
 from dpfast.mechanisms.discrete import (
     bernoulli_exp,
@@ -47,6 +61,7 @@ from dpfast.mechanisms.selection import (
     top_k,
 )
 from dpfast.mechanisms.snapping import snapping, snapping_epsilon, snapping_scale
+from dpfast.mechanisms.staircase import staircase, staircase_gamma
 
 __all__ = [
     "event_of",
@@ -75,4 +90,14 @@ __all__ = [
     "top_k",
     "private_quantile",
     "private_median",
+    "staircase",
+    "staircase_gamma",
+    "truncated_laplace",
+    "folded_laplace",
+    "bounded_laplace",
+    "bounded_laplace_scale",
+    "truncated_geometric",
+    "folded_geometric",
+    "bingham",
+    "bingham_sample",
 ]

@@ -138,6 +138,27 @@ def _entries():
     e["private_quantile"] = Entry(lambda x, r: M.private_quantile(x, [0.25, 0.5], 1.0, (0.0, 10.0), rng=r),
                                   qpairs, 1.0, 0.0, 1000)
     e["private_median"] = Entry(lambda x, r: M.private_median(x, 1.0, (0.0, 10.0), rng=r), qpairs, 1.0, 0.0, 1000)
+    # staircase / bounded domain / Bingham: one entry per release, neighbours at the sensitivity
+    # (the staircase and bounded Laplace compose per entry: one-entry releases, inputs at the
+    # domain's end where the bounded Laplace's normalising constant differs most)
+    one = [(np.array([0.0]), np.array([1.0])), (np.array([0.0]), np.array([-1.0])),
+           (np.array([0.0]), np.array([0.5]))]
+    e["staircase"] = Entry(lambda v, r: M.staircase(v, 1.0, 1.0, rng=r), one, 1.0, 0.0, 2000)
+    edge = [(np.array([0.0]), np.array([1.0])), (np.array([0.5]), np.array([1.5])),
+            (np.array([1.5]), np.array([2.5]))]
+    e["bounded_laplace"] = Entry(lambda v, r: M.bounded_laplace(v, 1.0, 1.0, (0.0, 3.0), rng=r), edge, 1.0, 0.0, 2000)
+    e["truncated_laplace"] = Entry(lambda v, r: M.truncated_laplace(v, 1.0, 1.0, (0.0, 3.0), rng=r),
+                                   _shift_pairs([0.0, 1.5, 3.0], 1.0), 1.0, 0.0, 2000)
+    e["folded_laplace"] = Entry(lambda v, r: M.folded_laplace(v, 1.0, 1.0, (0.0, 3.0), rng=r),
+                                _shift_pairs([0.0, 1.5, 3.0], 1.0), 1.0, 0.0, 2000)
+    ipairs = [(np.array([0, 2]), np.array([1, 2])), (np.array([3, 2]), np.array([2, 2]))]
+    e["truncated_geometric"] = Entry(lambda v, r: M.truncated_geometric(v, 1, 1.0, (0, 3), rng=r), ipairs, 1.0, 0.0, 2000)
+    e["folded_geometric"] = Entry(lambda v, r: M.folded_geometric(v, 1, 1.0, (0, 3), rng=r), ipairs, 1.0, 0.0, 2000)
+    xb = np.array([[0.6, 0.2], [0.5, -0.3], [0.1, 0.4]])
+    gram = xb.T @ xb
+    bpairs = [(gram, gram + np.outer(u, u)) for u in (np.array([1.0, 0.0]), np.array([0.0, 1.0]),
+                                                     np.array([0.6, 0.8]))]
+    e["bingham"] = Entry(lambda a, r: M.bingham(a, 1.0, 1.0, rng=r), bpairs, 1.0, 0.0, 2000)
     # ------------------------------------------------------------------ tools (add/remove one row)
     xt = np.round(_rng.uniform(0, 10, (12, 2)), 2)
     tpairs = neighbours.arrays(xt, bound=10.0)[:5]
@@ -214,6 +235,8 @@ def _entries():
     ppairs = neighbours.arrays(Xs, bound=0.5)[:4]
     e["PCA"] = Entry(_transform(lambda r: DC.PCA(1, epsilon=1.0, delta=1e-5, norm_bound=0.5, random_state=r)),
                      ppairs, 1.0, 1e-5, 300)
+    e["PCA_bingham"] = Entry(_transform(lambda r: DC.PCA(2, epsilon=1.0, delta=0.0, norm_bound=0.5, method="bingham",
+                                                      random_state=r)), ppairs, 1.0, 0.0, 300)
     e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
                             _labelled(_y01), 1.0, 0.0, 300)
     for lm in ("counts", "label"):
@@ -275,6 +298,8 @@ def _torch_release(data, rng):
 
 #: Public names that are not release paths, with the reason.
 NOT_RELEASES = {
+    "bingham_sample": "sampler of a given Bingham law (no privacy claim; law tested in "
+                      "tests/mechanisms/test_mechanisms_bingham.py; the mechanism is bingham)",
     **{n: "data-independent noise sampler (its law is tested in tests/audit/test_sampler_laws.py)" for n in
        ("laplace_noise", "gaussian_noise", "discrete_laplace", "discrete_gaussian", "bernoulli_exp",
         "standard_normal", "standard_laplace", "standard_exponential", "standard_gumbel")},
@@ -286,7 +311,7 @@ NOT_RELEASES = {
         "objective_output_multiplier", "glm_constants", "margin_constants", "loss_constants",
         "perturb_noise_scale", "default_eta", "public_geometry", "regularization_stability",
         "rrspm_public_size", "rrspm_weight_scale", "selection_threshold", "selection_probabilities",
-        "sample_run_count", "pipeline_event", "event_of")},
+        "sample_run_count", "pipeline_event", "event_of", "staircase_gamma", "bounded_laplace_scale")},
     "randomized_response_debias": "post-processing of released responses (public function of them)",
     "minimize_glm": "non-private solver (no noise; documented as such)",
     "glm_loss_and_grad": "non-private loss oracle",

@@ -216,11 +216,17 @@ def subsample_and_aggregate(statistic: Callable, X, epsilon: float, *, bounds=No
             k = k_public
         labels = block_labels(n, k, gen)
         z = block_values(statistic, X, labels, k, lo, hi, vector)
-        out = np.empty(d)
-        for j in range(d):
-            a, b = private_quantile(z[:, j], [0.25, 0.75], eps_w / (2 * d), (float(lo[j]), float(hi[j])), gen)
-            l_, u_ = widened_range(float(a), float(b), k, float(lo[j]), float(hi[j]))
-            out[j] = float(np.mean(np.clip(z[:, j], l_, u_)))
-            lap = float(laplace_noise(1.0, rng=gen))
-            out[j] += lap * 2.0 * d * (u_ - l_) / (k * eps_w)
+        out = np.array([widened_winsorized_mean(z[:, j], eps_w / d, float(lo[j]), float(hi[j]), gen)
+                        for j in range(d)])
     return out if vector else float(out[0])
+
+
+def widened_winsorized_mean(z: np.ndarray, epsilon: float, lo: float, hi: float, gen: np.random.Generator) -> float:
+    """AW Algorithm 2, ``W(z, epsilon)`` on ``[lo, hi]``: epsilon-DP when one ``z_i`` changes
+    (k = len(z) public).  The caller has charged the event and passes a Generator; no checks."""
+    k = z.size
+    a, b = private_quantile(z, [0.25, 0.75], epsilon / 2, (lo, hi), gen)  # eps/4 per quartile
+    l_, u_ = widened_range(float(a), float(b), k, lo, hi)
+    mu = float(np.mean(np.clip(z, l_, u_)))
+    # Lap(2 (u - l) / (k eps)): sensitivity (u - l)/k at eps/2 (a standard draw, scaled: u = l is no noise)
+    return mu + float(laplace_noise(1.0, rng=gen)) * 2.0 * (u_ - l_) / (k * epsilon)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 import numpy as np
 
 from dpfast import budget as _budget
-from dpfast._validation import Epsilon, check_positive, validate_params
+from dpfast._validation import Epsilon, check_positive, check_real, validate_params
 from dpfast.accounting import ExponentialMechanism, SelfComposed
 from dpfast.mechanisms import private_quantile
 from dpfast.random import RNG
@@ -67,7 +67,7 @@ def asinh_range(scale: float) -> float:
 def _check_tail(tail) -> float:
     if isinstance(tail, (bool, np.bool_)) or not isinstance(tail, numbers.Real):
         raise TypeError(f"tail must be a number in (0, 0.5), got {type(tail).__name__}")
-    t = float(tail)
+    t = check_real(tail, "tail", allow_nan=False)  # (a Fraction beyond a double: ValueError)
     if not 0.0 < t < 0.5:
         raise ValueError(f"tail must be in (0, 0.5), got {tail!r}")
     return t

@@ -196,7 +196,7 @@ def subsample_and_aggregate(statistic: Callable, X, epsilon: float, *, bounds=No
     eps_w = epsilon - eps_c
     if not eps_w / (4 * d) > 0.0:
         raise ValueError("epsilon / (4 d) underflows to 0: epsilon is too small")
-    parts = []
+    parts: list = []
     if eps_c:
         _scales(1.0 / eps_c)
         parts.append(Laplace(scale=1.0 / eps_c, sensitivity=1.0))
@@ -225,7 +225,7 @@ def widened_winsorized_mean(z: np.ndarray, epsilon: float, lo: float, hi: float,
     """AW Algorithm 2, ``W(z, epsilon)`` on ``[lo, hi]``: epsilon-DP when one ``z_i`` changes
     (k = len(z) public).  The caller has charged the event and passes a Generator; no checks."""
     k = z.size
-    a, b = private_quantile(z, [0.25, 0.75], epsilon / 2, (lo, hi), gen)  # eps/4 per quartile
+    a, b = np.asarray(private_quantile(z, [0.25, 0.75], epsilon / 2, (lo, hi), gen))  # eps/4 per quartile
     l_, u_ = widened_range(float(a), float(b), k, lo, hi)
     mu = float(np.mean(np.clip(z, l_, u_)))
     # Lap(2 (u - l) / (k eps)): sensitivity (u - l)/k at eps/2 (a standard draw, scaled: u = l is no noise)

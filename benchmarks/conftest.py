@@ -18,6 +18,9 @@ collect_ignore = ["bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "be
 
                   "bench_mechanisms_peer.py"]
 
+collect_ignore = ["bench_bounds.py", "bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "bench_ssp.py",
+                  "bench_tools.py"]
+
 
 @pytest.fixture
 def bench_size():

@@ -18,8 +18,9 @@ from dpfast.random import check_random_state
 
 __all__ = ["KMeans"]
 
-#: Su et al. (2016), Sec. 5: the ratio eps_sum / eps_count = (4 d rho^2)^(1/3) with rho ~ 0.225
-#: minimises their bound on the squared error of a noisy centroid.
+#: Su et al. (2016): eps_count : eps_dim = (4 d rho^2)^(1/3) : 1 (eps_dim = the budget of one
+#: coordinate of the sum, eps_sum = d eps_dim) minimises the first-order mean squared error of a
+#: noisy centroid, rho ~ 0.225 (their normalised centroid coordinate); see budget_split.
 _RHO = 0.225
 #: above this many clusters the initialisation skips the pairwise-distance test (k^2 memory)
 _PACK_MAX = 256
@@ -58,11 +59,19 @@ def box_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray,
 
 
 def budget_split(epsilon: float, max_iter: int, d: int) -> tuple[float, float]:
-    """(eps_count, eps_sum) per iteration: epsilon / max_iter split in the ratio 1 : (4 d rho^2)^(1/3)
-    (Su et al. 2016).  Public parameters only."""
+    """(eps_count, eps_sum) per iteration (Su, Cao, Li, Bertino & Jin 2016, DPLloyd's budget
+    allocation): ``epsilon / max_iter = eps_count + d * eps_dim`` with ``eps_count : eps_dim =
+    (4 d rho^2)^(1/3) : 1``, ``rho = 0.225``; ``eps_sum = d * eps_dim`` (the sum vector's Laplace
+    has l1 sensitivity d, so each coordinate's noise is that of an ``eps_dim`` release of
+    sensitivity 1).  The ratio minimises the first-order MSE of a noisy centroid ``(S + L)/(C +
+    L0)`` per cluster, ``sum_j 2 (d/eps_sum)^2 + 2 ||c||^2 / eps_count^2`` over ``C^2`` with
+    ``||c||^2 = 4 d rho^2``: setting the derivatives equal gives ``eps_count^3 = 4 d rho^2
+    eps_dim^3``.  (dpfast's first KMeans used ``eps_sum / eps_count = (4 d rho^2)^(1/3)``, which gives
+    the count more than the sum; diffprivlib 0.6.6's ``_split_epsilon`` normalises by ``d eps_dim +
+    eps_count`` as here but returns the two shares swapped.)  Public parameters only."""
     per = epsilon / max_iter
-    ratio = (4.0 * d * _RHO * _RHO) ** (1.0 / 3.0)
-    return per / (1.0 + ratio), per * ratio / (1.0 + ratio)
+    c = (4.0 * d * _RHO * _RHO) ** (1.0 / 3.0)  # eps_count / eps_dim
+    return per * c / (d + c), per * d / (d + c)
 
 
 def step_event(eps_count: float, eps_sum: float, d: int):
@@ -150,10 +159,11 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     Guarantee (add/remove one row; the number of rows is private): ``fit`` is ``epsilon``-DP
     (pure, ``delta_ = 0``).  Algorithm: DP-Lloyd, the SuLQ k-means of Blum, Dwork, McSherry &
     Nissim (2005, "Practical privacy: the SuLQ framework", Sec. 5) with the budget allocation of
-    Su, Cao, Li, Bertino, Lin & Wang (2016, "Differentially private k-means clustering", CODASPY;
+    Su, Cao, Li, Bertino & Jin (2016, "Differentially private k-means clustering", CODASPY;
     DPLloyd-Improved): a fixed, public number ``max_iter`` of noisy Lloyd steps, each
-    ``epsilon / max_iter``-DP, split between the counts and the sums in the ratio
-    ``1 : (4 d rho^2)^(1/3)`` (rho = 0.225), and a data-independent initialisation.
+    ``epsilon / max_iter``-DP, split between the count and each coordinate of the sums in the ratio
+    ``(4 d rho^2)^(1/3) : 1`` (rho = 0.225; :func:`budget_split`), and a data-independent
+    initialisation.
 
     Each feature is clamped to its public ``bounds`` and mapped to ``u = (x - c) / r`` in
     ``[-1, 1]^d`` (c the midpoint, r the half-width; clamped again after rounding).  One step

@@ -171,6 +171,11 @@ def _entries():
     e["quantile"] = Entry(lambda x, r: TL.quantile(x, [0.25, 0.5], 1.0, tb, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
     e["percentile"] = Entry(lambda x, r: TL.percentile(x, 50, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
     e["median"] = Entry(lambda x, r: TL.median(x, 1.0, tb, rng=r), tpairs, 1.0, 0.0, 1000)
+    e["bounds"] = Entry(lambda x, r: TL.bounds(x, 1.0, axis=0, rng=r), tpairs, 1.0, 0.0, 1000)
+    # one row changes one block's mean (and the noisy count that sets the number of blocks)
+    e["subsample_and_aggregate"] = Entry(
+        lambda x, r: TL.subsample_and_aggregate(lambda b: b.mean(axis=0), x, 1.0, bounds=([0.0, 0.0], [10.0, 10.0]),
+                                                rng=r), tpairs, 1.0, 0.0, 1000)
     hb = dict(bins=3, range=tb)
     e["histogram"] = Entry(lambda x, r: TL.histogram(x.ravel(), 1.0, rng=r, **hb)[0],
                            neighbours.arrays(xt[:, 0], bound=10.0)[:5], 1.0, 0.0, 1000)

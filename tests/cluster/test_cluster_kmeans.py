@@ -23,10 +23,26 @@ def _blobs(n=600, seed=0):
 
 
 def test_budget_split_follows_su_et_al_and_sums_to_epsilon():
+    # Su et al. (2016): per iteration eps = eps_count + d * eps_dim, eps_count / eps_dim =
+    # (4 d rho^2)^(1/3), rho = 0.225; the sum vector's budget is eps_sum = d * eps_dim
     for d in (1, 2, 64):
         ec, es = budget_split(2.0, 4, d)
         assert ec + es == pytest.approx(0.5, rel=1e-14)
-        assert es / ec == pytest.approx((4 * d * 0.225 ** 2) ** (1 / 3), rel=1e-14)
+        assert ec / (es / d) == pytest.approx((4 * d * 0.225 ** 2) ** (1 / 3), rel=1e-14)
+    # d = 2: eps_count / eps_dim = 0.405^(1/3) = 0.7399...: the sums get 2 / 2.7399 of the step
+    ec, es = budget_split(1.0, 1, 2)
+    assert es == pytest.approx(2 / (2 + 0.405 ** (1 / 3)), rel=1e-14)
+
+
+def test_budget_split_minimises_the_centroid_mse():
+    # the first-order MSE 2 d (d / eps_sum)^2 + 2 (4 d rho^2) / eps_count^2 is smallest at the split
+    d, per = 5, 0.3
+    ec, es = budget_split(per, 1, d)
+
+    def mse(e_c):
+        return 2 * d * (d / (per - e_c)) ** 2 + 2 * 4 * d * 0.225 ** 2 / e_c ** 2
+    grid = np.linspace(0.001, per - 0.001, 20001)
+    assert grid[np.argmin(mse(grid))] == pytest.approx(ec, abs=2e-5)
 
 
 def test_event_and_epsilon_equality():

@@ -29,7 +29,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
                 "dpfast._dask_utils", "dpfast.io", "dpfast.datasets",
                 # native extensions
                 "dpfast._core", "dpfast._chacha", "dpfast._exact", "dpfast._selection", "dpfast._pld",
-                "dpfast._glm", "dpfast._clip", "dpfast._public", "dpfast._tables", "dpfast._multinomial")),
+                "dpfast._glm", "dpfast._clip", "dpfast._public", "dpfast._tables", "dpfast._multinomial",
+                "dpfast._stats")),
     ("accounting", ("dpfast.accounting", "dpfast.calibrate")),
     ("budget", ("dpfast.budget",)),
     ("mechanisms", ("dpfast.mechanisms",)),

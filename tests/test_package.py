@@ -28,7 +28,8 @@ SUBPACKAGES = [
     "dpfast.naive_bayes",
     "dpfast.torch",
 ]
-NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial"]
+NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial",
+          "_stats"]
 
 
 def test_version_is_pep440_like():

@@ -46,8 +46,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from dpfast import _stats
-from dpfast import budget as _budget
+from dpfast import _stats, budget as _budget
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed

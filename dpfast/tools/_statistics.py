@@ -99,7 +99,7 @@ def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float
     ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
     contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``;
     raises before the charge when an element is not finite (NaN outside the nan forms)."""
-    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], -1)
+    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
     s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
                                       default_threads())
     _finite(bad, nan)

@@ -243,6 +243,11 @@ int64_t histogram(const T* x, int64_t n, int64_t D, int64_t rs, int64_t cs, cons
             const int64_t m = nb[0];
             const double e0 = e[0], em = e[m], inv = (double)m / (em - e0);
             const bool uni = uniform[0] != 0;
+            // up to 4 interleaved copies of the counts (row i into copy i % 4): consecutive rows
+            // in one bin would otherwise wait on each other's increment (store forwarding)
+            const int64_t L = m <= 4096 ? 4 : 1;
+            std::vector<int64_t> sub(L > 1 ? L * m : 0, 0);
+            int64_t* hs = L > 1 ? sub.data() : h;
             for (int64_t i = r0; i < r1; ++i) {
                 const double v = (double)x[i * rs];
                 nbad += (v - v != 0.0) ? 1 : 0;  // NaN for a NaN or an infinity
@@ -257,8 +262,11 @@ int64_t histogram(const T* x, int64_t n, int64_t D, int64_t rs, int64_t cs, cons
                     b = (int64_t)(std::upper_bound(e, e + m + 1, v) - e) - 1;
                     if (b >= m) b = m - 1;
                 }
-                h[b] += 1;
+                hs[(L > 1 ? (i & 3) * m : 0) + b] += 1;
             }
+            if (L > 1)
+                for (int64_t q = 0; q < L; ++q)
+                    for (int64_t b = 0; b < m; ++b) h[b] += sub[q * m + b];
             bad[k] = nbad;
             return;
         }

@@ -213,8 +213,9 @@ void kmeans_step(const KMeansParams& p, const T* x, KMeansResult& r) {
 // Sample (n, D) read by strides; edges of dimension j at edges[off[j], off[j+1]) (strictly
 // increasing, nb_j = off[j+1] - off[j] - 1 bins).  Bin b of dimension j holds e_b <= v < e_{b+1},
 // the last bin also v == e_last (NumPy's rule); a row with a value outside [e_0, e_last] in any
-// dimension, or a NaN, is dropped.  uniform[j]: the edges are equally spaced (a first guess by
-// arithmetic, then corrected against the edges themselves, so the bins are those of the edges).
+// dimension, or a NaN, is dropped.  uniform[j] (equally spaced edges): a first guess by
+// arithmetic, corrected against the edges themselves (so the bins are those of the edges);
+// other edges: the number of inner edges <= v (branch-free) up to 16 bins, else a binary search.
 // Integer counts (row-major over the bins): their sum is exact in any order, so chunks may
 // follow the thread count.  Returns the number of non-finite values seen.
 template <class T>
@@ -243,11 +244,6 @@ int64_t histogram(const T* x, int64_t n, int64_t D, int64_t rs, int64_t cs, cons
             const int64_t m = nb[0];
             const double e0 = e[0], em = e[m], inv = (double)m / (em - e0);
             const bool uni = uniform[0] != 0;
-            // up to 4 interleaved copies of the counts (row i into copy i % 4): consecutive rows
-            // in one bin would otherwise wait on each other's increment (store forwarding)
-            const int64_t L = m <= 4096 ? 4 : 1;
-            std::vector<int64_t> sub(L > 1 ? L * m : 0, 0);
-            int64_t* hs = L > 1 ? sub.data() : h;
             for (int64_t i = r0; i < r1; ++i) {
                 const double v = (double)x[i * rs];
                 nbad += (v - v != 0.0) ? 1 : 0;  // NaN for a NaN or an infinity
@@ -258,15 +254,15 @@ int64_t histogram(const T* x, int64_t n, int64_t D, int64_t rs, int64_t cs, cons
                     b = f >= (double)m ? m - 1 : (f > 0 ? (int64_t)f : 0);
                     while (b > 0 && v < e[b]) --b;
                     while (b < m - 1 && v >= e[b + 1]) ++b;
+                } else if (m <= 16) {  // branch-free: the number of inner edges <= v
+                    b = 0;
+                    for (int64_t t = 1; t < m; ++t) b += v >= e[t] ? 1 : 0;
                 } else {
                     b = (int64_t)(std::upper_bound(e, e + m + 1, v) - e) - 1;
                     if (b >= m) b = m - 1;
                 }
-                hs[(L > 1 ? (i & 3) * m : 0) + b] += 1;
+                h[b] += 1;
             }
-            if (L > 1)
-                for (int64_t q = 0; q < L; ++q)
-                    for (int64_t b = 0; b < m; ++b) h[b] += sub[q * m + b];
             bad[k] = nbad;
             return;
         }
@@ -283,7 +279,10 @@ int64_t histogram(const T* x, int64_t n, int64_t D, int64_t rs, int64_t cs, cons
                     continue;
                 }
                 int64_t b;
-                if (uniform[j]) {
+                if (!uniform[j] && m <= 16) {
+                    b = 0;
+                    for (int64_t t = 1; t < m; ++t) b += v >= e[t] ? 1 : 0;
+                } else if (uniform[j]) {
                     const double f = (v - e[0]) * ((double)m / (e[m] - e[0]));
                     b = f >= (double)m ? m - 1 : (f > 0 ? (int64_t)f : 0);
                     while (b > 0 && v < e[b]) --b;

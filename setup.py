@@ -5,7 +5,8 @@
   samplers; ``_selection``: exponential mechanism; ``_pld``: privacy-loss distributions;
   ``_glm``: GLM solvers; ``_multinomial``: the K-output softmax loss; ``_clip``: per-example
   clipping; ``_public``: public-data oracles; ``_tables``: grouped aggregates; ``_trees``: random
-  trees' leaf counts).
+  trees' leaf counts; ``_stats``: the one-pass statistics of dpfast.tools, GaussianNB, PCA, SSP and
+  KMeans).
   Kernels live in headers under ``csrc/`` that know nothing of Python; ``csrc/bindings/`` is
   the only place that does.  Separate modules keep each subpackage's import light and let a
   kernel be rebuilt without relinking the others.

@@ -30,7 +30,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
                 # native extensions
                 "dpfast._core", "dpfast._chacha", "dpfast._exact", "dpfast._selection", "dpfast._pld",
                 "dpfast._glm", "dpfast._clip", "dpfast._public", "dpfast._tables", "dpfast._multinomial",
-                "dpfast._trees")),
+                "dpfast._trees", "dpfast._stats")),
     ("accounting", ("dpfast.accounting", "dpfast.calibrate")),
     ("budget", ("dpfast.budget",)),
     ("mechanisms", ("dpfast.mechanisms",)),

@@ -30,7 +30,8 @@ SUBPACKAGES = [
     "dpfast.tree",
     "dpfast.ensemble",
 ]
-NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial", "_trees"]
+NATIVE = ["_core", "_chacha", "_exact", "_selection", "_pld", "_glm", "_clip", "_public", "_tables", "_multinomial",
+          "_trees", "_stats"]
 
 
 def test_version_is_pep440_like():

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 
-from dpfast import accounting
+from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
+from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_bounds, check_epsilon
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
@@ -114,39 +115,33 @@ def initial_centers(k: int, lo: np.ndarray, hi: np.ndarray, gen) -> np.ndarray:
         a = a / 2.0 if a > 1e-3 else 0.0
 
 
+def _float_rows(U) -> np.ndarray:
+    U = np.asarray(U)
+    return U if U.dtype in (np.float32, np.float64) else U.astype(np.float64)
+
+
 def _assign(U: np.ndarray, C: np.ndarray) -> np.ndarray:
     """Index of the nearest centre (squared Euclidean, ties to the lowest index) for each row.
 
-    ``|c|^2 - 2 u.c`` decides (``|u|^2`` is common to a row); for up to 64 centres a running
-    minimum over the columns (k passes over n, vectorised) is faster than NumPy's argmin along a
-    short axis."""
-    # (k, n): C @ U.T runs as one well-shaped BLAS product (U @ C.T, n x d by d x k, is ~20x slower)
-    S = (-2.0 * C) @ U.T + (C * C).sum(1)[:, None]
-    k = C.shape[0]
-    if k > 64:
-        return np.argmin(S, axis=0)
-    best = S[0].copy()
-    lab = np.zeros(U.shape[0], dtype=np.intp)
-    for j in range(1, k):
-        m = S[j] < best
-        lab[m] = j
-        np.minimum(best, S[j], out=best)
-    return lab
+    Native (``dpfast._stats.kmeans_step``): ``sum_t (u_t - c_t)^2`` per centre, in one pass,
+    rows read by their strides; the labels do not depend on the thread count or the layout."""
+    lab, _, _ = _stats.kmeans_step(_float_rows(U), np.ascontiguousarray(C, dtype=np.float64), True, False,
+                                   default_threads())
+    return lab.astype(np.intp, copy=False)
 
 
 def noisy_step(U: np.ndarray, C: np.ndarray, eps_count: float, eps_sum: float, gen):
     """One DP-Lloyd step in unit coordinates (U, C in [-1, 1]^d): assign, then the noisy counts and
     sums (:func:`step_event`).  Returns (noisy counts (k,), noisy sums (k, d)); the caller has
-    charged for the event."""
+    charged for the event.
+
+    The assignment and the per-cluster counts and sums are one native pass
+    (``dpfast._stats.kmeans_step``: fixed row chunks merged in a fixed order, bit-identical for any
+    thread count and layout; GIL released)."""
     k, d = C.shape
-    lab = _assign(U, C)
-    counts = np.bincount(lab, minlength=k).astype(np.float64)
-    if k <= 64:  # one BLAS product with the one-hot assignment matrix
-        onehot = np.zeros((U.shape[0], k))
-        onehot[np.arange(U.shape[0]), lab] = 1.0
-        sums = onehot.T @ U
-    else:
-        sums = np.stack([np.bincount(lab, weights=U[:, t], minlength=k) for t in range(d)], axis=1)
+    _, cnt, sums = _stats.kmeans_step(_float_rows(U), np.ascontiguousarray(C, dtype=np.float64), False, True,
+                                      default_threads())
+    counts = cnt.astype(np.float64)
     with detached():
         nc = counts + laplace_noise(1.0 / eps_count, k, rng=gen)
         ns = sums + laplace_noise(d / eps_sum, k * d, rng=gen).reshape(k, d)

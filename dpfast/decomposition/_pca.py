@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
-from dpfast import accounting
+from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
+from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_delta, check_epsilon
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.budget import detached
@@ -212,50 +213,27 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
                 accountant)
 
     # ------------------------------------------------------------------ fit
-    #: rows per block of the one pass (a reused buffer that stays in cache; a fixed block size
-    #: fixes the order of the sums, so the same rows give the same bits)
-    _BLOCK = 8192
 
     def _statistic(self, Xa, c, lo, hi, R):
         """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped,
-        in one pass over X by blocks of :attr:`_BLOCK` rows (C-order buffer whatever the input's
-        layout, so the same rows give the same bits)."""
+        in one native pass (``dpfast._stats.pca_gram``: rows read by their strides, fixed row
+        chunks merged in a fixed order, so the same rows give the same bits whatever the layout
+        and the thread count; GIL released).  Per row: ``y = clip(x, lo, hi) - c`` (no box:
+        ``x - c``); a row longer than ``R`` (or whose norm overflows; one with infinite entries
+        taken as the ray of their signs) is scaled onto the sphere of radius ``R``; ``u = y / R``,
+        rescaled once more when rounding left ``|u| > 1``."""
         n, d = Xa.shape
-        G = np.zeros((d, d))
-        S = np.zeros(d)
-        buf = np.empty((min(n, self._BLOCK), d))
-        for start in range(0, n, self._BLOCK):
-            X_b = Xa[start:start + self._BLOCK]
-            U = buf[:X_b.shape[0]]
-            with np.errstate(over="ignore", invalid="ignore"):
-                if lo is None:
-                    np.subtract(X_b, c, out=U)
-                else:
-                    np.clip(X_b, lo, hi, out=U)
-                    np.subtract(U, c, out=U)
-                sq = np.einsum("ij,ij->i", U, U)
-            long_ = ~(sq <= R * R)  # longer than R, or a norm that overflows (inf entries included)
-            if long_.any():
-                # scale those rows to the sphere without overflow: a row with inf entries is taken
-                # as the ray of their signs; other rows as y / max|y|, then divided by their norm
-                Z = U[long_]
-                inf = np.isinf(Z)
-                Z = np.where(inf.any(axis=1)[:, None], np.where(inf, np.sign(Z), 0.0), Z)
-                Z /= np.abs(Z).max(axis=1)[:, None]
-                Z /= np.sqrt(np.einsum("ij,ij->i", Z, Z))[:, None]
-                U[long_] = Z * R
-            np.divide(U, R, out=U)
-            # rounding can leave |u| a few ulps above 1: rescale those rows once more (per row)
-            nu = np.einsum("ij,ij->i", U, U)
-            over = nu > 1.0
-            if over.any():
-                U[over] /= np.nextafter(np.sqrt(nu[over]), np.inf)[:, None]
-            G += U.T @ U
-            S += U.sum(axis=0)
+        X = np.asarray(Xa)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        f64 = np.float64
+        G = _stats.pca_gram(X, None if lo is None else np.ascontiguousarray(lo, dtype=f64),
+                            None if hi is None else np.ascontiguousarray(hi, dtype=f64),
+                            np.ascontiguousarray(c, dtype=f64), float(R), default_threads())
         iu = _upper_index(d)
-        parts = [G[iu]]
+        parts = [G[:d, :d][iu]]
         if not self.centered:
-            parts.append(S)
+            parts.append(G[:d, d])
         parts.append(np.array([float(n)]))
         return np.concatenate(parts)
 

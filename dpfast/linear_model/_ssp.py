@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from dpfast import _stats
+from dpfast._threads import default_threads
 from dpfast.accounting import Gaussian
 from dpfast.accounting.erm_calibration import check_accountant, gaussian_multiplier
 from dpfast.random import standard_normal
@@ -57,13 +59,22 @@ def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: 
 
 def ssp_statistics(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(Z^T W Z, Z^T W y) in float64, W = diag(w) (identity when w is None); weights in [0, 1]
-    scale one row's contribution by w, so the sensitivity of :func:`ssp_sensitivity` holds."""
-    Z = np.asarray(Z, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if w is None:
-        return Z.T @ Z, Z.T @ y
-    w = np.asarray(w, dtype=np.float64)
-    return (Z * w[:, None]).T @ Z, Z.T @ (w * y)
+    scale one row's contribution by w, so the sensitivity of :func:`ssp_sensitivity` holds.
+
+    One native pass (``dpfast._stats.ssp_gram``: the upper triangle of [Z, y]^T W [Z, y] with
+    every entry summed in row order within fixed row chunks merged in a fixed order, so the bits
+    do not depend on the thread count or on Z's layout; GIL released), mirrored to the full
+    symmetric matrix."""
+    Z = np.asarray(Z)
+    if Z.dtype not in (np.float32, np.float64):
+        Z = Z.astype(np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    wv = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    G = _stats.ssp_gram(Z, y, wv, default_threads())
+    d = Z.shape[1]
+    A = np.triu(G[:d, :d])
+    A = A + np.triu(A, 1).T
+    return A, G[:d, d].copy()
 
 
 def ssp_noise(gen, dim: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from dpfast import accounting
+from dpfast import _stats, accounting
 from dpfast._base import (
     PUBLIC_LABELS,
     RANDOM_STATE,
@@ -23,6 +23,7 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
+from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_bounds, check_epsilon, check_label_set
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
@@ -211,20 +212,28 @@ class GaussianNB(DPClassifierMixin, PrivateEstimator):
 
     @staticmethod
     def _statistics(Xa, idx, k, lo, hi) -> np.ndarray:
-        """(k, 1 + 2d) exact statistics: [n_k, sum u, sum (u^2 - 1/2)] per class (one pass)."""
+        """(k, 1 + 2d) exact statistics: [n_k, sum u, sum (u^2 - 1/2)] per class (one pass).
+
+        ``u = clip((clip(x, lo, hi) - c) / r, -1, 1)`` per feature; the sums run natively
+        (``dpfast._stats.class_moments``: fixed row chunks merged in a fixed order, so the bits do
+        not depend on the thread count or on X's layout; GIL released)."""
         r = 0.5 * (hi - lo)
         with np.errstate(over="ignore"):
             s = lo + hi
         c = np.where(np.isfinite(s), 0.5 * s, lo + r)
-        u = (np.clip(Xa, lo, hi) - c) / r
-        np.clip(u, -1.0, 1.0, out=u)
-        d = u.shape[1]
+        X = np.asarray(Xa)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        cnt, s1, s2 = _stats.class_moments(X, np.asarray(idx, dtype=np.int64), int(k),
+                                           np.ascontiguousarray(lo, dtype=np.float64),
+                                           np.ascontiguousarray(hi, dtype=np.float64),
+                                           np.ascontiguousarray(c, dtype=np.float64),
+                                           np.ascontiguousarray(r, dtype=np.float64), default_threads())
+        d = s1.shape[1]
         out = np.empty((k, 1 + 2 * d))
-        out[:, 0] = np.bincount(idx, minlength=k)
-        onehot = np.zeros((k, idx.size))
-        onehot[idx, np.arange(idx.size)] = 1.0
-        out[:, 1:d + 1] = onehot @ u
-        out[:, d + 1:] = onehot @ (u * u) - 0.5 * out[:, :1]
+        out[:, 0] = cnt
+        out[:, 1:d + 1] = s1
+        out[:, d + 1:] = s2 - 0.5 * out[:, :1]
         return out
 
     def _post_process(self, noisy, lo, hi, priors) -> None:

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from dpfast import budget as _budget
+from dpfast import _stats, budget as _budget
+from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
@@ -60,7 +61,11 @@ __all__ = ["mean", "var", "std", "sum", "nanmean", "nanvar", "nanstd", "nansum",
 
 
 # ----------------------------------------------------------------------------- helpers
-def _data(a, allow_nan: bool) -> np.ndarray:
+def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
+    """``a`` as a C-order float64 array (``check=False``: float32 kept as it is).
+
+    ``check=False``: the finiteness check is left to the native pass (``dpfast._stats``), which
+    reports non-finite elements (:func:`_finite`) before the charge."""
     if isinstance(a, (str, bytes)):
         raise TypeError("a must be an array of numbers")
     x = np.asarray(a)
@@ -70,15 +75,35 @@ def _data(a, allow_nan: bool) -> np.ndarray:
         raise TypeError("a must be an array of real numbers")
     if x.ndim == 0:
         x = x.reshape(1)
-    # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
-    # the release a function of the values alone (bit-identical for C, F and strided input)
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    if allow_nan:
-        if np.isinf(x).any():
-            raise ValueError("a must not contain inf")
-    elif not np.isfinite(x).all():
-        raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
+    # C order: the native passes read rows in one order whatever the input's layout; float32 is
+    # widened exactly in the kernels, so the same values give the same bits in either dtype
+    keep = not check and x.dtype in (np.float32, np.float64)
+    x = np.ascontiguousarray(x, dtype=x.dtype if keep else np.float64)
+    if check:
+        _finite(int(np.count_nonzero(~np.isfinite(x)) if not allow_nan else np.count_nonzero(np.isinf(x))),
+                allow_nan)
     return x
+
+
+def _finite(bad: int, allow_nan: bool) -> None:
+    """Raise when the pass saw non-finite elements (before the charge)."""
+    if bad:
+        if allow_nan:
+            raise ValueError("a must not contain inf")
+        raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
+
+
+def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float, nan: bool, order: int):
+    """One native pass (``dpfast._stats.moments``; bit-identical for any thread count): per
+    output entry, the sum of ``y = clip(x, lo, hi) - c`` (capped to ``[-cap, cap]``), the sum of
+    ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
+    contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``;
+    raises before the charge when an element is not finite (NaN outside the nan forms)."""
+    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
+    s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
+                                      default_threads())
+    _finite(bad, nan)
+    return s1, s2, cnt
 
 
 def _axis(axis, ndim: int):
@@ -151,7 +176,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     """The count/centred-sum(/centred-square-sum) release shared by mean and var."""
     keepdims = _check_keepdims(keepdims)
     lo, hi = bounds
-    x = _data(a, nan)
+    x = _data(a, nan, check=False)
     axis = _axis(axis, x.ndim)
     shape, d, k = _shape(x, axis, keepdims)
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
@@ -164,24 +189,14 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
         parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
     _scales(*(p.scale for p in parts))
     event = Composed(tuple(parts))
-    y = np.clip(x, lo, hi)
-    np.subtract(y, c, out=y)
-    if nan:
-        present = ~np.isnan(x)
-        y = np.where(present, y, 0.0)
-        counts = _reduce(present.astype(np.float64), axis, keepdims)
-    else:
-        counts = None
-    s = _reduce(y, axis, keepdims)
+    s1, s2, cnt = _column_sums(x, axis, lo, hi, c, r, nan, order)
+    s = s1.reshape(shape)
+    counts = None if cnt is None else cnt.astype(np.float64).reshape(shape)
     q = None
     if order == 2:
         # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
-        if nan:
-            q = _reduce(np.where(present, y * y - r * r / 2, 0.0), axis, keepdims)
-        else:
-            y2 = y.reshape(x.shape[0], -1)
-            q = np.einsum("ij,ij->j", y2, y2) if axis == 0 else np.einsum("i,i->", y.ravel(), y.ravel())
-            q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
+        m = counts if counts is not None else float(x.shape[0] if axis == 0 else x.size)
+        q = s2.reshape(shape) - (r * r / 2) * m
     _budget.charge(budget, event, name)
     # draws
     if counts is not None:  # the nan forms
@@ -218,16 +233,13 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
     keepdims = _check_keepdims(keepdims)
     dtype = _check_dtype(dtype)
     lo, hi = bounds
-    x = _data(a, nan)
+    x = _data(a, nan, check=False)
     axis = _axis(axis, x.ndim)
-    _, d, _ = _shape(x, axis, keepdims)
+    shape, d, _ = _shape(x, axis, keepdims)
     sens = d * max(abs(lo), abs(hi))
     _scales(sens / epsilon)
     event = Laplace(scale=sens / epsilon, sensitivity=sens)
-    y = np.clip(x, lo, hi)
-    if nan:
-        y = np.where(np.isnan(x), 0.0, y)
-    s = _reduce(y, axis, keepdims)
+    s = _column_sums(x, axis, lo, hi, 0.0, np.inf, nan, 1)[0].reshape(shape)
     _budget.charge(budget, event, "nansum" if nan else "sum")
     return _out(s + _noise(sens / epsilon, np.shape(s), gen), dtype)
 
@@ -345,7 +357,8 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     _, d, _ = _shape(x, axis, keepdims)
     _scales(d / epsilon)
     event = Laplace(scale=d / epsilon, sensitivity=float(d))
-    c = _reduce((x != 0).astype(np.float64), axis, keepdims)
+    # exact integer counts (NumPy's count_nonzero: any order gives the same numbers)
+    c = np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.float64)
     _budget.charge(budget, event, "count_nonzero")
     return _out(c + _noise(d / epsilon, np.shape(c), rng), None)
 
@@ -471,14 +484,12 @@ def _edges(bins, range_, k: int) -> list:
 def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):
     _scales(1.0 / epsilon)
     event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
-    if sample.shape[1] == 1:
-        # NumPy's 1-d histogram (its equal-width fast path for int bins with a range: the same
-        # linspace edges); histogramdd's searchsorted is about 4x slower
-        uniform = isinstance(bins, numbers.Integral) and range_ is not None
-        counts = np.histogram(sample[:, 0], bins=int(bins) if uniform else edges[0],
-                              range=tuple(edges[0][[0, -1]]) if uniform else None)[0].astype(np.float64)
-    else:
-        counts, _ = np.histogramdd(sample, bins=edges)
+    # native integer counts on the public edges (dpfast._stats.histogram: NumPy's bins, the last
+    # one closed; a first guess by arithmetic for equally spaced edges, corrected on the edges)
+    uniform = [bool(np.allclose(np.diff(e), (e[-1] - e[0]) / (e.size - 1), rtol=1e-9, atol=0.0)) for e in edges]
+    icounts, bad = _stats.histogram(sample, list(edges), uniform, default_threads())
+    _finite(bad, False)
+    counts = icounts.astype(np.float64)
     _budget.charge(budget, event, label)
     noisy = counts + _noise(1.0 / epsilon, counts.shape, gen)
     if density:
@@ -503,7 +514,7 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
     edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
     """
-    x = _data(a, False).ravel()
+    x = _data(a, False, check=False).ravel()
     edges = _edges(bins, range, 1)
     h = _hist(x[:, None], edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
@@ -514,7 +525,7 @@ def histogram2d(x, y, epsilon: float, bins=10, range=None, density: bool = False
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogram2d``: the 2-d counts plus Laplace(1/epsilon); epsilon-DP
     (a row ``(x_i, y_i)`` lands in at most one bin).  Returns ``(H, xedges, yedges)``."""
-    xa, ya = _data(x, False).ravel(), _data(y, False).ravel()
+    xa, ya = _data(x, False, check=False).ravel(), _data(y, False, check=False).ravel()
     if xa.shape != ya.shape:
         raise ValueError("x and y must have the same length")
     edges = _edges(bins, range, 2)
@@ -527,7 +538,7 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogramdd``: ``sample`` of shape ``(N, D)``, one row per point; the
     counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
-    s = _data(sample, False)
+    s = _data(sample, False, check=False)
     if s.ndim == 1:
         s = s[:, None]
     if s.ndim != 2:

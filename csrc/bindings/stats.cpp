@@ -1,0 +1,247 @@
+// dpfast._stats: the one-pass kernels of csrc/stats/stats.hpp (tools, GaussianNB, PCA, SSP,
+// KMeans).  This file only marshals: checks dtypes, shapes and strides so that no kernel reads
+// out of bounds, releases the GIL, and wraps the results.  The values are validated in Python.
+#include <string>
+#include <vector>
+
+#include "bindings/array_view.hpp"
+#include "stats/stats.hpp"
+
+namespace st = dpf::stats;
+using namespace dpf_bind;
+
+namespace {
+
+// A 2-D float array read by element strides (any layout whose strides are multiples of the
+// item size: C, Fortran, sliced views).
+template <class T>
+struct Strided {
+    const T* ptr;
+    int64_t n, d, rs, cs;
+    py::array keep;
+};
+
+template <class T>
+Strided<T> strided(const py::array& a, const char* name) {
+    check_shape(a, name, Shape::mat());
+    const py::ssize_t es = sizeof(T);
+    if (a.strides(0) % es != 0 || a.strides(1) % es != 0)
+        throw py::value_error(std::string(name) + " has strides that are not a multiple of its item size");
+    return {static_cast<const T*>(a.data()), (int64_t)a.shape(0), (int64_t)a.shape(1), (int64_t)(a.strides(0) / es),
+            (int64_t)(a.strides(1) / es), a};
+}
+
+py::array as_array(py::object o, const char* name) {
+    if (!py::isinstance<py::array>(o)) throw py::type_error(std::string(name) + " must be a NumPy array");
+    return py::reinterpret_borrow<py::array>(o);
+}
+
+int nthreads(int t) { return t < 1 ? 1 : t; }
+
+// Runs fn() without the GIL; a std::invalid_argument becomes ValueError.
+template <class Fn>
+void nogil(Fn&& fn) {
+    std::string err;
+    {
+        py::gil_scoped_release release;
+        try {
+            fn();
+        } catch (const std::invalid_argument& e) {
+            err = e.what();
+        }
+    }
+    if (!err.empty()) throw py::value_error(err);
+}
+
+// (s1, s2 or None, counts or None, bad): see dpf::stats::moments.  x: (n, d) C-contiguous.
+// Terms y = clamp(x, lo, hi) - c, capped to [-cap, cap] (dpf::stats::y_range).
+py::tuple moments(py::object x, double lo, double hi, double c, double cap, bool nan, int order, int threads) {
+    py::array a = as_array(x, "x");
+    require(order == 1 || order == 2, "order must be 1 or 2");
+    require(lo <= hi && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(c) && cap > 0, "lo <= hi, c must be finite and cap positive");
+    return with_float(a, "x", [&](auto tag) {
+        using T = decltype(tag);
+        auto v = in<T>(a, "x", Shape::mat());
+        st::MomentsParams p;
+        p.n = v.rows();
+        p.d = v.cols();
+        p.c = c;
+        st::y_range(lo, hi, c, cap, p.ylo, p.yhi);
+        p.nan = nan;
+        p.order = order;
+        p.threads = nthreads(threads);
+        st::MomentsResult r;
+        const T* ptr = v.ptr;
+        nogil([&] { st::moments<T>(p, ptr, r); });
+        py::object s2 = order == 2 ? py::object(to_numpy(r.s2)) : py::object(py::none());
+        py::object cnt = nan ? py::object(to_numpy(r.cnt)) : py::object(py::none());
+        return py::make_tuple(to_numpy(r.s1), s2, cnt, r.bad);
+    });
+}
+
+// (counts (k,), sum u (k, d), sum u^2 (k, d)): see dpf::stats::class_moments.
+py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object lo, py::object hi, py::object c,
+                        py::object r, int threads) {
+    py::array a = as_array(X, "X");
+    require(k >= 1, "k must be >= 1");
+    return with_float(a, "X", [&](auto tag) {
+        using T = decltype(tag);
+        auto x = strided<T>(a, "X");
+        auto lab = in<int64_t>(labels, "labels", Shape::vec(x.n));
+        auto lov = in<double>(lo, "lo", Shape::vec(x.d));
+        auto hiv = in<double>(hi, "hi", Shape::vec(x.d));
+        auto cv = in<double>(c, "c", Shape::vec(x.d));
+        auto rv = in<double>(r, "r", Shape::vec(x.d));
+        st::ClassParams p;
+        p.n = x.n;
+        p.d = x.d;
+        p.k = k;
+        p.rs = x.rs;
+        p.cs = x.cs;
+        p.label = lab.ptr;
+        p.lo = lov.ptr;
+        p.hi = hiv.ptr;
+        p.c = cv.ptr;
+        p.r = rv.ptr;
+        p.threads = nthreads(threads);
+        st::ClassResult res;
+        const T* ptr = x.ptr;
+        nogil([&] { st::class_moments<T>(p, ptr, res); });
+        const std::vector<py::ssize_t> shape = {(py::ssize_t)k, (py::ssize_t)x.d};
+        return py::make_tuple(to_numpy(res.cnt), to_numpy(res.s1, shape), to_numpy(res.s2, shape));
+    });
+}
+
+// (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows.
+py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
+    py::array a = as_array(X, "X");
+    require(R > 0 && std::isfinite(R), "R must be positive and finite");
+    return with_float(a, "X", [&](auto tag) -> py::array {
+        using T = decltype(tag);
+        auto x = strided<T>(a, "X");
+        auto lov = opt_in<double>(lo, "lo", Shape::vec(x.d));
+        auto hiv = opt_in<double>(hi, "hi", Shape::vec(x.d));
+        require((lov.ptr == nullptr) == (hiv.ptr == nullptr), "lo and hi must both be given or both be None");
+        auto cv = in<double>(c, "c", Shape::vec(x.d));
+        st::PcaParams p;
+        p.n = x.n;
+        p.d = x.d;
+        p.rs = x.rs;
+        p.cs = x.cs;
+        p.lo = lov.ptr;
+        p.hi = hiv.ptr;
+        p.c = cv.ptr;
+        p.R = R;
+        p.threads = nthreads(threads);
+        std::vector<double> G;
+        const T* ptr = x.ptr;
+        nogil([&] { G = st::pca_gram<T>(p, ptr); });
+        return to_numpy(G, {(py::ssize_t)(x.d + 1), (py::ssize_t)(x.d + 1)});
+    });
+}
+
+// (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy].
+py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
+    py::array a = as_array(Z, "Z");
+    return with_float(a, "Z", [&](auto tag) -> py::array {
+        using T = decltype(tag);
+        auto x = strided<T>(a, "Z");
+        auto yv = in<double>(y, "y", Shape::vec(x.n));
+        auto wv = opt_in<double>(w, "w", Shape::vec(x.n));
+        st::SspParams p;
+        p.n = x.n;
+        p.d = x.d;
+        p.rs = x.rs;
+        p.cs = x.cs;
+        p.y = yv.ptr;
+        p.w = wv.ptr;
+        p.threads = nthreads(threads);
+        std::vector<double> G;
+        const T* ptr = x.ptr;
+        nogil([&] { G = st::ssp_gram<T>(p, ptr); });
+        return to_numpy(G, {(py::ssize_t)(x.d + 1), (py::ssize_t)(x.d + 1)});
+    });
+}
+
+// (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step.
+py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_sums, int threads) {
+    py::array a = as_array(X, "X");
+    return with_float(a, "X", [&](auto tag) {
+        using T = decltype(tag);
+        auto x = strided<T>(a, "X");
+        auto cv = in<double>(C, "C", Shape::mat(-1, x.d));
+        require(cv.rows() >= 1, "C must have at least one row");
+        st::KMeansParams p;
+        p.n = x.n;
+        p.d = x.d;
+        p.k = cv.rows();
+        p.rs = x.rs;
+        p.cs = x.cs;
+        p.C = cv.ptr;
+        p.want_sums = want_sums;
+        p.threads = nthreads(threads);
+        py::array_t<int64_t> labels(want_labels ? x.n : 0);
+        if (want_labels) p.labels = labels.mutable_data();
+        st::KMeansResult r;
+        const T* ptr = x.ptr;
+        nogil([&] { st::kmeans_step<T>(p, ptr, r); });
+        const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)x.d};
+        return py::make_tuple(want_labels ? py::object(labels) : py::object(py::none()),
+                              want_sums ? py::object(to_numpy(r.cnt)) : py::object(py::none()),
+                              want_sums ? py::object(to_numpy(r.sums, shape)) : py::object(py::none()));
+    });
+}
+
+// (counts (int64, shape (nb_0, ..., nb_{D-1})), number of non-finite values seen).
+py::tuple histogram(py::object sample, py::list edges, py::list uniform, int threads) {
+    py::array a = as_array(sample, "sample");
+    const int64_t D = (int64_t)py::len(edges);
+    require(D >= 1 && (int64_t)py::len(uniform) == D, "edges and uniform must have one entry per dimension");
+    std::vector<double> e;
+    std::vector<int64_t> off = {0};
+    std::vector<uint8_t> uni(D);
+    std::vector<py::ssize_t> shape;
+    int64_t total = 1;
+    for (int64_t j = 0; j < D; ++j) {
+        auto ev = in<double>(edges[j], "edges", Shape::vec(), Take::convert);
+        require(ev.size >= 2, "edges need at least 2 entries");
+        for (py::ssize_t t = 0; t + 1 < ev.size; ++t) require(ev[t] < ev[t + 1], "edges must be strictly increasing");
+        e.insert(e.end(), ev.ptr, ev.ptr + ev.size);
+        off.push_back((int64_t)e.size());
+        uni[j] = py::cast<bool>(uniform[j]) ? 1 : 0;
+        shape.push_back(ev.size - 1);
+        require(total <= (int64_t(1) << 40) / (ev.size - 1), "too many bins");
+        total *= ev.size - 1;
+    }
+    return with_float(a, "sample", [&](auto tag) {
+        using T = decltype(tag);
+        auto x = strided<T>(a, "sample");
+        require(x.d == D, "sample must have one column per dimension of edges");
+        py::array_t<int64_t> counts(shape);
+        int64_t* pc = counts.mutable_data();
+        int64_t bad = 0;
+        const T* ptr = x.ptr;
+        nogil([&] {
+            bad = st::histogram<T>(ptr, x.n, D, x.rs, x.cs, e.data(), off.data(), uni.data(), pc, total, nthreads(threads));
+        });
+        return py::make_tuple(counts, bad);
+    });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_stats, m) {
+    m.doc() = "One-pass statistics of the toolbox (dpfast.tools, GaussianNB, PCA, SSP, KMeans); "
+              "bit-identical for any thread count.";
+    m.def("moments", &moments, py::arg("x"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("cap"),
+          py::arg("nan"), py::arg("order"), py::arg("threads"));
+    m.def("class_moments", &class_moments, py::arg("X"), py::arg("labels"), py::arg("k"), py::arg("lo"),
+          py::arg("hi"), py::arg("c"), py::arg("r"), py::arg("threads"));
+    m.def("pca_gram", &pca_gram, py::arg("X"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("R"),
+          py::arg("threads"));
+    m.def("ssp_gram", &ssp_gram, py::arg("Z"), py::arg("y"), py::arg("w"), py::arg("threads"));
+    m.def("kmeans_step", &kmeans_step, py::arg("X"), py::arg("C"), py::arg("want_labels"), py::arg("want_sums"),
+          py::arg("threads"));
+    m.def("histogram", &histogram, py::arg("sample"), py::arg("edges"), py::arg("uniform"), py::arg("threads"));
+    m.attr("avx2") = dpf::stats::use_avx2();
+}

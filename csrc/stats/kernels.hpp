@@ -1,0 +1,357 @@
+// One-pass kernels of the toolbox (dpfast.tools, GaussianNB, PCA, SSP, KMeans).  NO include
+// guard on purpose: csrc/stats/stats.hpp includes this file twice, once in namespace `generic`
+// and once in namespace `avx2` under `#pragma GCC target("avx2")`, and picks one at run time.
+// Both builds perform the same IEEE operations on every element in the same order (vector
+// lanes are independent accumulators, no FMA: -ffp-contract=off), so they give the same bits.
+//
+// Determinism: rows are cut into chunks whose size depends only on the shape (n, d) -- never
+// on the thread count -- each chunk accumulates its rows in row order into its own partial,
+// and the partials are merged in a fixed pairwise tree (merge_tree in stats.hpp).  The result
+// is the same bits for any number of threads and, since a row is read by its element strides,
+// for any memory layout of the same values (C, Fortran, strided); float32 input is widened to
+// double exactly, so float32 and float64 input holding the same values give the same bits.
+//
+// Included from stats.hpp after <algorithm>, <cmath>, <cstdint>, <cstring>, <vector> and
+// "parallel.hpp"; uses dpf::stats::Chunks, merge_tree and the parameter structs from there.
+
+typedef double v4d __attribute__((vector_size(32)));
+
+static inline v4d load4(const double* p) {
+    v4d v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
+static inline v4d splat4(double x) { return v4d{x, x, x, x}; }
+
+// ----------------------------------------------------------------------------- moments (tools)
+// Per column j of an (n, d) C-order array: s1 = sum y, s2 = sum y^2 and (nan mode) cnt = the
+// number of non-NaN elements, where y = min(max(x - c, ylo), yhi), which is the clamped and
+// centred min(max(x, lo), hi) - c further clamped to [ylo, yhi] (see y_range in stats.hpp:
+// ylo >= fl(lo - c) and yhi <= fl(hi - c), so clamping x first would change nothing).  bad
+// counts, per chunk, elements that are not finite (nan mode: infinite only; NaN elements are
+// skipped and contribute nothing).
+template <class T>
+void moments_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2,
+                   int64_t* cnt, int64_t* bad) {
+    const int64_t d = p.d;
+    const double c = p.c, ylo = p.ylo, yhi = p.yhi;
+    const bool nan = p.nan, sq = p.order == 2;
+    int64_t nbad = 0;
+    if (d == 1) {
+        // 8 lanes (two 4-vectors): element r0 + 8 q + l goes to lane l; lanes merged pairwise
+        v4d a1[2] = {splat4(0), splat4(0)}, a2[2] = {splat4(0), splat4(0)}, an[2] = {splat4(0), splat4(0)},
+            ab[2] = {splat4(0), splat4(0)};
+        const v4d vc = splat4(c), vylo = splat4(ylo), vyhi = splat4(yhi);
+        const v4d zero = splat4(0.0), one = splat4(1.0);
+        int64_t i = r0;
+        double buf[8];
+        for (; i + 8 <= r1; i += 8) {
+            const double* src;
+            if constexpr (std::is_same<T, double>::value) {
+                src = x + i;
+            } else {
+                for (int l = 0; l < 8; ++l) buf[l] = (double)x[i + l];
+                src = buf;
+            }
+            for (int h = 0; h < 2; ++h) {
+                const v4d v = load4(src + 4 * h);
+                // (max/min in the operand order of MAXPD/MINPD; a NaN is flagged or masked below)
+                v4d y = v - vc;
+                y = y > vylo ? y : vylo;
+                y = y < vyhi ? y : vyhi;
+                if (nan) {
+                    const auto ok = v == v;  // not NaN
+                    y = ok ? y : zero;
+                    an[h] += ok ? one : zero;
+                    ab[h] += ok ? v - v : zero;  // NaN for an infinite element
+                } else {
+                    ab[h] += v - v;  // NaN for a NaN or infinite element
+                }
+                a1[h] += y;
+                if (sq) a2[h] += y * y;
+            }
+        }
+        double t1[8], t2[8], tn[8], tb[8];
+        for (int h = 0; h < 2; ++h) {
+            store4(t1 + 4 * h, a1[h]);
+            store4(t2 + 4 * h, a2[h]);
+            store4(tn + 4 * h, an[h]);
+            store4(tb + 4 * h, ab[h]);
+        }
+        for (int l = 0; i < r1; ++i, ++l) {  // the remainder: lanes 0, 1, ... in order
+            const double v = (double)x[i];
+            double y = v - c;
+            y = y > ylo ? y : ylo;
+            y = y < yhi ? y : yhi;
+            if (nan) {
+                if (v != v) continue;
+                tn[l] += 1.0;
+            }
+            tb[l] += v - v;
+            t1[l] += y;
+            if (sq) t2[l] += y * y;
+        }
+        auto fold = [](const double* t) { return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])); };
+        s1[0] = fold(t1);
+        if (sq) s2[0] = fold(t2);
+        if (nan) cnt[0] = (int64_t)fold(tn);  // < 2^53 per chunk: exact
+        nbad = fold(tb) != 0.0 ? 1 : 0;       // NaN != 0: some element was bad
+        *bad += nbad;
+        return;
+    }
+    double bsum = 0.0;
+    for (int64_t i = r0; i < r1; ++i) {
+        const T* row = x + i * d;
+        for (int64_t j = 0; j < d; ++j) {
+            const double v = (double)row[j];
+            double y = v - c;
+            y = y > ylo ? y : ylo;
+            y = y < yhi ? y : yhi;
+            if (nan) {
+                const bool ok = v == v;
+                y = ok ? y : 0.0;
+                cnt[j] += ok ? 1 : 0;
+                bsum += ok ? v - v : 0.0;
+            } else {
+                bsum += v - v;
+            }
+            s1[j] += y;
+            if (sq) s2[j] += y * y;
+        }
+    }
+    *bad += bsum != 0.0 ? 1 : 0;
+}
+
+template <class T>
+void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
+    const int64_t d = p.d;
+    const Chunks ch = chunks(p.n, d, 3 * d + 1);
+    std::vector<double> s1(ch.K * d, 0.0), s2(p.order == 2 ? ch.K * d : 0, 0.0);
+    std::vector<int64_t> cnt(p.nan ? ch.K * d : 0, 0), bad(ch.K, 0);
+    run_chunks(ch.K, p.threads, [&](int64_t k) {
+        const int64_t r0 = k * ch.rows, r1 = std::min(p.n, r0 + ch.rows);
+        moments_chunk<T>(p, x, r0, r1, s1.data() + k * d, p.order == 2 ? s2.data() + k * d : nullptr,
+                         p.nan ? cnt.data() + k * d : nullptr, bad.data() + k);
+    });
+    merge_tree(s1, ch.K, d);
+    if (p.order == 2) merge_tree(s2, ch.K, d);
+    r.s1.assign(s1.begin(), s1.begin() + d);
+    if (p.order == 2) r.s2.assign(s2.begin(), s2.begin() + d);
+    if (p.nan) {
+        merge_tree(cnt, ch.K, d);
+        r.cnt.assign(cnt.begin(), cnt.begin() + d);
+    }
+    r.bad = 0;
+    for (int64_t k = 0; k < ch.K; ++k) r.bad += bad[k];
+}
+
+// ----------------------------------------------------------------------------- per-class sums (GaussianNB)
+// u = min(max((min(max(x, lo_j), hi_j) - c_j) / r_j, -1), 1); per class g: cnt, sum u, sum u^2.
+template <class T>
+void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2, int64_t* cnt) {
+    const int64_t d = p.d;
+    for (int64_t i = r0; i < r1; ++i) {
+        const int64_t g = p.label[i];
+        cnt[g] += 1;
+        double* a1 = s1 + g * d;
+        double* a2 = s2 + g * d;
+        const T* row = x + i * p.rs;
+        for (int64_t j = 0; j < d; ++j) {
+            const double v = (double)row[j * p.cs];
+            double y = v < p.lo[j] ? p.lo[j] : v;
+            y = y > p.hi[j] ? p.hi[j] : y;
+            double u = (y - p.c[j]) / p.r[j];
+            u = u < -1.0 ? -1.0 : u;
+            u = u > 1.0 ? 1.0 : u;
+            a1[j] += u;
+            a2[j] += u * u;
+        }
+    }
+}
+
+template <class T>
+void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
+    const int64_t d = p.d, G = p.k, w = G * d;
+    const Chunks ch = chunks(p.n, d, 2 * w + G);
+    std::vector<double> s1(ch.K * w, 0.0), s2(ch.K * w, 0.0);
+    std::vector<int64_t> cnt(ch.K * G, 0);
+    run_chunks(ch.K, p.threads, [&](int64_t k) {
+        const int64_t r0 = k * ch.rows, r1 = std::min(p.n, r0 + ch.rows);
+        class_chunk<T>(p, x, r0, r1, s1.data() + k * w, s2.data() + k * w, cnt.data() + k * G);
+    });
+    merge_tree(s1, ch.K, w);
+    merge_tree(s2, ch.K, w);
+    merge_tree(cnt, ch.K, G);
+    r.s1.assign(s1.begin(), s1.begin() + w);
+    r.s2.assign(s2.begin(), s2.begin() + w);
+    r.cnt.assign(cnt.begin(), cnt.begin() + G);
+}
+
+// ----------------------------------------------------------------------------- Gram matrix (PCA, SSP)
+// G = sum_i a_i b_i^T over the mapped rows (a_i = w_i z_i, b_i = z_i; a_i = b_i without weights),
+// upper triangle only, z_i the row as mapped by the caller into a buffer of width dp (a multiple
+// of 8, zero padded).  Rows are taken in buffers of kBuf rows; every entry G[j][k] accumulates
+// its terms in row order, so the tiling changes no bit.
+constexpr int64_t kBuf = 128;
+
+static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, double* G) {
+    for (int64_t j0 = 0; j0 < dp; j0 += 4) {
+        for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) {
+            v4d acc[4][2];
+            for (int a = 0; a < 4; ++a)
+                for (int h = 0; h < 2; ++h) acc[a][h] = load4(G + (j0 + a) * dp + k0 + 4 * h);
+            for (int64_t i = 0; i < m; ++i) {
+                const double* ra = A + i * dp + j0;
+                const double* rb = B + i * dp + k0;
+                const v4d b0 = load4(rb), b1 = load4(rb + 4);
+                for (int a = 0; a < 4; ++a) {
+                    const v4d s = splat4(ra[a]);
+                    acc[a][0] += s * b0;
+                    acc[a][1] += s * b1;
+                }
+            }
+            for (int a = 0; a < 4; ++a)
+                for (int h = 0; h < 2; ++h) store4(G + (j0 + a) * dp + k0 + 4 * h, acc[a][h]);
+        }
+    }
+}
+
+// Map fills row i (of the input) into z[0, dp) (zero padded) and returns its weight (1 when none).
+template <class Map>
+void gram(int64_t n, int64_t dp, int threads, const Map& map, std::vector<double>& out) {
+    const Chunks ch = chunks(n, dp, dp * dp);
+    std::vector<double> G(ch.K * dp * dp, 0.0);
+    run_chunks(ch.K, threads, [&](int64_t k) {
+        const int64_t r0 = k * ch.rows, r1 = std::min(n, r0 + ch.rows);
+        const bool weighted = map.weighted();
+        std::vector<double> zb(kBuf * dp, 0.0), wb(weighted ? kBuf * dp : 0, 0.0);
+        double* Gk = G.data() + k * dp * dp;
+        for (int64_t b = r0; b < r1; b += kBuf) {
+            const int64_t m = std::min(kBuf, r1 - b);
+            for (int64_t i = 0; i < m; ++i) {
+                const double w = map(b + i, zb.data() + i * dp);
+                if (weighted)
+                    for (int64_t t = 0; t < dp; ++t) wb[i * dp + t] = w * zb[i * dp + t];
+            }
+            gram_tiles(weighted ? wb.data() : zb.data(), zb.data(), m, dp, Gk);
+        }
+    });
+    merge_tree(G, ch.K, dp * dp);
+    out.assign(G.begin(), G.begin() + dp * dp);
+}
+
+// PCA's row map: y = clip(x, lo, hi) - c (no box: x - c); rows longer than R (or whose norm
+// overflows) scaled onto the sphere of radius R; u = y / R, rescaled once more when rounding
+// left |u| > 1; a trailing 1 so that the Gram matrix's last column holds sum u.
+template <class T>
+struct PcaMap {
+    const PcaParams& p;
+    const T* x;
+    bool weighted() const { return false; }
+    double operator()(int64_t i, double* z) const {
+        const int64_t d = p.d;
+        const T* row = x + i * p.rs;
+        double sq = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            double v = (double)row[j * p.cs];
+            if (p.lo) {
+                v = v < p.lo[j] ? p.lo[j] : v;
+                v = v > p.hi[j] ? p.hi[j] : v;
+            }
+            z[j] = v - p.c[j];
+            sq += z[j] * z[j];
+        }
+        const double R = p.R;
+        if (!(sq <= R * R)) {
+            bool inf = false;
+            for (int64_t j = 0; j < d; ++j) inf |= std::isinf(z[j]);
+            if (inf)
+                for (int64_t j = 0; j < d; ++j) z[j] = std::isinf(z[j]) ? (z[j] > 0 ? 1.0 : -1.0) : 0.0;
+            double mx = 0.0;
+            for (int64_t j = 0; j < d; ++j) mx = std::max(mx, std::fabs(z[j]));
+            for (int64_t j = 0; j < d; ++j) z[j] /= mx;
+            double s2 = 0.0;
+            for (int64_t j = 0; j < d; ++j) s2 += z[j] * z[j];
+            const double nrm = std::sqrt(s2);
+            for (int64_t j = 0; j < d; ++j) z[j] = (z[j] / nrm) * R;
+        }
+        double nu = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            z[j] /= R;
+            nu += z[j] * z[j];
+        }
+        if (nu > 1.0) {
+            const double s = std::nextafter(std::sqrt(nu), INFINITY);
+            for (int64_t j = 0; j < d; ++j) z[j] /= s;
+        }
+        z[d] = 1.0;
+        return 1.0;
+    }
+};
+
+// SSP's row map: z = (row, y_i), weight w_i (or 1).
+template <class T>
+struct SspMap {
+    const SspParams& p;
+    const T* x;
+    bool weighted() const { return p.w != nullptr; }
+    double operator()(int64_t i, double* z) const {
+        const T* row = x + i * p.rs;
+        for (int64_t j = 0; j < p.d; ++j) z[j] = (double)row[j * p.cs];
+        z[p.d] = p.y[i];
+        return p.w ? p.w[i] : 1.0;
+    }
+};
+
+// ----------------------------------------------------------------------------- k-means step
+// label_i = argmin_g ||u_i - c_g||^2 (ties: the lowest g); per cluster: count and sum of u_i.
+template <class T>
+void kmeans_chunk(const KMeansParams& p, const T* x, int64_t r0, int64_t r1, double* sums, int64_t* cnt,
+                  std::vector<double>& row) {
+    const int64_t d = p.d, K = p.k;
+    for (int64_t i = r0; i < r1; ++i) {
+        const T* src = x + i * p.rs;
+        for (int64_t j = 0; j < d; ++j) row[j] = (double)src[j * p.cs];
+        int64_t best = 0;
+        double bd = INFINITY;
+        for (int64_t g = 0; g < K; ++g) {
+            const double* cg = p.C + g * d;
+            double s = 0.0;
+            for (int64_t j = 0; j < d; ++j) {
+                const double t = row[j] - cg[j];
+                s += t * t;
+            }
+            if (s < bd) {
+                bd = s;
+                best = g;
+            }
+        }
+        if (p.labels) p.labels[i] = best;
+        if (sums) {
+            cnt[best] += 1;
+            double* a = sums + best * d;
+            for (int64_t j = 0; j < d; ++j) a[j] += row[j];
+        }
+    }
+}
+
+template <class T>
+void kmeans_step(const KMeansParams& p, const T* x, KMeansResult& r) {
+    const int64_t d = p.d, K = p.k, w = K * d;
+    const Chunks ch = chunks(p.n, d * K, p.want_sums ? w + K : 0);
+    std::vector<double> sums(p.want_sums ? ch.K * w : 0, 0.0);
+    std::vector<int64_t> cnt(p.want_sums ? ch.K * K : 0, 0);
+    run_chunks(ch.K, p.threads, [&](int64_t k) {
+        const int64_t r0 = k * ch.rows, r1 = std::min(p.n, r0 + ch.rows);
+        std::vector<double> row(d);
+        kmeans_chunk<T>(p, x, r0, r1, p.want_sums ? sums.data() + k * w : nullptr,
+                        p.want_sums ? cnt.data() + k * K : nullptr, row);
+    });
+    if (p.want_sums) {
+        merge_tree(sums, ch.K, w);
+        merge_tree(cnt, ch.K, K);
+        r.sums.assign(sums.begin(), sums.begin() + w);
+        r.cnt.assign(cnt.begin(), cnt.begin() + K);
+    }
+}

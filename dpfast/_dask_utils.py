@@ -363,6 +363,8 @@ def add_in_order(parts):
     and the partitioning alone (any number of workers or threads gives the same bits)."""
     check_partials(parts)
     first = parts[0]
+    if first is None:  # a statistic this release does not have (the same for every partition)
+        return None
     if isinstance(first, tuple):
         return tuple(add_in_order([p[j] for p in parts]) for j in range(len(first)))
     total = np.array(first, dtype=np.float64, copy=True)

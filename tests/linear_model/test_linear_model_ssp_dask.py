@@ -10,10 +10,11 @@ da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 import dask  # noqa: E402
 import pandas as pd  # noqa: E402
-from _dask_checks import no_gather, rounding_tol  # noqa: E402
 
 from dpfast import PrivacyBudget  # noqa: E402
 from dpfast.linear_model import LinearRegression  # noqa: E402
+
+from _dask_checks import no_gather, rounding_tol  # noqa: E402
 
 N, D = 5000, 4
 

@@ -11,9 +11,10 @@ da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 import dask  # noqa: E402
 import pandas as pd  # noqa: E402
-from _dask_checks import no_gather, rounding_tol  # noqa: E402
 
 from dpfast import PrivacyBudget, tools  # noqa: E402
+
+from _dask_checks import no_gather, rounding_tol  # noqa: E402
 
 N = 4000
 B = (-2.0, 2.0)

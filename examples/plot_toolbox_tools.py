@@ -6,13 +6,14 @@ Absolute error of the private mean and variance of 2000 values drawn uniformly f
 (public bounds (0, 1)) over epsilon, for :func:`dpfast.tools.mean` / :func:`dpfast.tools.var` and
 diffprivlib's ``tools.mean`` / ``tools.var``.
 
-The guarantees differ, and the plot shows the price: dpfast protects against adding or removing a
-row, so the number of rows is private and the mean is a noisy sum over a noisy count (epsilon split
-in two; the variance adds a noisy sum of squares, epsilon split in three); diffprivlib treats n as
-public (replace-one neighbours), which saves the count's share of the budget.  For the mean this
-makes diffprivlib's error about 30 % smaller at the same epsilon; for the variance dpfast's centred
-sum of squares (sensitivity ``r^2 / 2`` instead of a range of ``(b - a)^2``) more than makes up
-for it.
+The guarantees differ: dpfast protects against adding or removing a row, so the number of rows
+is private and the mean is a noisy centred sum over a noisy count (epsilon split in two; the
+variance adds a noisy centred sum of squares, epsilon split in three); diffprivlib treats n as
+public (replace-one neighbours).  For the mean the noise scales are nevertheless the same,
+``(b - a) / (n epsilon)`` (dpfast's centred sum has half the sensitivity at half the budget), so
+the two curves differ by the luck of the seeds (each library draws the same standard noise for a
+seed at every epsilon, hence parallel curves).  For the variance dpfast's centred sum of squares
+(l1 sensitivity ``r^2 / 2``) is 2-4x more accurate.
 
 Each point is the median over seeds, the band the 25-75 % range.  dpfast's curves are computed
 when the documentation is built; diffprivlib's too when ``import diffprivlib`` works, otherwise

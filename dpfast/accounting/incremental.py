@@ -30,13 +30,14 @@ therefore the accountant's on the same ledger up to the discretization and trunc
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
+from fractions import Fraction
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from scipy import fft as sfft
 
 from dpfast import _pld
-from dpfast.accounting import events as ev
+from dpfast.accounting import basic, events as ev
 from dpfast.accounting._discretize import MAX_POINTS
 from dpfast.accounting.pld import (
     _T_GRID,
@@ -131,6 +132,8 @@ class IncrementalPLD:
         self.neighbours = None
         self.asym = False
         self.count = 0
+        # basic composition's running (eps, delta) sums (exact), None once an event has no closed form
+        self.basic: Optional[Tuple[Fraction, Fraction]] = (Fraction(0), Fraction(0))
         # per direction: [variance, connect-the-dots excess] at h0 (the refinement rule's sums)
         self.sums: Dict[str, List[float]] = {"remove": [0.0, 0.0], "add": [0.0, 0.0]}
         self.lanes: Dict[str, Tuple[np.ndarray, int, float]] = {"remove": (np.ones(1), 0, 0.0)}
@@ -173,6 +176,8 @@ class IncrementalPLD:
         new.__dict__.update(self.__dict__)
         new.__dict__.pop("_full_acc", None)  # the from-scratch cache is of this ledger, not the new one
         new.events = self.events + [event]
+        g = basic.approx_dp(event) if self.basic is not None else None
+        new.basic = None if g is None else (self.basic[0] + g[0], self.basic[1] + g[1])
         new.neighbours = nb
         new.sums = {d: list(v) for d, v in self.sums.items()}
         for leaf, c in leaves:
@@ -254,6 +259,8 @@ class IncrementalPLD:
             # tilted lane there.  Take its certified value too (from scratch: O(ledger) per charge,
             # for such budgets only).
             e = max(e, self._from_scratch().get_epsilon(delta))
+        if self.basic is not None and basic.at_least(delta, self.basic[1]):
+            e = min(e, basic.round_up(self.basic[0]))  # both bounds hold (dpfast.accounting.basic)
         return max(e, 0.0)
 
     def _from_scratch(self) -> PLDAccountant:
@@ -272,4 +279,6 @@ class IncrementalPLD:
                          for p, A, p_inf in self.lanes.values()))
         if d < PLDAccountant.SMALL_DELTA and self.events:  # see epsilon(): the tilted tail
             d = max(d, self._from_scratch().get_delta(epsilon))
+        if self.basic is not None and basic.at_least(epsilon, self.basic[0]):
+            d = min(d, basic.round_up(self.basic[1]))
         return d

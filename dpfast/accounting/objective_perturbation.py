@@ -393,8 +393,25 @@ def amp_delta(
     knot = max((eps - a) / s, 0.0)
     upper = knot + 40.0
     w = 12.0 * mu / s  # H_mu's transition: |x| < 12 mu covers all but e^-72 of it
-    pts = sorted({p for p in (knot - w, knot, knot + w) if 0.0 < p < upper})
-    val, err = integrate.quad(f, 0.0, upper, points=pts or None, epsabs=1e-300, epsrel=1e-10, limit=400)
+    if knot > 0.0 and 12.0 * mu < 1e-6 * abs(eps - a):
+        # A transition far narrower than eps - a: near the knot eps - a - s u cancels to ~ulp(eps - a),
+        # noise comparable with mu (quad: "extremely bad integrand behavior", e.g. lambda = 1e12 at
+        # eps = 64).  Integrate in v = u - knot instead, with x = r - s v and r = eps - a - s knot
+        # computed once: x is then exact to ~ulp(s v) near v = 0.
+        r = (eps - a) - s * knot
+        g = lambda v: phi(knot + v) * _gaussian_hockey(r - s * v, mu)
+        val, err = 0.0, 0.0
+        # the wide pieces first; the two transition pieces (width w, integrand <= 0.8) then only
+        # to 1e-12 of the total in absolute terms (asking them for 1e-300 made quad give up)
+        for lo, hi in ((w, 40.0), (-knot, -w), (-w, 0.0), (0.0, w)):
+            if hi > lo:
+                tiny = hi - lo <= w
+                v, e = integrate.quad(g, lo, hi, epsabs=max(1e-12 * val, 1e-300) if tiny else 1e-300,
+                                      epsrel=1e-10, limit=400)
+                val, err = val + v, err + e
+    else:
+        pts = sorted({p for p in (knot - w, knot, knot + w) if 0.0 < p < upper})
+        val, err = integrate.quad(f, 0.0, upper, points=pts or None, epsabs=1e-300, epsrel=1e-10, limit=400)
     # Round up by the integration error: quad's own estimate, and at least its requested
     # tolerance (the mass beyond ``upper`` is < 2 Phi(-40) < 1e-300: the truncation is nil).
     val = val + max(err, 1e-10 * abs(val), 1e-300)

@@ -61,7 +61,7 @@ from scipy import fft as sfft, special
 
 from dpfast import _pld
 from dpfast._validation import check_delta, check_real
-from dpfast.accounting import _discretize as _disc, events as ev
+from dpfast.accounting import _discretize as _disc, basic, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting._discretize import StepPMF
 from dpfast.accounting.base import PrivacyAccountant
@@ -867,9 +867,10 @@ class PLDAccountant(PrivacyAccountant):
         lanes = self._lanes()
         r = rounding_margin(self.grid_step)
         # the margin is on the finite part (the +inf atom is exact: 1 - prod (1 - p_j)^c_j)
-        return min(1.0, float(max(l["pess"].p_inf + max(0.0, d - l["pess"].p_inf) * (1.0 + r)
-                                  for l in lanes.values()
-                                  for d in (self._lane_delta(l["pess"], e, False),))))
+        d_pld = min(1.0, float(max(l["pess"].p_inf + max(0.0, d - l["pess"].p_inf) * (1.0 + r)
+                                   for l in lanes.values()
+                                   for d in (self._lane_delta(l["pess"], e, False),))))
+        return min(d_pld, basic.ledger_delta(tuple(self._ledger), e))
 
     @_locked
     def get_epsilon(self, delta: float) -> float:
@@ -881,7 +882,7 @@ class PLDAccountant(PrivacyAccountant):
         e = max(self._lane_eps(l["pess"], _finite_moved(delta, l["pess"].p_inf, 1.0 / (1.0 + r))
                                if delta <= 1.0 - ComposedPLD.NEAR_ONE else delta, False)
                 for l in lanes.values())
-        return max(e, 0.0)
+        return max(min(e, basic.ledger_epsilon(tuple(self._ledger), delta)), 0.0)
 
     @_locked
     def get_delta_bounds(self, epsilon: float) -> Tuple[float, float]:
@@ -889,7 +890,8 @@ class PLDAccountant(PrivacyAccountant):
         e = _check_eps(epsilon)
         lanes = self._lanes()
         lo = max(self._lane_delta(self._opt(l, k), e, True) for k, l in lanes.items())
-        return lo * (1.0 - rounding_margin(self.grid_step)), self.get_delta(e)
+        hi = self.get_delta(e)
+        return min(lo * (1.0 - rounding_margin(self.grid_step)), hi), hi
 
     @_locked
     def get_epsilon_bounds(self, delta: float) -> Tuple[float, float]:
@@ -903,7 +905,8 @@ class PLDAccountant(PrivacyAccountant):
             d = _finite_moved(delta, opt.p_inf, 1.0 + r)
             if d < 1.0:
                 lo = max(lo, self._lane_eps(opt, d, True))
-        return max(lo, 0.0), self.get_epsilon(delta)
+        hi = self.get_epsilon(delta)
+        return min(max(lo, 0.0), hi), hi
 
 
 def _finite_moved(delta: float, p_inf: float, factor: float) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 from scipy import special
 
 from dpfast._validation import as_array, check_delta, check_positive, check_real
-from dpfast.accounting import events as ev
+from dpfast.accounting import basic, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
@@ -74,10 +74,7 @@ def check_orders(orders) -> np.ndarray:
 
 def _param(x, name: str, *, rate: bool = False) -> float:
     """A finite real > 0 (``rate``: in (0, 1]); these curves are public, so no garbage in."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+    v = check_real(x, name)  # refuses bools (True is not a noise multiplier) and strings
     if rate:
         if not 0.0 < v <= 1.0:
             raise ValueError(f"{name} must be in (0, 1], got {x!r}")
@@ -652,10 +649,11 @@ class RDPAccountant(PrivacyAccountant):
         return f(self.orders, self._rdp, delta)  # self._rdp is replaced, never mutated in place
 
     def get_epsilon(self, delta: float) -> float:
-        """Smallest epsilon certified at ``delta`` (inf only when every order's RDP is inf)."""
-        return self.get_epsilon_and_order(delta)[0]
+        """Smallest epsilon certified at ``delta`` (inf only when every order's RDP is inf), and
+        never above basic composition's (:mod:`dpfast.accounting.basic`)."""
+        return min(self.get_epsilon_and_order(delta)[0], basic.ledger_epsilon(self.ledger, delta))
 
     def get_delta(self, epsilon: float) -> float:
-        """Smallest delta certified at ``epsilon`` by the improved conversion."""
-        return rdp_to_delta(self.orders, self._rdp, epsilon)[0]
+        """Smallest delta certified at ``epsilon`` by the improved conversion (or basic composition)."""
+        return min(rdp_to_delta(self.orders, self._rdp, epsilon)[0], basic.ledger_delta(self.ledger, epsilon))
 

@@ -22,6 +22,7 @@ from dpfast.accounting import (
 )
 from dpfast.accounting.rdp import (
     check_orders,
+    gaussian_rdp,
     laplace_rdp,
     poisson_subsampled_gaussian_rdp,
     rdp_curve,
@@ -279,3 +280,12 @@ def test_rdp_curves_validate_parameters(call):
     # mechanism) instead of raising.
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(False), "1.0", None])
+def test_rdp_curves_refuse_non_numbers(bad):
+    # Regression: float(True) == 1.0, so gaussian_rdp(orders, True) was the curve of z = 1
+    with pytest.raises(TypeError, match="real number"):
+        gaussian_rdp([2.0], bad)
+    with pytest.raises(TypeError, match="real number"):
+        poisson_subsampled_gaussian_rdp([2.0], 1.0, bad)

@@ -5,6 +5,7 @@ integration of E[(1 - e^(eps - Y))_+] for the shifted half-normal Y, the RDP cur
 integrating the moment generating function, the AMP composition by 2-D quadrature.
 """
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -149,6 +150,20 @@ def test_amp_delta_matches_2d_quadrature_and_reduces_to_op():
         objective_perturbation_delta(1.0, sigma, C, beta, lam), rel=1e-6)
     eps = amp_epsilon(1e-5, sigma, C, beta, lam, tau, so)
     assert amp_delta(eps, sigma, C, beta, lam, tau, so) <= 1e-5 < amp_delta(eps * 0.999, sigma, C, beta, lam, tau, so)
+
+
+def test_amp_delta_with_a_vanishing_output_step_integrates_cleanly():
+    # Regression: LogisticRegression(method="amp", epsilon=64) probed lambda = 1e12, where the
+    # output step's mu ~ 1e-13 is far below ulp(eps - a): quad warned ("extremely bad integrand
+    # behavior") on the noise of eps - a - s u.  The composition can only add to delta, and a
+    # Gaussian step of mu adds at most mu/2 (dH/dmu <= 1/2: _gaussian_hockey's docstring).
+    sigma, C, beta, lam, tau, so = 0.23296067482863791, 1.4142135623730976, 0.5, 1e12, 0.01, 0.15
+    mu = amp_output_sensitivity(tau, lam) / so
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = amp_delta(64.0, sigma, C, beta, lam, tau, so)
+    base = objective_perturbation_delta(64.0, sigma, C, beta, lam)
+    assert base <= got <= base * (1 + 1e-9) + mu / 2
 
 
 def test_amp_event_rdp_is_op_plus_gaussian():

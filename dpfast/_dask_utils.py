@@ -344,7 +344,9 @@ def partials(func, parts, *args) -> list:
     lists of delayed pieces (or None); ``args`` are small public values sent to every task."""
     import dask
 
-    f = dask.delayed(func, pure=True)
+    # pure=False: fresh keys, so every release is its own pass (no result of an earlier identical
+    # call still held by a scheduler is reused) and no argument is hashed
+    f = dask.delayed(func, pure=False)
     tasks = [f(*[p[k] if p is not None else None for p in parts], *args) for k in range(len(parts[0]))]
     return list(dask.compute(*tasks))
 

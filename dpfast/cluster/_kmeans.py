@@ -311,7 +311,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
-        f = dask.delayed(_unit_partition, pure=True)
+        f = dask.delayed(_unit_partition, pure=False)
         U = list(dask.persist(*[f(b, lo, hi) for b in row_parts(Xd)]))  # the data read once
         C = np.clip((initial_centers(k, lo, hi, gen) - c) / r, -1.0, 1.0)
         for _ in range(int(self.max_iter)):

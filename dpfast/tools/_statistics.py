@@ -596,6 +596,8 @@ def _dask_data(a, numeric: bool = True):
         a = a.to_dask_array()
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise TypeError("a must be an array of real numbers" if numeric else "a must be an array of numbers or bools")
+    if any(np.isnan(c) for c in a.chunks[0]):  # a frame's partitions: their lengths (not their values)
+        a = a.compute_chunk_sizes()
     if a.ndim == 0:
         a = a.reshape(1)
     if a.ndim > 1 and any(len(c) != 1 for c in a.chunks[1:]):
@@ -640,7 +642,10 @@ def _partition(block, allow_nan, statistic, args):
                 return PartitionError("a must not contain inf")
         elif not np.isfinite(x).all():
             return PartitionError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
-    return statistic(x, *args)
+    try:  # a helper that checks the values itself raises its fixed message: passed on as one
+        return statistic(x, *args)
+    except ValueError as exc:
+        return PartitionError(str(exc))
 
 
 def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()):

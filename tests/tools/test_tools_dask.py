@@ -77,6 +77,14 @@ def test_dataframe_and_series():
                                atol=rounding_tol(N, 2.0))
     np.testing.assert_allclose(tools.sum(ddf["a"], 1.0, B, rng=4), tools.sum(X[:, 0], 1.0, B, rng=4),
                                atol=rounding_tol(N, 2.0))
+    # partitions of unknown length (a frame's): histograms of a Series, of two Series, of a frame
+    rg = [(-3, 3), (-3, 3)]
+    np.testing.assert_array_equal(tools.histogram(ddf["a"], 1.0, bins=6, range=(-3, 3), rng=5)[0],
+                                  tools.histogram(X[:, 0], 1.0, bins=6, range=(-3, 3), rng=5)[0])
+    np.testing.assert_array_equal(tools.histogram2d(ddf["a"], ddf["b"], 1.0, bins=3, range=rg, rng=5)[0],
+                                  tools.histogram2d(X[:, 0], X[:, 1], 1.0, bins=3, range=rg, rng=5)[0])
+    np.testing.assert_array_equal(tools.histogramdd(ddf[["a", "b"]], 1.0, bins=3, range=rg, rng=5)[0],
+                                  tools.histogramdd(X[:, :2], 1.0, bins=3, range=rg, rng=5)[0])
 
 
 def test_public_failures_before_the_charge_and_data_failures_after():

@@ -11,15 +11,10 @@ from _bench import size
 
 # Scripts (run with `python benchmarks/<name>.py`, figures in RESULTS.md) that compare with peers of
 # the bench extra at import time and parse their own command line: not pytest modules.
-collect_ignore = ["bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "bench_ssp.py", "bench_tools.py",
-                  "bench_torch.py", "accuracy_torch_digits.py"]
-
-                  "bench_trees.py"]
-
-                  "bench_mechanisms_peer.py"]
-
 collect_ignore = ["bench_bounds.py", "bench_kmeans.py", "bench_naive_bayes.py", "bench_pca.py", "bench_ssp.py",
-                  "bench_tools.py"]
+                  "bench_tools.py", "bench_torch.py", "accuracy_torch_digits.py", "bench_trees.py",
+                  "bench_mechanisms_peer.py", "bench_toolbox_curves.py", "bench_ssp_methods.py",
+                  "bench_toolbox_dask.py"]
 
 
 @pytest.fixture

@@ -137,7 +137,7 @@ sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
-    "ignore_pattern": r"__init__\.py|_common\.py",
+    "ignore_pattern": r"__init__\.py|_common\.py|_toolbox\.py",
     "download_all_examples": False,
     "remove_config_comments": True,
     "abort_on_example_error": True,

@@ -13,6 +13,8 @@ import sys
 import numpy as np
 
 __all__ = ["is_dask_collection", "active_client", "scatter_chunks", "set_feature_names", "decision_function",
+           "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
+           "PartitionError", "BAD_ROWS", "BAD_LENGTH",
            "predict", "predict_proba", "score"]
 
 
@@ -245,3 +247,129 @@ def _as_vector_like(v, Xd, name):
         raise ValueError(f"{name} must have shape ({Xd.shape[0]},), got {v.shape}")
     return da.from_array(v, chunks=(Xd.chunks[0],))
 
+
+
+# ----------------------------------------------------------------------------- one-pass releases
+# (issue 24: GaussianNB, KMeans, PCA, LinearRegression(method="ssp") and dpfast.tools on Dask)
+#
+# The plan of every one-pass release on a Dask collection: the public checks on metadata only
+# (dtype, number of columns, chunk structure), then the charge, then ONE pass in which every
+# partition returns the exact partial statistic of the in-memory code (the same function, called
+# on the partition's rows), the partials added on the client in partition order (a fixed order:
+# the release does not depend on the number of workers or on which finishes first), then the one
+# draw on the client from ``random_state``.  A partition whose data are bad (NaN, a label outside
+# the public set, ...) returns one of the fixed messages below instead of numbers: the client
+# raises the first one in partition order, after the charge, naming no partition, row or value.
+
+#: the fixed messages of a bad partition (after the charge: they name no chunk, row or value)
+BAD_ROWS = "X contains NaN or infinite entries"
+BAD_LENGTH = "y (or sample_weight) does not have one entry per row of X"
+
+
+class PartitionError(str):
+    """A partition's fixed error message, returned (not raised) by a partition task."""
+
+
+def frame_or_array_rows(X, name: str = "X", *, known_chunks: bool = False):
+    """X as a 2-d dask Array of reals whose chunks hold whole rows, from metadata alone.
+
+    A DataFrame becomes its array of values (numeric dtypes required, checked on the dtypes);
+    an array chunked across columns is rechunked lazily to whole rows.  ``known_chunks``: the row
+    chunk sizes are needed (a per-row NumPy vector to split like X): a DataFrame's are then
+    counted (``to_dask_array(lengths=True)``, a pass that reads the partitions' lengths only);
+    otherwise nothing is computed.  Raises ``TypeError``/``ValueError`` naming only ``name``."""
+    import dask.array as da
+
+    if is_frame(X):
+        if getattr(X, "ndim", 2) != 2:
+            raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
+        bad = [str(c) for c, t in zip(X.columns, X.dtypes) if np.dtype(t).kind not in "biuf"]
+        if bad:
+            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
+        X = X.to_dask_array(lengths=True) if known_chunks else X.to_dask_array()
+    if not isinstance(X, da.Array):
+        raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (n_samples, n_features), got {X.ndim}-d")
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} must have at least one column")
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    if known_chunks and any(math.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    return X
+
+
+def vector_parts(v, X, name: str) -> list:
+    """A per-row vector (NumPy, dask Array or Series) as one delayed piece per row chunk of X.
+
+    Dask input must have as many chunks as X has row chunks (and the same sizes where both are
+    known: checked here, on metadata); its lengths are checked again in each partition task
+    (:data:`BAD_LENGTH`).  NumPy input is split like X (X's chunk sizes must then be known)."""
+    import dask.array as da
+
+    nb = X.numblocks[0]
+    if is_dask_collection(v):
+        if is_frame(v):
+            if getattr(v, "ndim", 1) != 1:
+                raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
+            v = v.to_dask_array()
+        if not isinstance(v, da.Array) or v.ndim != 1:
+            raise ValueError(f"{name} must be a 1-d dask Array or Series")
+        if v.numblocks[0] != nb:
+            raise ValueError(f"{name} has {v.numblocks[0]} chunks but X has {nb} row chunks: chunk {name} like "
+                             f"X's rows (e.g. {name}.rechunk(X.chunks[0]))")
+        known = not any(math.isnan(c) for c in (*v.chunks[0], *X.chunks[0]))
+        if known and tuple(v.chunks[0]) != tuple(X.chunks[0]):
+            raise ValueError(f"{name} is not chunked like X's rows: use {name}.rechunk(X.chunks[0])")
+        return list(v.to_delayed().ravel())
+    a = np.asarray(v)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1 or a.shape[0] != X.shape[0]:
+        raise ValueError(f"{name} must be 1-d with one entry per row of X ({X.shape[0]}), got shape {a.shape}")
+    return list(da.from_array(a, chunks=(X.chunks[0],)).to_delayed().ravel())
+
+
+def row_parts(X) -> list:
+    """The row chunks of a 2-d dask Array (one column chunk) as delayed pieces, in row order."""
+    return list(X.to_delayed().ravel())
+
+
+def partials(func, parts, *args) -> list:
+    """``func(part_0[k], part_1[k], ..., *args)`` for every partition k, computed in one Dask pass
+    (one ``dask.compute``), returned in partition order.  ``parts`` is a list of per-partition
+    lists of delayed pieces (or None); ``args`` are small public values sent to every task."""
+    import dask
+
+    # pure=False: fresh keys, so every release is its own pass (no result of an earlier identical
+    # call still held by a scheduler is reused) and no argument is hashed
+    f = dask.delayed(func, pure=False)
+    tasks = [f(*[p[k] if p is not None else None for p in parts], *args) for k in range(len(parts[0]))]
+    return list(dask.compute(*tasks))
+
+
+def check_partials(parts) -> None:
+    """Raise the first partition's fixed error message (:class:`PartitionError`), in partition
+    order, as ``ValueError``."""
+    for p in parts:
+        if isinstance(p, PartitionError):
+            raise ValueError(str(p))
+
+
+def add_in_order(parts):
+    """The sum of the partitions' partial statistics (arrays, or tuples of arrays) added one
+    after the other in partition order: a fixed order, so the result is a function of the data
+    and the partitioning alone (any number of workers or threads gives the same bits)."""
+    check_partials(parts)
+    first = parts[0]
+    if first is None:  # a statistic this release does not have (the same for every partition)
+        return None
+    if isinstance(first, tuple):
+        return tuple(add_in_order([p[j] for p in parts]) for j in range(len(first)))
+    total = np.array(first, dtype=np.float64, copy=True)
+    for p in parts[1:]:
+        total += p
+    return total

@@ -11,6 +11,17 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._threads import default_threads
+from dpfast._dask_utils import (
+    BAD_ROWS,
+    PartitionError,
+    add_in_order,
+    check_partials,
+    frame_or_array_rows,
+    is_dask_collection,
+    partials,
+    row_parts,
+    set_feature_names,
+)
 from dpfast._validation import as_array, check_bounds, check_epsilon
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
@@ -130,18 +141,29 @@ def _assign(U: np.ndarray, C: np.ndarray) -> np.ndarray:
     return lab.astype(np.intp, copy=False)
 
 
+def step_statistics(U: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact statistics of one Lloyd step in unit coordinates: every row of U assigned to its
+    nearest centre of C, then the k counts (float64) and the (k, d) sums of the rows per cluster.
+    (Per partition on Dask; :func:`noisy_step` adds the noise.)  One native pass
+    (``dpfast._stats.kmeans_step``: fixed row chunks merged in a fixed order, bit-identical for any
+    thread count and layout; GIL released)."""
+    _, cnt, sums = _stats.kmeans_step(_float_rows(U), np.ascontiguousarray(C, dtype=np.float64), False, True,
+                                      default_threads())
+    return cnt.astype(np.float64), sums
+
+
+def unit_rows(Xa: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Rows clamped to the box and mapped to ``u = (x - c) / r`` in [-1, 1]^d (clamped again)."""
+    c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
+    return np.clip((np.clip(Xa, lo, hi) - c) / r, -1.0, 1.0)
+
+
 def noisy_step(U: np.ndarray, C: np.ndarray, eps_count: float, eps_sum: float, gen):
     """One DP-Lloyd step in unit coordinates (U, C in [-1, 1]^d): assign, then the noisy counts and
     sums (:func:`step_event`).  Returns (noisy counts (k,), noisy sums (k, d)); the caller has
-    charged for the event.
-
-    The assignment and the per-cluster counts and sums are one native pass
-    (``dpfast._stats.kmeans_step``: fixed row chunks merged in a fixed order, bit-identical for any
-    thread count and layout; GIL released)."""
+    charged for the event."""
     k, d = C.shape
-    _, cnt, sums = _stats.kmeans_step(_float_rows(U), np.ascontiguousarray(C, dtype=np.float64), False, True,
-                                      default_threads())
-    counts = cnt.astype(np.float64)
+    counts, sums = step_statistics(U, C)
     with detached():
         nc = counts + laplace_noise(1.0 / eps_count, k, rng=gen)
         ns = sums + laplace_noise(d / eps_sum, k * d, rng=gen).reshape(k, d)
@@ -175,6 +197,15 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     Initialisation (data-independent, after Su et al.'s sphere packing): k points uniform in the
     box shrunk by a margin a, pairwise at least 2a apart in unit coordinates, a halved from 1/2
     until such a set is drawn.  No private data is read.
+
+    Dask input (``fit``, and ``predict`` lazily): the public checks read metadata only, the charge
+    comes next, the rows are read once and kept on the workers in unit coordinates
+    (``persist``), then each step is one pass in which every partition returns
+    :func:`step_statistics` for the current centres, added on the client in partition order, and
+    the step's noise is drawn on the client.  Equal to the in-memory fit for the same data and
+    ``random_state`` up to the order of the float64 sums (a sum that moves a centre across a
+    tie of the next assignment can change it more; the counts are exact); NaN or infinite entries
+    raise ``ValueError`` after the charge, naming no row or value.
 
     When to use: well-separated clusters and n large relative to ``k * d / epsilon``; the number
     of iterations is fixed (no convergence test on private data: it would leak).  Fewer iterations
@@ -241,6 +272,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         """Release ``cluster_centers_`` privately (see the class docstring).  ``budget``: a
         :class:`dpfast.PrivacyBudget` (or None for an enclosing ``with budget:``) charged with
         ``event_`` before any draw.  Returns self."""
+        if is_dask_collection(X):
+            return self._fit_dask(X, budget)
         self._validate_params()
         self._reset_fit()
         Xa = self._validate_X(X, reset=True)
@@ -250,7 +283,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
-        U = np.clip((np.clip(Xa, lo, hi) - c) / r, -1.0, 1.0)
+        U = unit_rows(Xa, lo, hi)
         C = np.clip((initial_centers(k, lo, hi, gen) - c) / r, -1.0, 1.0)
         for _ in range(int(self.max_iter)):
             nc, ns = noisy_step(U, C, ec, es, gen)
@@ -261,9 +294,56 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         self._record_release(event, event_epsilon(event), 0.0, None)
         return self
 
-    def predict(self, X):
-        """Index of the nearest released centre (post-processing)."""
+    def _fit_dask(self, X, budget) -> "KMeans":
+        """:meth:`fit` on a Dask collection (class docstring): metadata checks, the charge, the
+        unit rows persisted once on the workers, then per step one pass in which every partition
+        returns :func:`step_statistics` (assignment, counts, sums) for the current centres, the
+        partials added in partition order, and the step's noise drawn on the client."""
+        import dask
+
+        self._validate_params()
+        self._reset_fit()
+        Xd = frame_or_array_rows(X)
+        d, k = int(Xd.shape[1]), int(self.n_clusters)
+        set_feature_names(self, X)
+        self.n_features_in_ = d
+        lo, hi = box_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        event, ec, es = self._event(d)
+        gen = check_random_state(self.random_state)
+        self._charge(event, budget)
+        c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
+        f = dask.delayed(_unit_partition, pure=False)
+        U = list(dask.persist(*[f(b, lo, hi) for b in row_parts(Xd)]))  # the data read once
+        C = np.clip((initial_centers(k, lo, hi, gen) - c) / r, -1.0, 1.0)
+        for _ in range(int(self.max_iter)):
+            parts = partials(_step_partition, [U], C)
+            check_partials(parts)
+            counts, sums = add_in_order(parts)
+            with detached():  # as noisy_step draws them: counts, then sums
+                nc = counts + laplace_noise(1.0 / ec, k, rng=gen)
+                ns = sums + laplace_noise(d / es, k * d, rng=gen).reshape(k, d)
+            ok = nc >= 1.0
+            C = np.where(ok[:, None], np.clip(ns / np.where(ok, nc, 1.0)[:, None], -1.0, 1.0), C)
+        del U
+        self.cluster_centers_ = np.clip(c + r * C, lo, hi)
+        self.n_iter_ = int(self.max_iter)
+        self._record_release(event, event_epsilon(event), 0.0, None)
+        return self
+
+    def _dask_rows(self, X):
         check_fitted(self)
+        Xd = frame_or_array_rows(X)
+        if Xd.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xd.shape[1]} features, KMeans was fitted with {self.n_features_in_}")
+        return Xd
+
+    def predict(self, X):
+        """Index of the nearest released centre (post-processing; lazily for Dask input)."""
+        check_fitted(self)
+        if is_dask_collection(X):
+            C = self.cluster_centers_
+            return self._dask_rows(X).map_blocks(lambda b: _assign(np.asarray(b, dtype=np.float64), C),
+                                                 drop_axis=1, dtype=np.intp)
         return _assign(self._validate_X(X, reset=False), self.cluster_centers_)
 
     def fit_predict(self, X, y=None, *, budget: Any = None):
@@ -286,3 +366,19 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         m = D2.min(axis=1)
         w = np.ones(len(m)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         return -float((w * m).sum())
+
+
+def _unit_partition(block, lo, hi):
+    """A partition's rows in unit coordinates (:func:`unit_rows`), kept on the worker for the
+    steps, or the fixed message of non-finite data."""
+    Xk = np.asarray(block, dtype=np.float64)
+    if not np.isfinite(Xk).all():
+        return PartitionError(BAD_ROWS)
+    return np.ascontiguousarray(unit_rows(Xk, lo, hi))
+
+
+def _step_partition(Uk, C):
+    """One partition's :func:`step_statistics` (or its fixed error message, passed on)."""
+    if isinstance(Uk, PartitionError):
+        return Uk
+    return step_statistics(Uk, C)

@@ -14,6 +14,16 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
+from dpfast._dask_utils import (
+    BAD_ROWS,
+    PartitionError,
+    add_in_order,
+    frame_or_array_rows,
+    is_dask_collection,
+    partials,
+    row_parts,
+    set_feature_names,
+)
 from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_delta, check_epsilon
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
@@ -85,6 +95,15 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     distribution (Chaudhuri, Sarwate & Sinha 2013) by Gibbs sampling, which is pure DP only in
     the limit of its MCMC and is much slower; ``method="bingham"`` samples the same law exactly
     (see ``method`` below and docs/theory for the comparison).
+
+    Dask input: ``fit`` (and ``transform``, lazily) accept a ``dask.array.Array`` or
+    ``dask.dataframe.DataFrame``.  The public checks read metadata only, the charge comes next,
+    then one pass in which every partition returns :meth:`_statistic` of its rows, the partials
+    added on the client in partition order, then the one draw: no row leaves the cluster.  The
+    release equals the in-memory fit's for the same data and ``random_state`` up to the order of
+    the float64 sums (relative 1e-15); a different partitioning changes it at that level only.
+    NaN or infinite entries found in the pass raise ``ValueError`` after the charge, naming no
+    row or value.
 
     Parameters
     ----------
@@ -249,6 +268,9 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         return self.fit(X, budget=budget).transform(X)
 
     def _fit(self, X, budget) -> None:
+        if is_dask_collection(X):
+            self._fit_dask(X, budget)
+            return
         self._validate_params()
         self._reset_fit()
         Xa = validate_X(self, X, reset=True, dtype=np.float64)
@@ -363,6 +385,28 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         self._n_features_out = k
         self._record_release(event, eps, 0.0, None)
 
+    def _fit_dask(self, X, budget) -> None:
+        """:meth:`fit` on a Dask collection (class docstring): metadata checks, charge, one pass
+        of per-partition :meth:`_statistic` added in partition order, one draw."""
+        self._validate_params()
+        self._reset_fit()
+        Xd = frame_or_array_rows(X)
+        d = int(Xd.shape[1])
+        set_feature_names(self, X)
+        self.n_features_in_ = d
+        self._n_components_check(d)
+        if self.method == "bingham":  # its draws read the Gram matrix of the rows again, k times
+            raise ValueError("method='bingham' takes in-memory data only; use method='covariance' on Dask")
+        c, lo, hi, R = self._geometry(d)
+        event, (kind, s), eps, delta, accountant = self._event(d)
+        gen = check_random_state(self.random_state)
+        self._charge(event, budget)
+        exact = add_in_order(partials(_pca_partition, [row_parts(Xd)], c, lo, hi, R, self._statistic))
+        with detached():  # the fit's event covers the draws
+            noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
+        self._from_release(exact + noise, c, R, d)
+        self._record_release(event, eps, delta, accountant)
+
     def _from_release(self, v: np.ndarray, c: np.ndarray, R: float, d: int) -> None:
         """Post-processing of the noisy vector v into scikit-learn's attributes."""
         iu = _upper_index(d)
@@ -410,6 +454,13 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     def transform(self, X):
         """Project X on the released components: ``(X - mean_) @ components_.T``."""
         check_fitted(self)
+        if is_dask_collection(X):  # lazily, chunk by chunk
+            Xd = frame_or_array_rows(X)
+            if Xd.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {Xd.shape[1]} features, PCA was fitted with {self.n_features_in_}")
+            mean, comps = self.mean_, self.components_
+            return Xd.map_blocks(lambda b: (np.asarray(b, dtype=np.float64) - mean) @ comps.T,
+                                 chunks=(Xd.chunks[0], (comps.shape[0],)), dtype=np.float64)
         Xa = validate_X(self, X, reset=False, dtype=np.float64)
         return (Xa - self.mean_) @ self.components_.T
 
@@ -420,3 +471,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         if Xa.ndim != 2 or Xa.shape[1] != self.n_components_:
             raise ValueError(f"X must have shape (n_samples, {self.n_components_})")
         return Xa @ self.components_ + self.mean_
+
+
+def _pca_partition(block, c, lo, hi, R, statistic):
+    """One partition's exact vector v (:meth:`PCA._statistic` of its rows; its last entry the
+    partition's row count), or the fixed message of non-finite data."""
+    Xk = np.ascontiguousarray(block, dtype=np.float64)
+    if not np.isfinite(Xk).all():
+        return PartitionError(BAD_ROWS)
+    return statistic(Xk, c, lo, hi, R)

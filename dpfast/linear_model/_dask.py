@@ -620,8 +620,8 @@ def validated_design(est, X, y, sample_weight=None) -> DaskDesign:
 def fit(est, X, y, sample_weight=None, *, budget=None):
     """``est.fit`` for a Dask X (module docstring): validation on the workers, calibration,
     budget charge and noise on the client, each gradient pass a Dask graph."""
-    if getattr(est, "method", None) == "ssp":
-        raise ValueError("method='ssp' is not available for Dask input yet; use in-memory rows")
+    if getattr(est, "method", None) == "ssp":  # one pass of sufficient statistics (issue 24)
+        return est._fit_ssp_dask(X, y, sample_weight, budget=budget)
     if getattr(est, "multi_class", "ovr") == "multinomial":
         raise ValueError("multi_class='multinomial' is not available for Dask input (the Dask path fits "
                          "one-vs-rest models); use multi_class='ovr' or in-memory rows")

@@ -27,6 +27,18 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
+from dpfast._dask_utils import (
+    BAD_LENGTH,
+    BAD_ROWS,
+    PartitionError,
+    add_in_order,
+    frame_or_array_rows,
+    is_dask_collection,
+    partials,
+    row_parts,
+    set_feature_names,
+    vector_parts,
+)
 from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast._validation import check_label_set, check_positive, check_real
 from dpfast.linear_model import _dask, _multinomial as mn, _ssp
@@ -581,7 +593,9 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
     (None: 2 sigma sqrt(d + 1), the order of the noise matrix's spectral norm -- a
     data-independent rule).  One pass over the data, no solver: the method of choice when n is
     large relative to d^2 / epsilon.  ``sample_weight`` in [0, 1] weights each row's contribution
-    (w z z^T, w y z: the sensitivity is unchanged); Dask input is not supported yet.
+    (w z z^T, w y z: the sensitivity is unchanged).  Dask input: one pass of per-partition
+    statistics added in partition order, equal to the in-memory fit up to the order of the sums
+    (:meth:`_fit_ssp_dask`).
 """
         + _ATTR_DOC
     )
@@ -668,12 +682,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         """method="ssp" (class docstring, Notes): validate, calibrate, charge, draw, solve."""
         import scipy.sparse as sp
 
-        R, s = self._validate_common()
-        B = check_positive(check_real(self.label_bound, "label_bound"), "label_bound", allow_array=False)
-        if self.loss != "squared":
-            raise ValueError("method='ssp' fits the squared loss (least squares); use loss='squared'")
-        if self.alpha is not None and not math.isfinite(float(self.alpha)):
-            raise ValueError(f"alpha must be finite, got {self.alpha!r}")
+        R, s, B = self._ssp_public()
         X = validate_X(self, X, reset=True, accept_sparse=True)
         n, d = X.shape
         if y.shape != (n,):
@@ -698,6 +707,20 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         A, b = _ssp.ssp_statistics(Z, np.clip(y, -B, B), w)
         E, e = _ssp.ssp_noise(gen, dim, sigma)
         theta = _ssp.ssp_solve(A + E, b + e, lam)
+        self._ssp_record(theta, d, s, event, which, sigma, lam, delta_)
+        return self
+
+    def _ssp_public(self):
+        """(R, s, B) of ``method="ssp"`` from the public parameters (errors before the charge)."""
+        R, s = self._validate_common()
+        B = check_positive(check_real(self.label_bound, "label_bound"), "label_bound", allow_array=False)
+        if self.loss != "squared":
+            raise ValueError("method='ssp' fits the squared loss (least squares); use loss='squared'")
+        if self.alpha is not None and not math.isfinite(float(self.alpha)):
+            raise ValueError(f"alpha must be finite, got {self.alpha!r}")
+        return R, s, B
+
+    def _ssp_record(self, theta, d, s, event, which, sigma, lam, delta_) -> None:
         self.n_features_in_ = d
         self.coef_ = theta[:d].copy()
         self.intercept_ = float(theta[d] * s) if s > 0 else 0.0
@@ -708,6 +731,38 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         self.lambda_ = lam
         self.sensitivity_ = delta_
         self.n_iter_ = 1  # one closed-form solve (max_iter does not apply)
+
+    def _fit_ssp_dask(self, X, y, sample_weight, *, budget=None) -> "LinearRegression":
+        """``method="ssp"`` on a Dask ``X`` (``y``/``sample_weight`` Dask chunked like X's rows, or
+        NumPy): the public checks on metadata, the charge, one pass in which every partition
+        returns :func:`~dpfast.linear_model._ssp.ssp_statistics` of its mapped rows (:func:`_ssp_partition`),
+        the partials added in partition order on the client, one draw, the solve.  Equal to the
+        in-memory fit for the same data and ``random_state`` up to the order of the float64 sums;
+        bad data found in the pass (NaN, a row above ``norm_bound`` with ``row_norm="check"``, a
+        weight outside [0, 1]) raises ``ValueError`` after the charge, naming no row or value."""
+        self._validate_params()
+        self._reset_fit()
+        if y is None:
+            raise ValueError("LinearRegression requires y to be passed, but the target y is None")
+        R, s, B = self._ssp_public()
+        vectors_dask = is_dask_collection(y) and (sample_weight is None or is_dask_collection(sample_weight))
+        Xd = frame_or_array_rows(X, known_chunks=not vectors_dask)
+        d = int(Xd.shape[1])
+        set_feature_names(self, X)
+        self.n_features_in_ = d
+        yp = vector_parts(y, Xd, "y")
+        wp = None if sample_weight is None else vector_parts(sample_weight, Xd, "sample_weight")
+        dtype = Xd.dtype if Xd.dtype in (np.float32, np.float64) else np.float64
+        delta_ = _ssp.ssp_sensitivity(_slack(R, dtype), _slack(s, dtype) if s > 0 else 0.0, B)
+        event, sigma, which = _ssp.ssp_calibrate(self.epsilon, self.delta, delta_, self.accountant)
+        dim = d + (1 if s > 0 else 0)
+        lam = 2.0 * sigma * math.sqrt(dim) if self.alpha is None else float(self.alpha)
+        self._charge(event, budget)
+        gen = check_random_state(self.random_state)
+        A, b = add_in_order(partials(_ssp_partition, [row_parts(Xd), yp, wp], self, R, s, B))
+        E, e = _ssp.ssp_noise(gen, dim, sigma)
+        theta = _ssp.ssp_solve(A + E, b + e, lam)
+        self._ssp_record(theta, d, s, event, which, sigma, lam, delta_)
         return self
 
     def _fit_target(self, X, y, sample_weight, *, budget=None) -> "LinearRegression":
@@ -722,3 +777,38 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
     def predict(self, X) -> np.ndarray:
         """x.coef + intercept (post-processing of the released model)."""
         return self._decision(X)[:, 0]
+
+
+def _ssp_partition(block, yk, wk, est, R, s, B):
+    """One partition's (Z^T W Z, Z^T W y) of ``method="ssp"``: its rows mapped by ``row_norm`` as
+    the in-memory fit maps them, the bias column appended, labels clipped to [-B, B], then
+    :func:`~dpfast.linear_model._ssp.ssp_statistics`; or the fixed message of bad data."""
+    Xk = np.asarray(block)
+    if Xk.dtype not in (np.float32, np.float64):
+        Xk = Xk.astype(np.float64)
+    Xk = np.ascontiguousarray(Xk)
+    n = Xk.shape[0]
+    if not np.isfinite(Xk).all():
+        return PartitionError(BAD_ROWS)
+    yv = np.asarray(yk, dtype=np.float64).reshape(-1)
+    if yv.shape != (n,):
+        return PartitionError(BAD_LENGTH)
+    if not np.isfinite(yv).all():
+        return PartitionError("y contains NaN or infinite values")
+    w = None
+    if wk is not None:
+        w = np.asarray(wk, dtype=np.float64).reshape(-1)
+        if w.shape != (n,):
+            return PartitionError(BAD_LENGTH)
+        if not (np.isfinite(w).all() and (w >= 0).all() and (w <= 1).all()):
+            return PartitionError("sample_weight must be finite and lie in [0, 1]")
+    try:
+        scale = est._transform_rows(Xk, R, fitting=True)  # row_norm="check": the fixed message (R is public)
+    except ValueError as exc:
+        return PartitionError(str(exc))
+    Z = np.asarray(Xk, dtype=np.float64)
+    if scale is not None:
+        Z = Z * scale[:, None]
+    if s > 0:
+        Z = np.hstack([Z, np.full((n, 1), s)])
+    return _ssp.ssp_statistics(np.ascontiguousarray(Z), np.clip(yv, -B, B), w)

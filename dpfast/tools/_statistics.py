@@ -46,8 +46,14 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from dpfast import _stats, budget as _budget
-from dpfast._threads import default_threads
+from dpfast import budget as _budget
+from dpfast._dask_utils import (
+    PartitionError,
+    add_in_order,
+    is_dask_collection,
+    is_frame,
+    partials,
+)
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
@@ -61,11 +67,9 @@ __all__ = ["mean", "var", "std", "sum", "nanmean", "nanvar", "nanstd", "nansum",
 
 
 # ----------------------------------------------------------------------------- helpers
-def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
-    """``a`` as a C-order float64 array (``check=False``: float32 kept as it is).
-
-    ``check=False``: the finiteness check is left to the native pass (``dpfast._stats``), which
-    reports non-finite elements (:func:`_finite`) before the charge."""
+def _data(a, allow_nan: bool) -> np.ndarray:
+    if is_dask_collection(a):
+        return _dask_data(a)
     if isinstance(a, (str, bytes)):
         raise TypeError("a must be an array of numbers")
     x = np.asarray(a)
@@ -75,35 +79,15 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         raise TypeError("a must be an array of real numbers")
     if x.ndim == 0:
         x = x.reshape(1)
-    # C order: the native passes read rows in one order whatever the input's layout; float32 is
-    # widened exactly in the kernels, so the same values give the same bits in either dtype
-    keep = not check and x.dtype in (np.float32, np.float64)
-    x = np.ascontiguousarray(x, dtype=x.dtype if keep else np.float64)
-    if check:
-        _finite(int(np.count_nonzero(~np.isfinite(x)) if not allow_nan else np.count_nonzero(np.isinf(x))),
-                allow_nan)
-    return x
-
-
-def _finite(bad: int, allow_nan: bool) -> None:
-    """Raise when the pass saw non-finite elements (before the charge)."""
-    if bad:
-        if allow_nan:
+    # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
+    # the release a function of the values alone (bit-identical for C, F and strided input)
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if allow_nan:
+        if np.isinf(x).any():
             raise ValueError("a must not contain inf")
+    elif not np.isfinite(x).all():
         raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
-
-
-def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float, nan: bool, order: int):
-    """One native pass (``dpfast._stats.moments``; bit-identical for any thread count): per
-    output entry, the sum of ``y = clip(x, lo, hi) - c`` (capped to ``[-cap, cap]``), the sum of
-    ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
-    contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``;
-    raises before the charge when an element is not finite (NaN outside the nan forms)."""
-    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
-    s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
-                                      default_threads())
-    _finite(bad, nan)
-    return s1, s2, cnt
+    return x
 
 
 def _axis(axis, ndim: int):
@@ -176,7 +160,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     """The count/centred-sum(/centred-square-sum) release shared by mean and var."""
     keepdims = _check_keepdims(keepdims)
     lo, hi = bounds
-    x = _data(a, nan, check=False)
+    x = _data(a, nan)
     axis = _axis(axis, x.ndim)
     shape, d, k = _shape(x, axis, keepdims)
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
@@ -189,20 +173,13 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
         parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
     _scales(*(p.scale for p in parts))
     event = Composed(tuple(parts))
-    s1, s2, cnt = _column_sums(x, axis, lo, hi, c, r, nan, order)
-    s = s1.reshape(shape)
-    counts = None if cnt is None else cnt.astype(np.float64).reshape(shape)
-    q = None
-    if order == 2:
-        # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
-        m = counts if counts is not None else float(x.shape[0] if axis == 0 else x.size)
-        q = s2.reshape(shape) - (r * r / 2) * m
-    _budget.charge(budget, event, name)
+    rows, counts, s, q = _release_statistic(x, budget, event, name, _moment_sums, bool(nan),
+                                            args=(lo, hi, axis, keepdims, nan, order))
     # draws
     if counts is not None:  # the nan forms
         n_hat = counts + _noise(count_sens / eps_part, np.shape(counts), gen)
     else:
-        n_hat = k * (x.shape[0] + _noise(1.0 / eps_part, (), gen))
+        n_hat = k * (rows + _noise(1.0 / eps_part, (), gen))
     s_hat = s + _noise(d * r / eps_part, np.shape(s), gen)
     n_hat = np.maximum(n_hat, 1.0)
     m1 = np.clip(s_hat / n_hat, -r, r)
@@ -215,6 +192,34 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     if ddof:
         v = np.clip(v * n_hat / np.maximum(n_hat - ddof, 1.0), 0.0, r * r)
     return v, shape
+
+
+def _moment_sums(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool, order: int):
+    """The exact statistics of mean/var/std and their nan forms on rows x (float64, C order):
+    ``(rows, counts, s, q)`` -- the number of rows, the per-entry non-NaN counts (nan forms, else
+    None), the sums of ``clip(x) - c`` and (order 2) of ``(clip(x) - c)^2 - r^2/2`` (else None),
+    reduced over ``axis`` (None or 0).  Every entry is a sum over rows: a Dask release adds the
+    partitions' values."""
+    c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    y = np.clip(x, lo, hi)
+    np.subtract(y, c, out=y)
+    if nan:
+        present = ~np.isnan(x)
+        y = np.where(present, y, 0.0)
+        counts = _reduce(present.astype(np.float64), axis, keepdims)
+    else:
+        counts = None
+    s = _reduce(y, axis, keepdims)
+    q = None
+    if order == 2:
+        # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
+        if nan:
+            q = _reduce(np.where(present, y * y - r * r / 2, 0.0), axis, keepdims)
+        else:
+            y2 = y.reshape(x.shape[0], -1)
+            q = np.einsum("ij,ij->j", y2, y2) if axis == 0 else np.einsum("i,i->", y.ravel(), y.ravel())
+            q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
+    return float(x.shape[0]), counts, s, q
 
 
 def _check_ddof(ddof) -> float:
@@ -233,15 +238,23 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
     keepdims = _check_keepdims(keepdims)
     dtype = _check_dtype(dtype)
     lo, hi = bounds
-    x = _data(a, nan, check=False)
+    x = _data(a, nan)
     axis = _axis(axis, x.ndim)
-    shape, d, _ = _shape(x, axis, keepdims)
+    _, d, _ = _shape(x, axis, keepdims)
     sens = d * max(abs(lo), abs(hi))
     _scales(sens / epsilon)
     event = Laplace(scale=sens / epsilon, sensitivity=sens)
-    s = _column_sums(x, axis, lo, hi, 0.0, np.inf, nan, 1)[0].reshape(shape)
-    _budget.charge(budget, event, "nansum" if nan else "sum")
+    s = _release_statistic(x, budget, event, "nansum" if nan else "sum", _clipped_sum, nan,
+                           args=(lo, hi, axis, keepdims, nan))
     return _out(s + _noise(sens / epsilon, np.shape(s), gen), dtype)
+
+
+def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool) -> np.ndarray:
+    """The exact statistic of sum/nansum: the sum over ``axis`` of x clamped to [lo, hi] (NaN as 0)."""
+    y = np.clip(x, lo, hi)
+    if nan:
+        y = np.where(np.isnan(x), 0.0, y)
+    return _reduce(y, axis, keepdims)
 
 
 @validate_params(**_COMMON)
@@ -348,7 +361,7 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     sensitivity ``d`` (elements per row) over the whole output.  Event: ``Laplace``.
     """
     keepdims = _check_keepdims(keepdims)
-    x = np.asarray(a)
+    x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
     if x.dtype == object:
         raise TypeError("a must be an array of numbers or bools")
     if x.ndim == 0:
@@ -357,10 +370,13 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     _, d, _ = _shape(x, axis, keepdims)
     _scales(d / epsilon)
     event = Laplace(scale=d / epsilon, sensitivity=float(d))
-    # exact integer counts (NumPy's count_nonzero: any order gives the same numbers)
-    c = np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.float64)
-    _budget.charge(budget, event, "count_nonzero")
+    c = _release_statistic(x, budget, event, "count_nonzero", _nonzero_counts, None, args=(axis, keepdims))
     return _out(c + _noise(d / epsilon, np.shape(c), rng), None)
+
+
+def _nonzero_counts(x: np.ndarray, axis, keepdims: bool) -> np.ndarray:
+    """The exact statistic of count_nonzero: the number of non-zero elements over ``axis``."""
+    return _reduce((x != 0).astype(np.float64), axis, keepdims)
 
 
 # ----------------------------------------------------------------------------- quantiles
@@ -374,6 +390,10 @@ def _levels(q, scale: float) -> np.ndarray:
 
 
 def _quantile(a, qa, epsilon, bounds, axis, keepdims, gen, budget, label):
+    if is_dask_collection(a):
+        raise TypeError(f"{label} does not take Dask input: the exponential mechanism ranks every value, which "
+                        "is not a sum over partitions (the statistics and histograms of dpfast.tools are); "
+                        "a private histogram on public bins gives approximate quantiles in one pass")
     keepdims = _check_keepdims(keepdims)
     x = _data(a, False)
     axis = _axis(axis, x.ndim)
@@ -481,16 +501,22 @@ def _edges(bins, range_, k: int) -> list:
     return out
 
 
+def _hist_counts(sample: np.ndarray, edges, bins=None, range_=None) -> np.ndarray:
+    """The exact statistic of the histograms: the counts (float64) of the rows of the (N, D)
+    ``sample`` in the public bins ``edges`` (a sum over rows: a Dask release adds the partitions')."""
+    if sample.shape[1] == 1:
+        # NumPy's 1-d histogram (its equal-width fast path for int bins with a range: the same
+        # linspace edges); histogramdd's searchsorted is about 4x slower
+        uniform = isinstance(bins, numbers.Integral) and range_ is not None
+        return np.histogram(sample[:, 0], bins=int(bins) if uniform else edges[0],
+                            range=tuple(edges[0][[0, -1]]) if uniform else None)[0].astype(np.float64)
+    return np.histogramdd(sample, bins=edges)[0]
+
+
 def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):
     _scales(1.0 / epsilon)
     event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
-    # native integer counts on the public edges (dpfast._stats.histogram: NumPy's bins, the last
-    # one closed; a first guess by arithmetic for equally spaced edges, corrected on the edges)
-    uniform = [bool(np.allclose(np.diff(e), (e[-1] - e[0]) / (e.size - 1), rtol=1e-9, atol=0.0)) for e in edges]
-    icounts, bad = _stats.histogram(sample, list(edges), uniform, default_threads())
-    _finite(bad, False)
-    counts = icounts.astype(np.float64)
-    _budget.charge(budget, event, label)
+    counts = _release_statistic(sample, budget, event, label, _hist_counts, False, args=(edges, bins, range_))
     noisy = counts + _noise(1.0 / epsilon, counts.shape, gen)
     if density:
         pos = np.maximum(noisy, 0.0)
@@ -514,9 +540,9 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
     edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
     """
-    x = _data(a, False, check=False).ravel()
+    x = _data(a, False).ravel()
     edges = _edges(bins, range, 1)
-    h = _hist(x[:, None], edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
+    h = _hist(x.reshape(-1, 1), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
 
 
@@ -525,11 +551,13 @@ def histogram2d(x, y, epsilon: float, bins=10, range=None, density: bool = False
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogram2d``: the 2-d counts plus Laplace(1/epsilon); epsilon-DP
     (a row ``(x_i, y_i)`` lands in at most one bin).  Returns ``(H, xedges, yedges)``."""
-    xa, ya = _data(x, False, check=False).ravel(), _data(y, False, check=False).ravel()
-    if xa.shape != ya.shape:
+    xa, ya = _data(x, False).ravel(), _data(y, False).ravel()
+    if is_dask_collection(xa) or is_dask_collection(ya):
+        xa, ya = _dask_pair(xa, ya)
+    elif xa.shape != ya.shape:
         raise ValueError("x and y must have the same length")
     edges = _edges(bins, range, 2)
-    h = _hist(np.stack([xa, ya], axis=1), edges, epsilon, bool(density), rng, budget, "histogram2d")
+    h = _hist(_stack(xa, ya), edges, epsilon, bool(density), rng, budget, "histogram2d")
     return h, edges[0], edges[1]
 
 
@@ -538,11 +566,98 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogramdd``: ``sample`` of shape ``(N, D)``, one row per point; the
     counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
-    s = _data(sample, False, check=False)
+    s = _data(sample, False)
     if s.ndim == 1:
-        s = s[:, None]
+        s = s.reshape(-1, 1)
     if s.ndim != 2:
         raise ValueError("sample must be an (N, D) array")
     edges = _edges(bins, range, s.shape[1])
     h = _hist(s, edges, epsilon, bool(density), rng, budget, "histogramdd")
     return h, edges
+
+
+# ----------------------------------------------------------------------------- Dask input
+# Every function above except the quantiles takes a Dask Array (or DataFrame/Series: their
+# values) for its data.  The public checks (dtype, shape beyond the rows, bins, bounds, epsilon)
+# read metadata only; the charge comes next; then ONE pass in which every partition (a block of
+# rows; the other axes are rechunked to one chunk, lazily) returns the same exact statistic as
+# the in-memory code (_moment_sums, _clipped_sum, _nonzero_counts, _hist_counts), the partials
+# are added on the client in partition order, and the noise is drawn on the client.  The release
+# equals the in-memory one for the same data and rng up to the order of the float64 sums
+# (histograms and counts exactly); another partitioning changes it at that level only.  NaN or
+# inf found in the pass raise ValueError after the charge, naming no row or value.
+
+def _dask_data(a, numeric: bool = True):
+    """A Dask collection as a dask Array chunked by rows only (public checks on metadata)."""
+    if is_frame(a):
+        kinds = [np.dtype(t).kind for t in (a.dtypes if getattr(a, "ndim", 1) == 2 else [a.dtype])]
+        if any(k not in "biuf" for k in kinds):
+            raise TypeError("a must be an array of real numbers")
+        a = a.to_dask_array()
+    if a.dtype == object or a.dtype.kind not in "biuf":
+        raise TypeError("a must be an array of real numbers" if numeric else "a must be an array of numbers or bools")
+    if any(np.isnan(c) for c in a.chunks[0]):  # a frame's partitions: their lengths (not their values)
+        a = a.compute_chunk_sizes()
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.ndim > 1 and any(len(c) != 1 for c in a.chunks[1:]):
+        a = a.rechunk({j: -1 for j in range(1, a.ndim)})
+    return a.astype(np.float64) if numeric else a
+
+
+def _dask_pair(xa, ya):
+    """histogram2d's x and y (either Dask) as two 1-d dask Arrays with the same chunks."""
+    import dask.array as da
+
+    if not is_dask_collection(xa):
+        xa, ya = ya, xa
+        swap = True
+    else:
+        swap = False
+    if not is_dask_collection(ya):
+        if np.shape(ya) != xa.shape:
+            raise ValueError("x and y must have the same length")
+        ya = da.from_array(np.asarray(ya), chunks=xa.chunks)
+    elif ya.shape != xa.shape and not (np.isnan(ya.shape[0]) or np.isnan(xa.shape[0])):
+        raise ValueError("x and y must have the same length")
+    elif ya.chunks != xa.chunks:
+        ya = ya.rechunk(xa.chunks)
+    return (ya, xa) if swap else (xa, ya)
+
+
+def _stack(xa, ya):
+    if is_dask_collection(xa):
+        import dask.array as da
+
+        return da.stack([xa, ya], axis=1)
+    return np.stack([xa, ya], axis=1)
+
+
+def _partition(block, allow_nan, statistic, args):
+    """One partition's exact statistic, or the in-memory code's message for bad data."""
+    x = np.ascontiguousarray(block) if allow_nan is None else np.ascontiguousarray(block, dtype=np.float64)
+    if allow_nan is not None:
+        if allow_nan:
+            if np.isinf(x).any():
+                return PartitionError("a must not contain inf")
+        elif not np.isfinite(x).all():
+            return PartitionError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
+    try:  # a helper that checks the values itself raises its fixed message: passed on as one
+        return statistic(x, *args)
+    except ValueError as exc:
+        return PartitionError(str(exc))
+
+
+def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()):
+    """``statistic(x, *args)`` and the charge of ``event``: in memory the statistic first (the
+    data were checked by :func:`_data`), on Dask the charge first, then one pass of the statistic
+    per row partition added in partition order (``allow_nan``: None skips the value checks)."""
+    if not is_dask_collection(x):
+        out = statistic(x, *args)
+        _budget.charge(budget, event, label)
+        return out
+    if x.ndim > 1 and any(len(c) != 1 for c in x.chunks[1:]):  # whole rows in every partition
+        x = x.rechunk({j: -1 for j in range(1, x.ndim)})
+    _budget.charge(budget, event, label)
+    blocks = list(x.to_delayed().ravel())
+    return add_in_order(partials(_partition, [blocks], allow_nan, statistic, args))

@@ -101,6 +101,23 @@ def _transform(make):
     return release
 
 
+def _on_dask(release, rows: int = 7):
+    """``release`` with its data given as dask Arrays of ``rows``-row chunks (the synchronous
+    scheduler): the Dask paths of issue 24's one-pass releases, audited like the in-memory ones."""
+    def run(data, rng):
+        import dask
+        import dask.array as da
+
+        def conv(a):
+            a = np.asarray(a)
+            return da.from_array(a, chunks=(rows,) + a.shape[1:])
+
+        d = tuple(conv(a) for a in data) if isinstance(data, (tuple, list)) else conv(data)
+        with dask.config.set(scheduler="synchronous"):
+            return release(d, rng)
+    return run
+
+
 _ADULT_LIKE = pd.DataFrame({"u": np.arange(60), "g": np.arange(60) % 3, "x": np.round(_rng.uniform(0, 1, 60), 3)})
 
 
@@ -255,6 +272,11 @@ def _entries():
             _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
+    # ------------------------------------------------------------------ Dask input (issue 24): one pass
+    # per partition after the charge, the noise on the client; the same entries on dask Arrays
+    for name in ("GaussianNB", "PCA", "KMeans", "LinearRegression_ssp", "mean", "var", "histogram2d"):
+        ent = e[name]
+        e[name + "_dask"] = Entry(_on_dask(ent.release), ent.pairs, ent.epsilon, ent.delta, min(ent.n_runs, 150))
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)
     e["OneHotEncoder"] = Entry(_transform(lambda r: PP.OneHotEncoder("private", epsilon=1.0, delta=1e-5, random_state=r)),
                                [(cats, np.concatenate([cats, [["z"]]])), (cats, np.concatenate([cats, [[7]]]).astype(object))],

@@ -1,0 +1,68 @@
+"""The privacy-utility curves of the toolbox gallery for diffprivlib and dpfast: every experiment
+of ``examples/_toolbox.py`` (NB, k-means, PCA, SSP regression, tools mean/var) at epsilon 0.1 /
+0.3 / 1 / 3 / 10, seeds 0-9; writes diffprivlib's values to
+``benchmarks/results/toolbox_curves.csv`` (the gallery plots them when diffprivlib is not
+importable: the docs extra does not install it) and prints both libraries' medians.
+
+Run:  PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_toolbox_curves.py [--dpl /tmp/dpl_site]
+
+diffprivlib 0.6.6 (``pip install --target /tmp/dpl_site diffprivlib==0.6.6``) is appended to
+``sys.path`` (after the venv's site-packages, so the venv's scikit-learn and NumPy win); its
+forest module imports dtype constants newer scikit-learn no longer exports, supplied here for the
+import only (unused by the models run).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dpl", default="/tmp/dpl_site")
+    p.add_argument("--seeds", type=int, default=10)
+    args = p.parse_args()
+    sys.path.append(args.dpl)
+    sys.path.insert(0, os.path.join(HERE, os.pardir, "examples"))
+    import sklearn.tree._tree as _tree
+
+    for k, v in {"DOUBLE": np.float64, "DTYPE": np.float32, "NODE_DTYPE": np.dtype([("x", np.float64)])}.items():
+        setattr(_tree, k, getattr(_tree, k, v))
+    import diffprivlib
+    import diffprivlib.models  # noqa: F401
+    import diffprivlib.tools  # noqa: F401
+
+    import dpfast
+
+    import _toolbox
+
+    seeds = range(args.seeds)
+    rows = []
+    print(f"diffprivlib {diffprivlib.__version__}; median over {args.seeds} seeds; epsilons {_toolbox.EPSILONS}")
+    for fam in _toolbox.FAMILIES:
+        t = time.time()
+        theirs = _toolbox.curve(fam, diffprivlib, seeds)
+        ours = _toolbox.curve(fam, dpfast, seeds)
+        for i, e in enumerate(_toolbox.EPSILONS):
+            for j, s in enumerate(seeds):
+                rows.append((fam, e, s, repr(float(theirs[i, j]))))
+        print(f"{fam:12s} {_toolbox.METRIC[fam]}  ({time.time() - t:.1f} s)")
+        print("   dpfast      " + "  ".join(f"{v:10.4g}" for v in np.median(ours, axis=1)))
+        print("   diffprivlib " + "  ".join(f"{v:10.4g}" for v in np.median(theirs, axis=1)), flush=True)
+    out = os.path.join(HERE, "results", "toolbox_curves.csv")
+    with open(out, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["family", "epsilon", "seed", "value"])
+        w.writerows(rows)
+    print(f"wrote {out} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()

@@ -122,8 +122,8 @@ def block_values(statistic: Callable, X, labels: np.ndarray, k: int, lo: np.ndar
     """``z``: shape (k, d), row i = statistic(rows labelled i) clamped to the box; an empty
     block or a NaN coordinate takes the public midpoint of the box."""
     d = lo.size
-    mid = 0.5 * (lo + hi)
-    z = np.tile(mid, (k, 1))
+    centre = 0.5 * (lo + hi)
+    z = np.tile(centre, (k, 1))
     order = np.argsort(labels, kind="stable")
     ends = np.cumsum(np.bincount(labels, minlength=k))
     take = X.iloc.__getitem__ if hasattr(X, "iloc") else X.__getitem__
@@ -136,7 +136,7 @@ def block_values(statistic: Callable, X, labels: np.ndarray, k: int, lo: np.ndar
                 raise ValueError(f"statistic must return {'an array of shape (%d,)' % d if vector else 'a scalar'} "
                                  "as the bounds declare (the budget was charged)")
             v = v.reshape(d)
-            z[i] = np.where(np.isnan(v), mid, np.clip(v, lo, hi))
+            z[i] = np.where(np.isnan(v), centre, np.clip(v, lo, hi))
         start = end
     return z
 

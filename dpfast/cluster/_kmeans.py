@@ -10,7 +10,6 @@ from sklearn.base import ClusterMixin, TransformerMixin
 
 from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
-from dpfast._threads import default_threads
 from dpfast._dask_utils import (
     BAD_ROWS,
     PartitionError,
@@ -22,6 +21,7 @@ from dpfast._dask_utils import (
     row_parts,
     set_feature_names,
 )
+from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_bounds, check_epsilon
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached

@@ -117,7 +117,7 @@ def bingham_sample(A, size=None, rng: RandomLike = None):
     shape = check_size(size, itemsize=16 * d)  # the output and the working batches
     n = 1 if shape is None else math.prod(shape)
     out = allocate_output((n, d), np.dtype(np.float64))  # before any draw: a refused size draws nothing
-    _Bingham(a).draw(rng, n, out)
+    _Bingham(a).draw(rng, n, out)  # type: ignore[arg-type]  # validate_params(rng=RNG) made it a Generator
     return out[0] if shape is None else out.reshape(tuple(shape) + (d,))
 
 

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from dpfast import budget as _budget
+from dpfast import _stats, budget as _budget
 from dpfast._dask_utils import (
     PartitionError,
     add_in_order,
@@ -54,6 +54,7 @@ from dpfast._dask_utils import (
     is_frame,
     partials,
 )
+from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
@@ -197,29 +198,41 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
 def _moment_sums(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool, order: int):
     """The exact statistics of mean/var/std and their nan forms on rows x (float64, C order):
     ``(rows, counts, s, q)`` -- the number of rows, the per-entry non-NaN counts (nan forms, else
-    None), the sums of ``clip(x) - c`` and (order 2) of ``(clip(x) - c)^2 - r^2/2`` (else None),
-    reduced over ``axis`` (None or 0).  Every entry is a sum over rows: a Dask release adds the
-    partitions' values."""
+    None), the sums of ``y = clip(x) - c`` (capped to [-r, r] after rounding: the sensitivity
+    assumes |y| <= r) and (order 2) of ``y^2 - r^2/2`` (else None), reduced over ``axis`` (None or
+    0).  One native pass (:func:`_column_sums`).  Every entry is a sum over rows: a Dask release
+    adds the partitions' values."""
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    y = np.clip(x, lo, hi)
-    np.subtract(y, c, out=y)
-    if nan:
-        present = ~np.isnan(x)
-        y = np.where(present, y, 0.0)
-        counts = _reduce(present.astype(np.float64), axis, keepdims)
-    else:
-        counts = None
-    s = _reduce(y, axis, keepdims)
+    shape = _shape(x, axis, keepdims)[0]
+    s1, s2, cnt = _column_sums(x, axis, lo, hi, c, r, nan, order)
+    counts = None if cnt is None else cnt.astype(np.float64).reshape(shape)
     q = None
     if order == 2:
         # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
-        if nan:
-            q = _reduce(np.where(present, y * y - r * r / 2, 0.0), axis, keepdims)
-        else:
-            y2 = y.reshape(x.shape[0], -1)
-            q = np.einsum("ij,ij->j", y2, y2) if axis == 0 else np.einsum("i,i->", y.ravel(), y.ravel())
-            q = np.reshape(q - (r * r / 2) * (x.shape[0] if axis == 0 else x.size), np.shape(s))
-    return float(x.shape[0]), counts, s, q
+        m = counts if counts is not None else float(x.shape[0] if axis == 0 else x.size)
+        q = s2.reshape(shape) - (r * r / 2) * m
+    return float(x.shape[0]), counts, s1.reshape(shape), q
+
+
+def _finite(bad: int, allow_nan: bool) -> None:
+    """Raise when the native pass saw non-finite elements."""
+    if bad:
+        if allow_nan:
+            raise ValueError("a must not contain inf")
+        raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
+
+
+def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float, nan: bool, order: int):
+    """One native pass (``dpfast._stats.moments``; bit-identical for any thread count): per
+    output entry, the sum of ``y = clip(x, lo, hi) - c`` (capped to ``[-cap, cap]``), the sum of
+    ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
+    contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``."""
+    x = np.ascontiguousarray(x) if x.dtype in (np.float32, np.float64) else np.ascontiguousarray(x, np.float64)
+    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
+    s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
+                                      default_threads())
+    _finite(bad, nan)
+    return s1, s2, cnt
 
 
 def _check_ddof(ddof) -> float:
@@ -250,14 +263,11 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
 
 
 def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool) -> np.ndarray:
-    """The exact statistic of sum/nansum: the sum over ``axis`` of x clamped to [lo, hi] (NaN as 0)."""
-    y = np.clip(x, lo, hi)
-    if nan:
-        y = np.where(np.isnan(x), 0.0, y)
-    return _reduce(y, axis, keepdims)
+    """The exact statistic of sum/nansum: the sum over ``axis`` of x clamped to [lo, hi] (NaN as 0),
+    one native pass (:func:`_column_sums`)."""
+    return _column_sums(x, axis, lo, hi, 0.0, np.inf, nan, 1)[0].reshape(_shape(x, axis, keepdims)[0])
 
 
-@validate_params(**_COMMON)
 def sum(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
         rng=None, *, budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.sum``: the clamped sum plus Laplace noise; epsilon-DP (add/remove one row).
@@ -375,11 +385,11 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
 
 
 def _nonzero_counts(x: np.ndarray, axis, keepdims: bool) -> np.ndarray:
-    """The exact statistic of count_nonzero: the number of non-zero elements over ``axis``."""
-    return _reduce((x != 0).astype(np.float64), axis, keepdims)
+    """The exact statistic of count_nonzero: the number of non-zero elements over ``axis`` (NumPy's
+    integer count_nonzero: exact, so any order gives the same numbers)."""
+    return np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.float64)
 
 
-# ----------------------------------------------------------------------------- quantiles
 def _levels(q, scale: float) -> np.ndarray:
     if isinstance(q, (str, bytes)):
         raise TypeError("q must be a number or an array of numbers")
@@ -503,14 +513,13 @@ def _edges(bins, range_, k: int) -> list:
 
 def _hist_counts(sample: np.ndarray, edges, bins=None, range_=None) -> np.ndarray:
     """The exact statistic of the histograms: the counts (float64) of the rows of the (N, D)
-    ``sample`` in the public bins ``edges`` (a sum over rows: a Dask release adds the partitions')."""
-    if sample.shape[1] == 1:
-        # NumPy's 1-d histogram (its equal-width fast path for int bins with a range: the same
-        # linspace edges); histogramdd's searchsorted is about 4x slower
-        uniform = isinstance(bins, numbers.Integral) and range_ is not None
-        return np.histogram(sample[:, 0], bins=int(bins) if uniform else edges[0],
-                            range=tuple(edges[0][[0, -1]]) if uniform else None)[0].astype(np.float64)
-    return np.histogramdd(sample, bins=edges)[0]
+    ``sample`` in the public bins ``edges`` (a sum over rows: a Dask release adds the partitions').
+    Native integer counts (``dpfast._stats.histogram``: NumPy's bins, the last one closed; a first
+    guess by arithmetic for equally spaced edges, corrected on the edges)."""
+    uniform = [bool(np.allclose(np.diff(e), (e[-1] - e[0]) / (e.size - 1), rtol=1e-9, atol=0.0)) for e in edges]
+    icounts, bad = _stats.histogram(np.asarray(sample, dtype=np.float64), list(edges), uniform, default_threads())
+    _finite(bad, False)
+    return icounts.astype(np.float64)
 
 
 def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):

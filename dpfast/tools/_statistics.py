@@ -268,6 +268,7 @@ def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan:
     return _column_sums(x, axis, lo, hi, 0.0, np.inf, nan, 1)[0].reshape(_shape(x, axis, keepdims)[0])
 
 
+@validate_params(**_COMMON)
 def sum(a, epsilon: float, bounds: Tuple[float, float], axis=None, dtype=None, keepdims: bool = False,
         rng=None, *, budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.sum``: the clamped sum plus Laplace noise; epsilon-DP (add/remove one row).

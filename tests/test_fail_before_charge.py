@@ -60,6 +60,7 @@ def _has_torch() -> bool:
     try:
         import torch.nn  # noqa: F401
     except ImportError:
+        __import__("sys").modules.pop("torch", None)  # tests/torch/ as a namespace package would shadow it
         return False
     return True
 

@@ -66,6 +66,7 @@ def _has_torch() -> bool:
     try:  # torch.nn: tests/torch/ alone is a namespace package named torch
         import torch.nn  # noqa: F401
     except ImportError:
+        __import__("sys").modules.pop("torch", None)  # tests/torch/ as a namespace package would shadow it
         return False
     return True
 

@@ -51,6 +51,7 @@ try:  # dpfast.torch where PyTorch is installed (``torch.nn``: tests/torch/ alon
     import torch.nn  # noqa: F401
     SUBPACKAGES.append("torch")
 except ImportError:
+    __import__("sys").modules.pop("torch", None)  # tests/torch/ as a namespace package would shadow it
     pass
 
 

@@ -16,7 +16,8 @@ import math
 import numbers
 import operator
 import os
-from typing import Any, Callable, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, TypeVar
 
 import numpy as np
 
@@ -26,6 +27,8 @@ __all__ = [
     "check_positive",
     "check_values",
     "check_bounds",
+    "feature_bounds",
+    "public_classes",
     "check_neighbours",
     "check_size",
     "check_int",
@@ -173,6 +176,99 @@ def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
     if not lo < hi:
         raise ValueError(f"{name} must satisfy lower < upper, got {bounds!r}")
     return lo, hi
+
+
+#: ``feature_bounds(..., width=...)``: what the range of every feature must allow beyond
+#: ``lower < upper`` (each a double): nothing more, a finite width ``upper - lower``, a positive
+#: finite half-width ``r = (upper - lower) / 2``, or a positive finite ``r * r``
+_WIDTH_CHECKS = ("none", "finite", "half", "half_squared")
+
+
+def feature_bounds(bounds, n_features: int, feature_names=None, *, name: str = "bounds", purpose: str = "",
+                   required: bool = True, arrays: bool = False,
+                   width: str = "finite") -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``bounds`` -> ``(lower, upper)``, two float64 arrays of length ``n_features``: the one
+    parser of per-feature public bounds (preprocessing, naive Bayes, k-means, PCA, trees).
+
+    One convention with :func:`dpfast.tables.aggregate`: a pair ``(lower, upper)`` of scalars for
+    every feature, or a dict ``{feature: (lower, upper)}`` with one pair per feature, keyed by
+    column name (``feature_names``, for a DataFrame with string column names) or by index
+    ``0 .. n_features - 1``.  A 2-d array is refused: ``[(0, 10), (5, 20)]`` reads as (lower
+    array, upper array) or as one pair per feature, and a silent choice between the two would clamp
+    to the wrong ranges -- except with ``arrays=True`` (PCA's historical convention), where an
+    array of shape ``(2, n_features)`` is the lower and the upper array.
+
+    ``required``: None is an error (its message says what the bounds are for: ``purpose``, e.g.
+    ``", from which the random splits are drawn"``); else None is returned as None.  Every range
+    must be finite with ``lower < upper``, plus ``width`` (one of ``"none"``, ``"finite"``: a
+    finite ``upper - lower``; ``"half"``: a positive finite ``(upper - lower) / 2``;
+    ``"half_squared"``: its square a positive finite double too).  Public values only: called
+    before the charge; the messages may name them.
+    """
+    if width not in _WIDTH_CHECKS:
+        raise ValueError(f"width must be one of {_WIDTH_CHECKS}, got {width!r}")
+    if bounds is None:
+        if not required:
+            return None
+        raise ValueError(f"{name} must be given: the public range (lower, upper) of every feature{purpose}; "
+                         "reading it off the private data would not be private")
+    d = int(n_features)
+    if isinstance(bounds, Mapping):
+        names = None if feature_names is None else [str(c) for c in feature_names]
+        keys = names if names is not None else list(range(d))
+        extra = [k for k in bounds if k not in keys]
+        if extra:
+            what = "the column names of X" if names is not None else f"feature indices 0..{d - 1}"
+            raise ValueError(f"{name} has keys that are not features: {extra[:5]!r}; the keys must be {what}")
+        missing = [k for k in keys if k not in bounds]
+        if missing:
+            raise ValueError(f"{name}: missing (lower, upper) for feature(s) {missing[:5]!r}; every feature needs "
+                             "its public range")
+        pairs = [check_bounds(bounds[k], f"{name}[{k!r}]") for k in keys]
+        lo = np.array([p[0] for p in pairs], dtype=np.float64)
+        hi = np.array([p[1] for p in pairs], dtype=np.float64)
+    else:
+        b = as_array(bounds, name, np.float64)
+        if b.shape == (2,):
+            lo_, hi_ = check_bounds((b[0], b[1]), name)
+            lo, hi = np.full(d, lo_), np.full(d, hi_)
+        elif arrays and b.shape == (2, d):
+            lo, hi = b[0].copy(), b[1].copy()
+            if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+                raise ValueError(f"{name} must be finite with lower < upper for every feature")
+        elif arrays:
+            raise ValueError(f"{name} must be a pair (lower, upper) of scalars, a pair of arrays of length "
+                             f"n_features={d}, or a dict {{feature: (lower, upper)}} keyed by column name or "
+                             f"index; got an array of shape {b.shape}")
+        else:
+            raise ValueError(
+                f"{name} must be a pair (lower, upper) of scalars for every feature, or a dict {{feature: (lower, "
+                f"upper)}} keyed by column name or index (as in dpfast.tables.aggregate); got an array of shape "
+                f"{b.shape}. A 2-d array is ambiguous (a lower and an upper array, or one pair per feature): "
+                "write dict(enumerate(pairs)) for one (lower, upper) pair per feature, or "
+                "dict(enumerate(zip(lower, upper))) for a lower and an upper array")
+    if width == "finite":
+        with np.errstate(over="ignore"):
+            ok = np.isfinite(hi - lo).all()
+        if not ok:
+            raise ValueError(f"{name} must have a finite width upper - lower (a double); rescale the feature first")
+    elif width in ("half", "half_squared"):
+        with np.errstate(over="ignore", under="ignore"):
+            r = 0.5 * (hi - lo)
+            r2 = r * r if width == "half_squared" else r
+        if not (np.isfinite(r2).all() and (r2 > 0).all()):
+            what = ("a half-width (upper - lower) / 2 whose square is a positive finite double (between about "
+                    "1.5e-162 and 1.3e154)" if width == "half_squared" else
+                    "a finite, positive half-width (upper - lower) / 2 in double precision")
+            raise ValueError(f"{name} must have {what}; rescale the feature first")
+    return lo, hi
+
+
+def public_classes(classes) -> np.ndarray:
+    """The public label set (``None``: ``[0, 1]``) checked by :func:`check_label_set` on no labels:
+    what a fit on data it cannot look at before the charge (Dask) uses."""
+    ref = np.array([0, 1]) if classes is None else np.asarray(classes)
+    return check_label_set(ref[:0], classes)[0]
 
 
 def check_neighbours(neighbours: str) -> str:

@@ -574,6 +574,8 @@ CASES = [
     Case("PCA", "n_components above n_features", _fit_x(DC.PCA, X2, n_components=5, norm_bound=1.0)),
     Case("PCA", "bounds reversed", _fit_x(DC.PCA, X2, bounds=(1.0, 0.0))),
     Case("PCA", "bounds wrong shape", _fit_x(DC.PCA, X2, bounds=[(0.0, 1.0)] * 3)),
+    Case("PCA", "bounds wider than a double", _fit_x(DC.PCA, X2, bounds=(-1e308, 1e308), norm_bound=1.0)),
+    Case("PCA", "bounds dict missing a feature", _fit_x(DC.PCA, X2, bounds={0: (0.0, 1.0)})),
     Case("PCA", "norm_bound inf", _fit_x(DC.PCA, X2, norm_bound=np.inf)),
     Case("PCA", "epsilon inf", _fit_x(DC.PCA, X2, epsilon=np.inf, norm_bound=1.0)),
     Case("PCA", "delta 1", _fit_x(DC.PCA, X2, delta=1.0, norm_bound=1.0)),

@@ -16,6 +16,8 @@ from dpfast._validation import (
     check_real,
     check_size,
     check_values,
+    feature_bounds,
+    public_classes,
 )
 
 
@@ -104,6 +106,61 @@ def test_check_values_types():
         check_values(np.array(["1"]))
     with pytest.raises(TypeError, match="data"):
         check_values([None], name="data")
+
+
+def test_feature_bounds_forms():
+    """The one parser of per-feature bounds (preprocessing, naive Bayes, k-means, PCA, trees)."""
+    lo, hi = feature_bounds((-1, 2), 3)
+    assert lo.dtype == hi.dtype == np.float64 and lo.tolist() == [-1.0] * 3 and hi.tolist() == [2.0] * 3
+    lo, hi = feature_bounds({1: (0, 5), 0: (-1, 1)}, 2)  # by index, any key order
+    assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [1.0, 5.0]
+    lo, hi = feature_bounds({"b": (0, 5), "a": (-1, 1)}, 2, ["a", "b"])  # by column name
+    assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [1.0, 5.0]
+    assert feature_bounds(None, 2, required=False) is None
+    lo, hi = feature_bounds([[0, 1, 2], [3, 4, 5]], 3, arrays=True)  # PCA: (lower array, upper array)
+    assert lo.tolist() == [0.0, 1.0, 2.0] and hi.tolist() == [3.0, 4.0, 5.0]
+    b = np.array([[0.0, 1.0], [2.0, 3.0]])
+    lo, _ = feature_bounds(b, 2, arrays=True)
+    lo[0] = 9.0
+    assert b[0, 0] == 0.0  # a copy, not a view of the caller's array
+
+
+@pytest.mark.parametrize("bounds,kw,exc,match", [
+    (None, {}, ValueError, r"^bounds must be given: .* feature, from which x; reading it off"),
+    ((1, 0), {}, ValueError, "lower < upper"),
+    ((0, np.inf), {}, ValueError, "finite"),
+    ([(0, 1), (0, 1)], {}, ValueError, "ambiguous"),
+    ([(0, 1)] * 3, dict(arrays=True), ValueError, "shape"),
+    ([[0, 0], [1, -1]], dict(arrays=True), ValueError, "lower < upper for every feature"),
+    ({0: (0, 1)}, {}, ValueError, r"missing .* \[1\]"),
+    ({0: (0, 1), 1: (0, 1), 2: (0, 1)}, {}, ValueError, "not features: \\[2\\]; the keys must be feature indices"),
+    ({0: (0, 1), 1: (0, 1)}, dict(feature_names=["a", "b"]), ValueError, "column names"),
+    ({0: (0, 1), 1: (2, 1)}, {}, ValueError, r"bounds\[1\] must satisfy lower < upper"),
+    ((-1e308, 1e308), {}, ValueError, "finite width"),
+    ((-1e308, 1e308), dict(width="none"), None, None),
+    ((0, 5e-324), dict(width="half"), ValueError, "positive half-width"),
+    ((0, 5e-324), dict(width="finite"), None, None),
+    ((0, 1e-200), dict(width="half_squared"), ValueError, "square"),
+    ((-1e200, 1e200), dict(width="half_squared"), ValueError, "square"),
+    ((0, 1e-200), dict(width="half"), None, None),
+    ("ab", {}, TypeError, "bounds"),
+    ((0, 1), dict(width="wide"), ValueError, "width must be one of"),
+])
+def test_feature_bounds_errors(bounds, kw, exc, match):
+    kw = dict(kw)
+    names = kw.pop("feature_names", None)
+    if exc is None:
+        feature_bounds(bounds, 2, names, purpose=", from which x", **kw)
+        return
+    with pytest.raises(exc, match=match):
+        feature_bounds(bounds, 2, names, purpose=", from which x", **kw)
+
+
+def test_public_classes():
+    assert public_classes(None).tolist() == [0, 1]
+    assert public_classes(["b", "a", "c"]).tolist() == ["b", "a", "c"]
+    with pytest.raises(ValueError, match="two distinct"):
+        public_classes([1, 1])
 
 
 def test_check_bounds():

@@ -1,7 +1,6 @@
 """DP-Lloyd k-means (see :class:`KMeans`)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any
 
@@ -22,7 +21,7 @@ from dpfast._dask_utils import (
     set_feature_names,
 )
 from dpfast._threads import default_threads
-from dpfast._validation import as_array, check_bounds, check_epsilon
+from dpfast._validation import check_epsilon, feature_bounds
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
 from dpfast.mechanisms import laplace_noise
@@ -36,38 +35,6 @@ __all__ = ["KMeans"]
 _RHO = 0.225
 #: above this many clusters the initialisation skips the pairwise-distance test (k^2 memory)
 _PACK_MAX = 256
-
-
-def box_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
-    """``bounds`` -> (lower, upper) arrays of length n_features: a pair of scalars for every
-    feature, or a dict ``{feature: (lower, upper)}`` keyed by column name or index (the
-    convention of dpfast.tables / dpfast.preprocessing).  Public only; called before the charge."""
-    if bounds is None:
-        raise ValueError("bounds must be given: the public box (lower, upper) of every feature; reading it off "
-                         "the private data would not be private")
-    if isinstance(bounds, Mapping):
-        keys = [str(c) for c in feature_names] if feature_names is not None else list(range(n_features))
-        if set(bounds) != set(keys):
-            raise ValueError("bounds: a dict needs exactly one (lower, upper) pair per feature, keyed by column "
-                             f"name or by index 0..{n_features - 1}")
-        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
-        lo = np.array([p[0] for p in pairs], dtype=np.float64)
-        hi = np.array([p[1] for p in pairs], dtype=np.float64)
-    else:
-        b = as_array(bounds, "bounds", np.float64)
-        if b.shape != (2,):
-            raise ValueError("bounds must be a pair (lower, upper) of scalars for every feature, or a dict "
-                             f"{{feature: (lower, upper)}}; got an array of shape {b.shape}")
-        lo, hi = np.full(n_features, b[0]), np.full(n_features, b[1])
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-        raise ValueError("bounds must be finite")
-    if not (lo < hi).all():
-        raise ValueError("bounds must satisfy lower < upper for every feature")
-    with np.errstate(over="ignore"):
-        r = 0.5 * (hi - lo)
-    if not (np.isfinite(r).all() and (r > 0).all()):
-        raise ValueError("bounds must have a finite, positive half-width (upper - lower) / 2 in double precision")
-    return lo, hi
 
 
 def budget_split(epsilon: float, max_iter: int, d: int) -> tuple[float, float]:
@@ -278,7 +245,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         self._reset_fit()
         Xa = self._validate_X(X, reset=True)
         d, k = Xa.shape[1], int(self.n_clusters)
-        lo, hi = box_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), width="half")
         event, ec, es = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
@@ -307,7 +274,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         d, k = int(Xd.shape[1]), int(self.n_clusters)
         set_feature_names(self, X)
         self.n_features_in_ = d
-        lo, hi = box_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), width="half")
         event, ec, es = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)

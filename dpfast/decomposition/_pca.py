@@ -25,7 +25,7 @@ from dpfast._dask_utils import (
     set_feature_names,
 )
 from dpfast._threads import default_threads
-from dpfast._validation import as_array, check_delta, check_epsilon
+from dpfast._validation import as_array, check_delta, check_epsilon, feature_bounds
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
@@ -118,9 +118,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         Public bound R on the l2 norm of each (shifted) row; rows above it are scaled down to
         it.  Required unless ``bounds`` is given, in which case it defaults to the half-diagonal
         of the box (no row is scaled).
-    bounds : (lower, upper) or None
-        Public range of every feature (a pair of scalars, or two arrays of length d): rows are
-        clamped to it and centred at its midpoint before the norm clipping.
+    bounds : (lower, upper), dict or None
+        Public range of every feature (a pair of scalars, two arrays of length d, or a dict
+        ``{feature: (lower, upper)}`` keyed by column name or index as in the other estimators;
+        :func:`dpfast._validation.feature_bounds`; every width ``upper - lower`` a finite double):
+        rows are clamped to it and centred at its midpoint before the norm clipping.
     centered : bool
         The user declares that the data are centred (a public fact): no mean is released and
         ``mean_`` is 0 (the midpoint of ``bounds`` if given).
@@ -158,7 +160,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="left")],
         "norm_bound": [Interval(Real, 0, None, closed="neither"), None],
-        "bounds": ["array-like", None],
+        "bounds": ["array-like", dict, None],
         "centered": ["boolean"],
         "method": [StrOptions({"covariance", "bingham"})],
         "random_state": RANDOM_STATE,
@@ -184,17 +186,9 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     # ------------------------------------------------------------------ public checks
     def _geometry(self, d: int):
         """(c, lo, hi, R) from public parameters and d only; errors before the charge."""
-        if self.bounds is not None:
-            b = as_array(self.bounds, "bounds", np.float64)
-            if b.shape == (2,):
-                lo, hi = np.full(d, b[0]), np.full(d, b[1])
-            elif b.shape == (2, d):
-                lo, hi = b[0].copy(), b[1].copy()
-            else:
-                raise ValueError(f"bounds must be a pair (lower, upper) of scalars or of arrays of length "
-                                 f"n_features={d}; got shape {b.shape}")
-            if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
-                raise ValueError("bounds must be finite with lower < upper for every feature")
+        box = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), required=False, arrays=True)
+        if box is not None:
+            lo, hi = box
             c = lo + 0.5 * (hi - lo)
             half = float(np.linalg.norm(0.5 * (hi - lo)))
         else:

@@ -5,7 +5,6 @@ and the class sizes are private too.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
@@ -37,7 +36,7 @@ from dpfast._dask_utils import (
     vector_parts,
 )
 from dpfast._threads import default_threads
-from dpfast._validation import as_array, check_bounds, check_epsilon, check_label_set
+from dpfast._validation import as_array, check_epsilon, check_label_set, feature_bounds
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
 from dpfast.mechanisms import laplace_noise
@@ -50,42 +49,6 @@ def gaussian_nb_sensitivity(n_features: int) -> float:
     """l1 sensitivity of the released vector (counts, sums, centred sums of squares of every
     class) under add/remove of one row: ``1 + d + d/2`` (see :class:`GaussianNB`)."""
     return 1.0 + 1.5 * int(n_features)
-
-
-def _feature_bounds(bounds, d: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) arrays of length d from the public ``bounds``: a pair of scalars for every
-    feature, or a dict ``{feature: (lower, upper)}`` keyed by column name or index (the
-    convention of :func:`dpfast.tables.aggregate`).  A 2-d array is refused as ambiguous.
-    Public values only (called before the charge)."""
-    if bounds is None:
-        raise ValueError("bounds must be given: the public range (lower, upper) of every feature; "
-                         "learning it from the private data would not be private")
-    if isinstance(bounds, Mapping):
-        keys = [str(c) for c in feature_names] if feature_names is not None else list(range(d))
-        extra = [k for k in bounds if k not in keys]
-        if extra:
-            raise ValueError(f"bounds has keys that are not features: {extra[:5]!r}")
-        missing = [k for k in keys if k not in bounds]
-        if missing:
-            raise ValueError(f"bounds: missing (lower, upper) for feature(s) {missing[:5]!r}")
-        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
-        lo = np.array([p[0] for p in pairs], dtype=np.float64)
-        hi = np.array([p[1] for p in pairs], dtype=np.float64)
-    else:
-        b = as_array(bounds, "bounds", np.float64)
-        if b.shape != (2,):
-            raise ValueError("bounds must be a pair (lower, upper) of scalars for every feature, or a dict "
-                             f"{{feature: (lower, upper)}} keyed by column name or index; got shape {b.shape} "
-                             "(for one pair per feature write dict(enumerate(pairs)))")
-        lo_, hi_ = check_bounds((b[0], b[1]))
-        lo, hi = np.full(d, lo_), np.full(d, hi_)
-    r = 0.5 * (hi - lo)
-    with np.errstate(over="ignore", under="ignore"):
-        r2 = r * r
-    if not (np.isfinite(r2).all() and (r2 > 0).all()):
-        raise ValueError("bounds must have a half-width (upper - lower) / 2 whose square is a positive finite "
-                         "double (between about 1.5e-162 and 1.3e154); rescale the feature first")
-    return lo, hi
 
 
 class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
@@ -220,7 +183,7 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
         classes, idx = check_label_set(yv, self.classes)
         k, d = classes.size, Xa.shape[1]
         priors = self._check_priors(k)
-        lo, hi = _feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), width="half_squared")
         event, scale = self._event(d)
         gen = check_random_state(self.random_state)
         self._scale = scale
@@ -344,7 +307,7 @@ def _dask_fit(est, X, y, *, budget: Any = None):
     classes = _public_classes(est.classes)
     k = classes.size
     priors = est._check_priors(k)
-    lo, hi = _feature_bounds(est.bounds, d, getattr(est, "feature_names_in_", None))
+    lo, hi = feature_bounds(est.bounds, d, getattr(est, "feature_names_in_", None), width="half_squared")
     event, scale = est._event(d)
     gen = check_random_state(est.random_state)
     est._scale = scale

@@ -8,7 +8,6 @@ relation: add or remove one row (the number of rows is private too).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
@@ -17,7 +16,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
 from dpfast import accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
-from dpfast._validation import as_array, check_bounds, check_delta, check_epsilon
+from dpfast._validation import as_array, check_delta, check_epsilon, feature_bounds
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
 from dpfast.accounting.events import self_composed
 from dpfast.budget import detached
@@ -27,53 +26,6 @@ from dpfast.preprocessing._privacy import ACCOUNTANT
 from dpfast.random import check_random_state
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
-
-
-def _feature_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
-    """``bounds`` as two arrays (lower, upper) of length n_features.
-
-    One convention with :func:`dpfast.tables.aggregate`: a pair ``(lower, upper)`` of scalars for
-    every feature, or a dict ``{feature: (lower, upper)}`` with one pair per feature, keyed by
-    column name (``feature_names``, for a DataFrame with string column names) or by index
-    ``0 .. n_features - 1``.  A 2-d array is refused: ``[(0, 10), (5, 20)]`` reads as
-    (lower array, upper array) or as one pair per feature, and a silent choice between the two
-    would clamp to the wrong ranges.  Called before the charge (it depends on the public
-    ``bounds`` and X's shape only).
-    """
-    if bounds is None:
-        raise ValueError("bounds must be given: the public range (lower, upper) of every feature; "
-                         "learning it from the private data would not be private")
-    if isinstance(bounds, Mapping):
-        names = None if feature_names is None else [str(c) for c in feature_names]
-        keys = names if names is not None else list(range(n_features))
-        extra = [k for k in bounds if k not in keys]
-        if extra:
-            what = "the column names of X" if names is not None else f"feature indices 0..{n_features - 1}"
-            raise ValueError(f"bounds has keys that are not features: {extra[:5]!r}; the keys must be {what}")
-        missing = [k for k in keys if k not in bounds]
-        if missing:
-            raise ValueError(f"bounds: missing (lower, upper) for feature(s) {missing[:5]!r}; every feature needs "
-                             "its public range")
-        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
-        lo = np.array([p[0] for p in pairs], dtype=np.float64)
-        hi = np.array([p[1] for p in pairs], dtype=np.float64)
-    else:
-        b = as_array(bounds, "bounds", np.float64)
-        if b.shape != (2,):
-            raise ValueError(
-                f"bounds must be a pair (lower, upper) of scalars for every feature, or a dict {{feature: (lower, "
-                f"upper)}} keyed by column name or index (as in dpfast.tables.aggregate); got an array of shape "
-                f"{b.shape}. A 2-d array is ambiguous (a lower and an upper array, or one pair per feature): "
-                "write dict(enumerate(pairs)) for one (lower, upper) pair per feature, or "
-                "dict(enumerate(zip(lower, upper))) for a lower and an upper array")
-        lo, hi = np.full(n_features, b[0]), np.full(n_features, b[1])
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            raise ValueError("bounds must be finite")
-        if not (lo < hi).all():
-            raise ValueError("bounds must satisfy lower < upper for every feature")
-    if not np.isfinite(hi - lo).all():
-        raise ValueError("bounds must have a finite width upper - lower (a double)")
-    return lo, hi
 
 
 def _centring(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,7 +210,7 @@ class StandardScaler(_PrivateTransformer):
         self._reset_fit()
         Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
-        lo, hi = _feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
         c, r = _centring(lo, hi)
         with np.errstate(over="ignore", under="ignore"):
             r2 = r * r
@@ -382,7 +334,7 @@ class MinMaxScaler(_PrivateTransformer):
         eps, fr, q = self._check_params()
         Xa = self._validate_X(X, reset=True)
         d = Xa.shape[1]
-        lo, hi = _feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
+        lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
         _check_minmax_range(lo, hi, fr)
         event = self_composed(accounting.ExponentialMechanism(eps / (2 * d)), 2 * d)
         gen = check_random_state(self.random_state)

@@ -14,7 +14,6 @@ private rows is :func:`leaf_counts` (native: ``dpfast._trees``, ``csrc/tree/rand
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any
 
@@ -32,7 +31,7 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._validation import as_array, check_bounds, check_epsilon, check_label_set
+from dpfast._validation import check_epsilon, check_label_set, feature_bounds
 from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
@@ -53,42 +52,11 @@ _PREDICT_BLOCK = 1 << 15
 
 
 def tree_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
-    """``bounds`` -> (lower, upper) float64 arrays of length ``n_features``: a pair ``(lower,
-    upper)`` of scalars for every feature, or a dict ``{feature: (lower, upper)}`` keyed by
-    column name (DataFrame input) or by index -- the convention of :mod:`dpfast.preprocessing`,
-    :mod:`dpfast.naive_bayes` and :mod:`dpfast.tables`.  A 2-d array is refused as ambiguous.
-    Every range must be finite with ``lower < upper`` and a finite width.  Public values only
+    """``bounds`` -> (lower, upper) float64 arrays of length ``n_features``
+    (:func:`dpfast._validation.feature_bounds`: a pair of scalars for every feature, or a dict keyed
+    by column name or index; finite, ``lower < upper``, a finite width).  Public values only
     (called before the charge)."""
-    if bounds is None:
-        raise ValueError("bounds must be given: the public range (lower, upper) of every feature, from which "
-                         "the random splits are drawn; reading it off the private data would not be private")
-    if isinstance(bounds, Mapping):
-        keys = [str(c) for c in feature_names] if feature_names is not None else list(range(n_features))
-        extra = [k for k in bounds if k not in keys]
-        if extra:
-            raise ValueError(f"bounds has keys that are not features: {extra[:5]!r}")
-        missing = [k for k in keys if k not in bounds]
-        if missing:
-            raise ValueError(f"bounds: missing (lower, upper) for feature(s) {missing[:5]!r}")
-        pairs = [check_bounds(bounds[k], f"bounds[{k!r}]") for k in keys]
-        lo = np.array([p[0] for p in pairs], dtype=np.float64)
-        hi = np.array([p[1] for p in pairs], dtype=np.float64)
-    else:
-        b = as_array(bounds, "bounds", np.float64)
-        if b.shape != (2,):
-            raise ValueError("bounds must be a pair (lower, upper) of scalars for every feature, or a dict "
-                             f"{{feature: (lower, upper)}} keyed by column name or index; got shape {b.shape} "
-                             "(for one pair per feature write dict(enumerate(pairs)), for a lower and an upper "
-                             "array dict(enumerate(zip(lower, upper))))")
-        lo_, hi_ = check_bounds((b[0], b[1]))
-        lo, hi = np.full(n_features, lo_), np.full(n_features, hi_)
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
-        raise ValueError("bounds must be finite with lower < upper for every feature")
-    with np.errstate(over="ignore"):
-        w = hi - lo
-    if not np.isfinite(w).all():
-        raise ValueError("bounds must have a finite width upper - lower (a double); rescale the feature first")
-    return lo, hi
+    return feature_bounds(bounds, n_features, feature_names, purpose=", from which the random splits are drawn")
 
 
 def draw_forest(gen: np.random.Generator, lo: np.ndarray, hi: np.ndarray, n_trees: int,

@@ -179,3 +179,21 @@ def test_missing_norm_bound_is_an_error_before_reading_data():
         PCA().fit(np.ones((5, 2)))
     with pytest.raises(ValueError, match="n_components"):
         PCA(3, norm_bound=1.0).fit(np.ones((5, 2)))
+
+
+def test_bounds_by_feature_name_or_index_and_overflowing_width_refused():
+    # the bounds convention of the other estimators (dpfast._validation.feature_bounds)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 2, size=(200, 3))
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    ref = PCA(2, epsilon=1.0, bounds=np.array([[-1, -2, -3], [2, 3, 4]]), random_state=0).fit(X)
+    by_name = PCA(2, epsilon=1.0, bounds={"c": (-3, 4), "a": (-1, 2), "b": (-2, 3)}, random_state=0).fit(df)
+    by_index = PCA(2, epsilon=1.0, bounds={0: (-1, 2), 1: (-2, 3), 2: (-3, 4)}, random_state=0).fit(X)
+    for got in (by_name, by_index):
+        np.testing.assert_array_equal(got.components_, ref.components_)
+        np.testing.assert_array_equal(got.mean_, ref.mean_)
+    b = PrivacyBudget(10.0, 1e-3)
+    for bad in (dict(bounds={"a": (-1, 2)}), dict(bounds=(-1e308, 1e308), norm_bound=1.0)):
+        with pytest.raises(ValueError, match="missing|finite width"):
+            PCA(2, epsilon=1.0, random_state=0, **bad).fit(df, budget=b)
+    assert b.ledger == ()

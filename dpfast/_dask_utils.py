@@ -14,7 +14,8 @@ import numpy as np
 
 __all__ = ["is_dask_collection", "active_client", "scatter_chunks", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
-           "PartitionError", "BAD_ROWS", "BAD_LENGTH",
+           "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
+           "PartitionError", "BAD_ROWS", "BAD_LENGTH", "BAD_LABELS",
            "predict", "predict_proba", "score"]
 
 
@@ -264,6 +265,7 @@ def _as_vector_like(v, Xd, name):
 #: the fixed messages of a bad partition (after the charge: they name no chunk, row or value)
 BAD_ROWS = "X contains NaN or infinite entries"
 BAD_LENGTH = "y (or sample_weight) does not have one entry per row of X"
+BAD_LABELS = "y has labels outside the public label set (classes)"
 
 
 class PartitionError(str):
@@ -359,17 +361,109 @@ def check_partials(parts) -> None:
             raise ValueError(str(p))
 
 
-def add_in_order(parts):
+def add_in_order(parts, dtype=np.float64):
     """The sum of the partitions' partial statistics (arrays, or tuples of arrays) added one
     after the other in partition order: a fixed order, so the result is a function of the data
-    and the partitioning alone (any number of workers or threads gives the same bits)."""
+    and the partitioning alone (any number of workers or threads gives the same bits).  The sum
+    is held in ``dtype`` (float64; int64 for counts, which are then exact)."""
     check_partials(parts)
     first = parts[0]
     if first is None:  # a statistic this release does not have (the same for every partition)
         return None
     if isinstance(first, tuple):
-        return tuple(add_in_order([p[j] for p in parts]) for j in range(len(first)))
-    total = np.array(first, dtype=np.float64, copy=True)
+        return tuple(add_in_order([p[j] for p in parts], dtype) for j in range(len(first)))
+    total = np.array(first, dtype=dtype, copy=True)
     for p in parts[1:]:
         total += p
     return total
+
+
+# ----------------------------------------------------------------------------- the one pass
+# (what every one-pass Dask release calls: GaussianNB, PCA, KMeans, SSP, the trees, dpfast.tools)
+
+def fit_rows(est, X, *, known_chunks: bool = False):
+    """The start of an estimator's Dask ``fit``: X's rows as a 2-d dask Array
+    (:func:`frame_or_array_rows`), ``feature_names_in_`` (:func:`set_feature_names`) and
+    ``n_features_in_`` set from metadata.  Returns (the rows, n_features)."""
+    Xd = frame_or_array_rows(X, known_chunks=known_chunks)
+    d = int(Xd.shape[1])
+    set_feature_names(est, X)
+    est.n_features_in_ = d
+    return Xd, d
+
+
+def finite_rows(x) -> str | None:
+    """The default check of a partition's rows: :data:`BAD_ROWS` unless every entry is finite."""
+    return None if np.isfinite(x).all() else BAD_ROWS
+
+
+def _block(block, dtype):
+    """A partition's values as a C-contiguous NumPy array: ``"float64"`` converts, ``"float"``
+    keeps float32/float64 (anything else becomes float64), None keeps the dtype."""
+    if dtype == "float":
+        x = np.asarray(block)
+        return np.ascontiguousarray(x if x.dtype in (np.float32, np.float64) else x.astype(np.float64))
+    return np.ascontiguousarray(block) if dtype is None else np.ascontiguousarray(block, dtype=dtype)
+
+
+def _by_partition(block, *rest):
+    """One partition's task (:func:`sum_by_partitions`): the rows checked, the per-row vectors
+    checked for length, then the statistic; or the partition's fixed error message."""
+    *vectors, (statistic, dtype, check, fixed_errors, args) = rest
+    if isinstance(block, PartitionError):  # a persisted partition that already failed: passed on
+        return block
+    x = _block(block, dtype)
+    if check is not None:
+        bad = check(x)
+        if bad is not None:
+            return PartitionError(bad)
+    vs = []
+    for v in vectors:
+        if v is not None:
+            v = np.asarray(v)
+            if v.ndim == 2 and v.shape[1] == 1:
+                v = v[:, 0]
+            if v.shape != (x.shape[0],):
+                return PartitionError(BAD_LENGTH)
+        vs.append(v)
+    if not fixed_errors:
+        return statistic(x, *vs, *args)
+    try:  # a statistic that checks values itself raises its fixed message: passed on as one
+        return statistic(x, *vs, *args)
+    except ValueError as exc:
+        return PartitionError(str(exc))
+
+
+def _parts(X) -> list:
+    return X if isinstance(X, list) else row_parts(X)
+
+
+def sum_by_partitions(statistic, X, vectors=(), args=(), *, dtype="float64", check=finite_rows,
+                      fixed_errors: bool = False, out_dtype=np.float64):
+    """The one pass of a one-pass release on Dask: ``statistic(x_k, *vectors_k, *args)`` on every
+    row partition k, in one ``dask.compute``, the partials added in partition order
+    (:func:`add_in_order`, in ``out_dtype``); call it after the charge.
+
+    ``X``: a dask Array whose chunks hold whole rows (or a list of per-partition pieces, e.g.
+    persisted by :func:`persist_by_partitions`); ``vectors``: per-row vectors as lists of
+    per-partition pieces (:func:`vector_parts`) or None; ``args``: small public values sent to
+    every task.  Each partition's values become a NumPy array (``dtype``: "float64", "float" or
+    None, see :func:`_block`) checked by ``check`` (a function of them returning a fixed message
+    or None; None: no check), each vector must have one entry per row (:data:`BAD_LENGTH`);
+    with ``fixed_errors`` a ``ValueError`` of the statistic is passed on by its message (which
+    must then name no row or value).  A bad partition's message is raised as ``ValueError`` on
+    the client, the first in partition order."""
+    parts = [_parts(X), *vectors]
+    config = (statistic, dtype, check, fixed_errors, tuple(args))
+    return add_in_order(partials(_by_partition, parts, config), out_dtype)
+
+
+def persist_by_partitions(func, X, args=(), *, dtype="float64", check=finite_rows) -> list:
+    """``func(x_k, *args)`` on every row partition, held on the workers (``dask.persist``) for the
+    later passes of a multi-pass release (k-means): the per-partition pieces, in row order, a
+    bad partition's piece being its fixed message (passed on by :func:`sum_by_partitions`)."""
+    import dask
+
+    f = dask.delayed(_by_partition, pure=False)
+    config = (func, dtype, check, False, tuple(args))
+    return list(dask.persist(*[f(b, config) for b in _parts(X)]))

@@ -10,15 +10,11 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._dask_utils import (
-    BAD_ROWS,
-    PartitionError,
-    add_in_order,
-    check_partials,
+    fit_rows,
     frame_or_array_rows,
     is_dask_collection,
-    partials,
-    row_parts,
-    set_feature_names,
+    persist_by_partitions,
+    sum_by_partitions,
 )
 from dpfast._threads import default_threads
 from dpfast._validation import check_epsilon, feature_bounds
@@ -266,26 +262,19 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         unit rows persisted once on the workers, then per step one pass in which every partition
         returns :func:`step_statistics` (assignment, counts, sums) for the current centres, the
         partials added in partition order, and the step's noise drawn on the client."""
-        import dask
-
         self._validate_params()
         self._reset_fit()
-        Xd = frame_or_array_rows(X)
-        d, k = int(Xd.shape[1]), int(self.n_clusters)
-        set_feature_names(self, X)
-        self.n_features_in_ = d
+        Xd, d = fit_rows(self, X)
+        k = int(self.n_clusters)
         lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), width="half")
         event, ec, es = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         c, r = 0.5 * lo + 0.5 * hi, 0.5 * (hi - lo)
-        f = dask.delayed(_unit_partition, pure=False)
-        U = list(dask.persist(*[f(b, lo, hi) for b in row_parts(Xd)]))  # the data read once
+        U = persist_by_partitions(_unit_rows, Xd, (lo, hi))  # the data read once
         C = np.clip((initial_centers(k, lo, hi, gen) - c) / r, -1.0, 1.0)
         for _ in range(int(self.max_iter)):
-            parts = partials(_step_partition, [U], C)
-            check_partials(parts)
-            counts, sums = add_in_order(parts)
+            counts, sums = sum_by_partitions(step_statistics, U, args=(C,), dtype=None, check=None)
             with detached():  # as noisy_step draws them: counts, then sums
                 nc = counts + laplace_noise(1.0 / ec, k, rng=gen)
                 ns = sums + laplace_noise(d / es, k * d, rng=gen).reshape(k, d)
@@ -335,17 +324,6 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         return -float((w * m).sum())
 
 
-def _unit_partition(block, lo, hi):
-    """A partition's rows in unit coordinates (:func:`unit_rows`), kept on the worker for the
-    steps, or the fixed message of non-finite data."""
-    Xk = np.asarray(block, dtype=np.float64)
-    if not np.isfinite(Xk).all():
-        return PartitionError(BAD_ROWS)
+def _unit_rows(Xk, lo, hi):
+    """A partition's rows in unit coordinates (:func:`unit_rows`), kept on the worker for the steps."""
     return np.ascontiguousarray(unit_rows(Xk, lo, hi))
-
-
-def _step_partition(Uk, C):
-    """One partition's :func:`step_statistics` (or its fixed error message, passed on)."""
-    if isinstance(Uk, PartitionError):
-        return Uk
-    return step_statistics(Uk, C)

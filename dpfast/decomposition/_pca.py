@@ -14,16 +14,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dpfast import _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
-from dpfast._dask_utils import (
-    BAD_ROWS,
-    PartitionError,
-    add_in_order,
-    frame_or_array_rows,
-    is_dask_collection,
-    partials,
-    row_parts,
-    set_feature_names,
-)
+from dpfast._dask_utils import fit_rows, frame_or_array_rows, is_dask_collection, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import as_array, check_delta, check_epsilon, feature_bounds
 from dpfast.accounting.calibration import accountant_gaussian_multiplier
@@ -384,10 +375,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         of per-partition :meth:`_statistic` added in partition order, one draw."""
         self._validate_params()
         self._reset_fit()
-        Xd = frame_or_array_rows(X)
-        d = int(Xd.shape[1])
-        set_feature_names(self, X)
-        self.n_features_in_ = d
+        Xd, d = fit_rows(self, X)
         self._n_components_check(d)
         if self.method == "bingham":  # its draws read the Gram matrix of the rows again, k times
             raise ValueError("method='bingham' takes in-memory data only; use method='covariance' on Dask")
@@ -395,7 +383,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         event, (kind, s), eps, delta, accountant = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
-        exact = add_in_order(partials(_pca_partition, [row_parts(Xd)], c, lo, hi, R, self._statistic))
+        exact = sum_by_partitions(self._statistic, Xd, args=(c, lo, hi, R))
         with detached():  # the fit's event covers the draws
             noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
         self._from_release(exact + noise, c, R, d)
@@ -466,11 +454,3 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
             raise ValueError(f"X must have shape (n_samples, {self.n_components_})")
         return Xa @ self.components_ + self.mean_
 
-
-def _pca_partition(block, c, lo, hi, R, statistic):
-    """One partition's exact vector v (:meth:`PCA._statistic` of its rows; its last entry the
-    partition's row count), or the fixed message of non-finite data."""
-    Xk = np.ascontiguousarray(block, dtype=np.float64)
-    if not np.isfinite(Xk).all():
-        return PartitionError(BAD_ROWS)
-    return statistic(Xk, c, lo, hi, R)

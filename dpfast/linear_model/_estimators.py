@@ -27,18 +27,7 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._dask_utils import (
-    BAD_LENGTH,
-    BAD_ROWS,
-    PartitionError,
-    add_in_order,
-    frame_or_array_rows,
-    is_dask_collection,
-    partials,
-    row_parts,
-    set_feature_names,
-    vector_parts,
-)
+from dpfast._dask_utils import PartitionError, fit_rows, is_dask_collection, sum_by_partitions, vector_parts
 from dpfast._solver import MAX_ITER, MappedRows, check_max_iter
 from dpfast._validation import check_label_set, check_positive, check_real
 from dpfast.linear_model import _dask, _multinomial as mn, _ssp
@@ -746,10 +735,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
             raise ValueError("LinearRegression requires y to be passed, but the target y is None")
         R, s, B = self._ssp_public()
         vectors_dask = is_dask_collection(y) and (sample_weight is None or is_dask_collection(sample_weight))
-        Xd = frame_or_array_rows(X, known_chunks=not vectors_dask)
-        d = int(Xd.shape[1])
-        set_feature_names(self, X)
-        self.n_features_in_ = d
+        Xd, d = fit_rows(self, X, known_chunks=not vectors_dask)
         yp = vector_parts(y, Xd, "y")
         wp = None if sample_weight is None else vector_parts(sample_weight, Xd, "sample_weight")
         dtype = Xd.dtype if Xd.dtype in (np.float32, np.float64) else np.float64
@@ -759,7 +745,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         lam = 2.0 * sigma * math.sqrt(dim) if self.alpha is None else float(self.alpha)
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
-        A, b = add_in_order(partials(_ssp_partition, [row_parts(Xd), yp, wp], self, R, s, B))
+        A, b = sum_by_partitions(_ssp_partition, Xd, [yp, wp], (self, R, s, B), dtype="float")
         E, e = _ssp.ssp_noise(gen, dim, sigma)
         theta = _ssp.ssp_solve(A + E, b + e, lam)
         self._ssp_record(theta, d, s, event, which, sigma, lam, delta_)
@@ -779,27 +765,18 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         return self._decision(X)[:, 0]
 
 
-def _ssp_partition(block, yk, wk, est, R, s, B):
+def _ssp_partition(Xk, yk, wk, est, R, s, B):
     """One partition's (Z^T W Z, Z^T W y) of ``method="ssp"``: its rows mapped by ``row_norm`` as
     the in-memory fit maps them, the bias column appended, labels clipped to [-B, B], then
-    :func:`~dpfast.linear_model._ssp.ssp_statistics`; or the fixed message of bad data."""
-    Xk = np.asarray(block)
-    if Xk.dtype not in (np.float32, np.float64):
-        Xk = Xk.astype(np.float64)
-    Xk = np.ascontiguousarray(Xk)
+    :func:`~dpfast.linear_model._ssp.ssp_statistics`; or the fixed message of bad data (the rows'
+    finiteness and the vectors' lengths are checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
     n = Xk.shape[0]
-    if not np.isfinite(Xk).all():
-        return PartitionError(BAD_ROWS)
-    yv = np.asarray(yk, dtype=np.float64).reshape(-1)
-    if yv.shape != (n,):
-        return PartitionError(BAD_LENGTH)
+    yv = np.asarray(yk, dtype=np.float64)
     if not np.isfinite(yv).all():
         return PartitionError("y contains NaN or infinite values")
     w = None
     if wk is not None:
-        w = np.asarray(wk, dtype=np.float64).reshape(-1)
-        if w.shape != (n,):
-            return PartitionError(BAD_LENGTH)
+        w = np.asarray(wk, dtype=np.float64)
         if not (np.isfinite(w).all() and (w >= 0).all() and (w <= 1).all()):
             return PartitionError("sample_weight must be finite and lie in [0, 1]")
     try:

@@ -24,19 +24,15 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._dask_utils import (
-    BAD_LENGTH,
-    BAD_ROWS,
+    BAD_LABELS,
     PartitionError,
-    add_in_order,
-    frame_or_array_rows,
+    fit_rows,
     is_dask_collection,
-    partials,
-    row_parts,
-    set_feature_names,
+    sum_by_partitions,
     vector_parts,
 )
 from dpfast._threads import default_threads
-from dpfast._validation import as_array, check_epsilon, check_label_set, feature_bounds
+from dpfast._validation import as_array, check_epsilon, check_label_set, feature_bounds, public_classes
 from dpfast.budget import detached
 from dpfast.calibrate import laplace_scale
 from dpfast.mechanisms import laplace_noise
@@ -264,28 +260,12 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
 
 
 # ----------------------------------------------------------------------------- Dask input
-BAD_LABELS = "y has labels outside the public label set (classes)"
-
-
-def _public_classes(classes) -> np.ndarray:
-    """The public label set (``None``: [0, 1]), checked by :func:`check_label_set` on no labels."""
-    ref = np.array([0, 1]) if classes is None else np.asarray(classes)
-    return check_label_set(ref[:0], classes)[0]
-
-
-def _nb_partition(block, yk, classes, lo, hi, statistics):
+def _nb_partition(Xk, yk, classes, lo, hi, statistics):
     """One partition's exact statistics (:meth:`GaussianNB._statistics` of its rows), or the fixed
-    message of bad data (:class:`~dpfast._dask_utils.PartitionError`)."""
-    Xk = np.ascontiguousarray(block, dtype=np.float64)
-    if not np.isfinite(Xk).all():
-        return PartitionError(BAD_ROWS)
-    yv = np.asarray(yk)
-    if yv.ndim == 2 and yv.shape[1] == 1:
-        yv = yv[:, 0]
-    if yv.shape != (Xk.shape[0],):
-        return PartitionError(BAD_LENGTH)
+    message of labels outside the public set (the rows and lengths are checked by
+    :func:`~dpfast._dask_utils.sum_by_partitions`)."""
     try:
-        ks, idx = check_label_set(yv, classes)
+        ks, idx = check_label_set(yk, classes)
     except (TypeError, ValueError):
         return PartitionError(BAD_LABELS)
     return statistics(Xk, idx, ks.size, lo, hi)
@@ -299,12 +279,9 @@ def _dask_fit(est, X, y, *, budget: Any = None):
     est._reset_fit()
     if y is None:
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
-    Xd = frame_or_array_rows(X, known_chunks=not is_dask_collection(y))
-    d = int(Xd.shape[1])
-    set_feature_names(est, X)
-    est.n_features_in_ = d
+    Xd, d = fit_rows(est, X, known_chunks=not is_dask_collection(y))
     yp = vector_parts(y, Xd, "y")
-    classes = _public_classes(est.classes)
+    classes = public_classes(est.classes)
     k = classes.size
     priors = est._check_priors(k)
     lo, hi = feature_bounds(est.bounds, d, getattr(est, "feature_names_in_", None), width="half_squared")
@@ -312,7 +289,7 @@ def _dask_fit(est, X, y, *, budget: Any = None):
     gen = check_random_state(est.random_state)
     est._scale = scale
     est._charge(event, budget)
-    exact = add_in_order(partials(_nb_partition, [row_parts(Xd), yp], est.classes, lo, hi, type(est)._statistics))
+    exact = sum_by_partitions(_nb_partition, Xd, [yp], (est.classes, lo, hi, type(est)._statistics))
     with detached():  # the fit's event covers the draw
         noise = laplace_noise(scale, exact.size, rng=gen).reshape(exact.shape)
     est._post_process(exact + noise, lo, hi, priors)

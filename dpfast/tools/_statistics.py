@@ -47,13 +47,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 import numpy as np
 
 from dpfast import _stats, budget as _budget
-from dpfast._dask_utils import (
-    PartitionError,
-    add_in_order,
-    is_dask_collection,
-    is_frame,
-    partials,
-)
+from dpfast._dask_utils import is_dask_collection, is_frame, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
@@ -643,19 +637,14 @@ def _stack(xa, ya):
     return np.stack([xa, ya], axis=1)
 
 
-def _partition(block, allow_nan, statistic, args):
-    """One partition's exact statistic, or the in-memory code's message for bad data."""
-    x = np.ascontiguousarray(block) if allow_nan is None else np.ascontiguousarray(block, dtype=np.float64)
-    if allow_nan is not None:
-        if allow_nan:
-            if np.isinf(x).any():
-                return PartitionError("a must not contain inf")
-        elif not np.isfinite(x).all():
-            return PartitionError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
-    try:  # a helper that checks the values itself raises its fixed message: passed on as one
-        return statistic(x, *args)
-    except ValueError as exc:
-        return PartitionError(str(exc))
+def _no_inf(x) -> Optional[str]:
+    """A partition's check for the nan* functions: the in-memory code's message for inf."""
+    return "a must not contain inf" if np.isinf(x).any() else None
+
+
+def _all_finite(x) -> Optional[str]:
+    """A partition's check for the other functions: the in-memory code's message for NaN or inf."""
+    return None if np.isfinite(x).all() else "a must be finite (no NaN or inf; the nan* functions ignore NaN)"
 
 
 def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()):
@@ -669,5 +658,6 @@ def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()
     if x.ndim > 1 and any(len(c) != 1 for c in x.chunks[1:]):  # whole rows in every partition
         x = x.rechunk({j: -1 for j in range(1, x.ndim)})
     _budget.charge(budget, event, label)
-    blocks = list(x.to_delayed().ravel())
-    return add_in_order(partials(_partition, [blocks], allow_nan, statistic, args))
+    if allow_nan is None:  # the values as they are, unchecked
+        return sum_by_partitions(statistic, x, args=args, dtype=None, check=None, fixed_errors=True)
+    return sum_by_partitions(statistic, x, args=args, check=_no_inf if allow_nan else _all_finite, fixed_errors=True)

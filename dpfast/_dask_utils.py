@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "active_client", "scatter_chunks", "set_feature_names", "decision_function",
+__all__ = ["is_dask_collection", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
            "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
            "PartitionError", "BAD_ROWS", "BAD_LENGTH", "BAD_LABELS",
@@ -126,9 +126,13 @@ def scatter_chunks(v, starts, dtype=None) -> list:
     k = len(starts) - 1
     if v is None:
         return [None] * k
+    return hold_pieces([np.ascontiguousarray(v[a:b], dtype=dtype) for a, b in zip(starts[:-1], starts[1:])])
+
+
+def hold_pieces(pieces) -> list:
+    """NumPy pieces (one per row chunk) held by the cluster, as :func:`scatter_chunks` holds them."""
     import dask
 
-    pieces = [np.ascontiguousarray(v[a:b], dtype=dtype) for a, b in zip(starts[:-1], starts[1:])]
     client = active_client()
     if client is not None:
         return list(client.scatter(pieces, broadcast=True, hash=True))

@@ -23,6 +23,7 @@ from dpfast import _threads, _trees, accounting
 from dpfast._base import (
     PUBLIC_LABELS,
     RANDOM_STATE,
+    DaskDispatchMixin,
     DPClassifierMixin,
     Interval,
     PrivateEstimator,
@@ -31,7 +32,16 @@ from dpfast._base import (
     validate_X,
     validate_y,
 )
-from dpfast._validation import check_epsilon, check_label_set, feature_bounds
+from dpfast._dask_utils import (
+    BAD_LABELS,
+    PartitionError,
+    fit_rows,
+    hold_pieces,
+    is_dask_collection,
+    sum_by_partitions,
+    vector_parts,
+)
+from dpfast._validation import check_epsilon, check_label_set, feature_bounds, public_classes
 from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
@@ -147,7 +157,7 @@ def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
     return out
 
 
-class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
+class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
     """Base of the random-tree classifiers (see :class:`dpfast.ensemble.RandomForestClassifier`
     for the mechanisms and the guarantee); subclasses fix how many trees there are."""
 
@@ -265,3 +275,82 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
     def predict(self, X) -> np.ndarray:
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
+
+
+# ----------------------------------------------------------------------------- Dask input
+def _leaf_count_partition(Xk, yk, part_k, classes, k, feature, threshold, depth):
+    """One partition's exact leaf counts (:func:`leaf_counts` of its rows, each row feeding tree
+    ``part_k[i]``, or every tree when None), or the fixed message of labels outside the public
+    set (the rows and the lengths are checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
+    try:
+        _, idx = check_label_set(yk, classes)
+    except (TypeError, ValueError):
+        return PartitionError(BAD_LABELS)
+    return leaf_counts(Xk, idx, k, feature, threshold, depth, part_k)
+
+
+def fit_dask(est, X, y, *, budget: Any = None):
+    """:meth:`RandomTreesClassifier.fit` on a Dask Array or DataFrame ``X`` (``y`` a Dask Array or
+    Series chunked like X's rows, or NumPy), without gathering the rows on the client.
+
+    The trees come from public randomness within the public ``bounds``; the only pass over the
+    data is the leaf counts, a sum over the row partitions: every partition returns
+    :func:`leaf_counts` of its rows (native ``dpfast._trees``), the integer tables added in
+    partition order (exact).  Public checks on metadata, the one charge, then the draws of the
+    in-memory fit in its order (the noisy row count of ``"auto"``, the forest, the count noise or
+    the rows' trees), so the released model is the in-memory one for the same data and
+    ``random_state``, bit for bit, whatever the partitioning.  ``"auto"`` and ``"label"`` need the
+    partitions' lengths (the row count; the row -> tree assignment, drawn on the client, 8 bytes a
+    row, is sent to the partitions): a DataFrame's are counted first.  Bad data found in the pass
+    (NaN or inf, a label outside ``classes``, a ``y`` of another length) raise ``ValueError``
+    after the charge, naming no row or value."""
+    est._validate_params()
+    est._reset_fit()
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
+    lengths = est.leaf_mechanism != "counts" or not is_dask_collection(y)
+    Xd, d = fit_rows(est, X, known_chunks=lengths)
+    yp = vector_parts(y, Xd, "y")
+    classes = public_classes(est.classes)
+    k = classes.size
+    lo, hi = tree_bounds(est.bounds, d, getattr(est, "feature_names_in_", None))
+    event, n_trees, depth, eps_n, eps_leaf = est._plan(k)
+    gen = check_random_state(est.random_state)
+    est._charge(event, budget)
+    mechanism = est.leaf_mechanism
+    if mechanism == "auto":
+        with detached():  # the fit's event covers the draw
+            n_noisy = int(discrete_laplace_mechanism(np.array([int(sum(Xd.chunks[0]))], dtype=np.int64), 1, eps_n,
+                                                     rng=gen)[0])
+        est.n_samples_noisy_ = n_noisy
+        mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+    feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
+    L = 1 << depth
+    args = (est.classes, k, feature, threshold, depth)
+    if mechanism == "counts":
+        with detached():  # noise first: its size is public
+            noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf, rng=gen)
+        noisy = sum_by_partitions(_leaf_count_partition, Xd, [yp, None], args, out_dtype=np.int64) + noise
+        est.leaf_counts_ = noisy
+        est.leaf_proba_ = leaf_distribution(noisy)
+    else:
+        # the rows' trees, drawn partition by partition: the same stream as one draw of n
+        part = (hold_pieces([gen.integers(0, n_trees, size=int(m)) for m in Xd.chunks[0]]) if n_trees > 1
+                else None)
+        exact = sum_by_partitions(_leaf_count_partition, Xd, [yp, part], args, out_dtype=np.int64)
+        with detached():
+            labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
+                                      noise="exponential", monotonic=True, rng=gen)
+        labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
+        est.leaf_labels_ = labels
+        est.leaf_proba_ = np.eye(k)[labels]
+    est.leaf_mechanism_ = mechanism
+    est.feature_ = feature
+    est.threshold_ = threshold
+    est.classes_ = classes
+    est.n_classes_ = int(k)
+    est._record_release(event, event.epsilon, 0.0, None)
+    return est
+
+
+RandomTreesClassifier._dask_fit = staticmethod(fit_dask)  # DaskDispatchMixin: fit on Dask collections

@@ -151,6 +151,27 @@ def _fit(cls, X=X2, y=Y01, fit_kw=None, **params):
     return call
 
 
+def _dask(a):
+    """``a`` as a dask Array of 3-row chunks (skips the case where dask is not installed)."""
+    da = pytest.importorskip("dask.array")
+    a = np.asarray(a)
+    return da.from_array(a, chunks=(3,) + a.shape[1:])
+
+
+def _fit_dask(cls, X=X2, y=Y01, **params):
+    """``fit`` on dask Arrays: the public checks of the Dask path (metadata only) and its refusals."""
+    def call(gen, **b):
+        Xd = _dask(X)
+        return cls(random_state=gen, **params).fit(Xd, None if y is None else _dask(y), **b)
+    return call
+
+
+def _mech_dask(fn, *args, **kw):
+    def call(gen, **b):
+        return fn(_dask(X2), *args, rng=gen, **kw, **b)
+    return call
+
+
 def _fit_x(cls, X, **params):
     def call(gen, **b):
         return cls(random_state=gen, **params).fit(X, **b)
@@ -564,6 +585,19 @@ CASES = [
     Case("RandomForestClassifier", "count table too large", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=30)),
     Case("RandomForestClassifier", "leaf_mechanism unknown", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), leaf_mechanism="em")),
     Case("RandomForestClassifier", "n_estimators 0", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators=0)),
+    # Dask input (issue 24): the public checks on metadata, and the refusals of what is not one pass of sums
+    Case("DecisionTreeClassifier", "Dask X, bounds missing", _fit_dask(TR.DecisionTreeClassifier)),
+    Case("DecisionTreeClassifier", "Dask X, y None", _fit_dask(TR.DecisionTreeClassifier, y=None, bounds=(0.0, 1.0))),
+    Case("RandomForestClassifier", "Dask X, bounds dict missing a feature",
+         _fit_dask(EN.RandomForestClassifier, bounds={0: (0.0, 1.0)}, leaf_mechanism="label")),
+    Case("RandomForestClassifier", "Dask X, count table too large",
+         _fit_dask(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=30)),
+    Case("GaussianNB", "Dask X, bounds wider than a double", _fit_dask(NB.GaussianNB, bounds=(-1e308, 1e308))),
+    Case("KMeans", "Dask X, bounds missing", _fit_dask(CL.KMeans, y=None, n_clusters=2)),
+    Case("PCA", "Dask X, method bingham (not one pass)", _fit_dask(DC.PCA, y=None, norm_bound=1.0, method="bingham")),
+    Case("quantile", "Dask input (not one pass of sums)", _mech_dask(TL.quantile, 0.5, 1.0, (-1.0, 1.0))),
+    Case("median", "Dask input (not one pass of sums)", _mech_dask(TL.median, 1.0, (-1.0, 1.0))),
+    Case("mean", "Dask input, bounds reversed", _mech_dask(TL.mean, 1.0, (1.0, -1.0))),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),
     Case("StandardScaler", "bounds reversed", _fit_x(PP.StandardScaler, X2, bounds=(1.0, 0.0))),
     Case("StandardScaler", "bounds wider than a double", _fit_x(PP.StandardScaler, X2, bounds=(-1e308, 1e308))),

@@ -275,7 +275,8 @@ def _entries():
                         spairs, 1.0, 0.0, 300)
     # ------------------------------------------------------------------ Dask input (issue 24): one pass
     # per partition after the charge, the noise on the client; the same entries on dask Arrays
-    for name in ("GaussianNB", "PCA", "KMeans", "LinearRegression_ssp", "mean", "var", "histogram2d"):
+    for name in ("GaussianNB", "PCA", "KMeans", "LinearRegression_ssp", "mean", "var", "histogram2d",
+                 "DecisionTreeClassifier", "RandomForestClassifier (label)"):
         ent = e[name]
         e[name + "_dask"] = Entry(_on_dask(ent.release), ent.pairs, ent.epsilon, ent.delta, min(ent.n_runs, 150))
     cats = np.array([["a"], ["b"], ["a"], ["c"]] * 5, dtype=object)

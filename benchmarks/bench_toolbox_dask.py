@@ -2,7 +2,7 @@
 ``LocalCluster`` with the rows persisted on the workers, against the same release in memory
 (NumPy) on the client, and the largest difference between the two releases.
 
-Run:  PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_toolbox_dask.py [--rows 2000000]
+Run:  PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_toolbox_dask.py [--rows 2000000] [--only NAME]
 
 Data: ``rows`` x 10 uniform [0, 1) float64 (labels: x_0 > 0.5; regression target 0.3 x_0 -
 0.2 x_1), 8 row chunks, persisted on 2 worker processes of 1 thread; best of 3 per release.
@@ -31,12 +31,15 @@ def main():
     from dpfast import tools
     from dpfast.cluster import KMeans
     from dpfast.decomposition import PCA
+    from dpfast.ensemble import RandomForestClassifier
     from dpfast.linear_model import LinearRegression
     from dpfast.naive_bayes import GaussianNB
 
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=2_000_000)
-    n = p.parse_args().rows
+    p.add_argument("--only", default="", help="run the releases whose name contains this")
+    a = p.parse_args()
+    n = a.rows
     d = 10
     X = np.random.default_rng(0).uniform(size=(n, d))
     y = (X[:, 0] > 0.5).astype(np.int64)
@@ -52,6 +55,12 @@ def main():
         "tools.histogramdd (3 x 10 bins)": (lambda A, b, br: tools.histogramdd(A[:, :3], 1.0, bins=10,
                                                                                range=[(0, 1)] * 3, rng=0)[0]),
     }
+    if hasattr(RandomForestClassifier, "_dask_fit"):  # trees on Dask (issue 24, refactor)
+        for lm in ("counts", "label"):
+            releases[f"RandomForestClassifier {lm} (10 trees, depth 6)"] = (
+                lambda A, b, br, lm=lm: RandomForestClassifier(bounds=(0, 1), n_estimators=10, max_depth=6,
+                                                               leaf_mechanism=lm, random_state=0).fit(A, b).leaf_proba_)
+    releases = {k: f for k, f in releases.items() if a.only in k}
     mem = {k: best(lambda f=f: f(X, y, yr)) for k, f in releases.items()}
     ref = {k: f(X, y, yr) for k, f in releases.items()}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,

@@ -17,7 +17,7 @@ import numbers
 import operator
 import os
 from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -185,8 +185,7 @@ _WIDTH_CHECKS = ("none", "finite", "half", "half_squared")
 
 
 def feature_bounds(bounds, n_features: int, feature_names=None, *, name: str = "bounds", purpose: str = "",
-                   required: bool = True, arrays: bool = False,
-                   width: str = "finite") -> Optional[tuple[np.ndarray, np.ndarray]]:
+                   arrays: bool = False, width: str = "finite") -> tuple[np.ndarray, np.ndarray]:
     """``bounds`` -> ``(lower, upper)``, two float64 arrays of length ``n_features``: the one
     parser of per-feature public bounds (preprocessing, naive Bayes, k-means, PCA, trees).
 
@@ -198,9 +197,9 @@ def feature_bounds(bounds, n_features: int, feature_names=None, *, name: str = "
     to the wrong ranges -- except with ``arrays=True`` (PCA's historical convention), where an
     array of shape ``(2, n_features)`` is the lower and the upper array.
 
-    ``required``: None is an error (its message says what the bounds are for: ``purpose``, e.g.
-    ``", from which the random splits are drawn"``); else None is returned as None.  Every range
-    must be finite with ``lower < upper``, plus ``width`` (one of ``"none"``, ``"finite"``: a
+    None is an error (its message says what the bounds are for: ``purpose``, e.g. ``", from which
+    the random splits are drawn"``; a caller whose bounds are optional tests for None first).
+    Every range must be finite with ``lower < upper``, plus ``width`` (one of ``"none"``, ``"finite"``: a
     finite ``upper - lower``; ``"half"``: a positive finite ``(upper - lower) / 2``;
     ``"half_squared"``: its square a positive finite double too).  Public values only: called
     before the charge; the messages may name them.
@@ -208,8 +207,6 @@ def feature_bounds(bounds, n_features: int, feature_names=None, *, name: str = "
     if width not in _WIDTH_CHECKS:
         raise ValueError(f"width must be one of {_WIDTH_CHECKS}, got {width!r}")
     if bounds is None:
-        if not required:
-            return None
         raise ValueError(f"{name} must be given: the public range (lower, upper) of every feature{purpose}; "
                          "reading it off the private data would not be private")
     d = int(n_features)

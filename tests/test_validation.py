@@ -116,7 +116,6 @@ def test_feature_bounds_forms():
     assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [1.0, 5.0]
     lo, hi = feature_bounds({"b": (0, 5), "a": (-1, 1)}, 2, ["a", "b"])  # by column name
     assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [1.0, 5.0]
-    assert feature_bounds(None, 2, required=False) is None
     lo, hi = feature_bounds([[0, 1, 2], [3, 4, 5]], 3, arrays=True)  # PCA: (lower array, upper array)
     assert lo.tolist() == [0.0, 1.0, 2.0] and hi.tolist() == [3.0, 4.0, 5.0]
     b = np.array([[0.0, 1.0], [2.0, 3.0]])

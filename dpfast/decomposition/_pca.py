@@ -177,9 +177,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     # ------------------------------------------------------------------ public checks
     def _geometry(self, d: int):
         """(c, lo, hi, R) from public parameters and d only; errors before the charge."""
-        box = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), required=False, arrays=True)
-        if box is not None:
-            lo, hi = box
+        if self.bounds is not None:
+            lo, hi = feature_bounds(self.bounds, d, getattr(self, "feature_names_in_", None), arrays=True)
             c = lo + 0.5 * (hi - lo)
             half = float(np.linalg.norm(0.5 * (hi - lo)))
         else:

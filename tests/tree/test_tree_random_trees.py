@@ -223,7 +223,7 @@ def test_auto_reads_the_data_only_through_the_noisy_count():
     X1, y1 = _data(400, 3, 2, seed=1)
     X2, y2 = _data(400, 3, 2, seed=2)
     rng = np.random.default_rng(9)
-    for s in range(40):
+    for s in range(20):
         fits = []
         for X, y in ((X1, y1), (X2, y2), (np.vstack([X1, rng.uniform(-2, 2, (1, 3))]), np.append(y1, s % 2))):
             fits.append(RandomForestClassifier(2.0, (-1, 1), max_depth=2, random_state=s).fit(X, y))

@@ -585,6 +585,8 @@ CASES = [
     Case("RandomForestClassifier", "count table too large", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=30)),
     Case("RandomForestClassifier", "leaf_mechanism unknown", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), leaf_mechanism="em")),
     Case("RandomForestClassifier", "n_estimators 0", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators=0)),
+    Case("RandomForestClassifier", "n_estimators unknown string", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators="many")),
+    Case("RandomForestClassifier", "auto: not one tree fits the table", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=23)),
     # Dask input (issue 24): the public checks on metadata, and the refusals of what is not one pass of sums
     Case("DecisionTreeClassifier", "Dask X, bounds missing", _fit_dask(TR.DecisionTreeClassifier)),
     Case("DecisionTreeClassifier", "Dask X, y None", _fit_dask(TR.DecisionTreeClassifier, y=None, bounds=(0.0, 1.0))),

@@ -54,8 +54,9 @@ def _assert_same_release(got, ref):
             assert w == v, name
 
 
-# (estimator, parameters, the leaf mechanism the fit ends with): "auto" both ways
-# (n eps < T 2^D / 4 picks "label": 3000 * 0.01 = 30 < 7 * 2^6 / 4 = 112; 3000 * 2 > 7 * 2^4 / 4)
+# (estimator, parameters, the leaf mechanism the fit ends with): "auto" both ways (the leaf rule
+# compares n eps' with sqrt(2) T 2^D: 3000 * 0.01 < 1.42 * 7 * 2^6; 3000 * 2 > 1.42 * 7 * 2^4), and
+# the "auto" forest size from the same noisy count
 CONFIGS = [
     (DecisionTreeClassifier, dict(epsilon=1.0, max_depth=4, leaf_mechanism="counts"), "counts"),
     (DecisionTreeClassifier, dict(epsilon=1.0, max_depth=4, leaf_mechanism="label"), "label"),
@@ -63,6 +64,9 @@ CONFIGS = [
     (RandomForestClassifier, dict(epsilon=1.0, max_depth=4, n_estimators=7, leaf_mechanism="label"), "label"),
     (RandomForestClassifier, dict(epsilon=0.01, max_depth=6, n_estimators=7), "label"),
     (RandomForestClassifier, dict(epsilon=2.0, max_depth=4, n_estimators=7), "counts"),
+    (RandomForestClassifier, dict(epsilon=2.0, max_depth=3), "counts"),  # n_estimators="auto" too
+    (RandomForestClassifier, dict(epsilon=1.0, max_depth=3, leaf_mechanism="label"), "label"),
+    (DecisionTreeClassifier, dict(epsilon=0.01, max_depth=6), "label"),
 ]
 
 

@@ -359,8 +359,8 @@ def fit_dask(est, X, y, *, budget: Any = None):
     in-memory fit in its order (the noisy row count of ``"auto"`` -- size or leaf -- the forest, the
     count noise or the rows' trees), so the released model is the in-memory one for the same data and
     ``random_state``, bit for bit, whatever the partitioning.  ``"auto"`` and ``"label"`` need the
-    partitions' lengths (the row count; the row -> tree assignment, drawn on the client, 8 bytes a
-    row, is sent to the partitions): a DataFrame's are counted first.  Bad data found in the pass
+    partitions' lengths (the row count; the row -> tree assignment, drawn on the client, one byte a
+    row up to 256 trees, is sent to the partitions): a DataFrame's are counted first.  Bad data found in the pass
     (NaN or inf, a label outside ``classes``, a ``y`` of another length) raise ``ValueError``
     after the charge, naming no row or value."""
     est._validate_params()
@@ -399,9 +399,11 @@ def fit_dask(est, X, y, *, budget: Any = None):
         est.leaf_counts_ = noisy
         est.leaf_proba_ = leaf_distribution(noisy)
     else:
-        # the rows' trees, drawn partition by partition: the same stream as one draw of n
-        part = (hold_pieces([gen.integers(0, n_trees, size=int(m)) for m in Xd.chunks[0]]) if n_trees > 1
-                else None)
+        # the rows' trees, drawn partition by partition (the same stream as one draw of n), sent in
+        # the smallest integer type (one byte a row up to 256 trees)
+        small = np.min_scalar_type(n_trees - 1)
+        part = (hold_pieces([gen.integers(0, n_trees, size=int(m)).astype(small) for m in Xd.chunks[0]])
+                if n_trees > 1 else None)
         exact = sum_by_partitions(_leaf_count_partition, Xd, [yp, part], args, out_dtype=np.int64)
         with detached():
             labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,

@@ -262,6 +262,8 @@ def _entries():
                                                       random_state=r)), ppairs, 1.0, 0.0, 300)
     e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
                             _labelled(_y01), 1.0, 0.0, 300)
+    e["GaussianNB_binary"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], binary_features=[0],
+                                                                random_state=r)), _labelled(_y01), 1.0, 0.0, 300)
     for lm in ("counts", "label"):
         sfx = "" if lm == "counts" else " (label)"
         e["DecisionTreeClassifier" + sfx] = Entry(

@@ -818,6 +818,10 @@ def _naive_bayes_targets():
             dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], priors=None, var_smoothing=1e-9,
                  random_state=1),
             seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(epsilon=BIG_INT))),
+        _mk("GaussianNB_binary", _estimator(NB.GaussianNB),
+            dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], binary_features=[0], alpha=1.0,
+                 random_state=1),
+            seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(alpha=5e-324))),
     ]
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 import numpy as np
 
@@ -182,8 +182,8 @@ def _ds_moments(r: np.ndarray, delta: int, epsilon: float, cost: str) -> np.ndar
 
 def _ds_optimal_r(delta: int, epsilon: float, cost: str) -> int:
     if delta > _DS_ENUMERATE:
-        raise ValueError(f"sensitivity > 2**22: pass r explicitly (the optimal r is found by enumerating "
-                         f"r = 1..sensitivity, too many here)")
+        raise ValueError("sensitivity > 2**22: pass r explicitly (the optimal r is found by enumerating "
+                         "r = 1..sensitivity, too many here)")
     r = np.arange(1, delta + 1, dtype=np.float64)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         v = _ds_moments(r, delta, epsilon, cost)
@@ -197,7 +197,7 @@ def discrete_staircase_r(sensitivity: RationalLike, epsilon: RationalLike, *, co
     E X^2 (``"l2"``) of P_r, found by evaluating the closed-form cost at every r (GV show the
     optimum over all epsilon-DP integer noises is a P_r, so the best of the Delta candidates is
     the optimal mechanism).  Ties go to the smallest r.  Delta <= 2**22."""
-    delta, eps = _ds_check(sensitivity, epsilon)
+    delta, eps = _ds_check(cast(Fraction, sensitivity), cast(Fraction, epsilon))  # Fractions after validation
     return _ds_optimal_r(delta, float(eps), cost)
 
 
@@ -206,6 +206,8 @@ def _ds_check(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, Fraction]:
         raise ValueError(f"sensitivity must be a positive integer <= 2**40 for the discrete staircase, got {sensitivity}")
     if epsilon > _DS_MAX_EPS:
         raise ValueError(f"epsilon must be <= {_DS_MAX_EPS} for the discrete staircase, got {float(epsilon):.6g}")
+    if sensitivity / epsilon > _MAX_SCALE:
+        raise ValueError("sensitivity / epsilon must be <= 2**40 (such noise swamps any int64 output)")
     return int(sensitivity), epsilon
 
 

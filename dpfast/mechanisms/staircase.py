@@ -136,7 +136,9 @@ def _staircase_plan(values, sensitivity, epsilon, gamma) -> _events.Plan:
 
 # ----------------------------------------------------------------------------- discrete staircase
 #
-# GV 2016, Section V ("the discrete setting"; arXiv 1212.1186 Section 6): for an integer-valued
+# GV 2016, the discrete setting (Section V of the IEEE version; the section number is from memory,
+# the pmf below is as quoted, with its a(r), in C. Harrison 2024, "Analytical variance of the
+# discrete staircase mechanism", and re-derived in the tests' normalisation check): for an integer-valued
 # query of integer sensitivity Delta, an optimal epsilon-DP integer noise has the staircase pmf
 #
 #     P_r(i) = a(r)          for 0 <= i < r,

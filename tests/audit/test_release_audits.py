@@ -273,7 +273,7 @@ def _entries():
             _labelled(_y01), 1.0, 0.0, 300)
     # "auto" everywhere: the noisy row count sizes the forest (n_estimators_ from 1 to ~4 here) and picks
     # the leaf release; depth 1 keeps the count share at 1/2 so that the size varies with the count
-    e["RandomForestClassifier (auto)"] = Entry(
+    e["RandomForestClassifier (auto-sized trees)"] = Entry(
         _fit(lambda r: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators="auto", max_depth=1,
                                                  leaf_mechanism="auto", random_state=r)),
         _labelled(_y01), 1.0, 0.0, 300)

@@ -346,13 +346,21 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
         # docstring); p = smoothed frequency of the upper value from the released n~ and S1
         b = self._binary
         if b.any():
+            # in log space: n~ + 2 alpha overflows for alpha near 1e308 (p = 0), and p rounds to 1
+            # when alpha / n~ < 2**-53 (log(1 - p) = -inf); log p and log(1 - p) are both formed from
+            # their own numerators, n~ h + alpha and n~ (1 - h) + alpha, so they stay finite
             a = float(self.alpha)
-            p = (n[:, None] * 0.5 * (1.0 + mean_u[:, b]) + a) / (n[:, None] + 2.0 * a)
+            nb, h = n[:, None], 0.5 * (1.0 + mean_u[:, b])
+            with np.errstate(divide="ignore"):  # log 0 = -inf is what logaddexp needs for h = 0 or 1
+                log_den = np.logaddexp(np.log(nb), np.log(2.0) + np.log(a))
+                log_p = np.logaddexp(np.log(nb * h), np.log(a)) - log_den
+                log_q = np.logaddexp(np.log(nb * (1.0 - h)), np.log(a)) - log_den
+            p, q = np.exp(log_p), np.exp(log_q)
             w = (hi - lo)[b]
             self.theta_[:, b] = lo[b] + w * p
-            self.var_[:, b] = w * w * p * (1.0 - p)
-            self._log_p = np.log(p)
-            self._log_q = np.log1p(-p)
+            self.var_[:, b] = w * w * p * q
+            self._log_p = log_p
+            self._log_q = log_q
         self.binary_features_ = b.copy()
         self._lo, self._hi = lo, hi
         self.class_count_ = n

@@ -188,7 +188,9 @@ class PrivacyEngine:
         if clipping != "flat":
             raise ValueError(f"clipping must be 'flat' (the norm over all parameters), got {clipping!r}")
         if grad_sample_mode not in ("hooks", "functional"):
-            raise ValueError(f"grad_sample_mode must be 'hooks' or 'functional', got {grad_sample_mode!r}")
+            hint = (" (Opacus's 'ghost': pass 'hooks', which uses ghost norms wherever a layer has them)"
+                    if grad_sample_mode in ("ghost", "ew") else "")
+            raise ValueError(f"grad_sample_mode must be 'hooks' or 'functional', got {grad_sample_mode!r}{hint}")
         if batch_first is not True:
             raise ValueError("batch_first must be True: dpfast.torch needs the batch on axis 0")
         if noise_generator is not None:

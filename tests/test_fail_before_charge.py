@@ -628,7 +628,8 @@ def _torch_engine(bad: str, **kw):
         from torch.utils.data import DataLoader, TensorDataset
 
         from dpfast.torch import PrivacyEngine
-        model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else nn.Linear(2, 2)
+        model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else \
+            nn.Linear(2, 2, device="meta") if bad == "meta" else nn.Linear(2, 2)
         loader = DataLoader(TensorDataset(torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)), batch_size=4)
         args = dict(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=loader,
                     noise_multiplier=1.0, max_grad_norm=1.0, epochs=1)
@@ -648,6 +649,9 @@ if HAS_TORCH:
         Case("PrivacyEngine", "poisson_sampling False", _torch_engine("", poisson_sampling=False)),
         Case("PrivacyEngine", "noise overflows float32", _torch_engine("", noise_multiplier=1e300)),
         Case("PrivacyEngine", "epochs 0", _torch_engine("", epochs=0)),
+        Case("PrivacyEngine", "per-layer clipping (not implemented)",
+             _torch_engine("", clipping="per_layer", max_grad_norm=[1.0, 1.0]), exc=(NotImplementedError,)),
+        Case("PrivacyEngine", "a module on the meta device", _torch_engine("meta")),
         Case("PrivacyEngine", "target_delta 1 (make_private_with_epsilon)",
              _torch_engine("epsilon", target_epsilon=1.0, target_delta=1.0)),
         Case("PrivacyEngine", "target_epsilon unreachable (make_private_with_epsilon)",

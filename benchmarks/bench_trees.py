@@ -118,6 +118,8 @@ def t(f, reps=3):
 tc = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="counts", random_state=0).fit(X, y))
 tl = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="label", random_state=0).fit(X, y))
 tt = t(lambda: DecisionTreeClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
+auto = RandomForestClassifier(1.0, b, random_state=0)
+ta = t(lambda: auto.fit(X, y))
 td = t(lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
                      random_state=0).fit(X, y), reps=1)
 tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
@@ -125,4 +127,6 @@ tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)),
 ts = t(lambda: SkRF(n_estimators=10, max_depth=5, random_state=0, n_jobs=1).fit(X, y), reps=1)
 print(f"fit at {n} rows x {d} features, n_estimators=10, max_depth=5: dpfast forest counts {tc:.3f} s, "
       f"label {tl:.3f} s, diffprivlib forest {td:.3f} s ({td / tc:.0f}x counts, {td / tl:.0f}x label); "
-      f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s")
+      f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s; "
+      f"dpfast default forest (n_estimators='auto' -> {auto.n_estimators_} trees, {auto.leaf_mechanism_}) {ta:.3f} s "
+      f"({td / ta:.1f}x diffprivlib's 10 trees)")

@@ -47,6 +47,7 @@ from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy
 from dpfast.random import check_random_state
 
 __all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
+           "release_leaves", "fit_dask",
            "auto_mechanism", "auto_n_trees", "auto_count_share", "MAX_DEPTH", "MAX_TABLE", "AUTO_MAX_TREES",
            "AUTO_RHO_TREES", "AUTO_RHO_LABEL"]
 
@@ -208,6 +209,56 @@ def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
     return out
 
 
+def release_leaves(est, gen, plan, classes, lo, hi, sizes, counts):
+    """Everything of a fit after its charge, the same for in-memory and Dask data: the noisy row
+    count when something is ``"auto"`` (the forest's size, the leaf mechanism), the trees, then the
+    leaves' release -- in this order from ``gen``.  ``plan``: :meth:`RandomTreesClassifier._plan`'s
+    tuple; ``sizes``: the rows of each partition (in memory one, ``[n]``; read only for the row
+    count and the rows' trees); ``counts(feature, threshold, parts)``: the exact ``(n_trees,
+    2^depth, n_classes)`` int64 leaf counts, every row in every tree (``parts`` None) or row ``i``
+    of partition ``p`` in tree ``parts[p][i]`` (``"label"``: the trees see disjoint rows, drawn
+    here partition by partition -- the same stream as one draw of ``n``).  Sets the fitted
+    attributes and the release record of ``est``; returns it."""
+    event, n_trees, cap, depth, eps_n, eps_leaf = plan
+    k = classes.size
+    mechanism = est.leaf_mechanism
+    if eps_n > 0.0:
+        with detached():  # the fit's event covers the draw
+            n_noisy = int(discrete_laplace_mechanism(np.array([sum(int(m) for m in sizes)], dtype=np.int64), 1,
+                                                     eps_n, rng=gen)[0])
+        est.n_samples_noisy_ = n_noisy
+        if n_trees is None:
+            n_trees = auto_n_trees(n_noisy, eps_leaf, depth, cap)
+        if mechanism == "auto":
+            mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+    assert n_trees is not None
+    feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
+    L = 1 << depth
+    if mechanism == "counts":
+        with detached():  # noise first: its size is public
+            noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf, rng=gen)
+        noisy = counts(feature, threshold, None) + noise
+        est.leaf_counts_ = noisy
+        est.leaf_proba_ = leaf_distribution(noisy)
+    else:
+        parts = [gen.integers(0, n_trees, size=int(m)) for m in sizes] if n_trees > 1 else None
+        exact = counts(feature, threshold, parts)
+        with detached():
+            labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
+                                      noise="exponential", monotonic=True, rng=gen)
+        labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
+        est.leaf_labels_ = labels
+        est.leaf_proba_ = np.eye(k)[labels]
+    est.n_estimators_ = int(n_trees)
+    est.leaf_mechanism_ = mechanism
+    est.feature_ = feature
+    est.threshold_ = threshold
+    est.classes_ = classes
+    est.n_classes_ = int(k)
+    est._record_release(event, event.epsilon, 0.0, None)
+    return est
+
+
 class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
     """Base of the random-tree classifiers (see :class:`dpfast.ensemble.RandomForestClassifier`
     for the mechanisms and the guarantee); subclasses fix how many trees there are."""
@@ -268,46 +319,12 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
         classes, idx = check_label_set(yv, self.classes)
         k, d = classes.size, Xa.shape[1]
         lo, hi = tree_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
-        event, n_trees, cap, depth, eps_n, eps_leaf = self._plan(k)
+        plan = self._plan(k)
         gen = check_random_state(self.random_state)
-        self._charge(event, budget)
-        mechanism = self.leaf_mechanism
-        if eps_n > 0.0:
-            with detached():  # the fit's event covers the draw
-                n_noisy = int(discrete_laplace_mechanism(np.array([Xa.shape[0]], dtype=np.int64), 1, eps_n,
-                                                         rng=gen)[0])
-            self.n_samples_noisy_ = n_noisy
-            if n_trees is None:
-                n_trees = auto_n_trees(n_noisy, eps_leaf, depth, cap)
-            if mechanism == "auto":
-                mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
-        assert n_trees is not None
-        feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
-        L = 1 << depth
-        if mechanism == "counts":
-            with detached():  # noise first: its size is public
-                noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf,
-                                                   rng=gen)
-            noisy = leaf_counts(Xa, idx, k, feature, threshold, depth) + noise
-            self.leaf_counts_ = noisy
-            self.leaf_proba_ = leaf_distribution(noisy)
-        else:
-            part = gen.integers(0, n_trees, size=Xa.shape[0]) if n_trees > 1 else None
-            exact = leaf_counts(Xa, idx, k, feature, threshold, depth, part)
-            with detached():
-                labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
-                                          noise="exponential", monotonic=True, rng=gen)
-            labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
-            self.leaf_labels_ = labels
-            self.leaf_proba_ = np.eye(k)[labels]
-        self.n_estimators_ = int(n_trees)
-        self.leaf_mechanism_ = mechanism
-        self.feature_ = feature
-        self.threshold_ = threshold
-        self.classes_ = classes
-        self.n_classes_ = int(k)
-        self._record_release(event, event.epsilon, 0.0, None)
-        return self
+        self._charge(plan[0], budget)
+        depth = plan[3]
+        return release_leaves(self, gen, plan, classes, lo, hi, [Xa.shape[0]], lambda feature, threshold, parts:
+                              leaf_counts(Xa, idx, k, feature, threshold, depth, None if parts is None else parts[0]))
 
     def apply(self, X) -> np.ndarray:
         """The leaf index (0 .. 2^max_depth - 1) of every row in every tree, shape (n, n_trees)."""
@@ -369,56 +386,25 @@ def fit_dask(est, X, y, *, budget: Any = None):
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
     classes = public_classes(est.classes)
     k = classes.size
-    event, n_trees, cap, depth, eps_n, eps_leaf = est._plan(k)
+    plan = est._plan(k)
     # the partitions' lengths: for the noisy row count ("auto"), the rows' trees ("label"), or to
     # split NumPy labels like X
-    lengths = eps_n > 0.0 or est.leaf_mechanism == "label" or not is_dask_collection(y)
+    lengths = plan[4] > 0.0 or est.leaf_mechanism == "label" or not is_dask_collection(y)
     Xd, d = fit_rows(est, X, known_chunks=lengths)
     yp = vector_parts(y, Xd, "y")
     lo, hi = tree_bounds(est.bounds, d, getattr(est, "feature_names_in_", None))
     gen = check_random_state(est.random_state)
-    est._charge(event, budget)
-    mechanism = est.leaf_mechanism
-    if eps_n > 0.0:
-        with detached():  # the fit's event covers the draw
-            n_noisy = int(discrete_laplace_mechanism(np.array([int(sum(Xd.chunks[0]))], dtype=np.int64), 1, eps_n,
-                                                     rng=gen)[0])
-        est.n_samples_noisy_ = n_noisy
-        if n_trees is None:
-            n_trees = auto_n_trees(n_noisy, eps_leaf, depth, cap)
-        if mechanism == "auto":
-            mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
-    assert n_trees is not None
-    feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
-    L = 1 << depth
-    args = (est.classes, k, feature, threshold, depth)
-    if mechanism == "counts":
-        with detached():  # noise first: its size is public
-            noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf, rng=gen)
-        noisy = sum_by_partitions(_leaf_count_partition, Xd, [yp, None], args, out_dtype=np.int64) + noise
-        est.leaf_counts_ = noisy
-        est.leaf_proba_ = leaf_distribution(noisy)
-    else:
-        # the rows' trees, drawn partition by partition (the same stream as one draw of n), sent in
-        # the smallest integer type (one byte a row up to 256 trees)
-        small = np.min_scalar_type(n_trees - 1)
-        part = (hold_pieces([gen.integers(0, n_trees, size=int(m)).astype(small) for m in Xd.chunks[0]])
-                if n_trees > 1 else None)
-        exact = sum_by_partitions(_leaf_count_partition, Xd, [yp, part], args, out_dtype=np.int64)
-        with detached():
-            labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
-                                      noise="exponential", monotonic=True, rng=gen)
-        labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
-        est.leaf_labels_ = labels
-        est.leaf_proba_ = np.eye(k)[labels]
-    est.n_estimators_ = int(n_trees)
-    est.leaf_mechanism_ = mechanism
-    est.feature_ = feature
-    est.threshold_ = threshold
-    est.classes_ = classes
-    est.n_classes_ = int(k)
-    est._record_release(event, event.epsilon, 0.0, None)
-    return est
+    est._charge(plan[0], budget)
+
+    def counts(feature, threshold, parts):
+        # the rows' trees (public) go to the partitions in the smallest integer type: one byte a
+        # row up to 256 trees
+        tree_of_row = None if parts is None else hold_pieces(
+            [p.astype(np.min_scalar_type(feature.shape[0] - 1)) for p in parts])
+        return sum_by_partitions(_leaf_count_partition, Xd, [yp, tree_of_row],
+                                 (est.classes, k, feature, threshold, plan[3]), out_dtype=np.int64)
+
+    return release_leaves(est, gen, plan, classes, lo, hi, Xd.chunks[0], counts)
 
 
 RandomTreesClassifier._dask_fit = staticmethod(fit_dask)  # DaskDispatchMixin: fit on Dask collections

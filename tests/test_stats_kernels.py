@@ -359,3 +359,28 @@ print(h.hexdigest())
                                    check=True).stdout.strip())
     assert len(digests) == 1
 
+
+
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("order", [1, 2])
+def test_moments_flag_is_exact_for_huge_finite_values(nan, order):
+    """The one-column pass flags a chunk when a lane of its unclamped sum is not finite and then
+    rescans it: finite values whose sums overflow (or meet +inf and -inf in the fold) are not
+    reported; one infinite element (or NaN outside the nan forms) in any position is, per chunk."""
+    n = 3 * 65_536 + 11
+    x = np.full((n, 1), 1.7e308)
+    x[1::2] = -1.7e308
+    x[::7] = 0.25
+    for t in THREADS:
+        s1, s2, cnt, bad = _stats.moments(x, 0.0, 1.0, 0.5, 0.5, nan, order, t)
+        assert bad == 0
+        assert np.isfinite(s1[0]) and abs(s1[0]) <= 0.5 * n
+    for pos in (0, 9, 65_535, 65_536, n - 1):
+        y = x.copy()
+        y[pos, 0] = np.inf
+        assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 2)[3] == 1
+        y[pos, 0] = np.nan
+        assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 2)[3] == (0 if nan else 1)
+    y = x.copy()
+    y[[3, 70_000, n - 2], 0] = -np.inf  # three chunks
+    assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 3)[3] == 3

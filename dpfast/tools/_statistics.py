@@ -82,6 +82,8 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
     non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
     pass counts them itself (:func:`_finite`) before the charge, so that the data are read once."""
+    if not check and type(a) is np.ndarray and a.dtype == np.float64 and a.ndim and a.flags.c_contiguous:
+        return a  # the common case: what the general path below returns, unchanged
     if is_dask_collection(a):
         return _dask_data(a)
     if isinstance(a, (str, bytes)):
@@ -175,9 +177,12 @@ class _Noise:
     def __init__(self, *parts) -> None:
         _scales(*(b for b, _ in parts))
         self.parts = parts
-        sizes = [math.prod(shape) for _, shape in parts]
-        self.out = allocate_output((int(math.fsum(sizes)),), np.dtype(np.float64))
-        self.scale = np.repeat(np.array([b for b, _ in parts], dtype=np.float64), sizes)
+        scales = [b for b, _ in parts]
+        if all(shape == () for _, shape in parts):  # one value each (axis=None)
+            self.scale = np.array(scales, dtype=np.float64)
+        else:
+            self.scale = np.repeat(np.array(scales, dtype=np.float64), [math.prod(shape) for _, shape in parts])
+        self.out = allocate_output(self.scale.shape, np.dtype(np.float64))
 
     def draw(self, gen) -> list:
         """The noise of every part: a float for shape (), else an array of that shape."""

@@ -11,8 +11,9 @@
 // for any memory layout of the same values (C, Fortran, strided); float32 input is widened to
 // double exactly, so float32 and float64 input holding the same values give the same bits.
 //
-// Included from stats.hpp after <algorithm>, <cmath>, <cstdint>, <cstring>, <vector> and
-// "parallel.hpp"; uses dpf::stats::Chunks, merge_tree and the parameter structs from there.
+// Included from stats.hpp after <algorithm>, <cfloat>, <cmath>, <cstdint>, <cstring>, <vector>
+// and "parallel.hpp"; uses dpf::stats::Chunks, Partials, for_chunks (the one chunked reduction)
+// and the parameter structs from there.
 
 typedef double v4d __attribute__((vector_size(32)));
 

@@ -564,6 +564,8 @@ CASES = [
     Case("RandomForestClassifier", "count table too large", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=30)),
     Case("RandomForestClassifier", "leaf_mechanism unknown", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), leaf_mechanism="em")),
     Case("RandomForestClassifier", "n_estimators 0", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators=0)),
+    Case("RandomForestClassifier", "n_estimators unknown string", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators="many")),
+    Case("RandomForestClassifier", "auto: not one tree fits the table", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=23)),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),
     Case("StandardScaler", "bounds reversed", _fit_x(PP.StandardScaler, X2, bounds=(1.0, 0.0))),
     Case("StandardScaler", "bounds wider than a double", _fit_x(PP.StandardScaler, X2, bounds=(-1e308, 1e308))),

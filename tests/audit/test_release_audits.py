@@ -271,6 +271,12 @@ def _entries():
             _fit(lambda r, lm=lm: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators=2, max_depth=2,
                                                             leaf_mechanism=lm, random_state=r)),
             _labelled(_y01), 1.0, 0.0, 300)
+    # "auto" everywhere: the noisy row count sizes the forest (n_estimators_ from 1 to ~4 here) and picks
+    # the leaf release; depth 1 keeps the count share at 1/2 so that the size varies with the count
+    e["RandomForestClassifier (auto-sized trees)"] = Entry(
+        _fit(lambda r: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators="auto", max_depth=1,
+                                                 leaf_mechanism="auto", random_state=r)),
+        _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
     # ------------------------------------------------------------------ Dask input (issue 24): one pass

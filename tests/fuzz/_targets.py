@@ -833,7 +833,8 @@ def _trees_targets():
         _mk("DecisionTreeClassifier", _estimator(TR.DecisionTreeClassifier), base, seed="random_state",
             data=("X", "y"), examples=big),
         _mk("RandomForestClassifier", _estimator(EN.RandomForestClassifier), dict(base, n_estimators=3),
-            seed="random_state", data=("X", "y"), examples=big + (dict(n_estimators=BIG_INT),)),
+            seed="random_state", data=("X", "y"), examples=big + (dict(n_estimators=BIG_INT), dict(n_estimators="auto", leaf_mechanism="auto"),
+                                          dict(n_estimators="auto", epsilon=BIG_INT))),
     ]
 
 

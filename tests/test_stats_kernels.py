@@ -384,3 +384,37 @@ def test_moments_flag_is_exact_for_huge_finite_values(nan, order):
     y = x.copy()
     y[[3, 70_000, n - 2], 0] = -np.inf  # three chunks
     assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 3)[3] == 3
+
+
+def _misaligned(a):
+    """A copy of ``a`` whose data pointer is off its item size's alignment (as a buffer unpickled
+    from a network frame: dask.distributed's workers get such partitions)."""
+    a = np.ascontiguousarray(a)
+    buf = np.zeros(a.nbytes + 1, dtype=np.uint8)
+    m = np.frombuffer(buf[1:].data, dtype=a.dtype).reshape(a.shape)
+    m[...] = a
+    assert not m.flags.aligned
+    return m
+
+
+def test_misaligned_arrays_are_read_as_copies():
+    """Every kernel takes arrays whose buffer is not aligned (the binding copies them: an unaligned
+    typed read is undefined behaviour, which the sanitizer stage refuses) and gives the bits of
+    the aligned input."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(1001, 4))
+    lab = rng.integers(0, 3, 1001)
+    lo, hi = -np.ones(4), np.ones(4)
+    c, r = np.zeros(4), np.ones(4)
+    y, w = rng.normal(size=1001), rng.uniform(size=1001)
+    C = rng.normal(size=(3, 4))
+    M = _misaligned
+    same_bits([_stats.moments(X, -1.0, 1.0, 0.0, 1.0, False, 2, 2), _stats.moments(M(X), -1.0, 1.0, 0.0, 1.0, False, 2, 2)])
+    same_bits([_stats.class_moments(X, lab, 3, lo, hi, c, r, 2),
+               _stats.class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
+    same_bits([(_stats.pca_gram(X, lo, hi, c, 2.0, 2),), (_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2),)])
+    same_bits([(_stats.ssp_gram(X, y, w, 2),), (_stats.ssp_gram(M(X), M(y), M(w), 2),)])
+    same_bits([_stats.kmeans_step(X, C, True, True, 2), _stats.kmeans_step(M(X), M(C), True, True, 2)])
+    e = [np.linspace(-2, 2, 5), np.linspace(-1, 1, 3)]
+    same_bits([_stats.histogram(X[:, :2], e, [True, True], 2),
+               _stats.histogram(M(X[:, :2]), [M(v) for v in e], [True, True], 2)])

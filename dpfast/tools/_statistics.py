@@ -440,8 +440,7 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     if x.ndim == 0:
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)
-    _, d, _ = _shape(x, axis, keepdims)
-    shape = _shape(x, axis, keepdims)[0]
+    shape, d, _ = _shape(x, axis, keepdims)
     noise = _Noise((d / epsilon, shape))
     c = _release_statistic(x, budget, lambda: Laplace(scale=d / epsilon, sensitivity=float(d)), "count_nonzero",
                            _nonzero_counts, None, args=(axis, keepdims))

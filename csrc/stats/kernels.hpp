@@ -116,34 +116,36 @@ void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, do
     if constexpr (NaN) cnt[0] = (int64_t)fold(tn);  // < 2^53 per chunk: exact
 }
 
-// d > 1: per row, per column, in row order (the partials are per column).
-template <class T>
-void moments_rows(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2,
-                  int64_t* cnt, int64_t* bad) {
+// d > 1: per row, per column, in row order (the partials are per column).  The non-finite
+// flag rides in the sums as in the one-column pass (each term y + (x - x): NaN exactly for a
+// bad element), so the column loop carries no reduction of its own and the compiler vectorises
+// it across columns (outside the nan forms: 10^6 x 10 float64, 12.6 -> 3.6 ms); a column's terms
+// and their order are unchanged.
+template <class T, bool NaN, bool Sq>
+void moments_rows(const MomentsParams& p, const T* __restrict x, int64_t r0, int64_t r1, double* __restrict s1,
+                  double* __restrict s2, int64_t* __restrict cnt, int64_t* bad) {
     const int64_t d = p.d;
     const double c = p.c, ylo = p.ylo, yhi = p.yhi;
-    const bool nan = p.nan, sq = p.order == 2;
-    double bsum = 0.0;
     for (int64_t i = r0; i < r1; ++i) {
-        const T* row = x + i * d;
+        const T* __restrict row = x + i * d;
         for (int64_t j = 0; j < d; ++j) {
             const double v = (double)row[j];
             double y = v - c;
             y = y > ylo ? y : ylo;
             y = y < yhi ? y : yhi;
-            if (nan) {
+            y += v - v;  // NaN for a bad element (nan mode: an infinite one; NaN is masked below)
+            if constexpr (NaN) {
                 const bool ok = v == v;
                 y = ok ? y : 0.0;
                 cnt[j] += ok ? 1 : 0;
-                bsum += ok ? v - v : 0.0;
-            } else {
-                bsum += v - v;
             }
             s1[j] += y;
-            if (sq) s2[j] += y * y;
+            if constexpr (Sq) s2[j] += y * y;
         }
     }
-    *bad += bsum != 0.0 ? 1 : 0;
+    bool flagged = false;
+    for (int64_t j = 0; j < d; ++j) flagged |= s1[j] != s1[j];
+    *bad = flagged ? 1 : 0;
 }
 
 template <class T>
@@ -164,9 +166,15 @@ void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
         else
             sq ? run(column_chunk<T, false, true>) : run(column_chunk<T, false, false>);
     } else {
-        for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
-            moments_rows<T>(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k), bad.at(k));
-        });
+        auto run = [&](auto kernel) {
+            for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
+                kernel(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k), bad.at(k));
+            });
+        };
+        if (p.nan)
+            sq ? run(moments_rows<T, true, true>) : run(moments_rows<T, true, false>);
+        else
+            sq ? run(moments_rows<T, false, true>) : run(moments_rows<T, false, false>);
     }
     r.s1 = s1.merged();
     r.s2 = s2.merged();

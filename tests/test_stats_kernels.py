@@ -418,3 +418,21 @@ def test_misaligned_arrays_are_read_as_copies():
     e = [np.linspace(-2, 2, 5), np.linspace(-1, 1, 3)]
     same_bits([_stats.histogram(X[:, :2], e, [True, True], 2),
                _stats.histogram(M(X[:, :2]), [M(v) for v in e], [True, True], 2)])
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_moments_columns_flag(nan):
+    """d > 1 (the per-column pass): huge finite values are not flagged; one bad element in any
+    column is (nan forms: an infinity only), counted per chunk, for any thread count."""
+    x = np.full((50_003, 3), 1.7e308)
+    x[1::2] = -1.7e308
+    for t in THREADS:
+        assert _stats.moments(x, 0.0, 1.0, 0.5, 0.5, nan, 2, t)[3] == 0
+    rows = x.shape[0]
+    for col in range(3):
+        for pos in (0, rows // 2, rows - 1):
+            y = x.copy()
+            y[pos, col] = -np.inf
+            assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == 1
+            y[pos, col] = np.nan
+            assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == (0 if nan else 1)

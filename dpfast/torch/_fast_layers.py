@@ -54,6 +54,11 @@ bfloat16 inputs convert exactly) and, with gamma_n = n u / (1 - n u) (Higham, "A
 Stability of Numerical Algorithms", 2nd ed., Lemma 3.1 and Sec. 3.1: any order of summation, so
 any BLAS blocking or FMA), the results are inflated by:
 
+* Linear with T = 1 on the CPU (float32/float64): ||a|| and ||g|| are upper bounds from dpfast's
+  native row-norm kernel (``csrc/clip/clip.hpp``, float64 accumulation read from the tensors'
+  memory, within (P/8 + 16) 2^-52 relative plus 2^-537 sqrt(P)); the weight's bound is
+  (||a|| ||g||)^2 (1 + 2^-48) + 2^-1022 (the factor covers the three roundings of the product and
+  the square, the absolute term float64 underflow), the bias's ||g||^2 (1 + 2^-48) + 2^-1022.
 * Gram forms (Linear T >= 1, Embedding Gram): with R_i = sum_t ||a_t|| ||g_t|| (for Embedding
   ||a_t|| = 1 at a non-padding position, else 0), every entry of A A^T (G G^T) is off by at most
   gamma_{d_in} ||a_s|| ||a_t|| (gamma_{d_out} ||g_s|| ||g_t||) and the T^2-term inner product adds
@@ -128,10 +133,13 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.grad import conv1d_weight, conv2d_weight
+
+from dpfast import _clip
 
 __all__ = ["FAST_LAYERS", "FastLayer"]
 
@@ -347,10 +355,37 @@ def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]
     return a.reshape(b, t, a.shape[-1]), grad_output.reshape(b, t, grad_output.shape[-1])
 
 
+def _row_norms_upper(x: torch.Tensor) -> Optional[torch.Tensor]:
+    """Certified upper bounds (float64, (B,)) of the l2 norms of the rows of a (B, P) CPU
+    float32/float64 tensor, by dpfast's native row-norm kernel on the tensor's memory (float64
+    accumulation, no float64 copy): ``dpfast._clip.clip_rows``'s norms inflated by its summation
+    bound (``csrc/clip/clip.hpp``: (P/8 + 16) 2^-52 relative, plus 2^-537 sqrt(P) for float64
+    underflow; the rule of ``dpfast.torch.per_sample_norm_sq``).  None for other devices/dtypes."""
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or x.shape[0] == 0:
+        return None
+    b, p = x.shape
+    norms = np.empty(b)
+    _clip.clip_rows(x.detach().contiguous().numpy(), np.inf, norms, None, None, None)
+    rho = (max(1, p) / 8.0 + 16.0) * 2.0 ** -52
+    return torch.from_numpy(norms * (1.0 + rho) + math.sqrt(max(1, p)) * 2.0 ** -537)
+
+
 @torch.no_grad()
 def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
+    if a.shape[1] == 1 and method is None:
+        # T = 1: ||g a^T||_F = ||a|| ||g|| and the bias gradient is g, from native row norms
+        na = _row_norms_upper(a[:, 0]) if "weight" in params else None
+        ng = _row_norms_upper(g[:, 0])
+        if ng is not None and (na is not None or "weight" not in params):
+            parts = []
+            if "weight" in params:
+                w = na * ng
+                parts.append(w * w * (1.0 + 2.0 ** -48) + _TINY)
+            if "bias" in params:
+                parts.append(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
+            return _add_upper(parts, a.shape[0])
     g64 = g.to(_F64)
     parts = []
     if "weight" in params:

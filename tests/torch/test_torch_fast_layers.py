@@ -368,3 +368,21 @@ def test_extreme_float32_magnitudes(scale, method):
     ref = (torch.einsum("bto,bti->boi", g64, x64) ** 2).sum((1, 2)) + (g64.sum(1) ** 2).sum(1)
     assert torch.all(torch.isfinite(ns))
     assert torch.all(ns >= ref * (1 - 1e-12)) and torch.all(ns <= ref * (1 + RTOL))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_linear_2d_native_row_norms_bound_tiny_and_exact_values(dtype):
+    # T = 1 uses dpfast's native row norms: an upper bound also where the float64 square of the
+    # product underflows (float64: entries 1e-200), and exact in rational arithmetic otherwise
+    m = nn.Linear(3, 2).to(dtype)
+    scale = 1e-200 if dtype == torch.float64 else 1e-20
+    x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 0.25, -0.125]], dtype=dtype) * scale
+    g = torch.tensor([[1.0, 1.0], [3.0, -4.0]], dtype=dtype) * scale
+    ns = FAST_LAYERS[nn.Linear].norm_sq(m, (x,), g)
+    for i in range(2):
+        a2 = sum(Fraction(float(v)) ** 2 for v in x[i])
+        g2 = sum(Fraction(float(v)) ** 2 for v in g[i])
+        exact = a2 * g2 + g2
+        assert Fraction(float(ns[i])) >= exact
+        if dtype == torch.float32:
+            assert float(ns[i]) <= float(exact) * (1 + 1e-12) + 2.0 ** -1021

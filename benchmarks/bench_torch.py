@@ -317,8 +317,6 @@ def run_inprocess(kinds, modes, threads_list, rounds):
     then of mode B, ...), each mode's fastest round (per step) reported: a machine shared with other
     jobs disturbs every mode alike, so the ratios are the robust figures.  Also the engine's parts
     (forward + backward; opt.step = clipping, noise and the SGD update), each timed alone."""
-    import torch
-
     print("| model | threads | " + " | ".join(modes) + " | best Opacus / engine | engine fwd+bwd | engine opt.step |")
     print("|---|---|" + "---|" * len(modes) + "---|---|---|")
     for kind in kinds:

@@ -45,6 +45,12 @@ namespace dpf {
 constexpr std::size_t kNoiseBlock = std::size_t(1) << 13;
 constexpr std::size_t kNoiseSub = std::size_t(1) << 11;
 constexpr std::size_t kNoiseRing = 16;
+// The normal fill's transform (a table look-up and a multiply per word) costs less than drawing
+// its word, which only the calling thread can do, so helper threads can gain little (at most the
+// transform's share) and cost much when the cores are busy (the caller waits on a descheduled
+// helper: 6x slower at the median next to torch's spinning OpenMP threads on 2 loaded cores).  So
+// below this many outputs the normal fill runs serially whatever n_threads says (same output).
+constexpr std::size_t kNoiseNormalParallelMin = std::size_t(1) << 20;
 
 // The transform of one run of words w[0..len) into outputs lo..lo+len-1: every output is
 // written (branch-free, so that the ~1.2% of words the normal ziggurat's fast path rejects cost
@@ -123,7 +129,7 @@ template <class T, class Dist>
 void add_noise(BitStream& rs, const Dist& dist, const T* x, const double* scale,
                bool scale_per_element, T* out, std::size_t n, int n_threads) {
     if (n == 0) return;
-    if (n_threads <= 1 || n <= kNoiseBlock) {
+    if (n_threads <= 1 || n <= kNoiseBlock || (Dist::may_reject && n < kNoiseNormalParallelMin)) {
         add_noise_serial(rs, dist, x, scale, scale_per_element, out, n);
         return;
     }

@@ -5,8 +5,9 @@ Accuracy: test accuracy at epsilon 0.1, 1, 10 over 10 seeds on UCI Adult (dpfast
 official split), breast-cancer, digits and wine (scikit-learn's, a fixed stratified 70/30
 split).  Every private model gets the same public parameters: the training set's per-feature
 min/max as bounds (treated as public, as in diffprivlib's examples), the label set, diffprivlib's
-defaults n_estimators=10 and max_depth=5.  dpfast is run with its default leaf mechanism ("auto")
-and with each of the two it chooses between ("counts", "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
+defaults n_estimators=10 and max_depth=5.  dpfast is run at its defaults (n_estimators="auto":
+the forest size derived from the noisy row count; leaf_mechanism="auto") and at diffprivlib's
+n_estimators=10 with each leaf mechanism ("auto", "counts", "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
 1 run; it routes the rows in a Python loop).
 
     PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_trees.py [--dpl /tmp/dpl_site] [--seeds 10]
@@ -32,6 +33,7 @@ p.add_argument("--dpl", default="/tmp/dpl_site")
 p.add_argument("--seeds", type=int, default=10)
 p.add_argument("--rows", type=int, default=1_000_000)
 p.add_argument("--skip-accuracy", action="store_true")
+p.add_argument("--skip-speed", action="store_true")
 p.add_argument("--datasets", default="adult,breast-cancer,digits,wine")
 args = p.parse_args()
 sys.path.append(args.dpl)
@@ -65,9 +67,10 @@ def ms(a):
 
 print(f"diffprivlib {diffprivlib.__version__}")
 if not args.skip_accuracy:
-    print("accuracy (mean +- sd over seeds), n_estimators=10, max_depth=5: data, epsilon, "
-          "forest: dpfast auto (default), counts, label, diffprivlib | tree: dpfast auto, counts, label, diffprivlib | "
-          "sklearn forest")
+    print("accuracy (mean +- sd over seeds): data, epsilon, forest: dpfast default (n_estimators='auto', "
+          "leaf_mechanism='auto', max_depth=5) [median n_estimators_], dpfast at diffprivlib's n_estimators=10 "
+          "(auto, counts, label), diffprivlib (n_estimators=10, max_depth=5) | tree (max_depth=5): dpfast auto, "
+          "diffprivlib | sklearn forest (10, 5)")
     for name, Xtr, Xte, ytr, yte in datasets():
         lo, hi = Xtr.min(0), Xtr.max(0)
         hi = np.where(hi > lo, hi, lo + 1.0)
@@ -75,20 +78,27 @@ if not args.skip_accuracy:
         classes = np.unique(ytr)  # public schema of these benchmarks
         sk = SkRF(n_estimators=10, max_depth=5, random_state=0).fit(Xtr, ytr).score(Xte, yte)
         for eps in (0.1, 1.0, 10.0):
-            r = {k: [] for k in ("fa", "fc", "fl", "fd", "ta", "tc", "tl", "td")}
+            r = {k: [] for k in ("f0", "fa", "fc", "fl", "fd", "ta", "td", "T")}
             for s in range(args.seeds):
+                m0 = RandomForestClassifier(eps, bounds, classes=classes, random_state=s).fit(Xtr, ytr)
+                r["f0"].append(m0.score(Xte, yte))
+                r["T"].append(m0.n_estimators_)
                 for lm, key in (("auto", "a"), ("counts", "c"), ("label", "l")):
-                    r["f" + key].append(RandomForestClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
-                                                               random_state=s).fit(Xtr, ytr).score(Xte, yte))
-                    r["t" + key].append(DecisionTreeClassifier(eps, bounds, classes=classes, leaf_mechanism=lm,
-                                                               random_state=s).fit(Xtr, ytr).score(Xte, yte))
+                    r["f" + key].append(RandomForestClassifier(eps, bounds, classes=classes, n_estimators=10,
+                                                               leaf_mechanism=lm, random_state=s)
+                                        .fit(Xtr, ytr).score(Xte, yte))
+                r["ta"].append(DecisionTreeClassifier(eps, bounds, classes=classes, random_state=s)
+                               .fit(Xtr, ytr).score(Xte, yte))
                 r["fd"].append(DplRF(epsilon=eps, bounds=(lo, hi), classes=list(classes), random_state=s)
                                .fit(Xtr, ytr).score(Xte, yte))
                 r["td"].append(DplTree(epsilon=eps, bounds=(lo, hi), classes=list(classes), random_state=s)
                                .fit(Xtr, ytr).score(Xte, yte))
-            print(f"{name:14s} eps={eps:<5} forest {ms(r['fa'])} {ms(r['fc'])} {ms(r['fl'])} dpl {ms(r['fd'])} | "
-                  f"tree {ms(r['ta'])} {ms(r['tc'])} {ms(r['tl'])} dpl {ms(r['td'])} | sklearn {sk:.3f}", flush=True)
+            print(f"{name:14s} eps={eps:<5} forest {ms(r['f0'])} [T {np.median(r['T']):.0f}] | T=10 {ms(r['fa'])} "
+                  f"{ms(r['fc'])} {ms(r['fl'])} | dpl {ms(r['fd'])} || tree {ms(r['ta'])} dpl {ms(r['td'])} | "
+                  f"sklearn {sk:.3f}", flush=True)
 
+if args.skip_speed:
+    sys.exit(0)
 rng = np.random.default_rng(0)
 n, d = args.rows, 10
 X = rng.uniform(-4, 4, size=(n, d))
@@ -105,9 +115,11 @@ def t(f, reps=3):
     return float(np.median(out))
 
 
-tc = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
-tl = t(lambda: RandomForestClassifier(1.0, b, leaf_mechanism="label", random_state=0).fit(X, y))
+tc = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="counts", random_state=0).fit(X, y))
+tl = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="label", random_state=0).fit(X, y))
 tt = t(lambda: DecisionTreeClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
+auto = RandomForestClassifier(1.0, b, random_state=0)
+ta = t(lambda: auto.fit(X, y))
 td = t(lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
                      random_state=0).fit(X, y), reps=1)
 tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
@@ -115,4 +127,6 @@ tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)),
 ts = t(lambda: SkRF(n_estimators=10, max_depth=5, random_state=0, n_jobs=1).fit(X, y), reps=1)
 print(f"fit at {n} rows x {d} features, n_estimators=10, max_depth=5: dpfast forest counts {tc:.3f} s, "
       f"label {tl:.3f} s, diffprivlib forest {td:.3f} s ({td / tc:.0f}x counts, {td / tl:.0f}x label); "
-      f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s")
+      f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s; "
+      f"dpfast default forest (n_estimators='auto' -> {auto.n_estimators_} trees, {auto.leaf_mechanism_}) {ta:.3f} s "
+      f"({td / ta:.1f}x diffprivlib's 10 trees)")

@@ -21,6 +21,27 @@
 #define DPF_HAVE_AVX2_DISPATCH 1
 #endif
 
+#include <cstdlib>
+
+namespace dpf {
+// The one run-time AVX2 test of the kernel families that are compiled twice (csrc/solvers,
+// csrc/stats): true when this build has an AVX2 variant, the CPU supports AVX2 and the
+// environment variable `off_env` (DPFAST_GLM_NO_AVX2, DPFAST_STATS_NO_AVX2: to test the
+// baseline variant on AVX2 machines) is not "1".  Each family caches the answer once per
+// process (a function-local static).
+inline bool avx2_enabled(const char* off_env) {
+#if defined(DPF_HAVE_AVX2_DISPATCH)
+    const char* env = std::getenv(off_env);
+    if (env && env[0] == '1') return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+#else
+    (void)off_env;
+    return false;
+#endif
+}
+}  // namespace dpf
+
 // `#pragma GCC diagnostic` is understood by GCC and Clang; other compilers skip it.
 #if defined(__GNUC__)
 #define DPF_PRAGMA(x) _Pragma(#x)

@@ -42,7 +42,8 @@ _MECHANISM_NAMES = (
     "discrete_gaussian_mechanism", "discrete_gaussian_sigma2", "discrete_gaussian_delta", "zcdp_delta",
     "snapping", "snapping_epsilon", "snapping_scale", "exponential_mechanism",
     "exponential_mechanism_stream", "ExponentialMechanismStream", "report_noisy_max", "top_k",
-    "private_quantile", "private_median", "staircase", "staircase_gamma", "truncated_laplace",
+    "private_quantile", "private_median", "staircase", "staircase_gamma", "discrete_staircase",
+    "discrete_staircase_r", "truncated_laplace",
     "folded_laplace", "bounded_laplace", "bounded_laplace_scale", "truncated_geometric", "folded_geometric",
     "bingham", "bingham_sample",
 )

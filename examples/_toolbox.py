@@ -4,8 +4,10 @@
 
 Each experiment is ``run(family, lib, epsilon, seed) -> float`` with ``lib`` the ``dpfast`` or
 the ``diffprivlib`` module: the same data, split, public bounds and metric for both libraries.
-The bounds are the data's known ranges (scikit-learn's bundled data sets, scaled as stated),
-chosen before looking at the outcome; in a real release they must come from public knowledge.
+The bounds are the data's known ranges (scikit-learn's bundled data sets, scaled as stated) or,
+for breast cancer and digits, the training split's per-feature min / max treated as public (as in
+diffprivlib's examples and ``benchmarks/bench_trees.py``), chosen before looking at the outcome; in
+a real release they must come from public knowledge.
 
 The gallery plots dpfast's curve computed on the fly and diffprivlib's computed on the fly when
 ``import diffprivlib`` works, else read from the committed CSV (the caption says which).
@@ -22,13 +24,15 @@ import numpy as np
 
 EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 DELTA = 1e-5
-FAMILIES = ("naive_bayes", "kmeans", "pca", "ssp", "tools_mean", "tools_var")
+FAMILIES = ("naive_bayes", "kmeans", "pca", "ssp", "tools_mean", "tools_var", "forest", "tree")
 METRIC = {"naive_bayes": "test accuracy (breast cancer)",
           "kmeans": "inertia / non-private inertia (blobs)",
           "pca": "fraction of the top-2 variance captured (wine)",
           "ssp": "test MSE (diabetes, scaled)",
           "tools_mean": "|private mean - mean| (n = 2000, uniform)",
-          "tools_var": "|private var - var| (n = 2000, uniform)"}
+          "tools_var": "|private var - var| (n = 2000, uniform)",
+          "forest": "test accuracy (digits, 10 classes)",
+          "tree": "test accuracy (digits, 10 classes)"}
 CSV = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "benchmarks", "results",
                    "toolbox_curves.csv")
 
@@ -41,6 +45,20 @@ def _breast_cancer(seed):
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
     return Xtr, Xte, ytr, yte, Xtr.min(0), Xtr.max(0)
+
+
+@functools.lru_cache(maxsize=None)
+def _digits():
+    """Digits (8 x 8 images, 64 features, 10 classes), the stratified 70/30 split of
+    ``benchmarks/bench_trees.py``; bounds: the training set's per-feature min / max, a constant
+    feature widened to (lo, lo + 1) -- bench_trees.py's public bounds, the same for both libraries."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    lo, hi = Xtr.min(0), Xtr.max(0)
+    return Xtr, Xte, ytr, yte, lo, np.where(hi > lo, hi, lo + 1.0)
 
 
 def _blobs():
@@ -141,7 +159,41 @@ def run(family: str, lib, eps: float, seed: int) -> float:
             else:
                 got = getattr(lib.tools, f)(x, eps, (0.0, 1.0), rng=seed)
             return abs(float(got) - float(getattr(np, f)(x)))
+        if family in ("forest", "tree"):
+            # both libraries at their defaults (dpfast: n_estimators="auto", leaf_mechanism="auto",
+            # max_depth=5; diffprivlib: n_estimators=10, max_depth=5), the same public bounds and classes
+            Xtr, Xte, ytr, yte, lo, hi = _digits()
+            classes = list(range(10))
+            if dpl:
+                est = lib.models.RandomForestClassifier if family == "forest" else lib.models.DecisionTreeClassifier
+                m = est(epsilon=eps, bounds=(lo, hi), classes=classes, random_state=seed)
+            else:
+                est = lib.ensemble.RandomForestClassifier if family == "forest" else lib.tree.DecisionTreeClassifier
+                m = est(eps, dict(enumerate(zip(lo, hi))), classes=classes, random_state=seed)
+            return float(m.fit(Xtr, ytr).score(Xte, yte))
     raise ValueError(f"unknown family {family!r}")
+
+
+def forest_sizes(seeds) -> list:
+    """The forest size dpfast's default ``n_estimators="auto"`` picked on the forest experiment:
+    per epsilon, the median of ``n_estimators_`` over ``seeds`` and the leaf mechanisms chosen."""
+    import dpfast
+
+    Xtr, _, ytr, _, lo, hi = _digits()
+    out = []
+    for eps in EPSILONS:
+        fits = [dpfast.ensemble.RandomForestClassifier(eps, dict(enumerate(zip(lo, hi))), classes=list(range(10)),
+                                                       random_state=s).fit(Xtr, ytr) for s in seeds]
+        out.append((float(np.median([m.n_estimators_ for m in fits])), sorted({m.leaf_mechanism_ for m in fits})))
+    return out
+
+
+def nonprivate_forest_score() -> float:
+    """scikit-learn's forest at dpfast's default size cap and depth (100 trees of depth 5), no privacy."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    Xtr, Xte, ytr, yte, _, _ = _digits()
+    return float(RandomForestClassifier(100, max_depth=5, random_state=0).fit(Xtr, ytr).score(Xte, yte))
 
 
 def curve(family: str, lib, seeds) -> np.ndarray:

@@ -48,6 +48,7 @@ def _instances():
         "PublicDataRegressor": PublicDataRegressor(public_data=Z2, random_state=0),
         "PCA": PCA(norm_bound=10.0, random_state=0),
         "GaussianNB": GaussianNB(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
+        "GaussianNB(binary)": GaussianNB(1.0, (-10, 10), classes=[0, 1, 2, 3], binary_features=[0], random_state=0),
         "DecisionTreeClassifier": DecisionTreeClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
         "RandomForestClassifier": RandomForestClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3], random_state=0),
         "RandomForestClassifier(label)": RandomForestClassifier(1.0, (-10, 10), classes=[0, 1, 2, 3],

@@ -283,6 +283,11 @@ CASES = [
     Case("staircase", "epsilon 5000 (gamma* underflows)", _mech(M.staircase, V, 1.0, 5000.0)),
     Case("staircase", "noise overflows", _mech(M.staircase, V, 1e308, 1e-10)),
     Case("staircase", "values NaN", _mech(M.staircase, np.array([np.nan]), 1.0, 1.0)),
+    Case("discrete_staircase", "sensitivity not an integer", _mech(M.discrete_staircase, np.array([1, 2]), 1.5, 1.0)),
+    Case("discrete_staircase", "r above the sensitivity", _mech(M.discrete_staircase, np.array([1, 2]), 3, 1.0, r=4)),
+    Case("discrete_staircase", "values float", _mech(M.discrete_staircase, V, 3, 1.0)),
+    Case("discrete_staircase", "epsilon 0", _mech(M.discrete_staircase, np.array([1, 2]), 3, 0.0)),
+    Case("discrete_staircase", "sensitivity / epsilon > 2**40", _mech(M.discrete_staircase, np.array([1]), 2**20, 2**-21)),
     Case("truncated_laplace", "bounds reversed", _mech(M.truncated_laplace, V, 1.0, 1.0, (1.0, 0.0))),
     Case("truncated_laplace", "epsilon NaN", _mech(M.truncated_laplace, V, 1.0, np.nan, (0.0, 1.0))),
     Case("folded_laplace", "sensitivity 0", _mech(M.folded_laplace, V, 0.0, 1.0, (0.0, 1.0))),
@@ -541,6 +546,9 @@ CASES = [
     Case("GaussianNB", "priors not summing to 1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), priors=[0.7, 0.7])),
     Case("GaussianNB", "epsilon 0", _fit(NB.GaussianNB, epsilon=0.0, bounds=(0.0, 1.0))),
     Case("GaussianNB", "var_smoothing -1", _fit(NB.GaussianNB, bounds=(0.0, 1.0), var_smoothing=-1.0)),
+    Case("GaussianNB", "binary_features index out of range", _fit(NB.GaussianNB, bounds=(0.0, 1.0), binary_features=[99])),
+    Case("GaussianNB", "binary_features mask wrong length", _fit(NB.GaussianNB, bounds=(0.0, 1.0), binary_features=[True])),
+    Case("GaussianNB", "alpha 0", _fit(NB.GaussianNB, bounds=(0.0, 1.0), binary_features=[0], alpha=0.0)),
     Case("DecisionTreeClassifier", "bounds missing", _fit(TR.DecisionTreeClassifier)),
     Case("DecisionTreeClassifier", "bounds reversed", _fit(TR.DecisionTreeClassifier, bounds=(1.0, 0.0))),
     Case("DecisionTreeClassifier", "bounds 2-d", _fit(TR.DecisionTreeClassifier, bounds=[(0.0, 1.0), (0.0, 1.0)])),
@@ -564,6 +572,8 @@ CASES = [
     Case("RandomForestClassifier", "count table too large", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=30)),
     Case("RandomForestClassifier", "leaf_mechanism unknown", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), leaf_mechanism="em")),
     Case("RandomForestClassifier", "n_estimators 0", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators=0)),
+    Case("RandomForestClassifier", "n_estimators unknown string", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators="many")),
+    Case("RandomForestClassifier", "auto: not one tree fits the table", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=23)),
     Case("StandardScaler", "bounds missing", _fit_x(PP.StandardScaler, X2)),
     Case("StandardScaler", "bounds reversed", _fit_x(PP.StandardScaler, X2, bounds=(1.0, 0.0))),
     Case("StandardScaler", "bounds wider than a double", _fit_x(PP.StandardScaler, X2, bounds=(-1e308, 1e308))),
@@ -618,7 +628,8 @@ def _torch_engine(bad: str, **kw):
         from torch.utils.data import DataLoader, TensorDataset
 
         from dpfast.torch import PrivacyEngine
-        model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else nn.Linear(2, 2)
+        model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else \
+            nn.Linear(2, 2, device="meta") if bad == "meta" else nn.Linear(2, 2)
         loader = DataLoader(TensorDataset(torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)), batch_size=4)
         args = dict(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=loader,
                     noise_multiplier=1.0, max_grad_norm=1.0, epochs=1)
@@ -638,6 +649,9 @@ if HAS_TORCH:
         Case("PrivacyEngine", "poisson_sampling False", _torch_engine("", poisson_sampling=False)),
         Case("PrivacyEngine", "noise overflows float32", _torch_engine("", noise_multiplier=1e300)),
         Case("PrivacyEngine", "epochs 0", _torch_engine("", epochs=0)),
+        Case("PrivacyEngine", "per-layer clipping (not implemented)",
+             _torch_engine("", clipping="per_layer", max_grad_norm=[1.0, 1.0]), exc=(NotImplementedError,)),
+        Case("PrivacyEngine", "a module on the meta device", _torch_engine("meta")),
         Case("PrivacyEngine", "target_delta 1 (make_private_with_epsilon)",
              _torch_engine("epsilon", target_epsilon=1.0, target_delta=1.0)),
         Case("PrivacyEngine", "target_epsilon unreachable (make_private_with_epsilon)",

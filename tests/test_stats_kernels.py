@@ -359,3 +359,80 @@ print(h.hexdigest())
                                    check=True).stdout.strip())
     assert len(digests) == 1
 
+
+
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("order", [1, 2])
+def test_moments_flag_is_exact_for_huge_finite_values(nan, order):
+    """The one-column pass flags a chunk when a lane of its unclamped sum is not finite and then
+    rescans it: finite values whose sums overflow (or meet +inf and -inf in the fold) are not
+    reported; one infinite element (or NaN outside the nan forms) in any position is, per chunk."""
+    n = 3 * 65_536 + 11
+    x = np.full((n, 1), 1.7e308)
+    x[1::2] = -1.7e308
+    x[::7] = 0.25
+    for t in THREADS:
+        s1, s2, cnt, bad = _stats.moments(x, 0.0, 1.0, 0.5, 0.5, nan, order, t)
+        assert bad == 0
+        assert np.isfinite(s1[0]) and abs(s1[0]) <= 0.5 * n
+    for pos in (0, 9, 65_535, 65_536, n - 1):
+        y = x.copy()
+        y[pos, 0] = np.inf
+        assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 2)[3] == 1
+        y[pos, 0] = np.nan
+        assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 2)[3] == (0 if nan else 1)
+    y = x.copy()
+    y[[3, 70_000, n - 2], 0] = -np.inf  # three chunks
+    assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, order, 3)[3] == 3
+
+
+def _misaligned(a):
+    """A copy of ``a`` whose data pointer is off its item size's alignment (as a buffer unpickled
+    from a network frame: dask.distributed's workers get such partitions)."""
+    a = np.ascontiguousarray(a)
+    buf = np.zeros(a.nbytes + 1, dtype=np.uint8)
+    m = np.frombuffer(buf[1:].data, dtype=a.dtype).reshape(a.shape)
+    m[...] = a
+    assert not m.flags.aligned
+    return m
+
+
+def test_misaligned_arrays_are_read_as_copies():
+    """Every kernel takes arrays whose buffer is not aligned (the binding copies them: an unaligned
+    typed read is undefined behaviour, which the sanitizer stage refuses) and gives the bits of
+    the aligned input."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(1001, 4))
+    lab = rng.integers(0, 3, 1001)
+    lo, hi = -np.ones(4), np.ones(4)
+    c, r = np.zeros(4), np.ones(4)
+    y, w = rng.normal(size=1001), rng.uniform(size=1001)
+    C = rng.normal(size=(3, 4))
+    M = _misaligned
+    same_bits([_stats.moments(X, -1.0, 1.0, 0.0, 1.0, False, 2, 2), _stats.moments(M(X), -1.0, 1.0, 0.0, 1.0, False, 2, 2)])
+    same_bits([_stats.class_moments(X, lab, 3, lo, hi, c, r, 2),
+               _stats.class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
+    same_bits([(_stats.pca_gram(X, lo, hi, c, 2.0, 2),), (_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2),)])
+    same_bits([(_stats.ssp_gram(X, y, w, 2),), (_stats.ssp_gram(M(X), M(y), M(w), 2),)])
+    same_bits([_stats.kmeans_step(X, C, True, True, 2), _stats.kmeans_step(M(X), M(C), True, True, 2)])
+    e = [np.linspace(-2, 2, 5), np.linspace(-1, 1, 3)]
+    same_bits([_stats.histogram(X[:, :2], e, [True, True], 2),
+               _stats.histogram(M(X[:, :2]), [M(v) for v in e], [True, True], 2)])
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_moments_columns_flag(nan):
+    """d > 1 (the per-column pass): huge finite values are not flagged; one bad element in any
+    column is (nan forms: an infinity only), counted per chunk, for any thread count."""
+    x = np.full((50_003, 3), 1.7e308)
+    x[1::2] = -1.7e308
+    for t in THREADS:
+        assert _stats.moments(x, 0.0, 1.0, 0.5, 0.5, nan, 2, t)[3] == 0
+    rows = x.shape[0]
+    for col in range(3):
+        for pos in (0, rows // 2, rows - 1):
+            y = x.copy()
+            y[pos, col] = -np.inf
+            assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == 1
+            y[pos, col] = np.nan
+            assert _stats.moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == (0 if nan else 1)

@@ -1,7 +1,9 @@
 // dpfast._stats: the one-pass kernels of csrc/stats/stats.hpp (tools, GaussianNB, PCA, SSP,
 // KMeans).  This file only marshals: checks dtypes, shapes and strides so that no kernel reads
 // out of bounds, releases the GIL, and wraps the results.  The values are validated in Python.
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bindings/array_view.hpp"
@@ -31,12 +33,23 @@ Strided<T> strided(const py::array& a, const char* name) {
             (int64_t)(a.strides(1) / es), a};
 }
 
+// An array whose data pointer is not aligned to its item size (a buffer unpickled from a
+// network frame, as dask.distributed hands partitions and centres to its workers) is copied
+// (NumPy's copy is aligned): the kernels read typed elements, and an unaligned read is undefined
+// behaviour (UBSan: "load of misaligned address").  Anything else passes through unchanged.
+py::object aligned(py::object o) {
+    if (!py::isinstance<py::array>(o)) return o;
+    auto a = py::reinterpret_borrow<py::array>(o);
+    const auto isz = (uintptr_t)a.itemsize();
+    if (isz > 1 && a.size() > 0 && reinterpret_cast<uintptr_t>(a.data()) % isz != 0) return a.attr("copy")();
+    return o;
+}
+
 py::array as_array(py::object o, const char* name) {
+    o = aligned(o);
     if (!py::isinstance<py::array>(o)) throw py::type_error(std::string(name) + " must be a NumPy array");
     return py::reinterpret_borrow<py::array>(o);
 }
-
-int nthreads(int t) { return t < 1 ? 1 : t; }
 
 // Runs fn() without the GIL; a std::invalid_argument becomes ValueError.
 template <class Fn>
@@ -53,26 +66,56 @@ void nogil(Fn&& fn) {
     if (!err.empty()) throw py::value_error(err);
 }
 
+// The one marshalling of the row kernels: X a 2-D float32/float64 NumPy array (read by its
+// strides; `contiguous`: C order required, as moments' vector path reads rows as one run),
+// then fn(ptr, rows) with ptr a const T* to the data and rows its st::RowsParams (n, d, strides,
+// threads >= 1).  fn fills its kernel's own parameters and runs it under nogil.
+template <class Fn>
+decltype(auto) with_rows(py::object X, const char* name, int threads, bool contiguous, Fn&& fn) {
+    py::array a = as_array(X, name);
+    return with_float(a, name, [&](auto tag) {
+        using T = decltype(tag);
+        st::RowsParams rows;
+        rows.threads = threads < 1 ? 1 : threads;
+        if (contiguous) {
+            auto v = in<T>(a, name, Shape::mat());
+            rows.n = v.rows();
+            rows.d = v.cols();
+            rows.rs = rows.d;
+            return fn(static_cast<const T*>(v.ptr), rows);
+        }
+        auto x = strided<T>(a, name);
+        rows.n = x.n;
+        rows.d = x.d;
+        rows.rs = x.rs;
+        rows.cs = x.cs;
+        return fn(x.ptr, rows);
+    });
+}
+
+template <class P>
+P params(const st::RowsParams& rows) {
+    P p;
+    static_cast<st::RowsParams&>(p) = rows;
+    return p;
+}
+
+template <class Ptr>
+using elem_t = std::remove_const_t<std::remove_pointer_t<Ptr>>;
+
 // (s1, s2 or None, counts or None, bad): see dpf::stats::moments.  x: (n, d) C-contiguous.
 // Terms y = clamp(x, lo, hi) - c, capped to [-cap, cap] (dpf::stats::y_range).
 py::tuple moments(py::object x, double lo, double hi, double c, double cap, bool nan, int order, int threads) {
-    py::array a = as_array(x, "x");
     require(order == 1 || order == 2, "order must be 1 or 2");
     require(lo <= hi && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(c) && cap > 0, "lo <= hi, c must be finite and cap positive");
-    return with_float(a, "x", [&](auto tag) {
-        using T = decltype(tag);
-        auto v = in<T>(a, "x", Shape::mat());
-        st::MomentsParams p;
-        p.n = v.rows();
-        p.d = v.cols();
+    return with_rows(x, "x", threads, true, [&](auto ptr, const st::RowsParams& rows) {
+        auto p = params<st::MomentsParams>(rows);
         p.c = c;
         st::y_range(lo, hi, c, cap, p.ylo, p.yhi);
         p.nan = nan;
         p.order = order;
-        p.threads = nthreads(threads);
         st::MomentsResult r;
-        const T* ptr = v.ptr;
-        nogil([&] { st::moments<T>(p, ptr, r); });
+        nogil([&] { st::moments<elem_t<decltype(ptr)>>(p, ptr, r); });
         py::object s2 = order == 2 ? py::object(to_numpy(r.s2)) : py::object(py::none());
         py::object cnt = nan ? py::object(to_numpy(r.cnt)) : py::object(py::none());
         return py::make_tuple(to_numpy(r.s1), s2, cnt, r.bad);
@@ -82,110 +125,74 @@ py::tuple moments(py::object x, double lo, double hi, double c, double cap, bool
 // (counts (k,), sum u (k, d), sum u^2 (k, d)): see dpf::stats::class_moments.
 py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object lo, py::object hi, py::object c,
                         py::object r, int threads) {
-    py::array a = as_array(X, "X");
     require(k >= 1, "k must be >= 1");
-    return with_float(a, "X", [&](auto tag) {
-        using T = decltype(tag);
-        auto x = strided<T>(a, "X");
-        auto lab = in<int64_t>(labels, "labels", Shape::vec(x.n));
-        auto lov = in<double>(lo, "lo", Shape::vec(x.d));
-        auto hiv = in<double>(hi, "hi", Shape::vec(x.d));
-        auto cv = in<double>(c, "c", Shape::vec(x.d));
-        auto rv = in<double>(r, "r", Shape::vec(x.d));
-        st::ClassParams p;
-        p.n = x.n;
-        p.d = x.d;
+    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
+        auto lab = in<int64_t>(aligned(labels), "labels", Shape::vec(rows.n));
+        auto lov = in<double>(aligned(lo), "lo", Shape::vec(rows.d));
+        auto hiv = in<double>(aligned(hi), "hi", Shape::vec(rows.d));
+        auto cv = in<double>(aligned(c), "c", Shape::vec(rows.d));
+        auto rv = in<double>(aligned(r), "r", Shape::vec(rows.d));
+        auto p = params<st::ClassParams>(rows);
         p.k = k;
-        p.rs = x.rs;
-        p.cs = x.cs;
         p.label = lab.ptr;
         p.lo = lov.ptr;
         p.hi = hiv.ptr;
         p.c = cv.ptr;
         p.r = rv.ptr;
-        p.threads = nthreads(threads);
         st::ClassResult res;
-        const T* ptr = x.ptr;
-        nogil([&] { st::class_moments<T>(p, ptr, res); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)k, (py::ssize_t)x.d};
+        nogil([&] { st::class_moments<elem_t<decltype(ptr)>>(p, ptr, res); });
+        const std::vector<py::ssize_t> shape = {(py::ssize_t)k, (py::ssize_t)rows.d};
         return py::make_tuple(to_numpy(res.cnt), to_numpy(res.s1, shape), to_numpy(res.s2, shape));
     });
 }
 
 // (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows.
 py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
-    py::array a = as_array(X, "X");
     require(R > 0 && std::isfinite(R), "R must be positive and finite");
-    return with_float(a, "X", [&](auto tag) -> py::array {
-        using T = decltype(tag);
-        auto x = strided<T>(a, "X");
-        auto lov = opt_in<double>(lo, "lo", Shape::vec(x.d));
-        auto hiv = opt_in<double>(hi, "hi", Shape::vec(x.d));
+    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+        auto lov = opt_in<double>(aligned(lo), "lo", Shape::vec(rows.d));
+        auto hiv = opt_in<double>(aligned(hi), "hi", Shape::vec(rows.d));
         require((lov.ptr == nullptr) == (hiv.ptr == nullptr), "lo and hi must both be given or both be None");
-        auto cv = in<double>(c, "c", Shape::vec(x.d));
-        st::PcaParams p;
-        p.n = x.n;
-        p.d = x.d;
-        p.rs = x.rs;
-        p.cs = x.cs;
+        auto cv = in<double>(aligned(c), "c", Shape::vec(rows.d));
+        auto p = params<st::PcaParams>(rows);
         p.lo = lov.ptr;
         p.hi = hiv.ptr;
         p.c = cv.ptr;
         p.R = R;
-        p.threads = nthreads(threads);
         std::vector<double> G;
-        const T* ptr = x.ptr;
-        nogil([&] { G = st::pca_gram<T>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(x.d + 1), (py::ssize_t)(x.d + 1)});
+        nogil([&] { G = st::pca_gram<elem_t<decltype(ptr)>>(p, ptr); });
+        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
     });
 }
 
 // (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy].
 py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
-    py::array a = as_array(Z, "Z");
-    return with_float(a, "Z", [&](auto tag) -> py::array {
-        using T = decltype(tag);
-        auto x = strided<T>(a, "Z");
-        auto yv = in<double>(y, "y", Shape::vec(x.n));
-        auto wv = opt_in<double>(w, "w", Shape::vec(x.n));
-        st::SspParams p;
-        p.n = x.n;
-        p.d = x.d;
-        p.rs = x.rs;
-        p.cs = x.cs;
+    return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+        auto yv = in<double>(aligned(y), "y", Shape::vec(rows.n));
+        auto wv = opt_in<double>(aligned(w), "w", Shape::vec(rows.n));
+        auto p = params<st::SspParams>(rows);
         p.y = yv.ptr;
         p.w = wv.ptr;
-        p.threads = nthreads(threads);
         std::vector<double> G;
-        const T* ptr = x.ptr;
-        nogil([&] { G = st::ssp_gram<T>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(x.d + 1), (py::ssize_t)(x.d + 1)});
+        nogil([&] { G = st::ssp_gram<elem_t<decltype(ptr)>>(p, ptr); });
+        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
     });
 }
 
 // (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step.
 py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_sums, int threads) {
-    py::array a = as_array(X, "X");
-    return with_float(a, "X", [&](auto tag) {
-        using T = decltype(tag);
-        auto x = strided<T>(a, "X");
-        auto cv = in<double>(C, "C", Shape::mat(-1, x.d));
+    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
+        auto cv = in<double>(aligned(C), "C", Shape::mat(-1, rows.d));
         require(cv.rows() >= 1, "C must have at least one row");
-        st::KMeansParams p;
-        p.n = x.n;
-        p.d = x.d;
+        auto p = params<st::KMeansParams>(rows);
         p.k = cv.rows();
-        p.rs = x.rs;
-        p.cs = x.cs;
         p.C = cv.ptr;
         p.want_sums = want_sums;
-        p.threads = nthreads(threads);
-        py::array_t<int64_t> labels(want_labels ? x.n : 0);
+        py::array_t<int64_t> labels(want_labels ? rows.n : 0);
         if (want_labels) p.labels = labels.mutable_data();
         st::KMeansResult r;
-        const T* ptr = x.ptr;
-        nogil([&] { st::kmeans_step<T>(p, ptr, r); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)x.d};
+        nogil([&] { st::kmeans_step<elem_t<decltype(ptr)>>(p, ptr, r); });
+        const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)rows.d};
         return py::make_tuple(want_labels ? py::object(labels) : py::object(py::none()),
                               want_sums ? py::object(to_numpy(r.cnt)) : py::object(py::none()),
                               want_sums ? py::object(to_numpy(r.sums, shape)) : py::object(py::none()));
@@ -203,7 +210,7 @@ py::tuple histogram(py::object sample, py::list edges, py::list uniform, int thr
     std::vector<py::ssize_t> shape;
     int64_t total = 1;
     for (int64_t j = 0; j < D; ++j) {
-        auto ev = in<double>(edges[j], "edges", Shape::vec(), Take::convert);
+        auto ev = in<double>(aligned(edges[j]), "edges", Shape::vec(), Take::convert);
         require(ev.size >= 2, "edges need at least 2 entries");
         for (py::ssize_t t = 0; t + 1 < ev.size; ++t) require(ev[t] < ev[t + 1], "edges must be strictly increasing");
         e.insert(e.end(), ev.ptr, ev.ptr + ev.size);
@@ -213,16 +220,14 @@ py::tuple histogram(py::object sample, py::list edges, py::list uniform, int thr
         require(total <= (int64_t(1) << 40) / (ev.size - 1), "too many bins");
         total *= ev.size - 1;
     }
-    return with_float(a, "sample", [&](auto tag) {
-        using T = decltype(tag);
-        auto x = strided<T>(a, "sample");
-        require(x.d == D, "sample must have one column per dimension of edges");
+    return with_rows(a, "sample", threads, false, [&](auto ptr, const st::RowsParams& rows) {
+        require(rows.d == D, "sample must have one column per dimension of edges");
         py::array_t<int64_t> counts(shape);
         int64_t* pc = counts.mutable_data();
         int64_t bad = 0;
-        const T* ptr = x.ptr;
         nogil([&] {
-            bad = st::histogram<T>(ptr, x.n, D, x.rs, x.cs, e.data(), off.data(), uni.data(), pc, total, nthreads(threads));
+            bad = st::histogram<elem_t<decltype(ptr)>>(ptr, rows.n, D, rows.rs, rows.cs, e.data(), off.data(),
+                                                       uni.data(), pc, total, rows.threads);
         });
         return py::make_tuple(counts, bad);
     });

@@ -64,12 +64,7 @@ namespace avx2 {
 #pragma GCC pop_options
 inline bool use_avx2() {
     // DPFAST_GLM_NO_AVX2=1 forces the baseline build (to test it on AVX2 machines).
-    static const bool ok = [] {
-        const char* env = std::getenv("DPFAST_GLM_NO_AVX2");
-        if (env && env[0] == '1') return false;
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") != 0;
-    }();
+    static const bool ok = avx2_enabled("DPFAST_GLM_NO_AVX2");
     return ok;
 }
 #else

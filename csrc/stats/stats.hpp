@@ -10,6 +10,7 @@
 #include "portable.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -55,12 +56,44 @@ void merge_tree(V& v, int64_t K, int64_t w) {
             for (int64_t t = 0; t < w; ++t) v[k * w + t] += v[(k + s) * w + t];
 }
 
-struct MomentsParams {
-    int64_t n = 0, d = 1;
+// The shared chunked reduction of every floating-point kernel below: one zeroed partial of
+// width w per chunk (w = 0: a statistic the call does not compute; at() is then nullptr), and
+// merged() = the partials added in merge_tree's fixed order.  Pattern:
+//     const Chunks ch = chunks(n, elems_per_row, total partial width);
+//     Partials<double> s(ch, w); ...
+//     for_chunks(ch, n, threads, [&](int64_t k, int64_t r0, int64_t r1) { ...into s.at(k)... });
+//     out = s.merged();
+template <class V>
+struct Partials {
+    std::vector<V> v;
+    int64_t K, w;
+    Partials(const Chunks& ch, int64_t width) : v(width > 0 ? ch.K * width : 0, V(0)), K(ch.K), w(width) {}
+    V* at(int64_t k) { return w > 0 ? v.data() + k * w : nullptr; }
+    std::vector<V> merged() {
+        merge_tree(v, K, w);
+        return std::vector<V>(v.begin(), v.begin() + w);
+    }
+};
+
+// fn(k, r0, r1) for every chunk k (rows [r0, r1)) on up to `threads` threads (run_chunks).
+template <class Fn>
+void for_chunks(const Chunks& ch, int64_t n, int threads, const Fn& fn) {
+    run_chunks(ch.K, threads, [&](int64_t k) {
+        const int64_t r0 = k * ch.rows;
+        fn(k, r0, std::min(n, r0 + ch.rows));
+    });
+}
+
+// The parameters every row kernel shares: n rows of d elements read at x + i rs + j cs.
+struct RowsParams {
+    int64_t n = 0, d = 0, rs = 0, cs = 1;
+    int threads = 1;
+};
+
+struct MomentsParams : RowsParams {  // C order: rs = d, cs = 1
     double c = 0, ylo = 0, yhi = 0;  // from y_range
     bool nan = false;
     int order = 1;
-    int threads = 1;
 };
 // The range [ylo, yhi] of the terms y = fl(clamp(x, lo, hi) - c): every y in it satisfies
 // lo <= y + c <= hi exactly (the rounded hi - c may exceed the true one: one ulp back then;
@@ -88,37 +121,31 @@ struct MomentsResult {
     int64_t bad = 0;  // > 0: some element was not finite (nan mode: infinite)
 };
 
-struct ClassParams {
-    int64_t n = 0, d = 0, k = 0, rs = 0, cs = 1;  // row / column strides in elements
-    const int64_t* label = nullptr;               // [n] in [0, k)
+struct ClassParams : RowsParams {
+    int64_t k = 0;
+    const int64_t* label = nullptr;  // [n] in [0, k)
     const double *lo = nullptr, *hi = nullptr, *c = nullptr, *r = nullptr;  // [d]
-    int threads = 1;
 };
 struct ClassResult {
     std::vector<double> s1, s2;  // [k][d]
     std::vector<int64_t> cnt;    // [k]
 };
 
-struct PcaParams {
-    int64_t n = 0, d = 0, rs = 0, cs = 1;
+struct PcaParams : RowsParams {
     const double *lo = nullptr, *hi = nullptr, *c = nullptr;  // lo, hi: nullptr for no box
     double R = 1;
-    int threads = 1;
 };
 
-struct SspParams {
-    int64_t n = 0, d = 0, rs = 0, cs = 1;
+struct SspParams : RowsParams {
     const double* y = nullptr;  // [n]
     const double* w = nullptr;  // [n] or nullptr
-    int threads = 1;
 };
 
-struct KMeansParams {
-    int64_t n = 0, d = 0, k = 0, rs = 0, cs = 1;
+struct KMeansParams : RowsParams {
+    int64_t k = 0;
     const double* C = nullptr;  // [k][d]
     int64_t* labels = nullptr;  // [n] or nullptr
     bool want_sums = true;
-    int threads = 1;
 };
 struct KMeansResult {
     std::vector<double> sums;  // [k][d]
@@ -139,12 +166,7 @@ namespace avx2 {
 #pragma GCC pop_options
 inline bool use_avx2() {
     // DPFAST_STATS_NO_AVX2=1 forces the baseline build (to test it on AVX2 machines).
-    static const bool ok = [] {
-        const char* env = std::getenv("DPFAST_STATS_NO_AVX2");
-        if (env && env[0] == '1') return false;
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") != 0;
-    }();
+    static const bool ok = avx2_enabled("DPFAST_STATS_NO_AVX2");
     return ok;
 }
 #define DPF_STATS_DISPATCH(call) (use_avx2() ? avx2::call : generic::call)
@@ -152,8 +174,6 @@ inline bool use_avx2() {
 inline bool use_avx2() { return false; }
 #define DPF_STATS_DISPATCH(call) (generic::call)
 #endif
-
-inline int64_t padded(int64_t d) { return (d + 8) & ~int64_t(7); }  // d + 1 columns, to a multiple of 8
 
 template <class T>
 void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
@@ -171,37 +191,13 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
 // G: (d+1) x (d+1), upper triangle (the rest zero): [sum u u^T, sum u; ., n] with u the mapped rows.
 template <class T>
 std::vector<double> pca_gram(const PcaParams& p, const T* x) {
-    const int64_t dp = padded(p.d), d1 = p.d + 1;
-    std::vector<double> G;
-    if (use_avx2()) {
-#ifdef DPF_STATS_HAVE_AVX2
-        avx2::gram(p.n, dp, p.threads, avx2::PcaMap<T>{p, x}, G);
-#endif
-    } else {
-        generic::gram(p.n, dp, p.threads, generic::PcaMap<T>{p, x}, G);
-    }
-    std::vector<double> out(d1 * d1, 0.0);
-    for (int64_t j = 0; j < d1; ++j)
-        for (int64_t k = j; k < d1; ++k) out[j * d1 + k] = G[j * dp + k];
-    return out;
+    return DPF_STATS_DISPATCH(pca_gram<T>(p, x));
 }
 
 // G: (d+1) x (d+1), upper triangle: [Z'WZ, Z'Wy; ., y'Wy].
 template <class T>
 std::vector<double> ssp_gram(const SspParams& p, const T* x) {
-    const int64_t dp = padded(p.d), d1 = p.d + 1;
-    std::vector<double> G;
-    if (use_avx2()) {
-#ifdef DPF_STATS_HAVE_AVX2
-        avx2::gram(p.n, dp, p.threads, avx2::SspMap<T>{p, x}, G);
-#endif
-    } else {
-        generic::gram(p.n, dp, p.threads, generic::SspMap<T>{p, x}, G);
-    }
-    std::vector<double> out(d1 * d1, 0.0);
-    for (int64_t j = 0; j < d1; ++j)
-        for (int64_t k = j; k < d1; ++k) out[j * d1 + k] = G[j * dp + k];
-    return out;
+    return DPF_STATS_DISPATCH(ssp_gram<T>(p, x));
 }
 
 template <class T>

@@ -80,7 +80,12 @@ def budget_split(epsilon: float, max_iter: int, d: int) -> tuple[float, float]:
     ``||c||^2 = 4 d rho^2``: setting the derivatives equal gives ``eps_count^3 = 4 d rho^2
     eps_dim^3``.  (dpfast's first KMeans used ``eps_sum / eps_count = (4 d rho^2)^(1/3)``, which gives
     the count more than the sum; diffprivlib 0.6.6's ``_split_epsilon`` normalises by ``d eps_dim +
-    eps_count`` as here but returns the two shares swapped.)  Public parameters only."""
+    eps_count`` as here but returns the two shares swapped, so one step spends ``(1 + d q) / (d + q)``
+    times its per-step epsilon, q = (4 d rho^2)^(1/3): 2.28x at d = 64.)  Provenance: Su et al.'s
+    text was not available; the ratio is re-derived above and is the one their published
+    iteration-count rule implies (its factor ``(d + q)^3`` is ``eps'^2 C^2 / 2`` times this
+    optimum's MSE, a function of ``d + q`` only under this split; :doc:`/theory/clustering`,
+    "The budget split: derivation and provenance").  Public parameters only."""
     per = epsilon / max_iter
     c = (4.0 * d * _RHO * _RHO) ** (1.0 / 3.0)  # eps_count / eps_dim
     return per * c / (d + c), per * d / (d + c)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any
 
-from dpfast._base import Interval
+from dpfast._base import Interval, StrOptions
 from dpfast.tree.random_trees import RandomTreesClassifier
 
 __all__ = ["RandomForestClassifier"]
@@ -18,12 +18,13 @@ class RandomForestClassifier(RandomTreesClassifier):
     ``epsilon``-DP, ``delta = 0``.  ``predict``, ``predict_proba``, ``predict_log_proba``,
     ``apply`` and ``score`` are post-processing.
 
-    Trees (data-independent).  ``n_estimators`` complete binary trees of depth ``max_depth``;
+    Trees (data-independent given their number).  ``n_estimators_`` complete binary trees of depth ``max_depth``;
     at every split node the feature is uniform over the features and the threshold uniform over
     that feature's range in the node's box (the public ``bounds``, narrowed by the splits above):
     totally randomized trees (Geurts, Ernst & Wehenkel 2006), the construction of Jagannathan,
     Pillaipakkamnekandath & Wright (2012), Fletcher & Islam (2017) and diffprivlib.  They are
-    drawn from ``random_state`` alone, so the shape, the features and the thresholds are public;
+    drawn from ``random_state`` alone (and, with ``n_estimators="auto"``, their number from the released
+    row count), so the shape, the features and the thresholds are public;
     values outside the bounds are routed as if clamped to them.  The data are read once, to
     count the rows of each class in each leaf (native, ``csrc/tree/random_trees.hpp``).
 
@@ -50,24 +51,37 @@ class RandomForestClassifier(RandomTreesClassifier):
       rows into ``n_estimators`` contiguous equal chunks -- whose boundaries move when one row is
       added, so that one row can change the data of every tree -- by an independent uniform
       draw per row.
-    * ``"auto"`` (default): ``epsilon / 20`` (``AUTO_COUNT_SHARE``) buys a discrete Laplace count
-      ``n~`` of the rows (attribute ``n_samples_noisy_``); the remaining epsilon runs ``"label"``
-      when ``n~ epsilon / (n_estimators 2^max_depth) < 1/4`` and ``"counts"`` otherwise
+    * ``"auto"`` (default): a share ``s = min(1/2, 2^(-(2 max_depth + 1) / 3))`` of epsilon (0.079
+      at depth 5, ``auto_count_share``) buys a discrete Laplace count ``n~`` of the rows (attribute
+      ``n_samples_noisy_``); the rest runs ``"label"`` when the per-tree signal-to-noise ratio
+      ``rho = n~ epsilon' / (n_estimators_ 2^max_depth)`` is below ``sqrt(2)`` -- the noise's
+      standard deviation exceeds a leaf's mean count, so the released frequencies would be mostly
+      noise and only the majority label is worth releasing -- and ``"counts"`` otherwise
       (``leaf_mechanism_``).  Basic composition of two pure releases: ``event_`` is
-      ``PureDP(epsilon)``.  The threshold was set on the four benchmark data sets below.
+      ``PureDP(epsilon)``.
 
-    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (10 seeds,
-    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``, :doc:`/theory/trees`), ``"counts"``
-    is the more accurate at epsilon 1 and 10, by a wide margin on the multi-class sets (digits, wine): a
-    leaf's counts say how sure it is, a label does not, and each tree sees all rows.  Per tree
-    the two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
+    Forest size.  ``n_estimators="auto"`` (default) takes the integer minimiser of the forest's
+    margin variance ``v / T + 4 T 4^D / (n~ epsilon')^2`` -- the random partition's share against
+    the leaf noise's, with the partition variance ``v`` of a margin in [-1, 1] bounded by 1 -- that
+    is ``T ~ n~ epsilon' / 2^(max_depth + 1)`` (per-tree ``rho = 2``), clipped to ``[1, 100]``
+    (``auto_n_trees``; attribute ``n_estimators_``).  It spends the same noisy count, so ``"auto"``
+    size with any leaf mechanism is ``PureDP(epsilon)`` too.  The derivations of the three rules
+    are in :doc:`/theory/trees`; they assume the rows spread evenly over the leaves, the
+    worst case for the noise, so on data that crowd into a few leaves the size is on the small
+    side.
+
+    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 seeds,
+    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size and
+    leaf) beat diffprivlib's forest on digits at every epsilon, on wine at 0.1 and 10 and on
+    breast-cancer at 1 and 10, and are below it on breast-cancer at 0.1 (one tree: 0.72 against
+    0.77).  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
+    on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
+    two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
     ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /
-    epsilon`` for ``"label"``), but permute-and-flip extracts a majority label from weak counts
-    better than a noisy-count argmax, so ``"label"`` can win when ``n * epsilon`` is small
-    against ``n_estimators * 2^max_depth`` (breast-cancer and wine at epsilon 0.1).  Fewer, shallower
-    trees raise the signal per leaf at small ``n * epsilon``; deeper ones help at large.
-    Fletcher & Islam's smooth-sensitivity majority label (2017) is not used: it needs a
-    data-dependent noise scale, which dpfast's fixed-event accounting does not express.
+    epsilon`` for ``"label"``), and so would counts over disjoint rows (sensitivity 1 instead of
+    ``n_estimators``, ``n / n_estimators`` rows per tree): parallel composition across the trees
+    does not change it.  Fletcher & Islam's smooth-sensitivity majority label (2017) is not used:
+    it needs a data-dependent noise scale, which dpfast's fixed-event accounting does not express.
 
     Parameters
     ----------
@@ -81,10 +95,12 @@ class RandomForestClassifier(RandomTreesClassifier):
     classes : sequence or None
         The public label set (``None`` means ``[0, 1]``); labels outside it raise ``ValueError``
         before the charge.  Never read off the private labels.
-    n_estimators : int
-        Number of trees (>= 1).
+    n_estimators : int or "auto"
+        Number of trees (>= 1), or ``"auto"`` (default): sized from the noisy row count (above).
     max_depth : int
-        Depth of every tree (0 .. 30; ``n_estimators * 2^max_depth * n_classes`` at most 2^23).
+        Depth of every tree (0 .. 30; ``n_estimators * 2^max_depth * n_classes`` at most 2^23; with
+        ``n_estimators="auto"`` at least one tree must fit, and at most ``2^23 / (2^max_depth
+        n_classes)`` are used).
     leaf_mechanism : {"auto", "counts", "label"}
         The leaf release (above).
     random_state : None, int or numpy Generator
@@ -106,8 +122,10 @@ class RandomForestClassifier(RandomTreesClassifier):
         noisy count backs off to its nearest ancestor's summed counts).
     leaf_mechanism_ : str
         The leaf release used (``"counts"`` or ``"label"``).
+    n_estimators_ : int
+        The number of trees fitted (``n_estimators``, or the ``"auto"`` size).
     n_samples_noisy_ : int
-        The released row count (``"auto"`` only).
+        The released row count (when ``n_estimators`` or ``leaf_mechanism`` is ``"auto"``).
     event_ : ``PureDP``; ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete
         Laplace scale is rounded up to a rational the exact sampler takes), ``delta_ = 0``,
         ``accountant_`` None.
@@ -115,10 +133,10 @@ class RandomForestClassifier(RandomTreesClassifier):
 
     _parameter_constraints = {
         **RandomTreesClassifier._parameter_constraints,
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
 
-    def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, classes=None, n_estimators: int = 10,
+    def __init__(self, epsilon: float = 1.0, bounds: Any = None, *, classes=None, n_estimators: int | str = "auto",
                  max_depth: int = 5, leaf_mechanism: str = "auto", random_state: Any = None):
         self.epsilon = epsilon
         self.bounds = bounds
@@ -128,5 +146,5 @@ class RandomForestClassifier(RandomTreesClassifier):
         self.leaf_mechanism = leaf_mechanism
         self.random_state = random_state
 
-    def _n_trees(self) -> int:
-        return int(self.n_estimators)
+    def _n_trees(self) -> int | None:
+        return None if isinstance(self.n_estimators, str) else int(self.n_estimators)

@@ -12,7 +12,8 @@ module                      holds
 ``snapping``                the snapping mechanism (Mironov 2012) for real-valued Laplace
 ``selection``               exponential mechanism (Gumbel-max), report-noisy-max, top-k, streaming
 ``quantile``                private quantiles and the median (Smith 2011)
-``staircase``               the staircase mechanism (Geng & Viswanath 2016), optimal pure-DP noise
+``staircase``               the staircase mechanism (Geng & Viswanath 2016), optimal pure-DP noise,
+                            continuous and discrete (integer queries, exact sampler)
 ``bounded``                 truncated / folded / bounded-domain Laplace (Holohan et al. 2018) and
                             truncated / folded geometric: outputs in a public interval
 ``bingham``                 exact Bingham sampler (Kent, Ganeiber & Mardia 2018) and the Bingham
@@ -61,7 +62,7 @@ from dpfast.mechanisms.selection import (
     top_k,
 )
 from dpfast.mechanisms.snapping import snapping, snapping_epsilon, snapping_scale
-from dpfast.mechanisms.staircase import staircase, staircase_gamma
+from dpfast.mechanisms.staircase import discrete_staircase, discrete_staircase_r, staircase, staircase_gamma
 
 __all__ = [
     "event_of",
@@ -92,6 +93,8 @@ __all__ = [
     "private_median",
     "staircase",
     "staircase_gamma",
+    "discrete_staircase",
+    "discrete_staircase_r",
     "truncated_laplace",
     "folded_laplace",
     "bounded_laplace",

@@ -36,11 +36,21 @@ error).  With ``d`` elements per row and ``r = (upper - lower) / 2``:
   rounded), ``density=True`` normalises the counts clipped at 0 (post-processing).
 
 Every function charges one event for its whole release (``dpfast.budget.charge``) after the
-checks and before any draw; the noise comes from :func:`dpfast.mechanisms.laplace_noise`.
-The Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
+checks and before any draw.  The noise is Laplace, drawn for the whole release in one call of
+:func:`dpfast.random.draw_into` (the native dispatch behind
+:func:`dpfast.mechanisms.laplace_noise`; output ``i`` is a function of the stream's ``i``-th
+word, so one draw of the concatenated noise equals the per-part draws in order); the scales are
+checked as ``laplace_noise`` checks them, and the output allocated, before the charge.  The
+Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
+
+Non-finite data (NaN or inf; ``nan*``: inf) are found by the native pass itself, which runs
+before the charge on in-memory data: the error (a fixed message, naming no record or value)
+comes before any charge or draw.  Dask input is charged first and raises the same message after
+the charge.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING, Optional, Tuple
 
@@ -57,8 +67,8 @@ from dpfast._dask_utils import (
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
-from dpfast.mechanisms import laplace_noise, private_quantile
-from dpfast.random import RNG
+from dpfast.mechanisms import private_quantile
+from dpfast.random import RNG, allocate_output, draw_into
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -68,7 +78,12 @@ __all__ = ["mean", "var", "std", "sum", "nanmean", "nanvar", "nanstd", "nansum",
 
 
 # ----------------------------------------------------------------------------- helpers
-def _data(a, allow_nan: bool) -> np.ndarray:
+def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
+    """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
+    non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
+    pass counts them itself (:func:`_finite`) before the charge, so that the data are read once."""
+    if not check and type(a) is np.ndarray and a.dtype == np.float64 and a.ndim and a.flags.c_contiguous:
+        return a  # the common case: what the general path below returns, unchanged
     if is_dask_collection(a):
         return _dask_data(a)
     if isinstance(a, (str, bytes)):
@@ -83,6 +98,8 @@ def _data(a, allow_nan: bool) -> np.ndarray:
     # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
     # the release a function of the values alone (bit-identical for C, F and strided input)
     x = np.ascontiguousarray(x, dtype=np.float64)
+    if not check:
+        return x
     if allow_nan:
         if np.isinf(x).any():
             raise ValueError("a must not contain inf")
@@ -109,7 +126,7 @@ def _axis(axis, ndim: int):
 
 def _shape(x: np.ndarray, axis, keepdims: bool):
     """(output shape, elements per row d, elements of a row per output entry k)."""
-    d = int(np.prod(x.shape[1:], dtype=np.int64))
+    d = math.prod(x.shape[1:])
     if axis is None:
         shape = (1,) * x.ndim if keepdims else ()
         return shape, d, d
@@ -146,8 +163,46 @@ def _scales(*scales: float) -> None:
                              "(epsilon too small or too large for these bounds)")
 
 
-def _noise(scale: float, shape, gen) -> np.ndarray:
-    return np.asarray(laplace_noise(scale, size=shape if shape else None, rng=gen), dtype=np.float64)
+class _Noise:
+    """The Laplace noise of one release, planned before its charge: parts ``(scale, shape)``
+    drawn after it, in order, by ONE native draw (:func:`dpfast.random.draw_into`, the dispatch
+    of :func:`dpfast.mechanisms.laplace_noise`: output ``i`` is ``scale_i`` times a function of
+    the stream's ``i``-th word, so the concatenated draw equals one ``laplace_noise(scale,
+    shape)`` call per part, in order, and leaves the generator in the same state).  The plan
+    checks the scales (:func:`_scales`) and allocates the output: nothing is refused after the
+    charge."""
+
+    __slots__ = ("parts", "out", "scale")
+
+    def __init__(self, *parts) -> None:
+        _scales(*(b for b, _ in parts))
+        self.parts = parts
+        scales = [b for b, _ in parts]
+        if all(shape == () for _, shape in parts):  # one value each (axis=None)
+            self.scale = np.array(scales, dtype=np.float64)
+        else:
+            self.scale = np.repeat(np.array(scales, dtype=np.float64), [math.prod(shape) for _, shape in parts])
+        self.out = allocate_output(self.scale.shape, np.dtype(np.float64))
+
+    def draw(self, gen) -> list:
+        """The noise of every part: a float for shape (), else an array of that shape."""
+        draw_into(gen, "laplace", self.out, None, self.scale)
+        res, at = [], 0
+        for _, shape in self.parts:
+            if shape == ():
+                res.append(float(self.out[at]))
+                at += 1
+            else:
+                m = math.prod(shape)
+                res.append(self.out[at:at + m].reshape(shape))
+                at += m
+        return res
+
+
+def _clip(v: float, lo: float, hi: float) -> float:
+    """``numpy.clip`` on a float (the same double: its max returns the bound on ties)."""
+    v = v if v > lo else lo
+    return v if v < hi else hi
 
 
 def _check_keepdims(keepdims) -> bool:
@@ -161,34 +216,42 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     """The count/centred-sum(/centred-square-sum) release shared by mean and var."""
     keepdims = _check_keepdims(keepdims)
     lo, hi = bounds
-    x = _data(a, nan)
+    x = _data(a, nan, check=False)  # the native pass refuses non-finite values (before the charge)
     axis = _axis(axis, x.ndim)
     shape, d, k = _shape(x, axis, keepdims)
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
     eps_part = epsilon / (order + 1)
     # calibration: l1 sensitivities over the whole output (one row touches every entry)
     count_sens = float(d) if nan else 1.0
-    parts = [Laplace(scale=count_sens / eps_part, sensitivity=count_sens),
-             Laplace(scale=d * r / eps_part, sensitivity=d * r)]
-    if order == 2:
-        parts.append(Laplace(scale=d * r * r / 2 / eps_part, sensitivity=d * r * r / 2))
-    _scales(*(p.scale for p in parts))
-    event = Composed(tuple(parts))
+    sens = (count_sens, d * r) + ((d * r * r / 2,) if order == 2 else ())
+    scales = tuple(t / eps_part for t in sens)
+    noise = _Noise(*((b, shape if nan or j else ()) for j, b in enumerate(scales)))
+
+    def event():
+        return Composed(tuple(Laplace(scale=b, sensitivity=t) for b, t in zip(scales, sens)))
+
     rows, counts, s, q = _release_statistic(x, budget, event, name, _moment_sums, bool(nan),
                                             args=(lo, hi, axis, keepdims, nan, order))
-    # draws
-    if counts is not None:  # the nan forms
-        n_hat = counts + _noise(count_sens / eps_part, np.shape(counts), gen)
-    else:
-        n_hat = k * (rows + _noise(1.0 / eps_part, (), gen))
-    s_hat = s + _noise(d * r / eps_part, np.shape(s), gen)
+    draws = noise.draw(gen)
+    if shape == ():  # one output entry: the same double arithmetic on floats
+        n_hat = float(counts) + draws[0] if counts is not None else k * (rows + draws[0])
+        n_hat = n_hat if n_hat > 1.0 else 1.0
+        m1 = _clip((float(s) + draws[1]) / n_hat, -r, r)
+        if order == 1:
+            return m1 + c, shape
+        m2 = (float(q) + draws[2] + n_hat * r * r / 2) / n_hat  # the centred second moment
+        v = _clip(m2 - m1 * m1, 0.0, r * r)
+        if ddof:
+            den = n_hat - ddof
+            v = _clip(v * n_hat / (den if den > 1.0 else 1.0), 0.0, r * r)
+        return v, shape
+    n_hat = counts + draws[0] if counts is not None else k * (rows + draws[0])
     n_hat = np.maximum(n_hat, 1.0)
-    m1 = np.clip(s_hat / n_hat, -r, r)
+    m1 = np.clip((s + draws[1]) / n_hat, -r, r)
     if order == 1:
         return m1 + c, shape
     assert q is not None  # order 2
-    q_hat = q + _noise(d * r * r / 2 / eps_part, np.shape(q), gen)
-    m2 = (q_hat + n_hat * r * r / 2) / n_hat  # the centred second moment
+    m2 = (q + draws[2] + n_hat * r * r / 2) / n_hat  # the centred second moment
     v = np.clip(m2 - m1 * m1, 0.0, r * r)
     if ddof:
         v = np.clip(v * n_hat / np.maximum(n_hat - ddof, 1.0), 0.0, r * r)
@@ -228,7 +291,7 @@ def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float
     ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
     contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``."""
     x = np.ascontiguousarray(x) if x.dtype in (np.float32, np.float64) else np.ascontiguousarray(x, np.float64)
-    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
+    cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], math.prod(x.shape[1:]))
     s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
                                       default_threads())
     _finite(bad, nan)
@@ -251,15 +314,14 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
     keepdims = _check_keepdims(keepdims)
     dtype = _check_dtype(dtype)
     lo, hi = bounds
-    x = _data(a, nan)
+    x = _data(a, nan, check=False)  # the native pass refuses non-finite values (before the charge)
     axis = _axis(axis, x.ndim)
-    _, d, _ = _shape(x, axis, keepdims)
+    shape, d, _ = _shape(x, axis, keepdims)
     sens = d * max(abs(lo), abs(hi))
-    _scales(sens / epsilon)
-    event = Laplace(scale=sens / epsilon, sensitivity=sens)
-    s = _release_statistic(x, budget, event, "nansum" if nan else "sum", _clipped_sum, nan,
-                           args=(lo, hi, axis, keepdims, nan))
-    return _out(s + _noise(sens / epsilon, np.shape(s), gen), dtype)
+    noise = _Noise((sens / epsilon, shape))
+    s = _release_statistic(x, budget, lambda: Laplace(scale=sens / epsilon, sensitivity=sens),
+                           "nansum" if nan else "sum", _clipped_sum, nan, args=(lo, hi, axis, keepdims, nan))
+    return _out(s + noise.draw(gen)[0], dtype)
 
 
 def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool) -> np.ndarray:
@@ -378,11 +440,11 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     if x.ndim == 0:
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)
-    _, d, _ = _shape(x, axis, keepdims)
-    _scales(d / epsilon)
-    event = Laplace(scale=d / epsilon, sensitivity=float(d))
-    c = _release_statistic(x, budget, event, "count_nonzero", _nonzero_counts, None, args=(axis, keepdims))
-    return _out(c + _noise(d / epsilon, np.shape(c), rng), None)
+    shape, d, _ = _shape(x, axis, keepdims)
+    noise = _Noise((d / epsilon, shape))
+    c = _release_statistic(x, budget, lambda: Laplace(scale=d / epsilon, sensitivity=float(d)), "count_nonzero",
+                           _nonzero_counts, None, args=(axis, keepdims))
+    return _out(c + noise.draw(rng)[0], None)
 
 
 def _nonzero_counts(x: np.ndarray, axis, keepdims: bool) -> np.ndarray:
@@ -524,10 +586,10 @@ def _hist_counts(sample: np.ndarray, edges, bins=None, range_=None) -> np.ndarra
 
 
 def _hist(sample, edges, epsilon, density, gen, budget, label, bins=None, range_=None):
-    _scales(1.0 / epsilon)
-    event = Laplace(scale=1.0 / epsilon, sensitivity=1.0)
-    counts = _release_statistic(sample, budget, event, label, _hist_counts, False, args=(edges, bins, range_))
-    noisy = counts + _noise(1.0 / epsilon, counts.shape, gen)
+    noise = _Noise((1.0 / epsilon, tuple(e.size - 1 for e in edges)))
+    counts = _release_statistic(sample, budget, lambda: Laplace(scale=1.0 / epsilon, sensitivity=1.0), label,
+                                _hist_counts, False, args=(edges, bins, range_))
+    noisy = counts + noise.draw(gen)[0]
     if density:
         pos = np.maximum(noisy, 0.0)
         total = pos.sum()
@@ -550,7 +612,7 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
     edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
     """
-    x = _data(a, False).ravel()
+    x = _data(a, False, check=False).ravel()  # (the native pass checks the values)
     edges = _edges(bins, range, 1)
     h = _hist(x.reshape(-1, 1), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
@@ -561,7 +623,7 @@ def histogram2d(x, y, epsilon: float, bins=10, range=None, density: bool = False
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogram2d``: the 2-d counts plus Laplace(1/epsilon); epsilon-DP
     (a row ``(x_i, y_i)`` lands in at most one bin).  Returns ``(H, xedges, yedges)``."""
-    xa, ya = _data(x, False).ravel(), _data(y, False).ravel()
+    xa, ya = _data(x, False, check=False).ravel(), _data(y, False, check=False).ravel()
     if is_dask_collection(xa) or is_dask_collection(ya):
         xa, ya = _dask_pair(xa, ya)
     elif xa.shape != ya.shape:
@@ -576,7 +638,7 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
                 budget: Optional["PrivacyBudget"] = None):
     """Private ``numpy.histogramdd``: ``sample`` of shape ``(N, D)``, one row per point; the
     counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
-    s = _data(sample, False)
+    s = _data(sample, False, check=False)
     if s.ndim == 1:
         s = s.reshape(-1, 1)
     if s.ndim != 2:
@@ -644,24 +706,21 @@ def _stack(xa, ya):
 
 
 def _partition(block, allow_nan, statistic, args):
-    """One partition's exact statistic, or the in-memory code's message for bad data."""
+    """One partition's exact statistic, or the in-memory code's message for bad data (the
+    statistics of the values check them in their native pass, :func:`_finite`)."""
     x = np.ascontiguousarray(block) if allow_nan is None else np.ascontiguousarray(block, dtype=np.float64)
-    if allow_nan is not None:
-        if allow_nan:
-            if np.isinf(x).any():
-                return PartitionError("a must not contain inf")
-        elif not np.isfinite(x).all():
-            return PartitionError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
-    try:  # a helper that checks the values itself raises its fixed message: passed on as one
+    try:  # the statistic's fixed message for bad values: passed on as one
         return statistic(x, *args)
     except ValueError as exc:
         return PartitionError(str(exc))
 
 
 def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()):
-    """``statistic(x, *args)`` and the charge of ``event``: in memory the statistic first (the
-    data were checked by :func:`_data`), on Dask the charge first, then one pass of the statistic
-    per row partition added in partition order (``allow_nan``: None skips the value checks)."""
+    """``statistic(x, *args)`` and the charge of ``event`` (a DpEvent, or a callable building it
+    when a budget applies): in memory the statistic first (its native pass refuses non-finite
+    data with a fixed message, so before the charge), on Dask the charge first, then one pass of
+    the statistic per row partition added in partition order (``allow_nan``: None keeps the
+    partitions' dtype, else float64)."""
     if not is_dask_collection(x):
         out = statistic(x, *args)
         _budget.charge(budget, event, label)

@@ -33,6 +33,8 @@ __all__ = ["PrivacyEngine"]
 _ACCOUNTANTS = ("pld", "rdp")
 _STATE_FORMAT = 1
 _NORMAL_BOUND = 40.0  # |N(0,1)| draws of the package's sampler stay below this
+_DEVICES = ("cpu", "cuda")
+_NOT_IMPLEMENTED_CLIPPING = ("per_layer", "adaptive")  # Opacus's other clipping modes: NotImplementedError
 
 
 def _real(v, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
@@ -62,6 +64,18 @@ def _check_distributed(distributed) -> None:
         raise TypeError(f"distributed must be a bool, got {type(distributed).__name__}")
     if distributed and not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         raise ValueError("distributed=True needs torch.distributed initialised (torch.distributed.init_process_group)")
+
+
+def _check_devices(module: nn.Module) -> None:
+    """The parameters live on the CPU or on CUDA devices: the per-sample norms are computed in
+    float64 on the parameters' device (ghost norms) or copied to the CPU, and the noise is drawn on
+    the CPU and copied; a device without float64 (Apple's MPS) or without data (meta) would fail
+    in the first step, after the charge."""
+    bad = sorted({p.device.type for p in module.parameters()} - set(_DEVICES))
+    if bad:
+        raise ValueError(f"dpfast.torch trains modules on {' and '.join(_DEVICES)} devices; the module has parameters "
+                         f"on {', '.join(bad)} (the per-sample norms need float64 on the parameters' device and the "
+                         "noise is copied to it)")
 
 
 def _step_event(z: float, q: float):
@@ -130,6 +144,7 @@ class PrivacyEngine:
             raise ValueError("pass the plain module with distributed=True, not a DistributedDataParallel wrapper: "
                              "the private optimizer all-reduces the clipped, noised sums itself")
         validate_module(module)
+        _check_devices(module)
         if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         own = {id(p) for p in module.parameters()}
@@ -154,6 +169,15 @@ class PrivacyEngine:
         if not isinstance(bs, int) or bs < 1:
             raise ValueError("data_loader needs a batch_size (the expected Poisson batch size)")
         bs = min(bs, n)
+        if (isinstance(clipping, str) and clipping in _NOT_IMPLEMENTED_CLIPPING) or isinstance(max_grad_norm,
+                                                                                                (list, tuple)):
+            # (per-layer clipping at norms C_l bounds the whole gradient's norm by sqrt(sum C_l^2): flat
+            # clipping at that C has the same sensitivity and so, at the same z, the same privacy)
+            raise NotImplementedError(
+                f"clipping={clipping!r} (max_grad_norm a {type(max_grad_norm).__name__}): per-layer and adaptive "
+                "clipping are not implemented in dpfast.torch; use clipping='flat' with one max_grad_norm, the norm "
+                "over all parameters (for per-layer norms C_l, max_grad_norm = sqrt(sum C_l^2) has their "
+                "sensitivity)")
         C = _real(max_grad_norm, "max_grad_norm", positive=True, allow_zero=False)
         if poisson_sampling is not True:
             raise ValueError("dpfast.torch accounts Poisson sampling only (poisson_sampling=True): shuffled "
@@ -164,7 +188,9 @@ class PrivacyEngine:
         if clipping != "flat":
             raise ValueError(f"clipping must be 'flat' (the norm over all parameters), got {clipping!r}")
         if grad_sample_mode not in ("hooks", "functional"):
-            raise ValueError(f"grad_sample_mode must be 'hooks' or 'functional', got {grad_sample_mode!r}")
+            hint = (" (Opacus's 'ghost': pass 'hooks', which uses ghost norms wherever a layer has them)"
+                    if grad_sample_mode in ("ghost", "ew") else "")
+            raise ValueError(f"grad_sample_mode must be 'hooks' or 'functional', got {grad_sample_mode!r}{hint}")
         if batch_first is not True:
             raise ValueError("batch_first must be True: dpfast.torch needs the batch on axis 0")
         if noise_generator is not None:

@@ -30,8 +30,10 @@ class DecisionTreeClassifier(RandomTreesClassifier):
       1) at ``epsilon``; the leaves hold disjoint rows (parallel composition, McSherry 2009).
       This is diffprivlib's tree (Fletcher & Islam 2017) with permute-and-flip for its
       exponential mechanism.
-    * ``leaf_mechanism="auto"`` (default): a noisy row count at ``epsilon / 20`` picks one of the
-      two (``"label"`` when ``n~ epsilon / 2^max_depth < 1/4``), run at the rest of epsilon.
+    * ``leaf_mechanism="auto"`` (default): a noisy row count at ``s epsilon``, ``s = min(1/2,
+      2^(-(2 max_depth + 1) / 3))``, picks one of the two -- ``"label"`` when ``n~ epsilon' /
+      2^max_depth < sqrt(2)``: the noise's standard deviation exceeds a leaf's mean count -- run at
+      the rest ``epsilon' = (1 - s) epsilon`` (derivation: :doc:`/theory/trees`).
 
     When to use: a single interpretable private tree; for accuracy prefer
     :class:`dpfast.ensemble.RandomForestClassifier`, which averages several trees for the same

@@ -38,16 +38,22 @@ from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy
 from dpfast.random import check_random_state
 
 __all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
-           "auto_mechanism", "MAX_DEPTH", "MAX_TABLE", "AUTO_COUNT_SHARE", "AUTO_THRESHOLD"]
+           "auto_mechanism", "auto_n_trees", "auto_count_share", "MAX_DEPTH", "MAX_TABLE", "AUTO_MAX_TREES",
+           "AUTO_RHO_TREES", "AUTO_RHO_LABEL"]
 
 #: deepest tree (2^30 leaves is already far beyond any table that fits MAX_TABLE)
 MAX_DEPTH = 30
 #: most entries of the (n_trees, 2^max_depth, n_classes) count table (64 MiB of int64)
 MAX_TABLE = 1 << 23
-#: "auto": the share of epsilon spent on the noisy row count
-AUTO_COUNT_SHARE = 0.05
-#: "auto": "label" below this many rows per leaf per unit of noise, n * epsilon / (n_trees * 2^depth)
-AUTO_THRESHOLD = 0.25
+#: ``n_estimators="auto"``: the most trees (Geurts et al. 2006's default ensemble size)
+AUTO_MAX_TREES = 100
+#: ``n_estimators="auto"``: the per-tree signal-to-noise ratio rho = n epsilon / (T 2^D) at which the
+#: variance of the forest's class margin is least, sqrt(v / 4) with the partition variance v of a
+#: margin in [-1, 1] bounded by 1 (docs/theory/trees.rst, "Sizing the forest")
+AUTO_RHO_TREES = 2.0
+#: ``leaf_mechanism="auto"``: "label" below this rho, where the noise's standard deviation
+#: sqrt(2) T / epsilon exceeds a leaf's mean count n / 2^D (docs/theory/trees.rst)
+AUTO_RHO_LABEL = np.sqrt(2.0)
 #: rows routed per block in predict (bounds the (rows, trees, classes) gather)
 _PREDICT_BLOCK = 1 << 15
 
@@ -144,12 +150,57 @@ def route(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int)
     return _trees.route(X, feature, threshold, int(depth), _threads.default_threads())
 
 
+def auto_count_share(depth: int) -> float:
+    """The share of epsilon that ``"auto"`` spends on the noisy row count: ``min(1/2,
+    2^(-(2 depth + 1) / 3))`` (0.079 at depth 5), a function of public parameters only.
+
+    Derivation (docs/theory/trees.rst, "The auto rule").  Spending a share ``s`` on the count
+    raises the leaves' noise variance by ``1 / (1 - s)^2 ~ 1 + 2 s``; at the balanced forest size
+    the noise is half of the risk, so the relative loss is ``s``.  A count of scale ``1 / (s
+    epsilon)`` misses ``n`` by the relative error ``r = sqrt(2) / (s n epsilon)``, and sizing the
+    forest ``1 + r`` times off its optimum costs ``r^2 / 2`` of the convex, balanced risk ``a / T
+    + b T``.  ``s + 1 / (s n epsilon)^2`` is least at ``s = (2 / (n epsilon)^2)^(1/3)``; taken where
+    the rule starts to use more than one tree, ``n epsilon = AUTO_RHO_TREES 2^D`` (below it the
+    forest is one tree whatever the count), this is ``2^(-(2 D + 1) / 3)``."""
+    return float(min(0.5, 2.0 ** (-(2 * int(depth) + 1) / 3.0)))
+
+
+def auto_n_trees(n_noisy: int, epsilon: float, depth: int, cap: int) -> int:
+    """``n_estimators="auto"``: the integer minimiser of ``1 / T + T / T*^2`` with ``T* = n~
+    epsilon / (AUTO_RHO_TREES 2^depth)`` -- the least ``T >= 1`` with ``T (T + 1) >= T*^2`` --
+    clipped to ``[1, cap]``.  Post-processing of the released count ``n~``.
+
+    Derivation (docs/theory/trees.rst, "Sizing the forest").  A prediction is the sign of the
+    forest's margin between two classes, the mean over ``T`` trees of a leaf's frequency margin.
+    Its variance has two parts: the random partition's, ``v / T`` with ``v <= 1`` (the variance of
+    a value in [-1, 1]); and the leaf noise's: a leaf holds ``m = n / 2^D`` rows on average, each
+    count gets discrete Laplace noise of variance ``2 (T / epsilon)^2`` (sensitivity ``T``), the
+    margin's noise is a difference of two, ``4 T^2 / (epsilon m)^2`` per tree, ``4 T / (epsilon
+    m)^2`` averaged over ``T``.  ``v / T + 4 T 4^D / (n epsilon)^2`` is least at ``T* = sqrt(v) n
+    epsilon / 2^(D + 1)``: per tree, ``rho = n epsilon / (T 2^D) = 2 / sqrt(v) >= 2``, taken at
+    ``v = 1``.  The "label" release has the same ``rho`` per tree (``n / T`` rows against noise
+    ``1 / epsilon``)."""
+    t_star = max(n_noisy, 0) * epsilon / (AUTO_RHO_TREES * float(1 << int(depth)))
+    t = max(int(np.ceil((np.sqrt(1.0 + 4.0 * t_star * t_star) - 1.0) / 2.0)), 1)
+    while t > 1 and (t - 1) * t >= t_star * t_star:  # guard the float rounding of the root
+        t -= 1
+    return int(min(t, int(cap)))
+
+
 def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> str:
     """The leaf mechanism ``leaf_mechanism="auto"`` picks from the released row count:
-    ``"label"`` when ``n * epsilon / (n_trees * 2^depth) < AUTO_THRESHOLD`` (fewer than a quarter
-    of a row per leaf per unit of noise: permute-and-flip gets more out of weak counts than a noisy
-    count table does), else ``"counts"``.  Post-processing of the noisy count."""
-    return "label" if n_noisy * epsilon < AUTO_THRESHOLD * n_trees * (1 << depth) else "counts"
+    ``"label"`` when the per-tree signal-to-noise ratio ``rho = n~ epsilon / (n_trees 2^depth)``
+    is below ``AUTO_RHO_LABEL = sqrt(2)``, else ``"counts"``.  Post-processing of the noisy count.
+
+    Derivation (docs/theory/trees.rst, "The auto rule").  Per tree the two releases have the same
+    ``rho``; they differ in what is released.  A count table carries each leaf's class
+    frequencies, which the forest's average uses, but only while they are above the noise: a
+    leaf's mean count ``n / 2^D`` exceeds the noise's standard deviation ``sqrt(2) n_trees /
+    epsilon`` exactly when ``rho > sqrt(2)``.  Below it the released frequencies are mostly
+    noise, and the best use of the leaf is its majority label, which permute-and-flip selects
+    with a smaller error than the argmax of noisy counts (for two classes with count gap ``g``:
+    ``exp(-epsilon g) / 2`` against ``(1 + epsilon g / 2) exp(-epsilon g) / 2``)."""
+    return "label" if n_noisy * epsilon < AUTO_RHO_LABEL * n_trees * (1 << int(depth)) else "counts"
 
 
 def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
@@ -196,32 +247,35 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         "check_classifiers_train": PUBLIC_LABELS + " (predict_proba has len(classes) columns)",
     }
 
-    def _n_trees(self) -> int:  # pragma: no cover - abstract
+    def _n_trees(self) -> int | None:  # pragma: no cover - abstract
+        """The number of trees, or None for ``n_estimators="auto"``."""
         raise NotImplementedError
 
     def _plan(self, n_classes: int):
-        """(event, n_trees, depth, epsilon of the row count, epsilon of the leaves) of one fit, from
-        public parameters only; ValueError before the charge."""
+        """(event, n_trees or None (auto), the cap of "auto", depth, epsilon of the row count, epsilon
+        of the leaves) of one fit, from public parameters only; ValueError before the charge."""
         eps = float(check_epsilon(self.epsilon, allow_array=False))
         n_trees, depth = self._n_trees(), int(self.max_depth)
-        if n_trees * (1 << depth) * n_classes > MAX_TABLE:
-            raise ValueError(f"n_estimators * 2**max_depth * n_classes = {n_trees * (1 << depth) * n_classes} "
+        per_tree = (1 << depth) * n_classes
+        cap = n_trees if n_trees is not None else min(AUTO_MAX_TREES, MAX_TABLE // per_tree)
+        if cap < 1 or cap * per_tree > MAX_TABLE:
+            raise ValueError(f"n_estimators * 2**max_depth * n_classes = {max(cap, 1) * per_tree} "
                              f"exceeds {MAX_TABLE} leaf counts; lower max_depth or n_estimators")
-        if self.leaf_mechanism == "counts":
+        if n_trees is not None and self.leaf_mechanism == "counts":
             # one discrete Laplace release of every count: l1 sensitivity n_trees (a row is counted
             # once in every tree); the event is the pure epsilon of the (rounded-up) scale used
             return event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), n_trees, eps), \
-                n_trees, depth, 0.0, eps
-        if self.leaf_mechanism == "label":
+                n_trees, cap, depth, 0.0, eps
+        if n_trees is not None and self.leaf_mechanism == "label":
             # permute-and-flip per leaf at epsilon; leaves and trees see disjoint rows (parallel composition)
-            return accounting.PureDP(eps), n_trees, depth, 0.0, eps
-        # "auto": a noisy row count at AUTO_COUNT_SHARE * epsilon picks the leaf mechanism, which
-        # runs at the rest; basic composition of two pure releases, the sum kept <= epsilon
-        eps_n = eps * AUTO_COUNT_SHARE
+            return accounting.PureDP(eps), n_trees, cap, depth, 0.0, eps
+        # something is "auto": a noisy row count at auto_count_share(depth) * epsilon picks it, the
+        # leaves run at the rest; basic composition of two pure releases, the sum kept <= epsilon
+        eps_n = eps * auto_count_share(depth)
         eps_leaf = eps - eps_n
         while eps_n + eps_leaf > eps:
             eps_leaf = float(np.nextafter(eps_leaf, 0.0))
-        return accounting.PureDP(eps), n_trees, depth, eps_n, eps_leaf
+        return accounting.PureDP(eps), n_trees, cap, depth, eps_n, eps_leaf
 
     def fit(self, X, y, *, budget: Any = None):
         """Release the random trees' leaves (see the class docstring).  Returns self.
@@ -236,16 +290,20 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
         classes, idx = check_label_set(yv, self.classes)
         k, d = classes.size, Xa.shape[1]
         lo, hi = tree_bounds(self.bounds, d, getattr(self, "feature_names_in_", None))
-        event, n_trees, depth, eps_n, eps_leaf = self._plan(k)
+        event, n_trees, cap, depth, eps_n, eps_leaf = self._plan(k)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         mechanism = self.leaf_mechanism
-        if mechanism == "auto":
+        if eps_n > 0.0:
             with detached():  # the fit's event covers the draw
                 n_noisy = int(discrete_laplace_mechanism(np.array([Xa.shape[0]], dtype=np.int64), 1, eps_n,
                                                          rng=gen)[0])
             self.n_samples_noisy_ = n_noisy
-            mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+            if n_trees is None:
+                n_trees = auto_n_trees(n_noisy, eps_leaf, depth, cap)
+            if mechanism == "auto":
+                mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+        assert n_trees is not None
         feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
         L = 1 << depth
         if mechanism == "counts":
@@ -264,6 +322,7 @@ class RandomTreesClassifier(DPClassifierMixin, PrivateEstimator):
             labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
             self.leaf_labels_ = labels
             self.leaf_proba_ = np.eye(k)[labels]
+        self.n_estimators_ = int(n_trees)
         self.leaf_mechanism_ = mechanism
         self.feature_ = feature
         self.threshold_ = threshold

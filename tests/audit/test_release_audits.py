@@ -162,6 +162,11 @@ def _entries():
     one = [(np.array([0.0]), np.array([1.0])), (np.array([0.0]), np.array([-1.0])),
            (np.array([0.0]), np.array([0.5]))]
     e["staircase"] = Entry(lambda v, r: M.staircase(v, 1.0, 1.0, rng=r), one, 1.0, 0.0, 2000)
+    ione = [(np.array([0]), np.array([3])), (np.array([0]), np.array([-3])), (np.array([0]), np.array([1])),
+            (np.array([1]), np.array([2]))]  # shifts up to the sensitivity 3, r = 1 and the default r
+    e["discrete_staircase"] = Entry(lambda v, r: M.discrete_staircase(v, 3, 1.0, rng=r), ione, 1.0, 0.0, 2000)
+    e["discrete_staircase (r=1)"] = Entry(lambda v, r: M.discrete_staircase(v, 3, 1.0, rng=r, r=1), ione, 1.0,
+                                          0.0, 2000)
     edge = [(np.array([0.0]), np.array([1.0])), (np.array([0.5]), np.array([1.5])),
             (np.array([1.5]), np.array([2.5]))]
     e["bounded_laplace"] = Entry(lambda v, r: M.bounded_laplace(v, 1.0, 1.0, (0.0, 3.0), rng=r), edge, 1.0, 0.0, 2000)
@@ -262,6 +267,8 @@ def _entries():
                                                       random_state=r)), ppairs, 1.0, 0.0, 300)
     e["GaussianNB"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], random_state=r)),
                             _labelled(_y01), 1.0, 0.0, 300)
+    e["GaussianNB_binary"] = Entry(_fit(lambda r: NB.GaussianNB(1.0, (-1.0, 1.0), classes=[0, 1], binary_features=[0],
+                                                                random_state=r)), _labelled(_y01), 1.0, 0.0, 300)
     for lm in ("counts", "label"):
         sfx = "" if lm == "counts" else " (label)"
         e["DecisionTreeClassifier" + sfx] = Entry(
@@ -271,6 +278,12 @@ def _entries():
             _fit(lambda r, lm=lm: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators=2, max_depth=2,
                                                             leaf_mechanism=lm, random_state=r)),
             _labelled(_y01), 1.0, 0.0, 300)
+    # "auto" everywhere: the noisy row count sizes the forest (n_estimators_ from 1 to ~4 here) and picks
+    # the leaf release; depth 1 keeps the count share at 1/2 so that the size varies with the count
+    e["RandomForestClassifier (auto-sized trees)"] = Entry(
+        _fit(lambda r: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators="auto", max_depth=1,
+                                                 leaf_mechanism="auto", random_state=r)),
+        _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
     # ------------------------------------------------------------------ Dask input (issue 24): one pass
@@ -339,7 +352,8 @@ NOT_RELEASES = {
         "objective_output_multiplier", "glm_constants", "margin_constants", "loss_constants",
         "perturb_noise_scale", "default_eta", "public_geometry", "regularization_stability",
         "rrspm_public_size", "rrspm_weight_scale", "selection_threshold", "selection_probabilities",
-        "sample_run_count", "pipeline_event", "event_of", "staircase_gamma", "bounded_laplace_scale")},
+        "sample_run_count", "pipeline_event", "event_of", "staircase_gamma", "bounded_laplace_scale",
+        "discrete_staircase_r")},
     "randomized_response_debias": "post-processing of released responses (public function of them)",
     "minimize_glm": "non-private solver (no noise; documented as such)",
     "glm_loss_and_grad": "non-private loss oracle",

@@ -156,6 +156,12 @@ MECHANISMS = [
     _mk("staircase", M.staircase, dict(values=X1, sensitivity=1.0, epsilon=1.0, rng=1, gamma=None),
         seed="rng", data=("values",), examples=(dict(epsilon=5000.0), dict(gamma=1.0), dict(epsilon=1e-300))),
     _mk("staircase_gamma", M.staircase_gamma, dict(epsilon=1.0), examples=(dict(epsilon=1e300),)),
+    _mk("discrete_staircase", M.discrete_staircase,
+        dict(values=np.array([3, -1, 0, 7]), sensitivity=3, epsilon=1.0, rng=1, r=None, cost="l1"),
+        seed="rng", data=("values",),
+        examples=(dict(epsilon=10000), dict(epsilon=5e-324), dict(r=3), dict(sensitivity=2**40), dict(cost="l2"))),
+    _mk("discrete_staircase_r", M.discrete_staircase_r, dict(sensitivity=5, epsilon=1.0, cost="l1"),
+        examples=(dict(epsilon=1e300), dict(sensitivity=2**23))),
     _mk("truncated_laplace", M.truncated_laplace,
         dict(values=X1, sensitivity=1.0, epsilon=1.0, bounds=(-1.0, 1.0), rng=1), seed="rng", data=("values",)),
     _mk("folded_laplace", M.folded_laplace,
@@ -818,6 +824,10 @@ def _naive_bayes_targets():
             dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], priors=None, var_smoothing=1e-9,
                  random_state=1),
             seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(epsilon=BIG_INT))),
+        _mk("GaussianNB_binary", _estimator(NB.GaussianNB),
+            dict(X=X2, y=Y01, epsilon=1.0, bounds=(-1.0, 1.0), classes=[0, 1], binary_features=[0], alpha=1.0,
+                 random_state=1),
+            seed="random_state", data=("X", "y"), examples=(dict(epsilon=5e-324), dict(alpha=5e-324))),
     ]
 
 
@@ -833,7 +843,8 @@ def _trees_targets():
         _mk("DecisionTreeClassifier", _estimator(TR.DecisionTreeClassifier), base, seed="random_state",
             data=("X", "y"), examples=big),
         _mk("RandomForestClassifier", _estimator(EN.RandomForestClassifier), dict(base, n_estimators=3),
-            seed="random_state", data=("X", "y"), examples=big + (dict(n_estimators=BIG_INT),)),
+            seed="random_state", data=("X", "y"), examples=big + (dict(n_estimators=BIG_INT), dict(n_estimators="auto", leaf_mechanism="auto"),
+                                          dict(n_estimators="auto", epsilon=BIG_INT))),
     ]
 
 

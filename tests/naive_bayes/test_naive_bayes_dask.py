@@ -118,3 +118,18 @@ def test_data_failures_after_the_charge_name_no_value(what):
     assert str(info.value) in ("X contains NaN or infinite entries",
                                "y has labels outside the public label set (classes)")
     assert len(budget.ledger) == 1  # charged: the failure depends on the private data
+
+
+def test_dask_fit_with_binary_features_equals_in_memory():
+    X, y = _data(2)
+    X = X.copy()
+    X[:, 2:] = (X[:, 2:] > 1).astype(float)
+    kw = dict(epsilon=1.5, bounds={0: (-3, 6), 1: (-3, 6), 2: (0, 1), 3: (0, 1)}, classes=[0, 1, 2],
+              binary_features=[2, 3], random_state=4)
+    ref = GaussianNB(**kw).fit(X, y)
+    with no_gather():
+        got = GaussianNB(**kw).fit(da.from_array(X, chunks=(700, 2)), da.from_array(y, chunks=700))
+    _close(got, ref, rounding_tol(N, 1.0) * 81)
+    assert got.event_ == ref.event_
+    np.testing.assert_array_equal(got.binary_features_, ref.binary_features_)
+    np.testing.assert_array_equal(got.predict(X), ref.predict(X))

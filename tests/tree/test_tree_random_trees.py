@@ -161,20 +161,80 @@ def test_label_release_of_a_clear_majority():
 
 
 def test_auto_count_law_and_choice():
-    """"auto" releases n + discrete Laplace(1 / (0.05 epsilon)) and takes "label" exactly when
-    noisy n * epsilon_leaf < 0.25 * n_trees * 2^depth."""
+    """"auto" releases n + discrete Laplace(1 / (s epsilon)) with s = auto_count_share(depth) and
+    takes "label" exactly when noisy n * epsilon_leaf < sqrt(2) * n_trees * 2^depth."""
     X, y = _data(300, 2, 2)
-    eps = 1.0
+    eps, D = 1.0, 3
+    share = RT.auto_count_share(D)
     ns, picks = [], []
     for s in range(60):
-        m = DecisionTreeClassifier(eps, (-1, 1), max_depth=3, random_state=s).fit(X, y)
+        m = DecisionTreeClassifier(eps, (-1, 1), max_depth=D, random_state=s).fit(X, y)
         ns.append(m.n_samples_noisy_ - 300)
-        picks.append(m.leaf_mechanism_ == RT.auto_mechanism(m.n_samples_noisy_, eps * 0.95, 1, 3))
-        assert hasattr(m, "leaf_counts_") == (m.leaf_mechanism_ == "counts")
+        picks.append(m.leaf_mechanism_ == RT.auto_mechanism(m.n_samples_noisy_, eps * (1 - share), 1, D))
+        assert hasattr(m, "leaf_counts_") == (m.leaf_mechanism_ == "counts") and m.n_estimators_ == 1
     assert all(picks)
-    b = 1.0 / (eps * RT.AUTO_COUNT_SHARE)
-    assert stats.kstest(np.array(ns), stats.laplace(scale=b).cdf).pvalue > 1e-4  # discrete, scale 20: near-continuous
+    b = 1.0 / (eps * share)
+    assert stats.kstest(np.array(ns), stats.laplace(scale=b).cdf).pvalue > 1e-4  # discrete, scale 9.5: near-continuous
     assert RT.auto_mechanism(10, 0.1, 10, 5) == "label" and RT.auto_mechanism(10**5, 1.0, 10, 5) == "counts"
+    # the boundary: rho = n epsilon / (T 2^D) = sqrt(2)
+    assert RT.auto_mechanism(45, 1.0, 1, 5) == "label" and RT.auto_mechanism(46, 1.0, 1, 5) == "counts"
+    assert RT.auto_mechanism(90, 1.0, 2, 5) == "label" and RT.auto_mechanism(91, 1.0, 2, 5) == "counts"
+
+
+def test_auto_count_share_is_the_derived_optimum():
+    """s(D) = argmin_s s + 1 / (s n epsilon)^2 at n epsilon = 2 * 2^D (checked by a grid search,
+    not by the closed form), capped at 1/2."""
+    grid = np.linspace(1e-4, 0.9, 200001)
+    for D in (1, 3, 5, 8):
+        ne = RT.AUTO_RHO_TREES * 2.0 ** D
+        best = grid[np.argmin(grid + 1.0 / (grid * ne) ** 2)]
+        assert RT.auto_count_share(D) == pytest.approx(best, abs=1e-4), D
+    assert RT.auto_count_share(0) == 0.5
+
+
+def test_auto_n_trees_is_the_integer_minimiser_of_the_risk():
+    """n_estimators="auto": T minimises 1 / T + T / T*^2 over the integers 1..cap (brute force),
+    T* = n epsilon / (2 * 2^D); clipped to [1, cap]; monotone in n."""
+    for D in (0, 2, 5):
+        for n in list(range(0, 200)) + [10**3, 10**4, 10**6]:
+            for eps in (0.1, 1.0, 7.0):
+                ts = n * eps / (RT.AUTO_RHO_TREES * 2 ** D)
+                if ts == 0:
+                    assert RT.auto_n_trees(n, eps, D, 100) == 1
+                    continue
+                Ts = np.arange(1, 101)
+                risk = 1.0 / Ts + Ts / ts ** 2
+                expect = int(Ts[np.argmin(risk)])
+                got = RT.auto_n_trees(n, eps, D, 100)
+                assert got == expect or np.isclose(risk[got - 1], risk[expect - 1], rtol=1e-12), (D, n, eps)
+    assert RT.auto_n_trees(-5, 1.0, 3, 10) == 1 and RT.auto_n_trees(10**9, 1.0, 3, 7) == 7
+    assert [RT.auto_n_trees(n, 1.0, 1, 100) for n in range(0, 40, 4)] == sorted(
+        RT.auto_n_trees(n, 1.0, 1, 100) for n in range(0, 40, 4))
+
+
+def test_auto_reads_the_data_only_through_the_noisy_count():
+    """Sensitivity of the "auto" piece, by constructing neighbours.  Everything "auto" decides --
+    the forest size, the leaf release, the trees -- is a function of the seed and the released
+    count n~: unrelated data sets of the same size get the same decisions; and adding one row
+    moves n~ by exactly 1 for the same seed (the count is n + noise drawn independently of n:
+    sensitivity 1, the discrete Laplace law is tested above)."""
+    from dpfast.ensemble import RandomForestClassifier
+
+    X1, y1 = _data(400, 3, 2, seed=1)
+    X2, y2 = _data(400, 3, 2, seed=2)
+    rng = np.random.default_rng(9)
+    for s in range(20):
+        fits = []
+        for X, y in ((X1, y1), (X2, y2), (np.vstack([X1, rng.uniform(-2, 2, (1, 3))]), np.append(y1, s % 2))):
+            fits.append(RandomForestClassifier(2.0, (-1, 1), max_depth=2, random_state=s).fit(X, y))
+        a, b, c = fits
+        assert (a.n_samples_noisy_, a.n_estimators_, a.leaf_mechanism_) == \
+            (b.n_samples_noisy_, b.n_estimators_, b.leaf_mechanism_)
+        np.testing.assert_array_equal(a.threshold_, b.threshold_)
+        assert c.n_samples_noisy_ - a.n_samples_noisy_ == 1
+        eps_leaf = 2.0 * (1 - RT.auto_count_share(2))
+        assert c.n_estimators_ == RT.auto_n_trees(c.n_samples_noisy_, eps_leaf, 2, RT.AUTO_MAX_TREES)
+        assert a.n_estimators_ == RT.auto_n_trees(a.n_samples_noisy_, eps_leaf, 2, RT.AUTO_MAX_TREES)
 
 
 def test_fit_is_bit_identical_for_any_thread_count(monkeypatch):

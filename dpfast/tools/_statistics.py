@@ -95,6 +95,12 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         raise TypeError("a must be an array of real numbers")
     if x.ndim == 0:
         x = x.reshape(1)
+    if x.dtype.kind == "f" and x.dtype.itemsize > 8:
+        # a finite value beyond float64's range (longdouble) is data like any other: saturate it to
+        # the largest double (the bounds clamp it further) instead of letting the cast make it inf,
+        # which would refuse the call for one record's magnitude; inf and NaN stay what they are
+        big = np.finfo(np.float64).max
+        x = np.where(np.isfinite(x), np.clip(x, -big, big), x)
     # C order: NumPy's reductions sum in an order that depends on the layout; one layout makes
     # the release a function of the values alone (bit-identical for C, F and strided input)
     x = np.ascontiguousarray(x, dtype=np.float64)

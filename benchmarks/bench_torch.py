@@ -212,6 +212,23 @@ class FastStep:
 
 
 def run_case(kind, mode, threads, steps):
+    built = build_case(kind, mode, threads, steps)
+    if isinstance(built, dict):
+        return built
+    step_fn, batches, crit = built
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for xb, yb in batches[:3]:
+        step_fn(xb, yb, crit)
+    t0 = time.perf_counter()
+    for xb, yb in batches[3:]:
+        step_fn(xb, yb, crit)
+    dt = (time.perf_counter() - t0) / steps
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"ms": dt * 1e3, "steps_per_s": 1.0 / dt, "maxrss_mb": rss, "train_mb": rss - rss_before}
+
+
+def build_case(kind, mode, threads, steps):
+    """(step_fn, batches, criterion) of one case (or a dict saying why it is skipped)."""
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -281,15 +298,58 @@ def run_case(kind, mode, threads, steps):
             opt.step()
             return loss
 
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for xb, yb in batches[:3]:
-        step_fn(xb, yb, crit)
-    t0 = time.perf_counter()
-    for xb, yb in batches[3:]:
-        step_fn(xb, yb, crit)
-    dt = (time.perf_counter() - t0) / steps
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"ms": dt * 1e3, "steps_per_s": 1.0 / dt, "maxrss_mb": rss, "train_mb": rss - rss_before}
+    if mode == "engine":
+        # the parts of the engine's step, for --inprocess: forward + backward, then opt.step()
+        # (clipping, noise, the wrapped optimizer)
+        def fwd_bwd(xb, yb, crit):
+            opt.zero_grad()
+            crit(model(xb), yb).backward()
+
+        step_fn.parts = {"forward+backward": fwd_bwd, "opt.step": lambda xb, yb, crit: opt.step()}
+    return step_fn, batches, crit
+
+
+BLOCK = 5  # consecutive steps of one mode per in-process round
+
+
+def run_inprocess(kinds, modes, threads_list, rounds):
+    """All modes of a model in ONE process, timed in interleaved rounds (BLOCK steps of mode A,
+    then of mode B, ...), each mode's fastest round (per step) reported: a machine shared with other
+    jobs disturbs every mode alike, so the ratios are the robust figures.  Also the engine's parts
+    (forward + backward; opt.step = clipping, noise and the SGD update), each timed alone."""
+    print("| model | threads | " + " | ".join(modes) + " | best Opacus / engine | engine fwd+bwd | engine opt.step |")
+    print("|---|---|" + "---|" * len(modes) + "---|---|---|")
+    for kind in kinds:
+        for threads in threads_list:
+            os.environ["DPFAST_NUM_THREADS"] = str(threads)
+            cases = {m: build_case(kind, m, threads, BLOCK * 4) for m in modes}
+            best = {m: float("inf") for m in modes}
+            parts = {"forward+backward": float("inf"), "opt.step": float("inf")}
+            for r in range(rounds + 1):
+                for m in modes:
+                    step_fn, batches, crit = cases[m]
+                    t0 = time.perf_counter()
+                    for j in range(BLOCK):
+                        xb, yb = batches[(r * BLOCK + j) % len(batches)]
+                        step_fn(xb, yb, crit)
+                    dt = (time.perf_counter() - t0) / BLOCK
+                    if r >= 1:  # round 0 warms up
+                        best[m] = min(best[m], dt)
+                if "engine" in cases and r >= 3:
+                    step_fn, batches, crit = cases["engine"]
+                    xb, yb = batches[r % len(batches)]
+                    t0 = time.perf_counter()
+                    step_fn.parts["forward+backward"](xb, yb, crit)
+                    t1 = time.perf_counter()
+                    step_fn.parts["opt.step"](xb, yb, crit)
+                    t2 = time.perf_counter()
+                    parts["forward+backward"] = min(parts["forward+backward"], t1 - t0)
+                    parts["opt.step"] = min(parts["opt.step"], t2 - t1)
+            op = min([best[m] for m in modes if m.startswith("opacus")] or [float("nan")])
+            ratio = op / best["engine"] if "engine" in best else float("nan")
+            print(f"| {kind} | {threads} | " + " | ".join(f"{best[m] * 1e3:.2f} ms" for m in modes)
+                  + f" | {ratio:.2f}x | {parts['forward+backward'] * 1e3:.2f} ms | {parts['opt.step'] * 1e3:.2f} ms |",
+                  flush=True)
 
 
 def _child(case, steps):
@@ -313,7 +373,18 @@ def main(argv=None):
                          "shows each mode's fastest round and its largest peak RSS")
     ap.add_argument("--only", default=None, help="one case MODEL:MODE:THREADS, in this process")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--inprocess", type=int, default=0, metavar="ROUNDS",
+                    help="instead: all modes of a model in one process, ROUNDS interleaved single steps "
+                         "(fastest step per mode, and the engine's parts); no memory figures")
     args = ap.parse_args(argv)
+    if args.inprocess:
+        import torch
+
+        print(f"in-process, torch {torch.__version__}, {args.inprocess} interleaved rounds; load: {os.getloadavg()}")
+        modes = args.modes.split(",")
+        run_inprocess(args.models.split(","), modes, [int(t) for t in args.threads.split(",")], args.inprocess)
+        print(f"load after: {os.getloadavg()}")
+        return
     if args.only:
         kind, mode, threads = args.only.split(":")
         res = run_case(kind, mode, int(threads), args.steps)

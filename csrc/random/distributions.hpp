@@ -37,6 +37,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "random/bitstream.hpp"
 
@@ -142,6 +143,21 @@ inline bool normal_fast(const NormalZiggurat& z, uint64_t w, double& out) {
     return false;
 }
 
+// The same map without a branch, for the noise fills: `out` is always written (the fast path's
+// value when the word is accepted, a value to be discarded otherwise) and the return value says
+// whether the word was accepted.  Bit for bit the fast path's value on acceptance: the sign is
+// applied by flipping the sign bit (-x exactly), rabs < 2^52 converts exactly either way.
+inline bool normal_fast_branchless(const NormalZiggurat& z, uint64_t w, double& out) {
+    const unsigned idx = static_cast<unsigned>(w & 0xff);
+    const uint64_t rabs = (w >> 9) & 0x000fffffffffffffULL;
+    const double x = static_cast<double>(static_cast<int64_t>(rabs)) * z.w[idx];
+    uint64_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits ^= ((w >> 8) & 1u) << 63;
+    std::memcpy(&out, &bits, sizeof bits);
+    return rabs < z.k[idx];
+}
+
 // The rest of the ziggurat for a word the fast path rejected: wedge or tail test with fresh
 // uniforms, and a fresh word whenever the test fails.  normal_fast + normal_slow together are
 // exactly one ziggurat draw.
@@ -187,6 +203,8 @@ struct OneWordDist {
         out = F(w);
         return true;
     }
+    // fast() with `out` always written (a discardable value when it returns false): for fills
+    bool fast_branchless(uint64_t w, double& out) const { return fast(w, out); }
     double slow(uint64_t w, BitStream&) const { return F(w); }
 };
 using LaplaceDist = OneWordDist<standard_laplace>;
@@ -197,6 +215,7 @@ struct NormalDist {
     static constexpr bool may_reject = true;
     const NormalZiggurat* z = &normal_ziggurat();
     bool fast(uint64_t w, double& out) const { return normal_fast(*z, w, out); }
+    bool fast_branchless(uint64_t w, double& out) const { return normal_fast_branchless(*z, w, out); }
     double slow(uint64_t w, BitStream& rs) const { return normal_slow(*z, w, rs); }
 };
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,57 @@ namespace dpf {
 constexpr std::size_t kNoiseBlock = std::size_t(1) << 13;
 constexpr std::size_t kNoiseSub = std::size_t(1) << 11;
 constexpr std::size_t kNoiseRing = 16;
+// The normal fill's transform (a table look-up and a multiply per word) costs less than drawing
+// its word, which only the calling thread can do, so helper threads can gain little (at most the
+// transform's share) and cost much when the cores are busy (the caller waits on a descheduled
+// helper: 6x slower at the median next to torch's spinning OpenMP threads on 2 loaded cores).  So
+// below this many outputs the normal fill runs serially whatever n_threads says (same output).
+constexpr std::size_t kNoiseNormalParallelMin = std::size_t(1) << 20;
+
+// The transform of one run of words w[0..len) into outputs lo..lo+len-1: every output is
+// written (branch-free, so that the ~1.2% of words the normal ziggurat's fast path rejects cost
+// no mispredicted branch), and the positions j of the rejected words are stored in rej[0..nr),
+// nr returned.  A rejected output keeps its input value (out[i] = x[i], or a discardable value
+// when x is null), so that the fix-up, which reads x[i], is right also when x aliases out.
+// Accepted outputs are exactly emit(i, d) of the reference loop: out[i] = T(x[i] + sc d) (or
+// T(sc d)), in the same double operations.  Templated on whether x is given and whether the
+// scale is per element, so the inner loop has no loop-invariant branch.
+template <class T, class Dist, bool HasX, bool PerElem, class Idx>
+inline uint32_t transform_run(const Dist& dist, const uint64_t* w, const T* x, const double* scale, T* out,
+                              std::size_t lo, std::size_t len, Idx* rej) {
+    uint32_t nr = 0;
+    const double sc0 = scale[0];
+    for (std::size_t j = 0; j < len; ++j) {
+        const std::size_t i = lo + j;
+        double d;
+        const bool ok = dist.fast_branchless(w[j], d);
+        const double sc = PerElem ? scale[i] : sc0;
+        if (HasX) {
+            const T xi = x[i];
+            const T v = static_cast<T>(static_cast<double>(xi) + sc * d);
+            out[i] = ok ? v : xi;
+        } else {
+            out[i] = static_cast<T>(sc * d);
+        }
+        if (Dist::may_reject) {
+            rej[nr] = static_cast<Idx>(j);
+            nr += ok ? 0u : 1u;
+        }
+    }
+    return nr;
+}
+
+// Calls f(std::integral_constant<bool, x given>, std::integral_constant<bool, per element>).
+template <class F>
+inline void with_fill_variant(bool has_x, bool per_elem, F&& f) {
+    using Y = std::true_type;
+    using N = std::false_type;
+    if (has_x) {
+        if (per_elem) f(Y{}, Y{}); else f(Y{}, N{});
+    } else {
+        if (per_elem) f(N{}, Y{}); else f(N{}, N{});
+    }
+}
 
 // One thread, no buffers: the same stream order as add_noise (words 0..n-1, then the
 // fix-ups in index order), hence the same output.
@@ -58,17 +110,18 @@ void add_noise_serial(BitStream& rs, const Dist& dist, const T* x, const double*
     // without the opaque bit-generator call (which forces every pointer to be reloaded).
     constexpr std::size_t kRun = 256;
     uint64_t buf[kRun];
+    uint32_t rej[kRun];
     std::vector<std::pair<std::size_t, uint64_t>> fix;
     if (Dist::may_reject) fix.reserve(n / 64 + 16);
-    for (std::size_t lo = 0; lo < n; lo += kRun) {
-        const std::size_t len = std::min(kRun, n - lo);
-        for (std::size_t j = 0; j < len; ++j) buf[j] = rs.u64();
-        for (std::size_t j = 0; j < len; ++j) {
-            double d;
-            if (dist.fast(buf[j], d)) emit(lo + j, d);
-            else if (Dist::may_reject) fix.emplace_back(lo + j, buf[j]);
+    with_fill_variant(x != nullptr, scale_per_element, [&](auto has_x, auto per_elem) {
+        for (std::size_t lo = 0; lo < n; lo += kRun) {
+            const std::size_t len = std::min(kRun, n - lo);
+            for (std::size_t j = 0; j < len; ++j) buf[j] = rs.u64();
+            const uint32_t nr = transform_run<T, Dist, decltype(has_x)::value, decltype(per_elem)::value>(
+                dist, buf, x, scale, out, lo, len, rej);
+            for (uint32_t r = 0; r < nr; ++r) fix.emplace_back(lo + rej[r], buf[rej[r]]);
         }
-    }
+    });
     for (const auto& iw : fix) emit(iw.first, dist.slow(iw.second, rs));
 }
 
@@ -76,7 +129,7 @@ template <class T, class Dist>
 void add_noise(BitStream& rs, const Dist& dist, const T* x, const double* scale,
                bool scale_per_element, T* out, std::size_t n, int n_threads) {
     if (n == 0) return;
-    if (n_threads <= 1 || n <= kNoiseBlock) {
+    if (n_threads <= 1 || n <= kNoiseBlock || (Dist::may_reject && n < kNoiseNormalParallelMin)) {
         add_noise_serial(rs, dist, x, scale, scale_per_element, out, n);
         return;
     }
@@ -101,22 +154,13 @@ void add_noise(BitStream& rs, const Dist& dist, const T* x, const double* scale,
         const std::size_t b = u / subs_per_block, s = u % subs_per_block, slot = b % nslots;
         const std::size_t lo = u * kNoiseSub, hi = std::min(n, lo + kNoiseSub);
         const uint64_t* wp = words.data() + slot * slot_len + s * kNoiseSub;
-        if (Dist::may_reject) {
-            uint16_t* rp = rej.data() + slot * slot_len + s * kNoiseSub;
-            uint32_t nrej = 0;
-            for (std::size_t i = lo; i < hi; ++i) {
-                double d;
-                if (dist.fast(wp[i - lo], d)) emit(i, d);
-                else rp[nrej++] = static_cast<uint16_t>(i - lo);
-            }
-            rej_count[slot * subs_per_block + s] = nrej;
-        } else {
-            for (std::size_t i = lo; i < hi; ++i) {
-                double d;
-                dist.fast(wp[i - lo], d);
-                emit(i, d);
-            }
-        }
+        uint16_t* rp = Dist::may_reject ? rej.data() + slot * slot_len + s * kNoiseSub : nullptr;
+        uint32_t nrej = 0;
+        with_fill_variant(x != nullptr, scale_per_element, [&](auto has_x, auto per_elem) {
+            nrej = transform_run<T, Dist, decltype(has_x)::value, decltype(per_elem)::value>(
+                dist, wp, x, scale, out, lo, hi - lo, rp);
+        });
+        if (Dist::may_reject) rej_count[slot * subs_per_block + s] = nrej;
     };
     auto units_of = [&](std::size_t b) -> uint32_t {
         return static_cast<uint32_t>(std::min(total_units, (b + 1) * subs_per_block) - b * subs_per_block);

@@ -54,6 +54,11 @@ bfloat16 inputs convert exactly) and, with gamma_n = n u / (1 - n u) (Higham, "A
 Stability of Numerical Algorithms", 2nd ed., Lemma 3.1 and Sec. 3.1: any order of summation, so
 any BLAS blocking or FMA), the results are inflated by:
 
+* Linear with T = 1 on the CPU (float32/float64): ||a|| and ||g|| are upper bounds from dpfast's
+  native row-norm kernel (``csrc/clip/clip.hpp``, float64 accumulation read from the tensors'
+  memory, within (P/8 + 16) 2^-52 relative plus 2^-537 sqrt(P)); the weight's bound is
+  (||a|| ||g||)^2 (1 + 2^-48) + 2^-1022 (the factor covers the three roundings of the product and
+  the square, the absolute term float64 underflow), the bias's ||g||^2 (1 + 2^-48) + 2^-1022.
 * Gram forms (Linear T >= 1, Embedding Gram): with R_i = sum_t ||a_t|| ||g_t|| (for Embedding
   ||a_t|| = 1 at a non-padding position, else 0), every entry of A A^T (G G^T) is off by at most
   gamma_{d_in} ||a_s|| ||a_t|| (gamma_{d_out} ||g_s|| ||g_t||) and the T^2-term inner product adds
@@ -84,6 +89,39 @@ any BLAS blocking or FMA), the results are inflated by:
   underflow (impossible for float32 inputs, whose squares and fourth powers are normal float64
   numbers).
 
+The float32 path (convolutions with float32 input, output gradient and weight, on CPU, with
+float32 matrix products in IEEE single precision: ``torch.get_float32_matmul_precision() ==
+"highest"`` and no oneDNN bf16/tf32 override; chosen automatically, ``precision="float64"``
+forces the path above).  The two matrix products of the forms above (A A^T and G G^T, or G^T A)
+run in float32 (u_32 = 2^-24) on the exact unfolded float32 input; their results convert exactly
+to float64, where everything else is computed and inflated as above.  With gradual underflow every
+float32 operation satisfies fl(x op y) = (x op y)(1 + delta) + eta, |delta| <= u_32,
+|eta| <= 2^-150 (eta = 0 for additions, and eta only when the result is subnormal), so an n-term
+inner product is within gamma32_n |x|^T |y| + n eta_32 of the exact one, eta_32 = 2^-149
+(Higham Sec. 3.1 and Sec. 2.1 on underflow), in any summation order and with or without FMA:
+
+* Gram: with e_a = gamma32_{d_in}, e_g = gamma32_{d_out}, tau_a = d_in eta_32, tau_g = d_out eta_32,
+  |aa_hat_st - aa_st| <= e_a ||a_s|| ||a_t|| + tau_a (likewise gg), hence
+  |sum aa_hat gg_hat - S| <= (e_a + e_g + e_a e_g) R^2 + tau_a (1 + e_g) T F_G + tau_g (1 + e_a) T F_A
+  + tau_a tau_g T^2 (F_A >= ||A||_F^2, sum_{s,t} ||g_s|| ||g_t|| <= T ||G||_F^2), and the float64
+  sum of the T^2 products adds gamma_{T^2+1} (1 + e_a)(1 + e_g) R^2 plus the same absolute terms.
+  R, F_A, F_G are bounded from the diagonals: ||a_t||^2 <= (aa_hat_tt + tau_a) / (1 - e_a).  We
+  return (S_hat + c R_hat^2 + 2 (tau_a T F_G + tau_g T F_A + tau_a tau_g T^2))(1 + 16 u) with
+  c = (e_a + e_g + e_a e_g + gamma_{T^2+1}(1 + e_a)(1 + e_g))(1 + gamma_{T+8})^2, the last factor
+  (also applied to the absolute terms) covering the float64 rounding of R_hat, F_A, F_G.
+* Materialised: every entry of the float32 G_i^T A_i is within gamma32_T sum_t |g_tj| |a_tk| + T eta_32,
+  so Delta = gamma32_T ||A||_F ||G||_F + sqrt(d_in d_out) T eta_32 (Frobenius: || |G|^T |A| ||_F <=
+  ||G||_F ||A||_F), with ||A||_F^2 <= (fl32(||A||_F^2) + T d_in eta_32) / (1 - gamma32_{T d_in});
+  then ``_norm_upper`` as above on the float64 sum of squares of the (exactly converted) entries.
+* Overflow (entries beyond ~2^63) gives an infinite or NaN result, never a finite wrong one; the
+  layer is then recomputed on the float64 path.  Lengths with n u_32 >= 0.01 (T d > 167,772) and
+  T = 1 use the float64 path.
+
+The float32 bound is looser: its slack is of order (d_in + d_out) u_32 R^2 (Gram) or
+2 gamma32_T ||A||_F ||G||_F ||w|| (materialised), i.e. 1e-5 to 1e-3 relative on the squared norm
+(measured 3e-4 to 7e-4 on the benchmark CNN's two convolutions, batch 256): clipping slightly more
+than exact, never less.  It is about twice as fast as the float64 path.
+
 Tightness: the slack is 3 n u R^2 (Gram) or about 2 Delta ||w|| + 3 m u ||w||^2 (materialised),
 relative to ||w||^2 of order n u R^2 / ||w||^2 (R^2 / ||w||^2 grows at most like T when the
 positions do not cancel) -- many orders below the 1e-6 relative that the tests check against
@@ -95,10 +133,13 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.grad import conv1d_weight, conv2d_weight
+
+from dpfast import _clip
 
 __all__ = ["FAST_LAYERS", "FastLayer"]
 
@@ -220,6 +261,65 @@ def _linear_weight_norm_sq(a: torch.Tensor, g: torch.Tensor,
     return _norm_upper(out, _gamma(t) * rf, d_in * d_out, delta_ops=t * max(d_in, d_out) + 4)
 
 
+_U32 = 2.0 ** -24
+#: the absolute error of one float32 operation whose result underflows: at most half the
+#: smallest subnormal, 2^-150 (bounded by 2^-149 per term below, covering the propagation)
+_ETA32 = 2.0 ** -149
+
+
+def _gamma32(n: int) -> float:
+    """An upper bound of gamma_n in float32 (u = 2^-24), inflated for its own rounding."""
+    if n * _U32 >= 0.01:
+        raise ValueError("too many terms for the float32 error bound")
+    return 1.01 * n * _U32 / (1.0 - n * _U32)
+
+
+def _linear_weight_norm_sq32(a: torch.Tensor, g: torch.Tensor, method: Optional[str] = None) -> torch.Tensor:
+    """Certified upper bound (float64, (N,)) of ||G_i^T A_i||_F^2 for float32 a, g (N, T, d_in/d_out):
+    the matrix products in float32, the rest in float64 (module docstring, "The float32 path").
+    Falls back to the float64 form for T = 1 and when a length is too large for the float32
+    bound (n u_32 >= 0.01)."""
+    n_items, t, d_in = a.shape
+    d_out = g.shape[2]
+    if n_items == 0:
+        return torch.zeros(0, dtype=_F64)
+    if method is None:
+        method = "gram" if t * (d_in + d_out) < d_in * d_out else "materialise"
+    if t == 1 or max(t * d_in, t * d_out) * _U32 >= 0.01:
+        return _linear_weight_norm_sq(a.to(_F64), g.to(_F64), method)
+    out = torch.empty(n_items, dtype=_F64)
+    if method == "gram":
+        e_a, e_g = _gamma32(d_in), _gamma32(d_out)
+        tau_a, tau_g = d_in * _ETA32, d_out * _ETA32
+        r = torch.empty(n_items, dtype=_F64)
+        fa = torch.empty(n_items, dtype=_F64)
+        fg = torch.empty(n_items, dtype=_F64)
+        for lo, hi in _chunks(n_items, 2 * t * t):
+            aa = torch.bmm(a[lo:hi], a[lo:hi].transpose(1, 2)).to(_F64)
+            gg = torch.bmm(g[lo:hi], g[lo:hi].transpose(1, 2)).to(_F64)
+            out[lo:hi] = (aa * gg).sum(dim=(1, 2))
+            da = (torch.diagonal(aa, dim1=1, dim2=2) + tau_a) / (1.0 - e_a)  # >= ||a_t||^2
+            dg = (torch.diagonal(gg, dim1=1, dim2=2) + tau_g) / (1.0 - e_g)
+            r[lo:hi] = torch.sqrt(da * dg).sum(dim=1)
+            fa[lo:hi] = da.sum(dim=1)
+            fg[lo:hi] = dg.sum(dim=1)
+        infl = (1.0 + _gamma(t + 8)) ** 2  # the float64 rounding of r, fa, fg
+        c = (e_a + e_g + e_a * e_g + _gamma(t * t + 1) * (1.0 + e_a) * (1.0 + e_g)) * infl * (1.0 + 1e-12)
+        under = 2.0 * infl * (tau_a * t * fg + tau_g * t * fa + tau_a * tau_g * t * t)
+        return ((out + c * (r * r) + under) * (1.0 + 16.0 * _U)).clamp_min(0.0)
+    if method != "materialise":
+        raise ValueError(f"unknown method {method!r}")
+    for lo, hi in _chunks(n_items, d_in * d_out):
+        w = torch.bmm(g[lo:hi].transpose(1, 2), a[lo:hi]).to(_F64)  # (n, d_out, d_in), exact conversion
+        out[lo:hi] = (w * w).sum(dim=(1, 2))
+    # every entry within gamma32_T sum_t |g_tj| |a_tk| + T eta: ||w_hat - w||_F <= gamma32_T ||A||_F ||G||_F
+    # + sqrt(d_in d_out) T eta, and ||A||_F^2 <= (fl32(||A||_F^2) + T d_in eta) / (1 - gamma32_{T d_in})
+    fa = (_frob_sq(a).to(_F64) + t * d_in * _ETA32) / (1.0 - _gamma32(t * d_in))
+    fg = (_frob_sq(g).to(_F64) + t * d_out * _ETA32) / (1.0 - _gamma32(t * d_out))
+    delta = _gamma32(t) * torch.sqrt(fa * fg) + math.sqrt(d_in * d_out) * t * _ETA32
+    return _norm_upper(out, delta, d_in * d_out, delta_ops=16)
+
+
 def _sum_positions_norm_sq(g: torch.Tensor, dim: int = 1) -> torch.Tensor:
     """Certified upper bound of ||sum_t g_t||^2 for each i; g float64 (N, T, d) (``dim=1``) or
     (N, d, T) (``dim=2``)."""
@@ -255,10 +355,37 @@ def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]
     return a.reshape(b, t, a.shape[-1]), grad_output.reshape(b, t, grad_output.shape[-1])
 
 
+def _row_norms_upper(x: torch.Tensor) -> Optional[torch.Tensor]:
+    """Certified upper bounds (float64, (B,)) of the l2 norms of the rows of a (B, P) CPU
+    float32/float64 tensor, by dpfast's native row-norm kernel on the tensor's memory (float64
+    accumulation, no float64 copy): ``dpfast._clip.clip_rows``'s norms inflated by its summation
+    bound (``csrc/clip/clip.hpp``: (P/8 + 16) 2^-52 relative, plus 2^-537 sqrt(P) for float64
+    underflow; the rule of ``dpfast.torch.per_sample_norm_sq``).  None for other devices/dtypes."""
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or x.shape[0] == 0:
+        return None
+    b, p = x.shape
+    norms = np.empty(b)
+    _clip.clip_rows(x.detach().contiguous().numpy(), np.inf, norms, None, None, None)
+    rho = (max(1, p) / 8.0 + 16.0) * 2.0 ** -52
+    return torch.from_numpy(norms * (1.0 + rho) + math.sqrt(max(1, p)) * 2.0 ** -537)
+
+
 @torch.no_grad()
 def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
+    if a.shape[1] == 1 and method is None:
+        # T = 1: ||g a^T||_F = ||a|| ||g|| and the bias gradient is g, from native row norms
+        na = _row_norms_upper(a[:, 0]) if "weight" in params else None
+        ng = _row_norms_upper(g[:, 0])
+        if ng is not None and (na is not None or "weight" not in params):
+            parts = []
+            if "weight" in params:
+                w = na * ng
+                parts.append(w * w * (1.0 + 2.0 ** -48) + _TINY)
+            if "bias" in params:
+                parts.append(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
+            return _add_upper(parts, a.shape[0])
     g64 = g.to(_F64)
     parts = []
     if "weight" in params:
@@ -320,22 +447,62 @@ def _conv_padded(m: _Conv, x: torch.Tensor) -> Tuple[torch.Tensor, tuple, tuple,
     return x, k, s, d
 
 
+def _im2col(xp: torch.Tensor, k: tuple, s: tuple, d: tuple) -> torch.Tensor:
+    """``F.unfold(xp, k, dilation=d, stride=s)`` (no padding), (B, C k_h k_w, L), the same values
+    in the same layout (a copy, so exact), from strided views: one permuting copy, several times
+    faster than ``F.unfold``'s im2col on CPU."""
+    b, c = xp.shape[:2]
+    span = tuple(di * (ki - 1) + 1 for ki, di in zip(k, d))
+    w = xp.unfold(2, span[0], s[0]).unfold(3, span[1], s[1])  # (B, C, oh, ow, span_h, span_w)
+    if d != (1, 1):
+        w = w[..., ::d[0], ::d[1]]
+    return w.permute(0, 1, 4, 5, 2, 3).reshape(b, c * k[0] * k[1], w.shape[2] * w.shape[3])
+
+
+def _float32_ok(*tensors: torch.Tensor) -> bool:
+    """Whether the float32 path applies: CPU float32 tensors, and float32 matrix products in IEEE
+    single precision (``torch.get_float32_matmul_precision() == "highest"`` and no oneDNN
+    bf16/tf32 override), so that every product and sum rounds as the error analysis assumes."""
+    if torch.get_float32_matmul_precision() != "highest":
+        return False
+    for mod in (torch.backends, getattr(torch.backends.mkldnn, "matmul", None)):
+        prec = getattr(mod, "fp32_precision", "none") if mod is not None else "none"
+        if prec not in ("none", "ieee"):
+            return False
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
+
+
 @torch.no_grad()
-def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
+def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None,
+                 precision: Optional[str] = None) -> torch.Tensor:
+    """``precision``: None (float32 when :func:`_float32_ok`, else float64), ``"float64"`` or
+    ``"float32"`` (falls back to float64 where :func:`_float32_ok` refuses)."""
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
     groups = m.groups
-    g = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:])).to(_F64)  # (B, C_out, L)
+    g32 = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
+    g = g32.to(_F64)
     parts = []
     if "weight" in params and b > 0:
+        if precision not in (None, "float64", "float32"):
+            raise ValueError(f"unknown precision {precision!r}")
         xp, k, s, d = _conv_padded(m, x)
-        u = F.unfold(xp, kernel_size=k, dilation=d, padding=0, stride=s).to(_F64)  # (B, C_in k, L), exact
+        use32 = precision != "float64" and _float32_ok(x, grad_output)
+        u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
         length = u.shape[2]
-        a = u.reshape(b * groups, -1, length).transpose(1, 2)
-        gg = g.reshape(b * groups, -1, length).transpose(1, 2)
-        per_group = _linear_weight_norm_sq(a, gg, method).view(b, groups)
-        parts.append(per_group.sum(dim=1) * (1.0 + 4.0 * groups * _U))
+        per_group = None
+        if use32:
+            a = u.reshape(b * groups, -1, length).transpose(1, 2)
+            gg = g32.reshape(b * groups, -1, length).transpose(1, 2)
+            per_group = _linear_weight_norm_sq32(a, gg, method)
+            if not bool(torch.isfinite(per_group).all()):
+                per_group = None  # a float32 overflow (entries beyond ~2^63), or NaN input: float64
+        if per_group is None:
+            a = u.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
+            gg = g.reshape(b * groups, -1, length).transpose(1, 2)
+            per_group = _linear_weight_norm_sq(a, gg, method)
+        parts.append(per_group.view(b, groups).sum(dim=1) * (1.0 + 4.0 * groups * _U))
     elif "weight" in params:
         parts.append(torch.zeros(0, dtype=_F64))
     if "bias" in params:

@@ -21,6 +21,19 @@ Per-sample gradients, per module invocation:
   anything.  Gradients of a parameter used by several modules (or several calls) add up per
   sample before clipping.
 
+The tap (fast layers only).  Autograd would also form each fast layer's ordinary weight gradient
+(the unclipped sum G^T A of the batch: as much work as the clipped sum itself), which DP-SGD
+discards.  So a forward pre-hook swaps the layer's parameters for detached aliases (same memory,
+no autograd history) for the duration of its forward, and the forward hook puts them back (it is
+registered with ``always_call=True``: also when the forward raises).  The output still depends on
+the layer's input, so the input gradient flows as before and the output-gradient hook above
+receives the same values; when no input requires grad (a first layer), the output is passed
+through :class:`_Tap`, an identity autograd function made part of the graph by a zero-dimensional
+anchor, whose backward keeps the output gradient.  Layers whose parameters are shared with another
+module, and everything under ``torch.compile`` tracing, keep the plain hooks.  The clipped sums are
+bit-identical to the plain hooks' (tests/torch/test_torch_tap.py); after ``loss.backward()`` the
+fast layers' ``p.grad`` is None.
+
 Modules that mix the samples of a batch (BatchNorm, InstanceNorm/GroupNorm-free running
 statistics) have no per-sample gradient; :func:`validate_module` refuses them before anything is
 charged (use GroupNorm or LayerNorm).
@@ -127,6 +140,31 @@ def _out_tensors(out) -> List[torch.Tensor]:
     return []
 
 
+def _is_compiling() -> bool:
+    f = getattr(torch.compiler, "is_compiling", None)  # torch >= 2.3
+    if f is None:  # pragma: no cover - torch 2.2
+        f = torch._dynamo.is_compiling
+    return bool(f())
+
+
+class _Tap(torch.autograd.Function):
+    """Identity on a tensor that does not require grad, made part of the graph through a
+    zero-dimensional ``anchor`` that does: the output IS the input tensor (``mark_dirty``, so a
+    following in-place operation such as ``nn.ReLU(inplace=True)`` is allowed), and the backward
+    hands the output's gradient to ``keep`` and propagates nothing."""
+
+    @staticmethod
+    def forward(ctx, anchor, out, keep):
+        ctx.keep = keep
+        ctx.mark_dirty(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.keep(g)
+        return None, None, None
+
+
 class GradSampleModule(nn.Module):
     """Wrap ``module`` so that each backward pass records what per-sample gradients need.
 
@@ -156,9 +194,16 @@ class GradSampleModule(nn.Module):
     use_fast_layers : bool, default True
         Use the ghost-norm fast paths of ``FAST_LAYERS`` where they apply (False: every layer by
         ``torch.func``, for checking).
+    tap : bool, default True
+        Run the fast-path layers (``FAST_LAYERS`` types, not sharing a parameter with another
+        module) on detached parameters, so that ``loss.backward()`` does not form their ordinary,
+        unclipped gradient, which DP-SGD throws away (the "tap", module docstring): their
+        ``p.grad`` stays None until ``optimizer.step()`` writes the private gradient.  The
+        clipped sums are bit-identical either way (False: the plain hooks, for checking).
     """
 
-    def __init__(self, module: nn.Module, *, loss_reduction: str = "mean", use_fast_layers: bool = True) -> None:
+    def __init__(self, module: nn.Module, *, loss_reduction: str = "mean", use_fast_layers: bool = True,
+                 tap: bool = True) -> None:
         super().__init__()
         validate_module(module)
         if loss_reduction not in ("mean", "sum"):
@@ -178,8 +223,16 @@ class GradSampleModule(nn.Module):
                 for p in own:
                     owners.setdefault(id(p), []).append(m)
         self._shared = {m for ms in owners.values() if len(ms) > 1 for m in ms}
+        # the "tap": fast layers run on detached parameters (module docstring)
+        self._tapped = {m for m in self._hooked
+                        if tap and self.use_fast_layers and type(m) in FAST_LAYERS and m not in self._shared}
+        self._swapped: Dict[nn.Module, Dict[str, Any]] = {}
         for m in self._hooked:
-            self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True))
+            if m in self._tapped:
+                self._handles.append(m.register_forward_pre_hook(self._detach_params))
+                self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True, always_call=True))
+            else:
+                self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True))
 
     # ------------------------------------------------------------------ nn.Module surface
     def forward(self, *args, **kwargs):
@@ -199,7 +252,25 @@ class GradSampleModule(nn.Module):
         self._calls.clear()
 
     # ------------------------------------------------------------------------- capture
+    def _detach_params(self, mod, args):
+        """Forward pre-hook of a tapped fast layer: its parameters are replaced by detached
+        aliases (same memory) for this forward, so that autograd never forms their (discarded)
+        ordinary gradient; :meth:`_forward_hook` puts them back, also when the forward raises."""
+        if not (mod.training and torch.is_grad_enabled()) or _is_compiling():
+            return None
+        saved = dict(mod._parameters)
+        for n, p in saved.items():
+            if p is not None:
+                mod._parameters[n] = p.detach()
+        self._swapped[mod] = saved
+        return None
+
     def _forward_hook(self, mod, args, kwargs, out):
+        tapped = self._swapped.pop(mod, None)
+        if tapped is not None:
+            mod._parameters.update(tapped)
+            if out is None:  # the forward raised (an always-called hook): nothing to capture
+                return None
         if not (mod.training and torch.is_grad_enabled()):
             return None
         calls = self._calls.setdefault(mod, [])
@@ -209,6 +280,15 @@ class GradSampleModule(nn.Module):
                 "batch once, so call optimizer.step() after every backward (use BatchMemoryManager for "
                 "virtual batches) and combine several losses of one batch before a single backward")
         tensors = _out_tensors(out)
+        if tapped is not None and isinstance(out, torch.Tensor) and not out.requires_grad and \
+                out.dtype.is_floating_point:
+            # no input requires grad either (a first layer): the identity tap makes the output part
+            # of the graph and keeps its gradient
+            call = _Call(tuple(_detach(a) for a in args), {k: _detach(v) for k, v in kwargs.items()},
+                         [0], _batch_of(args, kwargs))
+            calls.append(call)
+            anchor = torch.zeros((), device=out.device, requires_grad=True)
+            return _Tap.apply(anchor, out, self._grad_hook(call, 0))
         idx = [i for i, o in enumerate(tensors) if o.requires_grad]
         call = _Call(tuple(_detach(a) for a in args), {k: _detach(v) for k, v in kwargs.items()},
                      idx, _batch_of(args, kwargs))

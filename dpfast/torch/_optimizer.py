@@ -210,7 +210,7 @@ class DPOptimizer(torch.optim.Optimizer):
             if self.distributed:
                 torch.distributed.all_reduce(s, op=torch.distributed.ReduceOp.SUM)
             if div != 1.0:
-                s = s / div
+                s.div_(div)  # (s is the engine's own tensor: the clipped sum or fresh zeros)
             p.grad = s.view_as(p)
         self._summed = {}
 

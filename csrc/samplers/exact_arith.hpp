@@ -117,10 +117,12 @@ struct ExactRngT {
     u128 below128(u128 n) {
         const uint64_t nhi = static_cast<uint64_t>(n >> 64);
         if (nhi == 0) return below64(static_cast<uint64_t>(n));
-        const u128 top = n - 1;  // >= 2^64
+        const u128 top = n - 1;  // >= 2^64 - 1
         const uint64_t thi = static_cast<uint64_t>(top >> 64);
-        const int lz = __builtin_clzll(thi);
-        const uint64_t mask = lz == 0 ? ~0ull : ((~0ull) >> lz);
+        // n = 2^64 exactly (e.g. den 2^63 times K = 2 in bernoulli_div) leaves thi = 0: the high
+        // word is then 0 and every draw is accepted.  __builtin_clzll(0) is undefined (it hung
+        // discrete_laplace at scale t/s with t = 2^63: the mask came out all ones).
+        const uint64_t mask = thi == 0 ? 0 : ((~0ull) >> __builtin_clzll(thi));
         for (;;) {
             const uint64_t hi = u64() & mask, lo = u64();
             const u128 x = ((u128)hi << 64) | lo;

@@ -110,7 +110,8 @@ def check_moments(x: np.ndarray, pmf, width: int):
     "gamma",
     [Fraction(1, 2), 1, Fraction(7, 3), "5/2", 0.75,
      Fraction(2**120 + 1, 2**119),         # ~2, numerator and denominator >= 2^64: 128-bit path
-     Fraction(3 * 2**70 + 1, 2**71)],      # ~1.5, uniform integers below 2^72
+     Fraction(3 * 2**70 + 1, 2**71),       # ~1.5, uniform integers below 2^72
+     Fraction(2**63 - 1, 2**63)],          # K = 2 draws below 2^63 * 2 = 2^64 exactly (once hung)
 )
 def test_bernoulli_exp_probability_is_exp_minus_gamma(gamma):
     x = bernoulli_exp(gamma, size=N, rng=11)
@@ -127,7 +128,9 @@ def test_bernoulli_exp_edge_values():
 
 # ----------------------------------------------------------------------------- discrete Laplace
 
-@pytest.mark.parametrize("scale", [1, Fraction(7, 3), 0.4, 25, Fraction(10**6, 3)])
+@pytest.mark.parametrize("scale", [1, Fraction(7, 3), 0.4, 25, Fraction(10**6, 3),
+                                   # t = 2^63: the scale of epsilon = 0.0006 (a float); once hung
+                                   Fraction(2**63, 5534023222112865)])
 def test_discrete_laplace_matches_exact_pmf(scale):
     x = discrete_laplace(scale, size=N, rng=2024)
     assert x.dtype == np.int64 and x.shape == (N,)

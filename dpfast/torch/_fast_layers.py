@@ -381,6 +381,7 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
         if ng is not None and (na is not None or "weight" not in params):
             parts = []
             if "weight" in params:
+                assert na is not None  # the condition above
                 w = na * ng
                 parts.append(w * w * (1.0 + 2.0 ** -48) + _TINY)
             if "bias" in params:

@@ -338,7 +338,7 @@ def discrete_staircase(values, sensitivity: RationalLike, epsilon: RationalLike,
     Parameters
     ----------
     values : array_like of integers
-        Any shape; the output is int64 of the same shape (an int for a 0-d input).
+        Any shape; the output is int64 of the same shape (a NumPy int64 scalar for a 0-d input).
     sensitivity : int
         Delta, a positive integer <= 2**40: the most any one entry changes.
     epsilon : rational

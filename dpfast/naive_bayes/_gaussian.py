@@ -73,7 +73,7 @@ def _binary_mask(binary_features, d: int, feature_names=None) -> np.ndarray:
         if isinstance(v, (int, np.integer)):
             j = int(v)
             if not -d <= j < d:
-                raise ValueError(f"binary_features has an index outside [0, {d}): {j}")
+                raise ValueError(f"binary_features has an index outside [-{d}, {d}) (NumPy indexing): {j}")
             mask[j] = True
         elif isinstance(v, str) and names is not None and v in names:
             mask[names.index(v)] = True

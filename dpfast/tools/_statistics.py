@@ -72,6 +72,14 @@ __all__ = ["mean", "var", "std", "sum", "nanmean", "nanvar", "nanstd", "nansum",
 
 
 # ----------------------------------------------------------------------------- helpers
+def _refuse_masked(a) -> None:
+    """np.asarray drops a mask, so a masked array's hidden values would be released (clamped):
+    refuse the type (public) rather than silently ignore what the user meant."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError("a must not be a masked array (its mask would be ignored); pass "
+                        "a.filled(np.nan) to the nan* functions")
+
+
 def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
     non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
@@ -82,6 +90,7 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         return _dask_data(a)
     if isinstance(a, (str, bytes)):
         raise TypeError("a must be an array of numbers")
+    _refuse_masked(a)
     x = np.asarray(a)
     if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise TypeError("a must be an array of real numbers")
@@ -434,6 +443,7 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     sensitivity ``d`` (elements per row) over the whole output.  Event: ``Laplace``.
     """
     keepdims = _check_keepdims(keepdims)
+    _refuse_masked(a)
     x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
     if x.dtype == object:
         raise TypeError("a must be an array of numbers or bools")

@@ -36,3 +36,16 @@ def test_non_finite_longdouble_is_still_refused_before_the_charge(bad):
     with pytest.raises(ValueError, match="finite"):
         tools.mean(x, 1.0, bounds=(-1, 1), rng=0, budget=b)
     assert len(b.ledger) == 0
+
+
+@pytest.mark.parametrize("fn", ["mean", "nanmean", "sum", "var", "count_nonzero", "histogram", "median"])
+def test_masked_arrays_are_refused_before_the_charge(fn):
+    # np.asarray drops the mask: the masked values would be released (clamped) silently
+    x = np.ma.masked_array([0.25, 0.5, 0.75], mask=[False, False, True])
+    b = PrivacyBudget(10.0, 1e-6)
+    kwargs = {} if fn == "count_nonzero" else {"bounds": (0, 1)}
+    if fn == "histogram":
+        kwargs = {"range": (0, 1)}
+    with pytest.raises(TypeError, match="masked array"):
+        getattr(tools, fn)(x, epsilon=1.0, rng=0, budget=b, **kwargs)
+    assert len(b.ledger) == 0

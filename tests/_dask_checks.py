@@ -35,3 +35,10 @@ def rounding_tol(n: int, scale: float) -> float:
     different orders: 2 (n - 1) eps scale (the recursive-summation bound, Higham 2002, eq. 4.4,
     for each order), times 4 for the post-processing (a division and the noise addition)."""
     return 8.0 * n * np.finfo(np.float64).eps * scale
+
+
+def class_blobs(n: int, d: int, seed: int = 0):
+    """Labelled data for the classifiers' Dask tests: 3 classes, class c's rows ~ N(c, I_d)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    return rng.normal(size=(n, d)) + y[:, None], y

@@ -14,16 +14,13 @@ import pandas as pd  # noqa: E402
 from dpfast import PrivacyBudget  # noqa: E402
 from dpfast.naive_bayes import GaussianNB  # noqa: E402
 
-from _dask_checks import no_gather, rounding_tol  # noqa: E402
+from _dask_checks import class_blobs, no_gather, rounding_tol  # noqa: E402
 
 N, D = 3000, 4
 
 
 def _data(seed=0):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, N)
-    X = rng.normal(size=(N, D)) + y[:, None]
-    return X, y
+    return class_blobs(N, D, seed)
 
 
 @pytest.fixture(autouse=True)

@@ -18,17 +18,14 @@ from dpfast.ensemble import RandomForestClassifier  # noqa: E402
 from dpfast.random import ChaCha20  # noqa: E402
 from dpfast.tree import DecisionTreeClassifier  # noqa: E402
 
-from _dask_checks import no_gather  # noqa: E402
+from _dask_checks import class_blobs, no_gather  # noqa: E402
 
 N, D = 3000, 4
 BOUNDS = (-3.0, 6.0)
 
 
 def _data(seed=0):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, N)
-    X = rng.normal(size=(N, D)) + y[:, None]
-    return X, y
+    return class_blobs(N, D, seed)
 
 
 @pytest.fixture(autouse=True)

@@ -110,3 +110,33 @@ def test_selection_checks_the_utilities_dtype_and_shape():
         _selection.argmax_rows(bg.capsule, np.ones(3), None, 1.0, 0, "scores")
     with pytest.raises(ValueError, match=r"log base measure must have shape \(2, 3\), not \(3, 2\)"):
         _selection.argmax_rows(bg.capsule, np.ones((2, 3)), np.zeros((3, 2)), 1.0, 0)
+
+
+def _misaligned(a: np.ndarray) -> np.ndarray:
+    """A copy of a whose data pointer is off its item size's alignment (as a buffer unpickled from a
+    network frame, which dask.distributed hands its workers)."""
+    buf = bytearray(a.nbytes + 1)
+    m = np.frombuffer(buf, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
+    m[...] = a
+    assert m.ctypes.data % a.itemsize != 0
+    return m
+
+
+def test_misaligned_inputs_are_read_from_aligned_copies():
+    # a typed read of a misaligned buffer is undefined behaviour (UBSan under .ci/sanitize caught the
+    # random-tree kernel on Dask workers); the views copy such inputs: same results, no UB
+    from dpfast.linear_model import LogisticRegression
+    from dpfast.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 3))
+    y = (X[:, 0] > 0).astype(np.int64)
+    for mech in ("counts", "label"):
+        a = DecisionTreeClassifier(1.0, (-1, 1), max_depth=3, leaf_mechanism=mech, random_state=7).fit(X, y)
+        b = DecisionTreeClassifier(1.0, (-1, 1), max_depth=3, leaf_mechanism=mech,
+                                   random_state=7).fit(_misaligned(X), _misaligned(y))
+        np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(_misaligned(X)))
+    Xn = X / np.sqrt(3)
+    a = LogisticRegression(random_state=0).fit(Xn, y)
+    b = LogisticRegression(random_state=0).fit(_misaligned(Xn), _misaligned(y))
+    np.testing.assert_array_equal(a.coef_, b.coef_)

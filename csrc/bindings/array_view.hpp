@@ -103,19 +103,36 @@ View<T> make_view(py::array a, T* p) {
     return v;
 }
 
+// Whether a's data pointer is misaligned for T.  NumPy allows such arrays (a buffer unpickled from
+// a network frame, as dask.distributed hands partitions to its workers, or np.frombuffer at an odd
+// offset); a kernel's typed read of one is undefined behaviour (UBSan: "load of misaligned address").
+template <class T>
+bool misaligned(const py::array& a) {
+    return a.size() > 0 && reinterpret_cast<std::uintptr_t>(a.data()) % alignof(T) != 0;
+}
+
+// An input read through a typed pointer: a misaligned array is read from a copy (NumPy's copies
+// are aligned and C-contiguous; same values, so the same result).
+template <class T>
+py::array aligned_input(py::array a) {
+    return misaligned<T>(a) ? py::array(a.attr("copy")()) : a;
+}
+
 // A read-only input (read-only arrays are accepted and never written).
 template <class T>
 View<const T> in(py::handle o, const char* name, const Shape& s = Shape::any(), Take take = Take::exact) {
-    py::array a = checked<T>(o, name, s, take);
+    py::array a = aligned_input<T>(checked<T>(o, name, s, take));
     const T* p = static_cast<const T*>(a.data());
     return make_view<const T>(std::move(a), p);
 }
 
-// An output, written in place: dtype T, C-contiguous, writeable.
+// An output, written in place: dtype T, C-contiguous, writeable, aligned (a copy would not be
+// written back).
 template <class T>
 View<T> out(py::handle o, const char* name, const Shape& s = Shape::any()) {
     py::array a = checked<T>(o, name, s);
     if (!a.writeable()) throw py::value_error(std::string(name) + " must be writeable");
+    if (misaligned<T>(a)) throw py::value_error(std::string(name) + " must be aligned to its item size");
     T* p = static_cast<T*>(a.mutable_data());
     return make_view<T>(std::move(a), p);
 }
@@ -140,6 +157,7 @@ std::pair<View<const T>, int64_t> strided_rows(py::handle o, const char* name) {
     auto a = py::reinterpret_borrow<py::array>(o);
     check_dtype<T>(a, name);
     check_shape(a, name, Shape::mat());
+    a = aligned_input<T>(std::move(a));  // (a copy is C-contiguous: its row stride is the row length)
     const py::ssize_t es = sizeof(T);
     if (a.shape(1) > 1 && a.strides(1) != es) throw py::value_error(std::string(name) + " rows must be contiguous");
     if (a.strides(0) % es != 0 || a.strides(0) < 0)

@@ -48,12 +48,14 @@ void with_matrix(const py::array& X, const py::object& indices, const py::object
         }
         check_dtype<T>(X, "X");
         check_shape(X, "X", Shape::mat(n, d));
-        const T* p = static_cast<const T*>(X.data());
+        // a misaligned X (an unpickled Dask partition) is read from a copy in the same order ("A")
+        const py::array Xa = misaligned<T>(X) ? py::array(X.attr("copy")("A")) : X;
+        const T* p = static_cast<const T*>(Xa.data());
         if (layout == kC) {
-            require((X.flags() & py::array::c_style) != 0, "X must be C-contiguous");
+            require((Xa.flags() & py::array::c_style) != 0, "X must be C-contiguous");
             fn(dpf::glm::DenseC<T>{p, n, d});
         } else if constexpr (kWithF) {
-            require((X.flags() & py::array::f_style) != 0, "X must be F-contiguous");
+            require((Xa.flags() & py::array::f_style) != 0, "X must be F-contiguous");
             fn(dpf::glm::DenseF<T>{p, n, d});
         }
     });

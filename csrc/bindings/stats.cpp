@@ -33,10 +33,10 @@ Strided<T> strided(const py::array& a, const char* name) {
             (int64_t)(a.strides(1) / es), a};
 }
 
-// An array whose data pointer is not aligned to its item size (a buffer unpickled from a
-// network frame, as dask.distributed hands partitions and centres to its workers) is copied
-// (NumPy's copy is aligned): the kernels read typed elements, and an unaligned read is undefined
-// behaviour (UBSan: "load of misaligned address").  Anything else passes through unchanged.
+// The rows (float32 or float64, dtype known only later): an array whose data pointer is not
+// aligned to its item size (a buffer unpickled from a network frame, as dask.distributed hands
+// partitions to its workers) is copied (NumPy's copy is aligned).  The typed inputs taken with
+// in<T> / opt_in<T> are aligned by the array view itself (array_view.hpp: aligned_input).
 py::object aligned(py::object o) {
     if (!py::isinstance<py::array>(o)) return o;
     auto a = py::reinterpret_borrow<py::array>(o);
@@ -127,11 +127,11 @@ py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object l
                         py::object r, int threads) {
     require(k >= 1, "k must be >= 1");
     return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
-        auto lab = in<int64_t>(aligned(labels), "labels", Shape::vec(rows.n));
-        auto lov = in<double>(aligned(lo), "lo", Shape::vec(rows.d));
-        auto hiv = in<double>(aligned(hi), "hi", Shape::vec(rows.d));
-        auto cv = in<double>(aligned(c), "c", Shape::vec(rows.d));
-        auto rv = in<double>(aligned(r), "r", Shape::vec(rows.d));
+        auto lab = in<int64_t>(labels, "labels", Shape::vec(rows.n));
+        auto lov = in<double>(lo, "lo", Shape::vec(rows.d));
+        auto hiv = in<double>(hi, "hi", Shape::vec(rows.d));
+        auto cv = in<double>(c, "c", Shape::vec(rows.d));
+        auto rv = in<double>(r, "r", Shape::vec(rows.d));
         auto p = params<st::ClassParams>(rows);
         p.k = k;
         p.label = lab.ptr;
@@ -150,10 +150,10 @@ py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object l
 py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
     require(R > 0 && std::isfinite(R), "R must be positive and finite");
     return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
-        auto lov = opt_in<double>(aligned(lo), "lo", Shape::vec(rows.d));
-        auto hiv = opt_in<double>(aligned(hi), "hi", Shape::vec(rows.d));
+        auto lov = opt_in<double>(lo, "lo", Shape::vec(rows.d));
+        auto hiv = opt_in<double>(hi, "hi", Shape::vec(rows.d));
         require((lov.ptr == nullptr) == (hiv.ptr == nullptr), "lo and hi must both be given or both be None");
-        auto cv = in<double>(aligned(c), "c", Shape::vec(rows.d));
+        auto cv = in<double>(c, "c", Shape::vec(rows.d));
         auto p = params<st::PcaParams>(rows);
         p.lo = lov.ptr;
         p.hi = hiv.ptr;
@@ -168,8 +168,8 @@ py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, dou
 // (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy].
 py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
     return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
-        auto yv = in<double>(aligned(y), "y", Shape::vec(rows.n));
-        auto wv = opt_in<double>(aligned(w), "w", Shape::vec(rows.n));
+        auto yv = in<double>(y, "y", Shape::vec(rows.n));
+        auto wv = opt_in<double>(w, "w", Shape::vec(rows.n));
         auto p = params<st::SspParams>(rows);
         p.y = yv.ptr;
         p.w = wv.ptr;
@@ -182,7 +182,7 @@ py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
 // (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step.
 py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_sums, int threads) {
     return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
-        auto cv = in<double>(aligned(C), "C", Shape::mat(-1, rows.d));
+        auto cv = in<double>(C, "C", Shape::mat(-1, rows.d));
         require(cv.rows() >= 1, "C must have at least one row");
         auto p = params<st::KMeansParams>(rows);
         p.k = cv.rows();
@@ -210,7 +210,7 @@ py::tuple histogram(py::object sample, py::list edges, py::list uniform, int thr
     std::vector<py::ssize_t> shape;
     int64_t total = 1;
     for (int64_t j = 0; j < D; ++j) {
-        auto ev = in<double>(aligned(edges[j]), "edges", Shape::vec(), Take::convert);
+        auto ev = in<double>(edges[j], "edges", Shape::vec(), Take::convert);
         require(ev.size >= 2, "edges need at least 2 entries");
         for (py::ssize_t t = 0; t + 1 < ev.size; ++t) require(ev[t] < ev[t + 1], "edges must be strictly increasing");
         e.insert(e.end(), ev.ptr, ev.ptr + ev.size);

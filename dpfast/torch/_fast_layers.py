@@ -29,6 +29,21 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
 * ``nn.Conv1d``/``nn.Conv2d``: the input is padded (zeros, reflect, replicate or circular; integer,
   ``"same"`` or ``"valid"`` padding) and unfolded (im2col), which makes each group of the
   convolution a ``Linear`` with T = the number of output positions; norms add over groups.
+  When the B per-sample weight gradients fit ``_KEEP_ELEMENTS`` (2^23), they are materialised
+  by one batched GEMM w_i = G_i U_i^T (groups = 1: on a channels-last unfold, so w_i comes out
+  (C_out, k_h, k_w, C_in)) -- B T d_in d_out multiply-adds, what the ordinary weight gradient
+  costs -- and KEPT for the clipped sum, which becomes sum_i f_i w_i (a GEMV over the samples,
+  the samples with f_i = 0 left out), so no weight-gradient convolution runs at all; the norm is
+  bounded for the exact gradient and for the computed w_hat_i alike: (||w_hat_i||_ub + Delta_i)^2,
+  ||w_hat_i|| from dpfast's native row-norm kernel (float64 accumulation on w_hat's memory, the
+  rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
+  of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
+  that are summed.  The bias's per-sample sums (float64) are kept likewise.  Larger layers: the
+  cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
+  and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
+  the clipped-sum call by identity and autograd version counters of the input and output
+  gradient; the unfold and the per-sample gradients live in per-module workspaces reused across
+  steps (a fresh multi-megabyte buffer costs its page faults every step).
 * ``nn.Embedding``: the per-sample gradient has row v = sum_{t: x_t = v} g_t (positions at
   ``padding_idx`` contribute nothing).  Short sequences use the index-equality Gram
   sum_{s,t} [x_s = x_t] <g_s, g_t>; long ones add the rows by (sample, index) key (``unique``
@@ -40,7 +55,8 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
 The clipped sums are "book-keeping" (Bu, Wang, Zha, Karypis 2023, "Differentially private
 optimization on large model at small cost", ICML): the output gradients are scaled by the clip
 factors and the layer's ordinary weight gradient is formed once from the kept activations --
-one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions,
+one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions
+whose per-sample gradients are not kept (a weighted sum of the kept ones otherwise, above),
 ``index_add`` for ``Embedding`` -- with no second backward pass and no per-sample gradients.  They
 are computed in the parameter's dtype (LayerNorm: float64, then cast).  Everything runs under
 ``torch.no_grad()``: the results are plain tensors outside any autograd graph.
@@ -549,7 +565,7 @@ def _im2col_cl(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple) -> torc
     return out.view(b, w.shape[1] * w.shape[2], c * k[0] * k[1])
 
 
-def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool):
+def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
     """Certified upper bound (float64, (B,)) of the squared norm of each sample's weight gradient,
     exact AND as computed, and the computed per-sample weight gradients w_hat (B, P) with the shape
     of one, P = C_out C_in/groups k_h k_w: w_hat_i = G_i U_i^T per group by one batched GEMM
@@ -561,7 +577,11 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool)
     accumulation: :func:`_row_norms_upper`), ||w_hat_i - w_i|| <= Delta_i as in the materialised
     forms of the module docstring, summed over groups by Cauchy-Schwarz (sum_j ||U_ij|| ||G_ij||
     <= ||U_i||_F ||G_i||_F), and the result is (||w_hat_i||_ub + Delta_i)^2, inflated: at least
-    ||w_i||^2 (the exact gradient) and ||w_hat_i||^2 (what the clipped sum adds up)."""
+    ||w_i||^2 (the exact gradient) and ||w_hat_i||^2 (what the clipped sum adds up).
+
+    ``bias``: the bias's per-sample gradients b_hat_i = sum_t g_t too (in the same precision), and
+    its bound added (the bound of :func:`_sum_positions_norm_sq`, for b_i and b_hat_i alike); the
+    fourth result is b_hat (B, C_out), else None."""
     b = x.shape[0]
     groups = m.groups
     xp, k, s, d = _conv_padded(m, x)
@@ -587,23 +607,44 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool)
     p = w.shape[1]
     n_a = a_rows.shape[1] * a_rows.shape[2]  # T C_in k_h k_w: the entries of U_i
     n_g = g.shape[1] * length
+    c_out = g.shape[1]
     if use32:
         fa = (_frob_sq(a_rows).to(_F64) + n_a * _ETA32) / (1.0 - _gamma32(n_a))
         fg = (_frob_sq(g).to(_F64) + n_g * _ETA32) / (1.0 - _gamma32(n_g))
         delta = _gamma32(length) * torch.sqrt(fa * fg) + math.sqrt(p) * length * _ETA32
         delta_ops = 16
+        # the bias: b_hat = the float32 sums over the T positions, each within gamma32_T sum_t |g_t|
+        # (additions do not underflow), so ||b_hat - b|| <= gamma32_T sqrt(T) ||G_i||_F
+        delta_b = _gamma32(length) * torch.sqrt(length * fg) if bias else None
+        ops_b = 16
     else:
-        delta = _gamma(length) * torch.sqrt(_frob_sq(a_rows) * _frob_sq(g))
+        fg = _frob_sq(g)
+        delta = _gamma(length) * torch.sqrt(_frob_sq(a_rows) * fg)
         delta_ops = max(n_a, n_g) + 4
-    ub = _row_norms_upper(w)
+        delta_b = _gamma(length) * torch.sqrt(length * fg) if bias else None  # _sum_positions_norm_sq
+        ops_b = length * c_out + 4
+    bound = _rows_upper(w, delta, delta_ops)
+    b_hat = None
+    if bias:
+        b_hat = g.sum(dim=2)  # (B, C_out)
+        bound_b = _rows_upper(b_hat, delta_b, ops_b)
+        bound = (bound + bound_b) * (1.0 + 8.0 * _U)
+    return bound, w, shape, b_hat
+
+
+def _rows_upper(rows: torch.Tensor, delta: torch.Tensor, delta_ops: int) -> torch.Tensor:
+    """Upper bound of max(||w_hat_i||, ||w_i||)^2 for the rows w_hat_i of ``rows`` (B, P) with
+    ||w_hat_i - w_i|| <= Delta_i (``delta``, computed in at most ``delta_ops`` operations):
+    (||w_hat_i||_ub + Delta_i)^2 inflated, ||w_hat_i||_ub from dpfast's native row-norm kernel
+    (CPU float32/float64), else from the float64 sum of squares (``_norm_upper``)."""
+    p = rows.shape[1]
+    ub = _row_norms_upper(rows)
     if ub is None:  # not CPU: the float64 sum of squares of the exactly converted entries
-        bound = _norm_upper(_sqsum(w.to(_F64), 1), delta, p, delta_ops=delta_ops)
-    else:
-        if delta_ops * _U >= 0.01:  # pragma: no cover
-            raise ValueError("the layer is too large for the float64 error bound")
-        r = ub + delta.to(ub.device) * (1.0 + 3.0 * (delta_ops + 4) * _U)
-        bound = r * r * (1.0 + 16.0 * _U) + p * _TINY
-    return bound, w, shape
+        return _norm_upper(_sqsum(rows.to(_F64), 1), delta, p, delta_ops=delta_ops)
+    if delta_ops * _U >= 0.01:  # pragma: no cover
+        raise ValueError("the layer is too large for the float64 error bound")
+    r = ub + delta.to(ub.device) * (1.0 + 3.0 * (delta_ops + 4) * _U)
+    return r * r * (1.0 + 16.0 * _U) + p * _TINY
 
 
 def _conv_bias_norm_sq(g: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -635,6 +676,7 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
     g32 = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
     parts = []
     kept_w = kept_shape = kept_b = None
+    bias_done = False
     if "weight" in params and b > 0:
         use32 = precision != "float64" and _float32_ok(x, grad_output)
         length = g32.shape[2]
@@ -643,11 +685,12 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         per_sample = None
         if keep:
             for path32 in ((True, False) if use32 else (False,)):
-                per_sample, w, shape = _conv_materialised(m, x, g32, path32)
+                per_sample, kept_w, kept_shape, kept_b = _conv_materialised(m, x, g32, path32, "bias" in params)
                 if bool(torch.isfinite(per_sample).all()):
-                    kept_w, kept_shape = w, shape
                     break
-                # not finite: a float32 overflow (entries beyond ~2^63): float64; or NaN input
+                # not finite: a float32 overflow (entries beyond ~2^63): float64; a non-finite input
+                # stays so, and is kept (its factor is 0, so the clipped sum skips it)
+            bias_done = "bias" in params
         else:
             xp, k, s, d = _conv_padded(m, x)
             u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
@@ -666,7 +709,7 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         parts.append(per_sample)
     elif "weight" in params:
         parts.append(torch.zeros(0, dtype=_F64))
-    if "bias" in params:
+    if "bias" in params and not bias_done:
         bias_sq, kept_b = _conv_bias_norm_sq(g32.to(_F64))
         parts.append(bias_sq)
     total = _add_upper(parts, b)

@@ -625,7 +625,7 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool,
         ops_b = length * c_out + 4
     bound = _rows_upper(w, delta, delta_ops)
     b_hat = None
-    if bias:
+    if delta_b is not None:
         b_hat = g.sum(dim=2)  # (B, C_out)
         bound_b = _rows_upper(b_hat, delta_b, ops_b)
         bound = (bound + bound_b) * (1.0 + 8.0 * _U)
@@ -682,7 +682,7 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         length = g32.shape[2]
         d_in = m.in_channels // groups * math.prod(m.kernel_size)
         method, keep = _conv_method(method, b, length, d_in, m.out_channels // groups, groups)
-        per_sample = None
+        per_sample: torch.Tensor
         if keep:
             for path32 in ((True, False) if use32 else (False,)):
                 per_sample, kept_w, kept_shape, kept_b = _conv_materialised(m, x, g32, path32, "bias" in params)
@@ -694,7 +694,7 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         else:
             xp, k, s, d = _conv_padded(m, x)
             u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
-            per_group = None
+            per_group: Optional[torch.Tensor] = None
             if use32:
                 a = u.reshape(b * groups, -1, length).transpose(1, 2)
                 gg = g32.reshape(b * groups, -1, length).transpose(1, 2)

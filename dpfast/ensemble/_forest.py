@@ -64,7 +64,12 @@ class RandomForestClassifier(RandomTreesClassifier):
     margin variance ``v / T + 4 T 4^D / (n~ epsilon')^2`` -- the random partition's share against
     the leaf noise's, with the partition variance ``v`` of a margin in [-1, 1] bounded by 1 -- that
     is ``T ~ n~ epsilon' / 2^(max_depth + 1)`` (per-tree ``rho = 2``), clipped to ``[1, 100]``
-    (``auto_n_trees``; attribute ``n_estimators_``).  It spends the same noisy count, so ``"auto"``
+    (``auto_n_trees``; attribute ``n_estimators_``).  A forest of labels (``"label"``, or ``"auto"``
+    picking it) is sized by its own model instead: a tree's vote is bounded, and the label noise
+    shrinks its mean, so ``T`` maximises the vote's signal-to-noise ratio ``T (1 - (K / 2) exp(-a /
+    T))^2``, ``a = n~ epsilon' (2/3)^max_depth`` the gap of a pure leaf holding the expected share
+    ``(2/3)^max_depth`` of the rows around a row (``auto_n_trees_label``; up to 4-5 trees where
+    ``"auto"`` picks labels at depth 5).  It spends the same noisy count, so ``"auto"``
     size with any leaf mechanism is ``PureDP(epsilon)`` too.  The derivations of the three rules
     are in :doc:`/theory/trees`; they assume the rows spread evenly over the leaves, the
     worst case for the noise, so on data that crowd into a few leaves the size is on the small

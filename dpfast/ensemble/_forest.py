@@ -75,11 +75,11 @@ class RandomForestClassifier(RandomTreesClassifier):
     worst case for the noise, so on data that crowd into a few leaves the size is on the small
     side.
 
-    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 seeds,
+    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 and 150 seeds,
     ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size and
-    leaf) beat diffprivlib's forest on digits at every epsilon, on wine at 0.1 and 10 and on
-    breast-cancer at 1 and 10, and are below it on breast-cancer at 0.1 (one tree: 0.72 against
-    0.77).  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
+    leaf) beat diffprivlib's forest on digits and wine at every epsilon and on breast-cancer at 1
+    and 10, and are level with it on breast-cancer at 0.1 (150 seeds: 0.756 against 0.763, 0.7
+    standard errors); on Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
     on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
     two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
     ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /

@@ -142,7 +142,17 @@ class DPDataLoader(DataLoader):
             kw.update(prefetch_factor=data_loader.prefetch_factor, persistent_workers=data_loader.persistent_workers)
         dl = cls(ds, batch_sampler=sampler, collate_fn=_EmptySafeCollate(ds, data_loader.collate_fn), **kw)
         dl.sample_rate = float(sample_rate)
+        dl.n_samples = n
         return dl
+
+    def __iter__(self):
+        # the sampling rate, the plan and the mean's divisor were fixed for n examples: a dataset that
+        # grew would never sample its new examples, one that shrank would index past its end
+        n = getattr(self, "n_samples", None)
+        if n is not None and len(self.dataset) != n:  # type: ignore[arg-type]
+            raise RuntimeError(f"the dataset has {len(self.dataset)} examples, make_private saw {n}: the sampling "  # type: ignore[arg-type]
+                               "rate and the plan were computed for its length then; make_private a new run")
+        return super().__iter__()
 
 
 def _batch_len(batch) -> int:
@@ -188,6 +198,14 @@ class BatchMemoryManager:
 
     def __exit__(self, *exc) -> None:
         self.optimizer.signal_skip_step(False)
+        self._discard_partial()
+
+    def _discard_partial(self) -> None:
+        # the clipped sum of a logical batch left unfinished (an exception or a break between its
+        # chunks, a last chunk without optimizer.step()) must not flow into the next logical batch:
+        # an example of both would count twice in one noisy sum (sensitivity 2C)
+        if getattr(self.optimizer, "_summed", None):
+            self.optimizer._summed = {}
 
     def __len__(self) -> int:
         return len(self.data_loader)
@@ -195,6 +213,7 @@ class BatchMemoryManager:
     def __iter__(self):
         m = self.max_physical_batch_size
         for batch in self.data_loader:
+            self._discard_partial()
             B = _batch_len(batch)
             starts = list(range(0, B, m)) or [0]
             for k, a in enumerate(starts):

@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 import dpfast.accounting as acc
 from dpfast import budget as _budget
@@ -157,6 +157,18 @@ class PrivacyEngine:
             raise ValueError("the optimizer has no parameter that requires grad")
         if not isinstance(data_loader, DataLoader):
             raise TypeError(f"data_loader must be a torch.utils.data.DataLoader, got {type(data_loader).__name__}")
+        if isinstance(data_loader.dataset, IterableDataset):
+            raise ValueError("data_loader's dataset is an IterableDataset: Poisson sampling needs a map-style dataset "
+                             "(indexable, with len())")
+        bsamp = data_loader.batch_sampler
+        if bsamp is None:
+            raise ValueError("data_loader needs a batch_size (the expected Poisson batch size)")
+        if type(bsamp) is not BatchSampler or type(bsamp.sampler) not in (SequentialSampler, RandomSampler):
+            what = type(bsamp.sampler if type(bsamp) is BatchSampler else bsamp).__name__
+            raise ValueError(f"data_loader's {what} would be replaced by Poisson sampling over the whole dataset: a "
+                             "sampler that selects or weights examples (SubsetRandomSampler, WeightedRandomSampler, "
+                             "DistributedSampler, a custom batch_sampler) would be silently ignored; give the examples "
+                             "to train on as the dataset (torch.utils.data.Subset) and a batch_size (shuffle or not)")
         try:
             n = len(data_loader.dataset)  # type: ignore[arg-type]
         except TypeError:
@@ -385,7 +397,10 @@ class PrivacyEngine:
             if state.get(k) != mine:
                 raise ValueError(f"the saved run has {k}={state.get(k)!r}, this engine {mine!r}: resume with the same "
                                  "parameters")
-        steps = int(state["steps"])
+        steps = state.get("steps")
+        if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or int(steps) < 0:
+            raise ValueError(f"the saved run's step count must be an int >= 0, got {steps!r}")
+        steps = int(steps)
         if self.planned_steps is not None and steps > self.planned_steps:
             raise ValueError(f"the saved run took {steps} steps, beyond this engine's plan of {self.planned_steps}")
         self.optimizer.steps = steps

@@ -236,7 +236,21 @@ class GradSampleModule(nn.Module):
 
     # ------------------------------------------------------------------ nn.Module surface
     def forward(self, *args, **kwargs):
-        return self._module(*args, **kwargs)
+        if not (self._module.training and torch.is_grad_enabled()) or _is_compiling():
+            return self._module(*args, **kwargs)
+        # a buffer updated in place by a training forward (running statistics of a custom module:
+        # BatchNorm itself is refused by validate_module) is a function of the whole batch that is
+        # saved and released with the model's state_dict, outside the clipping and the noise
+        before = [(n, b, b._version) for n, b in self._module.named_buffers()]
+        out = self._module(*args, **kwargs)
+        changed = [n for n, b, v in before if b._version != v]
+        if changed:
+            raise RuntimeError(
+                f"the forward pass updated the buffer(s) {changed} in place: a buffer computed from the batch "
+                "(running statistics) is released with the model's state_dict without clipping or noise; keep "
+                "such modules out of the trained model or put them in eval() mode (a buffer computed from the "
+                "parameters alone, like spectral_norm's power iteration, is refused too)")
+        return out
 
     def state_dict(self, *args, **kwargs):
         return self._module.state_dict(*args, **kwargs)
@@ -390,12 +404,31 @@ class GradSampleModule(nn.Module):
             sq += per_sample_norm_sq(g)
             dtypes.append(g.dtype)
         factors = safe_factors(sq, max_grad_norm, dtypes)
+        # a sample whose bound is not finite (an inf/NaN input or gradient) has factor 0: it is left
+        # out of the sums, not multiplied by 0 (0 * inf is NaN, and one such sample would turn the
+        # whole step, so the released parameters, into NaN); the rows of the others are unchanged
+        rows = None if bool((factors > 0).all()) else np.flatnonzero(factors > 0)
+        if rows is not None:
+            factors = factors[rows]
         for mod, fl, c in fast:
-            f = torch.from_numpy(factors).to(c.grads[0].device, c.grads[0].dtype)
-            for n, s in fl.clipped_sum(mod, c.args, c.grads[0], f).items():
+            args, g_out = c.args, c.grads[0]
+            if rows is not None:
+                idx = torch.from_numpy(rows).to(g_out.device)
+                args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and
+                             a.shape[0] == B else a for a in args)
+                g_out = g_out.index_select(0, idx)
+            f = torch.from_numpy(factors).to(g_out.device, g_out.dtype)
+            if rows is not None and not rows.size:  # every sample clipped to zero
+                sums = {n: torch.zeros_like(p, memory_format=torch.contiguous_format)
+                        for n, p in mod.named_parameters(recurse=False) if p.requires_grad}
+            else:
+                sums = fl.clipped_sum(mod, args, g_out, f)
+            for n, s in sums.items():
                 p = getattr(mod, n)
                 out[p] = s if p not in out else out[p] + s
         for p, g in generic.items():
+            if rows is not None:
+                g = g.index_select(0, torch.from_numpy(rows).to(g.device))
             f = torch.from_numpy(factors).to(g.device, g.dtype)
             s = torch.tensordot(f, g, dims=1)
             out[p] = s if p not in out else out[p] + s

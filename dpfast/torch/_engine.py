@@ -391,6 +391,12 @@ class PrivacyEngine:
             raise RuntimeError("make_private first, with the run's parameters, then load_state_dict")
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ValueError("not a dpfast.torch PrivacyEngine state (format mismatch)")
+        if self.optimizer.steps:
+            # rolling a run back restores its noise stream: the steps taken since the saved state would be
+            # retaken with the same noise on other gradients (their difference is noise-free), uncharged
+            raise RuntimeError(f"this engine has taken {self.optimizer.steps} steps: load a saved state into a fresh "
+                               "engine (make_private, then load_state_dict); rolling a run back would retake its "
+                               "steps with the same noise")
         for k, mine in (("accountant", self.accountant_name), ("noise_multiplier", self.noise_multiplier),
                         ("max_grad_norm", self.max_grad_norm), ("sample_rate", self.sample_rate),
                         ("steps_per_epoch", self.steps_per_epoch)):

@@ -226,6 +226,25 @@ def test_a_tampered_step_count_is_refused(steps):
         eng.load_state_dict(st)
 
 
+def test_rolling_a_run_back_in_the_same_engine_is_refused():
+    """HOLE (fixed in load_state_dict): loading an earlier state into the engine that went past it
+    restored the noise generator and the step count: the steps since then were retaken with the SAME
+    noise (on other gradients, if the model was not rolled back or the loop changed: their difference
+    is noise-free), beyond the charged plan.  Reproduction (z = 1, empty batches): 1 step, state_dict,
+    2 more steps, load_state_dict(state) -> accepted, steps = 1, the next step's gradient equals step
+    2's bit for bit."""
+    x, y = _xy(40)
+    model = nn.Linear(6, 3)
+    eng, m, o, dl = _engine(model, DataLoader(TensorDataset(x, y), batch_size=8), z=1.0, epochs=1,
+                            loss_reduction="sum")
+    _step_grads(model, o, m, x[:0], y[:0])
+    st = eng.state_dict()
+    _step_grads(model, o, m, x[:0], y[:0])
+    with pytest.raises(RuntimeError, match="rolling a run back"):
+        eng.load_state_dict(st)
+    assert eng.steps == 2
+
+
 class _RunningMean(nn.Module):
     """Parameter-free, keeps a running mean of its inputs in a buffer (BatchNorm's statistics, hand-made)."""
 

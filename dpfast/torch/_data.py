@@ -10,7 +10,8 @@
   property of the data's format).
 * :class:`BatchMemoryManager`: splits each logical (Poisson) batch into physical chunks of at most
   ``max_physical_batch_size`` examples and tells the optimizer to only accumulate on all but the
-  last, so the noise is added once per logical batch.
+  last, so the noise is added once per logical batch; a logical batch left unfinished (an
+  exception or a ``break`` between its chunks) is discarded, never added to the next one.
 
 Checkpointing: the sampler's ``state_dict`` holds the generator's state at the start of the
 current epoch and how many of its batches the optimizer has consumed; a resumed sampler replays
@@ -149,8 +150,8 @@ class DPDataLoader(DataLoader):
         # the sampling rate, the plan and the mean's divisor were fixed for n examples: a dataset that
         # grew would never sample its new examples, one that shrank would index past its end
         n = getattr(self, "n_samples", None)
-        if n is not None and len(self.dataset) != n:  # type: ignore[arg-type]
-            raise RuntimeError(f"the dataset has {len(self.dataset)} examples, make_private saw {n}: the sampling "  # type: ignore[arg-type]
+        if n is not None and len(self.dataset) != n:
+            raise RuntimeError(f"the dataset has {len(self.dataset)} examples, make_private saw {n}: the sampling "
                                "rate and the plan were computed for its length then; make_private a new run")
         return super().__iter__()
 

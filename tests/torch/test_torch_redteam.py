@@ -13,8 +13,14 @@ pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namesp
 import _engine_models as EM  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
-from torch.utils.data import (DataLoader, Dataset, IterableDataset, SubsetRandomSampler,  # noqa: E402
-                              TensorDataset, WeightedRandomSampler)
+from torch.utils.data import (  # noqa: E402
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    SubsetRandomSampler,
+    TensorDataset,
+    WeightedRandomSampler,
+)
 
 import dpfast.accounting as acc  # noqa: E402
 from dpfast import PrivacyBudget  # noqa: E402

@@ -299,6 +299,19 @@ class PrivacyEngine:
                              "charged to a privacy budget")
         event = None if (z == 0 or plan is None) else acc.SelfComposed(_step_event(z, q), plan)
         rank, world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if distributed else (0, 1)
+        if distributed:
+            # every rank clips its share at its own C and divides by its own q n, and rank 0 alone adds
+            # noise at its own z: a rank configured otherwise (another C, dataset, batch size or plan) would
+            # void the accounted sensitivity; checked collectively, before the charge
+            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan], dtype=torch.float64)
+            lo, hi = mine.clone(), mine.clone()
+            torch.distributed.all_reduce(lo, op=torch.distributed.ReduceOp.MIN)
+            torch.distributed.all_reduce(hi, op=torch.distributed.ReduceOp.MAX)
+            if not torch.equal(lo, hi):
+                names = ("dataset length", "batch_size", "max_grad_norm", "noise_multiplier", "plan")
+                bad = [k for k, a, b in zip(names, lo.tolist(), hi.tolist()) if a != b]
+                raise ValueError(f"the ranks of the distributed run disagree on {', '.join(bad)}: every rank must "
+                                 "make_private with the same dataset and parameters")
         # the one charge, before any draw
         if event is not None:
             _budget.charge(b, event, label="dpfast.torch.PrivacyEngine")

@@ -36,7 +36,9 @@ fast layers' ``p.grad`` is None.
 
 Modules that mix the samples of a batch (BatchNorm, InstanceNorm/GroupNorm-free running
 statistics) have no per-sample gradient; :func:`validate_module` refuses them before anything is
-charged (use GroupNorm or LayerNorm).
+charged (use GroupNorm or LayerNorm), and ``Embedding(max_norm=...)``, whose forward renormalises
+the looked-up rows in place.  A training forward through :class:`GradSampleModule` that updates a
+buffer or a parameter in place raises.
 """
 from __future__ import annotations
 
@@ -74,6 +76,10 @@ def validate_module(module: nn.Module) -> None:
         if isinstance(m, nn.modules.instancenorm._InstanceNorm) and m.track_running_stats:
             raise ValueError(f"module {where} is an InstanceNorm with track_running_stats=True: its running "
                              "statistics are computed from all samples; use track_running_stats=False")
+        if isinstance(m, nn.Embedding) and m.max_norm is not None:
+            raise ValueError(f"module {where} is an Embedding with max_norm: its forward renormalises, in place and "
+                             "without noise, the rows of the weight that the batch looks up, so the released weight "
+                             "shows which indices the batch held; use max_norm=None")
         if isinstance(m, nn.RNNBase) and any(p.requires_grad for p in m.parameters(recurse=False)):
             raise ValueError(f"module {where} is a recurrent layer: its hidden state has the batch on axis 1, "
                              "which the per-sample hooks do not support yet; freeze it or write the recurrence "
@@ -238,18 +244,21 @@ class GradSampleModule(nn.Module):
     def forward(self, *args, **kwargs):
         if not (self._module.training and torch.is_grad_enabled()) or _is_compiling():
             return self._module(*args, **kwargs)
-        # a buffer updated in place by a training forward (running statistics of a custom module:
-        # BatchNorm itself is refused by validate_module) is a function of the whole batch that is
-        # saved and released with the model's state_dict, outside the clipping and the noise
-        before = [(n, b, b._version) for n, b in self._module.named_buffers()]
+        # a buffer or parameter updated in place by a training forward (running statistics of a custom
+        # module, F.embedding's max_norm renormalisation: BatchNorm and Embedding(max_norm) themselves are
+        # refused by validate_module) is a function of the batch that is released with the model's
+        # state_dict, outside the clipping and the noise
+        before = [(n, t, t._version) for n, t in list(self._module.named_buffers()) +
+                  list(self._module.named_parameters())]
         out = self._module(*args, **kwargs)
-        changed = [n for n, b, v in before if b._version != v]
+        changed = [n for n, t, v in before if t._version != v]
         if changed:
             raise RuntimeError(
-                f"the forward pass updated the buffer(s) {changed} in place: a buffer computed from the batch "
-                "(running statistics) is released with the model's state_dict without clipping or noise; keep "
-                "such modules out of the trained model or put them in eval() mode (a buffer computed from the "
-                "parameters alone, like spectral_norm's power iteration, is refused too)")
+                f"the forward pass updated the buffer(s) or parameter(s) {changed} in place: a value computed from "
+                "the batch (running statistics, a renormalisation) is released with the model's state_dict "
+                "without clipping or noise; keep such computations out of the trained model or put their modules "
+                "in eval() mode (one computed from the parameters alone, like spectral_norm's power iteration, "
+                "is refused too)")
         return out
 
     def state_dict(self, *args, **kwargs):

@@ -271,13 +271,43 @@ def test_a_buffer_updated_by_the_forward_is_refused():
     x, y = _xy(40)
     model = nn.Sequential(_RunningMean(6), nn.Linear(6, 3))
     _, m, o, dl = _engine(model, DataLoader(TensorDataset(x, y), batch_size=8), z=1.0)
-    with pytest.raises(RuntimeError, match=r"updated the buffer\(s\) \['0.mu'\]"):
+    with pytest.raises(RuntimeError, match=r"updated the buffer\(s\) or parameter\(s\) \['0.mu'\]"):
         m(x[:8])
     model[0].eval()  # frozen statistics: allowed
     m(x[:8])
     with torch.no_grad():
         m.train()
         m(x[:8])  # no capture without gradients: allowed (evaluation)
+
+
+def test_embedding_max_norm_is_refused_before_the_charge():
+    """HOLE (fixed in validate_module): Embedding(max_norm=...) renormalises, in place and without
+    noise, the weight rows the batch looks up.  Reproduction: rows of norm 3 x init, max_norm 0.5,
+    lr = 0, one step on the tokens [1, 2, 3] -> exactly rows 1, 2, 3 of the released weight changed."""
+    x = torch.randint(0, 10, (40, 3))
+    model = nn.Sequential(nn.Embedding(10, 4, max_norm=0.5), nn.Flatten(), nn.Linear(12, 2))
+    b = PrivacyBudget(10.0, 1e-5)
+    with pytest.raises(ValueError, match="max_norm"):
+        _engine(model, DataLoader(TensorDataset(x, x[:, 0] % 2), batch_size=8), z=1.0, epochs=1, budget=b)
+    assert b.ledger == ()
+
+
+class _RenormInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(10, 4) * 3)
+
+    def forward(self, idx):
+        return nn.functional.embedding(idx, self.weight, max_norm=0.5).flatten(1)
+
+
+def test_a_parameter_updated_by_the_forward_is_refused():
+    """The same renormalisation in functional code (F.embedding(max_norm=...)) raises in the forward."""
+    x = torch.randint(0, 10, (40, 3))
+    model = nn.Sequential(_RenormInForward(), nn.Linear(12, 2))
+    _, m, _, _ = _engine(model, DataLoader(TensorDataset(x, x[:, 0] % 2), batch_size=8), z=1.0)
+    with pytest.raises(RuntimeError, match=r"parameter\(s\) \['0.weight'\]"):
+        m(x[:8])
 
 
 # --------------------------------------------------------------- holes in files being rewritten (xfail)

@@ -38,7 +38,8 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
   ||w_hat_i|| from dpfast's native row-norm kernel (float64 accumulation on w_hat's memory, the
   rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
   of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
-  that are summed.  The bias's per-sample sums (float64) are kept likewise.  Larger layers: the
+  that are summed.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
+  within gamma32_T sqrt(T) ||G_i||_F of exact; else float64).  Larger layers: the
   cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
   and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
   the clipped-sum call by identity and autograd version counters of the input and output
@@ -135,7 +136,8 @@ inner product is within gamma32_n |x|^T |y| + n eta_32 of the exact one, eta_32 
 
 The float32 bound is looser: its slack is of order (d_in + d_out) u_32 R^2 (Gram) or
 2 gamma32_T ||A||_F ||G||_F ||w|| (materialised), i.e. 1e-5 to 1e-3 relative on the squared norm
-(measured 3e-4 to 7e-4 on the benchmark CNN's two convolutions, batch 256): clipping slightly more
+(measured 3e-4 and 1.5e-5 on the benchmark CNN's two convolutions, batch 256, materialised; 7e-4 for
+the second in the Gram form): clipping slightly more
 than exact, never less.  It is about twice as fast as the float64 path.
 
 Tightness: the slack is 3 n u R^2 (Gram) or about 2 Delta ||w|| + 3 m u ||w||^2 (materialised),
@@ -501,7 +503,7 @@ class _Kept(NamedTuple):
     g_version: int
     w: Optional[torch.Tensor]  # (B, P): the per-sample weight gradients as computed (None: not kept)
     shape: Optional[tuple]  # (C_out, k_h, k_w, C_in): the layout of one (groups = 1); None: the weight's
-    bias: Optional[torch.Tensor]  # (B, C_out) float64: the per-sample bias gradients as computed
+    bias: Optional[torch.Tensor]  # (B, C_out): the per-sample bias gradients as computed
 
 
 #: per convolution module, the per-sample weight gradients of its last ``conv_norm_sq`` (one entry

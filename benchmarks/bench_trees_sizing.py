@@ -16,7 +16,6 @@ bench_trees.py, bounds = the training split's min/max, treated as public):
     PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_trees_sizing.py --part rule --seeds 150
 """
 import argparse
-import sys
 import warnings
 
 import numpy as np
@@ -25,6 +24,8 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from dpfast.ensemble import RandomForestClassifier
 from dpfast.tree import random_trees as rt
+
+from _peers import import_diffprivlib
 
 p = argparse.ArgumentParser()
 p.add_argument("--part", choices=("partition", "sweep", "rule"), default="rule")
@@ -76,13 +77,7 @@ for name in args.data.split(","):
                         eps, b, classes=cl, n_estimators=T, max_depth=D, leaf_mechanism=lm, random_state=s)
                         .fit(Xtr, ytr).score(Xte, yte) for s in range(S)])
     elif args.part == "sweep":
-        sys.path.append(args.dpl)
-        import sklearn.tree._tree as _tree
-
-        for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-            if not hasattr(_tree, _name):
-                setattr(_tree, _name, _val)
-        from diffprivlib.models import RandomForestClassifier as DplRF
+        DplRF = import_diffprivlib(args.dpl).models.RandomForestClassifier
 
         rep(f"{name} eps={eps} diffprivlib T=10", [DplRF(epsilon=eps, bounds=(lo, hi), classes=list(cl), random_state=s)
                                                    .fit(Xtr, ytr).score(Xte, yte) for s in range(S)])

@@ -103,22 +103,46 @@ P params(const st::RowsParams& rows) {
 template <class Ptr>
 using elem_t = std::remove_const_t<std::remove_pointer_t<Ptr>>;
 
-// (s1, s2 or None, counts or None, bad): see dpf::stats::moments.  x: (n, d) C-contiguous.
-// Terms y = clamp(x, lo, hi) - c, capped to [-cap, cap] (dpf::stats::y_range).
-py::tuple moments(py::object x, double lo, double hi, double c, double cap, bool nan, int order, int threads) {
+// A vector of exact sums as a pair of arrays (hi int64, lo uint64): v = hi 2^64 + lo
+// (dpfast._fixed.ints joins them into Python ints).
+py::tuple split128(const std::vector<__int128>& v) {
+    py::array_t<int64_t> hi((py::ssize_t)v.size());
+    py::array_t<uint64_t> lo((py::ssize_t)v.size());
+    int64_t* h = hi.mutable_data();
+    uint64_t* l = lo.mutable_data();
+    for (size_t a = 0; a < v.size(); ++a) {
+        h[a] = (int64_t)(v[a] >> 64);
+        l[a] = (uint64_t)v[a];
+    }
+    return py::make_tuple(hi, lo);
+}
+
+// (s1, s2 or None, counts or None, bad): see dpf::stats::moments; s1, s2 exact sums of the
+// fixed-point terms as (hi, lo) pairs (split128), s1 on the grid of the bound B (|y| <= B
+// required), s2 on that of fl(B B).  x: (n, d) C-contiguous.  Terms y = clamp(x, lo, hi) - c,
+// capped to [-cap, cap] (dpf::stats::y_range).
+py::tuple moments(py::object x, double lo, double hi, double c, double cap, double B, bool nan, int order,
+                  int threads) {
     require(order == 1 || order == 2, "order must be 1 or 2");
     require(lo <= hi && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(c) && cap > 0, "lo <= hi, c must be finite and cap positive");
+    const double B2 = B * B;
+    const double S1 = st::fixed_scale(B), S2 = st::fixed_scale(B2);
+    require(B >= 0 && std::isfinite(B) && std::isfinite(S1) && (order == 1 || (std::isfinite(B2) && std::isfinite(S2))),
+            "the bound B of the fixed-point grid must be finite, and not so small that 2^50 / B (order 2: 2^50 / B^2) overflows");
     return with_rows(x, "x", threads, true, [&](auto ptr, const st::RowsParams& rows) {
         auto p = params<st::MomentsParams>(rows);
         p.c = c;
         st::y_range(lo, hi, c, cap, p.ylo, p.yhi);
+        require(std::fabs(p.ylo) <= B && std::fabs(p.yhi) <= B, "the terms' range exceeds the grid bound B");
+        p.S1 = S1;
+        p.S2 = order == 2 ? S2 : 0.0;
         p.nan = nan;
         p.order = order;
         st::MomentsResult r;
         nogil([&] { st::moments<elem_t<decltype(ptr)>>(p, ptr, r); });
-        py::object s2 = order == 2 ? py::object(to_numpy(r.s2)) : py::object(py::none());
+        py::object s2 = order == 2 ? py::object(split128(r.s2)) : py::object(py::none());
         py::object cnt = nan ? py::object(to_numpy(r.cnt)) : py::object(py::none());
-        return py::make_tuple(to_numpy(r.s1), s2, cnt, r.bad);
+        return py::make_tuple(split128(r.s1), s2, cnt, r.bad);
     });
 }
 
@@ -237,9 +261,9 @@ py::tuple histogram(py::object sample, py::list edges, py::list uniform, int thr
 
 PYBIND11_MODULE(_stats, m) {
     m.doc() = "One-pass statistics of the toolbox (dpfast.tools, GaussianNB, PCA, SSP, KMeans); "
-              "bit-identical for any thread count.";
+              "bit-identical for any thread count (moments: exact fixed-point sums).";
     m.def("moments", &moments, py::arg("x"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("cap"),
-          py::arg("nan"), py::arg("order"), py::arg("threads"));
+          py::arg("B"), py::arg("nan"), py::arg("order"), py::arg("threads"));
     m.def("class_moments", &class_moments, py::arg("X"), py::arg("labels"), py::arg("k"), py::arg("lo"),
           py::arg("hi"), py::arg("c"), py::arg("r"), py::arg("threads"));
     m.def("pca_gram", &pca_gram, py::arg("X"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("R"),
@@ -249,4 +273,5 @@ PYBIND11_MODULE(_stats, m) {
           py::arg("threads"));
     m.def("histogram", &histogram, py::arg("sample"), py::arg("edges"), py::arg("uniform"), py::arg("threads"));
     m.attr("avx2") = dpf::stats::use_avx2();
+    m.attr("FIXED_BITS") = dpf::stats::kFixedBits;
 }

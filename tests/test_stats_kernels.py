@@ -248,24 +248,36 @@ def _nb_terms(x, lo, hi, c, r):
     return np.clip((np.clip(x, lo, hi) - c) / r, -1.0, 1.0)
 
 
-def test_class_moments_against_exact_sums():
+def class_moments(x, lab, k, lo, hi, c, r, threads):
+    """_stats.class_moments with its exact sums as (2, k d) int64 arrays [hi, lo] (same_bits)."""
+    cnt, s1, s2 = _stats.class_moments(x, lab, k, lo, hi, c, r, threads)
+    return cnt, _pair(s1), _pair(s2)
+
+
+def test_class_moments_are_the_exact_integer_sums_of_the_grid_terms():
+    """Per class and feature: sum q(u) and sum q(u^2) with q(t) = round(t 2^50) (grid bound 1),
+    equal to the Python reference bit for bit; and split rows add up to the whole."""
     rng = np.random.default_rng(4)
-    n, d, k = 2000, 4, 3
+    n, d, k = 9000, 4, 3
     x = rng.normal(size=(n, d)) * 3
     lab = rng.integers(0, k, n)
     lo, hi = np.array([-2.0, -1.0, 0.0, -5.0]), np.array([2.0, 3.0, 1.0, 5.0])
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    cnt, s1, s2 = _stats.class_moments(x, lab, k, lo, hi, c, r, 2)
+    cnt, s1, s2 = class_moments(x, lab, k, lo, hi, c, r, 2)
     u = _nb_terms(x, lo, hi, c, r)  # elementwise: the same roundings as the kernel
     assert cnt.tolist() == np.bincount(lab, minlength=k).tolist()
+    got1, got2 = ints(s1), ints(s2)
     for g in range(k):
         rows = u[lab == g]
         for j in range(d):
-            e1 = sum((Fraction(v) for v in rows[:, j]), Fraction(0))
-            e2 = sum((Fraction(v) * Fraction(v) for v in rows[:, j]), Fraction(0))
-            m = rows.shape[0]
-            assert abs(Fraction(s1[g, j]) - e1) <= gamma(m) * float(np.abs(rows[:, j]).sum()) * 1.01
-            assert abs(Fraction(s2[g, j]) - e2) <= gamma(m + 1) * float(e2) * 1.01
+            assert got1[g * d + j] == builtins_sum(_grid(rows[:, j], 1.0))
+            assert got2[g * d + j] == builtins_sum(_grid(rows[:, j] * rows[:, j], 1.0))
+    p1, p2 = [0] * (k * d), [0] * (k * d)
+    for a, b in [(0, 5), (5, 4100), (4100, n)]:
+        _, t1, t2 = class_moments(np.ascontiguousarray(x[a:b]), lab[a:b], k, lo, hi, c, r, 1)
+        p1 = [v + w for v, w in zip(p1, ints(t1))]
+        p2 = [v + w for v, w in zip(p2, ints(t2))]
+    assert p1 == got1 and p2 == got2
 
 
 def test_class_moments_bit_identical_threads_layouts_dtypes():
@@ -276,12 +288,12 @@ def test_class_moments_bit_identical_threads_layouts_dtypes():
     lab = rng.integers(0, k, n)
     lo, hi = np.full(d, -1.5), np.full(d, 1.5)
     c, r = np.zeros(d), np.full(d, 1.5)
-    res = [_stats.class_moments(x, lab, k, lo, hi, c, r, t) for t in THREADS]
-    res.append(_stats.class_moments(np.asfortranarray(x), lab, k, lo, hi, c, r, 2))
-    res.append(_stats.class_moments(x32, lab, k, lo, hi, c, r, 3))
+    res = [class_moments(x, lab, k, lo, hi, c, r, t) for t in THREADS]
+    res.append(class_moments(np.asfortranarray(x), lab, k, lo, hi, c, r, 2))
+    res.append(class_moments(x32, lab, k, lo, hi, c, r, 3))
     wide = np.zeros((n, 2 * d))
     wide[:, ::2] = x
-    res.append(_stats.class_moments(wide[:, ::2], lab, k, lo, hi, c, r, 2))
+    res.append(class_moments(wide[:, ::2], lab, k, lo, hi, c, r, 2))
     same_bits(res)
 
 
@@ -451,7 +463,7 @@ x = rng.uniform(-1, 2, (70_001, 7)); y = rng.uniform(-1, 1, 70_001); lab = rng.i
 z = np.zeros(7); o = np.ones(7)
 m1, m2 = _stats.moments(x[:, :1].copy(), 0.0, 1.0, 0.5, 0.5, 0.5, False, 2, 2), _stats.moments(x, 0.0, 1.0, 0.5, 0.5, 0.5, True, 2, 2)
 out = [(*m1[0], *m1[1]), (*m2[0], *m2[1], m2[2]),
-       _stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2), (_stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),),
+       (lambda m: (m[0], *m[1], *m[2]))(_stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2)), (_stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),),
        (_stats.ssp_gram(x, y, None, 2),), _stats.kmeans_step(x, x[:4].copy(), True, True, 2)]
 h = hashlib.sha256()
 for t in out:
@@ -517,8 +529,8 @@ def test_misaligned_arrays_are_read_as_copies():
     C = rng.normal(size=(3, 4))
     M = _misaligned
     same_bits([moments(X, -1.0, 1.0, 0.0, 1.0, False, 2, 2), moments(M(X), -1.0, 1.0, 0.0, 1.0, False, 2, 2)])
-    same_bits([_stats.class_moments(X, lab, 3, lo, hi, c, r, 2),
-               _stats.class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
+    same_bits([class_moments(X, lab, 3, lo, hi, c, r, 2),
+               class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
     same_bits([(_stats.pca_gram(X, lo, hi, c, 2.0, 2),), (_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2),)])
     same_bits([(_stats.ssp_gram(X, y, w, 2),), (_stats.ssp_gram(M(X), M(y), M(w), 2),)])
     same_bits([_stats.kmeans_step(X, C, True, True, 2), _stats.kmeans_step(M(X), M(C), True, True, 2)])

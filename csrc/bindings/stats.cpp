@@ -146,7 +146,8 @@ py::tuple moments(py::object x, double lo, double hi, double c, double cap, doub
     });
 }
 
-// (counts (k,), sum u (k, d), sum u^2 (k, d)): see dpf::stats::class_moments.
+// (counts (k,), sum q(u) (k d,), sum q(u^2) (k d,)): see dpf::stats::class_moments; the sums are
+// exact fixed-point sums (grid bound 1) as (hi, lo) pairs (split128), row-major over (k, d).
 py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object lo, py::object hi, py::object c,
                         py::object r, int threads) {
     require(k >= 1, "k must be >= 1");
@@ -165,8 +166,7 @@ py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object l
         p.r = rv.ptr;
         st::ClassResult res;
         nogil([&] { st::class_moments<elem_t<decltype(ptr)>>(p, ptr, res); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)k, (py::ssize_t)rows.d};
-        return py::make_tuple(to_numpy(res.cnt), to_numpy(res.s1, shape), to_numpy(res.s2, shape));
+        return py::make_tuple(to_numpy(res.cnt), split128(res.s1), split128(res.s2));
     });
 }
 

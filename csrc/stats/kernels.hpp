@@ -4,8 +4,8 @@
 // Both builds perform the same IEEE operations on every element in the same order (vector
 // lanes are independent accumulators, no FMA: -ffp-contract=off), so they give the same bits.
 //
-// Determinism (the floating-point sums: per-class moments, Gram, k-means; the toolbox moments
-// are exact integer sums, see stats.hpp "fixed-point grid"): rows are cut into chunks whose size depends only on the shape (n, d) -- never
+// Determinism (the floating-point sums: Gram, k-means; the toolbox moments and GaussianNB's
+// per-class moments are exact integer sums, see stats.hpp "fixed-point grid"): rows are cut into chunks whose size depends only on the shape (n, d) -- never
 // on the thread count -- each chunk accumulates its rows in row order into its own partial,
 // and the partials are merged in a fixed pairwise tree (merge_tree in stats.hpp).  The result
 // is the same bits for any number of threads and, since a row is read by its element strides,
@@ -208,25 +208,45 @@ void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
 }
 
 // ----------------------------------------------------------------------------- per-class sums (GaussianNB)
-// u = min(max((min(max(x, lo_j), hi_j) - c_j) / r_j, -1), 1); per class g: cnt, sum u, sum u^2.
+// u = min(max((min(max(x, lo_j), hi_j) - c_j) / r_j, -1), 1); per class g: cnt, and the EXACT
+// fixed-point sums (stats.hpp "fixed-point grid", bound 1 for u and for u^2: S = 2^50, so
+// q(u) = round(u 2^50)) of u and u^2.  kFixedBlock rows at a time go into uint64 accumulators
+// (a class meets at most kFixedBlock terms per entry in a block), folded into the chunk's
+// __int128 sums with the class's number of rows in the block.
 template <class T>
-void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2, int64_t* cnt) {
-    const int64_t d = p.d;
-    for (int64_t i = r0; i < r1; ++i) {
-        const int64_t g = p.label[i];
-        cnt[g] += 1;
-        double* a1 = s1 + g * d;
-        double* a2 = s2 + g * d;
-        const T* row = x + i * p.rs;
-        for (int64_t j = 0; j < d; ++j) {
-            const double v = (double)row[j * p.cs];
-            double y = v < p.lo[j] ? p.lo[j] : v;
-            y = y > p.hi[j] ? p.hi[j] : y;
-            double u = (y - p.c[j]) / p.r[j];
-            u = u < -1.0 ? -1.0 : u;
-            u = u > 1.0 ? 1.0 : u;
-            a1[j] += u;
-            a2[j] += u * u;
+void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, __int128* s1, __int128* s2, int64_t* cnt) {
+    const int64_t d = p.d, w = p.k * d;
+    const double S = std::ldexp(1.0, kFixedBits);
+    std::vector<uint64_t> q1(w), q2(w);
+    std::vector<int64_t> m(p.k);
+    for (int64_t b = r0; b < r1; b += kFixedBlock) {
+        const int64_t e = std::min(r1, b + kFixedBlock);
+        std::fill(q1.begin(), q1.end(), 0);
+        std::fill(q2.begin(), q2.end(), 0);
+        std::fill(m.begin(), m.end(), 0);
+        for (int64_t i = b; i < e; ++i) {
+            const int64_t g = p.label[i];
+            m[g] += 1;
+            uint64_t* a1 = q1.data() + g * d;
+            uint64_t* a2 = q2.data() + g * d;
+            const T* row = x + i * p.rs;
+            for (int64_t j = 0; j < d; ++j) {
+                const double v = (double)row[j * p.cs];
+                double y = v < p.lo[j] ? p.lo[j] : v;
+                y = y > p.hi[j] ? p.hi[j] : y;
+                double u = (y - p.c[j]) / p.r[j];
+                u = u < -1.0 ? -1.0 : u;
+                u = u > 1.0 ? 1.0 : u;
+                a1[j] += bits_of(u * S + kMagic);
+                a2[j] += bits_of((u * u) * S + kMagic);
+            }
+        }
+        for (int64_t g = 0; g < p.k; ++g) {
+            cnt[g] += m[g];
+            for (int64_t j = 0; j < d; ++j) {
+                s1[g * d + j] += lane_sum(q1[g * d + j], m[g]);
+                s2[g * d + j] += lane_sum(q2[g * d + j], m[g]);
+            }
         }
     }
 }
@@ -234,8 +254,8 @@ void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, doubl
 template <class T>
 void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
     const int64_t d = p.d, G = p.k, w = G * d;
-    const Chunks ch = chunks(p.n, d, 2 * w + G);
-    Partials<double> s1(ch, w), s2(ch, w);
+    const Chunks ch = chunks(p.n, d, 6 * w + G);
+    Partials<__int128> s1(ch, w), s2(ch, w);
     Partials<int64_t> cnt(ch, G);
     for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
         class_chunk<T>(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k));

@@ -2,7 +2,7 @@
 //   moments        clipped, centred column sums / sums of squares / non-NaN counts (dpfast.tools),
 //                  EXACT: fixed-point terms summed in integers (see "fixed-point grid" below), so
 //                  the same integers for any chunking, thread count or Dask partitioning
-//   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB)
+//   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB), EXACT as moments
 //   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy)
 //   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans)
 //   histogram      integer counts on public edges, any dimension (dpfast.tools.histogram*)
@@ -160,7 +160,7 @@ struct ClassParams : RowsParams {
     const double *lo = nullptr, *hi = nullptr, *c = nullptr, *r = nullptr;  // [d]
 };
 struct ClassResult {
-    std::vector<double> s1, s2;  // [k][d]
+    std::vector<__int128> s1, s2;  // [k][d]: sum q(u), sum q(u^2), grid bound 1 (exact)
     std::vector<int64_t> cnt;    // [k]
 };
 

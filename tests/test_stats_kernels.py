@@ -387,6 +387,12 @@ def test_gram_bit_identical_threads_layouts_dtypes():
 
 
 # ----------------------------------------------------------------------------- k-means step
+def kmeans_step(U, C, labels, sums, threads):
+    """_stats.kmeans_step with its exact sums as a (2, k d) int64 array [hi, lo] (same_bits)."""
+    lab, cnt, s = _stats.kmeans_step(U, C, labels, sums, threads)
+    return lab, cnt, _pair(s)
+
+
 def test_kmeans_step_against_reference_and_ties():
     rng = np.random.default_rng(9)
     n, d, k = 5000, 3, 4
@@ -398,10 +404,16 @@ def test_kmeans_step_against_reference_and_ties():
     clear = srt[:, 1] - srt[:, 0] > 1e-12  # no near-tie: the label is determined
     assert np.array_equal(lab[clear], np.argmin(D, axis=1)[clear])
     assert cnt.tolist() == np.bincount(lab, minlength=k).tolist()
+    got = ints(sums)  # exact fixed-point sums (grid bound 1): the Python reference bit for bit
     for g in range(k):
         rows = U[lab == g]
-        ref = np.array([math.fsum(rows[:, j]) for j in range(d)])
-        assert np.all(np.abs(sums[g] - ref) <= gamma(rows.shape[0]) * np.abs(rows).sum(0) * 1.01)
+        for j in range(d):
+            assert got[g * d + j] == builtins_sum(_grid(rows[:, j], 1.0))
+    # split rows add up to the whole (the Dask partitions)
+    tot = [0] * (k * d)
+    for a, b in [(0, 1), (1, 4097), (4097, n)]:
+        tot = [v + w for v, w in zip(tot, ints(_stats.kmeans_step(np.ascontiguousarray(U[a:b]), C, False, True, 1)[2]))]
+    assert tot == got
     # ties go to the lowest index
     lab, _, _ = _stats.kmeans_step(np.zeros((2, 2)), np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]), True, False, 1)
     assert lab.tolist() == [0, 0]
@@ -413,7 +425,7 @@ def test_kmeans_step_bit_identical_threads_layouts_dtypes():
     U32 = rng.uniform(-1, 1, (n, d)).astype(np.float32)
     Uc = U32.astype(np.float64)
     C = rng.uniform(-1, 1, (k, d))
-    res = [_stats.kmeans_step(v, C, True, True, t)
+    res = [kmeans_step(v, C, True, True, t)
            for v, t in [(Uc, 1), (Uc, 2), (Uc, 3), (np.asfortranarray(Uc), 2), (U32, 3)]]
     same_bits(res)
 
@@ -464,7 +476,7 @@ z = np.zeros(7); o = np.ones(7)
 m1, m2 = _stats.moments(x[:, :1].copy(), 0.0, 1.0, 0.5, 0.5, 0.5, False, 2, 2), _stats.moments(x, 0.0, 1.0, 0.5, 0.5, 0.5, True, 2, 2)
 out = [(*m1[0], *m1[1]), (*m2[0], *m2[1], m2[2]),
        (lambda m: (m[0], *m[1], *m[2]))(_stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2)), (_stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),),
-       (_stats.ssp_gram(x, y, None, 2),), _stats.kmeans_step(x, x[:4].copy(), True, True, 2)]
+       (_stats.ssp_gram(x, y, None, 2),), (lambda m: (m[0], m[1], *m[2]))(_stats.kmeans_step(x, x[:4].copy(), True, True, 2))]
 h = hashlib.sha256()
 for t in out:
     for a in t:
@@ -533,7 +545,7 @@ def test_misaligned_arrays_are_read_as_copies():
                class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
     same_bits([(_stats.pca_gram(X, lo, hi, c, 2.0, 2),), (_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2),)])
     same_bits([(_stats.ssp_gram(X, y, w, 2),), (_stats.ssp_gram(M(X), M(y), M(w), 2),)])
-    same_bits([_stats.kmeans_step(X, C, True, True, 2), _stats.kmeans_step(M(X), M(C), True, True, 2)])
+    same_bits([kmeans_step(X, C, True, True, 2), kmeans_step(M(X), M(C), True, True, 2)])
     e = [np.linspace(-2, 2, 5), np.linspace(-1, 1, 3)]
     same_bits([_stats.histogram(X[:, :2], e, [True, True], 2),
                _stats.histogram(M(X[:, :2]), [M(v) for v in e], [True, True], 2)])

@@ -203,7 +203,8 @@ py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
     });
 }
 
-// (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step.
+// (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step; the sums are exact
+// fixed-point sums (grid bound 1) as a (hi, lo) pair (split128), row-major over (k, d).
 py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_sums, int threads) {
     return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
         auto cv = in<double>(C, "C", Shape::mat(-1, rows.d));
@@ -216,10 +217,9 @@ py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_su
         if (want_labels) p.labels = labels.mutable_data();
         st::KMeansResult r;
         nogil([&] { st::kmeans_step<elem_t<decltype(ptr)>>(p, ptr, r); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)rows.d};
         return py::make_tuple(want_labels ? py::object(labels) : py::object(py::none()),
                               want_sums ? py::object(to_numpy(r.cnt)) : py::object(py::none()),
-                              want_sums ? py::object(to_numpy(r.sums, shape)) : py::object(py::none()));
+                              want_sums ? py::object(split128(r.sums)) : py::object(py::none()));
     });
 }
 

@@ -4,8 +4,9 @@
 // Both builds perform the same IEEE operations on every element in the same order (vector
 // lanes are independent accumulators, no FMA: -ffp-contract=off), so they give the same bits.
 //
-// Determinism (the floating-point sums: Gram, k-means; the toolbox moments and GaussianNB's
-// per-class moments are exact integer sums, see stats.hpp "fixed-point grid"): rows are cut into chunks whose size depends only on the shape (n, d) -- never
+// Determinism (the floating-point sums: the Gram matrix; the toolbox moments, GaussianNB's
+// per-class moments and the k-means sums are exact integer sums, see stats.hpp "fixed-point
+// grid"): rows are cut into chunks whose size depends only on the shape (n, d) -- never
 // on the thread count -- each chunk accumulates its rows in row order into its own partial,
 // and the partials are merged in a fixed pairwise tree (merge_tree in stats.hpp).  The result
 // is the same bits for any number of threads and, since a row is read by its element strides,
@@ -396,42 +397,63 @@ std::vector<double> ssp_gram(const SspParams& p, const T* x) {
 }
 
 // ----------------------------------------------------------------------------- k-means step
-// label_i = argmin_g ||u_i - c_g||^2 (ties: the lowest g); per cluster: count and sum of u_i.
+// label_i = argmin_g ||u_i - c_g||^2 (ties: the lowest g); per cluster: count and the EXACT
+// fixed-point sum (stats.hpp "fixed-point grid", bound 1: q(t) = round(t 2^50)) of u_i clamped to
+// [-1, 1] (the unit rows the releases pass are in [-1, 1] already: the clamp only keeps the grid's
+// bound for any input).  kFixedBlock rows at a time into uint64 accumulators, folded into the
+// chunk's __int128 sums with each cluster's number of rows in the block.
 template <class T>
-void kmeans_chunk(const KMeansParams& p, const T* x, int64_t r0, int64_t r1, double* sums, int64_t* cnt,
+void kmeans_chunk(const KMeansParams& p, const T* x, int64_t r0, int64_t r1, __int128* sums, int64_t* cnt,
                   std::vector<double>& row) {
     const int64_t d = p.d, K = p.k;
-    for (int64_t i = r0; i < r1; ++i) {
-        const T* src = x + i * p.rs;
-        for (int64_t j = 0; j < d; ++j) row[j] = (double)src[j * p.cs];
-        int64_t best = 0;
-        double bd = INFINITY;
-        for (int64_t g = 0; g < K; ++g) {
-            const double* cg = p.C + g * d;
-            double s = 0.0;
-            for (int64_t j = 0; j < d; ++j) {
-                const double t = row[j] - cg[j];
-                s += t * t;
+    const double S = std::ldexp(1.0, kFixedBits);
+    std::vector<uint64_t> q(sums ? K * d : 0);
+    std::vector<int64_t> m(sums ? K : 0);
+    for (int64_t b = r0; b < r1; b += kFixedBlock) {
+        const int64_t e = std::min(r1, b + kFixedBlock);
+        std::fill(q.begin(), q.end(), 0);
+        std::fill(m.begin(), m.end(), 0);
+        for (int64_t i = b; i < e; ++i) {
+            const T* src = x + i * p.rs;
+            for (int64_t j = 0; j < d; ++j) row[j] = (double)src[j * p.cs];
+            int64_t best = 0;
+            double bd = INFINITY;
+            for (int64_t g = 0; g < K; ++g) {
+                const double* cg = p.C + g * d;
+                double s = 0.0;
+                for (int64_t j = 0; j < d; ++j) {
+                    const double t = row[j] - cg[j];
+                    s += t * t;
+                }
+                if (s < bd) {
+                    bd = s;
+                    best = g;
+                }
             }
-            if (s < bd) {
-                bd = s;
-                best = g;
+            if (p.labels) p.labels[i] = best;
+            if (sums) {
+                m[best] += 1;
+                uint64_t* a = q.data() + best * d;
+                for (int64_t j = 0; j < d; ++j) {
+                    double u = row[j] < -1.0 ? -1.0 : row[j];
+                    u = u > 1.0 ? 1.0 : u;
+                    a[j] += bits_of(u * S + kMagic);
+                }
             }
         }
-        if (p.labels) p.labels[i] = best;
-        if (sums) {
-            cnt[best] += 1;
-            double* a = sums + best * d;
-            for (int64_t j = 0; j < d; ++j) a[j] += row[j];
-        }
+        if (sums)
+            for (int64_t g = 0; g < K; ++g) {
+                cnt[g] += m[g];
+                for (int64_t j = 0; j < d; ++j) sums[g * d + j] += lane_sum(q[g * d + j], m[g]);
+            }
     }
 }
 
 template <class T>
 void kmeans_step(const KMeansParams& p, const T* x, KMeansResult& r) {
     const int64_t d = p.d, K = p.k, w = K * d;
-    const Chunks ch = chunks(p.n, d * K, p.want_sums ? w + K : 0);
-    Partials<double> sums(ch, p.want_sums ? w : 0);
+    const Chunks ch = chunks(p.n, d * K, p.want_sums ? 3 * w + K : 0);
+    Partials<__int128> sums(ch, p.want_sums ? w : 0);
     Partials<int64_t> cnt(ch, p.want_sums ? K : 0);
     for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
         std::vector<double> row(d);

@@ -4,7 +4,7 @@
 //                  the same integers for any chunking, thread count or Dask partitioning
 //   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB), EXACT as moments
 //   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy)
-//   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans)
+//   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans), EXACT sums
 //   histogram      integer counts on public edges, any dimension (dpfast.tools.histogram*)
 // No Python here (csrc/bindings/stats.cpp is the binding).  The floating-point kernels live in
 // csrc/stats/kernels.hpp, compiled twice (baseline and AVX2, the same bits; see there).
@@ -181,7 +181,7 @@ struct KMeansParams : RowsParams {
     bool want_sums = true;
 };
 struct KMeansResult {
-    std::vector<double> sums;  // [k][d]
+    std::vector<__int128> sums;  // [k][d]: sum q(clamp(u, -1, 1)), grid bound 1 (exact)
     std::vector<int64_t> cnt;  // [k]
 };
 

@@ -7,9 +7,9 @@ float64 partials in partition order, so the statistic -- and hence the release f
 ``rounding_tol`` level, tests/_dask_checks.py).  The partitioning of a Dask DataFrame can itself be
 a function of the data (``set_index``/``shuffle`` divisions), and the noise is added to those bits.
 Integer releases (histograms, the forests' leaf counts) are already partition-invariant: checked
-here as the reference behaviour.  The float cases are ``xfail(strict=True)``: an exact
-(partition-invariant) accumulation, e.g. fixed-point/superaccumulator partials correctly rounded
-once on the client, turns them into XPASS, and the marker must then go.
+here as the reference behaviour.  The float cases were ``xfail(strict=True)`` until the exact
+(partition-invariant) accumulation: fixed-point integer partials (dpfast._fixed), added exactly and
+correctly rounded once on the client; every release here now equals the in-memory one bit for bit.
 """
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ from dpfast import tools  # noqa: E402
 from dpfast.cluster import KMeans  # noqa: E402
 from dpfast.decomposition import PCA  # noqa: E402
 from dpfast.ensemble import RandomForestClassifier  # noqa: E402
+from dpfast.linear_model import LinearRegression  # noqa: E402
 from dpfast.naive_bayes import GaussianNB  # noqa: E402
 
 N = 103
@@ -55,18 +56,19 @@ RELEASES = {
     "GaussianNB": lambda X, y: _fitted(GaussianNB(1.0, (-1, 1), random_state=0).fit(X, y)),
     "PCA": lambda X, y: _fitted(PCA(2, epsilon=1.0, bounds=(-1, 1), random_state=0).fit(X)),
     "KMeans": lambda X, y: _fitted(KMeans(2, epsilon=1.0, bounds=(-1, 1), random_state=0).fit(X)),
+    "LinearRegression ssp": lambda X, y: _fitted(LinearRegression(1.0, 1e-5, method="ssp", random_state=0).fit(X, y)),
+    "LinearRegression ssp weighted, intercept": lambda X, y: _fitted(
+        LinearRegression(1.0, 1e-5, method="ssp", fit_intercept=True, label_bound=2.0, random_state=0).fit(
+            X, y, sample_weight=np.linspace(0, 1, N))),
     "histogramdd": lambda X, y: np.asarray(tools.histogramdd(X, 1.0, bins=2, range=[(-1, 1)] * 3,
                                                              rng=0)[0]).tobytes(),
     "RandomForest": lambda X, y: _fitted(RandomForestClassifier(1.0, (-1, 1), random_state=0).fit(X, y)),
 }
-# the float releases not yet partition-invariant (the toolbox's sums are exact since issue 24's
-# fixed-point grid, dpfast._fixed: they pass)
-FLOAT = {"PCA"}
+# (every float release is partition-invariant since the fixed-point sums of dpfast._fixed: the
+# strict xfail markers are gone)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="float partials added in partition order"))
-    if k in FLOAT else k for k in RELEASES])
+@pytest.mark.parametrize("name", list(RELEASES))
 def test_release_is_bit_identical_for_every_partitioning(name):
     X, y = _data()
     f = RELEASES[name]

@@ -328,48 +328,77 @@ def _fsum_gram(A, B):
     return np.array([[math.fsum(A[:, j] * B[:, k]) for k in range(B.shape[1])] for j in range(A.shape[1])])
 
 
+def pca_gram(x, lo, hi, c, R, threads):
+    """_stats.pca_gram's exact sums as a (d+1, d+1) object array of Python ints."""
+    G = _stats.pca_gram(x, lo, hi, c, R, threads)
+    d1 = x.shape[1] + 1
+    return np.array(ints(G), dtype=object).reshape(d1, d1)
+
+
+def _grid_gram(A, B, ea, eb):
+    """The exact Gram sums in Python: term (j, k) = rint(fl(a'_j b'_k)), a' = clamp(fl(w b') 2^50),
+    b' = clamp(z 2^-e, -1, 1) (A holds w z, pre-weighting done by the caller as fl(w b'))."""
+    return [[builtins_sum(int(v) for v in np.rint(A[:, j] * B[:, k])) for k in range(B.shape[1])]
+            for j in range(A.shape[1])]
+
+
 @pytest.mark.parametrize("box", [True, False])
-def test_pca_gram_against_reference(box):
+def test_pca_gram_is_the_exact_sum_of_the_grid_terms(box):
+    """Every entry of sum [u, 1][u, 1]^T is the exact sum of q = round(fl(u_j 2^50 u_k)) (grid bound
+    1), the Python reference bit for bit (the row map: the NumPy reference of PCA's map); the
+    count n is n 2^50 exactly; split rows add up to the whole."""
     rng = np.random.default_rng(6)
     n, d = 3000, 5
-    x = rng.normal(size=(n, d)) * 0.6
+    x = rng.uniform(-1, 1, (n, d)) / 4  # in the unit ball: the row map is the identity, exactly
     lo, hi = (np.full(d, -1.0), np.full(d, 1.0)) if box else (None, None)
+    G = pca_gram(x, lo, hi, np.zeros(d), 1.0, 2)
+    u = np.hstack([x, np.ones((n, 1))])
+    ref = _grid_gram(u * 2.0**50, u, 0, 0)
+    for j in range(d + 1):
+        for k in range(j, d + 1):
+            assert G[j, k] == ref[j][k]
+            assert all(G[k2, j] == 0 for k2 in range(j + 1, d + 1))
+    assert G[d, d] == n * 2**50
+    # rows the map moves (clamped, centred, scaled onto the sphere): split rows add up to the whole
+    x = rng.normal(size=(n, d)) * 0.6
     c = np.zeros(d) if box else np.full(d, 0.1)
-    R = 1.2
-    G = _stats.pca_gram(x, lo, hi, c, R, 2)
-    u = _pca_rows(x.copy(), lo, hi, c, R)
-    ref = _fsum_gram(u, u)
-    tol = gamma(n + 8) * _fsum_gram(np.abs(u), np.abs(u)) * 1.01 + 1e-13  # the row maps differ by a few ulps
-    iu = np.triu_indices(d)
-    assert np.all(np.abs(G[:d, :d][iu] - ref[iu]) <= tol[iu] + 1e-12 * n)
-    assert np.allclose(G[:d, d], u.sum(0), rtol=1e-12, atol=1e-12 * n)
-    assert G[d, d] == n
-    assert np.all(np.tril(G, -1) == 0.0)
+    G = pca_gram(x, lo, hi, c, 1.2, 2)
+    parts = [pca_gram(np.ascontiguousarray(x[a:b]), lo, hi, c, 1.2, 1) for a, b in [(0, 3), (3, 2500), (2500, n)]]
+    assert (parts[0] + parts[1] + parts[2]).tolist() == G.tolist()
 
 
 @pytest.mark.parametrize("row", [[3.0, 4.0, 0.0], [1e300, -1e300, 1e300], [np.inf, 1.0, -np.inf], [0.3, 0.4, 0.0]])
 def test_pca_gram_one_row_has_norm_at_most_one(row):
-    """Sensitivity: every mapped row has ||u|| <= 1 exactly (trace of its Gram matrix)."""
+    """Sensitivity: every mapped row has ||u|| <= 1 (the trace of its Gram matrix: at most 2^50 up
+    to the half-step rounding of each of the 3 diagonal terms), every entry within the grid bound."""
     x = np.array([row])
-    G = _stats.pca_gram(x, None, None, np.zeros(3), 0.5, 1)
-    assert np.trace(G[:3, :3]) <= 1.0
-    assert np.all(np.isfinite(G))
+    G = pca_gram(x, None, None, np.zeros(3), 0.5, 1)
+    assert builtins_sum(G[j, j] for j in range(3)) <= 2**50 + 2
+    assert max(abs(int(v)) for v in G.ravel()) <= 2**50
 
 
-def test_ssp_gram_against_reference_and_weights():
+def test_ssp_gram_is_the_exact_sum_of_the_grid_terms():
+    """Entry (j, k) of [Z, y]^T W [Z, y]: the exact sum of round(fl(a'_j b'_k)) on the grid of the
+    column bounds 2^(e_j + e_k) (Python reference bit for bit), with and without weights; values
+    beyond a column's bound are clamped to it (a row can never move an entry by more than its bound)."""
     rng = np.random.default_rng(7)
     n, d = 4000, 6
     Z = rng.normal(size=(n, d)) / 3
+    Z[0, 0] = 7.0  # beyond the bound 2^1: clamped
     y = np.clip(rng.normal(size=n), -1, 1)
     w = rng.uniform(0, 1, n)
+    e = np.array([1, 1, 0, 1, 2, 1, 0])
+    Zy = np.hstack([Z, y[:, None]])
+    Bp = np.clip(Zy * np.ldexp(1.0, -e), -1, 1)
     for wv in (None, w):
-        G = _stats.ssp_gram(Z, y, wv, 2)
-        Zy = np.hstack([Z, y[:, None]])
-        W = Zy if wv is None else Zy * wv[:, None]
-        ref = _fsum_gram(W, Zy)
-        tol = gamma(n + 2) * _fsum_gram(np.abs(W), np.abs(Zy)) * 1.01
-        iu = np.triu_indices(d + 1)
-        assert np.all(np.abs(G[iu] - ref[iu]) <= tol[iu])
+        G = np.array(ints(_stats.ssp_gram(Z, y, wv, e, 2)), dtype=object).reshape(d + 1, d + 1)
+        Ap = Bp * 2.0**50 if wv is None else (Bp * wv[:, None]) * 2.0**50
+        ref = _grid_gram(Ap, Bp, e, e)
+        for j in range(d + 1):
+            for k in range(j, d + 1):
+                assert G[j, k] == ref[j][k]
+    with pytest.raises(ValueError, match="exponents"):
+        _stats.ssp_gram(Z, y, None, np.full(d + 1, 1000), 1)
 
 
 def test_gram_bit_identical_threads_layouts_dtypes():
@@ -378,11 +407,12 @@ def test_gram_bit_identical_threads_layouts_dtypes():
     x32 = rng.uniform(-1, 2, (n, d)).astype(np.float32)
     x = x32.astype(np.float64)
     lo, hi, c = np.zeros(d), np.ones(d), np.full(d, 0.5)
-    pca = [_stats.pca_gram(v, lo, hi, c, 1.0, t)
+    pca = [_pair(_stats.pca_gram(v, lo, hi, c, 1.0, t))
            for v, t in [(x, 1), (x, 2), (x, 3), (np.asfortranarray(x), 2), (x32, 3)]]
     same_bits([(g,) for g in pca])
     y, w = rng.uniform(-1, 1, n), rng.uniform(0, 1, n)
-    ssp = [_stats.ssp_gram(v, y, w, t) for v, t in [(x, 1), (x, 2), (x, 3), (np.asfortranarray(x), 3), (x32, 2)]]
+    e = np.full(d + 1, 1)
+    ssp = [_pair(_stats.ssp_gram(v, y, w, e, t)) for v, t in [(x, 1), (x, 2), (x, 3), (np.asfortranarray(x), 3), (x32, 2)]]
     same_bits([(g,) for g in ssp])
 
 
@@ -475,8 +505,8 @@ x = rng.uniform(-1, 2, (70_001, 7)); y = rng.uniform(-1, 1, 70_001); lab = rng.i
 z = np.zeros(7); o = np.ones(7)
 m1, m2 = _stats.moments(x[:, :1].copy(), 0.0, 1.0, 0.5, 0.5, 0.5, False, 2, 2), _stats.moments(x, 0.0, 1.0, 0.5, 0.5, 0.5, True, 2, 2)
 out = [(*m1[0], *m1[1]), (*m2[0], *m2[1], m2[2]),
-       (lambda m: (m[0], *m[1], *m[2]))(_stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2)), (_stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),),
-       (_stats.ssp_gram(x, y, None, 2),), (lambda m: (m[0], m[1], *m[2]))(_stats.kmeans_step(x, x[:4].copy(), True, True, 2))]
+       (lambda m: (m[0], *m[1], *m[2]))(_stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2)), _stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),
+       _stats.ssp_gram(x, y, None, np.ones(8, dtype=np.int64), 2), (lambda m: (m[0], m[1], *m[2]))(_stats.kmeans_step(x, x[:4].copy(), True, True, 2))]
 h = hashlib.sha256()
 for t in out:
     for a in t:
@@ -543,8 +573,9 @@ def test_misaligned_arrays_are_read_as_copies():
     same_bits([moments(X, -1.0, 1.0, 0.0, 1.0, False, 2, 2), moments(M(X), -1.0, 1.0, 0.0, 1.0, False, 2, 2)])
     same_bits([class_moments(X, lab, 3, lo, hi, c, r, 2),
                class_moments(M(X), M(lab), 3, M(lo), M(hi), M(c), M(r), 2)])
-    same_bits([(_stats.pca_gram(X, lo, hi, c, 2.0, 2),), (_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2),)])
-    same_bits([(_stats.ssp_gram(X, y, w, 2),), (_stats.ssp_gram(M(X), M(y), M(w), 2),)])
+    same_bits([(_pair(_stats.pca_gram(X, lo, hi, c, 2.0, 2)),), (_pair(_stats.pca_gram(M(X), M(lo), M(hi), M(c), 2.0, 2)),)])
+    e = np.full(5, 3, dtype=np.int64)
+    same_bits([(_pair(_stats.ssp_gram(X, y, w, e, 2)),), (_pair(_stats.ssp_gram(M(X), M(y), M(w), M(e), 2)),)])
     same_bits([kmeans_step(X, C, True, True, 2), kmeans_step(M(X), M(C), True, True, 2)])
     e = [np.linspace(-2, 2, 5), np.linspace(-1, 1, 3)]
     same_bits([_stats.histogram(X[:, :2], e, [True, True], 2),

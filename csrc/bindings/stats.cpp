@@ -170,10 +170,11 @@ py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object l
     });
 }
 
-// (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows.
-py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
+// (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows, exact fixed-point sums
+// (grid bound 1) as a (hi, lo) pair of flat (d+1)^2 arrays (split128).
+py::tuple pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
     require(R > 0 && std::isfinite(R), "R must be positive and finite");
-    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::tuple {
         auto lov = opt_in<double>(lo, "lo", Shape::vec(rows.d));
         auto hiv = opt_in<double>(hi, "hi", Shape::vec(rows.d));
         require((lov.ptr == nullptr) == (hiv.ptr == nullptr), "lo and hi must both be given or both be None");
@@ -183,23 +184,32 @@ py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, dou
         p.hi = hiv.ptr;
         p.c = cv.ptr;
         p.R = R;
-        std::vector<double> G;
+        std::vector<__int128> G;
         nogil([&] { G = st::pca_gram<elem_t<decltype(ptr)>>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
+        return split128(G);
     });
 }
 
-// (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy].
-py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
-    return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+// (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy], exact fixed-point sums as a (hi, lo) pair of
+// flat (d+1)^2 arrays (split128), entry (j, k) on the grid of the bound 2^(e_j + e_k): e holds
+// the d + 1 column bound exponents (|Z_j| <= 2^e_j, |y| <= 2^e_d; entries beyond are clamped).
+py::tuple ssp_gram(py::object Z, py::object y, py::object w, py::object e, int threads) {
+    return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::tuple {
         auto yv = in<double>(y, "y", Shape::vec(rows.n));
         auto wv = opt_in<double>(w, "w", Shape::vec(rows.n));
+        auto ev = in<int64_t>(e, "e", Shape::vec(rows.d + 1));
+        std::vector<int> ex(rows.d + 1);
+        for (int64_t j = 0; j <= rows.d; ++j) {
+            require(ev[j] >= -900 && ev[j] <= 900, "column bound exponents must lie in [-900, 900]");
+            ex[j] = (int)ev[j];
+        }
         auto p = params<st::SspParams>(rows);
         p.y = yv.ptr;
         p.w = wv.ptr;
-        std::vector<double> G;
+        p.e = ex.data();
+        std::vector<__int128> G;
         nogil([&] { G = st::ssp_gram<elem_t<decltype(ptr)>>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
+        return split128(G);
     });
 }
 
@@ -268,7 +278,7 @@ PYBIND11_MODULE(_stats, m) {
           py::arg("hi"), py::arg("c"), py::arg("r"), py::arg("threads"));
     m.def("pca_gram", &pca_gram, py::arg("X"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("R"),
           py::arg("threads"));
-    m.def("ssp_gram", &ssp_gram, py::arg("Z"), py::arg("y"), py::arg("w"), py::arg("threads"));
+    m.def("ssp_gram", &ssp_gram, py::arg("Z"), py::arg("y"), py::arg("w"), py::arg("e"), py::arg("threads"));
     m.def("kmeans_step", &kmeans_step, py::arg("X"), py::arg("C"), py::arg("want_labels"), py::arg("want_sums"),
           py::arg("threads"));
     m.def("histogram", &histogram, py::arg("sample"), py::arg("edges"), py::arg("uniform"), py::arg("threads"));

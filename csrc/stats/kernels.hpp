@@ -4,9 +4,8 @@
 // Both builds perform the same IEEE operations on every element in the same order (vector
 // lanes are independent accumulators, no FMA: -ffp-contract=off), so they give the same bits.
 //
-// Determinism (the floating-point sums: the Gram matrix; the toolbox moments, GaussianNB's
-// per-class moments and the k-means sums are exact integer sums, see stats.hpp "fixed-point
-// grid"): rows are cut into chunks whose size depends only on the shape (n, d) -- never
+// Determinism (every statistic here is now an exact integer sum, see stats.hpp "fixed-point
+// grid", so the chunking below only spreads the work; what follows was the float design): rows are cut into chunks whose size depends only on the shape (n, d) -- never
 // on the thread count -- each chunk accumulates its rows in row order into its own partial,
 // and the partials are merged in a fixed pairwise tree (merge_tree in stats.hpp).  The result
 // is the same bits for any number of threads and, since a row is read by its element strides,
@@ -267,57 +266,96 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
 }
 
 // ----------------------------------------------------------------------------- Gram matrix (PCA, SSP)
-// G = sum_i a_i b_i^T over the mapped rows (a_i = w_i z_i, b_i = z_i; a_i = b_i without weights),
-// upper triangle only, z_i the row as mapped by the caller into a buffer of width dp (a multiple
-// of 8, zero padded).  Rows are taken in buffers of kBuf rows; every entry G[j][k] accumulates
-// its terms in row order, so the tiling changes no bit.
-constexpr int64_t kBuf = 128;
+// G = sum_i a_i b_i^T over the mapped rows, upper triangle only, EXACT on a fixed-point grid
+// (stats.hpp "fixed-point grid"): column j has a public power-of-two bound P_j = 2^e_j on its
+// entries (|z_j| <= P_j: PCA's unit rows P = 1; SSP's from the norm, intercept and label
+// bounds), each row is scaled once, b'_j = clamp(z_j 2^-e_j, -1, 1) and a'_j = clamp(fl(w b'_j)
+// 2^50, -2^50, 2^50) (w the row's weight, 1 without; the clamps are no-ops for valid rows and
+// keep the grid's bound for any input), and entry (j, k) adds the integer q = round(fl(a'_j b'_k)),
+// |q| <= 2^50, whose grid value is q P_j P_k / 2^50 (scaling by powers of two is exact, so
+// q = round(fl(w z_j z_k) 2^(50 - e_j - e_k)) up to the rounding of w z_j: the product's double
+// value quantised, one multiply and one add per entry and row, the integer add).  The row map
+// fills z (zero padded to dp, a multiple of 8); rows are taken in buffers of kBuf rows into
+// uint64 accumulators (kFixedBlock rows, then folded into the chunk's __int128 partial).
+constexpr int64_t kBuf = 128;  // kFixedBlock is a multiple of it
 
-static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, double* G) {
+static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, uint64_t* G) {
+    const v4d vM = splat4(kMagic);
     for (int64_t j0 = 0; j0 < dp; j0 += 4) {
         for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) {
-            v4d acc[4][2];
+            v4u acc[4][2];
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) acc[a][h] = load4(G + (j0 + a) * dp + k0 + 4 * h);
+                for (int h = 0; h < 2; ++h) std::memcpy(&acc[a][h], G + (j0 + a) * dp + k0 + 4 * h, sizeof(v4u));
             for (int64_t i = 0; i < m; ++i) {
                 const double* ra = A + i * dp + j0;
                 const double* rb = B + i * dp + k0;
                 const v4d b0 = load4(rb), b1 = load4(rb + 4);
                 for (int a = 0; a < 4; ++a) {
                     const v4d s = splat4(ra[a]);
-                    acc[a][0] += s * b0;
-                    acc[a][1] += s * b1;
+                    acc[a][0] += (v4u)(s * b0 + vM);
+                    acc[a][1] += (v4u)(s * b1 + vM);
                 }
             }
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) store4(G + (j0 + a) * dp + k0 + 4 * h, acc[a][h]);
+                for (int h = 0; h < 2; ++h) std::memcpy(G + (j0 + a) * dp + k0 + 4 * h, &acc[a][h], sizeof(v4u));
+        }
+    }
+}
+
+// The rows' scaling onto the grid (see above), m rows of dp: z <- b' = clamp(z 2^-e, -1, 1) and
+// a <- a' = clamp(fl(w b') 2^50, -2^50, 2^50), one vectorisable pass per buffer.
+static inline void scale_rows(double* __restrict z, double* __restrict a, const double* __restrict w,
+                              const double* __restrict sb, int64_t m, int64_t dp, double top) {
+    for (int64_t i = 0; i < m; ++i) {
+        const double wi = w[i];
+        double* __restrict zi = z + i * dp;
+        double* __restrict ai = a + i * dp;
+        for (int64_t t = 0; t < dp; ++t) {
+            double v = zi[t] * sb[t];
+            v = v < -1.0 ? -1.0 : v;
+            v = v > 1.0 ? 1.0 : v;
+            zi[t] = v;
+            double u = (wi * v) * top;
+            u = u < -top ? -top : u;
+            u = u > top ? top : u;
+            ai[t] = u;
         }
     }
 }
 
 // Map fills row i (of the input) into z[0, dp) (zero padded) and returns its weight (1 when none).
-// Returns the (d+1) x (d+1) upper triangle (the rest zero) of sum a_i b_i^T, row-major.
+// e: the d + 1 column exponents.  Returns the (d+1) x (d+1) upper triangle (the rest zero) of
+// the exact sums of q, row-major.
 template <class Map>
-std::vector<double> gram(int64_t n, int64_t d, int threads, const Map& map) {
+std::vector<__int128> gram(int64_t n, int64_t d, int threads, const int* e, const Map& map) {
     const int64_t dp = (d + 8) & ~int64_t(7), d1 = d + 1;  // d + 1 columns, to a multiple of 8
-    const Chunks ch = chunks(n, dp, dp * dp);
-    Partials<double> G(ch, dp * dp);
+    const Chunks ch = chunks(n, dp, 3 * dp * dp);
+    Partials<__int128> G(ch, dp * dp);
+    const double top = std::ldexp(1.0, kFixedBits);
+    std::vector<double> sb(dp, 0.0);
+    for (int64_t j = 0; j < d1; ++j) sb[j] = std::ldexp(1.0, -e[j]);
     for_chunks(ch, n, threads, [&](int64_t k, int64_t r0, int64_t r1) {
-        const bool weighted = map.weighted();
-        std::vector<double> zb(kBuf * dp, 0.0), wb(weighted ? kBuf * dp : 0, 0.0);
-        double* Gk = G.at(k);
+        std::vector<double> zb(kBuf * dp, 0.0), ab(kBuf * dp, 0.0), wb(kBuf, 1.0);
+        std::vector<uint64_t> Gu(dp * dp, 0);
+        __int128* Gk = G.at(k);
+        int64_t inblock = 0;
+        auto flush = [&]() {
+            for (int64_t t = 0; t < dp * dp; ++t) Gk[t] += lane_sum(Gu[t], inblock);
+            std::fill(Gu.begin(), Gu.end(), 0);
+            inblock = 0;
+        };
         for (int64_t b = r0; b < r1; b += kBuf) {
             const int64_t m = std::min(kBuf, r1 - b);
-            for (int64_t i = 0; i < m; ++i) {
-                const double w = map(b + i, zb.data() + i * dp);
-                if (weighted)
-                    for (int64_t t = 0; t < dp; ++t) wb[i * dp + t] = w * zb[i * dp + t];
-            }
-            gram_tiles(weighted ? wb.data() : zb.data(), zb.data(), m, dp, Gk);
+            for (int64_t i = 0; i < m; ++i) wb[i] = map(b + i, zb.data() + i * dp);
+            scale_rows(zb.data(), ab.data(), wb.data(), sb.data(), m, dp, top);
+            gram_tiles(ab.data(), zb.data(), m, dp, Gu.data());
+            inblock += m;
+            if (inblock >= kFixedBlock) flush();
         }
+        if (inblock > 0) flush();
     });
-    const std::vector<double> g = G.merged();
-    std::vector<double> out(d1 * d1, 0.0);
+    const std::vector<__int128> g = G.merged();
+    std::vector<__int128> out(d1 * d1, 0);
     for (int64_t j = 0; j < d1; ++j)
         for (int64_t k = j; k < d1; ++k) out[j * d1 + k] = g[j * dp + k];
     return out;
@@ -387,13 +425,14 @@ struct SspMap {
 };
 
 template <class T>
-std::vector<double> pca_gram(const PcaParams& p, const T* x) {
-    return gram(p.n, p.d, p.threads, PcaMap<T>{p, x});
+std::vector<__int128> pca_gram(const PcaParams& p, const T* x) {
+    const std::vector<int> e(p.d + 1, 0);  // unit rows and the trailing 1: P = 1
+    return gram(p.n, p.d, p.threads, e.data(), PcaMap<T>{p, x});
 }
 
 template <class T>
-std::vector<double> ssp_gram(const SspParams& p, const T* x) {
-    return gram(p.n, p.d, p.threads, SspMap<T>{p, x});
+std::vector<__int128> ssp_gram(const SspParams& p, const T* x) {
+    return gram(p.n, p.d, p.threads, p.e, SspMap<T>{p, x});
 }
 
 // ----------------------------------------------------------------------------- k-means step

@@ -3,7 +3,7 @@
 //                  EXACT: fixed-point terms summed in integers (see "fixed-point grid" below), so
 //                  the same integers for any chunking, thread count or Dask partitioning
 //   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB), EXACT as moments
-//   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy)
+//   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy), EXACT
 //   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans), EXACT sums
 //   histogram      integer counts on public edges, any dimension (dpfast.tools.histogram*)
 // No Python here (csrc/bindings/stats.cpp is the binding).  The floating-point kernels live in
@@ -172,6 +172,7 @@ struct PcaParams : RowsParams {
 struct SspParams : RowsParams {
     const double* y = nullptr;  // [n]
     const double* w = nullptr;  // [n] or nullptr
+    const int* e = nullptr;     // [d + 1] column bound exponents: |Z_j| <= 2^e_j, |y| <= 2^e_d
 };
 
 struct KMeansParams : RowsParams {
@@ -221,15 +222,17 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
     DPF_STATS_DISPATCH(class_moments<T>(p, x, r));
 }
 
-// G: (d+1) x (d+1), upper triangle (the rest zero): [sum u u^T, sum u; ., n] with u the mapped rows.
+// G: (d+1) x (d+1), upper triangle (the rest zero): [sum u u^T, sum u; ., n] with u the mapped
+// rows, as exact fixed-point sums (grid bound 1 for every entry: the value is G / 2^50).
 template <class T>
-std::vector<double> pca_gram(const PcaParams& p, const T* x) {
+std::vector<__int128> pca_gram(const PcaParams& p, const T* x) {
     return DPF_STATS_DISPATCH(pca_gram<T>(p, x));
 }
 
-// G: (d+1) x (d+1), upper triangle: [Z'WZ, Z'Wy; ., y'Wy].
+// G: (d+1) x (d+1), upper triangle: [Z'WZ, Z'Wy; ., y'Wy] as exact fixed-point sums, entry (j, k)
+// on the grid of the bound 2^(e_j + e_k) (its value G_jk 2^(e_j + e_k - 50)).
 template <class T>
-std::vector<double> ssp_gram(const SspParams& p, const T* x) {
+std::vector<__int128> ssp_gram(const SspParams& p, const T* x) {
     return DPF_STATS_DISPATCH(ssp_gram<T>(p, x));
 }
 

@@ -261,7 +261,9 @@ def _as_vector_like(v, Xd, name):
 # (dtype, number of columns, chunk structure), then the charge, then ONE pass in which every
 # partition returns the exact partial statistic of the in-memory code (the same function, called
 # on the partition's rows), the partials added on the client in partition order (a fixed order:
-# the release does not depend on the number of workers or on which finishes first), then the one
+# the release does not depend on the number of workers or on which finishes first; the float
+# statistics are exact fixed-point integers, dpfast._fixed, added as Python ints: then the release
+# does not depend on the partitioning either), then the one
 # draw on the client from ``random_state``.  A partition whose data are bad (NaN, a label outside
 # the public set, ...) returns one of the fixed messages below instead of numbers: the client
 # raises the first one in partition order, after the charge, naming no partition, row or value.

@@ -582,9 +582,10 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
     (None: 2 sigma sqrt(d + 1), the order of the noise matrix's spectral norm -- a
     data-independent rule).  One pass over the data, no solver: the method of choice when n is
     large relative to d^2 / epsilon.  ``sample_weight`` in [0, 1] weights each row's contribution
-    (w z z^T, w y z: the sensitivity is unchanged).  Dask input: one pass of per-partition
-    statistics added in partition order, equal to the in-memory fit up to the order of the sums
-    (:meth:`_fit_ssp_dask`).
+    (w z z^T, w y z: the sensitivity is unchanged).  The sums are exact on fixed-point grids of
+    the public column bounds (:func:`~dpfast.linear_model._ssp.ssp_exact`).  Dask input: one pass
+    of per-partition exact statistics, equal to the in-memory fit bit for bit for every
+    partitioning (:meth:`_fit_ssp_dask`).
 """
         + _ATTR_DOC
     )

@@ -1,12 +1,10 @@
-"""dpfast._stats, the one-pass kernels of the toolbox (csrc/stats/): each kernel against an exact
-(Fraction / math.fsum) or float64 reference with a tolerance from the summation error bound, and
-bit-identity for 1, 2 and 3 threads, for C, Fortran and strided layouts and for float32 vs
-float64 input holding the same values.
-
-Error bound used (Higham 2002, Thm 4.3 / eq. 4.4): any summation order of m terms, each computed
-with a relative error <= u, lies within (m + 1) u / (1 - (m + 1) u) * sum |t_i| of the exact sum
-(u = 2^-53; a product of two rounded factors adds one more u): the tolerances below are that.
-"""
+"""dpfast._stats, the one-pass kernels of the toolbox (csrc/stats/): every sum is EXACT on a
+fixed-point grid (csrc/stats/stats.hpp "fixed-point grid", dpfast._fixed), so each kernel is
+checked bit for bit against a Python reference of its integer terms (q = rint(fl(t S))), for
+chunking invariance (split rows add up to the whole), and for bit-identity for 1, 2 and 3
+threads, for C, Fortran and strided layouts and for float32 vs float64 input holding the same
+values; plus the accumulator on data whose float sum depends on the order (Fraction), a record at
+the bound, monotonicity, and the non-finite flags."""
 from __future__ import annotations
 
 import math
@@ -20,12 +18,7 @@ import pytest
 
 from dpfast import _stats
 
-U = 2.0 ** -53
 THREADS = (1, 2, 3)
-
-
-def gamma(m: int) -> float:
-    return (m * U) / (1.0 - m * U)
 
 
 def same_bits(results) -> None:
@@ -307,27 +300,6 @@ def test_class_moments_refuses_labels_out_of_range():
 
 
 # ----------------------------------------------------------------------------- Gram (PCA, SSP)
-def _pca_rows(x, lo, hi, c, R):
-    """The PCA row map in NumPy (as dpfast.decomposition.PCA did before the kernel)."""
-    y = (np.clip(x, lo, hi) if lo is not None else x) - c
-    sq = np.einsum("ij,ij->i", y, y)
-    long_ = ~(sq <= R * R)
-    if long_.any():
-        z = y[long_]
-        z = z / np.abs(z).max(axis=1)[:, None]
-        z = z / np.sqrt(np.einsum("ij,ij->i", z, z))[:, None]
-        y[long_] = z * R
-    u = y / R
-    nu = np.einsum("ij,ij->i", u, u)
-    over = nu > 1.0
-    u[over] /= np.nextafter(np.sqrt(nu[over]), np.inf)[:, None]
-    return u
-
-
-def _fsum_gram(A, B):
-    return np.array([[math.fsum(A[:, j] * B[:, k]) for k in range(B.shape[1])] for j in range(A.shape[1])])
-
-
 def pca_gram(x, lo, hi, c, R, threads):
     """_stats.pca_gram's exact sums as a (d+1, d+1) object array of Python ints."""
     G = _stats.pca_gram(x, lo, hi, c, R, threads)

@@ -101,3 +101,28 @@ def naive_clipped_sum(model, x, y, C, loss_fn=nn.functional.cross_entropy):
             t += f * g
     model.zero_grad()
     return {p: t for p, t in zip(params, total)}, np.array(norms)
+
+
+def adversarial_conv1d_inputs(case, gen, b, c_in, c_out, k, t_out):
+    """float32 (x, g) of a Conv1d (stride 1, no padding) built against the certified norm bounds.
+    cancel: x constant 1 + 2^-12 along positions and g alternating +-(1 + 2^-11 j), so a per-sample
+    gradient is a small difference of large float32 sums; underflow: entries ~1e-25 and ~1e-22, whose
+    products (~1e-47) are below float32's smallest subnormal (1.4e-45) and so vanish in float32;
+    mixed_scale: some positions 2^20 (inputs) and 2^15 (gradients) times larger than the others."""
+    length = t_out + k - 1
+    if case == "cancel":
+        x = torch.full((b, c_in, length), 1.0 + 2.0 ** -12)
+        x += torch.randint(0, 2, x.shape, generator=gen) * 2.0 ** -20
+        sign = torch.tensor([(-1.0) ** t for t in range(t_out)])
+        g = sign * (1.0 + 2.0 ** -11 * torch.arange(t_out)) * torch.randint(1, 3, (b, c_out, 1), generator=gen)
+    elif case == "underflow":
+        x = torch.randn(b, c_in, length, generator=gen) * 1e-25
+        g = torch.randn(b, c_out, t_out, generator=gen) * 1e-22
+    elif case == "mixed_scale":
+        x = torch.randn(b, c_in, length, generator=gen)
+        x[:, :, ::3] *= 2.0 ** 20
+        g = torch.randn(b, c_out, t_out, generator=gen)
+        g[:, :, ::5] *= 2.0 ** 15
+    else:
+        raise ValueError(case)
+    return x.float(), g.float()

@@ -9,6 +9,7 @@ from fractions import Fraction
 import pytest
 
 torch = pytest.importorskip("torch")
+import _engine_models as EM  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -40,26 +41,10 @@ def _conv1d(c_in, c_out, k):
 @pytest.mark.parametrize("method", ["gram", "materialise"])
 @pytest.mark.parametrize("case", ["cancel", "underflow", "mixed_scale"])
 def test_float32_bound_is_above_the_exact_norm(method, case):
-    # cancel: x constant 1 + 2^-12 along positions and g alternating +-(1 + 2^-11 j), so the per-sample
-    # gradient is a small difference of large float32 sums; underflow: entries ~1e-25 and ~1e-22,
-    # whose products (~1e-47) are below float32's smallest subnormal (1.4e-45) and so are lost in
-    # the float32 products; mixed_scale: some positions 2^20 times larger than the others
+    # the adversarial inputs of _engine_models.adversarial_conv1d_inputs
     gen = torch.Generator().manual_seed(5)
     b, c_in, c_out, k, t_out = 3, 2, 3, 3, 12
-    length = t_out + k - 1
-    if case == "cancel":
-        x = torch.full((b, c_in, length), 1.0 + 2.0 ** -12)
-        x += torch.randint(0, 2, x.shape, generator=gen) * 2.0 ** -20
-        sign = torch.tensor([(-1.0) ** t for t in range(t_out)])
-        g = sign * (1.0 + 2.0 ** -11 * torch.arange(t_out)) * torch.randint(1, 3, (b, c_out, 1), generator=gen)
-    elif case == "underflow":
-        x = torch.randn(b, c_in, length, generator=gen) * 1e-25
-        g = torch.randn(b, c_out, t_out, generator=gen) * 1e-22
-    else:
-        x = torch.randn(b, c_in, length, generator=gen)
-        x[:, :, ::3] *= 2.0 ** 20
-        g = torch.randn(b, c_out, t_out, generator=gen)
-    x, g = x.float(), g.float()
+    x, g = EM.adversarial_conv1d_inputs(case, gen, b, c_in, c_out, k, t_out)
     m = _conv1d(c_in, c_out, k)
     assert fl._float32_ok(x, g)
     ns = fl.conv_norm_sq(m, (x,), g, method=method)  # float32 path (automatic)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import _engine_models as EM  # noqa: E402
 from torch import nn  # noqa: E402
 
 from dpfast.torch import _fast_layers as fl  # noqa: E402
@@ -172,18 +173,7 @@ def test_bound_covers_the_exact_and_the_computed_gradients(case):
     # squared norm of the float32 vectors that the clipped sum adds up (both in rational arithmetic)
     gen = torch.Generator().manual_seed(7)
     b, c_in, c_out, k, t_out = 3, 2, 3, 3, 40
-    length = t_out + k - 1
-    if case == "cancel":
-        x = torch.full((b, c_in, length), 1.0 + 2.0 ** -12)
-        x += torch.randint(0, 2, x.shape, generator=gen) * 2.0 ** -20
-        sign = torch.tensor([(-1.0) ** t for t in range(t_out)])
-        g = sign * (1.0 + 2.0 ** -11 * torch.arange(t_out)) * torch.randint(1, 3, (b, c_out, 1), generator=gen)
-    else:
-        x = torch.randn(b, c_in, length, generator=gen)
-        x[:, :, ::3] *= 2.0 ** 20
-        g = torch.randn(b, c_out, t_out, generator=gen)
-        g[:, :, ::5] *= 2.0 ** 15
-    x, g = x.float(), g.float()
+    x, g = EM.adversarial_conv1d_inputs(case, gen, b, c_in, c_out, k, t_out)
     m = nn.Conv1d(c_in, c_out, k)
     ns = fl.conv_norm_sq(m, (x,), g)
     kept = fl._KEPT[m]

@@ -25,7 +25,8 @@ drown a leaf, sends each row to one random tree and releases each leaf's majorit
 permute-and-flip (McKenna & Sheldon 2020; parallel composition over disjoint rows). The default
 ``n_estimators="auto"`` sizes the forest from ``n~``: the number of trees at which a tree's
 per-leaf signal-to-noise ``n~ epsilon' / (T 2^D)`` is 2, the minimiser of the margin variance
-derived in :doc:`../theory/trees`, between 1 and 100 trees. The whole fit is pure epsilon-DP under
+derived in :doc:`../theory/trees`, between 1 and 100 trees; a forest of labels is sized by its own
+model instead (the integer maximiser of the bounded vote's signal-to-noise). The whole fit is pure epsilon-DP under
 adding or removing one row. diffprivlib 0.6.6 grows 10 trees whatever the data (its default),
 gives each tree one of 10 equal contiguous chunks of the rows and releases each leaf's majority
 label by permute-and-flip: dpfast's ``"label"`` mechanism (which draws each row's tree at random)

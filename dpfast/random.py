@@ -279,6 +279,44 @@ def draw_into(gen: np.random.Generator, kind: str, out: np.ndarray, values=None,
         return _fill(cap, kind, out, values, scale)
 
 
+def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: Optional[int] = None) -> None:
+    """``a += std * N(0, 1)`` in place for every array ``a`` of ``arrays`` (C-contiguous, writeable,
+    float32/float64), the arrays taken as ONE sequence of variates: DP-SGD's noise on all the
+    gradients of a step in one native call.
+
+    The stream (the "keyed Philox stream"): for a NumPy ``Generator`` (any bit generator but
+    :class:`SecureRandom`'s), two 64-bit words are drawn from ``gen`` per call (per dtype group of
+    ``arrays``, in order of first appearance), a 128-bit key: a Philox4x32-10 key and a stream id
+    (Salmon, Moraes, Dror & Shaw 2011, "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+    Variate j of the sequence is the ziggurat of :func:`standard_normal` (same law, same fast path)
+    on word j of the counter-based stream of that key; the ~1.2% the fast path rejects are finished
+    in order with the words after the last one (``csrc/random/philox.hpp``).  Word j is a function
+    of (key, j) alone, so threads fill disjoint ranges and the values do not depend on the number
+    of threads, nor on whether the AVX2 kernel runs.  The same ``gen`` state gives the same values.
+
+    For a :class:`SecureRandom` the words come from its ChaCha20 stream as in :func:`draw_into`
+    (one fill per array, in order): Philox is not a cryptographic generator, so the secure path is
+    left as it was.  ``max_threads`` caps :func:`noise_threads`.  Not floating-point safe
+    (Mironov 2012; see the module docstring)."""
+    arrays = list(arrays)
+    std = float(std)
+    if is_secure(gen):
+        scale = np.array([std])
+        for a in arrays:
+            draw_into(gen, "normal", a, a, scale)
+        return
+    groups: dict = {}
+    for a in arrays:
+        groups.setdefault(a.dtype, []).append(a)
+    for arrs in groups.values():
+        n = sum(a.size for a in arrs)
+        nt = noise_threads(n)
+        if max_threads is not None:
+            nt = max(1, min(nt, int(max_threads)))
+        k0, k1 = gen.bit_generator.random_raw(2).tolist()
+        _core.add_normal_philox(k0, k1, arrs, True, std, nt)
+
+
 def _noise(gen: np.random.Generator, kind: str, size=None, dtype=np.float64):
     """``size`` i.i.d. standard ``kind`` variates from ``gen`` (a NumPy scalar for ``size=None``)."""
     _kernel(kind)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpfast.random import draw_into
+from dpfast.random import add_normal_noise
 from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
 
 __all__ = ["DPOptimizer"]
@@ -191,22 +191,30 @@ class DPOptimizer(torch.optim.Optimizer):
         std = self.noise_multiplier * self.max_grad_norm
         if self.distributed and torch.distributed.get_rank() != 0:
             std = 0.0  # the noise is rank 0's, added once to the sum of all ranks' clipped sums
-        scale = np.array([std])
         div = self.expected_batch_size if self.loss_reduction == "mean" else 1.0
+        summed = self._summed
+        grads = []
         for p in self.params:
-            s = self._summed.get(p)
+            s = summed.get(p)
             if s is None:
                 s = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            s = s.contiguous()
-            if std > 0:
+            grads.append((p, s.contiguous()))
+        if std > 0:
+            # all the noise of the step in one native call (dpfast.random.add_normal_noise): CPU
+            # float sums get it in place on their memory; other tensors through CPU buffers
+            arrays, moved = [], []
+            for j, (p, s) in enumerate(grads):
                 if s.device.type == "cpu" and s.dtype in (torch.float32, torch.float64):
-                    a = s.view(-1).numpy()
-                    draw_into(self.generator, "normal", a, a, scale)  # in place: a += std * N(0, 1)
+                    arrays.append(s.view(-1).numpy())
                 else:
-                    nd = np.float64 if s.dtype == torch.float64 else np.float32
-                    noise = np.empty(s.numel(), dtype=nd)
-                    draw_into(self.generator, "normal", noise, None, scale)
-                    s = s + torch.from_numpy(noise).to(s.device, s.dtype).view_as(s)
+                    buf = np.zeros(s.numel(), dtype=np.float64 if s.dtype == torch.float64 else np.float32)
+                    arrays.append(buf)
+                    moved.append((j, buf))
+            add_normal_noise(self.generator, arrays, std)
+            for j, buf in moved:
+                p, s = grads[j]
+                grads[j] = (p, s + torch.from_numpy(buf).to(s.device, s.dtype).view_as(s))
+        for p, s in grads:
             if self.distributed:
                 torch.distributed.all_reduce(s, op=torch.distributed.ReduceOp.SUM)
             if div != 1.0:

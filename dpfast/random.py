@@ -38,6 +38,11 @@ on the 64-bit word stream, ``csrc/random/distributions.hpp``; from Python,
 built from 32-bit integers).  Their output depends on the stream only, never on the number of
 threads.
 
+Keyed stream (DP-SGD's noise, :func:`add_normal_noise`): from a NumPy ``Generator``, two 64-bit
+words per call key a Philox4x32-10 counter-based stream (Salmon et al. 2011), whose word j the
+same ziggurat maps to variate j; threads fill disjoint ranges, with the same output for any thread
+count.  A :class:`SecureRandom` keeps its own ChaCha20 words.
+
 Speed: ChaCha20 computes four blocks (32 words of 64 bits) per refill in a SIMD-friendly
 kernel (``csrc/random/chacha20.hpp``), and the exact samplers draw 32-bit halves and single
 bits from cached words, so the secure path runs at millions of samples per second.

@@ -8,10 +8,11 @@ Each ``step()`` (Abadi et al. 2016, "Deep Learning with Differential Privacy", A
    norm);
 2. with ``signal_skip_step(True)`` (virtual batches) the sum is kept and the step ends there;
 3. otherwise N(0, (z C)^2) noise is added to the sum of the logical batch, once, drawn by dpfast's
-   sampler (``dpfast.random``: the 52-bit-abscissa normal on the engine's generator, a
-   ``SecureRandom`` in secure mode), the result is divided by the expected batch size q n when
-   ``loss_reduction="mean"`` (as Opacus does), written to ``p.grad`` and the wrapped optimizer
-   steps.
+   sampler (``dpfast.random.add_normal_noise``: the 52-bit-abscissa ziggurat normal, all the
+   parameters in one native fill, on the Philox4x32-10 stream of a 128-bit key drawn from the
+   engine's generator; in secure mode on the words of the ``SecureRandom`` itself), the result is
+   divided by the expected batch size q n when ``loss_reduction="mean"`` (as Opacus does),
+   written to ``p.grad`` and the wrapped optimizer steps.
 
 Guarantees.  Each sample's clipped gradient has exact l2 norm <= C when rounded to the parameters'
 dtype (factors from dpfast's safe rule, :func:`dpfast.torch.safe_factors`), so the clipped sum has

@@ -20,6 +20,8 @@
 // independent uniform words); what changes is only where the words come from.
 #pragma once
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cstddef>
 #include <cstdint>
 #include <thread>
@@ -266,6 +268,8 @@ struct NoiseSegment {
 
 // The fill runs in one thread below this many outputs (thread start-up costs more than it saves).
 constexpr std::size_t kPhiloxParallelMin = std::size_t(1) << 15;
+// The work unit of the parallel fill (outputs; even).
+constexpr std::size_t kPhiloxChunk = std::size_t(1) << 13;
 
 template <class T>
 void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>& segs, double scale, int n_threads) {
@@ -311,42 +315,84 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
             ++s;
         }
     };
-    int nt = std::max(1, std::min(n_threads, 64));
-    if (total < kPhiloxParallelMin) nt = 1;
-    std::vector<std::vector<Rej>> rejs(nt);
-    for (auto& r : rejs) r.reserve(total / nt / 64 + 16);
-    // contiguous ranges, cut at even indices (block boundaries: no block is computed twice)
-    std::vector<std::size_t> cut(nt + 1);
-    for (int t = 0; t <= nt; ++t) cut[t] = std::min(total, (total * t / nt + 1) & ~std::size_t(1));
-    cut[0] = 0;
-    cut[nt] = total;
-    {
-        std::vector<std::thread> helpers;
-        for (int t = 1; t < nt; ++t) {
-            try {
-                helpers.emplace_back([&, t]() { run_range(cut[t], cut[t + 1], rejs[t]); });
-            } catch (...) {
-                // no thread: run that range here, after ours (same output)
-                helpers.emplace_back();
-            }
-        }
-        run_range(cut[0], cut[1], rejs[0]);
-        for (int t = 1; t < nt; ++t) {
-            if (helpers[t - 1].joinable()) helpers[t - 1].join();
-            else run_range(cut[t], cut[t + 1], rejs[t]);
-        }
-    }
     // fix-ups: increasing global index, with words total, total + 1, ... of the stream
     PhiloxBitgen pb(key, total);
     BitStream rs(&pb.bg);
-    for (const auto& rv : rejs) {
+    auto fixups = [&](const std::vector<Rej>& rv) {
         for (const Rej& r : rv) {
             const NoiseSegment<T>& seg = segs[r.seg];
             const double d = dist.slow(r.w, rs);
             seg.out[r.i] = seg.x ? static_cast<T>(static_cast<double>(seg.x[r.i]) + scale * d)
                                  : static_cast<T>(scale * d);
         }
+    };
+    int nt = std::max(1, std::min(n_threads, 64));
+    if (total < kPhiloxParallelMin) nt = 1;
+    if (nt == 1) {
+        std::vector<Rej> rej;
+        rej.reserve(total / 64 + 16);
+        run_range(0, total, rej);
+        fixups(rej);
+        return;
     }
+    // Chunks of kPhiloxChunk outputs (even: block boundaries), claimed from an atomic counter by
+    // the calling thread and by nt - 1 detached helpers.  The caller never waits for a helper to
+    // START: it takes every chunk left, then waits only for the chunks a helper has claimed and is
+    // transforming (a few microseconds each).  A helper that the OS schedules late (2 busy cores,
+    // torch's spinning OpenMP workers) finds no chunk left and exits without touching the
+    // caller's memory; the claim state it reads lives in a shared_ptr it co-owns.  The rejected
+    // words are kept per chunk and fixed up in chunk order, so the output is the same for any
+    // thread count and any schedule.
+    const std::size_t nchunks = (total + kPhiloxChunk - 1) / kPhiloxChunk;
+    struct Claims {
+        std::atomic<std::size_t> next{0};
+        std::atomic<std::size_t> done{0};
+        std::size_t n = 0;
+    };
+    auto claims = std::make_shared<Claims>();
+    claims->n = nchunks;
+    std::vector<std::vector<Rej>> rejs(nchunks);
+    std::vector<char> failed(nchunks, 0);  // a helper's chunk that threw (bad_alloc): redone here
+    // chunk k (claimed): only ever called while the caller waits in this function
+    auto chunk = [&](std::size_t k) noexcept {
+        try {
+            rejs[k].reserve(kPhiloxChunk / 32);
+            run_range(k * kPhiloxChunk, std::min(total, (k + 1) * kPhiloxChunk), rejs[k]);
+        } catch (...) {
+            rejs[k].clear();
+            failed[k] = 1;
+        }
+    };
+    for (int t = 1; t < nt; ++t) {
+        try {
+            // The helper reads only `claims` (co-owned) until it has claimed a chunk; `chunk`'s
+            // captures are alive then, since the caller waits for every claimed chunk to be done.
+            std::thread([claims, &chunk]() {
+                for (;;) {
+                    const std::size_t k = claims->next.fetch_add(1, std::memory_order_acq_rel);
+                    if (k >= claims->n) return;
+                    chunk(k);
+                    claims->done.fetch_add(1, std::memory_order_acq_rel);
+                }
+            }).detach();
+        } catch (...) {
+            break;  // fewer threads: same output
+        }
+    }
+    for (;;) {
+        const std::size_t k = claims->next.fetch_add(1, std::memory_order_acq_rel);
+        if (k >= nchunks) break;
+        chunk(k);
+        claims->done.fetch_add(1, std::memory_order_acq_rel);
+    }
+    while (claims->done.load(std::memory_order_acquire) < nchunks) std::this_thread::yield();
+    for (std::size_t k = 0; k < nchunks; ++k) {
+        if (failed[k]) {  // (here an exception propagates to the caller: nothing else runs now)
+            rejs[k].clear();
+            run_range(k * kPhiloxChunk, std::min(total, (k + 1) * kPhiloxChunk), rejs[k]);
+        }
+    }
+    for (const auto& rv : rejs) fixups(rv);
 }
 
 }  // namespace dpf

@@ -284,10 +284,13 @@ def draw_into(gen: np.random.Generator, kind: str, out: np.ndarray, values=None,
         return _fill(cap, kind, out, values, scale)
 
 
-def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: Optional[int] = None) -> None:
-    """``a += std * N(0, 1)`` in place for every array ``a`` of ``arrays`` (C-contiguous, writeable,
-    float32/float64), the arrays taken as ONE sequence of variates: DP-SGD's noise on all the
-    gradients of a step in one native call.
+def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: Optional[int] = None,
+                     divisor: float = 1.0) -> None:
+    """``a = (a + std * N(0, 1)) / divisor`` in place for every array ``a`` of ``arrays``
+    (C-contiguous, writeable, float32/float64), the arrays taken as ONE sequence of variates:
+    DP-SGD's noise on all the gradients of a step in one native call (``divisor``: the expected
+    batch size of ``loss_reduction="mean"``; computed in double and rounded once to the array's
+    dtype, except for a ``SecureRandom``, whose path divides after adding the noise).
 
     The stream (the "keyed Philox stream"): for a NumPy ``Generator`` (any bit generator but
     :class:`SecureRandom`'s), two 64-bit words are drawn from ``gen`` per call (per dtype group of
@@ -305,10 +308,13 @@ def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: 
     (Mironov 2012; see the module docstring)."""
     arrays = list(arrays)
     std = float(std)
+    divisor = float(divisor)
     if is_secure(gen):
         scale = np.array([std])
         for a in arrays:
             draw_into(gen, "normal", a, a, scale)
+            if divisor != 1.0:
+                a /= a.dtype.type(divisor)
         return
     groups: dict = {}
     for a in arrays:
@@ -319,7 +325,7 @@ def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: 
         if max_threads is not None:
             nt = max(1, min(nt, int(max_threads)))
         k0, k1 = gen.bit_generator.random_raw(2).tolist()
-        _core.add_normal_philox(k0, k1, arrs, True, std, nt)
+        _core.add_normal_philox(k0, k1, arrs, True, std, nt, divisor)
 
 
 def _noise(gen: np.random.Generator, kind: str, size=None, dtype=np.float64):

@@ -106,21 +106,22 @@ def _tables():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_accepted_outputs_are_the_ziggurat_on_the_stream_words(dtype, threads):
+@pytest.mark.parametrize("divisor", [1.0, 3.0])
+def test_accepted_outputs_are_the_ziggurat_on_the_stream_words(dtype, threads, divisor):
     n = 70_001  # above the parallel threshold for 2 and 3 threads
     assert n >= _core.PHILOX_PARALLEL_MIN
     k0, k1 = 987654321, 123456789
     words = _core.philox_words(k0, k1, 0, n)
     x0 = (np.arange(n) % 13 - 6).astype(dtype) / dtype(3)
     out = x0.copy()
-    _core.add_normal_philox(k0, k1, [out], True, 0.7, threads)
+    _core.add_normal_philox(k0, k1, [out], True, 0.7, threads, divisor)
     k, w = _tables()
     idx = (words & np.uint64(0xFF)).astype(np.intp)
     rabs = (words >> np.uint64(9)) & np.uint64(0x000FFFFFFFFFFFFF)
     accept = rabs < k[idx]
     d = rabs.astype(np.float64) * w[idx]
     d = np.where((words >> np.uint64(8)) & np.uint64(1), -d, d)
-    expected = (x0.astype(np.float64) + 0.7 * d).astype(dtype)
+    expected = ((x0.astype(np.float64) + 0.7 * d) / divisor).astype(dtype)  # in double, rounded once
     assert 0.97 < accept.mean() < 0.995
     np.testing.assert_array_equal(out[accept], expected[accept])
     assert np.isfinite(out).all() and not np.array_equal(out[~accept], x0[~accept])
@@ -222,6 +223,9 @@ def test_secure_random_keeps_its_chacha20_path():
     z = a[0]
     assert abs(z.mean()) < 5 / math.sqrt(z.size) and abs(z.var() - 1) < 5 * math.sqrt(2 / z.size)
     assert np.all(a[1] != 0)
+    b = [np.zeros(20_000)]
+    add_normal_noise(g, b, 1.0, divisor=2.0)  # the secure path divides after the draw
+    assert abs(b[0].var() / 0.25 - 1) < 5 * math.sqrt(2 / b[0].size)
 
 
 def test_binding_checks():
@@ -229,6 +233,8 @@ def test_binding_checks():
         _core.add_normal_philox(1, 2, [np.zeros(3)], True, -1.0, 1)
     with pytest.raises(ValueError):
         _core.add_normal_philox(1, 2, [np.zeros(3)], True, 1.0, 0)
+    with pytest.raises(ValueError):
+        _core.add_normal_philox(1, 2, [np.zeros(3)], True, 1.0, 1, 0.0)
     with pytest.raises(TypeError):
         _core.add_normal_philox(1, 2, [np.zeros(3), np.zeros(3, np.float32)], True, 1.0, 1)
     with pytest.raises(ValueError):

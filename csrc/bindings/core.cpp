@@ -37,11 +37,13 @@ void add_noise_impl(py::capsule cap, py::array out_, py::object values, py::obje
     });
 }
 
-// The keyed fill (csrc/random/philox.hpp): outs[j] = (inplace ? outs[j] : 0) + scale * N(0, 1) over
+// The keyed fill (csrc/random/philox.hpp): outs[j] = ((inplace ? outs[j] : 0) + scale * N(0, 1)) / divisor over
 // the arrays of `outs` (one dtype, float32 or float64, C-contiguous, writeable) taken as one sequence,
 // from the Philox4x32-10 stream of key (k0, k1) = (Philox key, stream id), 64 bits each.
-void add_normal_philox_impl(uint64_t k0, uint64_t k1, py::list outs, bool inplace, double scale, int n_threads) {
+void add_normal_philox_impl(uint64_t k0, uint64_t k1, py::list outs, bool inplace, double scale, int n_threads,
+                            double divisor) {
     require(n_threads >= 1, "n_threads must be >= 1");
+    require(std::isfinite(divisor) && divisor > 0.0, "divisor must be finite and > 0");
     require(std::isfinite(scale) && scale >= 0.0, "scale must be finite and >= 0");
     const dpf::PhiloxKey key{static_cast<uint32_t>(k0), static_cast<uint32_t>(k0 >> 32), static_cast<uint32_t>(k1),
                              static_cast<uint32_t>(k1 >> 32)};
@@ -59,7 +61,7 @@ void add_normal_philox_impl(uint64_t k0, uint64_t k1, py::list outs, bool inplac
             segs.push_back({v.ptr, inplace ? v.ptr : nullptr, static_cast<std::size_t>(v.size)});
         }
         py::gil_scoped_release nogil;
-        dpf::add_normal_philox<T>(key, segs, scale, n_threads);
+        dpf::add_normal_philox<T>(key, segs, scale, divisor, n_threads);
     });
 }
 
@@ -127,8 +129,8 @@ PYBIND11_MODULE(_core, m) {
     def_noise("add_gumbel", &add_noise_impl<dpf::GumbelDist>, "out = values + scale * Gumbel(0, 1) noise");
     m.attr("PHILOX_PARALLEL_MIN") = dpf::kPhiloxParallelMin;
     m.def("add_normal_philox", &add_normal_philox_impl, py::arg("k0"), py::arg("k1"), py::arg("outs"),
-          py::arg("inplace"), py::arg("scale"), py::arg("n_threads") = 1,
-          "outs = (inplace ? outs : 0) + scale * N(0, 1) from the Philox4x32-10 stream of key (k0, k1)");
+          py::arg("inplace"), py::arg("scale"), py::arg("n_threads") = 1, py::arg("divisor") = 1.0,
+          "outs = ((inplace ? outs : 0) + scale * N(0, 1)) / divisor from the Philox4x32-10 stream of key (k0, k1)");
     m.def("philox_words", &philox_words_impl, py::arg("k0"), py::arg("k1"), py::arg("first"), py::arg("n"),
           "words [first, first + n) of the Philox4x32-10 stream of key (k0, k1)");
     m.def("philox_avx2", []() { return dpf::philox_avx2(); }, "whether the AVX2 Philox kernel runs");

@@ -9,8 +9,9 @@
 // the AVX2 kernel (4 blocks per vector, 16 per iteration) gives the same words as the scalar one
 // (tests/test_random_philox.py: Random123's known-answer vectors and the two kernels compared).
 //
-// The keyed normal fill (add_normal_philox): out = x + scale * N(0, 1) over a list of arrays taken
-// as ONE sequence of N outputs (array 0 first).  Output j is the ziggurat of
+// The keyed normal fill (add_normal_philox): out = (x + scale * N(0, 1)) / divisor (in double,
+// rounded once to the output type) over a list of arrays taken as ONE sequence of N outputs
+// (array 0 first).  Output j is the ziggurat of
 // random/distributions.hpp on word j (the same branch-free fast path as the NumPy-stream fill,
 // noise_fill.hpp); the outputs whose word the fast path rejects (about 1.2%) are then finished in
 // increasing j, each continuing the ziggurat from its own word with words N, N + 1, ... of the
@@ -32,7 +33,6 @@
 #include "portable.hpp"
 #include "random/bitstream.hpp"
 #include "random/distributions.hpp"
-#include "random/noise_fill.hpp"
 
 #if defined(DPF_HAVE_AVX2_DISPATCH)
 #include <immintrin.h>
@@ -86,6 +86,32 @@ inline void philox_words_scalar(const PhiloxKey& k, uint64_t first, uint64_t* ou
     }
 }
 
+// The fast path of the normal ziggurat on words w[0..len) into outputs lo..lo+len-1:
+// out[i] = T((x[i] + sc d_i) / dv) (T(sc d_i / dv) without x), the operations in double, each
+// rounded once (no FMA: -ffp-contract=off), then rounded once to T -- with dv = 1 exactly the
+// outputs of transform_run<T, NormalDist, HasX, false> (noise_fill.hpp).  Rejected outputs keep x
+// (or an arbitrary value without x); their positions go to rej, in order.
+template <class T, bool HasX>
+inline uint32_t normal_run_scalar(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double dv,
+                                  T* out, std::size_t lo, std::size_t len, uint32_t* rej) {
+    uint32_t nr = 0;
+    for (std::size_t j = 0; j < len; ++j) {
+        const std::size_t i = lo + j;
+        double d;
+        const bool ok = normal_fast_branchless(z, w[j], d);
+        if (HasX) {
+            const T xi = x[i];
+            const T v = static_cast<T>((static_cast<double>(xi) + sc * d) / dv);
+            out[i] = ok ? v : xi;
+        } else {
+            out[i] = static_cast<T>((sc * d) / dv);
+        }
+        rej[nr] = static_cast<uint32_t>(j);
+        nr += ok ? 0u : 1u;
+    }
+    return nr;
+}
+
 #if defined(DPF_HAVE_AVX2_DISPATCH)
 DPF_PRAGMA(GCC push_options)
 DPF_PRAGMA(GCC target("avx2"))
@@ -133,18 +159,17 @@ inline void philox_blocks_avx2(const PhiloxKey& k, uint64_t b, std::size_t nb, u
     }
 }
 
-// The fast path of the normal ziggurat on words w[0..len) into outputs lo..lo+len-1, 4 words per
-// vector: bit for bit transform_run<T, NormalDist, HasX, false> (noise_fill.hpp): the same
-// table look-ups, the exact integer-to-double conversion (rabs < 2^52: the bits of 2^52 + rabs,
-// minus 2^52), the same IEEE product, sign flip, (x + sc d) as a product then a sum (no FMA:
-// this function is compiled for AVX2 without FMA), and the same rounding to T.  Rejected outputs
-// keep x (or an arbitrary value without x); their positions go to rej, in order.
+// normal_run_scalar, 4 words per vector, bit for bit: the same table look-ups, the exact
+// integer-to-double conversion (rabs < 2^52: the bits of 2^52 + rabs, minus 2^52), the same IEEE
+// product, sign flip, (x + sc d) as a product then a sum (no FMA: this function is compiled for
+// AVX2 without FMA), the division, and the same rounding to T.  Rejected outputs keep x (or an
+// arbitrary value without x); their positions go to rej, in order.
 template <class T, bool HasX>
-inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, T* out,
-                                std::size_t lo, std::size_t len, uint32_t* rej) {
+inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double dv,
+                                T* out, std::size_t lo, std::size_t len, uint32_t* rej) {
     const __m256i B8 = _mm256_set1_epi64x(0xff), M52 = _mm256_set1_epi64x(0x000fffffffffffffLL);
     const __m256i SIGN = _mm256_set1_epi64x(0x100), MAGIC = _mm256_set1_epi64x(0x4330000000000000LL);
-    const __m256d TWO52 = _mm256_set1_pd(0x1.0p52), SC = _mm256_set1_pd(sc);
+    const __m256d TWO52 = _mm256_set1_pd(0x1.0p52), SC = _mm256_set1_pd(sc), DV = _mm256_set1_pd(dv);
     const __m256i PACK = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
     const long long* kt = reinterpret_cast<const long long*>(z.k);
     uint32_t nr = 0;
@@ -164,20 +189,20 @@ inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, cons
             __m128 r;
             if (HasX) {
                 const __m128 xf = _mm_loadu_ps(x + i);
-                const __m128 vf = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_cvtps_pd(xf), _mm256_mul_pd(SC, d)));
+                const __m128 vf = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(_mm256_cvtps_pd(xf), _mm256_mul_pd(SC, d)), DV));
                 const __m128 m = _mm_castsi128_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ok, PACK)));
                 r = _mm_blendv_ps(xf, vf, m);
             } else {
-                r = _mm256_cvtpd_ps(_mm256_mul_pd(SC, d));
+                r = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_mul_pd(SC, d), DV));
             }
             _mm_storeu_ps(out + i, r);
         } else {
             __m256d r;
             if (HasX) {
                 const __m256d xv = _mm256_loadu_pd(x + i);
-                r = _mm256_blendv_pd(xv, _mm256_add_pd(xv, _mm256_mul_pd(SC, d)), _mm256_castsi256_pd(ok));
+                r = _mm256_blendv_pd(xv, _mm256_div_pd(_mm256_add_pd(xv, _mm256_mul_pd(SC, d)), DV), _mm256_castsi256_pd(ok));
             } else {
-                r = _mm256_mul_pd(SC, d);
+                r = _mm256_div_pd(_mm256_mul_pd(SC, d), DV);
             }
             _mm256_storeu_pd(out + i, r);
         }
@@ -188,9 +213,7 @@ inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, cons
         }
     }
     if (j < len) {
-        const NormalDist dist;
-        const double s1[1] = {sc};
-        const uint32_t m = transform_run<T, NormalDist, HasX, false>(dist, w + j, x, s1, out, lo + j, len - j, rej + nr);
+        const uint32_t m = normal_run_scalar<T, HasX>(z, w + j, x, sc, dv, out, lo + j, len - j, rej + nr);
         for (uint32_t r = 0; r < m; ++r) rej[nr + r] += static_cast<uint32_t>(j);
         nr += m;
     }
@@ -272,7 +295,8 @@ constexpr std::size_t kPhiloxParallelMin = std::size_t(1) << 15;
 constexpr std::size_t kPhiloxChunk = std::size_t(1) << 13;
 
 template <class T>
-void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>& segs, double scale, int n_threads) {
+void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>& segs, double scale, double divisor,
+                       int n_threads) {
     std::vector<std::size_t> offs(segs.size() + 1, 0);  // global index of each segment's first output
     for (std::size_t s = 0; s < segs.size(); ++s) offs[s + 1] = offs[s] + segs[s].n;
     const std::size_t total = offs.back();
@@ -289,7 +313,6 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
         constexpr std::size_t kRun = 512;
         alignas(64) uint64_t buf[kRun];
         uint32_t rj[kRun];
-        const double sc[1] = {scale};
         std::size_t s = std::upper_bound(offs.begin(), offs.end(), lo) - offs.begin() - 1;
         for (std::size_t g = lo; g < hi && s < segs.size();) {
             const NoiseSegment<T>& seg = segs[s];
@@ -301,14 +324,14 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
                 uint32_t nr;
 #if defined(DPF_HAVE_AVX2_DISPATCH)
                 if (avx2) {
-                    nr = seg.x ? normal_run_avx2<T, true>(*dist.z, buf, seg.x, scale, seg.out, i0, len, rj)
-                               : normal_run_avx2<T, false>(*dist.z, buf, seg.x, scale, seg.out, i0, len, rj);
+                    nr = seg.x ? normal_run_avx2<T, true>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj)
+                               : normal_run_avx2<T, false>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
                 } else
 #endif
                 if (seg.x)
-                    nr = transform_run<T, NormalDist, true, false>(dist, buf, seg.x, sc, seg.out, i0, len, rj);
+                    nr = normal_run_scalar<T, true>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
                 else
-                    nr = transform_run<T, NormalDist, false, false>(dist, buf, seg.x, sc, seg.out, i0, len, rj);
+                    nr = normal_run_scalar<T, false>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
                 for (uint32_t r = 0; r < nr; ++r) rej.push_back({s, i0 + rj[r], buf[rj[r]]});
                 g += len;
             }
@@ -322,8 +345,8 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
         for (const Rej& r : rv) {
             const NoiseSegment<T>& seg = segs[r.seg];
             const double d = dist.slow(r.w, rs);
-            seg.out[r.i] = seg.x ? static_cast<T>(static_cast<double>(seg.x[r.i]) + scale * d)
-                                 : static_cast<T>(scale * d);
+            seg.out[r.i] = seg.x ? static_cast<T>((static_cast<double>(seg.x[r.i]) + scale * d) / divisor)
+                                 : static_cast<T>((scale * d) / divisor);
         }
     };
     int nt = std::max(1, std::min(n_threads, 64));

@@ -211,7 +211,12 @@ class DPOptimizer(torch.optim.Optimizer):
                     buf = np.zeros(s.numel(), dtype=np.float64 if s.dtype == torch.float64 else np.float32)
                     arrays.append(buf)
                     moved.append((j, buf))
-            add_normal_noise(self.generator, arrays, std)
+            # the division by the expected batch size is fused into the fill (computed in double,
+            # rounded once) when every sum is filled in place and no all-reduce comes between
+            fuse = not moved and not self.distributed
+            add_normal_noise(self.generator, arrays, std, divisor=div if fuse else 1.0)
+            if fuse:
+                div = 1.0
             for j, buf in moved:
                 p, s = grads[j]
                 grads[j] = (p, s + torch.from_numpy(buf).to(s.device, s.dtype).view_as(s))

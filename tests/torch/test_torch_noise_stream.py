@@ -1,5 +1,6 @@
 """DPOptimizer's noise: one keyed Philox fill (dpfast.random.add_normal_noise) over all the parameters of
-a step, in parameter order, from the engine's generator; independent of the thread count."""
+a step, in parameter order, from the engine's generator, with the division by the expected batch size
+fused; independent of the thread count."""
 import numpy as np
 import pytest
 
@@ -16,9 +17,9 @@ def _noise_step(seed, threads, monkeypatch, dtype=torch.float32):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(300, 200), nn.ReLU(), nn.Linear(200, 3)).to(dtype)
     opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), noise_multiplier=1.3, max_grad_norm=0.5,
-                      expected_batch_size=4.0, generator=np.random.default_rng(seed))
+                      expected_batch_size=3.0, generator=np.random.default_rng(seed))
     for p in model.parameters():
-        p.grad_sample = torch.zeros((4,) + tuple(p.shape), dtype=dtype)  # clipped sums of zero
+        p.grad_sample = torch.zeros((3,) + tuple(p.shape), dtype=dtype)  # clipped sums of zero
     opt.step()
     return [p.grad.detach().clone() for p in model.parameters()], opt
 
@@ -29,9 +30,9 @@ def test_noise_is_one_keyed_fill_over_the_parameters_in_order(dtype, monkeypatch
     npd = np.float32 if dtype == torch.float32 else np.float64
     gen = np.random.default_rng(3)
     expected = [np.zeros(g.numel(), dtype=npd) for g in grads]
-    add_normal_noise(gen, expected, 1.3 * 0.5)
+    add_normal_noise(gen, expected, 1.3 * 0.5, divisor=3.0)  # (0 + z C N(0, 1)) / (q n), rounded once
     for g, e in zip(grads, expected):
-        np.testing.assert_array_equal(g.reshape(-1).numpy(), e / npd(4.0))
+        np.testing.assert_array_equal(g.reshape(-1).numpy(), e)
     assert opt.generator.bit_generator.state == gen.bit_generator.state  # one key (two words) per step
     # 60,000 parameters: above the parallel threshold; the same values with 2 threads
     grads2, _ = _noise_step(3, 2, monkeypatch, dtype)

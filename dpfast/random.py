@@ -289,8 +289,9 @@ def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: 
     """``a = (a + std * N(0, 1)) / divisor`` in place for every array ``a`` of ``arrays``
     (C-contiguous, writeable, float32/float64), the arrays taken as ONE sequence of variates:
     DP-SGD's noise on all the gradients of a step in one native call (``divisor``: the expected
-    batch size of ``loss_reduction="mean"``; computed in double and rounded once to the array's
-    dtype, except for a ``SecureRandom``, whose path divides after adding the noise).
+    batch size of ``loss_reduction="mean"``; computed in double as a product by fl(1 / divisor)
+    and rounded once to the array's dtype, except for a ``SecureRandom``, whose path divides
+    after adding the noise).
 
     The stream (the "keyed Philox stream"): for a NumPy ``Generator`` (any bit generator but
     :class:`SecureRandom`'s), two 64-bit words are drawn from ``gen`` per call (per dtype group of

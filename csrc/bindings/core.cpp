@@ -37,7 +37,7 @@ void add_noise_impl(py::capsule cap, py::array out_, py::object values, py::obje
     });
 }
 
-// The keyed fill (csrc/random/philox.hpp): outs[j] = ((inplace ? outs[j] : 0) + scale * N(0, 1)) / divisor over
+// The keyed fill (csrc/random/philox.hpp): outs[j] = ((inplace ? outs[j] : 0) + scale * N(0, 1)) * fl(1 / divisor) over
 // the arrays of `outs` (one dtype, float32 or float64, C-contiguous, writeable) taken as one sequence,
 // from the Philox4x32-10 stream of key (k0, k1) = (Philox key, stream id), 64 bits each.
 void add_normal_philox_impl(uint64_t k0, uint64_t k1, py::list outs, bool inplace, double scale, int n_threads,
@@ -130,7 +130,7 @@ PYBIND11_MODULE(_core, m) {
     m.attr("PHILOX_PARALLEL_MIN") = dpf::kPhiloxParallelMin;
     m.def("add_normal_philox", &add_normal_philox_impl, py::arg("k0"), py::arg("k1"), py::arg("outs"),
           py::arg("inplace"), py::arg("scale"), py::arg("n_threads") = 1, py::arg("divisor") = 1.0,
-          "outs = ((inplace ? outs : 0) + scale * N(0, 1)) / divisor from the Philox4x32-10 stream of key (k0, k1)");
+          "outs = ((inplace ? outs : 0) + scale * N(0, 1)) * (1 / divisor) from the Philox4x32-10 stream of key (k0, k1)");
     m.def("philox_words", &philox_words_impl, py::arg("k0"), py::arg("k1"), py::arg("first"), py::arg("n"),
           "words [first, first + n) of the Philox4x32-10 stream of key (k0, k1)");
     m.def("philox_avx2", []() { return dpf::philox_avx2(); }, "whether the AVX2 Philox kernel runs");

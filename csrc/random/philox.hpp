@@ -9,8 +9,8 @@
 // the AVX2 kernel (4 blocks per vector, 16 per iteration) gives the same words as the scalar one
 // (tests/test_random_philox.py: Random123's known-answer vectors and the two kernels compared).
 //
-// The keyed normal fill (add_normal_philox): out = (x + scale * N(0, 1)) / divisor (in double,
-// rounded once to the output type) over a list of arrays taken as ONE sequence of N outputs
+// The keyed normal fill (add_normal_philox): out = (x + scale * N(0, 1)) * fl(1 / divisor) (in
+// double, rounded once to the output type) over a list of arrays taken as ONE sequence of N outputs
 // (array 0 first).  Output j is the ziggurat of
 // random/distributions.hpp on word j (the same branch-free fast path as the NumPy-stream fill,
 // noise_fill.hpp); the outputs whose word the fast path rejects (about 1.2%) are then finished in
@@ -87,12 +87,13 @@ inline void philox_words_scalar(const PhiloxKey& k, uint64_t first, uint64_t* ou
 }
 
 // The fast path of the normal ziggurat on words w[0..len) into outputs lo..lo+len-1:
-// out[i] = T((x[i] + sc d_i) / dv) (T(sc d_i / dv) without x), the operations in double, each
-// rounded once (no FMA: -ffp-contract=off), then rounded once to T -- with dv = 1 exactly the
-// outputs of transform_run<T, NormalDist, HasX, false> (noise_fill.hpp).  Rejected outputs keep x
+// out[i] = T((x[i] + sc d_i) rm) (T((sc d_i) rm) without x), the operations in double, each
+// rounded once (no FMA: -ffp-contract=off), then rounded once to T -- with rm = 1 exactly the
+// outputs of transform_run<T, NormalDist, HasX, false> (noise_fill.hpp).  (rm = fl(1 / divisor):
+// a product, as a division costs more than the rest of the transform.)  Rejected outputs keep x
 // (or an arbitrary value without x); their positions go to rej, in order.
 template <class T, bool HasX>
-inline uint32_t normal_run_scalar(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double dv,
+inline uint32_t normal_run_scalar(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double rm,
                                   T* out, std::size_t lo, std::size_t len, uint32_t* rej) {
     uint32_t nr = 0;
     for (std::size_t j = 0; j < len; ++j) {
@@ -101,10 +102,10 @@ inline uint32_t normal_run_scalar(const NormalZiggurat& z, const uint64_t* w, co
         const bool ok = normal_fast_branchless(z, w[j], d);
         if (HasX) {
             const T xi = x[i];
-            const T v = static_cast<T>((static_cast<double>(xi) + sc * d) / dv);
+            const T v = static_cast<T>((static_cast<double>(xi) + sc * d) * rm);
             out[i] = ok ? v : xi;
         } else {
-            out[i] = static_cast<T>((sc * d) / dv);
+            out[i] = static_cast<T>((sc * d) * rm);
         }
         rej[nr] = static_cast<uint32_t>(j);
         nr += ok ? 0u : 1u;
@@ -162,14 +163,14 @@ inline void philox_blocks_avx2(const PhiloxKey& k, uint64_t b, std::size_t nb, u
 // normal_run_scalar, 4 words per vector, bit for bit: the same table look-ups, the exact
 // integer-to-double conversion (rabs < 2^52: the bits of 2^52 + rabs, minus 2^52), the same IEEE
 // product, sign flip, (x + sc d) as a product then a sum (no FMA: this function is compiled for
-// AVX2 without FMA), the division, and the same rounding to T.  Rejected outputs keep x (or an
+// AVX2 without FMA), the product by rm, and the same rounding to T.  Rejected outputs keep x (or an
 // arbitrary value without x); their positions go to rej, in order.
 template <class T, bool HasX>
-inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double dv,
+inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, const T* x, double sc, double rm,
                                 T* out, std::size_t lo, std::size_t len, uint32_t* rej) {
     const __m256i B8 = _mm256_set1_epi64x(0xff), M52 = _mm256_set1_epi64x(0x000fffffffffffffLL);
     const __m256i SIGN = _mm256_set1_epi64x(0x100), MAGIC = _mm256_set1_epi64x(0x4330000000000000LL);
-    const __m256d TWO52 = _mm256_set1_pd(0x1.0p52), SC = _mm256_set1_pd(sc), DV = _mm256_set1_pd(dv);
+    const __m256d TWO52 = _mm256_set1_pd(0x1.0p52), SC = _mm256_set1_pd(sc), RM = _mm256_set1_pd(rm);
     const __m256i PACK = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
     const long long* kt = reinterpret_cast<const long long*>(z.k);
     uint32_t nr = 0;
@@ -189,20 +190,20 @@ inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, cons
             __m128 r;
             if (HasX) {
                 const __m128 xf = _mm_loadu_ps(x + i);
-                const __m128 vf = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(_mm256_cvtps_pd(xf), _mm256_mul_pd(SC, d)), DV));
+                const __m128 vf = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_add_pd(_mm256_cvtps_pd(xf), _mm256_mul_pd(SC, d)), RM));
                 const __m128 m = _mm_castsi128_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ok, PACK)));
                 r = _mm_blendv_ps(xf, vf, m);
             } else {
-                r = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_mul_pd(SC, d), DV));
+                r = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_mul_pd(SC, d), RM));
             }
             _mm_storeu_ps(out + i, r);
         } else {
             __m256d r;
             if (HasX) {
                 const __m256d xv = _mm256_loadu_pd(x + i);
-                r = _mm256_blendv_pd(xv, _mm256_div_pd(_mm256_add_pd(xv, _mm256_mul_pd(SC, d)), DV), _mm256_castsi256_pd(ok));
+                r = _mm256_blendv_pd(xv, _mm256_mul_pd(_mm256_add_pd(xv, _mm256_mul_pd(SC, d)), RM), _mm256_castsi256_pd(ok));
             } else {
-                r = _mm256_div_pd(_mm256_mul_pd(SC, d), DV);
+                r = _mm256_mul_pd(_mm256_mul_pd(SC, d), RM);
             }
             _mm256_storeu_pd(out + i, r);
         }
@@ -213,7 +214,7 @@ inline uint32_t normal_run_avx2(const NormalZiggurat& z, const uint64_t* w, cons
         }
     }
     if (j < len) {
-        const uint32_t m = normal_run_scalar<T, HasX>(z, w + j, x, sc, dv, out, lo + j, len - j, rej + nr);
+        const uint32_t m = normal_run_scalar<T, HasX>(z, w + j, x, sc, rm, out, lo + j, len - j, rej + nr);
         for (uint32_t r = 0; r < m; ++r) rej[nr + r] += static_cast<uint32_t>(j);
         nr += m;
     }
@@ -302,6 +303,7 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
     const std::size_t total = offs.back();
     if (total == 0) return;
     const NormalDist dist;
+    const double rm = 1.0 / divisor;  // (exactly 1 for divisor 1)
     const bool avx2 = philox_avx2();
     (void)avx2;
     struct Rej {
@@ -324,14 +326,14 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
                 uint32_t nr;
 #if defined(DPF_HAVE_AVX2_DISPATCH)
                 if (avx2) {
-                    nr = seg.x ? normal_run_avx2<T, true>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj)
-                               : normal_run_avx2<T, false>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
+                    nr = seg.x ? normal_run_avx2<T, true>(*dist.z, buf, seg.x, scale, rm, seg.out, i0, len, rj)
+                               : normal_run_avx2<T, false>(*dist.z, buf, seg.x, scale, rm, seg.out, i0, len, rj);
                 } else
 #endif
                 if (seg.x)
-                    nr = normal_run_scalar<T, true>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
+                    nr = normal_run_scalar<T, true>(*dist.z, buf, seg.x, scale, rm, seg.out, i0, len, rj);
                 else
-                    nr = normal_run_scalar<T, false>(*dist.z, buf, seg.x, scale, divisor, seg.out, i0, len, rj);
+                    nr = normal_run_scalar<T, false>(*dist.z, buf, seg.x, scale, rm, seg.out, i0, len, rj);
                 for (uint32_t r = 0; r < nr; ++r) rej.push_back({s, i0 + rj[r], buf[rj[r]]});
                 g += len;
             }
@@ -345,8 +347,8 @@ void add_normal_philox(const PhiloxKey& key, const std::vector<NoiseSegment<T>>&
         for (const Rej& r : rv) {
             const NoiseSegment<T>& seg = segs[r.seg];
             const double d = dist.slow(r.w, rs);
-            seg.out[r.i] = seg.x ? static_cast<T>((static_cast<double>(seg.x[r.i]) + scale * d) / divisor)
-                                 : static_cast<T>((scale * d) / divisor);
+            seg.out[r.i] = seg.x ? static_cast<T>((static_cast<double>(seg.x[r.i]) + scale * d) * rm)
+                                 : static_cast<T>((scale * d) * rm);
         }
     };
     int nt = std::max(1, std::min(n_threads, 64));

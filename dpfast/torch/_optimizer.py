@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dpfast._threads import CPUS
 from dpfast.random import add_normal_noise
 from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
 
@@ -211,10 +212,14 @@ class DPOptimizer(torch.optim.Optimizer):
                     buf = np.zeros(s.numel(), dtype=np.float64 if s.dtype == torch.float64 else np.float32)
                     arrays.append(buf)
                     moved.append((j, buf))
-            # the division by the expected batch size is fused into the fill (computed in double,
-            # rounded once) when every sum is filled in place and no all-reduce comes between
+            # the division by the expected batch size is fused into the fill (a product by
+            # fl(1 / (q n)) in double, rounded once) when every sum is filled in place and no all-reduce comes between
             fuse = not moved and not self.distributed
-            add_normal_noise(self.generator, arrays, std, divisor=div if fuse else 1.0)
+            # helper threads only on cores torch's intra-op pool leaves free: right after backward
+            # its OpenMP workers spin on theirs, and a helper there competes with them (the MLP at
+            # 2 threads on 2 cores: no gain).  The values do not depend on the thread count.
+            free = max(1, CPUS - torch.get_num_threads() + 1)
+            add_normal_noise(self.generator, arrays, std, max_threads=free, divisor=div if fuse else 1.0)
             if fuse:
                 div = 1.0
             for j, buf in moved:

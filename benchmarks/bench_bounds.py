@@ -12,7 +12,6 @@ Speed: min of 5 rounds.  Accuracy: mean absolute error vs NumPy over 10 seeds.
 """
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 
@@ -20,18 +19,10 @@ import numpy as np
 
 import dpfast.tools as T
 
-sys.path.append("/tmp/dpl_site")
-try:
-    # as in bench_tools.py: enter diffprivlib as a bare namespace, only its tools load
-    import importlib.util
-    import types
-    _spec = importlib.util.find_spec("diffprivlib")
-    _pkg = types.ModuleType("diffprivlib")
-    _pkg.__path__ = list(_spec.submodule_search_locations)
-    sys.modules["diffprivlib"] = _pkg
-    import diffprivlib.tools as D
-except (ImportError, TypeError):  # pragma: no cover
-    D = None
+from _peers import import_diffprivlib
+
+_dpl = import_diffprivlib(required=False)  # diffprivlib 0.6.6 from /tmp/dpl_site (see _peers.py)
+D = _dpl.tools if _dpl else None
 
 warnings.simplefilter("ignore")
 N = 10**6

@@ -13,18 +13,14 @@ import time
 import warnings
 
 import numpy as np
-import sklearn.tree._tree as _tree
+from sklearn.cluster import KMeans as SkKMeans
+from sklearn.datasets import load_digits, make_blobs
 
-# diffprivlib 0.6.6 imports two names scikit-learn >= 1.6 no longer exports (used by its trees only)
-for _n, _v in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-    if not hasattr(_tree, _n):
-        setattr(_tree, _n, _v)
+from dpfast.cluster import KMeans
 
-import diffprivlib  # noqa: E402
-from sklearn.cluster import KMeans as SkKMeans  # noqa: E402
-from sklearn.datasets import load_digits, make_blobs  # noqa: E402
+from _peers import import_diffprivlib
 
-from dpfast.cluster import KMeans  # noqa: E402
+diffprivlib = import_diffprivlib()  # diffprivlib 0.6.6 and the sklearn shim (see _peers.py)
 
 
 def inertia(X, C):

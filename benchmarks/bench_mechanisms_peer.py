@@ -24,21 +24,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 import dpfast  # noqa: E402
 from dpfast.decomposition import PCA  # noqa: E402
 
-# diffprivlib 0.6.6 from `pip install --target /tmp/dpl_site diffprivlib==0.6.6`, appended after
-# site-packages (NumPy and scikit-learn are the venv's); its trees import two names that
-# scikit-learn 1.9 dropped, restored here (as in bench_pca.py).
-sys.path.append("/tmp/dpl_site")
-import sklearn.tree._tree as _sk_tree  # noqa: E402
+from _peers import import_diffprivlib  # noqa: E402
 
-for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-    if not hasattr(_sk_tree, _name):
-        setattr(_sk_tree, _name, _val)
-try:
-    import diffprivlib.mechanisms as dm
-    import diffprivlib.models as dpl
-except ImportError as exc:  # pragma: no cover
-    print("diffprivlib unavailable:", exc)
-    dm = dpl = None
+# diffprivlib 0.6.6 from /tmp/dpl_site (see _peers.py); None: the dpfast side runs alone
+_dpl = import_diffprivlib(required=False)
+dm, dpl = (_dpl.mechanisms, _dpl.models) if _dpl else (None, None)
 
 QUICK = "--quick" in sys.argv
 N = 10**5 if QUICK else 10**6

@@ -12,7 +12,6 @@ and with every feature Gaussian ("gauss-only", the model diffprivlib fits).  Spe
 diffprivlib is appended to sys.path (after the venv's site-packages) from --dpl.
 """
 import argparse
-import sys
 import time
 import warnings
 
@@ -24,21 +23,15 @@ from sklearn.naive_bayes import GaussianNB as SkNB
 from dpfast.datasets import load_adult
 from dpfast.naive_bayes import GaussianNB
 
+from _peers import import_diffprivlib
+
 p = argparse.ArgumentParser()
 p.add_argument("--dpl", default="/tmp/dpl_site")
 p.add_argument("--seeds", type=int, default=10)
 p.add_argument("--rows", type=int, default=1_000_000)
 args = p.parse_args()
-sys.path.append(args.dpl)
-import sklearn.tree._tree as _tree  # noqa: E402
-
-# diffprivlib 0.6.6's forest module imports names that newer scikit-learn no longer exports;
-# they are unused by its GaussianNB, so supply them for the import only
-for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-    if not hasattr(_tree, _name):
-        setattr(_tree, _name, _val)
-import diffprivlib  # noqa: E402
-from diffprivlib.models import GaussianNB as DplNB  # noqa: E402
+diffprivlib = import_diffprivlib(args.dpl)
+DplNB = diffprivlib.models.GaussianNB
 
 warnings.filterwarnings("ignore")
 

@@ -24,21 +24,11 @@ from sklearn.decomposition import PCA as SkPCA
 
 from dpfast.decomposition import PCA
 
-# diffprivlib 0.6.6 installed with `pip install --target /tmp/dpl_site diffprivlib==0.6.6`: appended
-# to sys.path (after site-packages, so NumPy / scikit-learn are the venv's, the same for all
-# three libraries).  It imports sklearn.tree._tree.DOUBLE / DTYPE, which scikit-learn 1.9 no
-# longer exports (its trees only; the PCA does not use them): the two names are restored.
-sys.path.append("/tmp/dpl_site")
-import sklearn.tree._tree as _sk_tree  # noqa: E402
+from _peers import import_diffprivlib
 
-for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-    if not hasattr(_sk_tree, _name):
-        setattr(_sk_tree, _name, _val)
-try:
-    import diffprivlib.models as dpl
-except ImportError as exc:  # pragma: no cover
-    print("diffprivlib unavailable:", exc)
-    dpl = None
+# diffprivlib 0.6.6 from /tmp/dpl_site (see _peers.py); None: the dpfast side runs alone
+_dpl = import_diffprivlib(required=False)
+dpl = _dpl.models if _dpl else None
 
 QUICK = "--quick" in sys.argv
 SEEDS = range(3 if QUICK else 10)

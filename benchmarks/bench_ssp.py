@@ -5,8 +5,8 @@ on scikit-learn's diabetes data scaled to the bounds; then fit time at 10^6 rows
 Run:  PYTHONPATH=.:/tmp/dpl_ssp DPFAST_NUM_THREADS=1 python benchmarks/bench_ssp.py
 (/tmp/dpl_ssp: diffprivlib 0.6.6 alone, ``pip install --target /tmp/dpl_site diffprivlib==0.6.6``
 then only its ``diffprivlib`` folder copied; it runs on the venv's scikit-learn 1.9 after the shim
-below, which gives sklearn.tree._tree the dtype constants diffprivlib's forest module imports --
-unused by its LinearRegression.)
+of _peers.py, which gives sklearn.tree._tree the dtype constants diffprivlib's forest module
+imports -- unused by its LinearRegression.)
 
 Data: features standardised, then divided by the largest row norm (||x|| <= 1 = norm_bound),
 y centred and divided by max |y| (|y| <= 1 = label_bound); 80/20 split drawn per seed.  MSE on
@@ -20,20 +20,15 @@ import time
 import warnings
 
 import numpy as np
-import sklearn.tree._tree as _tree
+from sklearn.datasets import load_diabetes
+from sklearn.linear_model import LinearRegression as OLS
 
-for _k, _v in {"DOUBLE": np.float64, "DTYPE": np.float32, "NODE_DTYPE": np.dtype([("x", np.float64)])}.items():
-    setattr(_tree, _k, getattr(_tree, _k, _v))
+from dpfast.linear_model import LinearRegression
 
-from sklearn.datasets import load_diabetes  # noqa: E402
-from sklearn.linear_model import LinearRegression as OLS  # noqa: E402
+from _peers import import_diffprivlib
 
-from dpfast.linear_model import LinearRegression  # noqa: E402
-
-try:
-    from diffprivlib.models import LinearRegression as DplLR
-except ImportError:  # pragma: no cover
-    DplLR = None
+_dpl = import_diffprivlib(required=False)
+DplLR = _dpl.models.LinearRegression if _dpl else None
 
 EPSILONS = (0.1, 1.0, 10.0)
 SEEDS = range(10)

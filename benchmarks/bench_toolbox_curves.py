@@ -12,7 +12,7 @@ families' lines are copied through byte for byte.
 
 diffprivlib 0.6.6 (``pip install --target /tmp/dpl_site diffprivlib==0.6.6``) is appended to
 ``sys.path`` (after the venv's site-packages, so the venv's scikit-learn and NumPy win); its
-forest module imports dtype constants newer scikit-learn no longer exports, supplied here for the
+forest module imports dtype constants newer scikit-learn no longer exports, supplied by _peers.py for the
 import only (unused by the models run).
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 
+from _peers import import_diffprivlib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -34,16 +36,8 @@ def main():
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--families", default=None, help="comma-separated; default: every family")
     args = p.parse_args()
-    sys.path.append(args.dpl)
+    diffprivlib = import_diffprivlib(args.dpl)
     sys.path.insert(0, os.path.join(HERE, os.pardir, "examples"))
-    import sklearn.tree._tree as _tree
-
-    for k, v in {"DOUBLE": np.float64, "DTYPE": np.float32, "NODE_DTYPE": np.dtype([("x", np.float64)])}.items():
-        setattr(_tree, k, getattr(_tree, k, v))
-    import diffprivlib
-    import diffprivlib.models  # noqa: F401
-    import diffprivlib.tools  # noqa: F401
-
     import dpfast
 
     import _toolbox

@@ -14,7 +14,6 @@ Accuracy (1-D): mean absolute error vs NumPy over 10 seeds, at eps 0.1, 1, 10.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
 
@@ -22,20 +21,10 @@ import numpy as np
 
 import dpfast.tools as T
 
-sys.path.append("/tmp/dpl_site")
-try:
-    # diffprivlib/__init__ imports its models, which fail against this scikit-learn
-    # (sklearn.tree._tree.DOUBLE is gone); diffprivlib.tools needs none of them, so the package is
-    # entered as a bare namespace and only its tools (mechanisms, accountant, validation) load
-    import importlib.util
-    import types
-    _spec = importlib.util.find_spec("diffprivlib")
-    _pkg = types.ModuleType("diffprivlib")
-    _pkg.__path__ = list(_spec.submodule_search_locations)
-    sys.modules["diffprivlib"] = _pkg
-    import diffprivlib.tools as D
-except (ImportError, TypeError):  # pragma: no cover
-    D = None
+from _peers import import_diffprivlib
+
+_dpl = import_diffprivlib(required=False)  # diffprivlib 0.6.6 from /tmp/dpl_site (see _peers.py)
+D = _dpl.tools if _dpl else None
 
 warnings.simplefilter("ignore")
 N = 10**6

@@ -28,6 +28,8 @@ from dpfast.datasets import load_adult
 from dpfast.ensemble import RandomForestClassifier
 from dpfast.tree import DecisionTreeClassifier
 
+from _peers import import_diffprivlib
+
 p = argparse.ArgumentParser()
 p.add_argument("--dpl", default="/tmp/dpl_site")
 p.add_argument("--seeds", type=int, default=10)
@@ -36,16 +38,8 @@ p.add_argument("--skip-accuracy", action="store_true")
 p.add_argument("--skip-speed", action="store_true")
 p.add_argument("--datasets", default="adult,breast-cancer,digits,wine")
 args = p.parse_args()
-sys.path.append(args.dpl)
-import sklearn.tree._tree as _tree  # noqa: E402
-
-# diffprivlib 0.6.6's forest module imports names that newer scikit-learn no longer exports;
-# supply them for the import (its trees store float64 thresholds and values)
-for _name, _val in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-    if not hasattr(_tree, _name):
-        setattr(_tree, _name, _val)
-import diffprivlib  # noqa: E402
-from diffprivlib.models import DecisionTreeClassifier as DplTree, RandomForestClassifier as DplRF  # noqa: E402
+diffprivlib = import_diffprivlib(args.dpl)
+DplTree, DplRF = diffprivlib.models.DecisionTreeClassifier, diffprivlib.models.RandomForestClassifier
 
 warnings.filterwarnings("ignore")
 

@@ -239,3 +239,35 @@ def plot(ax, family, ours, theirs, source, *, log_y=False, baseline=None, baseli
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"diffprivlib: {source}", fontsize=7)
+
+
+def compare(ax, family: str, seeds, **plot_kw):
+    """dpfast's curve (computed now) and diffprivlib's (:func:`diffprivlib_curve`) of ``family``,
+    drawn on ``ax`` by :func:`plot`: (ours, theirs, source)."""
+    import dpfast
+
+    ours = curve(family, dpfast, seeds)
+    theirs, source = diffprivlib_curve(family, seeds)
+    plot(ax, family, ours, theirs, source, **plot_kw)
+    return ours, theirs, source
+
+
+def one_panel(family: str, title: str, seeds, **plot_kw):
+    """The figure of a one-panel toolbox example (:func:`compare` on one axis, ``title`` above),
+    written as ``toolbox_<family>`` by ``_common.save``: (ours, theirs)."""
+    import matplotlib.pyplot as plt
+
+    from _common import save
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ours, theirs, _ = compare(ax, family, seeds, **plot_kw)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, "toolbox_" + family)
+    return ours, theirs
+
+
+def print_medians(ours, theirs, fmt: str = ".3f", fmt_theirs: str | None = None, label: str = ""):
+    """One line per epsilon: the median over seeds of dpfast's and diffprivlib's values."""
+    for e, a, b in zip(EPSILONS, np.median(ours, axis=1), np.median(theirs, axis=1)):
+        print(f"{label}epsilon {e:5.1f}: dpfast {a:{fmt}}  diffprivlib {b:{fmt_theirs or fmt}}")

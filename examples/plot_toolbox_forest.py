@@ -49,10 +49,8 @@ by ``benchmarks/bench_toolbox_curves.py`` with diffprivlib 0.6.6): the small tit
 import matplotlib.pyplot as plt
 import numpy as np
 
-import dpfast
-
 from _common import save, size
-from _toolbox import EPSILONS, curve, diffprivlib_curve, forest_sizes, nonprivate_forest_score, plot
+from _toolbox import EPSILONS, compare, forest_sizes, nonprivate_forest_score
 
 seeds = range(size(5, 10))
 base = nonprivate_forest_score()
@@ -60,9 +58,8 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
 medians = {}
 for ax, family, title in zip(axes, ("forest", "tree"), ("RandomForestClassifier (defaults)",
                                                         "DecisionTreeClassifier (max_depth=5)")):
-    ours = curve(family, dpfast, seeds)
-    theirs, source = diffprivlib_curve(family, seeds)
-    plot(ax, family, ours, theirs, source, baseline=base, baseline_label="non-private forest (scikit-learn)")
+    ours, theirs, source = compare(ax, family, seeds, baseline=base,
+                                   baseline_label="non-private forest (scikit-learn)")
     ax.set_title(f"{title}\ndiffprivlib: {source}", fontsize=7)
     medians[family] = np.median(ours, axis=1), np.median(theirs, axis=1)
 fig.suptitle("Random trees on digits (10 classes)")

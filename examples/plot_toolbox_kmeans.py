@@ -13,25 +13,12 @@ when the documentation is built; diffprivlib's too when ``import diffprivlib`` w
 it is read from ``benchmarks/results/toolbox_curves.csv`` (made by
 ``benchmarks/bench_toolbox_curves.py`` with diffprivlib 0.6.6): the small title says which.
 """
-import matplotlib.pyplot as plt
-import numpy as np
+from _common import size
+from _toolbox import one_panel, print_medians
 
-import dpfast
-
-from _common import save, size
-from _toolbox import EPSILONS, curve, diffprivlib_curve, plot
-
-seeds = range(size(5, 10))
-ours = curve("kmeans", dpfast, seeds)
-theirs, source = diffprivlib_curve("kmeans", seeds)
-
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
-plot(ax, "kmeans", ours, theirs, source, log_y=True, baseline=1.0, baseline_label="non-private k-means")
-fig.suptitle("KMeans on four blobs (k = 4)")
-fig.tight_layout()
-save(fig, "toolbox_kmeans")
+ours, theirs = one_panel("kmeans", "KMeans on four blobs (k = 4)", range(size(5, 10)), log_y=True, baseline=1.0,
+                         baseline_label="non-private k-means")
 
 # %%
 # Median inertia ratio per epsilon (dpfast, diffprivlib):
-for e, a, b in zip(EPSILONS, np.median(ours, axis=1), np.median(theirs, axis=1)):
-    print(f"epsilon {e:5.1f}: dpfast {a:.3f}  diffprivlib {b:.3f}")
+print_medians(ours, theirs)

@@ -15,25 +15,12 @@ it is read from ``benchmarks/results/toolbox_curves.csv`` (made by
 ``benchmarks/bench_toolbox_curves.py`` with diffprivlib 0.6.6): the small title above the plot
 says which.
 """
-import matplotlib.pyplot as plt
-import numpy as np
+from _common import size
+from _toolbox import one_panel, print_medians
 
-import dpfast
-
-from _common import save, size
-from _toolbox import EPSILONS, curve, diffprivlib_curve, plot
-
-seeds = range(size(5, 10))
-ours = curve("naive_bayes", dpfast, seeds)
-theirs, source = diffprivlib_curve("naive_bayes", seeds)
-
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
-plot(ax, "naive_bayes", ours, theirs, source, baseline=0.924, baseline_label="non-private GaussianNB")
-fig.suptitle("GaussianNB on breast cancer")
-fig.tight_layout()
-save(fig, "toolbox_naive_bayes")
+ours, theirs = one_panel("naive_bayes", "GaussianNB on breast cancer", range(size(5, 10)), baseline=0.924,
+                         baseline_label="non-private GaussianNB")
 
 # %%
 # Median test accuracy per epsilon (dpfast, diffprivlib):
-for e, a, b in zip(EPSILONS, np.median(ours, axis=1), np.median(theirs, axis=1)):
-    print(f"epsilon {e:5.1f}: dpfast {a:.3f}  diffprivlib {b:.3f}")
+print_medians(ours, theirs)

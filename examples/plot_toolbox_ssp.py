@@ -16,25 +16,12 @@ when the documentation is built; diffprivlib's too when ``import diffprivlib`` w
 it is read from ``benchmarks/results/toolbox_curves.csv`` (made by
 ``benchmarks/bench_toolbox_curves.py`` with diffprivlib 0.6.6): the small title says which.
 """
-import matplotlib.pyplot as plt
-import numpy as np
+from _common import size
+from _toolbox import one_panel, print_medians
 
-import dpfast
-
-from _common import save, size
-from _toolbox import EPSILONS, curve, diffprivlib_curve, plot
-
-seeds = range(size(5, 10))
-ours = curve("ssp", dpfast, seeds)
-theirs, source = diffprivlib_curve("ssp", seeds)
-
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
-plot(ax, "ssp", ours, theirs, source, log_y=True, baseline=0.085, baseline_label="OLS (non-private)")
-fig.suptitle("Least squares on diabetes")
-fig.tight_layout()
-save(fig, "toolbox_ssp")
+ours, theirs = one_panel("ssp", "Least squares on diabetes", range(size(5, 10)), log_y=True, baseline=0.085,
+                         baseline_label="OLS (non-private)")
 
 # %%
 # Median test MSE per epsilon (dpfast, diffprivlib):
-for e, a, b in zip(EPSILONS, np.median(ours, axis=1), np.median(theirs, axis=1)):
-    print(f"epsilon {e:5.1f}: dpfast {a:.4f}  diffprivlib {b:.4g}")
+print_medians(ours, theirs, ".4f", ".4g")

@@ -21,27 +21,20 @@ they are read from ``benchmarks/results/toolbox_curves.csv`` (made by
 ``benchmarks/bench_toolbox_curves.py`` with diffprivlib 0.6.6): the small titles say which.
 """
 import matplotlib.pyplot as plt
-import numpy as np
-
-import dpfast
 
 from _common import save, size
-from _toolbox import EPSILONS, curve, diffprivlib_curve, plot
+from _toolbox import compare, print_medians
 
 seeds = range(size(5, 10))
 fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.0))
 table = {}
 for ax, fam in zip(axes, ("tools_mean", "tools_var")):
-    ours = curve(fam, dpfast, seeds)
-    theirs, source = diffprivlib_curve(fam, seeds)
-    plot(ax, fam, ours, theirs, source, log_y=True)
-    table[fam] = (np.median(ours, axis=1), np.median(theirs, axis=1))
+    table[fam] = compare(ax, fam, seeds, log_y=True)[:2]
 fig.suptitle("dpfast.tools.mean / var vs diffprivlib.tools (n = 2000)")
 fig.tight_layout()
 save(fig, "toolbox_tools")
 
 # %%
 # Median absolute error per epsilon (dpfast, diffprivlib):
-for fam, (a, b) in table.items():
-    for e, x, y in zip(EPSILONS, a, b):
-        print(f"{fam:10s} epsilon {e:5.1f}: dpfast {x:.2e}  diffprivlib {y:.2e}")
+for fam, (ours, theirs) in table.items():
+    print_medians(ours, theirs, ".2e", label=f"{fam:10s} ")

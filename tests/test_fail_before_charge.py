@@ -665,8 +665,21 @@ def _torch_engine(bad: str, **kw):
 
         from dpfast.torch import PrivacyEngine
         model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)) if bad == "batchnorm" else \
-            nn.Linear(2, 2, device="meta") if bad == "meta" else nn.Linear(2, 2)
-        loader = DataLoader(TensorDataset(torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)), batch_size=4)
+            nn.Linear(2, 2, device="meta") if bad == "meta" else \
+            nn.Sequential(nn.Embedding(4, 2, max_norm=1.0), nn.Flatten()) if bad == "maxnorm" else nn.Linear(2, 2)
+        ds = TensorDataset(torch.zeros(8, 2), torch.zeros(8, dtype=torch.long))
+        if bad == "iterable":
+            class _Iterable(torch.utils.data.IterableDataset):
+                def __len__(self):
+                    return 8
+
+                def __iter__(self):
+                    return iter(ds)
+            loader = DataLoader(_Iterable(), batch_size=4)
+        elif bad == "subset":
+            loader = DataLoader(ds, batch_size=4, sampler=torch.utils.data.SubsetRandomSampler(range(4)))
+        else:
+            loader = DataLoader(ds, batch_size=4)
         args = dict(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=loader,
                     noise_multiplier=1.0, max_grad_norm=1.0, epochs=1)
         args.update(kw)
@@ -688,6 +701,9 @@ if HAS_TORCH:
         Case("PrivacyEngine", "per-layer clipping (not implemented)",
              _torch_engine("", clipping="per_layer", max_grad_norm=[1.0, 1.0]), exc=(NotImplementedError,)),
         Case("PrivacyEngine", "a module on the meta device", _torch_engine("meta")),
+        Case("PrivacyEngine", "an IterableDataset", _torch_engine("iterable")),
+        Case("PrivacyEngine", "an Embedding with max_norm", _torch_engine("maxnorm")),
+        Case("PrivacyEngine", "a sampler selecting examples", _torch_engine("subset")),
         Case("PrivacyEngine", "target_delta 1 (make_private_with_epsilon)",
              _torch_engine("epsilon", target_epsilon=1.0, target_delta=1.0)),
         Case("PrivacyEngine", "target_epsilon unreachable (make_private_with_epsilon)",

@@ -55,6 +55,7 @@ __all__ = [
     "calibrate_parameter",
     "calibrate_noise_multiplier",
     "accountant_gaussian_multiplier",
+    "certified_gaussian_multiplier",
 ]
 
 # Array arguments of the broadcasting functions: a float (numpy's float64 included) gives a float,
@@ -498,19 +499,45 @@ def calibrate_parameter(make_event: Callable[[float], DpEvent], epsilon: float, 
     return _solve(eps_of, e, check_real(start, "start", allow_nan=False), rtol, lo_factor, lo, hi)
 
 
+def certified_gaussian_multiplier(epsilon: float, delta: float, sensitivity: float = 1.0,
+                                  accountant: str = "pld", hi: float = SIGMA_MAX) -> float:
+    """Smallest noise multiplier z in [z0, ``hi``] (to relative 1e-9) for which one
+    ``Gaussian(z, sensitivity)`` is (epsilon, delta)-DP by ``accountant`` (``"pld"``, ``"rdp"``),
+    verified by it: the one Gaussian multiplier search of the package.
+
+    z0 is the analytic Gaussian's multiplier (Balle & Wang 2018, Theorem 8), exact, so no valid z
+    lies below it and the accountants' (upper-bound) epsilons only ask for more.  First trial:
+    z0 (1 + 1e-9), one evaluation (the PLD accountant's pessimistic grid adds ~1e-12 to epsilon
+    there, so it usually passes); otherwise :func:`calibrate_parameter`
+    (:func:`dpfast._safe_root.safe_root`) searches [z0, hi] from z0.  Raises ValueError where the
+    accountant cannot evaluate the event at z0 (a privacy-loss range too wide for its grid) or
+    certifies no z up to ``hi``."""
+    z0 = float(gaussian_sigma(epsilon, delta, sensitivity)) / sensitivity
+
+    def make(z: float) -> DpEvent:
+        return Gaussian(noise_multiplier=z, sensitivity=sensitivity)
+
+    z_try = z0 * (1.0 + 1e-9)
+    with warnings.catch_warnings():  # a trial on a coarsened grid is still an upper bound
+        warnings.simplefilter("ignore", GridCoarsenedWarning)
+        if make_accountant(accountant).compose(make(z_try)).get_epsilon(delta) <= epsilon:
+            return z_try
+    return float(calibrate_parameter(make, epsilon, delta, accountant, lo=z0, hi=hi, start=z0, rtol=1e-9))
+
+
 @functools.lru_cache(maxsize=128)
 def accountant_gaussian_multiplier(epsilon: float, delta: float, sensitivity: float,
                                    accountant: str = "pld") -> tuple[float, float, Optional[str]]:
     """(noise multiplier, epsilon_, accountant_) of one Gaussian of l2 ``sensitivity`` at
-    (epsilon, delta): the smallest multiplier (to 1e-9) that ``accountant`` finds (epsilon, delta)-DP,
-    searched from the analytic one (Balle & Wang 2018, Thm. 8), which the accountant's discretised
-    bound puts a hair above epsilon, and the accountant's epsilon for it.  Where the accountant
-    cannot discretise the event at all (a multiplier ~1e-3, epsilon ~1e5): the analytic
-    multiplier, ``epsilon`` and no accountant.  Cached: public parameters only."""
+    (epsilon, delta): the smallest multiplier (to 1e-9) that ``accountant`` finds (epsilon, delta)-DP
+    in [z0, 2 z0], z0 the analytic one (Balle & Wang 2018, Thm. 8), which the accountant's
+    discretised bound puts a hair above epsilon (:func:`certified_gaussian_multiplier`), and the
+    accountant's epsilon for it.  Where the accountant certifies none there (it cannot discretise
+    the event at all: a multiplier ~1e-3, epsilon ~1e3): the analytic multiplier, ``epsilon`` and
+    no accountant.  Cached: public parameters only."""
     z0 = float(gaussian_sigma(epsilon, delta, sensitivity)) / sensitivity
     try:
-        z = float(calibrate_parameter(lambda z: Gaussian(noise_multiplier=z, sensitivity=sensitivity),
-                                      epsilon, delta, accountant, lo=z0, hi=2.0 * z0, start=z0, rtol=1e-9))
+        z = certified_gaussian_multiplier(epsilon, delta, sensitivity, accountant, hi=2.0 * z0)
     except ValueError:
         return z0, epsilon, None
     event = Gaussian(noise_multiplier=z, sensitivity=sensitivity)

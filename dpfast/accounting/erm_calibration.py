@@ -40,10 +40,10 @@ from dpfast.accounting import (
     DpEvent,
     Gaussian,
     SelfComposed,
-    calibrate_parameter as calibrate_noise,
     make_accountant,
     objective_perturbation as op,
 )
+from dpfast.accounting.calibration import certified_gaussian_multiplier
 from dpfast.accounting.rdp import DEFAULT_ORDERS
 from dpfast.calibrate import gaussian_sigma
 
@@ -474,25 +474,15 @@ def calibrate_objective(
 def gaussian_multiplier(epsilon: float, delta: float, count: int, accountant: str) -> tuple[float, str]:
     """(z, which): the noise multiplier for which ``count`` Gaussian releases, one
     ``Gaussian(z, sqrt(count))`` event, are (epsilon, delta)-DP by the accountant (``"best"``: the
-    smaller z of the two), verified by that accountant.
-
-    The analytic Gaussian's multiplier z_a (Balle & Wang 2018) is exact, so no valid z lies below
-    it and the accountants' (upper-bound) epsilons only ask for more: the PLD accountant is tried
-    first at z_a (1 + 1e-9) (one evaluation; its pessimistic grid adds ~1e-12 to epsilon there),
-    and otherwise -- and for RDP -- z is searched by :func:`dpfast.accounting.calibrate`
-    (:func:`dpfast._safe_root.safe_root`, relative 1e-9) from z_a."""
+    smaller z of the two that certify one), verified by that accountant: z is
+    :func:`dpfast.accounting.calibration.certified_gaussian_multiplier` (the smallest to relative
+    1e-9 from the analytic Gaussian's multiplier of Balle & Wang 2018, up to 1e8)."""
     root = math.sqrt(count)
-    z_a = float(gaussian_sigma(epsilon, delta, 1.0))
-    make = lambda z: Gaussian(z, sensitivity=root)
     names = ("pld", "rdp") if accountant == "best" else (accountant,)
     found = []
     for name in names:
-        z_try = z_a * (1.0 + 1e-9)
-        if name == "pld" and event_epsilon(make(z_try), delta, name) <= epsilon:
-            found.append((z_try, name))
-            continue
         try:
-            found.append((calibrate_noise(make, epsilon, delta, name, start=max(z_a, 1e-3), rtol=1e-9), name))
+            found.append((certified_gaussian_multiplier(epsilon, delta, root, name), name))
         except ValueError:
             continue
     if not found:

@@ -64,17 +64,22 @@ class RandomForestClassifier(RandomTreesClassifier):
     margin variance ``v / T + 4 T 4^D / (n~ epsilon')^2`` -- the random partition's share against
     the leaf noise's, with the partition variance ``v`` of a margin in [-1, 1] bounded by 1 -- that
     is ``T ~ n~ epsilon' / 2^(max_depth + 1)`` (per-tree ``rho = 2``), clipped to ``[1, 100]``
-    (``auto_n_trees``; attribute ``n_estimators_``).  It spends the same noisy count, so ``"auto"``
+    (``auto_n_trees``; attribute ``n_estimators_``).  A forest of labels (``"label"``, or ``"auto"``
+    picking it) is sized by its own model instead: a tree's vote is bounded, and the label noise
+    shrinks its mean, so ``T`` maximises the vote's signal-to-noise ratio ``T (1 - (K / 2) exp(-a /
+    T))^2``, ``a = n~ epsilon' (2/3)^max_depth`` the gap of a pure leaf holding the expected share
+    ``(2/3)^max_depth`` of the rows around a row (``auto_n_trees_label``; up to 4-5 trees where
+    ``"auto"`` picks labels at depth 5).  It spends the same noisy count, so ``"auto"``
     size with any leaf mechanism is ``PureDP(epsilon)`` too.  The derivations of the three rules
     are in :doc:`/theory/trees`; they assume the rows spread evenly over the leaves, the
     worst case for the noise, so on data that crowd into a few leaves the size is on the small
     side.
 
-    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 seeds,
+    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 and 150 seeds,
     ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size and
-    leaf) beat diffprivlib's forest on digits at every epsilon, on wine at 0.1 and 10 and on
-    breast-cancer at 1 and 10, and are below it on breast-cancer at 0.1 (one tree: 0.72 against
-    0.77).  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
+    leaf) beat diffprivlib's forest on digits and wine at every epsilon and on breast-cancer at 1
+    and 10, and are level with it on breast-cancer at 0.1 (150 seeds: 0.756 against 0.763, 0.7
+    standard errors); on Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
     on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
     two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
     ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /

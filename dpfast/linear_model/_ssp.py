@@ -46,7 +46,7 @@ def ssp_sensitivity(norm_bound: float, intercept: float, label_bound: float) -> 
 def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: str = "best"):
     """(event, sigma, accountant): the smallest Gaussian noise multiplier z (relative 1e-9) that the
     accountant certifies at (epsilon, delta) (the analytic Gaussian of Balle & Wang 2018 as the
-    starting point, :func:`dpfast.accounting.erm_calibration.gaussian_multiplier`); the event is
+    starting point, :func:`dpfast.accounting.calibration.certified_gaussian_multiplier`); the event is
     ``Gaussian(z, sensitivity)`` and the noise on every released coordinate is sigma = z sensitivity."""
     check_accountant(accountant)
     z, which = gaussian_multiplier(float(epsilon), float(delta), 1, accountant)

@@ -10,7 +10,8 @@
   property of the data's format).
 * :class:`BatchMemoryManager`: splits each logical (Poisson) batch into physical chunks of at most
   ``max_physical_batch_size`` examples and tells the optimizer to only accumulate on all but the
-  last, so the noise is added once per logical batch.
+  last, so the noise is added once per logical batch; a logical batch left unfinished (an
+  exception or a ``break`` between its chunks) is discarded, never added to the next one.
 
 Checkpointing: the sampler's ``state_dict`` holds the generator's state at the start of the
 current epoch and how many of its batches the optimizer has consumed; a resumed sampler replays
@@ -142,7 +143,17 @@ class DPDataLoader(DataLoader):
             kw.update(prefetch_factor=data_loader.prefetch_factor, persistent_workers=data_loader.persistent_workers)
         dl = cls(ds, batch_sampler=sampler, collate_fn=_EmptySafeCollate(ds, data_loader.collate_fn), **kw)
         dl.sample_rate = float(sample_rate)
+        dl.n_samples = n
         return dl
+
+    def __iter__(self):
+        # the sampling rate, the plan and the mean's divisor were fixed for n examples: a dataset that
+        # grew would never sample its new examples, one that shrank would index past its end
+        n = getattr(self, "n_samples", None)
+        if n is not None and len(self.dataset) != n:
+            raise RuntimeError(f"the dataset has {len(self.dataset)} examples, make_private saw {n}: the sampling "
+                               "rate and the plan were computed for its length then; make_private a new run")
+        return super().__iter__()
 
 
 def _batch_len(batch) -> int:
@@ -188,6 +199,14 @@ class BatchMemoryManager:
 
     def __exit__(self, *exc) -> None:
         self.optimizer.signal_skip_step(False)
+        self._discard_partial()
+
+    def _discard_partial(self) -> None:
+        # the clipped sum of a logical batch left unfinished (an exception or a break between its
+        # chunks, a last chunk without optimizer.step()) must not flow into the next logical batch:
+        # an example of both would count twice in one noisy sum (sensitivity 2C)
+        if getattr(self.optimizer, "_summed", None):
+            self.optimizer._summed = {}
 
     def __len__(self) -> int:
         return len(self.data_loader)
@@ -195,6 +214,7 @@ class BatchMemoryManager:
     def __iter__(self):
         m = self.max_physical_batch_size
         for batch in self.data_loader:
+            self._discard_partial()
             B = _batch_len(batch)
             starts = list(range(0, B, m)) or [0]
             for k, a in enumerate(starts):

@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 import dpfast.accounting as acc
 from dpfast import budget as _budget
@@ -157,6 +157,18 @@ class PrivacyEngine:
             raise ValueError("the optimizer has no parameter that requires grad")
         if not isinstance(data_loader, DataLoader):
             raise TypeError(f"data_loader must be a torch.utils.data.DataLoader, got {type(data_loader).__name__}")
+        if isinstance(data_loader.dataset, IterableDataset):
+            raise ValueError("data_loader's dataset is an IterableDataset: Poisson sampling needs a map-style dataset "
+                             "(indexable, with len())")
+        bsamp = data_loader.batch_sampler
+        if bsamp is None:
+            raise ValueError("data_loader needs a batch_size (the expected Poisson batch size)")
+        if type(bsamp) is not BatchSampler or type(bsamp.sampler) not in (SequentialSampler, RandomSampler):
+            what = type(bsamp.sampler if type(bsamp) is BatchSampler else bsamp).__name__
+            raise ValueError(f"data_loader's {what} would be replaced by Poisson sampling over the whole dataset: a "
+                             "sampler that selects or weights examples (SubsetRandomSampler, WeightedRandomSampler, "
+                             "DistributedSampler, a custom batch_sampler) would be silently ignored; give the examples "
+                             "to train on as the dataset (torch.utils.data.Subset) and a batch_size (shuffle or not)")
         try:
             n = len(data_loader.dataset)  # type: ignore[arg-type]
         except TypeError:
@@ -287,6 +299,19 @@ class PrivacyEngine:
                              "charged to a privacy budget")
         event = None if (z == 0 or plan is None) else acc.SelfComposed(_step_event(z, q), plan)
         rank, world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if distributed else (0, 1)
+        if distributed:
+            # every rank clips its share at its own C and divides by its own q n, and rank 0 alone adds
+            # noise at its own z: a rank configured otherwise (another C, dataset, batch size or plan) would
+            # void the accounted sensitivity; checked collectively, before the charge
+            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan], dtype=torch.float64)
+            lo, hi = mine.clone(), mine.clone()
+            torch.distributed.all_reduce(lo, op=torch.distributed.ReduceOp.MIN)
+            torch.distributed.all_reduce(hi, op=torch.distributed.ReduceOp.MAX)
+            if not torch.equal(lo, hi):
+                names = ("dataset length", "batch_size", "max_grad_norm", "noise_multiplier", "plan")
+                bad = [k for k, a, b in zip(names, lo.tolist(), hi.tolist()) if a != b]
+                raise ValueError(f"the ranks of the distributed run disagree on {', '.join(bad)}: every rank must "
+                                 "make_private with the same dataset and parameters")
         # the one charge, before any draw
         if event is not None:
             _budget.charge(b, event, label="dpfast.torch.PrivacyEngine")
@@ -379,13 +404,22 @@ class PrivacyEngine:
             raise RuntimeError("make_private first, with the run's parameters, then load_state_dict")
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ValueError("not a dpfast.torch PrivacyEngine state (format mismatch)")
+        if self.optimizer.steps:
+            # rolling a run back restores its noise stream: the steps taken since the saved state would be
+            # retaken with the same noise on other gradients (their difference is noise-free), uncharged
+            raise RuntimeError(f"this engine has taken {self.optimizer.steps} steps: load a saved state into a fresh "
+                               "engine (make_private, then load_state_dict); rolling a run back would retake its "
+                               "steps with the same noise")
         for k, mine in (("accountant", self.accountant_name), ("noise_multiplier", self.noise_multiplier),
                         ("max_grad_norm", self.max_grad_norm), ("sample_rate", self.sample_rate),
                         ("steps_per_epoch", self.steps_per_epoch)):
             if state.get(k) != mine:
                 raise ValueError(f"the saved run has {k}={state.get(k)!r}, this engine {mine!r}: resume with the same "
                                  "parameters")
-        steps = int(state["steps"])
+        steps = state.get("steps")
+        if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or int(steps) < 0:
+            raise ValueError(f"the saved run's step count must be an int >= 0, got {steps!r}")
+        steps = int(steps)
         if self.planned_steps is not None and steps > self.planned_steps:
             raise ValueError(f"the saved run took {steps} steps, beyond this engine's plan of {self.planned_steps}")
         self.optimizer.steps = steps

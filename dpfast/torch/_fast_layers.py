@@ -29,6 +29,22 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
 * ``nn.Conv1d``/``nn.Conv2d``: the input is padded (zeros, reflect, replicate or circular; integer,
   ``"same"`` or ``"valid"`` padding) and unfolded (im2col), which makes each group of the
   convolution a ``Linear`` with T = the number of output positions; norms add over groups.
+  When the B per-sample weight gradients fit ``_KEEP_ELEMENTS`` (2^23), they are materialised
+  by one batched GEMM w_i = G_i U_i^T (groups = 1: on a channels-last unfold, so w_i comes out
+  (C_out, k_h, k_w, C_in)) -- B T d_in d_out multiply-adds, what the ordinary weight gradient
+  costs -- and KEPT for the clipped sum, which becomes sum_i f_i w_i (a GEMV over the samples,
+  the samples with f_i = 0 left out), so no weight-gradient convolution runs at all; the norm is
+  bounded for the exact gradient and for the computed w_hat_i alike: (||w_hat_i||_ub + Delta_i)^2,
+  ||w_hat_i|| from dpfast's native row-norm kernel (float64 accumulation on w_hat's memory, the
+  rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
+  of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
+  that are summed.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
+  within gamma32_T sqrt(T) ||G_i||_F of exact; else float64).  Larger layers: the
+  cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
+  and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
+  the clipped-sum call by identity and autograd version counters of the input and output
+  gradient; the unfold and the per-sample gradients live in per-module workspaces reused across
+  steps (a fresh multi-megabyte buffer costs its page faults every step).
 * ``nn.Embedding``: the per-sample gradient has row v = sum_{t: x_t = v} g_t (positions at
   ``padding_idx`` contribute nothing).  Short sequences use the index-equality Gram
   sum_{s,t} [x_s = x_t] <g_s, g_t>; long ones add the rows by (sample, index) key (``unique``
@@ -40,7 +56,8 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
 The clipped sums are "book-keeping" (Bu, Wang, Zha, Karypis 2023, "Differentially private
 optimization on large model at small cost", ICML): the output gradients are scaled by the clip
 factors and the layer's ordinary weight gradient is formed once from the kept activations --
-one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions,
+one matmul for ``Linear`` ((f * G)^T A), torch's convolution weight-gradient for the convolutions
+whose per-sample gradients are not kept (a weighted sum of the kept ones otherwise, above),
 ``index_add`` for ``Embedding`` -- with no second backward pass and no per-sample gradients.  They
 are computed in the parameter's dtype (LayerNorm: float64, then cast).  Everything runs under
 ``torch.no_grad()``: the results are plain tensors outside any autograd graph.
@@ -119,7 +136,8 @@ inner product is within gamma32_n |x|^T |y| + n eta_32 of the exact one, eta_32 
 
 The float32 bound is looser: its slack is of order (d_in + d_out) u_32 R^2 (Gram) or
 2 gamma32_T ||A||_F ||G||_F ||w|| (materialised), i.e. 1e-5 to 1e-3 relative on the squared norm
-(measured 3e-4 to 7e-4 on the benchmark CNN's two convolutions, batch 256): clipping slightly more
+(measured 3e-4 and 1.5e-5 on the benchmark CNN's two convolutions, batch 256, materialised; 7e-4 for
+the second in the Gram form): clipping slightly more
 than exact, never less.  It is about twice as fast as the float64 path.
 
 Tightness: the slack is 3 n u R^2 (Gram) or about 2 Delta ||w|| + 3 m u ||w||^2 (materialised),
@@ -131,6 +149,7 @@ inputs give non-finite norms (the engine then clips that sample to zero).
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -488,42 +507,232 @@ def _float32_ok(*tensors: torch.Tensor) -> bool:
     return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
 
 
+class _Kept(NamedTuple):
+    """A convolution's materialised per-sample weight gradients, kept by ``conv_norm_sq`` for the
+    ``conv_clipped_sum`` of the same call (same tensors, unmodified: checked by identity and
+    autograd version counters)."""
+
+    x: torch.Tensor
+    x_version: int
+    g: torch.Tensor
+    g_version: int
+    w: Optional[torch.Tensor]  # (B, P): the per-sample weight gradients as computed (None: not kept)
+    shape: Optional[tuple]  # (C_out, k_h, k_w, C_in): the layout of one (groups = 1); None: the weight's
+    bias: Optional[torch.Tensor]  # (B, C_out): the per-sample bias gradients as computed
+
+
+#: per convolution module, the per-sample weight gradients of its last ``conv_norm_sq`` (one entry
+#: per module, replaced by the next call, dropped by ``conv_clipped_sum``)
+_KEPT: "weakref.WeakKeyDictionary[nn.Module, _Kept]" = weakref.WeakKeyDictionary()
+#: Budget (elements) of the kept per-sample weight gradients of one convolution: 2^23 (32 MiB in
+#: float32).  Within it the weight gradients are materialised and reused by the clipped sum
+#: (which then costs one weighted sum over the samples instead of a weight-gradient GEMM).
+_KEEP_ELEMENTS = 1 << 23
+#: per convolution module, its scratch buffers (``_workspace``)
+_WORK: "weakref.WeakKeyDictionary[nn.Module, Dict[str, torch.Tensor]]" = weakref.WeakKeyDictionary()
+
+
+def _conv_method(method: Optional[str], b: int, t: int, d_in: int, d_out: int, groups: int) -> Tuple[str, bool]:
+    """(method, keep).  Materialise and keep when the B per-sample weight gradients fit
+    ``_KEEP_ELEMENTS``: forming them (B T d_in d_out multiply-adds) costs what the clipped sum's
+    weight-gradient GEMM costs, and they make that GEMM unnecessary, so this is never more work
+    than the ghost norm (which adds T^2 (d_in + d_out) per sample to that GEMM).  Larger layers:
+    the cheaper norm form (Gram when T (d_in + d_out) < d_in d_out, the rule of ghost clipping:
+    Li et al. 2022, Sec. 4; Bu et al. 2023) in chunks, and the clipped sum by torch's
+    weight-gradient convolution."""
+    keep_fits = b * groups * d_in * d_out <= _KEEP_ELEMENTS
+    if method is None:
+        if keep_fits:
+            return "materialise", True
+        method = "gram" if t * (d_in + d_out) < d_in * d_out else "materialise"
+    if method not in ("gram", "materialise"):
+        raise ValueError(f"unknown method {method!r}")
+    return method, method == "materialise" and keep_fits
+
+
+def _workspace(m: nn.Module, name: str, shape: tuple, dtype: torch.dtype, device) -> torch.Tensor:
+    """A per-module scratch tensor of ``shape``, reused from step to step (a fresh multi-megabyte
+    buffer each step costs its page faults, about as much as filling it), with a quarter to spare
+    for the next Poisson batch."""
+    n = math.prod(shape)
+    ws = _WORK.setdefault(m, {})
+    buf = ws.get(name)
+    if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
+        buf = torch.empty(n + n // 4, dtype=dtype, device=device)
+        ws[name] = buf
+    return buf[:n].view(shape)
+
+
+def _im2col_cl(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple) -> torch.Tensor:
+    """The unfolded input transposed and in (k_h, k_w, C) order: (B, L, k_h k_w C), contiguous (a
+    workspace of ``m``), the same values as ``_im2col`` (exact copies).  Read from a channels-last
+    copy of the padded input, so the copy moves runs of k_w C contiguous values; the batched GEMM
+    G_i U_i^T reads it without a copy.  The per-sample gradients come out as (C_out, k_h, k_w, C)."""
+    b, c = xp.shape[:2]
+    span = tuple(di * (ki - 1) + 1 for ki, di in zip(k, d))
+    xc = xp.permute(0, 2, 3, 1)
+    if c > 1:
+        xc = xc.contiguous()  # (B, H, W, C)
+    w = xc.unfold(1, span[0], s[0]).unfold(2, span[1], s[1])  # (B, oh, ow, C, span_h, span_w)
+    if d != (1, 1):
+        w = w[..., ::d[0], ::d[1]]
+    w = w.permute(0, 1, 2, 4, 5, 3)  # (B, oh, ow, k_h, k_w, C)
+    out = _workspace(m, "unfolded", tuple(w.shape), xp.dtype, xp.device)
+    out.copy_(w)
+    return out.view(b, w.shape[1] * w.shape[2], c * k[0] * k[1])
+
+
+def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+    """Certified upper bound (float64, (B,)) of the squared norm of each sample's weight gradient,
+    exact AND as computed, and the computed per-sample weight gradients w_hat (B, P) with the shape
+    of one, P = C_out C_in/groups k_h k_w: w_hat_i = G_i U_i^T per group by one batched GEMM
+    (float32 when ``use32``, else float64 from exactly converted inputs).  groups = 1: w_hat is
+    laid out (C_out, k_h, k_w, C_in) (``_im2col_cl``; that shape is returned), else as the
+    weight (None).
+
+    ||w_hat_i|| comes from dpfast's native row-norm kernel on w_hat's memory (float64
+    accumulation: :func:`_row_norms_upper`), ||w_hat_i - w_i|| <= Delta_i as in the materialised
+    forms of the module docstring, summed over groups by Cauchy-Schwarz (sum_j ||U_ij|| ||G_ij||
+    <= ||U_i||_F ||G_i||_F), and the result is (||w_hat_i||_ub + Delta_i)^2, inflated: at least
+    ||w_i||^2 (the exact gradient) and ||w_hat_i||^2 (what the clipped sum adds up).
+
+    ``bias``: the bias's per-sample gradients b_hat_i = sum_t g_t too (in the same precision), and
+    its bound added (the bound of :func:`_sum_positions_norm_sq`, for b_i and b_hat_i alike); the
+    fourth result is b_hat (B, C_out), else None."""
+    b = x.shape[0]
+    groups = m.groups
+    xp, k, s, d = _conv_padded(m, x)
+    length = g2.shape[2]
+    if use32 and max(length * xp.shape[1] * math.prod(k), g2.shape[1] * length) * _U32 >= 0.01:
+        use32 = False  # too many terms for the float32 bounds (n u_32 >= 0.01)
+    dt = torch.float32 if use32 else _F64
+    xp = xp.to(dt)
+    g = g2.to(dt)
+    c_in = xp.shape[1]
+    if groups == 1:
+        ut = _im2col_cl(m, xp, k, s, d)  # (B, L, k_h k_w C_in)
+        w = _workspace(m, "per_sample", (b, g.shape[1], ut.shape[2]), dt, g.device)
+        torch.bmm(g, ut, out=w)  # (B, C_out, k_h k_w C_in)
+        a_rows = ut
+        shape = (g.shape[1], k[0], k[1], c_in)
+    else:
+        u = _im2col(xp, k, s, d)  # (B, C_in k, L)
+        w = torch.bmm(g.reshape(b * groups, -1, length), u.reshape(b * groups, -1, length).transpose(1, 2))
+        a_rows = u
+        shape = None  # the weight's layout
+    w = w.reshape(b, -1)
+    p = w.shape[1]
+    n_a = a_rows.shape[1] * a_rows.shape[2]  # T C_in k_h k_w: the entries of U_i
+    n_g = g.shape[1] * length
+    c_out = g.shape[1]
+    if use32:
+        fa = (_frob_sq(a_rows).to(_F64) + n_a * _ETA32) / (1.0 - _gamma32(n_a))
+        fg = (_frob_sq(g).to(_F64) + n_g * _ETA32) / (1.0 - _gamma32(n_g))
+        delta = _gamma32(length) * torch.sqrt(fa * fg) + math.sqrt(p) * length * _ETA32
+        delta_ops = 16
+        # the bias: b_hat = the float32 sums over the T positions, each within gamma32_T sum_t |g_t|
+        # (additions do not underflow), so ||b_hat - b|| <= gamma32_T sqrt(T) ||G_i||_F
+        delta_b = _gamma32(length) * torch.sqrt(length * fg) if bias else None
+        ops_b = 16
+    else:
+        fg = _frob_sq(g)
+        delta = _gamma(length) * torch.sqrt(_frob_sq(a_rows) * fg)
+        delta_ops = max(n_a, n_g) + 4
+        delta_b = _gamma(length) * torch.sqrt(length * fg) if bias else None  # _sum_positions_norm_sq
+        ops_b = length * c_out + 4
+    bound = _rows_upper(w, delta, delta_ops)
+    b_hat = None
+    if delta_b is not None:
+        b_hat = g.sum(dim=2)  # (B, C_out)
+        bound_b = _rows_upper(b_hat, delta_b, ops_b)
+        bound = (bound + bound_b) * (1.0 + 8.0 * _U)
+    return bound, w, shape, b_hat
+
+
+def _rows_upper(rows: torch.Tensor, delta: torch.Tensor, delta_ops: int) -> torch.Tensor:
+    """Upper bound of max(||w_hat_i||, ||w_i||)^2 for the rows w_hat_i of ``rows`` (B, P) with
+    ||w_hat_i - w_i|| <= Delta_i (``delta``, computed in at most ``delta_ops`` operations):
+    (||w_hat_i||_ub + Delta_i)^2 inflated, ||w_hat_i||_ub from dpfast's native row-norm kernel
+    (CPU float32/float64), else from the float64 sum of squares (``_norm_upper``)."""
+    p = rows.shape[1]
+    ub = _row_norms_upper(rows)
+    if ub is None:  # not CPU: the float64 sum of squares of the exactly converted entries
+        return _norm_upper(_sqsum(rows.to(_F64), 1), delta, p, delta_ops=delta_ops)
+    if delta_ops * _U >= 0.01:  # pragma: no cover
+        raise ValueError("the layer is too large for the float64 error bound")
+    r = ub + delta.to(ub.device) * (1.0 + 3.0 * (delta_ops + 4) * _U)
+    return r * r * (1.0 + 16.0 * _U) + p * _TINY
+
+
+def _conv_bias_norm_sq(g: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(certified upper bound of ||sum_t g_t||^2, the computed sums b_hat (B, C_out)) for float64
+    g (B, C_out, T): the bound of :func:`_sum_positions_norm_sq`, which also covers ||b_hat||^2
+    (s_hat is within gamma_m of it), so it holds for what the clipped sum adds up."""
+    t, d = g.shape[2], g.shape[1]
+    b = g.sum(dim=2)
+    if t == 1:
+        return _norm_upper(_sqsum(b, 1), None, d), b
+    delta = _gamma(t) * torch.sqrt(t * _frob_sq(g))
+    return _norm_upper(_sqsum(b, 1), delta, d, delta_ops=t * d + 4), b
+
+
 @torch.no_grad()
 def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None,
                  precision: Optional[str] = None) -> torch.Tensor:
-    """``precision``: None (float32 when :func:`_float32_ok`, else float64), ``"float64"`` or
-    ``"float32"`` (falls back to float64 where :func:`_float32_ok` refuses)."""
+    """``method``: None (materialise and keep the per-sample weight gradients when they fit
+    ``_KEEP_ELEMENTS``, else the cheaper form), ``"gram"`` or ``"materialise"``; ``precision``:
+    None (float32 when :func:`_float32_ok`, else float64), ``"float64"`` or ``"float32"`` (falls
+    back to float64 where :func:`_float32_ok` refuses)."""
+    _KEPT.pop(m, None)
+    if precision not in (None, "float64", "float32"):
+        raise ValueError(f"unknown precision {precision!r}")
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
     groups = m.groups
     g32 = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
-    g = g32.to(_F64)
     parts = []
+    kept_w = kept_shape = kept_b = None
+    bias_done = False
     if "weight" in params and b > 0:
-        if precision not in (None, "float64", "float32"):
-            raise ValueError(f"unknown precision {precision!r}")
-        xp, k, s, d = _conv_padded(m, x)
         use32 = precision != "float64" and _float32_ok(x, grad_output)
-        u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
-        length = u.shape[2]
-        per_group = None
-        if use32:
-            a = u.reshape(b * groups, -1, length).transpose(1, 2)
-            gg = g32.reshape(b * groups, -1, length).transpose(1, 2)
-            per_group = _linear_weight_norm_sq32(a, gg, method)
-            if not bool(torch.isfinite(per_group).all()):
-                per_group = None  # a float32 overflow (entries beyond ~2^63), or NaN input: float64
-        if per_group is None:
-            a = u.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
-            gg = g.reshape(b * groups, -1, length).transpose(1, 2)
-            per_group = _linear_weight_norm_sq(a, gg, method)
-        parts.append(per_group.view(b, groups).sum(dim=1) * (1.0 + 4.0 * groups * _U))
+        length = g32.shape[2]
+        d_in = m.in_channels // groups * math.prod(m.kernel_size)
+        method, keep = _conv_method(method, b, length, d_in, m.out_channels // groups, groups)
+        per_sample: torch.Tensor
+        if keep:
+            for path32 in ((True, False) if use32 else (False,)):
+                per_sample, kept_w, kept_shape, kept_b = _conv_materialised(m, x, g32, path32, "bias" in params)
+                if bool(torch.isfinite(per_sample).all()):
+                    break
+                # not finite: a float32 overflow (entries beyond ~2^63): float64; a non-finite input
+                # stays so, and is kept (its factor is 0, so the clipped sum skips it)
+            bias_done = "bias" in params
+        else:
+            xp, k, s, d = _conv_padded(m, x)
+            u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
+            per_group: Optional[torch.Tensor] = None
+            if use32:
+                a = u.reshape(b * groups, -1, length).transpose(1, 2)
+                gg = g32.reshape(b * groups, -1, length).transpose(1, 2)
+                per_group = _linear_weight_norm_sq32(a, gg, method)
+                if not bool(torch.isfinite(per_group).all()):
+                    per_group = None  # a float32 overflow (entries beyond ~2^63), or NaN input: float64
+            if per_group is None:
+                a = u.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
+                gg = g32.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
+                per_group = _linear_weight_norm_sq(a, gg, method)
+            per_sample = per_group.view(b, groups).sum(dim=1) * (1.0 + 4.0 * groups * _U)
+        parts.append(per_sample)
     elif "weight" in params:
         parts.append(torch.zeros(0, dtype=_F64))
-    if "bias" in params:
-        parts.append(_sum_positions_norm_sq(g, dim=2))
-    return _add_upper(parts, b)
+    if "bias" in params and not bias_done:
+        bias_sq, kept_b = _conv_bias_norm_sq(g32.to(_F64))
+        parts.append(bias_sq)
+    total = _add_upper(parts, b)
+    if kept_w is not None or ("weight" not in params and kept_b is not None):
+        _KEPT[m] = _Kept(x, x._version, grad_output, grad_output._version, kept_w, kept_shape, kept_b)
+    return total
 
 
 _CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
@@ -531,29 +740,57 @@ _CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
 
 @torch.no_grad()
 def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    """sum_i f_i g_i: from the per-sample gradients kept by :func:`conv_norm_sq` for these very
+    tensors (weighted sums over the samples that skip the samples with factor 0, so a non-finite
+    sample adds nothing), else by torch's weight-gradient convolution of the scaled output
+    gradient (book-keeping)."""
     params = _trainable(m)
     x = activations[0]
+    kept = _KEPT.pop(m, None)
+    if kept is not None and not (kept.x is x and kept.g is grad_output and kept.x_version == x._version
+                                 and kept.g_version == grad_output._version and kept.x.shape[0] == factors.shape[0]):
+        kept = None
+    nz = None
+    if kept is not None:
+        nz = factors != 0
+        nz = None if bool(nz.all()) else nz
+
+    def weighted_rows(rows):
+        f = factors.to(device=rows.device, dtype=rows.dtype)
+        if nz is not None:
+            rows, f = rows[nz.to(rows.device)], f[nz.to(rows.device)]
+        return f @ rows
+
     out = {}
     if "weight" in params:
         w = params["weight"]
-        gw = _weighted(grad_output, factors, w.dtype)
-        nd = len(m.kernel_size)
-        if m.padding_mode == "zeros" and not isinstance(m.padding, str):
-            xin, padding = x.to(w.dtype), tuple(m.padding)
-        else:  # pad explicitly (non-zero modes, "same"), then no padding
-            k, s, d, flat = _conv_geometry(m)
-            xin = x.to(w.dtype)
-            flat = flat[:2 * nd]
-            if any(flat):
-                mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
-                xin = F.pad(xin, flat, mode=mode)
-            padding = (0,) * nd
-        out["weight"] = _CONV_WEIGHT[nd](xin, w.shape, gw, stride=m.stride, padding=padding,
-                                         dilation=m.dilation, groups=m.groups)
+        if kept is not None and kept.w is not None:
+            summed = weighted_rows(kept.w)
+            if kept.shape is not None:  # (C_out, k_h, k_w, C_in) -> the weight's (C_out, C_in, k_h, k_w)
+                summed = summed.view(kept.shape).permute(0, 3, 1, 2)
+            out["weight"] = summed.reshape(w.shape).to(w.dtype)
+        else:
+            gw = _weighted(grad_output, factors, w.dtype)
+            nd = len(m.kernel_size)
+            if m.padding_mode == "zeros" and not isinstance(m.padding, str):
+                xin, padding = x.to(w.dtype), tuple(m.padding)
+            else:  # pad explicitly (non-zero modes, "same"), then no padding
+                k, s, d, flat = _conv_geometry(m)
+                xin = x.to(w.dtype)
+                flat = flat[:2 * nd]
+                if any(flat):
+                    mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
+                    xin = F.pad(xin, flat, mode=mode)
+                padding = (0,) * nd
+            out["weight"] = _CONV_WEIGHT[nd](xin, w.shape, gw, stride=m.stride, padding=padding,
+                                             dilation=m.dilation, groups=m.groups)
     if "bias" in params:
         dt = params["bias"].dtype
-        gb = _weighted(grad_output, factors, dt)
-        out["bias"] = gb.reshape(gb.shape[0], gb.shape[1], math.prod(gb.shape[2:])).sum(dim=(0, 2))
+        if kept is not None and kept.bias is not None:
+            out["bias"] = weighted_rows(kept.bias).to(dt)
+        else:
+            gb = _weighted(grad_output, factors, dt)
+            out["bias"] = gb.reshape(gb.shape[0], gb.shape[1], math.prod(gb.shape[2:])).sum(dim=(0, 2))
     return out
 
 

@@ -36,7 +36,9 @@ fast layers' ``p.grad`` is None.
 
 Modules that mix the samples of a batch (BatchNorm, InstanceNorm/GroupNorm-free running
 statistics) have no per-sample gradient; :func:`validate_module` refuses them before anything is
-charged (use GroupNorm or LayerNorm).
+charged (use GroupNorm or LayerNorm), and ``Embedding(max_norm=...)``, whose forward renormalises
+the looked-up rows in place.  A training forward through :class:`GradSampleModule` that updates a
+buffer or a parameter in place raises.
 """
 from __future__ import annotations
 
@@ -74,6 +76,10 @@ def validate_module(module: nn.Module) -> None:
         if isinstance(m, nn.modules.instancenorm._InstanceNorm) and m.track_running_stats:
             raise ValueError(f"module {where} is an InstanceNorm with track_running_stats=True: its running "
                              "statistics are computed from all samples; use track_running_stats=False")
+        if isinstance(m, nn.Embedding) and m.max_norm is not None:
+            raise ValueError(f"module {where} is an Embedding with max_norm: its forward renormalises, in place and "
+                             "without noise, the rows of the weight that the batch looks up, so the released weight "
+                             "shows which indices the batch held; use max_norm=None")
         if isinstance(m, nn.RNNBase) and any(p.requires_grad for p in m.parameters(recurse=False)):
             raise ValueError(f"module {where} is a recurrent layer: its hidden state has the batch on axis 1, "
                              "which the per-sample hooks do not support yet; freeze it or write the recurrence "
@@ -236,7 +242,24 @@ class GradSampleModule(nn.Module):
 
     # ------------------------------------------------------------------ nn.Module surface
     def forward(self, *args, **kwargs):
-        return self._module(*args, **kwargs)
+        if not (self._module.training and torch.is_grad_enabled()) or _is_compiling():
+            return self._module(*args, **kwargs)
+        # a buffer or parameter updated in place by a training forward (running statistics of a custom
+        # module, F.embedding's max_norm renormalisation: BatchNorm and Embedding(max_norm) themselves are
+        # refused by validate_module) is a function of the batch that is released with the model's
+        # state_dict, outside the clipping and the noise
+        before = [(n, t, t._version) for n, t in list(self._module.named_buffers()) +
+                  list(self._module.named_parameters())]
+        out = self._module(*args, **kwargs)
+        changed = [n for n, t, v in before if t._version != v]
+        if changed:
+            raise RuntimeError(
+                f"the forward pass updated the buffer(s) or parameter(s) {changed} in place: a value computed from "
+                "the batch (running statistics, a renormalisation) is released with the model's state_dict "
+                "without clipping or noise; keep such computations out of the trained model or put their modules "
+                "in eval() mode (one computed from the parameters alone, like spectral_norm's power iteration, "
+                "is refused too)")
+        return out
 
     def state_dict(self, *args, **kwargs):
         return self._module.state_dict(*args, **kwargs)
@@ -390,12 +413,31 @@ class GradSampleModule(nn.Module):
             sq += per_sample_norm_sq(g)
             dtypes.append(g.dtype)
         factors = safe_factors(sq, max_grad_norm, dtypes)
+        # a sample whose bound is not finite (an inf/NaN input or gradient) has factor 0: it is left
+        # out of the sums, not multiplied by 0 (0 * inf is NaN, and one such sample would turn the
+        # whole step, so the released parameters, into NaN); the rows of the others are unchanged
+        rows = None if bool((factors > 0).all()) else np.flatnonzero(factors > 0)
+        if rows is not None:
+            factors = factors[rows]
         for mod, fl, c in fast:
-            f = torch.from_numpy(factors).to(c.grads[0].device, c.grads[0].dtype)
-            for n, s in fl.clipped_sum(mod, c.args, c.grads[0], f).items():
+            args, g_out = c.args, c.grads[0]
+            if rows is not None:
+                idx = torch.from_numpy(rows).to(g_out.device)
+                args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and
+                             a.shape[0] == B else a for a in args)
+                g_out = g_out.index_select(0, idx)
+            f = torch.from_numpy(factors).to(g_out.device, g_out.dtype)
+            if rows is not None and not rows.size:  # every sample clipped to zero
+                sums = {n: torch.zeros_like(p, memory_format=torch.contiguous_format)
+                        for n, p in mod.named_parameters(recurse=False) if p.requires_grad}
+            else:
+                sums = fl.clipped_sum(mod, args, g_out, f)
+            for n, s in sums.items():
                 p = getattr(mod, n)
                 out[p] = s if p not in out else out[p] + s
         for p, g in generic.items():
+            if rows is not None:
+                g = g.index_select(0, torch.from_numpy(rows).to(g.device))
             f = torch.from_numpy(factors).to(g.device, g.dtype)
             s = torch.tensordot(f, g, dims=1)
             out[p] = s if p not in out else out[p] + s

@@ -48,8 +48,8 @@ from dpfast.random import check_random_state
 
 __all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
            "release_leaves", "fit_dask",
-           "auto_mechanism", "auto_n_trees", "auto_count_share", "MAX_DEPTH", "MAX_TABLE", "AUTO_MAX_TREES",
-           "AUTO_RHO_TREES", "AUTO_RHO_LABEL"]
+           "auto_mechanism", "auto_n_trees", "auto_n_trees_label", "auto_count_share", "MAX_DEPTH", "MAX_TABLE",
+           "AUTO_MAX_TREES", "AUTO_RHO_TREES", "AUTO_RHO_LABEL", "auto_label_x"]
 
 #: deepest tree (2^30 leaves is already far beyond any table that fits MAX_TABLE)
 MAX_DEPTH = 30
@@ -166,6 +166,54 @@ def auto_n_trees(n_noisy: int, epsilon: float, depth: int, cap: int) -> int:
     return int(min(t, int(cap)))
 
 
+def auto_label_x(n_classes: int) -> float:
+    """The per-tree ``x = epsilon g / T`` at which a forest of ``T`` leaf labels has the largest vote
+    signal-to-noise ratio ``T (1 - (K / 2) exp(-x))^2`` (``K = n_classes``, ``g`` the count gap of the
+    row's leaf over all rows): the root of ``exp(x) = (K / 2) (1 + 2 x)``, 1.256 for two classes,
+    2.02 for three (docs/theory/trees.rst, "Sizing a forest of labels").  Bisection to float
+    precision; public parameters only."""
+    c = max(int(n_classes), 2) / 2.0
+    lo, hi = 1e-9, 64.0  # exp(x) < c (1 + 2 x) at lo (the root is positive), > at hi, for c >= 1
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.exp(mid) < c * (1.0 + 2.0 * mid):
+            lo = mid
+        else:
+            hi = mid
+    return float(hi)
+
+
+def auto_n_trees_label(n_noisy: int, epsilon: float, depth: int, cap: int, n_classes: int = 2) -> int:
+    """``n_estimators="auto"`` for a forest of leaf labels (``"label"``): the integer maximiser of
+    the vote signal-to-noise ratio ``T max(0, 1 - (K / 2) exp(-a / T))^2`` with ``a = n~ epsilon
+    (2/3)^depth`` (``K = n_classes``), clipped to ``[1, cap]``.  Post-processing of the released
+    count ``n~``.
+
+    Derivation (docs/theory/trees.rst, "Sizing a forest of labels").  A tree's vote at a row is
+    one class, bounded whatever its source (the random partition or the label noise), so the
+    forest's vote margin between the row's class and another, over ``T`` trees, has variance at
+    most ``1 / T``.  Its mean is one tree's: the leaf's count gap ``g`` over all rows is split
+    among the ``T`` trees, and permute-and-flip (McKenna & Sheldon 2020) picks each of the ``K -
+    1`` other classes with probability about ``exp(-epsilon g / T) / 2``, so the margin is ``1 -
+    (K / 2) exp(-epsilon g / T)``.  The squared ratio ``T (1 - (K / 2) exp(-epsilon g / T))^2`` is
+    unimodal in ``T``, largest at ``epsilon g / T = auto_label_x(K)``.  The gap is taken for a pure
+    leaf at the row's own leaf, whose share of the rows is ``(2/3)^depth`` in expectation when the
+    rows spread evenly over the bounds' box (a uniform threshold keeps ``U^2 + (1 - U)^2`` of a
+    node's rows around a row, 2/3 on average)."""
+    a = max(int(n_noisy), 0) * float(epsilon) * (2.0 / 3.0) ** int(depth)
+    if a <= 0.0:
+        return 1
+    half_k = max(int(n_classes), 2) / 2.0
+
+    def snr(t):
+        return t * max(0.0, 1.0 - half_k * np.exp(-a / t)) ** 2
+
+    t = max(int(np.floor(a / auto_label_x(n_classes))), 1)  # the continuous optimum lies in [t, t + 1]
+    if snr(t + 1) > snr(t):
+        t += 1
+    return int(min(t, max(int(cap), 1)))
+
+
 def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> str:
     """The leaf mechanism ``leaf_mechanism="auto"`` picks from the released row count:
     ``"label"`` when the per-tree signal-to-noise ratio ``rho = n~ epsilon / (n_trees 2^depth)``
@@ -227,10 +275,13 @@ def release_leaves(est, gen, plan, classes, lo, hi, sizes, counts):
             n_noisy = int(discrete_laplace_mechanism(np.array([sum(int(m) for m in sizes)], dtype=np.int64), 1,
                                                      eps_n, rng=gen)[0])
         est.n_samples_noisy_ = n_noisy
-        if n_trees is None:
+        sized = n_trees is None
+        if sized:
             n_trees = auto_n_trees(n_noisy, eps_leaf, depth, cap)
         if mechanism == "auto":
             mechanism = auto_mechanism(n_noisy, eps_leaf, n_trees, depth)
+        if sized and mechanism == "label":  # a forest of labels is sized by its own model
+            n_trees = auto_n_trees_label(n_noisy, eps_leaf, depth, cap, k)
     assert n_trees is not None
     feature, threshold = draw_forest(gen, lo, hi, n_trees, depth)
     L = 1 << depth

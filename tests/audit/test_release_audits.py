@@ -284,6 +284,11 @@ def _entries():
         _fit(lambda r: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators="auto", max_depth=1,
                                                  leaf_mechanism="auto", random_state=r)),
         _labelled(_y01), 1.0, 0.0, 300)
+    # a forest of labels sized by its own rule (auto_n_trees_label of the noisy count: ~8-14 trees here)
+    e["RandomForestClassifier (auto-sized labels)"] = Entry(
+        _fit(lambda r: EN.RandomForestClassifier(1.0, (-1.0, 1.0), n_estimators="auto", max_depth=1,
+                                                 leaf_mechanism="label", random_state=r)),
+        _labelled(_y01), 1.0, 0.0, 300)
     e["KMeans"] = Entry(_transform(lambda r: CL.KMeans(2, 1.0, bounds=(-0.5, 0.5), max_iter=2, random_state=r)),
                         spairs, 1.0, 0.0, 300)
     # ------------------------------------------------------------------ Dask input (issue 24): one pass

@@ -8,6 +8,8 @@ import numpy as np
 from dpfast.cluster import KMeans
 from dpfast.cluster._kmeans import _assign
 
+from _native_checks import assert_bit_identical
+
 RNG = np.random.default_rng(7)
 X32 = RNG.uniform(-3.0, 3.0, (60_001, 3)).astype(np.float32)
 X = X32.astype(np.float64)
@@ -18,14 +20,7 @@ def _fit(data):
 
 
 def test_fit_bit_identical_across_threads_layouts_dtypes(monkeypatch):
-    out = []
-    for t in ("1", "2", "3"):
-        monkeypatch.setenv("DPFAST_NUM_THREADS", t)
-        out.append(_fit(X))
-    out.append(_fit(np.asfortranarray(X)))
-    out.append(_fit(X32))
-    for o in out[1:]:
-        assert o.tobytes() == out[0].tobytes()
+    assert_bit_identical(monkeypatch, _fit, X, float32=X32)
 
 
 def test_assign_is_nearest_centre():

@@ -8,6 +8,8 @@ import pytest
 
 from dpfast.decomposition import PCA
 
+from _native_checks import assert_bit_identical
+
 RNG = np.random.default_rng(6)
 X32 = RNG.uniform(0.0, 1.0, (60_001, 6)).astype(np.float32)
 X = X32.astype(np.float64)
@@ -20,14 +22,7 @@ def _fit(data, **kw):
 
 @pytest.mark.parametrize("delta", [1e-5, 0.0])
 def test_fit_bit_identical_across_threads_layouts_dtypes(monkeypatch, delta):
-    out = []
-    for t in ("1", "2", "3"):
-        monkeypatch.setenv("DPFAST_NUM_THREADS", t)
-        out.append(_fit(X, delta=delta))
-    out.append(_fit(np.asfortranarray(X), delta=delta))
-    out.append(_fit(X32, delta=delta))
-    for o in out[1:]:
-        assert o.tobytes() == out[0].tobytes()
+    assert_bit_identical(monkeypatch, lambda data: _fit(data, delta=delta), X, float32=X32)
 
 
 @pytest.mark.parametrize("centered", [False, True])

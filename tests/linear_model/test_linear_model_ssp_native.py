@@ -8,6 +8,8 @@ import numpy as np
 from dpfast.linear_model import LinearRegression
 from dpfast.linear_model._ssp import ssp_statistics
 
+from _native_checks import assert_bit_identical
+
 RNG = np.random.default_rng(8)
 X = RNG.normal(size=(60_001, 5)) / 5
 Y = np.clip(X @ RNG.normal(size=5) + 0.1 * RNG.normal(size=X.shape[0]), -1, 1)
@@ -19,13 +21,7 @@ def _fit(data):
 
 
 def test_fit_bit_identical_across_threads_and_layouts(monkeypatch):
-    out = []
-    for t in ("1", "2", "3"):
-        monkeypatch.setenv("DPFAST_NUM_THREADS", t)
-        out.append(_fit(X))
-    out.append(_fit(np.asfortranarray(X)))
-    for o in out[1:]:
-        assert o.tobytes() == out[0].tobytes()
+    assert_bit_identical(monkeypatch, _fit, X)
 
 
 def test_ssp_statistics_match_definition():

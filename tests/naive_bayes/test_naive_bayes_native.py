@@ -8,6 +8,8 @@ import pytest
 
 from dpfast.naive_bayes import GaussianNB
 
+from _native_checks import assert_bit_identical
+
 RNG = np.random.default_rng(5)
 X32 = RNG.normal(size=(70_001, 4)).astype(np.float32)
 X = X32.astype(np.float64)
@@ -20,14 +22,7 @@ def _fit(data, y=Y):
 
 
 def test_fit_bit_identical_across_threads_layouts_dtypes(monkeypatch):
-    out = []
-    for t in ("1", "2", "3"):
-        monkeypatch.setenv("DPFAST_NUM_THREADS", t)
-        out.append(_fit(X))
-    out.append(_fit(np.asfortranarray(X)))
-    out.append(_fit(X32))
-    for o in out[1:]:
-        assert o.tobytes() == out[0].tobytes()
+    assert_bit_identical(monkeypatch, _fit, X, float32=X32)
 
 
 @pytest.mark.parametrize("bounds", [(-1.0, 1.0), (-3.0, 5.0)])

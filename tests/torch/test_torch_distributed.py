@@ -14,11 +14,24 @@ def _worker(rank, world, init_file, out_dir, z):
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
+    from dpfast import PrivacyBudget
     from dpfast.torch import PrivacyEngine
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
+        # red team: a rank clipping at another max_grad_norm (10 while rank 0's noise is for 1) is refused
+        # by every rank, before the charge (it used to run, with sensitivity 10 accounted as 1)
+        bad, b, refused = nn.Linear(4, 2), PrivacyBudget(100.0, 1e-5), ""
+        try:
+            PrivacyEngine(rng=7).make_private(
+                module=bad, optimizer=torch.optim.SGD(bad.parameters(), lr=0.1),
+                data_loader=DataLoader(TensorDataset(torch.zeros(40, 4), torch.zeros(40, dtype=torch.long)),
+                                       batch_size=8),
+                noise_multiplier=1.0, max_grad_norm=1.0 if rank == 0 else 10.0, epochs=1, distributed=True, budget=b)
+        except ValueError as e:
+            refused = str(e)
+        refused_before_charge = "disagree on max_grad_norm" in refused and b.ledger == ()
         torch.manual_seed(100 + rank)  # different inits: make_private broadcasts rank 0's
         model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
         g = torch.Generator().manual_seed(0)
@@ -35,7 +48,8 @@ def _worker(rank, world, init_file, out_dir, z):
                 o.step()
         params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
         np.savez(f"{out_dir}/rank{rank}.npz", params=params, steps=eng.steps, eps=eng.get_epsilon(1e-5),
-                 noise_untouched=o.generator.bit_generator.state == noise_state)
+                 noise_untouched=o.generator.bit_generator.state == noise_state,
+                 refused_before_charge=refused_before_charge)
     finally:
         dist.destroy_process_group()
 
@@ -48,6 +62,7 @@ def test_distributed_ranks_take_the_same_noisy_steps(tmp_path):
     assert int(r0["steps"]) == int(r1["steps"]) == 10
     assert float(r0["eps"]) == float(r1["eps"])
     assert not bool(r0["noise_untouched"]) and bool(r1["noise_untouched"])  # rank 0 alone drew noise
+    assert bool(r0["refused_before_charge"]) and bool(r1["refused_before_charge"])
 
 
 def test_distributed_shards_form_one_poisson_sample():

@@ -64,6 +64,8 @@ CONFIGS = [
     (RandomForestClassifier, dict(epsilon=2.0, max_depth=3), "counts"),  # n_estimators="auto" too
     (RandomForestClassifier, dict(epsilon=1.0, max_depth=3, leaf_mechanism="label"), "label"),
     (DecisionTreeClassifier, dict(epsilon=0.01, max_depth=6), "label"),
+    # "auto" both ways picking labels, then sized by the label rule (auto_n_trees_label: 2 trees here)
+    (RandomForestClassifier, dict(epsilon=0.003, max_depth=4), "label"),
 ]
 
 
@@ -73,6 +75,8 @@ def test_dask_fit_equals_in_memory_bit_for_bit(cls, kw, mechanism):
     params = dict(bounds=BOUNDS, classes=[0, 1, 2], random_state=7, **kw)
     ref = cls(**params).fit(X, y)
     assert ref.leaf_mechanism_ == mechanism
+    if kw.get("epsilon") == 0.003:
+        assert ref.n_estimators_ == 2
     for chunk in (N, 1000, 377):  # one partition and several (of unequal sizes)
         with no_gather():
             got = cls(**params).fit(da.from_array(X, chunks=(chunk, 2)), da.from_array(y, chunks=chunk))

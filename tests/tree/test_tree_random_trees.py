@@ -237,6 +237,79 @@ def test_auto_reads_the_data_only_through_the_noisy_count():
         assert a.n_estimators_ == RT.auto_n_trees(a.n_samples_noisy_, eps_leaf, 2, RT.AUTO_MAX_TREES)
 
 
+def test_auto_label_x_maximises_the_vote_signal_to_noise_ratio():
+    """x*(K) maximises (1 - (K/2) e^-x)^2 / x (the per-trees ratio T (1 - (K/2) e^(-a/T))^2 over a
+    at T = a / x), checked by a grid search, not by the root equation the code solves."""
+    grid = np.linspace(0.05, 12.0, 400001)
+    for K in (2, 3, 4, 10):
+        best = grid[np.argmax(np.maximum(0.0, 1.0 - K / 2 * np.exp(-grid)) ** 2 / grid)]
+        assert RT.auto_label_x(K) == pytest.approx(best, abs=1e-4), K
+    assert RT.auto_label_x(1) == RT.auto_label_x(2)  # one class: the two-class bound
+
+
+def test_auto_n_trees_label_is_the_integer_maximiser_of_the_vote_ratio():
+    """n_estimators="auto" for labels: T maximises T max(0, 1 - (K/2) exp(-a/T))^2 over 1..cap (brute
+    force), a = n epsilon (2/3)^D; clipped to [1, cap]; monotone in n; fewer trees for more classes."""
+    Ts = np.arange(1, 101)
+    for D in (0, 2, 5):
+        for K in (2, 3, 10):
+            for n in list(range(0, 300, 7)) + [10**3, 10**4]:
+                for eps in (0.05, 0.5, 3.0):
+                    a = n * eps * (2 / 3) ** D
+                    got = RT.auto_n_trees_label(n, eps, D, 100, K)
+                    if a == 0:
+                        assert got == 1
+                        continue
+                    snr = Ts * np.maximum(0.0, 1.0 - K / 2 * np.exp(-a / Ts)) ** 2
+                    expect = int(Ts[np.argmax(snr)])
+                    assert got == expect or np.isclose(snr[got - 1], snr[expect - 1], rtol=1e-12), (D, K, n, eps)
+    assert RT.auto_n_trees_label(-5, 1.0, 3, 10) == 1 and RT.auto_n_trees_label(10**9, 1.0, 3, 7) == 7
+    sizes = [RT.auto_n_trees_label(n, 0.1, 5, 100) for n in range(0, 5000, 50)]
+    assert sizes == sorted(sizes) and sizes[-1] > 1
+    assert all(RT.auto_n_trees_label(n, 0.1, 5, 100, 3) <= RT.auto_n_trees_label(n, 0.1, 5, 100, 2)
+               for n in range(0, 5000, 50))
+    # where "auto" picks labels (n~ epsilon' < sqrt(2) 2^D), breast-cancer's size at epsilon 0.1:
+    # 398 rows, depth 5 -> a = 36.6 * 0.132 = 4.8 -> about 4 trees
+    assert RT.auto_n_trees_label(398, 0.092, 5, 100) == 4
+
+
+def test_auto_label_forest_reads_the_data_only_through_the_noisy_count():
+    """Sensitivity of the label-regime sizing, by constructing neighbours: where "auto" picks
+    "label", the forest's size is auto_n_trees_label of the released count n~ (post-processing),
+    unrelated data sets of one size get the same size, leaf release and trees, and a neighbour (one
+    row added) moves n~ by exactly 1; the size then follows n~ alone.  Explicit "label" with
+    "auto" size uses the same rule."""
+    from dpfast.ensemble import RandomForestClassifier
+
+    n, D, eps = 400, 2, 0.012  # n eps' ~ 4.5 < sqrt(2) 2^2: labels; a = n eps' (2/3)^2 ~ 2: 1 to 3 trees
+    X1, y1 = _data(n, 3, 2, seed=1)
+    X2, y2 = _data(n, 3, 2, seed=2)
+    rng = np.random.default_rng(5)
+    eps_leaf = RandomForestClassifier(eps, (-1, 1), max_depth=D)._plan(2)[5]
+    sizes = set()
+    for s in range(30):
+        fits = []
+        for X, y in ((X1, y1), (X2, y2), (np.vstack([X1, rng.uniform(-2, 2, (1, 3))]), np.append(y1, s % 2))):
+            fits.append(RandomForestClassifier(eps, (-1, 1), max_depth=D, random_state=s).fit(X, y))
+        a, b, c = fits
+        assert (a.n_samples_noisy_, a.n_estimators_, a.leaf_mechanism_) == \
+            (b.n_samples_noisy_, b.n_estimators_, b.leaf_mechanism_)
+        np.testing.assert_array_equal(a.threshold_, b.threshold_)
+        assert c.n_samples_noisy_ - a.n_samples_noisy_ == 1
+        for m in (a, c):
+            T1 = RT.auto_n_trees(m.n_samples_noisy_, eps_leaf, D, RT.AUTO_MAX_TREES)
+            mech = RT.auto_mechanism(m.n_samples_noisy_, eps_leaf, T1, D)
+            assert m.leaf_mechanism_ == mech
+            expect = RT.auto_n_trees_label(m.n_samples_noisy_, eps_leaf, D, RT.AUTO_MAX_TREES, 2) \
+                if mech == "label" else T1
+            assert m.n_estimators_ == expect and m.leaf_proba_.shape[0] == expect
+            if mech == "label":
+                sizes.add(m.n_estimators_)
+        lab = RandomForestClassifier(eps, (-1, 1), max_depth=D, leaf_mechanism="label", random_state=s).fit(X1, y1)
+        assert lab.n_estimators_ == RT.auto_n_trees_label(lab.n_samples_noisy_, eps_leaf, D, RT.AUTO_MAX_TREES, 2)
+    assert len(sizes) >= 2  # the label rule sized forests of several sizes here
+
+
 def test_fit_is_bit_identical_for_any_thread_count(monkeypatch):
     from dpfast.ensemble import RandomForestClassifier
 

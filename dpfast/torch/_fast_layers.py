@@ -374,7 +374,13 @@ def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]
     return a.reshape(b, t, a.shape[-1]), grad_output.reshape(b, t, grad_output.shape[-1])
 
 
-def _row_norms_upper(x: torch.Tensor) -> Optional[np.ndarray]:
+def _row_norms_upper(x: torch.Tensor) -> Optional[torch.Tensor]:
+    """:func:`_row_norms_upper_np` as a float64 tensor (None for other devices/dtypes)."""
+    r = _row_norms_upper_np(x)
+    return None if r is None else torch.from_numpy(r)
+
+
+def _row_norms_upper_np(x: torch.Tensor) -> Optional[np.ndarray]:
     """Certified upper bounds (float64 NumPy, (B,)) of the l2 norms of the rows of a (B, P) CPU
     float32/float64 tensor, by dpfast's native row-norm kernel on the tensor's memory (float64
     accumulation, no float64 copy): ``dpfast._clip.clip_rows``'s norms inflated by its summation
@@ -398,8 +404,8 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
         # few float64 operations on the (B,) bounds in NumPy (the same IEEE operations as the
         # torch forms below, without torch's per-call overhead on small tensors)
         has_w = "weight" in params
-        na = _row_norms_upper(a[:, 0]) if has_w else None
-        ng = _row_norms_upper(g[:, 0])
+        na = _row_norms_upper_np(a[:, 0]) if has_w else None
+        ng = _row_norms_upper_np(g[:, 0])
         if ng is not None and (na is not None or not has_w):
             parts = []
             if has_w:

@@ -166,9 +166,28 @@ class DPOptimizer(torch.optim.Optimizer):
                                            f"(B, {', '.join(map(str, p.shape))})")
                     sq += per_sample_norm_sq(_gs(p))
                 f = safe_factors(sq, self.max_grad_norm, [_gs(p).dtype for p in manual])
+                # a sample whose factor is 0 (a non-finite gradient) is left out of the sum (0 * NaN
+                # would turn the whole sum, so the released parameters, into NaN), as
+                # GradSampleModule.clipped_sum does
+                rows = None if bool((f > 0).all()) else np.flatnonzero(f > 0)
+                if rows is not None:
+                    f = f[rows]
                 for p in manual:
                     g = _gs(p).detach()
+                    if rows is not None:
+                        g = g.index_select(0, torch.from_numpy(rows).to(g.device))
                     sums[p] = torch.tensordot(torch.from_numpy(f).to(g.device, g.dtype), g, dims=1)
+        if not B and not manual:
+            # nothing captured (model.eval(), torch.no_grad(), or no backward since the last step):
+            # a non-zero p.grad is then autograd's ordinary, unclipped gradient, which the step
+            # would silently replace with noise alone (an empty Poisson batch leaves every p.grad
+            # None or zero)
+            stray = [p for p in self.params if p.grad is not None and bool(p.grad.ne(0).any())]
+            if stray:
+                raise RuntimeError(
+                    f"{len(stray)} parameter(s) have a gradient but no per-sample gradient was captured: the "
+                    "backward ran with the model in eval() mode or outside the hooked modules; call model.train() "
+                    "before the forward pass (evaluate under torch.no_grad(), without optimizer.step())")
         if B and not manual:
             # a parameter that autograd reached but no hooked call covered (used outside its module's
             # forward, or a module whose output holds no tensor): its per-sample gradient is unknown.

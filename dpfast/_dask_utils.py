@@ -261,7 +261,9 @@ def _as_vector_like(v, Xd, name):
 # (dtype, number of columns, chunk structure), then the charge, then ONE pass in which every
 # partition returns the exact partial statistic of the in-memory code (the same function, called
 # on the partition's rows), the partials added on the client in partition order (a fixed order:
-# the release does not depend on the number of workers or on which finishes first), then the one
+# the release does not depend on the number of workers or on which finishes first; the float
+# statistics are exact fixed-point integers, dpfast._fixed, added as Python ints: then the release
+# does not depend on the partitioning either), then the one
 # draw on the client from ``random_state``.  A partition whose data are bad (NaN, a label outside
 # the public set, ...) returns one of the fixed messages below instead of numbers: the client
 # raises the first one in partition order, after the charge, naming no partition, row or value.
@@ -369,7 +371,9 @@ def add_in_order(parts, dtype=np.float64):
     """The sum of the partitions' partial statistics (arrays, or tuples of arrays) added one
     after the other in partition order: a fixed order, so the result is a function of the data
     and the partitioning alone (any number of workers or threads gives the same bits).  The sum
-    is held in ``dtype`` (float64; int64 for counts, which are then exact)."""
+    is held in ``dtype`` (float64; int64 for counts, which are then exact; ``object`` for the
+    exact fixed-point statistics of :mod:`dpfast._fixed`, Python ints: exact, so the sum is the
+    same for EVERY partitioning, not only for a given one)."""
     check_partials(parts)
     first = parts[0]
     if first is None:  # a statistic this release does not have (the same for every partition)
@@ -446,7 +450,8 @@ def sum_by_partitions(statistic, X, vectors=(), args=(), *, dtype="float64", che
                       fixed_errors: bool = False, out_dtype=np.float64):
     """The one pass of a one-pass release on Dask: ``statistic(x_k, *vectors_k, *args)`` on every
     row partition k, in one ``dask.compute``, the partials added in partition order
-    (:func:`add_in_order`, in ``out_dtype``); call it after the charge.
+    (:func:`add_in_order`, in ``out_dtype``: ``object`` for integer statistics that must add
+    exactly, e.g. the fixed-point sums of :mod:`dpfast._fixed`); call it after the charge.
 
     ``X``: a dask Array whose chunks hold whole rows (or a list of per-partition pieces, e.g.
     persisted by :func:`persist_by_partitions`); ``vectors``: per-row vectors as lists of

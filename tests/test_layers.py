@@ -25,7 +25,7 @@ ROOT = pathlib.Path(dpfast.__file__).resolve().parent
 #: The layers, bottom up: (layer, module prefixes).  The longest matching prefix decides.
 LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("ground", ("dpfast._validation", "dpfast._safe_root", "dpfast.random", "dpfast._threads",
-                "dpfast._rational", "dpfast._loss_table", "dpfast._solver", "dpfast._certify",
+                "dpfast._rational", "dpfast._loss_table", "dpfast._solver", "dpfast._certify", "dpfast._fixed",
                 "dpfast._dask_utils", "dpfast.io", "dpfast.datasets",
                 # native extensions
                 "dpfast._core", "dpfast._chacha", "dpfast._exact", "dpfast._selection", "dpfast._pld",

@@ -103,26 +103,51 @@ P params(const st::RowsParams& rows) {
 template <class Ptr>
 using elem_t = std::remove_const_t<std::remove_pointer_t<Ptr>>;
 
-// (s1, s2 or None, counts or None, bad): see dpf::stats::moments.  x: (n, d) C-contiguous.
-// Terms y = clamp(x, lo, hi) - c, capped to [-cap, cap] (dpf::stats::y_range).
-py::tuple moments(py::object x, double lo, double hi, double c, double cap, bool nan, int order, int threads) {
+// A vector of exact sums as a pair of arrays (hi int64, lo uint64): v = hi 2^64 + lo
+// (dpfast._fixed.ints joins them into Python ints).
+py::tuple split128(const std::vector<__int128>& v) {
+    py::array_t<int64_t> hi((py::ssize_t)v.size());
+    py::array_t<uint64_t> lo((py::ssize_t)v.size());
+    int64_t* h = hi.mutable_data();
+    uint64_t* l = lo.mutable_data();
+    for (size_t a = 0; a < v.size(); ++a) {
+        h[a] = (int64_t)(v[a] >> 64);
+        l[a] = (uint64_t)v[a];
+    }
+    return py::make_tuple(hi, lo);
+}
+
+// (s1, s2 or None, counts or None, bad): see dpf::stats::moments; s1, s2 exact sums of the
+// fixed-point terms as (hi, lo) pairs (split128), s1 on the grid of the bound B (|y| <= B
+// required), s2 on that of fl(B B).  x: (n, d) C-contiguous.  Terms y = clamp(x, lo, hi) - c,
+// capped to [-cap, cap] (dpf::stats::y_range).
+py::tuple moments(py::object x, double lo, double hi, double c, double cap, double B, bool nan, int order,
+                  int threads) {
     require(order == 1 || order == 2, "order must be 1 or 2");
     require(lo <= hi && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(c) && cap > 0, "lo <= hi, c must be finite and cap positive");
+    const double B2 = B * B;
+    const double S1 = st::fixed_scale(B), S2 = st::fixed_scale(B2);
+    require(B >= 0 && std::isfinite(B) && std::isfinite(S1) && (order == 1 || (std::isfinite(B2) && std::isfinite(S2))),
+            "the bound B of the fixed-point grid must be finite, and not so small that 2^50 / B (order 2: 2^50 / B^2) overflows");
     return with_rows(x, "x", threads, true, [&](auto ptr, const st::RowsParams& rows) {
         auto p = params<st::MomentsParams>(rows);
         p.c = c;
         st::y_range(lo, hi, c, cap, p.ylo, p.yhi);
+        require(std::fabs(p.ylo) <= B && std::fabs(p.yhi) <= B, "the terms' range exceeds the grid bound B");
+        p.S1 = S1;
+        p.S2 = order == 2 ? S2 : 0.0;
         p.nan = nan;
         p.order = order;
         st::MomentsResult r;
         nogil([&] { st::moments<elem_t<decltype(ptr)>>(p, ptr, r); });
-        py::object s2 = order == 2 ? py::object(to_numpy(r.s2)) : py::object(py::none());
+        py::object s2 = order == 2 ? py::object(split128(r.s2)) : py::object(py::none());
         py::object cnt = nan ? py::object(to_numpy(r.cnt)) : py::object(py::none());
-        return py::make_tuple(to_numpy(r.s1), s2, cnt, r.bad);
+        return py::make_tuple(split128(r.s1), s2, cnt, r.bad);
     });
 }
 
-// (counts (k,), sum u (k, d), sum u^2 (k, d)): see dpf::stats::class_moments.
+// (counts (k,), sum q(u) (k d,), sum q(u^2) (k d,)): see dpf::stats::class_moments; the sums are
+// exact fixed-point sums (grid bound 1) as (hi, lo) pairs (split128), row-major over (k, d).
 py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object lo, py::object hi, py::object c,
                         py::object r, int threads) {
     require(k >= 1, "k must be >= 1");
@@ -141,15 +166,15 @@ py::tuple class_moments(py::object X, py::object labels, int64_t k, py::object l
         p.r = rv.ptr;
         st::ClassResult res;
         nogil([&] { st::class_moments<elem_t<decltype(ptr)>>(p, ptr, res); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)k, (py::ssize_t)rows.d};
-        return py::make_tuple(to_numpy(res.cnt), to_numpy(res.s1, shape), to_numpy(res.s2, shape));
+        return py::make_tuple(to_numpy(res.cnt), split128(res.s1), split128(res.s2));
     });
 }
 
-// (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows.
-py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
+// (d+1, d+1) upper triangle: [sum u u^T, sum u; 0, n] of PCA's mapped rows, exact fixed-point sums
+// (grid bound 1) as a (hi, lo) pair of flat (d+1)^2 arrays (split128).
+py::tuple pca_gram(py::object X, py::object lo, py::object hi, py::object c, double R, int threads) {
     require(R > 0 && std::isfinite(R), "R must be positive and finite");
-    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+    return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::tuple {
         auto lov = opt_in<double>(lo, "lo", Shape::vec(rows.d));
         auto hiv = opt_in<double>(hi, "hi", Shape::vec(rows.d));
         require((lov.ptr == nullptr) == (hiv.ptr == nullptr), "lo and hi must both be given or both be None");
@@ -159,27 +184,37 @@ py::array pca_gram(py::object X, py::object lo, py::object hi, py::object c, dou
         p.hi = hiv.ptr;
         p.c = cv.ptr;
         p.R = R;
-        std::vector<double> G;
+        std::vector<__int128> G;
         nogil([&] { G = st::pca_gram<elem_t<decltype(ptr)>>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
+        return split128(G);
     });
 }
 
-// (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy].
-py::array ssp_gram(py::object Z, py::object y, py::object w, int threads) {
-    return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::array {
+// (d+1, d+1) upper triangle: [Z'WZ, Z'Wy; 0, y'Wy], exact fixed-point sums as a (hi, lo) pair of
+// flat (d+1)^2 arrays (split128), entry (j, k) on the grid of the bound 2^(e_j + e_k): e holds
+// the d + 1 column bound exponents (|Z_j| <= 2^e_j, |y| <= 2^e_d; entries beyond are clamped).
+py::tuple ssp_gram(py::object Z, py::object y, py::object w, py::object e, int threads) {
+    return with_rows(Z, "Z", threads, false, [&](auto ptr, const st::RowsParams& rows) -> py::tuple {
         auto yv = in<double>(y, "y", Shape::vec(rows.n));
         auto wv = opt_in<double>(w, "w", Shape::vec(rows.n));
+        auto ev = in<int64_t>(e, "e", Shape::vec(rows.d + 1));
+        std::vector<int> ex(rows.d + 1);
+        for (int64_t j = 0; j <= rows.d; ++j) {
+            require(ev[j] >= -900 && ev[j] <= 900, "column bound exponents must lie in [-900, 900]");
+            ex[j] = (int)ev[j];
+        }
         auto p = params<st::SspParams>(rows);
         p.y = yv.ptr;
         p.w = wv.ptr;
-        std::vector<double> G;
+        p.e = ex.data();
+        std::vector<__int128> G;
         nogil([&] { G = st::ssp_gram<elem_t<decltype(ptr)>>(p, ptr); });
-        return to_numpy(G, {(py::ssize_t)(rows.d + 1), (py::ssize_t)(rows.d + 1)});
+        return split128(G);
     });
 }
 
-// (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step.
+// (labels or None, counts or None, sums or None): see dpf::stats::kmeans_step; the sums are exact
+// fixed-point sums (grid bound 1) as a (hi, lo) pair (split128), row-major over (k, d).
 py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_sums, int threads) {
     return with_rows(X, "X", threads, false, [&](auto ptr, const st::RowsParams& rows) {
         auto cv = in<double>(C, "C", Shape::mat(-1, rows.d));
@@ -192,10 +227,9 @@ py::tuple kmeans_step(py::object X, py::object C, bool want_labels, bool want_su
         if (want_labels) p.labels = labels.mutable_data();
         st::KMeansResult r;
         nogil([&] { st::kmeans_step<elem_t<decltype(ptr)>>(p, ptr, r); });
-        const std::vector<py::ssize_t> shape = {(py::ssize_t)p.k, (py::ssize_t)rows.d};
         return py::make_tuple(want_labels ? py::object(labels) : py::object(py::none()),
                               want_sums ? py::object(to_numpy(r.cnt)) : py::object(py::none()),
-                              want_sums ? py::object(to_numpy(r.sums, shape)) : py::object(py::none()));
+                              want_sums ? py::object(split128(r.sums)) : py::object(py::none()));
     });
 }
 
@@ -237,16 +271,17 @@ py::tuple histogram(py::object sample, py::list edges, py::list uniform, int thr
 
 PYBIND11_MODULE(_stats, m) {
     m.doc() = "One-pass statistics of the toolbox (dpfast.tools, GaussianNB, PCA, SSP, KMeans); "
-              "bit-identical for any thread count.";
+              "bit-identical for any thread count (moments: exact fixed-point sums).";
     m.def("moments", &moments, py::arg("x"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("cap"),
-          py::arg("nan"), py::arg("order"), py::arg("threads"));
+          py::arg("B"), py::arg("nan"), py::arg("order"), py::arg("threads"));
     m.def("class_moments", &class_moments, py::arg("X"), py::arg("labels"), py::arg("k"), py::arg("lo"),
           py::arg("hi"), py::arg("c"), py::arg("r"), py::arg("threads"));
     m.def("pca_gram", &pca_gram, py::arg("X"), py::arg("lo"), py::arg("hi"), py::arg("c"), py::arg("R"),
           py::arg("threads"));
-    m.def("ssp_gram", &ssp_gram, py::arg("Z"), py::arg("y"), py::arg("w"), py::arg("threads"));
+    m.def("ssp_gram", &ssp_gram, py::arg("Z"), py::arg("y"), py::arg("w"), py::arg("e"), py::arg("threads"));
     m.def("kmeans_step", &kmeans_step, py::arg("X"), py::arg("C"), py::arg("want_labels"), py::arg("want_sums"),
           py::arg("threads"));
     m.def("histogram", &histogram, py::arg("sample"), py::arg("edges"), py::arg("uniform"), py::arg("threads"));
     m.attr("avx2") = dpf::stats::use_avx2();
+    m.attr("FIXED_BITS") = dpf::stats::kFixedBits;
 }

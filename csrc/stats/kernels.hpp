@@ -4,7 +4,8 @@
 // Both builds perform the same IEEE operations on every element in the same order (vector
 // lanes are independent accumulators, no FMA: -ffp-contract=off), so they give the same bits.
 //
-// Determinism: rows are cut into chunks whose size depends only on the shape (n, d) -- never
+// Determinism (every statistic here is now an exact integer sum, see stats.hpp "fixed-point
+// grid", so the chunking below only spreads the work; what follows was the float design): rows are cut into chunks whose size depends only on the shape (n, d) -- never
 // on the thread count -- each chunk accumulates its rows in row order into its own partial,
 // and the partials are merged in a fixed pairwise tree (merge_tree in stats.hpp).  The result
 // is the same bits for any number of threads and, since a row is read by its element strides,
@@ -26,25 +27,21 @@ static inline void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
 static inline v4d splat4(double x) { return v4d{x, x, x, x}; }
 
 // ----------------------------------------------------------------------------- moments (tools)
-// Per column j of an (n, d) C-order array: s1 = sum y, s2 = sum y^2 and (nan mode) cnt = the
-// number of non-NaN elements, where y = min(max(x - c, ylo), yhi), which is the clamped and
-// centred min(max(x, lo), hi) - c further clamped to [ylo, yhi] (see y_range in stats.hpp:
-// ylo >= fl(lo - c) and yhi <= fl(hi - c), so clamping x first would change nothing).  bad
-// counts, per chunk, elements that are not finite (nan mode: infinite only; NaN elements are
-// skipped and contribute nothing).
+// Per column j of an (n, d) C-order array: s1 = sum q(y), s2 = sum q(y^2) (fixed-point grids of
+// S1 and S2, stats.hpp: exact integers) and (nan mode) cnt = the number of non-NaN elements,
+// where y = min(max(x - c, ylo), yhi), which is the clamped and centred min(max(x, lo), hi) - c
+// further clamped to [ylo, yhi] (see y_range in stats.hpp: ylo >= fl(lo - c) and yhi <= fl(hi -
+// c), so clamping x first would change nothing).  bad counts, per chunk, elements that are not
+// finite (nan mode: infinite only; NaN elements are skipped and contribute nothing: their term
+// is set to 0 AFTER the clamps, so a NaN adds 0 whatever the bounds).  The sums are integers, so
+// the result is the same for any chunking and merge order; the chunks only spread the work.
 
 // One column (d == 1): a chunk's elements go to 8 lanes (two 4-vectors), element r0 + 8 q + l
-// to lane l, each lane summed in q order, the remainder (< 8 elements) to lanes 0, 1, ... in
-// order, the lanes folded pairwise.  The pass is bound by the vector operations per element
-// (not by the addition chains: more streams were measured not to help), so bad elements are
-// found with one extra operation: the unclamped terms y0 = x - c are summed too (a0), and a
-// NaN y0 propagates through the clamps into a1 (the clamps take y0 as the operand MAXPD/MINPD
-// return for a NaN); any non-finite lane of a0 or a1 (an infinite or NaN element, or a0 merely
-// overflowing) makes the chunk rescan its elements exactly (any_bad).  In the nan forms the
-// NaN elements are masked to y0 = 0 before the clamps (ylo <= 0 <= yhi, so y = 0) and counted.
-// For finite data the terms and their order are those of the plain loop, bit for bit (a tie
-// between y0 and a zero bound changes only the sign of a zero term, which no sum starting at
-// +0 sees).
+// to lane l; each lane adds kFixedBlock terms as uint64 bit patterns (stats.hpp: lane_sum), then
+// the block goes into the chunk's __int128 sum; the remainder (< 8 elements) is added directly.
+// Bad elements are found with one extra operation: the unclamped terms y0 = x - c are summed in
+// double (a0); an infinite or NaN element makes a0 non-finite (as does a0 merely overflowing),
+// and the chunk then rescans its elements exactly (any_bad).
 template <class T>
 int64_t any_bad(const T* x, int64_t r0, int64_t r1, bool nan) {
     for (int64_t i = r0; i < r1; ++i) {
@@ -54,47 +51,61 @@ int64_t any_bad(const T* x, int64_t r0, int64_t r1, bool nan) {
     return 0;
 }
 
+typedef uint64_t v4u __attribute__((vector_size(32)));
+
 template <class T, bool NaN, bool Sq>
-void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2, int64_t* cnt,
-                  int64_t* bad) {
-    v4d a0[2], a1[2], a2[2], an[2];
-    for (int h = 0; h < 2; ++h) a0[h] = a1[h] = a2[h] = an[h] = splat4(0.0);
+void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, __int128* s1, __int128* s2,
+                  int64_t* cnt, int64_t* bad) {
+    v4d a0[2], an[2];
+    for (int h = 0; h < 2; ++h) a0[h] = an[h] = splat4(0.0);
     const v4d vc = splat4(p.c), vylo = splat4(p.ylo), vyhi = splat4(p.yhi);
+    const v4d vS1 = splat4(p.S1), vS2 = splat4(p.S2), vM = splat4(kMagic);
     const v4d zero = splat4(0.0), one = splat4(1.0);
+    __int128 t1 = 0, t2 = 0;
     int64_t i = r0;
     double buf[8];
-    for (; i + 8 <= r1; i += 8) {
-        const double* src;
-        if constexpr (std::is_same<T, double>::value) {
-            src = x + i;
-        } else {
-            for (int l = 0; l < 8; ++l) buf[l] = (double)x[i + l];
-            src = buf;
-        }
-        for (int h = 0; h < 2; ++h) {
-            const v4d v = load4(src + 4 * h);
-            v4d y0 = v - vc;
-            if constexpr (NaN) {
-                const auto ok = v == v;  // not NaN
-                y0 = ok ? y0 : zero;
-                an[h] += ok ? one : zero;
+    while (i + 8 <= r1) {
+        const int64_t stop = std::min(r1, i + 8 * kFixedBlock);
+        v4u q1[2], q2[2];
+        for (int h = 0; h < 2; ++h) q1[h] = q2[h] = v4u{0, 0, 0, 0};
+        int64_t m = 0;
+        for (; i + 8 <= stop; i += 8, ++m) {
+            const double* src;
+            if constexpr (std::is_same<T, double>::value) {
+                src = x + i;
+            } else {
+                for (int l = 0; l < 8; ++l) buf[l] = (double)x[i + l];
+                src = buf;
             }
-            v4d y = vylo > y0 ? vylo : y0;  // a NaN y0 stays
-            y = vyhi < y ? vyhi : y;
-            a0[h] += y0;
-            a1[h] += y;
-            if constexpr (Sq) a2[h] += y * y;
+            for (int h = 0; h < 2; ++h) {
+                const v4d v = load4(src + 4 * h);
+                v4d y0 = v - vc;
+                v4d y = vylo > y0 ? vylo : y0;  // a NaN y0 stays
+                y = vyhi < y ? vyhi : y;
+                if constexpr (NaN) {
+                    const auto ok = v == v;  // not NaN
+                    y0 = ok ? y0 : zero;
+                    y = ok ? y : zero;
+                    an[h] += ok ? one : zero;
+                }
+                a0[h] += y0;
+                q1[h] += (v4u)(y * vS1 + vM);
+                if constexpr (Sq) q2[h] += (v4u)((y * y) * vS2 + vM);
+            }
         }
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 4; ++l) {
+                t1 += lane_sum(q1[h][l], m);
+                if constexpr (Sq) t2 += lane_sum(q2[h][l], m);
+            }
     }
-    double t0[8], t1[8], t2[8], tn[8];
+    double t0[8], tn[8];
     for (int h = 0; h < 2; ++h) {
         store4(t0 + 4 * h, a0[h]);
-        store4(t1 + 4 * h, a1[h]);
-        store4(t2 + 4 * h, a2[h]);
         store4(tn + 4 * h, an[h]);
     }
     const double c = p.c, ylo = p.ylo, yhi = p.yhi;
-    for (int l = 0; i < r1; ++i, ++l) {  // the remainder: lanes 0, 1, ... in order
+    for (int l = 0; i < r1; ++i, ++l) {  // the remainder: lanes 0, 1, ... of the flag and count
         const double v = (double)x[i];
         if constexpr (NaN) {
             if (v != v) continue;
@@ -104,47 +115,65 @@ void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, do
         double y = ylo > y0 ? ylo : y0;
         y = yhi < y ? yhi : y;
         t0[l] += y0;
-        t1[l] += y;
-        if constexpr (Sq) t2[l] += y * y;
+        t1 += lane_sum(bits_of(y * p.S1 + kMagic), 1);
+        if constexpr (Sq) t2 += lane_sum(bits_of((y * y) * p.S2 + kMagic), 1);
     }
     bool flagged = false;
-    for (int l = 0; l < 8; ++l) flagged |= !(std::fabs(t0[l]) <= DBL_MAX) || t1[l] != t1[l];
+    for (int l = 0; l < 8; ++l) flagged |= !(std::fabs(t0[l]) <= DBL_MAX);
     *bad = flagged ? any_bad<T>(x, r0, r1, NaN) : 0;
-    auto fold = [](const double* t) { return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])); };
-    s1[0] = fold(t1);
-    if constexpr (Sq) s2[0] = fold(t2);
-    if constexpr (NaN) cnt[0] = (int64_t)fold(tn);  // < 2^53 per chunk: exact
+    s1[0] = t1;
+    if constexpr (Sq) s2[0] = t2;
+    if constexpr (NaN) {
+        double tot = 0;
+        for (int l = 0; l < 8; ++l) tot += tn[l];  // integers < 2^53 per chunk: exact
+        cnt[0] = (int64_t)tot;
+    }
 }
 
-// d > 1: per row, per column, in row order (the partials are per column).  The non-finite
-// flag rides in the sums as in the one-column pass (each term y + (x - x): NaN exactly for a
-// bad element), so the column loop carries no reduction of its own and the compiler vectorises
-// it across columns (outside the nan forms: 10^6 x 10 float64, 12.6 -> 3.6 ms); a column's terms
-// and their order are unchanged.
+// d > 1: per row, per column, in row order, into per-column uint64 accumulators (kFixedBlock
+// rows at a time, then folded into the chunk's __int128 sums).  The non-finite flag is a
+// per-column double sum of x - x (NaN exactly for a bad element), so the column loop carries no
+// reduction of its own and the compiler vectorises it across columns.
 template <class T, bool NaN, bool Sq>
-void moments_rows(const MomentsParams& p, const T* __restrict x, int64_t r0, int64_t r1, double* __restrict s1,
-                  double* __restrict s2, int64_t* __restrict cnt, int64_t* bad) {
+void moments_rows(const MomentsParams& p, const T* __restrict x, int64_t r0, int64_t r1, __int128* __restrict s1,
+                  __int128* __restrict s2, int64_t* __restrict cnt, int64_t* bad) {
     const int64_t d = p.d;
-    const double c = p.c, ylo = p.ylo, yhi = p.yhi;
-    for (int64_t i = r0; i < r1; ++i) {
-        const T* __restrict row = x + i * d;
-        for (int64_t j = 0; j < d; ++j) {
-            const double v = (double)row[j];
-            double y = v - c;
-            y = y > ylo ? y : ylo;
-            y = y < yhi ? y : yhi;
-            y += v - v;  // NaN for a bad element (nan mode: an infinite one; NaN is masked below)
-            if constexpr (NaN) {
-                const bool ok = v == v;
-                y = ok ? y : 0.0;
-                cnt[j] += ok ? 1 : 0;
+    const double c = p.c, ylo = p.ylo, yhi = p.yhi, S1 = p.S1, S2 = p.S2;
+    std::vector<uint64_t> q1v(d), q2v(Sq ? d : 0);
+    std::vector<double> fv(d, 0.0);
+    uint64_t* __restrict q1 = q1v.data();
+    uint64_t* __restrict q2 = q2v.data();
+    double* __restrict f = fv.data();
+    for (int64_t b = r0; b < r1; b += kFixedBlock) {
+        const int64_t e = std::min(r1, b + kFixedBlock);
+        std::fill(q1v.begin(), q1v.end(), 0);
+        std::fill(q2v.begin(), q2v.end(), 0);
+        for (int64_t i = b; i < e; ++i) {
+            const T* __restrict row = x + i * d;
+            for (int64_t j = 0; j < d; ++j) {
+                const double v = (double)row[j];
+                double y = v - c;
+                y = y > ylo ? y : ylo;
+                y = y < yhi ? y : yhi;
+                double fl = v - v;  // NaN for a bad element (nan mode: an infinite one; NaN is masked below)
+                if constexpr (NaN) {
+                    const bool ok = v == v;
+                    y = ok ? y : 0.0;
+                    fl = ok ? fl : 0.0;
+                    cnt[j] += ok ? 1 : 0;
+                }
+                f[j] += fl;
+                q1[j] += bits_of(y * S1 + kMagic);
+                if constexpr (Sq) q2[j] += bits_of((y * y) * S2 + kMagic);
             }
-            s1[j] += y;
-            if constexpr (Sq) s2[j] += y * y;
+        }
+        for (int64_t j = 0; j < d; ++j) {
+            s1[j] += lane_sum(q1[j], e - b);
+            if constexpr (Sq) s2[j] += lane_sum(q2[j], e - b);
         }
     }
     bool flagged = false;
-    for (int64_t j = 0; j < d; ++j) flagged |= s1[j] != s1[j];
+    for (int64_t j = 0; j < d; ++j) flagged |= f[j] != f[j];
     *bad = flagged ? 1 : 0;
 }
 
@@ -152,25 +181,20 @@ template <class T>
 void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
     const int64_t d = p.d;
     const bool sq = p.order == 2;
-    const Chunks ch = chunks(p.n, d, 3 * d + 1);
-    Partials<double> s1(ch, d), s2(ch, sq ? d : 0);
+    const Chunks ch = chunks(p.n, d, 5 * d + 1);
+    Partials<__int128> s1(ch, d), s2(ch, sq ? d : 0);
     Partials<int64_t> cnt(ch, p.nan ? d : 0), bad(ch, 1);
+    auto run = [&](auto kernel) {
+        for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
+            kernel(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k), bad.at(k));
+        });
+    };
     if (d == 1) {
-        auto run = [&](auto kernel) {
-            for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
-                kernel(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k), bad.at(k));
-            });
-        };
         if (p.nan)
             sq ? run(column_chunk<T, true, true>) : run(column_chunk<T, true, false>);
         else
             sq ? run(column_chunk<T, false, true>) : run(column_chunk<T, false, false>);
     } else {
-        auto run = [&](auto kernel) {
-            for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
-                kernel(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k), bad.at(k));
-            });
-        };
         if (p.nan)
             sq ? run(moments_rows<T, true, true>) : run(moments_rows<T, true, false>);
         else
@@ -184,25 +208,45 @@ void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
 }
 
 // ----------------------------------------------------------------------------- per-class sums (GaussianNB)
-// u = min(max((min(max(x, lo_j), hi_j) - c_j) / r_j, -1), 1); per class g: cnt, sum u, sum u^2.
+// u = min(max((min(max(x, lo_j), hi_j) - c_j) / r_j, -1), 1); per class g: cnt, and the EXACT
+// fixed-point sums (stats.hpp "fixed-point grid", bound 1 for u and for u^2: S = 2^50, so
+// q(u) = round(u 2^50)) of u and u^2.  kFixedBlock rows at a time go into uint64 accumulators
+// (a class meets at most kFixedBlock terms per entry in a block), folded into the chunk's
+// __int128 sums with the class's number of rows in the block.
 template <class T>
-void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, double* s1, double* s2, int64_t* cnt) {
-    const int64_t d = p.d;
-    for (int64_t i = r0; i < r1; ++i) {
-        const int64_t g = p.label[i];
-        cnt[g] += 1;
-        double* a1 = s1 + g * d;
-        double* a2 = s2 + g * d;
-        const T* row = x + i * p.rs;
-        for (int64_t j = 0; j < d; ++j) {
-            const double v = (double)row[j * p.cs];
-            double y = v < p.lo[j] ? p.lo[j] : v;
-            y = y > p.hi[j] ? p.hi[j] : y;
-            double u = (y - p.c[j]) / p.r[j];
-            u = u < -1.0 ? -1.0 : u;
-            u = u > 1.0 ? 1.0 : u;
-            a1[j] += u;
-            a2[j] += u * u;
+void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, __int128* s1, __int128* s2, int64_t* cnt) {
+    const int64_t d = p.d, w = p.k * d;
+    const double S = std::ldexp(1.0, kFixedBits);
+    std::vector<uint64_t> q1(w), q2(w);
+    std::vector<int64_t> m(p.k);
+    for (int64_t b = r0; b < r1; b += kFixedBlock) {
+        const int64_t e = std::min(r1, b + kFixedBlock);
+        std::fill(q1.begin(), q1.end(), 0);
+        std::fill(q2.begin(), q2.end(), 0);
+        std::fill(m.begin(), m.end(), 0);
+        for (int64_t i = b; i < e; ++i) {
+            const int64_t g = p.label[i];
+            m[g] += 1;
+            uint64_t* a1 = q1.data() + g * d;
+            uint64_t* a2 = q2.data() + g * d;
+            const T* row = x + i * p.rs;
+            for (int64_t j = 0; j < d; ++j) {
+                const double v = (double)row[j * p.cs];
+                double y = v < p.lo[j] ? p.lo[j] : v;
+                y = y > p.hi[j] ? p.hi[j] : y;
+                double u = (y - p.c[j]) / p.r[j];
+                u = u < -1.0 ? -1.0 : u;
+                u = u > 1.0 ? 1.0 : u;
+                a1[j] += bits_of(u * S + kMagic);
+                a2[j] += bits_of((u * u) * S + kMagic);
+            }
+        }
+        for (int64_t g = 0; g < p.k; ++g) {
+            cnt[g] += m[g];
+            for (int64_t j = 0; j < d; ++j) {
+                s1[g * d + j] += lane_sum(q1[g * d + j], m[g]);
+                s2[g * d + j] += lane_sum(q2[g * d + j], m[g]);
+            }
         }
     }
 }
@@ -210,8 +254,8 @@ void class_chunk(const ClassParams& p, const T* x, int64_t r0, int64_t r1, doubl
 template <class T>
 void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
     const int64_t d = p.d, G = p.k, w = G * d;
-    const Chunks ch = chunks(p.n, d, 2 * w + G);
-    Partials<double> s1(ch, w), s2(ch, w);
+    const Chunks ch = chunks(p.n, d, 6 * w + G);
+    Partials<__int128> s1(ch, w), s2(ch, w);
     Partials<int64_t> cnt(ch, G);
     for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
         class_chunk<T>(p, x, r0, r1, s1.at(k), s2.at(k), cnt.at(k));
@@ -222,57 +266,96 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
 }
 
 // ----------------------------------------------------------------------------- Gram matrix (PCA, SSP)
-// G = sum_i a_i b_i^T over the mapped rows (a_i = w_i z_i, b_i = z_i; a_i = b_i without weights),
-// upper triangle only, z_i the row as mapped by the caller into a buffer of width dp (a multiple
-// of 8, zero padded).  Rows are taken in buffers of kBuf rows; every entry G[j][k] accumulates
-// its terms in row order, so the tiling changes no bit.
-constexpr int64_t kBuf = 128;
+// G = sum_i a_i b_i^T over the mapped rows, upper triangle only, EXACT on a fixed-point grid
+// (stats.hpp "fixed-point grid"): column j has a public power-of-two bound P_j = 2^e_j on its
+// entries (|z_j| <= P_j: PCA's unit rows P = 1; SSP's from the norm, intercept and label
+// bounds), each row is scaled once, b'_j = clamp(z_j 2^-e_j, -1, 1) and a'_j = clamp(fl(w b'_j)
+// 2^50, -2^50, 2^50) (w the row's weight, 1 without; the clamps are no-ops for valid rows and
+// keep the grid's bound for any input), and entry (j, k) adds the integer q = round(fl(a'_j b'_k)),
+// |q| <= 2^50, whose grid value is q P_j P_k / 2^50 (scaling by powers of two is exact, so
+// q = round(fl(w z_j z_k) 2^(50 - e_j - e_k)) up to the rounding of w z_j: the product's double
+// value quantised, one multiply and one add per entry and row, the integer add).  The row map
+// fills z (zero padded to dp, a multiple of 8); rows are taken in buffers of kBuf rows into
+// uint64 accumulators (kFixedBlock rows, then folded into the chunk's __int128 partial).
+constexpr int64_t kBuf = 128;  // kFixedBlock is a multiple of it
 
-static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, double* G) {
+static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, uint64_t* G) {
+    const v4d vM = splat4(kMagic);
     for (int64_t j0 = 0; j0 < dp; j0 += 4) {
         for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) {
-            v4d acc[4][2];
+            v4u acc[4][2];
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) acc[a][h] = load4(G + (j0 + a) * dp + k0 + 4 * h);
+                for (int h = 0; h < 2; ++h) std::memcpy(&acc[a][h], G + (j0 + a) * dp + k0 + 4 * h, sizeof(v4u));
             for (int64_t i = 0; i < m; ++i) {
                 const double* ra = A + i * dp + j0;
                 const double* rb = B + i * dp + k0;
                 const v4d b0 = load4(rb), b1 = load4(rb + 4);
                 for (int a = 0; a < 4; ++a) {
                     const v4d s = splat4(ra[a]);
-                    acc[a][0] += s * b0;
-                    acc[a][1] += s * b1;
+                    acc[a][0] += (v4u)(s * b0 + vM);
+                    acc[a][1] += (v4u)(s * b1 + vM);
                 }
             }
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) store4(G + (j0 + a) * dp + k0 + 4 * h, acc[a][h]);
+                for (int h = 0; h < 2; ++h) std::memcpy(G + (j0 + a) * dp + k0 + 4 * h, &acc[a][h], sizeof(v4u));
+        }
+    }
+}
+
+// The rows' scaling onto the grid (see above), m rows of dp: z <- b' = clamp(z 2^-e, -1, 1) and
+// a <- a' = clamp(fl(w b') 2^50, -2^50, 2^50), one vectorisable pass per buffer.
+static inline void scale_rows(double* __restrict z, double* __restrict a, const double* __restrict w,
+                              const double* __restrict sb, int64_t m, int64_t dp, double top) {
+    for (int64_t i = 0; i < m; ++i) {
+        const double wi = w[i];
+        double* __restrict zi = z + i * dp;
+        double* __restrict ai = a + i * dp;
+        for (int64_t t = 0; t < dp; ++t) {
+            double v = zi[t] * sb[t];
+            v = v < -1.0 ? -1.0 : v;
+            v = v > 1.0 ? 1.0 : v;
+            zi[t] = v;
+            double u = (wi * v) * top;
+            u = u < -top ? -top : u;
+            u = u > top ? top : u;
+            ai[t] = u;
         }
     }
 }
 
 // Map fills row i (of the input) into z[0, dp) (zero padded) and returns its weight (1 when none).
-// Returns the (d+1) x (d+1) upper triangle (the rest zero) of sum a_i b_i^T, row-major.
+// e: the d + 1 column exponents.  Returns the (d+1) x (d+1) upper triangle (the rest zero) of
+// the exact sums of q, row-major.
 template <class Map>
-std::vector<double> gram(int64_t n, int64_t d, int threads, const Map& map) {
+std::vector<__int128> gram(int64_t n, int64_t d, int threads, const int* e, const Map& map) {
     const int64_t dp = (d + 8) & ~int64_t(7), d1 = d + 1;  // d + 1 columns, to a multiple of 8
-    const Chunks ch = chunks(n, dp, dp * dp);
-    Partials<double> G(ch, dp * dp);
+    const Chunks ch = chunks(n, dp, 3 * dp * dp);
+    Partials<__int128> G(ch, dp * dp);
+    const double top = std::ldexp(1.0, kFixedBits);
+    std::vector<double> sb(dp, 0.0);
+    for (int64_t j = 0; j < d1; ++j) sb[j] = std::ldexp(1.0, -e[j]);
     for_chunks(ch, n, threads, [&](int64_t k, int64_t r0, int64_t r1) {
-        const bool weighted = map.weighted();
-        std::vector<double> zb(kBuf * dp, 0.0), wb(weighted ? kBuf * dp : 0, 0.0);
-        double* Gk = G.at(k);
+        std::vector<double> zb(kBuf * dp, 0.0), ab(kBuf * dp, 0.0), wb(kBuf, 1.0);
+        std::vector<uint64_t> Gu(dp * dp, 0);
+        __int128* Gk = G.at(k);
+        int64_t inblock = 0;
+        auto flush = [&]() {
+            for (int64_t t = 0; t < dp * dp; ++t) Gk[t] += lane_sum(Gu[t], inblock);
+            std::fill(Gu.begin(), Gu.end(), 0);
+            inblock = 0;
+        };
         for (int64_t b = r0; b < r1; b += kBuf) {
             const int64_t m = std::min(kBuf, r1 - b);
-            for (int64_t i = 0; i < m; ++i) {
-                const double w = map(b + i, zb.data() + i * dp);
-                if (weighted)
-                    for (int64_t t = 0; t < dp; ++t) wb[i * dp + t] = w * zb[i * dp + t];
-            }
-            gram_tiles(weighted ? wb.data() : zb.data(), zb.data(), m, dp, Gk);
+            for (int64_t i = 0; i < m; ++i) wb[i] = map(b + i, zb.data() + i * dp);
+            scale_rows(zb.data(), ab.data(), wb.data(), sb.data(), m, dp, top);
+            gram_tiles(ab.data(), zb.data(), m, dp, Gu.data());
+            inblock += m;
+            if (inblock >= kFixedBlock) flush();
         }
+        if (inblock > 0) flush();
     });
-    const std::vector<double> g = G.merged();
-    std::vector<double> out(d1 * d1, 0.0);
+    const std::vector<__int128> g = G.merged();
+    std::vector<__int128> out(d1 * d1, 0);
     for (int64_t j = 0; j < d1; ++j)
         for (int64_t k = j; k < d1; ++k) out[j * d1 + k] = g[j * dp + k];
     return out;
@@ -342,52 +425,74 @@ struct SspMap {
 };
 
 template <class T>
-std::vector<double> pca_gram(const PcaParams& p, const T* x) {
-    return gram(p.n, p.d, p.threads, PcaMap<T>{p, x});
+std::vector<__int128> pca_gram(const PcaParams& p, const T* x) {
+    const std::vector<int> e(p.d + 1, 0);  // unit rows and the trailing 1: P = 1
+    return gram(p.n, p.d, p.threads, e.data(), PcaMap<T>{p, x});
 }
 
 template <class T>
-std::vector<double> ssp_gram(const SspParams& p, const T* x) {
-    return gram(p.n, p.d, p.threads, SspMap<T>{p, x});
+std::vector<__int128> ssp_gram(const SspParams& p, const T* x) {
+    return gram(p.n, p.d, p.threads, p.e, SspMap<T>{p, x});
 }
 
 // ----------------------------------------------------------------------------- k-means step
-// label_i = argmin_g ||u_i - c_g||^2 (ties: the lowest g); per cluster: count and sum of u_i.
+// label_i = argmin_g ||u_i - c_g||^2 (ties: the lowest g); per cluster: count and the EXACT
+// fixed-point sum (stats.hpp "fixed-point grid", bound 1: q(t) = round(t 2^50)) of u_i clamped to
+// [-1, 1] (the unit rows the releases pass are in [-1, 1] already: the clamp only keeps the grid's
+// bound for any input).  kFixedBlock rows at a time into uint64 accumulators, folded into the
+// chunk's __int128 sums with each cluster's number of rows in the block.
 template <class T>
-void kmeans_chunk(const KMeansParams& p, const T* x, int64_t r0, int64_t r1, double* sums, int64_t* cnt,
+void kmeans_chunk(const KMeansParams& p, const T* x, int64_t r0, int64_t r1, __int128* sums, int64_t* cnt,
                   std::vector<double>& row) {
     const int64_t d = p.d, K = p.k;
-    for (int64_t i = r0; i < r1; ++i) {
-        const T* src = x + i * p.rs;
-        for (int64_t j = 0; j < d; ++j) row[j] = (double)src[j * p.cs];
-        int64_t best = 0;
-        double bd = INFINITY;
-        for (int64_t g = 0; g < K; ++g) {
-            const double* cg = p.C + g * d;
-            double s = 0.0;
-            for (int64_t j = 0; j < d; ++j) {
-                const double t = row[j] - cg[j];
-                s += t * t;
+    const double S = std::ldexp(1.0, kFixedBits);
+    std::vector<uint64_t> q(sums ? K * d : 0);
+    std::vector<int64_t> m(sums ? K : 0);
+    for (int64_t b = r0; b < r1; b += kFixedBlock) {
+        const int64_t e = std::min(r1, b + kFixedBlock);
+        std::fill(q.begin(), q.end(), 0);
+        std::fill(m.begin(), m.end(), 0);
+        for (int64_t i = b; i < e; ++i) {
+            const T* src = x + i * p.rs;
+            for (int64_t j = 0; j < d; ++j) row[j] = (double)src[j * p.cs];
+            int64_t best = 0;
+            double bd = INFINITY;
+            for (int64_t g = 0; g < K; ++g) {
+                const double* cg = p.C + g * d;
+                double s = 0.0;
+                for (int64_t j = 0; j < d; ++j) {
+                    const double t = row[j] - cg[j];
+                    s += t * t;
+                }
+                if (s < bd) {
+                    bd = s;
+                    best = g;
+                }
             }
-            if (s < bd) {
-                bd = s;
-                best = g;
+            if (p.labels) p.labels[i] = best;
+            if (sums) {
+                m[best] += 1;
+                uint64_t* a = q.data() + best * d;
+                for (int64_t j = 0; j < d; ++j) {
+                    double u = row[j] < -1.0 ? -1.0 : row[j];
+                    u = u > 1.0 ? 1.0 : u;
+                    a[j] += bits_of(u * S + kMagic);
+                }
             }
         }
-        if (p.labels) p.labels[i] = best;
-        if (sums) {
-            cnt[best] += 1;
-            double* a = sums + best * d;
-            for (int64_t j = 0; j < d; ++j) a[j] += row[j];
-        }
+        if (sums)
+            for (int64_t g = 0; g < K; ++g) {
+                cnt[g] += m[g];
+                for (int64_t j = 0; j < d; ++j) sums[g * d + j] += lane_sum(q[g * d + j], m[g]);
+            }
     }
 }
 
 template <class T>
 void kmeans_step(const KMeansParams& p, const T* x, KMeansResult& r) {
     const int64_t d = p.d, K = p.k, w = K * d;
-    const Chunks ch = chunks(p.n, d * K, p.want_sums ? w + K : 0);
-    Partials<double> sums(ch, p.want_sums ? w : 0);
+    const Chunks ch = chunks(p.n, d * K, p.want_sums ? 3 * w + K : 0);
+    Partials<__int128> sums(ch, p.want_sums ? w : 0);
     Partials<int64_t> cnt(ch, p.want_sums ? K : 0);
     for_chunks(ch, p.n, p.threads, [&](int64_t k, int64_t r0, int64_t r1) {
         std::vector<double> row(d);

@@ -1,8 +1,10 @@
 // One-pass statistics of the toolbox, multi-threaded and bit-identical for any thread count:
-//   moments        clipped, centred column sums / sums of squares / non-NaN counts (dpfast.tools)
-//   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB)
-//   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy)
-//   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans)
+//   moments        clipped, centred column sums / sums of squares / non-NaN counts (dpfast.tools),
+//                  EXACT: fixed-point terms summed in integers (see "fixed-point grid" below), so
+//                  the same integers for any chunking, thread count or Dask partitioning
+//   class_moments  per-class clipped, scaled sums and sums of squares (GaussianNB), EXACT as moments
+//   gram           upper triangle of sum a_i b_i^T over mapped rows (PCA covariance, SSP's Z'WZ, Z'Wy), EXACT
+//   kmeans_step    nearest-centre assignment, per-cluster counts and sums (KMeans), EXACT sums
 //   histogram      integer counts on public edges, any dimension (dpfast.tools.histogram*)
 // No Python here (csrc/bindings/stats.cpp is the binding).  The floating-point kernels live in
 // csrc/stats/kernels.hpp, compiled twice (baseline and AVX2, the same bits; see there).
@@ -90,8 +92,39 @@ struct RowsParams {
     int threads = 1;
 };
 
+// ----------------------------------------------------------------------------- fixed-point grid
+// A term t known to satisfy |t| <= B (B public: from the bounds) is mapped to the integer
+//     q(t) = round_half_even(fl(t * S)),   S = fl(2^kFixedBits / B)   (S = 0 for B = 0),
+// the grid value q B / 2^kFixedBits standing for t.  The map is deterministic per term and
+// monotone (a product by S > 0 and a rounding are both monotone), and |q| <= 2^kFixedBits: with
+// |t| <= B, fl(t S) <= fl(B S) = 2^k (1 + d), |d| <= 2^-52, i.e. within 2^-2 of 2^k (k = 50),
+// which rounds to 2^k.  So the grid value of a term never leaves [-B, B] (the sensitivity
+// analysis of every release here holds for the grid values), and a term at the bound, t = +-B,
+// is exactly +-B on the grid.  The rounding is the magic-number trick: for |z| <= 2^51,
+// fl(z + 1.5 2^52) lies in [2^52, 2^53), where the doubles are the integers, and its bit pattern
+// minus that of 1.5 2^52 is round_half_even(z) (vectorises as one add; no FMA: -ffp-contract=off,
+// so fl(t S) is rounded before the add, in both builds).  Integer sums are exact: a uint64 lane
+// adds at most kFixedBlock terms (|sum| <= 2^62, the magic offset removed once per block,
+// modulo 2^64), then the block goes into an __int128 (room for 2^77 terms); the merge of the
+// partials is exact in any order.  The one rounding to double happens in Python, correctly
+// rounded (dpfast._fixed.to_float: sum q times B / 2^k as a ratio of integers).
+constexpr int kFixedBits = 50;
+constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+constexpr int64_t kFixedBlock = 4096;          // terms per uint64 lane: 2^12 * 2^50 = 2^62 < 2^63
+
+inline uint64_t bits_of(double v) {
+    uint64_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+}
+// The scale S of a bound B (>= 0): 0 for B == 0, else 2^kFixedBits / B (finite: B >= 2^-973).
+inline double fixed_scale(double B) { return B == 0.0 ? 0.0 : std::ldexp(1.0, kFixedBits) / B; }
+// A lane that added m terms as bits_of(fl(t S) + kMagic), modulo 2^64: the exact integer sum.
+inline int64_t lane_sum(uint64_t acc, int64_t m) { return (int64_t)(acc - (uint64_t)m * bits_of(kMagic)); }
+
 struct MomentsParams : RowsParams {  // C order: rs = d, cs = 1
     double c = 0, ylo = 0, yhi = 0;  // from y_range
+    double S1 = 0, S2 = 0;           // fixed_scale(B) of y and fixed_scale(fl(B B)) of y^2
     bool nan = false;
     int order = 1;
 };
@@ -116,7 +149,7 @@ inline void y_range(double lo, double hi, double c, double cap, double& ylo, dou
 }
 
 struct MomentsResult {
-    std::vector<double> s1, s2;
+    std::vector<__int128> s1, s2;  // sum q(y), sum q(y^2) on the grids of S1, S2 (exact)
     std::vector<int64_t> cnt;
     int64_t bad = 0;  // > 0: some element was not finite (nan mode: infinite)
 };
@@ -127,7 +160,7 @@ struct ClassParams : RowsParams {
     const double *lo = nullptr, *hi = nullptr, *c = nullptr, *r = nullptr;  // [d]
 };
 struct ClassResult {
-    std::vector<double> s1, s2;  // [k][d]
+    std::vector<__int128> s1, s2;  // [k][d]: sum q(u), sum q(u^2), grid bound 1 (exact)
     std::vector<int64_t> cnt;    // [k]
 };
 
@@ -139,6 +172,7 @@ struct PcaParams : RowsParams {
 struct SspParams : RowsParams {
     const double* y = nullptr;  // [n]
     const double* w = nullptr;  // [n] or nullptr
+    const int* e = nullptr;     // [d + 1] column bound exponents: |Z_j| <= 2^e_j, |y| <= 2^e_d
 };
 
 struct KMeansParams : RowsParams {
@@ -148,7 +182,7 @@ struct KMeansParams : RowsParams {
     bool want_sums = true;
 };
 struct KMeansResult {
-    std::vector<double> sums;  // [k][d]
+    std::vector<__int128> sums;  // [k][d]: sum q(clamp(u, -1, 1)), grid bound 1 (exact)
     std::vector<int64_t> cnt;  // [k]
 };
 
@@ -188,15 +222,17 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
     DPF_STATS_DISPATCH(class_moments<T>(p, x, r));
 }
 
-// G: (d+1) x (d+1), upper triangle (the rest zero): [sum u u^T, sum u; ., n] with u the mapped rows.
+// G: (d+1) x (d+1), upper triangle (the rest zero): [sum u u^T, sum u; ., n] with u the mapped
+// rows, as exact fixed-point sums (grid bound 1 for every entry: the value is G / 2^50).
 template <class T>
-std::vector<double> pca_gram(const PcaParams& p, const T* x) {
+std::vector<__int128> pca_gram(const PcaParams& p, const T* x) {
     return DPF_STATS_DISPATCH(pca_gram<T>(p, x));
 }
 
-// G: (d+1) x (d+1), upper triangle: [Z'WZ, Z'Wy; ., y'Wy].
+// G: (d+1) x (d+1), upper triangle: [Z'WZ, Z'Wy; ., y'Wy] as exact fixed-point sums, entry (j, k)
+// on the grid of the bound 2^(e_j + e_k) (its value G_jk 2^(e_j + e_k - 50)).
 template <class T>
-std::vector<double> ssp_gram(const SspParams& p, const T* x) {
+std::vector<__int128> ssp_gram(const SspParams& p, const T* x) {
     return DPF_STATS_DISPATCH(ssp_gram<T>(p, x));
 }
 

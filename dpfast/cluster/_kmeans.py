@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 
-from dpfast import _stats, accounting
+from dpfast import _fixed, _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, check_fitted, validate_X
 from dpfast._dask_utils import (
     fit_rows,
@@ -109,15 +109,28 @@ def _assign(U: np.ndarray, C: np.ndarray) -> np.ndarray:
     return lab.astype(np.intp, copy=False)
 
 
+def step_exact(U: np.ndarray, C: np.ndarray):
+    """The exact statistics of one Lloyd step in unit coordinates, as integers: every row of U
+    assigned to its nearest centre of C, then the k counts and the (k, d) fixed-point sums
+    (:mod:`dpfast._fixed`, grid bound 1: ``q(u) = round(u 2^50)``, u in [-1, 1]) of the rows per
+    cluster, an object array of Python ints.  Exact: per partition on Dask, added in any order to
+    the same integers.  One native pass (``dpfast._stats.kmeans_step``, GIL released)."""
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    _, cnt, sums = _stats.kmeans_step(_float_rows(U), C, False, True, default_threads())
+    return cnt.astype(object), _fixed.ints(sums).reshape(C.shape)
+
+
+def step_floats(exact) -> tuple[np.ndarray, np.ndarray]:
+    """(counts (k,), sums (k, d)) as float64 from :func:`step_exact`'s integers, each rounded once."""
+    cnt, sums = exact
+    return np.asarray(cnt).astype(np.float64), _fixed.to_float(sums, 1.0)
+
+
 def step_statistics(U: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The exact statistics of one Lloyd step in unit coordinates: every row of U assigned to its
-    nearest centre of C, then the k counts (float64) and the (k, d) sums of the rows per cluster.
-    (Per partition on Dask; :func:`noisy_step` adds the noise.)  One native pass
-    (``dpfast._stats.kmeans_step``: fixed row chunks merged in a fixed order, bit-identical for any
-    thread count and layout; GIL released)."""
-    _, cnt, sums = _stats.kmeans_step(_float_rows(U), np.ascontiguousarray(C, dtype=np.float64), False, True,
-                                      default_threads())
-    return cnt.astype(np.float64), sums
+    """The statistics of one Lloyd step in unit coordinates (:func:`step_exact` rounded once): the
+    k counts (float64) and the (k, d) sums of the rows per cluster (:func:`noisy_step` adds the
+    noise); the same bits for any thread count, layout, chunking or Dask partitioning."""
+    return step_floats(step_exact(U, C))
 
 
 def unit_rows(Xa: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -169,11 +182,12 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     Dask input (``fit``, and ``predict`` lazily): the public checks read metadata only, the charge
     comes next, the rows are read once and kept on the workers in unit coordinates
     (``persist``), then each step is one pass in which every partition returns
-    :func:`step_statistics` for the current centres, added on the client in partition order, and
-    the step's noise is drawn on the client.  Equal to the in-memory fit for the same data and
-    ``random_state`` up to the order of the float64 sums (a sum that moves a centre across a
-    tie of the next assignment can change it more; the counts are exact); NaN or infinite entries
-    raise ``ValueError`` after the charge, naming no row or value.
+    :func:`step_exact` for the current centres (counts, and the sums as exact fixed-point integers
+    on the grid of the public bound 1, :mod:`dpfast._fixed`), added exactly on the client and
+    rounded once, and the step's noise is drawn on the client.  The release equals the in-memory
+    fit bit for bit for the same data and ``random_state``, for every partitioning (a partitioning
+    chosen from the data moves no bit of it); NaN or infinite entries raise ``ValueError`` after
+    the charge, naming no row or value.
 
     When to use: well-separated clusters and n large relative to ``k * d / epsilon``; the number
     of iterations is fixed (no convergence test on private data: it would leak).  Fewer iterations
@@ -265,8 +279,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
     def _fit_dask(self, X, budget) -> "KMeans":
         """:meth:`fit` on a Dask collection (class docstring): metadata checks, the charge, the
         unit rows persisted once on the workers, then per step one pass in which every partition
-        returns :func:`step_statistics` (assignment, counts, sums) for the current centres, the
-        partials added in partition order, and the step's noise drawn on the client."""
+        returns :func:`step_exact` (assignment, counts, exact sums) for the current centres, the
+        integers added exactly and rounded once, and the step's noise drawn on the client."""
         self._validate_params()
         self._reset_fit()
         Xd, d = fit_rows(self, X)
@@ -279,7 +293,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):
         U = persist_by_partitions(_unit_rows, Xd, (lo, hi))  # the data read once
         C = np.clip((initial_centers(k, lo, hi, gen) - c) / r, -1.0, 1.0)
         for _ in range(int(self.max_iter)):
-            counts, sums = sum_by_partitions(step_statistics, U, args=(C,), dtype=None, check=None)
+            counts, sums = step_floats(sum_by_partitions(step_exact, U, args=(C,), dtype=None, check=None,
+                                                         out_dtype=object))
             with detached():  # as noisy_step draws them: counts, then sums
                 nc = counts + laplace_noise(1.0 / ec, k, rng=gen)
                 ns = sums + laplace_noise(d / es, k * d, rng=gen).reshape(k, d)

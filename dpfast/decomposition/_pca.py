@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
-from dpfast import _stats, accounting
+from dpfast import _fixed, _stats, accounting
 from dpfast._base import RANDOM_STATE, Interval, PrivateEstimator, StrOptions, check_fitted, validate_X
 from dpfast._dask_utils import fit_rows, frame_or_array_rows, is_dask_collection, sum_by_partitions
 from dpfast._threads import default_threads
@@ -89,10 +89,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     Dask input: ``fit`` (and ``transform``, lazily) accept a ``dask.array.Array`` or
     ``dask.dataframe.DataFrame``.  The public checks read metadata only, the charge comes next,
-    then one pass in which every partition returns :meth:`_statistic` of its rows, the partials
-    added on the client in partition order, then the one draw: no row leaves the cluster.  The
-    release equals the in-memory fit's for the same data and ``random_state`` up to the order of
-    the float64 sums (relative 1e-15); a different partitioning changes it at that level only.
+    then one pass in which every partition returns the exact statistic of its rows (integers: the
+    sums are fixed-point sums on the grid ``2^-50`` of the public bound 1, :mod:`dpfast._fixed`),
+    added exactly on the client and rounded once, then the one draw: no row leaves the cluster.
+    The release equals the in-memory fit's bit for bit for the same data and ``random_state``,
+    for every partitioning (a partitioning chosen from the data moves no bit of it).
     NaN or infinite entries found in the pass raise ``ValueError`` after the charge, naming no
     row or value.
 
@@ -217,28 +218,35 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     # ------------------------------------------------------------------ fit
 
-    def _statistic(self, Xa, c, lo, hi, R):
-        """The exact vector v(X) (see the class docstring): rows clamped, shifted, norm-clipped,
-        in one native pass (``dpfast._stats.pca_gram``: rows read by their strides, fixed row
-        chunks merged in a fixed order, so the same rows give the same bits whatever the layout
-        and the thread count; GIL released).  Per row: ``y = clip(x, lo, hi) - c`` (no box:
-        ``x - c``); a row longer than ``R`` (or whose norm overflows; one with infinite entries
-        taken as the ray of their signs) is scaled onto the sphere of radius ``R``; ``u = y / R``,
-        rescaled once more when rounding left ``|u| > 1``."""
+    def _exact_statistic(self, Xa, c, lo, hi, R):
+        """The exact vector v(X) (see the class docstring) as integers: the fixed-point sums
+        (:mod:`dpfast._fixed`, grid bound 1: ``q(t) = round(t 2^50)``; every entry of ``u u^T``
+        and ``u`` lies in [-1, 1]) of the mapped rows, an object array of Python ints (the count
+        ``n`` is the sum of ``q(1) = 2^50``).  Exact: the partitions of a Dask fit add in any order
+        to the same integers.  One native pass (``dpfast._stats.pca_gram``: rows read by their
+        strides; GIL released).  Per row: ``y = clip(x, lo, hi) - c`` (no box: ``x - c``); a row
+        longer than ``R`` (or whose norm overflows; one with infinite entries taken as the ray of
+        their signs) is scaled onto the sphere of radius ``R``; ``u = y / R``, rescaled once more
+        when rounding left ``|u| > 1``."""
         n, d = Xa.shape
         X = np.asarray(Xa)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         f64 = np.float64
-        G = _stats.pca_gram(X, None if lo is None else np.ascontiguousarray(lo, dtype=f64),
-                            None if hi is None else np.ascontiguousarray(hi, dtype=f64),
-                            np.ascontiguousarray(c, dtype=f64), float(R), default_threads())
+        G = _fixed.ints(_stats.pca_gram(X, None if lo is None else np.ascontiguousarray(lo, dtype=f64),
+                                        None if hi is None else np.ascontiguousarray(hi, dtype=f64),
+                                        np.ascontiguousarray(c, dtype=f64), float(R), default_threads()))
+        G = G.reshape(d + 1, d + 1)
         iu = _upper_index(d)
         parts = [G[:d, :d][iu]]
         if not self.centered:
             parts.append(G[:d, d])
-        parts.append(np.array([float(n)]))
+        parts.append(G[d:, d])
         return np.concatenate(parts)
+
+    def _statistic(self, Xa, c, lo, hi, R):
+        """The exact vector v(X) as float64: :meth:`_exact_statistic` rounded once per entry."""
+        return _fixed.to_float(self._exact_statistic(Xa, c, lo, hi, R), 1.0)
 
     def fit(self, X, y=None, *, budget: Any = None) -> "PCA":
         """Release the principal components (see the class docstring).  Returns self.
@@ -371,7 +379,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     def _fit_dask(self, X, budget) -> None:
         """:meth:`fit` on a Dask collection (class docstring): metadata checks, charge, one pass
-        of per-partition :meth:`_statistic` added in partition order, one draw."""
+        of per-partition :meth:`_exact_statistic` (integers) added exactly and rounded once, one draw."""
         self._validate_params()
         self._reset_fit()
         Xd, d = fit_rows(self, X)
@@ -382,7 +390,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         event, (kind, s), eps, delta, accountant = self._event(d)
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
-        exact = sum_by_partitions(self._statistic, Xd, args=(c, lo, hi, R))
+        exact = _fixed.to_float(sum_by_partitions(self._exact_statistic, Xd, args=(c, lo, hi, R), out_dtype=object),
+                                1.0)
         with detached():  # the fit's event covers the draws
             noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
         self._from_release(exact + noise, c, R, d)

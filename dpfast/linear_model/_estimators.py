@@ -582,9 +582,10 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
     (None: 2 sigma sqrt(d + 1), the order of the noise matrix's spectral norm -- a
     data-independent rule).  One pass over the data, no solver: the method of choice when n is
     large relative to d^2 / epsilon.  ``sample_weight`` in [0, 1] weights each row's contribution
-    (w z z^T, w y z: the sensitivity is unchanged).  Dask input: one pass of per-partition
-    statistics added in partition order, equal to the in-memory fit up to the order of the sums
-    (:meth:`_fit_ssp_dask`).
+    (w z z^T, w y z: the sensitivity is unchanged).  The sums are exact on fixed-point grids of
+    the public column bounds (:func:`~dpfast.linear_model._ssp.ssp_exact`).  Dask input: one pass
+    of per-partition exact statistics, equal to the in-memory fit bit for bit for every
+    partitioning (:meth:`_fit_ssp_dask`).
 """
         + _ATTR_DOC
     )
@@ -693,7 +694,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         if s > 0:
             Z = np.hstack([Z, np.full((n, 1), s)])
         Z = np.ascontiguousarray(Z)  # one layout for every input layout: the same sums, bit for bit
-        A, b = _ssp.ssp_statistics(Z, np.clip(y, -B, B), w)
+        A, b = _ssp.ssp_statistics(Z, np.clip(y, -B, B), w, _ssp_col_bounds(R, s, B, d))
         E, e = _ssp.ssp_noise(gen, dim, sigma)
         theta = _ssp.ssp_solve(A + E, b + e, lam)
         self._ssp_record(theta, d, s, event, which, sigma, lam, delta_)
@@ -725,8 +726,9 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         """``method="ssp"`` on a Dask ``X`` (``y``/``sample_weight`` Dask chunked like X's rows, or
         NumPy): the public checks on metadata, the charge, one pass in which every partition
         returns :func:`~dpfast.linear_model._ssp.ssp_statistics` of its mapped rows (:func:`_ssp_partition`),
-        the partials added in partition order on the client, one draw, the solve.  Equal to the
-        in-memory fit for the same data and ``random_state`` up to the order of the float64 sums;
+        the exact integer partials added on the client and rounded once, one draw, the solve.  Equal
+        to the in-memory fit bit for bit for the same data and ``random_state``, for every
+        partitioning;
         bad data found in the pass (NaN, a row above ``norm_bound`` with ``row_norm="check"``, a
         weight outside [0, 1]) raises ``ValueError`` after the charge, naming no row or value."""
         self._validate_params()
@@ -745,7 +747,9 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         lam = 2.0 * sigma * math.sqrt(dim) if self.alpha is None else float(self.alpha)
         self._charge(event, budget)
         gen = check_random_state(self.random_state)
-        A, b = sum_by_partitions(_ssp_partition, Xd, [yp, wp], (self, R, s, B), dtype="float")
+        cb = _ssp_col_bounds(R, s, B, d)
+        A, b = _ssp.ssp_floats(sum_by_partitions(_ssp_partition, Xd, [yp, wp], (self, R, s, B, cb), dtype="float",
+                                                 out_dtype=object), cb)
         E, e = _ssp.ssp_noise(gen, dim, sigma)
         theta = _ssp.ssp_solve(A + E, b + e, lam)
         self._ssp_record(theta, d, s, event, which, sigma, lam, delta_)
@@ -765,11 +769,19 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
         return self._decision(X)[:, 0]
 
 
-def _ssp_partition(Xk, yk, wk, est, R, s, B):
-    """One partition's (Z^T W Z, Z^T W y) of ``method="ssp"``: its rows mapped by ``row_norm`` as
-    the in-memory fit maps them, the bias column appended, labels clipped to [-B, B], then
-    :func:`~dpfast.linear_model._ssp.ssp_statistics`; or the fixed message of bad data (the rows'
-    finiteness and the vectors' lengths are checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
+def _ssp_col_bounds(R: float, s: float, B: float, d: int) -> list:
+    """The public bounds of SSP's Gram columns (the fixed-point grids of the exact sums): every
+    coordinate of a mapped row within its norm bound (widened as for float32, so that the grid is
+    the same for any dtype), the intercept column ``s``, the labels ``B``."""
+    return [_slack(R, np.float32)] * d + ([s] if s > 0 else []) + [B]
+
+
+def _ssp_partition(Xk, yk, wk, est, R, s, B, cb):
+    """One partition's exact (Z^T W Z, Z^T W y) of ``method="ssp"`` (integers): its rows mapped by
+    ``row_norm`` as the in-memory fit maps them, the bias column appended, labels clipped to
+    [-B, B], then :func:`~dpfast.linear_model._ssp.ssp_exact` on the grids of the public column
+    bounds ``cb``; or the fixed message of bad data (the rows' finiteness and the vectors' lengths
+    are checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
     n = Xk.shape[0]
     yv = np.asarray(yk, dtype=np.float64)
     if not np.isfinite(yv).all():
@@ -788,4 +800,4 @@ def _ssp_partition(Xk, yk, wk, est, R, s, B):
         Z = Z * scale[:, None]
     if s > 0:
         Z = np.hstack([Z, np.full((n, 1), s)])
-    return _ssp.ssp_statistics(np.ascontiguousarray(Z), np.clip(yv, -B, B), w)
+    return _ssp.ssp_exact(np.ascontiguousarray(Z), np.clip(yv, -B, B), w, cb)

@@ -19,13 +19,14 @@ import math
 
 import numpy as np
 
-from dpfast import _stats
+from dpfast import _fixed, _stats
 from dpfast._threads import default_threads
 from dpfast.accounting import Gaussian
 from dpfast.accounting.erm_calibration import check_accountant, gaussian_multiplier
 from dpfast.random import standard_normal
 
-__all__ = ["ssp_sensitivity", "ssp_statistics", "ssp_calibrate", "ssp_solve"]
+__all__ = ["ssp_sensitivity", "ssp_statistics", "ssp_exact", "ssp_floats", "ssp_exponents", "ssp_calibrate",
+           "ssp_solve"]
 
 
 def ssp_sensitivity(norm_bound: float, intercept: float, label_bound: float) -> float:
@@ -57,24 +58,59 @@ def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: 
     return Gaussian(noise_multiplier=z, sensitivity=float(sensitivity)), sigma, which
 
 
-def ssp_statistics(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(Z^T W Z, Z^T W y) in float64, W = diag(w) (identity when w is None); weights in [0, 1]
-    scale one row's contribution by w, so the sensitivity of :func:`ssp_sensitivity` holds.
+def ssp_exponents(col_bounds) -> np.ndarray:
+    """The column bound exponents of the exact Gram sums: the smallest ``e`` with ``2^e >= b`` for
+    each public column bound ``b > 0`` (Z's columns, then y's)."""
+    out = []
+    for b in col_bounds:
+        m, e = math.frexp(float(b))
+        out.append(e - 1 if m == 0.5 else e)
+    return np.asarray(out, dtype=np.int64)
 
-    One native pass (``dpfast._stats.ssp_gram``: the upper triangle of [Z, y]^T W [Z, y] with
-    every entry summed in row order within fixed row chunks merged in a fixed order, so the bits
-    do not depend on the thread count or on Z's layout; GIL released), mirrored to the full
-    symmetric matrix."""
+
+def ssp_exact(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None, col_bounds) -> np.ndarray:
+    """The upper triangle of [Z, y]^T W [Z, y] as EXACT integers ((d+1)^2 object array of Python
+    ints, row-major): entry (j, k) the fixed-point sum (:mod:`dpfast._fixed`) of ``w z_j z_k`` on
+    the grid of the public bound ``2^(e_j + e_k)``, ``2^e_j >= col_bounds[j]`` (Z's columns, then
+    y's; :func:`ssp_exponents`).  Exact: a Dask fit's partitions add in any order to the same
+    integers.  One native pass (``dpfast._stats.ssp_gram``, GIL released)."""
     Z = np.asarray(Z)
     if Z.dtype not in (np.float32, np.float64):
         Z = Z.astype(np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     wv = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
-    G = _stats.ssp_gram(Z, y, wv, default_threads())
-    d = Z.shape[1]
-    A = np.triu(G[:d, :d])
+    return _fixed.ints(_stats.ssp_gram(Z, y, wv, ssp_exponents(col_bounds), default_threads()))
+
+
+def ssp_floats(G, col_bounds) -> tuple[np.ndarray, np.ndarray]:
+    """(Z^T W Z, Z^T W y) in float64 from :func:`ssp_exact`'s integers, each entry rounded once,
+    mirrored to the full symmetric matrix."""
+    e = ssp_exponents(col_bounds)
+    d = e.size - 1
+    G = np.asarray(G, dtype=object).reshape(d + 1, d + 1)
+    iu = np.triu_indices(d + 1)
+    vals = np.zeros((d + 1, d + 1))
+    vals[iu] = [_fixed.to_float([G[j, k]], math.ldexp(1.0, int(e[j] + e[k])))[0] for j, k in zip(*iu)]
+    A = vals[:d, :d]
     A = A + np.triu(A, 1).T
-    return A, G[:d, d].copy()
+    return A, vals[:d, d].copy()
+
+
+def ssp_statistics(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None, col_bounds=None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(Z^T W Z, Z^T W y) in float64, W = diag(w) (identity when w is None); weights in [0, 1]
+    scale one row's contribution by w, so the sensitivity of :func:`ssp_sensitivity` holds.
+
+    Exact sums on a fixed-point grid (:func:`ssp_exact`; the same bits for any thread count,
+    layout, chunking or Dask partitioning), rounded once.  ``col_bounds``: the public bounds of
+    Z's columns then y's (the estimators pass the norm, intercept and label bounds); None takes
+    the arrays' own largest magnitudes (tests and non-private use only: a grid read off the data
+    is not a public parameter)."""
+    if col_bounds is None:
+        Za, ya = np.abs(np.asarray(Z, dtype=np.float64)), np.abs(np.asarray(y, dtype=np.float64))
+        col_bounds = [max(float(v), 1.0) for v in (*(Za.max(axis=0) if Za.size else np.ones(Za.shape[1])),
+                                                    ya.max() if ya.size else 1.0)]
+    return ssp_floats(ssp_exact(Z, y, w, col_bounds), col_bounds)
 
 
 def ssp_noise(gen, dim: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:

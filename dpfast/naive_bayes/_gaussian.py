@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from dpfast import _stats, accounting
+from dpfast import _fixed, _stats, accounting
 from dpfast._base import (
     PUBLIC_LABELS,
     RANDOM_STATE,
@@ -141,11 +141,12 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
     Dask input (``fit``, ``predict``, ``predict_proba``, ``score``): a ``dask.array.Array`` or
     ``dask.dataframe.DataFrame`` ``X`` with ``y`` a dask Array/Series chunked like X's rows (or
     NumPy) is fitted without gathering the rows: the public checks read metadata only, the charge
-    comes next, then one pass in which every partition returns :meth:`_statistics` of its rows,
-    the partials added on the client in partition order, then the one draw (:func:`_dask_fit`).
-    The release equals the in-memory fit's for the same data and ``random_state`` up to the
-    order of the float64 sums (relative 1e-15; the counts exactly); a different partitioning
-    changes it at that level only.  Bad data found in the pass (NaN, a label outside
+    comes next, then one pass in which every partition returns the exact statistics of its rows
+    (integers: the sums of ``u`` and ``u^2`` are fixed-point sums on the grid ``2^-50`` of the
+    public bound 1, :mod:`dpfast._fixed`), added exactly on the client and rounded once, then the
+    one draw (:func:`_dask_fit`).  The release equals the in-memory fit's bit for bit for the same
+    data and ``random_state``, for every partitioning (a partitioning chosen from the data moves
+    no bit of it).  Bad data found in the pass (NaN, a label outside
     ``classes``) raises ``ValueError`` after the charge, naming no row or value.
 
     When to use: tabular classification with known feature ranges; the noise does not grow with
@@ -253,7 +254,7 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
         gen = check_random_state(self.random_state)
         self._scale = scale
         self._charge(event, budget)
-        exact = self._statistics(Xa, idx, k, lo, hi)
+        exact = _statistic_floats(self._exact_statistics(Xa, idx, k, lo, hi))
         with detached():  # the fit's event covers the draw
             noise = laplace_noise(scale, exact.size, rng=gen).reshape(exact.shape)
         self._post_process(exact + noise, lo, hi, priors)
@@ -262,12 +263,14 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
         return self
 
     @staticmethod
-    def _statistics(Xa, idx, k, lo, hi) -> np.ndarray:
-        """(k, 1 + 2d) exact statistics: [n_k, sum u, sum (u^2 - 1/2)] per class (one pass).
+    def _exact_statistics(Xa, idx, k, lo, hi):
+        """The exact statistics as integers: ``(n, T1, T2)`` -- the class counts (k,), and the
+        fixed-point sums (:mod:`dpfast._fixed`, grid bound 1: ``q(t) = round(t 2^50)``) of ``u``
+        and of ``u^2 - 1/2`` (``sum q(u^2) - 2^49 n_k``), (k, d) object arrays of Python ints.
+        Exact: a Dask fit adds the partitions' values in any order and gets the same integers.
 
-        ``u = clip((clip(x, lo, hi) - c) / r, -1, 1)`` per feature; the sums run natively
-        (``dpfast._stats.class_moments``: fixed row chunks merged in a fixed order, so the bits do
-        not depend on the thread count or on X's layout; GIL released)."""
+        ``u = clip((clip(x, lo, hi) - c) / r, -1, 1)`` per feature; one native pass
+        (``dpfast._stats.class_moments``, GIL released)."""
         r = 0.5 * (hi - lo)
         with np.errstate(over="ignore"):
             s = lo + hi
@@ -280,12 +283,16 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
                                            np.ascontiguousarray(hi, dtype=np.float64),
                                            np.ascontiguousarray(c, dtype=np.float64),
                                            np.ascontiguousarray(r, dtype=np.float64), default_threads())
-        d = s1.shape[1]
-        out = np.empty((k, 1 + 2 * d))
-        out[:, 0] = cnt
-        out[:, 1:d + 1] = s1
-        out[:, d + 1:] = s2 - 0.5 * out[:, :1]
-        return out
+        shape = (int(k), X.shape[1])
+        n = cnt.astype(object)
+        t2 = _fixed.ints(s2).reshape(shape) - (1 << (_fixed.FIXED_BITS - 1)) * n[:, None]
+        return n, _fixed.ints(s1).reshape(shape), t2
+
+    @staticmethod
+    def _statistics(Xa, idx, k, lo, hi) -> np.ndarray:
+        """(k, 1 + 2d) statistics: [n_k, sum u, sum (u^2 - 1/2)] per class (one pass), each the
+        exact sum of the grid values rounded once (:meth:`_exact_statistics`)."""
+        return _statistic_floats(GaussianNB._exact_statistics(Xa, idx, k, lo, hi))
 
     def _post_process(self, noisy, lo, hi, priors) -> None:
         d = lo.size
@@ -357,9 +364,21 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
         return np.exp(self.predict_log_proba(X))
 
 
+def _statistic_floats(exact) -> np.ndarray:
+    """(k, 1 + 2d) float64 statistics from :meth:`GaussianNB._exact_statistics`' integers, each
+    rounded once, correctly (:func:`dpfast._fixed.to_float`, grid bound 1)."""
+    n, t1, t2 = exact
+    k, d = t1.shape
+    out = np.empty((k, 1 + 2 * d))
+    out[:, 0] = np.asarray(n).astype(np.float64)
+    out[:, 1:d + 1] = _fixed.to_float(t1, 1.0)
+    out[:, d + 1:] = _fixed.to_float(t2, 1.0)
+    return out
+
+
 # ----------------------------------------------------------------------------- Dask input
 def _nb_partition(Xk, yk, classes, lo, hi, statistics):
-    """One partition's exact statistics (:meth:`GaussianNB._statistics` of its rows), or the fixed
+    """One partition's exact statistics (:meth:`GaussianNB._exact_statistics` of its rows), or the fixed
     message of labels outside the public set (the rows and lengths are checked by
     :func:`~dpfast._dask_utils.sum_by_partitions`)."""
     try:
@@ -371,8 +390,8 @@ def _nb_partition(Xk, yk, classes, lo, hi, statistics):
 
 def _dask_fit(est, X, y, *, budget: Any = None):
     """:meth:`GaussianNB.fit` for a Dask ``X`` (class docstring): public checks on metadata,
-    charge, one pass of per-partition :meth:`GaussianNB._statistics` added in partition order,
-    one draw; the post-processing of the in-memory fit."""
+    charge, one pass of per-partition :meth:`GaussianNB._exact_statistics` (integers) added
+    exactly, rounded once, one draw; the post-processing of the in-memory fit."""
     est._validate_params()
     est._reset_fit()
     if y is None:
@@ -387,7 +406,8 @@ def _dask_fit(est, X, y, *, budget: Any = None):
     gen = check_random_state(est.random_state)
     est._scale = scale
     est._charge(event, budget)
-    exact = sum_by_partitions(_nb_partition, Xd, [yp], (est.classes, lo, hi, type(est)._statistics))
+    exact = _statistic_floats(sum_by_partitions(_nb_partition, Xd, [yp],
+                                                (est.classes, lo, hi, type(est)._exact_statistics), out_dtype=object))
     with detached():  # the fit's event covers the draw
         noise = laplace_noise(scale, exact.size, rng=gen).reshape(exact.shape)
     est._post_process(exact + noise, lo, hi, priors)

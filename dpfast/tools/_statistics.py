@@ -35,6 +35,15 @@ error).  With ``d`` elements per row and ``r = (upper - lower) / 2``:
   the counts have l1 sensitivity 1: Laplace(1/epsilon) on every bin.  Counts are real (not
   rounded), ``density=True`` normalises the counts clipped at 0 (post-processing).
 
+Exact sums: the sums behind ``sum``/``mean``/``var``/``std`` (and the nan forms) are computed
+exactly on a fixed-point grid: each clamped (and centred) term ``t``, ``|t| <= B`` with ``B`` the
+public per-element bound (``max(|lower|, |upper|)`` for ``sum``, ``r`` for the centred sums,
+``r^2`` for the squares), becomes the integer ``round(t 2^50 / B)`` (monotone, never beyond the
+bound: the sensitivities above hold for the grid values, and a value at the bound is exactly
+the bound), the integers are added exactly and the total is rounded once, correctly, to a double
+(:mod:`dpfast._fixed`).  The statistic is thus a function of the multiset of values alone: the
+same bits for any thread count, memory layout, chunking or Dask partitioning.
+
 Every function charges one event for its whole release (``dpfast.budget.charge``) after the
 checks and before any draw.  The noise is Laplace, drawn for the whole release in one call of
 :func:`dpfast.random.draw_into` (the native dispatch behind
@@ -56,7 +65,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from dpfast import _stats, budget as _budget
+from dpfast import _fixed, _stats, budget as _budget
 from dpfast._dask_utils import is_dask_collection, is_frame, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
@@ -236,11 +245,15 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     scales = tuple(t / eps_part for t in sens)
     noise = _Noise(*((b, shape if nan or j else ()) for j, b in enumerate(scales)))
 
+    B1 = _fixed.check_bound(r)
+    B2 = _fixed.check_bound(r * r) if order == 2 else None
+
     def event():
         return Composed(tuple(Laplace(scale=b, sensitivity=t) for b, t in zip(scales, sens)))
 
-    rows, counts, s, q = _release_statistic(x, budget, event, name, _moment_sums, bool(nan),
-                                            args=(lo, hi, axis, keepdims, nan, order))
+    exact = _release_statistic(x, budget, event, name, _moment_sums, bool(nan),
+                               args=(lo, hi, axis, keepdims, nan, order), out_dtype=object)
+    rows, counts, s, q = _moment_floats(exact, B1, B2, shape)
     draws = noise.draw(gen)
     if shape == ():  # one output entry: the same double arithmetic on floats
         n_hat = float(counts) + draws[0] if counts is not None else k * (rows + draws[0])
@@ -268,22 +281,32 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
 
 
 def _moment_sums(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool, order: int):
-    """The exact statistics of mean/var/std and their nan forms on rows x (float64, C order):
-    ``(rows, counts, s, q)`` -- the number of rows, the per-entry non-NaN counts (nan forms, else
-    None), the sums of ``y = clip(x) - c`` (capped to [-r, r] after rounding: the sensitivity
-    assumes |y| <= r) and (order 2) of ``y^2 - r^2/2`` (else None), reduced over ``axis`` (None or
-    0).  One native pass (:func:`_column_sums`).  Every entry is a sum over rows: a Dask release
-    adds the partitions' values."""
+    """The exact statistics of mean/var/std and their nan forms on rows x (float64, C order), as
+    integers (exact: a Dask release adds the partitions' values in any order and gets the same
+    numbers): ``(rows, counts, T1, T2)`` -- the number of rows, the per-entry non-NaN counts (nan
+    forms, else None), the fixed-point sums (:mod:`dpfast._fixed`) of ``y = clip(x) - c`` (capped
+    to [-r, r] after rounding: the sensitivity assumes |y| <= r; grid bound ``r``) and (order 2)
+    of ``y^2 - r^2/2`` (grid bound ``r^2``: ``sum q(y^2) - 2**49 m``, each term in [-r^2/2,
+    r^2/2]; else None), flat per output entry (object arrays of Python ints).  One native pass
+    (:func:`_column_sums`); :func:`_moment_floats` rounds them once."""
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    shape = _shape(x, axis, keepdims)[0]
-    s1, s2, cnt = _column_sums(x, axis, lo, hi, c, r, nan, order)
-    counts = None if cnt is None else cnt.astype(np.float64).reshape(shape)
+    t1, t2, cnt = _column_sums(x, axis, lo, hi, c, r, r, nan, order)
+    counts = None if cnt is None else cnt.astype(object)
     q = None
     if order == 2:
-        # sum of (y^2 - r^2/2), each term in [-r^2/2, r^2/2]: sensitivity r^2/2 per element
-        m = counts if counts is not None else float(x.shape[0] if axis == 0 else x.size)
-        q = s2.reshape(shape) - (r * r / 2) * m
-    return float(x.shape[0]), counts, s1.reshape(shape), q
+        m = counts if counts is not None else (x.shape[0] if axis == 0 else x.size)
+        q = t2 - (1 << (_fixed.FIXED_BITS - 1)) * m
+    return x.shape[0], counts, t1, q
+
+
+def _moment_floats(exact, B1: float, B2, shape):
+    """The released statistics from :func:`_moment_sums`' integers: ``(rows, counts, s, q)`` as
+    floats, each rounded once (:func:`dpfast._fixed.to_float`) and shaped like the output."""
+    rows, counts, t1, t2 = exact
+    counts = None if counts is None else np.asarray(counts).astype(np.float64).reshape(shape)
+    s = _fixed.to_float(t1, B1).reshape(shape)
+    q = None if t2 is None else _fixed.to_float(t2, B2).reshape(shape)
+    return float(rows), counts, s, q
 
 
 def _finite(bad: int, allow_nan: bool) -> None:
@@ -294,17 +317,18 @@ def _finite(bad: int, allow_nan: bool) -> None:
         raise ValueError("a must be finite (no NaN or inf; the nan* functions ignore NaN)")
 
 
-def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float, nan: bool, order: int):
-    """One native pass (``dpfast._stats.moments``; bit-identical for any thread count): per
-    output entry, the sum of ``y = clip(x, lo, hi) - c`` (capped to ``[-cap, cap]``), the sum of
-    ``y^2`` (order 2) and, in the nan forms, the number of non-NaN elements (NaN elements
-    contribute nothing).  Returns flat per-entry arrays ``(s1, s2 or None, counts or None)``."""
+def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float, B: float, nan: bool, order: int):
+    """One native pass (``dpfast._stats.moments``): per output entry, the exact fixed-point sums
+    (:mod:`dpfast._fixed`, grid bound ``B``, ``B*B`` for the squares) of ``y = clip(x, lo, hi) - c``
+    (capped to ``[-cap, cap]``; ``|y| <= B``), of ``y^2`` (order 2) and, in the nan forms, the
+    number of non-NaN elements (NaN elements contribute nothing).  Returns flat per-entry
+    arrays ``(T1, T2 or None, counts or None)``, T as object arrays of Python ints."""
     x = np.ascontiguousarray(x) if x.dtype in (np.float32, np.float64) else np.ascontiguousarray(x, np.float64)
     cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], math.prod(x.shape[1:]))
-    s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), bool(nan), int(order),
-                                      default_threads())
+    s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), float(B), bool(nan),
+                                      int(order), default_threads())
     _finite(bad, nan)
-    return s1, s2, cnt
+    return _fixed.ints(s1), None if s2 is None else _fixed.ints(s2), cnt
 
 
 def _check_ddof(ddof) -> float:
@@ -326,17 +350,20 @@ def _sum(a, epsilon, bounds, axis, dtype, keepdims, gen, budget, nan):
     x = _data(a, nan, check=False)  # the native pass refuses non-finite values (before the charge)
     axis = _axis(axis, x.ndim)
     shape, d, _ = _shape(x, axis, keepdims)
-    sens = d * max(abs(lo), abs(hi))
+    B = _fixed.check_bound(max(abs(lo), abs(hi)))
+    sens = d * B
     noise = _Noise((sens / epsilon, shape))
-    s = _release_statistic(x, budget, lambda: Laplace(scale=sens / epsilon, sensitivity=sens),
-                           "nansum" if nan else "sum", _clipped_sum, nan, args=(lo, hi, axis, keepdims, nan))
+    t = _release_statistic(x, budget, lambda: Laplace(scale=sens / epsilon, sensitivity=sens),
+                           "nansum" if nan else "sum", _clipped_sum, nan, args=(lo, hi, axis, nan), out_dtype=object)
+    s = _fixed.to_float(t, B).reshape(shape)
     return _out(s + noise.draw(gen)[0], dtype)
 
 
-def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan: bool) -> np.ndarray:
-    """The exact statistic of sum/nansum: the sum over ``axis`` of x clamped to [lo, hi] (NaN as 0),
-    one native pass (:func:`_column_sums`)."""
-    return _column_sums(x, axis, lo, hi, 0.0, np.inf, nan, 1)[0].reshape(_shape(x, axis, keepdims)[0])
+def _clipped_sum(x: np.ndarray, lo: float, hi: float, axis, nan: bool) -> np.ndarray:
+    """The exact statistic of sum/nansum: the fixed-point sum (:mod:`dpfast._fixed`, grid bound
+    ``max(|lo|, |hi|)``, Python ints) over ``axis`` of x clamped to [lo, hi] (NaN as 0), flat per
+    output entry; one native pass (:func:`_column_sums`)."""
+    return _column_sums(x, axis, lo, hi, 0.0, np.inf, max(abs(lo), abs(hi)), nan, 1)[0]
 
 
 @validate_params(**_COMMON)
@@ -664,10 +691,12 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
 # read metadata only; the charge comes next; then ONE pass in which every partition (a block of
 # rows; the other axes are rechunked to one chunk, lazily) returns the same exact statistic as
 # the in-memory code (_moment_sums, _clipped_sum, _nonzero_counts, _hist_counts), the partials
-# are added on the client in partition order, and the noise is drawn on the client.  The release
-# equals the in-memory one for the same data and rng up to the order of the float64 sums
-# (histograms and counts exactly); another partitioning changes it at that level only.  NaN or
-# inf found in the pass raise ValueError after the charge, naming no row or value.
+# are added on the client, and the noise is drawn on the client.  The sums of mean/var/std/sum
+# and their nan forms are exact integers on a fixed-point grid (dpfast._fixed), rounded once on
+# the client; the histograms and counts are integers: so the release is BIT-IDENTICAL to the
+# in-memory one for the same data and rng, for every partitioning (a partitioning chosen from
+# the data, e.g. by set_index/shuffle divisions, cannot move a bit of it).  NaN or inf found in
+# the pass raise ValueError after the charge, naming no row or value.
 
 def _dask_data(a, numeric: bool = True):
     """A Dask collection as a dask Array chunked by rows only (public checks on metadata)."""
@@ -715,12 +744,13 @@ def _stack(xa, ya):
     return np.stack([xa, ya], axis=1)
 
 
-def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()):
+def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=(), out_dtype=np.float64):
     """``statistic(x, *args)`` and the charge of ``event`` (a DpEvent, or a callable building it
     when a budget applies): in memory the statistic first (its native pass refuses non-finite
     data with a fixed message, so before the charge), on Dask the charge first, then one pass of
     the statistic per row partition added in partition order (``allow_nan``: None keeps the
-    partitions' dtype, else float64)."""
+    partitions' dtype, else float64; ``out_dtype``: that of the partials' sum, object for the
+    exact integer statistics, which then add exactly)."""
     if not is_dask_collection(x):
         out = statistic(x, *args)
         _budget.charge(budget, event, label)
@@ -730,4 +760,4 @@ def _release_statistic(x, budget, event, label, statistic, allow_nan, *, args=()
     _budget.charge(budget, event, label)
     # the statistics check the values in their native pass: their fixed messages are passed on
     return sum_by_partitions(statistic, x, args=args, dtype=None if allow_nan is None else "float64", check=None,
-                             fixed_errors=True)
+                             fixed_errors=True, out_dtype=out_dtype)

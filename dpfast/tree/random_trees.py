@@ -18,6 +18,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from scipy.special import lambertw
 
 from dpfast import _threads, _trees, accounting
 from dpfast._base import (
@@ -170,17 +171,12 @@ def auto_label_x(n_classes: int) -> float:
     """The per-tree ``x = epsilon g / T`` at which a forest of ``T`` leaf labels has the largest vote
     signal-to-noise ratio ``T (1 - (K / 2) exp(-x))^2`` (``K = n_classes``, ``g`` the count gap of the
     row's leaf over all rows): the root of ``exp(x) = (K / 2) (1 + 2 x)``, 1.256 for two classes,
-    2.02 for three (docs/theory/trees.rst, "Sizing a forest of labels").  Bisection to float
-    precision; public parameters only."""
-    c = max(int(n_classes), 2) / 2.0
-    lo, hi = 1e-9, 64.0  # exp(x) < c (1 + 2 x) at lo (the root is positive), > at hi, for c >= 1
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if np.exp(mid) < c * (1.0 + 2.0 * mid):
-            lo = mid
-        else:
-            hi = mid
-    return float(hi)
+    2.02 for three (docs/theory/trees.rst, "Sizing a forest of labels").  In closed form: with
+    ``y = x + 1/2`` the equation is ``y exp(-y) = exp(-1/2) / K``, whose root above 1 is
+    ``y = -W_{-1}(-exp(-1/2) / K)`` (Lambert W's lower branch; the argument lies in ``[-1/e, 0)``
+    for ``K >= 2``).  Public parameters only."""
+    K = float(max(int(n_classes), 2))
+    return float(-lambertw(-np.exp(-0.5) / K, k=-1).real - 0.5)
 
 
 def auto_n_trees_label(n_noisy: int, epsilon: float, depth: int, cap: int, n_classes: int = 2) -> int:

@@ -145,5 +145,8 @@ def test_ssp_weights_scale_each_rows_contribution():
     Z = np.hstack([X, np.ones((40, 1))])
     A, bb = _ssp.ssp_statistics(Z, y, np.full(40, 0.5))
     A1, b1 = _ssp.ssp_statistics(Z, y)
-    np.testing.assert_allclose(A, A1 / 2, rtol=1e-14)
-    np.testing.assert_allclose(bb, b1 / 2, rtol=1e-14)
+    # exact sums on a fixed-point grid (entry (j, k): step P_j P_k 2^-50, P the powers of two above
+    # the column bounds; half a step per term): 40 terms of weight 1/2 vs 1
+    tol = 40 * 2.0**-50 * (2 * max(np.abs(Z).max(), np.abs(y).max())) ** 2
+    np.testing.assert_allclose(A, A1 / 2, rtol=0, atol=tol)
+    np.testing.assert_allclose(bb, b1 / 2, rtol=0, atol=tol)

@@ -38,6 +38,11 @@ on the 64-bit word stream, ``csrc/random/distributions.hpp``; from Python,
 built from 32-bit integers).  Their output depends on the stream only, never on the number of
 threads.
 
+Keyed stream (DP-SGD's noise, :func:`add_normal_noise`): from a NumPy ``Generator``, two 64-bit
+words per call key a Philox4x32-10 counter-based stream (Salmon et al. 2011), whose word j the
+same ziggurat maps to variate j; threads fill disjoint ranges, with the same output for any thread
+count.  A :class:`SecureRandom` keeps its own ChaCha20 words.
+
 Speed: ChaCha20 computes four blocks (32 words of 64 bits) per refill in a SIMD-friendly
 kernel (``csrc/random/chacha20.hpp``), and the exact samplers draw 32-bit halves and single
 bits from cached words, so the secure path runs at millions of samples per second.
@@ -277,6 +282,51 @@ def draw_into(gen: np.random.Generator, kind: str, out: np.ndarray, values=None,
     _kernel(kind)  # an unknown kind raises before the lock is taken
     with native_stream(gen) as cap:
         return _fill(cap, kind, out, values, scale)
+
+
+def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: Optional[int] = None,
+                     divisor: float = 1.0) -> None:
+    """``a = (a + std * N(0, 1)) / divisor`` in place for every array ``a`` of ``arrays``
+    (C-contiguous, writeable, float32/float64), the arrays taken as ONE sequence of variates:
+    DP-SGD's noise on all the gradients of a step in one native call (``divisor``: the expected
+    batch size of ``loss_reduction="mean"``; computed in double as a product by fl(1 / divisor)
+    and rounded once to the array's dtype, except for a ``SecureRandom``, whose path divides
+    after adding the noise).
+
+    The stream (the "keyed Philox stream"): for a NumPy ``Generator`` (any bit generator but
+    :class:`SecureRandom`'s), two 64-bit words are drawn from ``gen`` per call (per dtype group of
+    ``arrays``, in order of first appearance), a 128-bit key: a Philox4x32-10 key and a stream id
+    (Salmon, Moraes, Dror & Shaw 2011, "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+    Variate j of the sequence is the ziggurat of :func:`standard_normal` (same law, same fast path)
+    on word j of the counter-based stream of that key; the ~1.2% the fast path rejects are finished
+    in order with the words after the last one (``csrc/random/philox.hpp``).  Word j is a function
+    of (key, j) alone, so threads fill disjoint ranges and the values do not depend on the number
+    of threads, nor on whether the AVX2 kernel runs.  The same ``gen`` state gives the same values.
+
+    For a :class:`SecureRandom` the words come from its ChaCha20 stream as in :func:`draw_into`
+    (one fill per array, in order): Philox is not a cryptographic generator, so the secure path is
+    left as it was.  ``max_threads`` caps :func:`noise_threads`.  Not floating-point safe
+    (Mironov 2012; see the module docstring)."""
+    arrays = list(arrays)
+    std = float(std)
+    divisor = float(divisor)
+    if is_secure(gen):
+        scale = np.array([std])
+        for a in arrays:
+            draw_into(gen, "normal", a, a, scale)
+            if divisor != 1.0:
+                a /= a.dtype.type(divisor)
+        return
+    groups: dict = {}
+    for a in arrays:
+        groups.setdefault(a.dtype, []).append(a)
+    for arrs in groups.values():
+        n = sum(a.size for a in arrs)
+        nt = noise_threads(n)
+        if max_threads is not None:
+            nt = max(1, min(nt, int(max_threads)))
+        k0, k1 = gen.bit_generator.random_raw(2).tolist()
+        _core.add_normal_philox(k0, k1, arrs, True, std, nt, divisor)
 
 
 def _noise(gen: np.random.Generator, kind: str, size=None, dtype=np.float64):

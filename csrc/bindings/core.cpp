@@ -2,9 +2,12 @@
 // block-parallel fill in csrc/random/noise_fill.hpp; dispatched by dpfast.random).
 // Python validates (dpfast.mechanisms.continuous); these bindings only re-check what would
 // make the kernel read or write out of bounds.
+#include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "bindings/array_view.hpp"
+#include "random/philox.hpp"
 #include "samplers/continuous.hpp"
 #include "samplers/randomized_response.hpp"
 
@@ -32,6 +35,45 @@ void add_noise_impl(py::capsule cap, py::array out_, py::object values, py::obje
         Dist dist;
         dpf::add_noise<T, Dist>(rs, dist, vals.ptr, scale.ptr, ns != 1, o.ptr, n, n_threads);
     });
+}
+
+// The keyed fill (csrc/random/philox.hpp): outs[j] = ((inplace ? outs[j] : 0) + scale * N(0, 1)) * fl(1 / divisor) over
+// the arrays of `outs` (one dtype, float32 or float64, C-contiguous, writeable) taken as one sequence,
+// from the Philox4x32-10 stream of key (k0, k1) = (Philox key, stream id), 64 bits each.
+void add_normal_philox_impl(uint64_t k0, uint64_t k1, py::list outs, bool inplace, double scale, int n_threads,
+                            double divisor) {
+    require(n_threads >= 1, "n_threads must be >= 1");
+    require(std::isfinite(divisor) && divisor > 0.0, "divisor must be finite and > 0");
+    require(std::isfinite(scale) && scale >= 0.0, "scale must be finite and >= 0");
+    const dpf::PhiloxKey key{static_cast<uint32_t>(k0), static_cast<uint32_t>(k0 >> 32), static_cast<uint32_t>(k1),
+                             static_cast<uint32_t>(k1 >> 32)};
+    if (outs.size() == 0) return;
+    py::array first = py::reinterpret_borrow<py::array>(outs[0]);
+    if (!py::isinstance<py::array>(outs[0])) throw py::type_error("outs must hold NumPy arrays");
+    with_float(first, "outs", [&](auto tag) {
+        using T = decltype(tag);
+        std::vector<View<T>> views;
+        std::vector<dpf::NoiseSegment<T>> segs;
+        views.reserve(outs.size());
+        for (py::handle h : outs) {
+            views.push_back(out<T>(h, "outs"));
+            const View<T>& v = views.back();
+            segs.push_back({v.ptr, inplace ? v.ptr : nullptr, static_cast<std::size_t>(v.size)});
+        }
+        py::gil_scoped_release nogil;
+        dpf::add_normal_philox<T>(key, segs, scale, divisor, n_threads);
+    });
+}
+
+// The words [first, first + n) of the Philox4x32-10 stream of key (k0, k1), for the tests.
+py::array_t<uint64_t> philox_words_impl(uint64_t k0, uint64_t k1, uint64_t first, py::ssize_t n) {
+    require(n >= 0, "n must be >= 0");
+    const dpf::PhiloxKey key{static_cast<uint32_t>(k0), static_cast<uint32_t>(k0 >> 32), static_cast<uint32_t>(k1),
+                             static_cast<uint32_t>(k1 >> 32)};
+    py::array_t<uint64_t> a(n);
+    uint64_t* p = a.mutable_data();
+    dpf::philox_words(key, first, p, static_cast<std::size_t>(n));
+    return a;
 }
 
 // One N(0, 1) variate (the scalar Gaussian mechanism): the value a fill of length 1 gives, on the
@@ -85,6 +127,13 @@ PYBIND11_MODULE(_core, m) {
     def_noise("add_normal", &add_noise_impl<dpf::NormalDist>, "out = values + scale * N(0, 1) noise");
     def_noise("add_exponential", &add_noise_impl<dpf::ExponentialDist>, "out = values + scale * Exponential(1) noise");
     def_noise("add_gumbel", &add_noise_impl<dpf::GumbelDist>, "out = values + scale * Gumbel(0, 1) noise");
+    m.attr("PHILOX_PARALLEL_MIN") = dpf::kPhiloxParallelMin;
+    m.def("add_normal_philox", &add_normal_philox_impl, py::arg("k0"), py::arg("k1"), py::arg("outs"),
+          py::arg("inplace"), py::arg("scale"), py::arg("n_threads") = 1, py::arg("divisor") = 1.0,
+          "outs = ((inplace ? outs : 0) + scale * N(0, 1)) * (1 / divisor) from the Philox4x32-10 stream of key (k0, k1)");
+    m.def("philox_words", &philox_words_impl, py::arg("k0"), py::arg("k1"), py::arg("first"), py::arg("n"),
+          "words [first, first + n) of the Philox4x32-10 stream of key (k0, k1)");
+    m.def("philox_avx2", []() { return dpf::philox_avx2(); }, "whether the AVX2 Philox kernel runs");
     m.def("normal1", &normal1_impl, py::arg("bitgen"),
           "one N(0, 1) variate: output 0 of add_normal with one element, on the same words");
     m.def("rr_binary", &rr_binary_impl, py::arg("bitgen"), py::arg("out").noconvert(), py::arg("bits"),

@@ -375,7 +375,13 @@ def _linear_views(activations, grad_output) -> Tuple[torch.Tensor, torch.Tensor]
 
 
 def _row_norms_upper(x: torch.Tensor) -> Optional[torch.Tensor]:
-    """Certified upper bounds (float64, (B,)) of the l2 norms of the rows of a (B, P) CPU
+    """:func:`_row_norms_upper_np` as a float64 tensor (None for other devices/dtypes)."""
+    r = _row_norms_upper_np(x)
+    return None if r is None else torch.from_numpy(r)
+
+
+def _row_norms_upper_np(x: torch.Tensor) -> Optional[np.ndarray]:
+    """Certified upper bounds (float64 NumPy, (B,)) of the l2 norms of the rows of a (B, P) CPU
     float32/float64 tensor, by dpfast's native row-norm kernel on the tensor's memory (float64
     accumulation, no float64 copy): ``dpfast._clip.clip_rows``'s norms inflated by its summation
     bound (``csrc/clip/clip.hpp``: (P/8 + 16) 2^-52 relative, plus 2^-537 sqrt(P) for float64
@@ -386,7 +392,7 @@ def _row_norms_upper(x: torch.Tensor) -> Optional[torch.Tensor]:
     norms = np.empty(b)
     _clip.clip_rows(x.detach().contiguous().numpy(), np.inf, norms, None, None, None)
     rho = (max(1, p) / 8.0 + 16.0) * 2.0 ** -52
-    return torch.from_numpy(norms * (1.0 + rho) + math.sqrt(max(1, p)) * 2.0 ** -537)
+    return norms * (1.0 + rho) + math.sqrt(max(1, p)) * 2.0 ** -537
 
 
 @torch.no_grad()
@@ -394,18 +400,26 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
     if a.shape[1] == 1 and method is None:
-        # T = 1: ||g a^T||_F = ||a|| ||g|| and the bias gradient is g, from native row norms
-        na = _row_norms_upper(a[:, 0]) if "weight" in params else None
-        ng = _row_norms_upper(g[:, 0])
-        if ng is not None and (na is not None or "weight" not in params):
+        # T = 1: ||g a^T||_F = ||a|| ||g|| and the bias gradient is g, from native row norms; the
+        # few float64 operations on the (B,) bounds in NumPy (the same IEEE operations as the
+        # torch forms below, without torch's per-call overhead on small tensors)
+        has_w = "weight" in params
+        na = _row_norms_upper_np(a[:, 0]) if has_w else None
+        ng = _row_norms_upper_np(g[:, 0])
+        if ng is not None and (na is not None or not has_w):
             parts = []
-            if "weight" in params:
+            if has_w:
                 assert na is not None  # the condition above
                 w = na * ng
                 parts.append(w * w * (1.0 + 2.0 ** -48) + _TINY)
             if "bias" in params:
                 parts.append(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
-            return _add_upper(parts, a.shape[0])
+            if not parts:
+                return torch.zeros(a.shape[0], dtype=_F64)
+            total = parts[0]
+            for q in parts[1:]:
+                total = total + q
+            return torch.from_numpy(total * (1.0 + 4.0 * len(parts) * _U))  # as _add_upper
     g64 = g.to(_F64)
     parts = []
     if "weight" in params:
@@ -417,16 +431,23 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
 
 @torch.no_grad()
 def linear_clipped_sum(m: nn.Linear, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+    """sum_i f_i G_i^T A_i as ONE matrix product (f * G)^T A in the weight's dtype (float32 stays
+    float32: one sgemm), and the bias's sum_i f_i sum_t g_t from the same scaled G when the dtypes
+    agree."""
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
     out = {}
+    gw = None
     if "weight" in params:
         dt = params["weight"].dtype
         gw = _weighted(g, factors, dt).reshape(-1, g.shape[-1])
         out["weight"] = gw.t().mm(a.to(dt).reshape(-1, a.shape[-1]))
     if "bias" in params:
         dt = params["bias"].dtype
-        out["bias"] = _weighted(g, factors, dt).sum(dim=(0, 1))
+        if gw is not None and gw.dtype == dt:
+            out["bias"] = gw.sum(dim=0)
+        else:
+            out["bias"] = _weighted(g, factors, dt).sum(dim=(0, 1))
     return out
 
 

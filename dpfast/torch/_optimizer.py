@@ -8,10 +8,11 @@ Each ``step()`` (Abadi et al. 2016, "Deep Learning with Differential Privacy", A
    norm);
 2. with ``signal_skip_step(True)`` (virtual batches) the sum is kept and the step ends there;
 3. otherwise N(0, (z C)^2) noise is added to the sum of the logical batch, once, drawn by dpfast's
-   sampler (``dpfast.random``: the 52-bit-abscissa normal on the engine's generator, a
-   ``SecureRandom`` in secure mode), the result is divided by the expected batch size q n when
-   ``loss_reduction="mean"`` (as Opacus does), written to ``p.grad`` and the wrapped optimizer
-   steps.
+   sampler (``dpfast.random.add_normal_noise``: the 52-bit-abscissa ziggurat normal, all the
+   parameters in one native fill, on the Philox4x32-10 stream of a 128-bit key drawn from the
+   engine's generator; in secure mode on the words of the ``SecureRandom`` itself), the result is
+   divided by the expected batch size q n when ``loss_reduction="mean"`` (as Opacus does),
+   written to ``p.grad`` and the wrapped optimizer steps.
 
 Guarantees.  Each sample's clipped gradient has exact l2 norm <= C when rounded to the parameters'
 dtype (factors from dpfast's safe rule, :func:`dpfast.torch.safe_factors`), so the clipped sum has
@@ -33,7 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpfast.random import draw_into
+from dpfast._threads import CPUS
+from dpfast.random import add_normal_noise
 from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
 
 __all__ = ["DPOptimizer"]
@@ -164,9 +166,28 @@ class DPOptimizer(torch.optim.Optimizer):
                                            f"(B, {', '.join(map(str, p.shape))})")
                     sq += per_sample_norm_sq(_gs(p))
                 f = safe_factors(sq, self.max_grad_norm, [_gs(p).dtype for p in manual])
+                # a sample whose factor is 0 (a non-finite gradient) is left out of the sum (0 * NaN
+                # would turn the whole sum, so the released parameters, into NaN), as
+                # GradSampleModule.clipped_sum does
+                rows = None if bool((f > 0).all()) else np.flatnonzero(f > 0)
+                if rows is not None:
+                    f = f[rows]
                 for p in manual:
                     g = _gs(p).detach()
+                    if rows is not None:
+                        g = g.index_select(0, torch.from_numpy(rows).to(g.device))
                     sums[p] = torch.tensordot(torch.from_numpy(f).to(g.device, g.dtype), g, dims=1)
+        if not B and not manual:
+            # nothing captured (model.eval(), torch.no_grad(), or no backward since the last step):
+            # a non-zero p.grad is then autograd's ordinary, unclipped gradient, which the step
+            # would silently replace with noise alone (an empty Poisson batch leaves every p.grad
+            # None or zero)
+            stray = [p for p in self.params if p.grad is not None and bool(p.grad.ne(0).any())]
+            if stray:
+                raise RuntimeError(
+                    f"{len(stray)} parameter(s) have a gradient but no per-sample gradient was captured: the "
+                    "backward ran with the model in eval() mode or outside the hooked modules; call model.train() "
+                    "before the forward pass (evaluate under torch.no_grad(), without optimizer.step())")
         if B and not manual:
             # a parameter that autograd reached but no hooked call covered (used outside its module's
             # forward, or a module whose output holds no tensor): its per-sample gradient is unknown.
@@ -191,22 +212,39 @@ class DPOptimizer(torch.optim.Optimizer):
         std = self.noise_multiplier * self.max_grad_norm
         if self.distributed and torch.distributed.get_rank() != 0:
             std = 0.0  # the noise is rank 0's, added once to the sum of all ranks' clipped sums
-        scale = np.array([std])
         div = self.expected_batch_size if self.loss_reduction == "mean" else 1.0
+        summed = self._summed
+        grads = []
         for p in self.params:
-            s = self._summed.get(p)
+            s = summed.get(p)
             if s is None:
                 s = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            s = s.contiguous()
-            if std > 0:
+            grads.append((p, s.contiguous()))
+        if std > 0:
+            # all the noise of the step in one native call (dpfast.random.add_normal_noise): CPU
+            # float sums get it in place on their memory; other tensors through CPU buffers
+            arrays, moved = [], []
+            for j, (p, s) in enumerate(grads):
                 if s.device.type == "cpu" and s.dtype in (torch.float32, torch.float64):
-                    a = s.view(-1).numpy()
-                    draw_into(self.generator, "normal", a, a, scale)  # in place: a += std * N(0, 1)
+                    arrays.append(s.view(-1).numpy())
                 else:
-                    nd = np.float64 if s.dtype == torch.float64 else np.float32
-                    noise = np.empty(s.numel(), dtype=nd)
-                    draw_into(self.generator, "normal", noise, None, scale)
-                    s = s + torch.from_numpy(noise).to(s.device, s.dtype).view_as(s)
+                    buf = np.zeros(s.numel(), dtype=np.float64 if s.dtype == torch.float64 else np.float32)
+                    arrays.append(buf)
+                    moved.append((j, buf))
+            # the division by the expected batch size is fused into the fill (a product by
+            # fl(1 / (q n)) in double, rounded once) when every sum is filled in place and no all-reduce comes between
+            fuse = not moved and not self.distributed
+            # helper threads only on cores torch's intra-op pool leaves free: right after backward
+            # its OpenMP workers spin on theirs, and a helper there competes with them (the MLP at
+            # 2 threads on 2 cores: no gain).  The values do not depend on the thread count.
+            free = max(1, CPUS - torch.get_num_threads() + 1)
+            add_normal_noise(self.generator, arrays, std, max_threads=free, divisor=div if fuse else 1.0)
+            if fuse:
+                div = 1.0
+            for j, buf in moved:
+                p, s = grads[j]
+                grads[j] = (p, s + torch.from_numpy(buf).to(s.device, s.dtype).view_as(s))
+        for p, s in grads:
             if self.distributed:
                 torch.distributed.all_reduce(s, op=torch.distributed.ReduceOp.SUM)
             if div != 1.0:

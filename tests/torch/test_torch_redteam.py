@@ -311,10 +311,8 @@ def test_a_parameter_updated_by_the_forward_is_refused():
 
 
 # --------------------------------------------------------------- holes in files being rewritten (xfail)
-@pytest.mark.xfail(strict=True, reason="DPOptimizer._accumulate multiplies a NaN row by its factor 0 "
-                                        "(dpfast/torch/_optimizer.py, being rewritten)")
 def test_functional_path_nonfinite_example_is_clipped_to_zero():
-    """HOLE, open: the functional path (p.grad_sample set by the user, clipped in
+    """HOLE, closed (torch-mlp: the rows with factor 0 are left out of the sum): the functional path (p.grad_sample set by the user, clipped in
     DPOptimizer._accumulate) computes tensordot(f, g) with f_i = 0 for a NaN row g_i: the sum is NaN.
     Reproduction: make_private(grad_sample_mode='functional', z=0), set p.grad_sample with one NaN row,
     step -> p.grad is NaN.  Fix: as GradSampleModule.clipped_sum does now, select the rows with
@@ -330,9 +328,9 @@ def test_functional_path_nonfinite_example_is_clipped_to_zero():
     assert bool(torch.isfinite(model.w.grad).all())
 
 
-@pytest.mark.xfail(strict=True, reason="a step after model.eval() is accepted (dpfast/torch/_optimizer.py)")
 def test_a_step_after_eval_mode_is_refused():
-    """Not a privacy hole, a silent one: in eval() mode the hooks capture nothing, the fast layers are
+    """Closed (torch-mlp: DPOptimizer refuses a step with a gradient but nothing captured).  Not a
+    privacy hole, a silent one: in eval() mode the hooks capture nothing, the fast layers are
     not tapped, autograd fills p.grad with the ordinary (unclipped) gradient, and step() replaces it
     with noise alone and counts a step: training silently becomes noise.  Reproduction: make_private,
     m.eval(), loss.backward(), o.step() -> accepted, steps = 1, p.grad = the noise.  Fix (in

@@ -23,11 +23,18 @@ import math
 
 import numpy as np
 
-__all__ = ["FIXED_BITS", "check_bound", "ints", "to_float"]
+__all__ = ["FIXED_BITS", "GRAM_BITS", "GRAM_SCALE", "check_bound", "ints", "to_float"]
 
 #: bits of the grid below the bound: a term's grid step is B / 2**FIXED_BITS
 FIXED_BITS = 50
 _ONE = 1 << FIXED_BITS
+#: bits of the Gram kernels' FACTOR grid (PCA, SSP: csrc/stats/kernels.hpp "Gram matrix"): each
+#: factor is truncated to ``q = trunc(t 2**26)`` of its column's bound, a product ``qa qb`` is
+#: exact with grid step ``P_j P_k / 2**52``
+GRAM_BITS = 26
+#: the bound to hand :func:`to_float` for a Gram entry of column bounds P_j P_k: ``P_j P_k
+#: GRAM_SCALE`` (the products' grid is 2**(2 GRAM_BITS) = 2**(FIXED_BITS + 2); a power of two: exact)
+GRAM_SCALE = math.ldexp(1.0, FIXED_BITS - 2 * GRAM_BITS)
 #: the smallest bound whose scale 2**50 / B is a finite double (2**-973), with margin
 _MIN_BOUND = math.ldexp(1.0, -970)
 

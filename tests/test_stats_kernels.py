@@ -307,30 +307,37 @@ def pca_gram(x, lo, hi, c, R, threads):
     return np.array(ints(G), dtype=object).reshape(d1, d1)
 
 
-def _grid_gram(A, B, ea, eb):
-    """The exact Gram sums in Python: term (j, k) = rint(fl(a'_j b'_k)), a' = clamp(fl(w b') 2^50),
-    b' = clamp(z 2^-e, -1, 1) (A holds w z, pre-weighting done by the caller as fl(w b'))."""
-    return [[builtins_sum(int(v) for v in np.rint(A[:, j] * B[:, k])) for k in range(B.shape[1])]
-            for j in range(A.shape[1])]
+def _q26(v):
+    """The Gram kernels' factor grid: clamp to [-1, 1] (NaN to -1), then trunc(v 2^26) as Python ints."""
+    v = np.where(np.isnan(v), -1.0, np.clip(v, -1.0, 1.0))
+    return np.trunc(v * 2.0**26).astype(np.int64)
+
+
+def _grid_gram(A, B):
+    """The exact Gram sums in Python: term (j, k) = qa_j qb_k, qa = _q26(fl(w b')), qb = _q26(b'),
+    b' = clamp(z 2^-e, -1, 1) (A holds fl(w b'), the weighting done by the caller); Python ints."""
+    QA, QB = _q26(A), _q26(B)
+    return [[builtins_sum(int(a) * int(b) for a, b in zip(QA[:, j].tolist(), QB[:, k].tolist()))
+             for k in range(B.shape[1])] for j in range(A.shape[1])]
 
 
 @pytest.mark.parametrize("box", [True, False])
 def test_pca_gram_is_the_exact_sum_of_the_grid_terms(box):
-    """Every entry of sum [u, 1][u, 1]^T is the exact sum of q = round(fl(u_j 2^50 u_k)) (grid bound
-    1), the Python reference bit for bit (the row map: the NumPy reference of PCA's map); the
-    count n is n 2^50 exactly; split rows add up to the whole."""
+    """Every entry of sum [u, 1][u, 1]^T is the exact sum of q = trunc(u_j 2^26) trunc(u_k 2^26)
+    (the factor grid of bound 1), the Python reference bit for bit (the row map: the NumPy
+    reference of PCA's map); the count n is n 2^52 exactly; split rows add up to the whole."""
     rng = np.random.default_rng(6)
     n, d = 3000, 5
     x = rng.uniform(-1, 1, (n, d)) / 4  # in the unit ball: the row map is the identity, exactly
     lo, hi = (np.full(d, -1.0), np.full(d, 1.0)) if box else (None, None)
     G = pca_gram(x, lo, hi, np.zeros(d), 1.0, 2)
     u = np.hstack([x, np.ones((n, 1))])
-    ref = _grid_gram(u * 2.0**50, u, 0, 0)
+    ref = _grid_gram(u, u)
     for j in range(d + 1):
         for k in range(j, d + 1):
             assert G[j, k] == ref[j][k]
             assert all(G[k2, j] == 0 for k2 in range(j + 1, d + 1))
-    assert G[d, d] == n * 2**50
+    assert G[d, d] == n * 2**52
     # rows the map moves (clamped, centred, scaled onto the sphere): split rows add up to the whole
     x = rng.normal(size=(n, d)) * 0.6
     c = np.zeros(d) if box else np.full(d, 0.1)
@@ -341,17 +348,18 @@ def test_pca_gram_is_the_exact_sum_of_the_grid_terms(box):
 
 @pytest.mark.parametrize("row", [[3.0, 4.0, 0.0], [1e300, -1e300, 1e300], [np.inf, 1.0, -np.inf], [0.3, 0.4, 0.0]])
 def test_pca_gram_one_row_has_norm_at_most_one(row):
-    """Sensitivity: every mapped row has ||u|| <= 1 (the trace of its Gram matrix: at most 2^50 up
-    to the half-step rounding of each of the 3 diagonal terms), every entry within the grid bound."""
+    """Sensitivity: every mapped row has ||u|| <= 1 and so has its quantised row (the factors are
+    truncated toward zero): the trace of its Gram matrix is at most 2^52 exactly, every entry
+    within the grid bound 2^52."""
     x = np.array([row])
     G = pca_gram(x, None, None, np.zeros(3), 0.5, 1)
-    assert builtins_sum(G[j, j] for j in range(3)) <= 2**50 + 2
-    assert max(abs(int(v)) for v in G.ravel()) <= 2**50
+    assert builtins_sum(G[j, j] for j in range(3)) <= 2**52
+    assert max(abs(int(v)) for v in G.ravel()) <= 2**52
 
 
 def test_ssp_gram_is_the_exact_sum_of_the_grid_terms():
-    """Entry (j, k) of [Z, y]^T W [Z, y]: the exact sum of round(fl(a'_j b'_k)) on the grid of the
-    column bounds 2^(e_j + e_k) (Python reference bit for bit), with and without weights; values
+    """Entry (j, k) of [Z, y]^T W [Z, y]: the exact sum of the products trunc(fl(w b'_j) 2^26)
+    trunc(b'_k 2^26) on the grid of the column bounds 2^(e_j + e_k - 52) (Python reference bit for bit), with and without weights; values
     beyond a column's bound are clamped to it (a row can never move an entry by more than its bound)."""
     rng = np.random.default_rng(7)
     n, d = 4000, 6
@@ -364,8 +372,8 @@ def test_ssp_gram_is_the_exact_sum_of_the_grid_terms():
     Bp = np.clip(Zy * np.ldexp(1.0, -e), -1, 1)
     for wv in (None, w):
         G = np.array(ints(_stats.ssp_gram(Z, y, wv, e, 2)), dtype=object).reshape(d + 1, d + 1)
-        Ap = Bp * 2.0**50 if wv is None else (Bp * wv[:, None]) * 2.0**50
-        ref = _grid_gram(Ap, Bp, e, e)
+        Ap = Bp if wv is None else Bp * wv[:, None]
+        ref = _grid_gram(Ap, Bp)
         for j in range(d + 1):
             for k in range(j, d + 1):
                 assert G[j, k] == ref[j][k]

@@ -266,59 +266,81 @@ void class_moments(const ClassParams& p, const T* x, ClassResult& r) {
 }
 
 // ----------------------------------------------------------------------------- Gram matrix (PCA, SSP)
-// G = sum_i a_i b_i^T over the mapped rows, upper triangle only, EXACT on a fixed-point grid
-// (stats.hpp "fixed-point grid"): column j has a public power-of-two bound P_j = 2^e_j on its
-// entries (|z_j| <= P_j: PCA's unit rows P = 1; SSP's from the norm, intercept and label
-// bounds), each row is scaled once, b'_j = clamp(z_j 2^-e_j, -1, 1) and a'_j = clamp(fl(w b'_j)
-// 2^50, -2^50, 2^50) (w the row's weight, 1 without; the clamps are no-ops for valid rows and
-// keep the grid's bound for any input), and entry (j, k) adds the integer q = round(fl(a'_j b'_k)),
-// |q| <= 2^50, whose grid value is q P_j P_k / 2^50 (scaling by powers of two is exact, so
-// q = round(fl(w z_j z_k) 2^(50 - e_j - e_k)) up to the rounding of w z_j: the product's double
-// value quantised, one multiply and one add per entry and row, the integer add).  The row map
-// fills z (zero padded to dp, a multiple of 8); rows are taken in buffers of kBuf rows into
-// uint64 accumulators (kFixedBlock rows, then folded into the chunk's __int128 partial).
-constexpr int64_t kBuf = 128;  // kFixedBlock is a multiple of it
+// G = sum_i a_i b_i^T over the mapped rows, upper triangle only, EXACT on a fixed-point grid of
+// the FACTORS (26 bits each, exact int64 products): column j has a public power-of-two bound
+// P_j = 2^e_j on its entries (|z_j| <= P_j: PCA's unit rows P = 1; SSP's from the norm,
+// intercept and label bounds).  Each row is quantised once, per factor:
+//   b'_j = clamp(z_j 2^-e_j, -1, 1),   qb_j = trunc(b'_j 2^26),
+//   a'_j = clamp(fl(w b'_j), -1, 1),   qa_j = trunc(a'_j 2^26)
+// (w the row's weight, 1 without; the clamps are no-ops for valid rows, keep the bound for any
+// input and send NaN to -1; scaling by 2^26 is exact and the truncation rounds toward zero), so
+// |qa_j|, |qb_j| <= 2^26 (int32), a factor at its bound is exactly +-2^26, |qb_j| 2^-26 <= |b'_j|
+// (a row's quantised norm never exceeds its norm: the sensitivity is unchanged) and the map is
+// monotone.  Entry (j, k) adds the EXACT product q = qa_j qb_k, |q| <= 2^52, whose grid value is
+// q P_j P_k / 2^52 (the Python side rounds the total with the bound P_j P_k / 4, dpfast._fixed
+// GRAM_BITS).  Products: AVX2 _mm256_mul_epi32 (4 signed 32x32->64 per instruction) into int64
+// lanes, kGramBlock rows per block (|sum| <= 2^10 2^52 = 2^62: no overflow), then the chunk's
+// __int128 partial.  The row map fills z (zero padded to dp, a multiple of 8); rows are taken in
+// buffers of kBuf rows.
+constexpr int64_t kBuf = 128;
+constexpr int kGramBits = 26;
+constexpr int64_t kGramBlock = 1024;  // a multiple of kBuf; 2^10 products of |q| <= 2^52 < 2^63
 
-static inline void gram_tiles(const double* A, const double* B, int64_t m, int64_t dp, uint64_t* G) {
-    const v4d vM = splat4(kMagic);
+typedef long long v4i __attribute__((vector_size(32)));
+
+// The 4 lanes' products of the low 32 bits (signed) of a and b: exact int64.
+static inline v4i mul_lo32(v4i a, v4i b) {
+#if defined(DPF_STATS_AVX2_BUILD)
+    return (v4i)_mm256_mul_epi32((__m256i)a, (__m256i)b);
+#else
+    return a * b;  // the factors are sign-extended int32: the int64 product is the same
+#endif
+}
+
+static inline void gram_tiles(const int64_t* A, const int64_t* B, int64_t m, int64_t dp, int64_t* G) {
     for (int64_t j0 = 0; j0 < dp; j0 += 4) {
         for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) {
-            v4u acc[4][2];
+            v4i acc[4][2];
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) std::memcpy(&acc[a][h], G + (j0 + a) * dp + k0 + 4 * h, sizeof(v4u));
+                for (int h = 0; h < 2; ++h) std::memcpy(&acc[a][h], G + (j0 + a) * dp + k0 + 4 * h, sizeof(v4i));
             for (int64_t i = 0; i < m; ++i) {
-                const double* ra = A + i * dp + j0;
-                const double* rb = B + i * dp + k0;
-                const v4d b0 = load4(rb), b1 = load4(rb + 4);
+                const int64_t* ra = A + i * dp + j0;
+                const int64_t* rb = B + i * dp + k0;
+                v4i b0, b1;
+                std::memcpy(&b0, rb, sizeof b0);
+                std::memcpy(&b1, rb + 4, sizeof b1);
                 for (int a = 0; a < 4; ++a) {
-                    const v4d s = splat4(ra[a]);
-                    acc[a][0] += (v4u)(s * b0 + vM);
-                    acc[a][1] += (v4u)(s * b1 + vM);
+                    const long long x = ra[a];
+                    const v4i s = v4i{x, x, x, x};
+                    acc[a][0] += mul_lo32(s, b0);
+                    acc[a][1] += mul_lo32(s, b1);
                 }
             }
             for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) std::memcpy(G + (j0 + a) * dp + k0 + 4 * h, &acc[a][h], sizeof(v4u));
+                for (int h = 0; h < 2; ++h) std::memcpy(G + (j0 + a) * dp + k0 + 4 * h, &acc[a][h], sizeof(v4i));
         }
     }
 }
 
-// The rows' scaling onto the grid (see above), m rows of dp: z <- b' = clamp(z 2^-e, -1, 1) and
-// a <- a' = clamp(fl(w b') 2^50, -2^50, 2^50), one vectorisable pass per buffer.
-static inline void scale_rows(double* __restrict z, double* __restrict a, const double* __restrict w,
-                              const double* __restrict sb, int64_t m, int64_t dp, double top) {
+// The rows' factors on the grid (see above), m rows of dp: qb = trunc(b' 2^26), qa = trunc(a' 2^26)
+// as sign-extended int32, one pass per buffer.
+static inline void quantise_rows(const double* __restrict z, int64_t* __restrict qa, int64_t* __restrict qb,
+                                 const double* __restrict w, const double* __restrict sb, int64_t m, int64_t dp) {
+    const double top = std::ldexp(1.0, kGramBits);
     for (int64_t i = 0; i < m; ++i) {
         const double wi = w[i];
-        double* __restrict zi = z + i * dp;
-        double* __restrict ai = a + i * dp;
+        const double* __restrict zi = z + i * dp;
+        int64_t* __restrict ai = qa + i * dp;
+        int64_t* __restrict bi = qb + i * dp;
         for (int64_t t = 0; t < dp; ++t) {
             double v = zi[t] * sb[t];
-            v = v < -1.0 ? -1.0 : v;
-            v = v > 1.0 ? 1.0 : v;
-            zi[t] = v;
-            double u = (wi * v) * top;
-            u = u < -top ? -top : u;
-            u = u > top ? top : u;
-            ai[t] = u;
+            v = v > -1.0 ? v : -1.0;
+            v = v < 1.0 ? v : 1.0;
+            bi[t] = (int64_t)(int32_t)(v * top);
+            double u = wi * v;
+            u = u > -1.0 ? u : -1.0;
+            u = u < 1.0 ? u : 1.0;
+            ai[t] = (int64_t)(int32_t)(u * top);
         }
     }
 }
@@ -331,26 +353,26 @@ std::vector<__int128> gram(int64_t n, int64_t d, int threads, const int* e, cons
     const int64_t dp = (d + 8) & ~int64_t(7), d1 = d + 1;  // d + 1 columns, to a multiple of 8
     const Chunks ch = chunks(n, dp, 3 * dp * dp);
     Partials<__int128> G(ch, dp * dp);
-    const double top = std::ldexp(1.0, kFixedBits);
     std::vector<double> sb(dp, 0.0);
     for (int64_t j = 0; j < d1; ++j) sb[j] = std::ldexp(1.0, -e[j]);
     for_chunks(ch, n, threads, [&](int64_t k, int64_t r0, int64_t r1) {
-        std::vector<double> zb(kBuf * dp, 0.0), ab(kBuf * dp, 0.0), wb(kBuf, 1.0);
-        std::vector<uint64_t> Gu(dp * dp, 0);
+        std::vector<double> zb(kBuf * dp, 0.0), wb(kBuf, 1.0);
+        std::vector<int64_t> qa(kBuf * dp, 0), qb(kBuf * dp, 0);
+        std::vector<int64_t> Gi(dp * dp, 0);
         __int128* Gk = G.at(k);
         int64_t inblock = 0;
         auto flush = [&]() {
-            for (int64_t t = 0; t < dp * dp; ++t) Gk[t] += lane_sum(Gu[t], inblock);
-            std::fill(Gu.begin(), Gu.end(), 0);
+            for (int64_t t = 0; t < dp * dp; ++t) Gk[t] += Gi[t];
+            std::fill(Gi.begin(), Gi.end(), 0);
             inblock = 0;
         };
         for (int64_t b = r0; b < r1; b += kBuf) {
             const int64_t m = std::min(kBuf, r1 - b);
             for (int64_t i = 0; i < m; ++i) wb[i] = map(b + i, zb.data() + i * dp);
-            scale_rows(zb.data(), ab.data(), wb.data(), sb.data(), m, dp, top);
-            gram_tiles(ab.data(), zb.data(), m, dp, Gu.data());
+            quantise_rows(zb.data(), qa.data(), qb.data(), wb.data(), sb.data(), m, dp);
+            gram_tiles(qa.data(), qb.data(), m, dp, Gi.data());
             inblock += m;
-            if (inblock >= kFixedBlock) flush();
+            if (inblock >= kGramBlock) flush();
         }
         if (inblock > 0) flush();
     });

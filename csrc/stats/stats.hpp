@@ -23,6 +23,10 @@
 
 #include "parallel.hpp"
 
+#if defined(DPF_HAVE_AVX2_DISPATCH)
+#include <immintrin.h>  // _mm256_mul_epi32 in the avx2 build of kernels.hpp (gram_tiles)
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -194,9 +198,11 @@ namespace generic {
 #define DPF_STATS_HAVE_AVX2 1
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#define DPF_STATS_AVX2_BUILD 1  // kernels.hpp: this inclusion is the avx2 one
 namespace avx2 {
 #include "stats/kernels.hpp"
 }  // namespace avx2
+#undef DPF_STATS_AVX2_BUILD
 #pragma GCC pop_options
 inline bool use_avx2() {
     // DPFAST_STATS_NO_AVX2=1 forces the baseline build (to test it on AVX2 machines).

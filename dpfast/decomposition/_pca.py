@@ -90,7 +90,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     Dask input: ``fit`` (and ``transform``, lazily) accept a ``dask.array.Array`` or
     ``dask.dataframe.DataFrame``.  The public checks read metadata only, the charge comes next,
     then one pass in which every partition returns the exact statistic of its rows (integers: the
-    sums are fixed-point sums on the grid ``2^-50`` of the public bound 1, :mod:`dpfast._fixed`),
+    sums are exact sums of products of factors on the grid ``2^-26`` of the public bound 1, :mod:`dpfast._fixed`),
     added exactly on the client and rounded once, then the one draw: no row leaves the cluster.
     The release equals the in-memory fit's bit for bit for the same data and ``random_state``,
     for every partitioning (a partitioning chosen from the data moves no bit of it).
@@ -220,9 +220,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     def _exact_statistic(self, Xa, c, lo, hi, R):
         """The exact vector v(X) (see the class docstring) as integers: the fixed-point sums
-        (:mod:`dpfast._fixed`, grid bound 1: ``q(t) = round(t 2^50)``; every entry of ``u u^T``
-        and ``u`` lies in [-1, 1]) of the mapped rows, an object array of Python ints (the count
-        ``n`` is the sum of ``q(1) = 2^50``).  Exact: the partitions of a Dask fit add in any order
+        (:mod:`dpfast._fixed`, the Gram kernels' factor grid: every entry of ``u`` and the
+        trailing 1 truncated once to ``q = trunc(u_j 2^26)``, the products ``q_j q_k`` exact
+        integers on the grid ``2^-52``) of the mapped rows, an object array of Python ints (the
+        count ``n`` is the sum of ``2^52``).  Exact: the partitions of a Dask fit add in any order
         to the same integers.  One native pass (``dpfast._stats.pca_gram``: rows read by their
         strides; GIL released).  Per row: ``y = clip(x, lo, hi) - c`` (no box: ``x - c``); a row
         longer than ``R`` (or whose norm overflows; one with infinite entries taken as the ray of
@@ -246,7 +247,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
 
     def _statistic(self, Xa, c, lo, hi, R):
         """The exact vector v(X) as float64: :meth:`_exact_statistic` rounded once per entry."""
-        return _fixed.to_float(self._exact_statistic(Xa, c, lo, hi, R), 1.0)
+        return _fixed.to_float(self._exact_statistic(Xa, c, lo, hi, R), _fixed.GRAM_SCALE)
 
     def fit(self, X, y=None, *, budget: Any = None) -> "PCA":
         """Release the principal components (see the class docstring).  Returns self.
@@ -391,7 +392,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
         gen = check_random_state(self.random_state)
         self._charge(event, budget)
         exact = _fixed.to_float(sum_by_partitions(self._exact_statistic, Xd, args=(c, lo, hi, R), out_dtype=object),
-                                1.0)
+                                _fixed.GRAM_SCALE)
         with detached():  # the fit's event covers the draws
             noise = laplace_noise(s, exact.size, rng=gen) if kind == "laplace" else gaussian_noise(s, exact.size, rng=gen)
         self._from_release(exact + noise, c, R, d)

@@ -70,8 +70,9 @@ def ssp_exponents(col_bounds) -> np.ndarray:
 
 def ssp_exact(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None, col_bounds) -> np.ndarray:
     """The upper triangle of [Z, y]^T W [Z, y] as EXACT integers ((d+1)^2 object array of Python
-    ints, row-major): entry (j, k) the fixed-point sum (:mod:`dpfast._fixed`) of ``w z_j z_k`` on
-    the grid of the public bound ``2^(e_j + e_k)``, ``2^e_j >= col_bounds[j]`` (Z's columns, then
+    ints, row-major): entry (j, k) the exact sum of the products ``trunc(fl(w b_j) 2^26)
+    trunc(b_k 2^26)``, ``b = clamp(z 2^-e, -1, 1)`` (:mod:`dpfast._fixed` GRAM_BITS: grid value
+    ``q 2^(e_j + e_k - 52)``), ``2^e_j >= col_bounds[j]`` (Z's columns, then
     y's; :func:`ssp_exponents`).  Exact: a Dask fit's partitions add in any order to the same
     integers.  One native pass (``dpfast._stats.ssp_gram``, GIL released)."""
     Z = np.asarray(Z)
@@ -90,7 +91,7 @@ def ssp_floats(G, col_bounds) -> tuple[np.ndarray, np.ndarray]:
     G = np.asarray(G, dtype=object).reshape(d + 1, d + 1)
     iu = np.triu_indices(d + 1)
     vals = np.zeros((d + 1, d + 1))
-    vals[iu] = [_fixed.to_float([G[j, k]], math.ldexp(1.0, int(e[j] + e[k])))[0] for j, k in zip(*iu)]
+    vals[iu] = [_fixed.to_float([G[j, k]], math.ldexp(_fixed.GRAM_SCALE, int(e[j] + e[k])))[0] for j, k in zip(*iu)]
     A = vals[:d, :d]
     A = A + np.triu(A, 1).T
     return A, vals[:d, d].copy()

@@ -125,11 +125,14 @@ def test_ssp_noise_is_the_draw_of_random_state(monkeypatch):
     monkeypatch.setattr(_ssp, "ssp_solve", lambda A, b, ridge: (seen.append((A, b)), np.zeros(len(b)))[1])
     est = LinearRegression(1.0, 1e-5, method="ssp", random_state=7).fit(X, y)
     Z = np.hstack([X * np.minimum(1, 1 / np.linalg.norm(X, axis=1))[:, None], np.ones((30, 1))])
-    A0, b0 = _ssp.ssp_statistics(Z, y)
+    A0, b0 = _ssp.ssp_statistics(Z, y, col_bounds=[2.0] * 3 + [1.0, 1.0])  # the estimator's grids
     E, e = _ssp.ssp_noise(check_random_state(7), 4, est.sigma_)
     A, b = seen[0]
-    np.testing.assert_allclose(A - A0, E, atol=1e-12 * est.sigma_ * 100)
-    np.testing.assert_allclose(b - b0, e, atol=1e-12 * est.sigma_ * 100)
+    # the same factor grids (step 2^-26 of the column bounds 2, 1): a last-bit difference of the
+    # row maps moves a factor by at most one step, a term by at most (2 + 2) 2 2^-26 = 2^-23
+    tol = 30 * 2.0**-23 + 1e-12 * est.sigma_ * 100
+    np.testing.assert_allclose(A - A0, E, atol=tol)
+    np.testing.assert_allclose(b - b0, e, atol=tol)
     assert est.event_.sensitivity == _ssp.ssp_sensitivity(1.0 * (1 + 8 * np.finfo(float).eps),
                                                           1.0 * (1 + 8 * np.finfo(float).eps), 1.0)
 
@@ -145,8 +148,8 @@ def test_ssp_weights_scale_each_rows_contribution():
     Z = np.hstack([X, np.ones((40, 1))])
     A, bb = _ssp.ssp_statistics(Z, y, np.full(40, 0.5))
     A1, b1 = _ssp.ssp_statistics(Z, y)
-    # exact sums on a fixed-point grid (entry (j, k): step P_j P_k 2^-50, P the powers of two above
-    # the column bounds; half a step per term): 40 terms of weight 1/2 vs 1
-    tol = 40 * 2.0**-50 * (2 * max(np.abs(Z).max(), np.abs(y).max())) ** 2
+    # exact sums of products of factors on the grid 2^-26 of P (P the powers of two above the
+    # column bounds; trunc(w b 2^26) vs w trunc(b 2^26): within one step): 40 terms of weight 1/2 vs 1
+    tol = 40 * 2.0**-25 * (2 * max(np.abs(Z).max(), np.abs(y).max())) ** 2
     np.testing.assert_allclose(A, A1 / 2, rtol=0, atol=tol)
     np.testing.assert_allclose(bb, b1 / 2, rtol=0, atol=tol)

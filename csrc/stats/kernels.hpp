@@ -297,50 +297,72 @@ static inline v4i mul_lo32(v4i a, v4i b) {
 #endif
 }
 
-static inline void gram_tiles(const int64_t* A, const int64_t* B, int64_t m, int64_t dp, int64_t* G) {
-    for (int64_t j0 = 0; j0 < dp; j0 += 4) {
-        for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) {
-            v4i acc[4][2];
-            for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) std::memcpy(&acc[a][h], G + (j0 + a) * dp + k0 + 4 * h, sizeof(v4i));
-            for (int64_t i = 0; i < m; ++i) {
-                const int64_t* ra = A + i * dp + j0;
-                const int64_t* rb = B + i * dp + k0;
-                v4i b0, b1;
-                std::memcpy(&b0, rb, sizeof b0);
-                std::memcpy(&b1, rb + 4, sizeof b1);
-                for (int a = 0; a < 4; ++a) {
-                    const long long x = ra[a];
-                    const v4i s = v4i{x, x, x, x};
-                    acc[a][0] += mul_lo32(s, b0);
-                    acc[a][1] += mul_lo32(s, b1);
-                }
-            }
-            for (int a = 0; a < 4; ++a)
-                for (int h = 0; h < 2; ++h) std::memcpy(G + (j0 + a) * dp + k0 + 4 * h, &acc[a][h], sizeof(v4i));
-        }
+static inline v4i load4i(const int64_t* p) {
+    v4i v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void store4i(int64_t* p, v4i v) { std::memcpy(p, &v, sizeof v); }
+
+// A 4 x 8 tile of G (rows j0.., columns k0..) += sum over the m rows of qa_j qb_k; the eight
+// accumulators are named locals (kept in registers).
+static inline void gram_tile(const int64_t* A, const int64_t* B, int64_t m, int64_t dp, int64_t j0, int64_t k0,
+                             int64_t* G) {
+    int64_t* g0 = G + j0 * dp + k0;
+    v4i c00 = load4i(g0), c01 = load4i(g0 + 4), c10 = load4i(g0 + dp), c11 = load4i(g0 + dp + 4);
+    v4i c20 = load4i(g0 + 2 * dp), c21 = load4i(g0 + 2 * dp + 4), c30 = load4i(g0 + 3 * dp), c31 = load4i(g0 + 3 * dp + 4);
+    const int64_t* ra = A + j0;
+    const int64_t* rb = B + k0;
+    for (int64_t i = 0; i < m; ++i, ra += dp, rb += dp) {
+        const v4i b0 = load4i(rb), b1 = load4i(rb + 4);
+        v4i s = v4i{(long long)ra[0], (long long)ra[0], (long long)ra[0], (long long)ra[0]};
+        c00 += mul_lo32(s, b0);
+        c01 += mul_lo32(s, b1);
+        s = v4i{(long long)ra[1], (long long)ra[1], (long long)ra[1], (long long)ra[1]};
+        c10 += mul_lo32(s, b0);
+        c11 += mul_lo32(s, b1);
+        s = v4i{(long long)ra[2], (long long)ra[2], (long long)ra[2], (long long)ra[2]};
+        c20 += mul_lo32(s, b0);
+        c21 += mul_lo32(s, b1);
+        s = v4i{(long long)ra[3], (long long)ra[3], (long long)ra[3], (long long)ra[3]};
+        c30 += mul_lo32(s, b0);
+        c31 += mul_lo32(s, b1);
     }
+    store4i(g0, c00), store4i(g0 + 4, c01), store4i(g0 + dp, c10), store4i(g0 + dp + 4, c11);
+    store4i(g0 + 2 * dp, c20), store4i(g0 + 2 * dp + 4, c21), store4i(g0 + 3 * dp, c30), store4i(g0 + 3 * dp + 4, c31);
 }
 
-// The rows' factors on the grid (see above), m rows of dp: qb = trunc(b' 2^26), qa = trunc(a' 2^26)
-// as sign-extended int32, one pass per buffer.
+static inline void gram_tiles(const int64_t* A, const int64_t* B, int64_t m, int64_t dp, int64_t* G) {
+    for (int64_t j0 = 0; j0 < dp; j0 += 4)
+        for (int64_t k0 = j0 & ~int64_t(7); k0 < dp; k0 += 8) gram_tile(A, B, m, dp, j0, k0, G);
+}
+
+// One factor: clamp(v, -1, 1) (NaN to -1) times 2^26, truncated toward zero, as int64 lanes.
+static inline v4i quant4(v4d v, v4d top) {
+    const v4d one = splat4(1.0), mone = splat4(-1.0);
+    v = v > mone ? v : mone;
+    v = v < one ? v : one;
+    v = v * top;
+#if defined(DPF_STATS_AVX2_BUILD)
+    return (v4i)_mm256_cvtepi32_epi64(_mm256_cvttpd_epi32((__m256d)v));
+#else
+    return v4i{(long long)(int32_t)v[0], (long long)(int32_t)v[1], (long long)(int32_t)v[2], (long long)(int32_t)v[3]};
+#endif
+}
+
+// The rows' factors on the grid (see above), m rows of dp (a multiple of 4): qb = trunc(b' 2^26),
+// qa = trunc(a' 2^26) as int64 lanes, one pass per buffer.
 static inline void quantise_rows(const double* __restrict z, int64_t* __restrict qa, int64_t* __restrict qb,
                                  const double* __restrict w, const double* __restrict sb, int64_t m, int64_t dp) {
-    const double top = std::ldexp(1.0, kGramBits);
+    const v4d top = splat4(std::ldexp(1.0, kGramBits)), one = splat4(1.0), mone = splat4(-1.0);
     for (int64_t i = 0; i < m; ++i) {
-        const double wi = w[i];
-        const double* __restrict zi = z + i * dp;
-        int64_t* __restrict ai = qa + i * dp;
-        int64_t* __restrict bi = qb + i * dp;
-        for (int64_t t = 0; t < dp; ++t) {
-            double v = zi[t] * sb[t];
-            v = v > -1.0 ? v : -1.0;
-            v = v < 1.0 ? v : 1.0;
-            bi[t] = (int64_t)(int32_t)(v * top);
-            double u = wi * v;
-            u = u > -1.0 ? u : -1.0;
-            u = u < 1.0 ? u : 1.0;
-            ai[t] = (int64_t)(int32_t)(u * top);
+        const v4d wi = splat4(w[i]);
+        for (int64_t t = 0; t < dp; t += 4) {
+            v4d v = load4(z + i * dp + t) * load4(sb + t);
+            v = v > mone ? v : mone;
+            v = v < one ? v : one;
+            store4i(qb + i * dp + t, quant4(v, top));
+            store4i(qa + i * dp + t, quant4(wi * v, top));
         }
     }
 }

@@ -578,3 +578,23 @@ def test_moments_columns_flag(nan):
             assert moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == 1
             y[pos, col] = np.nan
             assert moments(y, 0.0, 1.0, 0.5, 0.5, nan, 1, 2)[3] == (0 if nan else 1)
+
+
+def test_gram_factor_at_the_bound_is_the_bound_and_blocks_cannot_overflow():
+    """Rows at their columns' bounds (and beyond: clamped) give factors +-2^26 exactly, so every
+    product is +-2^52: 5000 such rows (several 1024-row int64 blocks, each at the 2^62 limit of
+    the design) sum to exactly +-5000 2^52 for any thread count; NaN factors go to -1."""
+    n, d = 5000, 3
+    Z = np.tile([2.0, -2.0, 9.0], (n, 1))
+    y = np.full(n, -1.0)
+    e = np.array([1, 1, 1, 0])
+    sign = np.array([1, -1, 1, -1])
+    for t in (1, 2, 3):
+        G = np.array(ints(_stats.ssp_gram(Z, y, None, e, t)), dtype=object).reshape(d + 1, d + 1)
+        for j in range(d + 1):
+            for k in range(j, d + 1):
+                assert G[j, k] == int(sign[j] * sign[k]) * n * 2**52
+    Zn = np.array([[np.nan, 0.5, 0.0]])
+    G = np.array(ints(_stats.ssp_gram(Zn, np.array([0.25]), None, np.zeros(4, dtype=np.int64), 1)),
+                 dtype=object).reshape(4, 4)
+    assert G[0, 0] == 2**52 and G[0, 1] == -(2**51) and G[0, 3] == -(2**50)

@@ -352,17 +352,18 @@ static inline v4i quant4(v4d v, v4d top) {
 
 // The rows' factors on the grid (see above), m rows of dp (a multiple of 4): qb = trunc(b' 2^26),
 // qa = trunc(a' 2^26) as int64 lanes, one pass per buffer.
+// Without weights (w == nullptr: every weight 1, so fl(w b') = b' and qa = qb) only qb is filled.
 static inline void quantise_rows(const double* __restrict z, int64_t* __restrict qa, int64_t* __restrict qb,
                                  const double* __restrict w, const double* __restrict sb, int64_t m, int64_t dp) {
     const v4d top = splat4(std::ldexp(1.0, kGramBits)), one = splat4(1.0), mone = splat4(-1.0);
     for (int64_t i = 0; i < m; ++i) {
-        const v4d wi = splat4(w[i]);
+        const v4d wi = splat4(w ? w[i] : 1.0);
         for (int64_t t = 0; t < dp; t += 4) {
             v4d v = load4(z + i * dp + t) * load4(sb + t);
             v = v > mone ? v : mone;
             v = v < one ? v : one;
             store4i(qb + i * dp + t, quant4(v, top));
-            store4i(qa + i * dp + t, quant4(wi * v, top));
+            if (w) store4i(qa + i * dp + t, quant4(wi * v, top));
         }
     }
 }
@@ -391,8 +392,9 @@ std::vector<__int128> gram(int64_t n, int64_t d, int threads, const int* e, cons
         for (int64_t b = r0; b < r1; b += kBuf) {
             const int64_t m = std::min(kBuf, r1 - b);
             for (int64_t i = 0; i < m; ++i) wb[i] = map(b + i, zb.data() + i * dp);
-            quantise_rows(zb.data(), qa.data(), qb.data(), wb.data(), sb.data(), m, dp);
-            gram_tiles(qa.data(), qb.data(), m, dp, Gi.data());
+            const bool wtd = map.weighted();  // else every weight is 1: qa = qb (one quantisation)
+            quantise_rows(zb.data(), qa.data(), qb.data(), wtd ? wb.data() : nullptr, sb.data(), m, dp);
+            gram_tiles(wtd ? qa.data() : qb.data(), qb.data(), m, dp, Gi.data());
             inblock += m;
             if (inblock >= kGramBlock) flush();
         }
@@ -408,46 +410,92 @@ std::vector<__int128> gram(int64_t n, int64_t d, int threads, const int* e, cons
 // PCA's row map: y = clip(x, lo, hi) - c (no box: x - c); rows longer than R (or whose norm
 // overflows) scaled onto the sphere of radius R; u = y / R, rescaled once more when rounding
 // left |u| > 1; a trailing 1 so that the Gram matrix's last column holds sum u.
+// The released bits are those of the scalar definition, whose two squared norms sq = sum y_j^2
+// and nu = sum u_j^2 are sequential (left to right) double sums, only ever compared (sq <= R R,
+// nu > 1) unless the row is rescaled.  The elementwise steps (clip, centre, / R) are vectorised
+// (the same IEEE operations, element by element); each norm is first summed in 4 lanes (another
+// order), and the sequential sum is computed only when the lane sum does not decide the
+// comparison: both sums add the same d >= 1 non-negative rounded squares, so each is within a
+// factor (1 +- g), g = d u / (1 - d u) (u = 2^-53), of their exact sum, and a finite lane sum s
+// <= B (1 - 4 (d + 2) u) implies the sequential sum <= B (the margin's own roundings are far
+// below it).  A NaN or infinite lane sum, or one near the bound, takes the sequential path, so
+// rows at or beyond the bound give the scalar definition's bits by running its very code.
 template <class T>
 struct PcaMap {
     const PcaParams& p;
     const T* x;
+    double thr_sq, thr_nu;  // the lane sums' thresholds for R R and for 1
+    PcaMap(const PcaParams& p_, const T* x_) : p(p_), x(x_) {
+        const double m = 4.0 * (double)(p.d + 2) * std::ldexp(1.0, -53);
+        const double R2 = p.R * p.R;
+        thr_sq = R2 - R2 * m;
+        thr_nu = 1.0 - m;
+    }
     bool weighted() const { return false; }
+    // Lanes: z[0, d4) in 4-vectors, the tail in lane 0 (an order; only bounds matter).
+    static inline double lanes_sq(const double* z, int64_t d) {
+        const int64_t d4 = d & ~int64_t(3);
+        v4d a = splat4(0.0);
+        for (int64_t j = 0; j < d4; j += 4) {
+            const v4d v = load4(z + j);
+            a += v * v;
+        }
+        double s = (a[0] + a[1]) + (a[2] + a[3]);
+        for (int64_t j = d4; j < d; ++j) s += z[j] * z[j];
+        return s;
+    }
     double operator()(int64_t i, double* z) const {
-        const int64_t d = p.d;
+        const int64_t d = p.d, d4 = d & ~int64_t(3);
         const T* row = x + i * p.rs;
-        double sq = 0.0;
-        for (int64_t j = 0; j < d; ++j) {
-            double v = (double)row[j * p.cs];
-            if (p.lo) {
+        for (int64_t j = 0; j < d; ++j) z[j] = (double)row[j * p.cs];
+        if (p.lo) {
+            for (int64_t j = 0; j < d4; j += 4) {
+                v4d v = load4(z + j);
+                const v4d lo = load4(p.lo + j), hi = load4(p.hi + j);
+                v = v < lo ? lo : v;
+                v = v > hi ? hi : v;
+                store4(z + j, v - load4(p.c + j));
+            }
+            for (int64_t j = d4; j < d; ++j) {
+                double v = z[j];
                 v = v < p.lo[j] ? p.lo[j] : v;
                 v = v > p.hi[j] ? p.hi[j] : v;
+                z[j] = v - p.c[j];
             }
-            z[j] = v - p.c[j];
-            sq += z[j] * z[j];
+        } else {
+            for (int64_t j = 0; j < d4; j += 4) store4(z + j, load4(z + j) - load4(p.c + j));
+            for (int64_t j = d4; j < d; ++j) z[j] = z[j] - p.c[j];
         }
         const double R = p.R;
-        if (!(sq <= R * R)) {
-            bool inf = false;
-            for (int64_t j = 0; j < d; ++j) inf |= std::isinf(z[j]);
-            if (inf)
-                for (int64_t j = 0; j < d; ++j) z[j] = std::isinf(z[j]) ? (z[j] > 0 ? 1.0 : -1.0) : 0.0;
-            double mx = 0.0;
-            for (int64_t j = 0; j < d; ++j) mx = std::max(mx, std::fabs(z[j]));
-            for (int64_t j = 0; j < d; ++j) z[j] /= mx;
-            double s2 = 0.0;
-            for (int64_t j = 0; j < d; ++j) s2 += z[j] * z[j];
-            const double nrm = std::sqrt(s2);
-            for (int64_t j = 0; j < d; ++j) z[j] = (z[j] / nrm) * R;
+        const double sv = lanes_sq(z, d);
+        if (!(sv <= thr_sq)) {  // undecided (or NaN): the sequential sum, as the definition
+            double sq = 0.0;
+            for (int64_t j = 0; j < d; ++j) sq += z[j] * z[j];
+            if (!(sq <= R * R)) {
+                bool inf = false;
+                for (int64_t j = 0; j < d; ++j) inf |= std::isinf(z[j]);
+                if (inf)
+                    for (int64_t j = 0; j < d; ++j) z[j] = std::isinf(z[j]) ? (z[j] > 0 ? 1.0 : -1.0) : 0.0;
+                double mx = 0.0;
+                for (int64_t j = 0; j < d; ++j) mx = std::max(mx, std::fabs(z[j]));
+                for (int64_t j = 0; j < d; ++j) z[j] /= mx;
+                double s2 = 0.0;
+                for (int64_t j = 0; j < d; ++j) s2 += z[j] * z[j];
+                const double nrm = std::sqrt(s2);
+                for (int64_t j = 0; j < d; ++j) z[j] = (z[j] / nrm) * R;
+            }
         }
-        double nu = 0.0;
-        for (int64_t j = 0; j < d; ++j) {
-            z[j] /= R;
-            nu += z[j] * z[j];
-        }
-        if (nu > 1.0) {
-            const double s = std::nextafter(std::sqrt(nu), INFINITY);
-            for (int64_t j = 0; j < d; ++j) z[j] /= s;
+        const v4d vR = splat4(R);
+        for (int64_t j = 0; j < d4; j += 4) store4(z + j, load4(z + j) / vR);
+        for (int64_t j = d4; j < d; ++j) z[j] /= R;
+        const double nv = lanes_sq(z, d);
+        if (!(nv <= thr_nu)) {
+            double nu = 0.0;
+            for (int64_t j = 0; j < d; ++j) nu += z[j] * z[j];
+            if (nu > 1.0) {
+                const double s = std::nextafter(std::sqrt(nu), INFINITY);
+                for (int64_t j = 0; j < d; ++j) z[j] /= s;
+            }
         }
         z[d] = 1.0;
         return 1.0;
@@ -471,7 +519,7 @@ struct SspMap {
 template <class T>
 std::vector<__int128> pca_gram(const PcaParams& p, const T* x) {
     const std::vector<int> e(p.d + 1, 0);  // unit rows and the trailing 1: P = 1
-    return gram(p.n, p.d, p.threads, e.data(), PcaMap<T>{p, x});
+    return gram(p.n, p.d, p.threads, e.data(), PcaMap<T>(p, x));
 }
 
 template <class T>

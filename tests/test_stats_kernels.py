@@ -357,6 +357,62 @@ def test_pca_gram_one_row_has_norm_at_most_one(row):
     assert max(abs(int(v)) for v in G.ravel()) <= 2**52
 
 
+def _pca_row_map(row, lo, hi, c, R):
+    """PCA's row map by its scalar definition (Python floats: IEEE doubles, the norms summed left
+    to right), the reference of the kernel's vectorised map with its lane-sum pre-test."""
+    z = [(min(max(v, a), b) if lo is not None else v) - ci
+         for v, a, b, ci in zip(row, lo if lo is not None else row, hi if hi is not None else row, c)]
+    sq = 0.0
+    for v in z:
+        sq += v * v
+    if not sq <= R * R:
+        if any(math.isinf(v) for v in z):
+            z = [(1.0 if v > 0 else -1.0) if math.isinf(v) else 0.0 for v in z]
+        mx = 0.0
+        for v in z:
+            mx = max(mx, abs(v))
+        z = [v / mx for v in z]
+        s2 = 0.0
+        for v in z:
+            s2 += v * v
+        nrm = math.sqrt(s2)
+        z = [(v / nrm) * R for v in z]
+    z = [v / R for v in z]
+    nu = 0.0
+    for v in z:
+        nu += v * v
+    if nu > 1.0:
+        s = math.nextafter(math.sqrt(nu), math.inf)
+        z = [v / s for v in z]
+    return z + [1.0]
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 13])
+@pytest.mark.parametrize("box", [True, False])
+def test_pca_gram_row_map_is_the_scalar_definition_at_the_norm_bound(d, box):
+    """The vectorised row map decides ``sq <= R^2`` and ``nu > 1`` from a lane sum only away from
+    the bound: rows whose norm is within a few ulps of R (both sides), exactly R, at the box
+    bounds, huge and infinite give the scalar definition's bits (grid sums equal, term by term)."""
+    rng = np.random.default_rng(d)
+    R = 0.5 * math.sqrt(d) if box else 1.3
+    lo, hi = (np.zeros(d), np.ones(d)) if box else (None, None)
+    c = np.full(d, 0.5)
+    rows = [np.zeros(d), np.ones(d), np.full(d, -3.0), np.full(d, 1e300)]
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    for k in range(-12, 13):
+        rows.append(c + u * (R * (1 + k * 2.0**-52)) * (0.999 if box else 1.0))
+    rows.append(np.where(np.arange(d) == 0, np.inf, 0.2))
+    rows += list(rng.uniform(-0.5, 1.5, (40, d)))
+    x = np.array(rows)
+    G = pca_gram(x, lo, hi, c, R, 1)
+    Z = np.array([_pca_row_map(r.tolist(), None if lo is None else lo.tolist(),
+                               None if hi is None else hi.tolist(), c.tolist(), R) for r in x])
+    ref = _grid_gram(Z, Z)
+    assert [[G[j, k] for k in range(j, d + 1)] for j in range(d + 1)] == \
+        [[ref[j][k] for k in range(j, d + 1)] for j in range(d + 1)]
+
+
 def test_ssp_gram_is_the_exact_sum_of_the_grid_terms():
     """Entry (j, k) of [Z, y]^T W [Z, y]: the exact sum of the products trunc(fl(w b'_j) 2^26)
     trunc(b'_k 2^26) on the grid of the column bounds 2^(e_j + e_k - 52) (Python reference bit for bit), with and without weights; values

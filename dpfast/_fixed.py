@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-__all__ = ["FIXED_BITS", "GRAM_BITS", "GRAM_SCALE", "check_bound", "ints", "to_float"]
+__all__ = ["FIXED_BITS", "GRAM_BITS", "GRAM_SCALE", "centred_squares", "check_bound", "ints", "to_float"]
 
 #: bits of the grid below the bound: a term's grid step is B / 2**FIXED_BITS
 FIXED_BITS = 50
@@ -58,6 +58,13 @@ def ints(pair) -> np.ndarray:
     out = np.empty(len(hi), dtype=object)
     out[:] = [(h << 64) + v for h, v in zip(hi.tolist(), lo.tolist())]  # (tolist: Python ints, exact)
     return out
+
+
+def centred_squares(total, count):
+    """The grid sum of ``y^2 - B/2`` from the grid sum ``total`` of ``count`` squares ``y^2`` in
+    ``[0, B]`` (grid bound ``B``): ``total - 2**(FIXED_BITS - 1) count``, exact (Python ints), each
+    term then in ``[-B/2, B/2]`` (the sensitivity of a centred sum of squares)."""
+    return total - (1 << (FIXED_BITS - 1)) * count
 
 
 def _one(t: int, num: int, den: int) -> float:

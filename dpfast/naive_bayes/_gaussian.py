@@ -285,7 +285,7 @@ class GaussianNB(DaskDispatchMixin, DPClassifierMixin, PrivateEstimator):
                                            np.ascontiguousarray(r, dtype=np.float64), default_threads())
         shape = (int(k), X.shape[1])
         n = cnt.astype(object)
-        t2 = _fixed.ints(s2).reshape(shape) - (1 << (_fixed.FIXED_BITS - 1)) * n[:, None]
+        t2 = _fixed.centred_squares(_fixed.ints(s2).reshape(shape), n[:, None])
         return n, _fixed.ints(s1).reshape(shape), t2
 
     @staticmethod

@@ -295,7 +295,7 @@ def _moment_sums(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan:
     q = None
     if order == 2:
         m = counts if counts is not None else (x.shape[0] if axis == 0 else x.size)
-        q = t2 - (1 << (_fixed.FIXED_BITS - 1)) * m
+        q = _fixed.centred_squares(t2, m)
     return x.shape[0], counts, t1, q
 
 

@@ -416,9 +416,7 @@ class GradSampleModule(nn.Module):
         # a sample whose bound is not finite (an inf/NaN input or gradient) has factor 0: it is left
         # out of the sums, not multiplied by 0 (0 * inf is NaN, and one such sample would turn the
         # whole step, so the released parameters, into NaN); the rows of the others are unchanged
-        rows = None if bool((factors > 0).all()) else np.flatnonzero(factors > 0)
-        if rows is not None:
-            factors = factors[rows]
+        rows, factors = kept_samples(factors)
         for mod, fl, c in fast:
             args, g_out = c.args, c.grads[0]
             if rows is not None:
@@ -466,6 +464,17 @@ def per_sample_norm_sq(g: torch.Tensor) -> np.ndarray:
         rho += P * 2.0 ** -52  # torch's reduction order is unspecified: the gamma_P bound
     ub = norms * (1.0 + rho) + np.sqrt(P) * 2.0 ** -537
     return ub * ub * (1.0 + 2.0 ** -50)
+
+
+def kept_samples(factors):
+    """``(rows, factors)``: the samples whose clipping factor is positive and their factors (rows None
+    when all are). A factor-0 sample (a non-finite input or gradient) is left out of the clipped sums
+    rather than multiplied by 0: 0 * inf is NaN, and one such sample would turn the whole sum, so the
+    released parameters, into NaN."""
+    if bool((factors > 0).all()):
+        return None, factors
+    rows = np.flatnonzero(factors > 0)
+    return rows, factors[rows]
 
 
 def safe_factors(norm_sq: np.ndarray, max_grad_norm: float, dtypes=()) -> np.ndarray:

@@ -36,7 +36,7 @@ from torch import nn
 
 from dpfast._threads import CPUS
 from dpfast.random import add_normal_noise
-from dpfast.torch._grad_sample import GradSampleModule, per_sample_norm_sq, safe_factors
+from dpfast.torch._grad_sample import GradSampleModule, kept_samples, per_sample_norm_sq, safe_factors
 
 __all__ = ["DPOptimizer"]
 
@@ -169,9 +169,7 @@ class DPOptimizer(torch.optim.Optimizer):
                 # a sample whose factor is 0 (a non-finite gradient) is left out of the sum (0 * NaN
                 # would turn the whole sum, so the released parameters, into NaN), as
                 # GradSampleModule.clipped_sum does
-                rows = None if bool((f > 0).all()) else np.flatnonzero(f > 0)
-                if rows is not None:
-                    f = f[rows]
+                rows, f = kept_samples(f)
                 for p in manual:
                     g = _gs(p).detach()
                     if rows is not None:

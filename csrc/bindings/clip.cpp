@@ -4,6 +4,7 @@
 #include "bindings/array_view.hpp"
 #include "bindings/loss_table.hpp"
 #include "clip/clip.hpp"
+#include "clip/conv.hpp"
 
 #include <Python.h>
 
@@ -206,6 +207,51 @@ void optimizer_step(py::array theta, py::object gsum, py::object noise, double n
     });
 }
 
+// Per-sample weight gradients of a groups = 1 convolution (csrc/clip/conv.hpp): x (B, Hp, Wp, C)
+// padded channels-last and g (B, Co, OH, OW), both float32 C-contiguous; the geometry must give
+// exactly OH x OW output positions inside the padded input.  Writes w (B, KH KW C Co) float32 (per sample (KH, KW, C, Co)) and
+// sq, fa, fg (B) float64.
+void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                       int64_t dw, py::object w_, py::object sq_, py::object fa_, py::object fg_, int n_threads) {
+    auto x = in<float>(x_, "x");
+    auto g = in<float>(g_, "g");
+    if (x.arr.ndim() != 4) throw py::value_error("x must be 4-D");
+    if (g.arr.ndim() != 4) throw py::value_error("g must be 4-D");
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+        throw py::value_error("kernel, stride and dilation must be >= 1");
+    if (n_threads < 1) throw py::value_error("n_threads must be >= 1");
+    dpf::conv::ConvGeom geo;
+    geo.b = x.arr.shape(0);
+    geo.hp = x.arr.shape(1);
+    geo.wp = x.arr.shape(2);
+    geo.c = x.arr.shape(3);
+    geo.co = g.arr.shape(1);
+    geo.oh = g.arr.shape(2);
+    geo.ow = g.arr.shape(3);
+    geo.kh = kh;
+    geo.kw = kw;
+    geo.sh = sh;
+    geo.sw = sw;
+    geo.dh = dh;
+    geo.dw = dw;
+    if (g.arr.shape(0) != geo.b) throw py::value_error("x and g must have the same batch size");
+    // the positions: (OH - 1) sh + (KH - 1) dh < Hp exactly as torch's output size (and likewise W)
+    auto span_ok = [](int64_t n_in, int64_t n_out, int64_t k, int64_t s, int64_t d) {
+        return n_out >= 1 && d * (k - 1) < n_in && (n_in - d * (k - 1) - 1) / s + 1 == n_out;
+    };
+    if (geo.c < 1 || geo.co < 1 || !span_ok(geo.hp, geo.oh, kh, sh, dh) || !span_ok(geo.wp, geo.ow, kw, sw, dw))
+        throw py::value_error("the convolution geometry does not match x and g");
+    geo.co8 = (geo.co + 7) / 8 * 8;
+    const int64_t p = geo.co * kh * kw * geo.c;
+    auto w = out<float>(w_, "w", Shape::size(geo.b * p));
+    auto sq = out<double>(sq_, "sq", Shape::size(geo.b));
+    auto fa = out<double>(fa_, "fa", Shape::size(geo.b));
+    auto fg = out<double>(fg_, "fg", Shape::size(geo.b));
+    if (geo.b == 0) return;
+    py::gil_scoped_release nogil;
+    dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_clip, m) {
@@ -237,6 +283,11 @@ PYBIND11_MODULE(_clip, m) {
           py::arg("activation"), py::arg("params"), py::arg("out"));
     m.def("clip_rows", &clip_rows, py::arg("G"), py::arg("max_norm"), py::arg("norms"),
           py::arg("factors"), py::arg("out"), py::arg("clipped"));
+    m.def("conv_weight_grads", &conv_weight_grads, py::arg("x"), py::arg("g"), py::arg("kh"), py::arg("kw"),
+          py::arg("sh"), py::arg("sw"), py::arg("dh"), py::arg("dw"), py::arg("w"), py::arg("sq"), py::arg("fa"),
+          py::arg("fg"), py::arg("n_threads"));
+    m.def("conv_vectorised", [] { return dpf::conv::use_avx2(); },
+          "Whether conv_weight_grads runs its AVX2+FMA build (same bits as the generic one).");
     m.def("optimizer_step", &optimizer_step, py::arg("theta"), py::arg("gsum"), py::arg("noise"),
           py::arg("noise_std"), py::arg("inv_batch"), py::arg("weight_decay"), py::arg("decay_end"), py::arg("optimizer"),
           py::arg("lr"), py::arg("momentum"), py::arg("beta2"), py::arg("adam_eps"), py::arg("t"),

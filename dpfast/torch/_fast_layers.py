@@ -523,7 +523,7 @@ class _Kept(NamedTuple):
     g: torch.Tensor
     g_version: int
     w: Optional[torch.Tensor]  # (B, P): the per-sample weight gradients as computed (None: not kept)
-    shape: Optional[tuple]  # (C_out, k_h, k_w, C_in): the layout of one (groups = 1); None: the weight's
+    shape: Optional[tuple]  # (view shape, permutation to the weight's axes) of one (groups = 1); None: the weight's
     bias: Optional[torch.Tensor]  # (B, C_out): the per-sample bias gradients as computed
 
 
@@ -588,6 +588,54 @@ def _im2col_cl(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple) -> torc
     return out.view(b, w.shape[1] * w.shape[2], c * k[0] * k[1])
 
 
+#: whether the float32 groups = 1 convolutions use dpfast's native per-sample weight-gradient
+#: kernel (``_clip.conv_weight_grads``, csrc/clip/conv.hpp): where its AVX2+FMA build runs; its
+#: generic build gives the same bits (tests) but emulates the fused multiply-adds on x86-64 CPUs
+#: without FMA, where the unfold + batched GEMM below is faster.
+_NATIVE_CONV = bool(_clip.conv_vectorised())
+
+
+def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool):
+    """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
+    (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised)
+    and returns, per sample, w_hat_i laid out (k_h, k_w, C_in, C_out) -- every entry the float32
+    T-term inner product of G_i and the unfolded input U_i, accumulated by fused multiply-adds --
+    with s_hat_i = the float64 sum of the squares of its entries, fa_i = ||U_i||_F^2 (from the input
+    pixels and how many windows read each) and fg_i = ||G_i||_F^2, both in float64 with non-negative
+    terms.  The bound (module docstring, "Materialised", float32): ||U_i||_F^2 <= fa_i (1 +
+    gamma_{W_p C_in + H_p + 4}), ||G_i||_F^2 <= fg_i (1 + gamma_{T C_out + 2}); Delta_i =
+    gamma32_T ||U_i||_F ||G_i||_F + sqrt(P) T 2^-149 bounds ||w_hat_i - w_i|| (every entry within
+    gamma32_T sum_t |g||u| + T 2^-149, FMA or not: Higham Sec. 3.1); s_hat_i is within gamma_P of
+    ||w_hat_i||^2 (the squares of float32 values are exact in float64), so ``_norm_upper`` gives
+    (sqrt(s_hat_i (1 + 3 (P + 1) u)) + Delta_i)^2 inflated: at least ||w_i||^2 and ||w_hat_i||^2,
+    the vector the clipped sum adds up.  The bias as in :func:`_conv_materialised`."""
+    b, c_in, hp, wp = xp.shape
+    c_out, length = g.shape[1], g.shape[2]
+    oh = (hp - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    if oh * ow != length:  # pragma: no cover - torch's own output size
+        raise ValueError("the convolution's output gradient does not match its input")
+    xc = xp.permute(0, 2, 3, 1)
+    if not xc.is_contiguous():
+        xc = _workspace(m, "channels_last", tuple(xc.shape), xp.dtype, xp.device).copy_(xc)
+    gc = g.contiguous()
+    p = c_out * k[0] * k[1] * c_in
+    w = _workspace(m, "per_sample", (b, p), torch.float32, xp.device)
+    sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
+    _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
+                            w.numpy(), sq, fa, fg, max(1, torch.get_num_threads()))
+    fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp * c_in + hp + 4)))
+    fg_ub = torch.from_numpy(fg * (1.0 + _gamma(length * c_out + 2)))
+    delta = _gamma32(length) * torch.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
+    bound = _norm_upper(torch.from_numpy(sq), delta, p, delta_ops=16)
+    b_hat = None
+    if bias:
+        b_hat = gc.sum(dim=2)  # (B, C_out), float32: within gamma32_T sqrt(T) ||G_i||_F of exact
+        bound_b = _rows_upper(b_hat, _gamma32(length) * torch.sqrt(length * fg_ub), 16)
+        bound = (bound + bound_b) * (1.0 + 8.0 * _U)
+    return bound, w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
+
+
 def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
     """Certified upper bound (float64, (B,)) of the squared norm of each sample's weight gradient,
     exact AND as computed, and the computed per-sample weight gradients w_hat (B, P) with the shape
@@ -615,12 +663,14 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool,
     xp = xp.to(dt)
     g = g2.to(dt)
     c_in = xp.shape[1]
+    if use32 and groups == 1 and _NATIVE_CONV and xp.device.type == "cpu":
+        return _conv_native(m, xp, k, s, d, g, bias)
     if groups == 1:
         ut = _im2col_cl(m, xp, k, s, d)  # (B, L, k_h k_w C_in)
         w = _workspace(m, "per_sample", (b, g.shape[1], ut.shape[2]), dt, g.device)
         torch.bmm(g, ut, out=w)  # (B, C_out, k_h k_w C_in)
         a_rows = ut
-        shape = (g.shape[1], k[0], k[1], c_in)
+        shape = ((g.shape[1], k[0], k[1], c_in), (0, 3, 1, 2))
     else:
         u = _im2col(xp, k, s, d)  # (B, C_in k, L)
         w = torch.bmm(g.reshape(b * groups, -1, length), u.reshape(b * groups, -1, length).transpose(1, 2))
@@ -772,8 +822,8 @@ def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, t
         w = params["weight"]
         if kept is not None and kept.w is not None:
             summed = weighted_rows(kept.w)
-            if kept.shape is not None:  # (C_out, k_h, k_w, C_in) -> the weight's (C_out, C_in, k_h, k_w)
-                summed = summed.view(kept.shape).permute(0, 3, 1, 2)
+            if kept.shape is not None:  # e.g. (C_out, k_h, k_w, C_in) -> the weight's (C_out, C_in, k_h, k_w)
+                summed = summed.view(kept.shape[0]).permute(*kept.shape[1])
             out["weight"] = summed.reshape(w.shape).to(w.dtype)
         else:
             gw = _weighted(grad_output, factors, w.dtype)

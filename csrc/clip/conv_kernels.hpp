@@ -1,0 +1,138 @@
+// Per-sample weight gradients of a 2-D convolution (groups = 1), float32.  NO include guard on
+// purpose: csrc/clip/conv.hpp includes this file twice, once in namespace `generic` and once in
+// namespace `avx2` under `#pragma GCC target("avx2,fma")`, and picks one at run time.  Both
+// builds perform the same IEEE operations on every element in the same order: the vector lanes
+// are independent output channels, and every multiply-add is ONE correctly rounded fused
+// multiply-add (`madd`: _mm256_fmadd_ps in the avx2 build, std::fma per lane in the generic
+// one), so they give the same bits.  (The rest of csrc/ avoids FMA because compilers contract
+// a*b+c only sometimes; here every product-sum is an explicit fma in both builds.)
+//
+// Included from conv.hpp after <cmath>, <cstdint>, <cstring>, <vector>, <immintrin.h>.
+
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline v8f load8(const float* p) {
+    v8f v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline v8f splat8(float x) { return v8f{x, x, x, x, x, x, x, x}; }
+
+#if defined(DPF_CONV_AVX2_BUILD)
+static inline v8f madd(v8f a, v8f b, v8f c) { return (v8f)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+#else
+static inline v8f madd(v8f a, v8f b, v8f c) {
+    v8f r;
+    for (int l = 0; l < 8; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+    return r;
+}
+#endif
+
+// One block of outputs of one sample: VB vectors of 8 output channels (from v0) times NJ
+// consecutive (kw, ci) indices (from j0) of kernel row kh.  acc[v][jj] = sum over the T output
+// positions, in position order, of gt[t][co] * x[row(t, kh)][col(t) + joff[j0 + jj]], one fma
+// each (Contig: joff[j] = j, which holds when dw = 1).  The result goes to w[kh][j][co] (rows of
+// Co entries; co < Co only: the padded channels are dropped).
+template <int VB, int NJ, bool Contig>
+static void conv_block(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, int64_t kh,
+                       int64_t j0, int64_t v0, float* w) {
+    v8f acc[VB][NJ];
+    for (int v = 0; v < VB; ++v)
+        for (int jj = 0; jj < NJ; ++jj) acc[v][jj] = splat8(0.0f);
+    int64_t off[NJ];
+    for (int jj = 0; jj < NJ; ++jj) off[jj] = Contig ? j0 + jj : joff[j0 + jj];
+    const int64_t co8 = g.co8;
+    const float* gb = gt + v0 * 8;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+        const float* xb = x + (oh * g.sh + kh * g.dh) * g.wp * g.c;
+        const int64_t step = g.sw * g.c;
+        for (int64_t ow = 0; ow < g.ow; ++ow, xb += step, gb += co8) {
+            v8f gv[VB];
+            for (int v = 0; v < VB; ++v) gv[v] = load8(gb + 8 * v);
+            for (int jj = 0; jj < NJ; ++jj) {
+                const v8f xs = splat8(xb[off[jj]]);
+                for (int v = 0; v < VB; ++v) acc[v][jj] = madd(gv[v], xs, acc[v][jj]);
+            }
+        }
+    }
+    const int64_t jn = g.kw * g.c;
+    for (int jj = 0; jj < NJ; ++jj) {
+        float* wr = w + (kh * jn + j0 + jj) * g.co + v0 * 8;
+        for (int v = 0; v < VB; ++v) {
+            const int64_t left = g.co - (v0 + v) * 8;
+            if (left >= 8) {
+                std::memcpy(wr + 8 * v, &acc[v][jj], sizeof(v8f));
+            } else {
+                for (int l = 0; l < left; ++l) wr[8 * v + l] = acc[v][jj][l];
+            }
+        }
+    }
+}
+
+template <int VB, bool Contig>
+static void conv_blocks_j(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, int64_t kh,
+                          int64_t v0, float* w) {
+    constexpr int NJ = VB == 1 ? 8 : VB == 2 ? 6 : 3;  // VB * NJ <= 12 accumulators
+    const int64_t jn = g.kw * g.c;
+    int64_t j0 = 0;
+    for (; j0 + NJ <= jn; j0 += NJ) conv_block<VB, NJ, Contig>(g, x, gt, joff, kh, j0, v0, w);
+    switch (jn - j0) {  // the remainder, fewer than NJ indices
+        case 0: break;
+        case 1: conv_block<VB, 1, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        case 2: conv_block<VB, 2, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        case 3: conv_block<VB, 3, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        case 4: conv_block<VB, 4, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        case 5: conv_block<VB, 5, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        case 6: conv_block<VB, 6, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        default: conv_block<VB, 7, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+    }
+}
+
+template <bool Contig>
+static void conv_sample_t(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, float* w) {
+    const int64_t nv = g.co8 / 8;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+        int64_t v0 = 0;
+        for (; v0 + 4 <= nv; v0 += 4) conv_blocks_j<4, Contig>(g, x, gt, joff, kh, v0, w);
+        if (nv - v0 >= 2) {
+            conv_blocks_j<2, Contig>(g, x, gt, joff, kh, v0, w);
+            v0 += 2;
+        }
+        if (v0 < nv) conv_blocks_j<1, Contig>(g, x, gt, joff, kh, v0, w);
+    }
+}
+
+// One sample: w (KH, KW, C, Co) from x (Hp, Wp, C) and gt (T, co8), the transposed output
+// gradient with the channels padded by zeros to co8 (a multiple of 8).
+static void conv_sample(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, float* w) {
+    if (g.dw == 1)
+        conv_sample_t<true>(g, x, gt, joff, w);
+    else
+        conv_sample_t<false>(g, x, gt, joff, w);
+}
+
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+// Sum of squares in float64 of n float32 values: element k to lane k mod 8 (two 4-vectors),
+// the remainder (k >= n - n mod 8) to lanes 0.., lanes folded ((0+1)+(2+3))+((4+5)+(6+7)).  The
+// squares are exact in float64, so only the additions round (no fma needed: fma(v, v, s) would
+// give the same bits).
+static double sum_sq(const float* p, int64_t n) {
+    v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        v4f a, b;
+        std::memcpy(&a, p + k, sizeof a);
+        std::memcpy(&b, p + k + 4, sizeof b);
+        const v4d da = __builtin_convertvector(a, v4d), db = __builtin_convertvector(b, v4d);
+        s0 += da * da;
+        s1 += db * db;
+    }
+    double s[8] = {s0[0], s0[1], s0[2], s0[3], s1[0], s1[1], s1[2], s1[3]};
+    for (int l = 0; k < n; ++k, ++l) {
+        const double v = (double)p[k];
+        s[l] += v * v;
+    }
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}

@@ -207,8 +207,8 @@ void optimizer_step(py::array theta, py::object gsum, py::object noise, double n
     });
 }
 
-// Per-sample weight gradients of a groups = 1 convolution (csrc/clip/conv.hpp): x (B, Hp, Wp, C)
-// padded channels-last and g (B, Co, OH, OW), both float32 C-contiguous; the geometry must give
+// Per-sample weight gradients of a groups = 1 convolution (csrc/clip/conv.hpp): x (B, C, Hp, Wp)
+// padded and g (B, Co, OH, OW), both float32 C-contiguous; the geometry must give
 // exactly OH x OW output positions inside the padded input.  Writes w (B, KH KW C Co) float32 (per sample (KH, KW, C, Co)) and
 // sq, fa, fg (B) float64.
 void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
@@ -222,9 +222,9 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
     if (n_threads < 1) throw py::value_error("n_threads must be >= 1");
     dpf::conv::ConvGeom geo;
     geo.b = x.arr.shape(0);
-    geo.hp = x.arr.shape(1);
-    geo.wp = x.arr.shape(2);
-    geo.c = x.arr.shape(3);
+    geo.c = x.arr.shape(1);
+    geo.hp = x.arr.shape(2);
+    geo.wp = x.arr.shape(3);
     geo.co = g.arr.shape(1);
     geo.oh = g.arr.shape(2);
     geo.ow = g.arr.shape(3);

@@ -7,7 +7,7 @@
 // dilation (dh, dw), on an input already padded and laid out channels-last, x_i of shape
 // (Hp, Wp, C), with output gradient g_i of shape (Co, OH, OW), T = OH OW positions.  Per sample:
 //
-//   w_i[kh][kw][ci][co] = sum_t g_i[co][t] x_i[oh sh + kh dh][ow sw + kw dw][ci]   (float32)
+//   w_i[kh][kw][ci][co] = sum_t g_i[co][t] x_i[ci][oh sh + kh dh][ow sw + kw dw]   (float32)
 //
 // -- what the unfolded input U_i and one GEMM G_i U_i^T give, read from x_i directly (no unfold
 // is materialised).  Each entry is a T-term float32 inner product accumulated in position order
@@ -17,10 +17,10 @@
 //
 //   sq_i = sum of the squares of the float32 entries of w_i (squares of float32 values are exact
 //          in float64; eight lane sums, then a fixed pairwise fold): within gamma_P of ||w_i||^2;
-//   fa_i = ||U_i||_F^2 = sum_{r, c} mh[r] mw[c] ||x_i[r][c]||^2, mh[r] (mw[c]) the number of
+//   fa_i = ||U_i||_F^2 = sum_{ci, r, c} mh[r] mw[c] x_i[ci][r][c]^2, mh[r] (mw[c]) the number of
 //          (oh, kh) ((ow, kw)) pairs that read row r (column c): every rounding is of a sum or
-//          product of non-negative terms, at most Wp C + Hp + 4 of them along any term's path, so
-//          the caller's fa_i (1 + gamma_{Wp C + Hp + 4}) bounds the exact value;
+//          product of non-negative terms, at most Wp + Hp C + 4 of them along any term's path, so
+//          the caller's fa_i (1 + gamma_{Wp + Hp C + 4}) bounds the exact value;
 //   fg_i = ||G_i||_F^2, within gamma_{T Co} (non-negative terms).
 //
 // Determinism: each sample is computed by one thread in a fixed order, so the results are the
@@ -47,7 +47,7 @@ namespace dpf {
 namespace conv {
 
 struct ConvGeom {
-    int64_t b, c, hp, wp;  // input (B, Hp, Wp, C), padded, channels-last
+    int64_t b, c, hp, wp;  // input (B, C, Hp, Wp), padded
     int64_t co, oh, ow;    // output gradient (B, Co, OH, OW)
     int64_t kh, kw, sh, sw, dh, dw;
     int64_t co8;  // Co rounded up to a multiple of 8
@@ -91,7 +91,7 @@ inline void weight_grads(const ConvGeom& g, const float* x, const float* grad, f
     const int64_t jn = g.kw * g.c;
     std::vector<int64_t> joff((size_t)jn);
     for (int64_t kw = 0; kw < g.kw; ++kw)
-        for (int64_t ci = 0; ci < g.c; ++ci) joff[(size_t)(kw * g.c + ci)] = kw * g.dw * g.c + ci;
+        for (int64_t ci = 0; ci < g.c; ++ci) joff[(size_t)(kw * g.c + ci)] = ci * g.hp * g.wp + kw * g.dw;
     const std::vector<double> mh = multiplicity(g.hp, g.oh, g.kh, g.sh, g.dh);
     const std::vector<double> mw = multiplicity(g.wp, g.ow, g.kw, g.sw, g.dw);
     const int64_t t_n = g.oh * g.ow;
@@ -120,21 +120,17 @@ inline void weight_grads(const ConvGeom& g, const float* x, const float* grad, f
                 fg[i] = generic::sum_sq(gi, g.co * t_n);
             }
             double a = 0.0;
-            for (int64_t r = 0; r < g.hp; ++r) {
-                if (mh[(size_t)r] == 0.0) continue;
-                const float* xr = xi + r * g.wp * g.c;
-                double rs = 0.0;
-                for (int64_t cc = 0; cc < g.wp; ++cc) {
-                    if (mw[(size_t)cc] == 0.0) continue;
-                    double cs = 0.0;
-                    for (int64_t ci = 0; ci < g.c; ++ci) {
-                        const double v = (double)xr[cc * g.c + ci];
-                        cs += v * v;
+            for (int64_t ci = 0; ci < g.c; ++ci)
+                for (int64_t r = 0; r < g.hp; ++r) {
+                    if (mh[(size_t)r] == 0.0) continue;
+                    const float* xr = xi + (ci * g.hp + r) * g.wp;
+                    double rs = 0.0;
+                    for (int64_t cc = 0; cc < g.wp; ++cc) {
+                        const double v = (double)xr[cc];
+                        rs += mw[(size_t)cc] * (v * v);
                     }
-                    rs += mw[(size_t)cc] * cs;
+                    a += mh[(size_t)r] * rs;
                 }
-                a += mh[(size_t)r] * rs;
-            }
             fa[i] = a;
         }
     });

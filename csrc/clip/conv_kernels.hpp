@@ -7,7 +7,7 @@
 // one), so they give the same bits.  (The rest of csrc/ avoids FMA because compilers contract
 // a*b+c only sometimes; here every product-sum is an explicit fma in both builds.)
 //
-// Included from conv.hpp after <cmath>, <cstdint>, <cstring>, <vector>, <immintrin.h>.
+// Included from conv.hpp after <algorithm>, <cmath>, <cstdint>, <cstring>, <vector>, <immintrin.h>.
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -30,8 +30,9 @@ static inline v8f madd(v8f a, v8f b, v8f c) {
 
 // One block of outputs of one sample: VB vectors of 8 output channels (from v0) times NJ
 // consecutive (kw, ci) indices (from j0) of kernel row kh.  acc[v][jj] = sum over the T output
-// positions, in position order, of gt[t][co] * x[row(t, kh)][col(t) + joff[j0 + jj]], one fma
-// each (Contig: joff[j] = j, which holds when dw = 1).  The result goes to w[kh][j][co] (rows of
+// positions, in position order, of gt[t][co] * x[ci][row(t, kh)][col(t) + kw dw] (x channels-first,
+// j = kw C + ci read at offset joff[j] = ci Hp Wp + kw dw from the window's corner), one fma each
+// (Contig: joff[j] = j, which holds when C = 1 and dw = 1).  The result goes to w[kh][j][co] (rows of
 // Co entries; co < Co only: the padded channels are dropped).
 template <int VB, int NJ, bool Contig>
 static void conv_block(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, int64_t kh,
@@ -44,8 +45,8 @@ static void conv_block(const ConvGeom& g, const float* x, const float* gt, const
     const int64_t co8 = g.co8;
     const float* gb = gt + v0 * 8;
     for (int64_t oh = 0; oh < g.oh; ++oh) {
-        const float* xb = x + (oh * g.sh + kh * g.dh) * g.wp * g.c;
-        const int64_t step = g.sw * g.c;
+        const float* xb = x + (oh * g.sh + kh * g.dh) * g.wp;
+        const int64_t step = g.sw;
         for (int64_t ow = 0; ow < g.ow; ++ow, xb += step, gb += co8) {
             v8f gv[VB];
             for (int v = 0; v < VB; ++v) gv[v] = load8(gb + 8 * v);
@@ -69,22 +70,33 @@ static void conv_block(const ConvGeom& g, const float* x, const float* gt, const
     }
 }
 
+template <int VB, int NJ, bool Contig>
+static inline void conv_block_n(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, int64_t kh,
+                                int64_t j0, int64_t v0, float* w) {
+    if constexpr (VB * NJ <= 12 || NJ == 1) conv_block<VB, NJ, Contig>(g, x, gt, joff, kh, j0, v0, w);
+}
+
+// The (kw, ci) indices of kernel row kh in blocks of equal size (at most 12 / VB, so VB x NJ <= 12
+// accumulators; blocks of equal size keep each block's accumulators many enough to hide the
+// fma latency: 8 indices as 4 + 4, not 6 + 2).
 template <int VB, bool Contig>
 static void conv_blocks_j(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, int64_t kh,
                           int64_t v0, float* w) {
-    constexpr int NJ = VB == 1 ? 8 : VB == 2 ? 6 : 3;  // VB * NJ <= 12 accumulators
+    constexpr int NJ = VB == 1 ? 8 : VB == 2 ? 6 : 3;
     const int64_t jn = g.kw * g.c;
-    int64_t j0 = 0;
-    for (; j0 + NJ <= jn; j0 += NJ) conv_block<VB, NJ, Contig>(g, x, gt, joff, kh, j0, v0, w);
-    switch (jn - j0) {  // the remainder, fewer than NJ indices
-        case 0: break;
-        case 1: conv_block<VB, 1, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        case 2: conv_block<VB, 2, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        case 3: conv_block<VB, 3, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        case 4: conv_block<VB, 4, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        case 5: conv_block<VB, 5, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        case 6: conv_block<VB, 6, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
-        default: conv_block<VB, 7, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+    const int64_t nb = (jn + NJ - 1) / NJ;
+    const int64_t q = (jn + nb - 1) / nb;  // <= NJ
+    for (int64_t j0 = 0; j0 < jn; j0 += q) {
+        switch (std::min<int64_t>(q, jn - j0)) {
+            case 1: conv_block_n<VB, 1, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 2: conv_block_n<VB, 2, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 3: conv_block_n<VB, 3, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 4: conv_block_n<VB, 4, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 5: conv_block_n<VB, 5, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 6: conv_block_n<VB, 6, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            case 7: conv_block_n<VB, 7, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+            default: conv_block_n<VB, 8, Contig>(g, x, gt, joff, kh, j0, v0, w); break;
+        }
     }
 }
 
@@ -102,10 +114,10 @@ static void conv_sample_t(const ConvGeom& g, const float* x, const float* gt, co
     }
 }
 
-// One sample: w (KH, KW, C, Co) from x (Hp, Wp, C) and gt (T, co8), the transposed output
+// One sample: w (KH, KW, C, Co) from x (C, Hp, Wp) and gt (T, co8), the transposed output
 // gradient with the channels padded by zeros to co8 (a multiple of 8).
 static void conv_sample(const ConvGeom& g, const float* x, const float* gt, const int64_t* joff, float* w) {
-    if (g.dw == 1)
+    if (g.dw == 1 && g.c == 1)
         conv_sample_t<true>(g, x, gt, joff, w);
     else
         conv_sample_t<false>(g, x, gt, joff, w);

@@ -603,7 +603,7 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     with s_hat_i = the float64 sum of the squares of its entries, fa_i = ||U_i||_F^2 (from the input
     pixels and how many windows read each) and fg_i = ||G_i||_F^2, both in float64 with non-negative
     terms.  The bound (module docstring, "Materialised", float32): ||U_i||_F^2 <= fa_i (1 +
-    gamma_{W_p C_in + H_p + 4}), ||G_i||_F^2 <= fg_i (1 + gamma_{T C_out + 2}); Delta_i =
+    gamma_{W_p + H_p C_in + 4}), ||G_i||_F^2 <= fg_i (1 + gamma_{T C_out + 2}); Delta_i =
     gamma32_T ||U_i||_F ||G_i||_F + sqrt(P) T 2^-149 bounds ||w_hat_i - w_i|| (every entry within
     gamma32_T sum_t |g||u| + T 2^-149, FMA or not: Higham Sec. 3.1); s_hat_i is within gamma_P of
     ||w_hat_i||^2 (the squares of float32 values are exact in float64), so ``_norm_upper`` gives
@@ -615,16 +615,14 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     ow = (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
     if oh * ow != length:  # pragma: no cover - torch's own output size
         raise ValueError("the convolution's output gradient does not match its input")
-    xc = xp.permute(0, 2, 3, 1)
-    if not xc.is_contiguous():
-        xc = _workspace(m, "channels_last", tuple(xc.shape), xp.dtype, xp.device).copy_(xc)
+    xc = xp.contiguous()
     gc = g.contiguous()
     p = c_out * k[0] * k[1] * c_in
     w = _workspace(m, "per_sample", (b, p), torch.float32, xp.device)
     sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
     _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
                             w.numpy(), sq, fa, fg, max(1, torch.get_num_threads()))
-    fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp * c_in + hp + 4)))
+    fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp + hp * c_in + 4)))
     fg_ub = torch.from_numpy(fg * (1.0 + _gamma(length * c_out + 2)))
     delta = _gamma32(length) * torch.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
     bound = _norm_upper(torch.from_numpy(sq), delta, p, delta_ops=16)

@@ -185,7 +185,8 @@ def test_bound_covers_the_exact_and_the_computed_gradients(case):
         computed = sum(Fraction(float(v)) ** 2 for v in kept.w[i]) + sum(Fraction(float(v)) ** 2 for v in kept.bias[i])
         bound = Fraction(float(ns[i]))
         assert bound >= e and bound >= computed, (case, i)
-    # the kept vectors are laid out (C_out, k_h, k_w, C_in): the clipped sum puts them back
+    # the kept vectors are laid out (C_out, k_h, k_w, C_in), or (k_h, k_w, C_in, C_out) from the native
+    # kernel: the clipped sum puts them back
     cs = fl.conv_clipped_sum(m, (x,), g, torch.ones(b))
     want_w = [[[sum(exact[i][0][o][c][j] for i in range(b)) for j in range(k)] for c in range(c_in)] for o in range(c_out)]
     got = cs["weight"].double()

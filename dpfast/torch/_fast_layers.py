@@ -38,7 +38,10 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
   ||w_hat_i|| from dpfast's native row-norm kernel (float64 accumulation on w_hat's memory, the
   rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
   of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
-  that are summed.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
+  that are summed.  float32 groups = 1 on a CPU with AVX2 + FMA: w_hat comes from dpfast's native
+  kernel instead (``_clip.conv_weight_grads``, csrc/clip/conv.hpp, :func:`_conv_native`), which
+  reads the padded input directly (no unfold), lays w_i out (k_h, k_w, C_in, C_out), and returns
+  the float64 sums of squares of w_hat_i, U_i and G_i from the same pass: the same bound.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
   within gamma32_T sqrt(T) ||G_i||_F of exact; else float64).  Larger layers: the
   cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
   and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
@@ -595,6 +598,16 @@ def _im2col_cl(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple) -> torc
 _NATIVE_CONV = bool(_clip.conv_vectorised())
 
 
+def _kernel_threads() -> int:
+    """Threads for the native convolution kernel: torch's intra-op count (the values do not depend
+    on it).  Unlike the optimizer's noise fill (0.5 ms, which keeps to the cores torch's pool
+    leaves free), the kernel runs for milliseconds, against the ~0.1 ms that torch's libgomp
+    workers spin after a parallel region.  On an overloaded machine a helper thread that waits
+    for a core delays the step (2 cores at load average 4.4: the first convolution's kernel
+    1.9 ms on one thread, 2.0 ms minimum but 11.6 ms median on two)."""
+    return max(1, torch.get_num_threads())
+
+
 def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool):
     """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
     (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised)
@@ -621,7 +634,7 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     w = _workspace(m, "per_sample", (b, p), torch.float32, xp.device)
     sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
     _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
-                            w.numpy(), sq, fa, fg, max(1, torch.get_num_threads()))
+                            w.numpy(), sq, fa, fg, _kernel_threads())
     fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp + hp * c_in + 4)))
     fg_ub = torch.from_numpy(fg * (1.0 + _gamma(length * c_out + 2)))
     delta = _gamma32(length) * torch.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32

@@ -15,7 +15,10 @@ timings interleave the variants in rounds, and report the minimum and the median
    convolutions);
 2. the whole step: non-private, the engine, and the engine with the convolutions' fast paths
    replaced by free stubs (zeros): what the rest of the private step costs;
-3. ``--fresh``: each mode of ``bench_torch`` (non-private, Opacus hooks/ghost, the engine) in a fresh
+3. ``--pieces``: the pieces of each convolution's ``norm_sq`` on one captured batch (padding, the
+   unfold, the batched GEMM and the norms of the torch form; the native kernel of the float32 path),
+   next to torch's ordinary weight-gradient convolution, which the tap skips;
+4. ``--fresh``: each mode of ``bench_torch`` (non-private, Opacus hooks/ghost, the engine) in a fresh
    process, the mean CPU time per step after 3 warm-up steps, like ``bench_torch``'s wall-clock
    figure.
 """
@@ -100,6 +103,64 @@ def per_layer(threads, rounds, baseline):
         print(f"| {label} | {_stats(steps[label])} |")
 
 
+def pieces(threads, reps=30):
+    import torch
+    from torch import nn
+
+    from dpfast import _clip
+    from dpfast.torch import _fast_layers as fl
+
+    step_fn, batches, crit = bt.build_case("cnn", "engine", threads, 10)
+    cap = {}
+    orig = fl.FAST_LAYERS[nn.Conv2d]
+
+    def grab(m, a, g, **k):
+        cap.setdefault(id(m), (m, a, g))
+        return orig.norm_sq(m, a, g, **k)
+
+    fl.FAST_LAYERS[nn.Conv2d] = fl.FastLayer(grab, orig.clipped_sum)
+    step_fn(*batches[0], crit)
+    fl.FAST_LAYERS[nn.Conv2d] = orig
+
+    def t(fn):
+        v = []
+        for _ in range(reps):
+            t0 = time.process_time()
+            fn()
+            v.append(time.process_time() - t0)
+        return _stats(v)
+
+    print(f"\npieces of the convolutions' norm_sq, {threads} thread(s), CPU ms (min / median); load {os.getloadavg()}")
+    print("| layer | piece | CPU ms |\n|---|---|---|")
+    for m, a, g in cap.values():
+        x = a[0]
+        b = x.shape[0]
+        name = f"Conv2d({m.in_channels}, {m.out_channels})"
+        g32 = g.reshape(b, m.out_channels, -1)
+        xp, k, s, d = fl._conv_padded(m, x)
+        ut = fl._im2col_cl(m, xp, k, s, d)
+        w = torch.empty(b, g32.shape[1], ut.shape[2])
+        sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
+        native = fl._NATIVE_CONV
+        rows = [("norm_sq, as configured", lambda: fl.conv_norm_sq(m, a, g)),
+                ("pad", lambda: fl._conv_padded(m, x)),
+                ("torch form: unfold (channels-last)", lambda: fl._im2col_cl(m, xp, k, s, d)),
+                ("torch form: batched GEMM G_i U_i^T", lambda: torch.bmm(g32, ut, out=w)),
+                ("torch form: ||U_i||_F^2 (float32)", lambda: fl._frob_sq(ut)),
+                ("torch form: ||G_i||_F^2", lambda: fl._frob_sq(g32)),
+                ("torch form: row norms of w_hat", lambda: fl._row_norms_upper(w.reshape(b, -1))),
+                ("bias sums", lambda: g32.sum(dim=2)),
+                ("non-private weight gradient (conv2d_weight; skipped by the tap)",
+                 lambda: torch.nn.grad.conv2d_weight(x, m.weight.shape, g, stride=m.stride, padding=m.padding))]
+        if native:
+            rows.insert(1, ("native kernel (w_hat, ||w_hat||^2, ||U||^2, ||G||^2)",
+                            lambda: _clip.conv_weight_grads(xp.contiguous().numpy(), g.contiguous().numpy(), k[0], k[1],
+                                                            s[0], s[1], d[0], d[1], w.reshape(b, -1).numpy(), sq, fa, fg,
+                                                            fl._kernel_threads())))
+        for label, fn in rows:
+            print(f"| {name} | {label} | {t(fn)} |", flush=True)
+
+
 def fresh(threads, steps):
     print(f"\nfresh processes, {threads} thread(s), {steps} timed steps, mean CPU ms per step; load {os.getloadavg()}")
     print("| mode | CPU ms/step |\n|---|---|")
@@ -132,6 +193,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--baseline", default=None, help="another _fast_layers.py to compare the convolutions with")
     ap.add_argument("--fresh", action="store_true", help="also each mode in a fresh process")
+    ap.add_argument("--pieces", action="store_true", help="also the pieces of each convolution's norm_sq")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -140,6 +202,8 @@ def main(argv=None):
         return
     os.environ["DPFAST_NUM_THREADS"] = str(args.threads)
     per_layer(args.threads, args.rounds, args.baseline)
+    if args.pieces:
+        pieces(args.threads)
     if args.fresh:
         fresh(args.threads, args.steps)
 

@@ -61,11 +61,10 @@ static void conv_block(const ConvGeom& g, const float* x, const float* gt, const
         float* wr = w + (kh * jn + j0 + jj) * g.co + v0 * 8;
         for (int v = 0; v < VB; ++v) {
             const int64_t left = g.co - (v0 + v) * 8;
-            if (left >= 8) {
-                std::memcpy(wr + 8 * v, &acc[v][jj], sizeof(v8f));
-            } else {
-                for (int l = 0; l < left; ++l) wr[8 * v + l] = acc[v][jj][l];
-            }
+            float lanes[8];  // (a copy: the accumulators' addresses are never taken, so they stay in registers)
+            const v8f a = acc[v][jj];
+            std::memcpy(lanes, &a, sizeof lanes);
+            std::memcpy(wr + 8 * v, lanes, sizeof(float) * (size_t)std::min<int64_t>(left, 8));
         }
     }
 }

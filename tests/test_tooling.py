@@ -106,7 +106,8 @@ def test_torch_modules_skip_on_torch_nn_not_torch(path):
     """tests/torch/ is itself a namespace package named ``torch``: without the torch extra,
     ``pytest.importorskip("torch")`` imports that directory and succeeds, then ``from torch import
     nn`` fails at collection and the README's test command errors (found in a fresh venv with
-    only ``.[test]``).  Every module there must skip on ``torch.nn`` before importing torch."""
+    only ``.[test]``).  tests/conftest.py now refuses that namespace import; every module there
+    still skips on ``torch.nn`` before importing torch, so neither alone is load-bearing."""
     tree = ast.parse(path.read_text())
     skips, first_torch = [], None
     for node in tree.body:

@@ -141,6 +141,8 @@ def check_random_state(rng: RandomLike) -> np.random.Generator:
         return np.random.default_rng()
     if isinstance(rng, np.random.Generator):
         return rng
+    if type(rng) is int and rng >= 0:  # fast path (a seed): the result of the checks below
+        return np.random.default_rng(rng)
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("rng must be None, an int seed, a numpy Generator or SecureRandom; got a bool")
     if isinstance(rng, numbers.Integral):

@@ -5,10 +5,15 @@ DPFAST_STATS_NO_AVX2=1 / DPFAST_NUM_THREADS=2), then `cmp` the pickles.  Records
 dpfast.tools (and the generator's next word after a release drawn from a Generator), error types
 and messages, and the raw dpfast._stats.moments integers.
 """
-import sys, pickle, itertools
+import itertools
+import pickle
+import sys
+
 import numpy as np
+
 import dpfast.tools as T
 from dpfast import _stats
+
 
 def rec(f):
     try:
@@ -29,14 +34,17 @@ datas["n3d"] = g.normal(0.3, 1.0, (300, 2, 4))
 datas["f32"] = g.uniform(0, 1, 3001).astype(np.float32)
 datas["int"] = g.integers(-5, 20, 4000)
 datas["neg"] = g.uniform(-1e6, 1e6, 5003)
-nanx = g.uniform(0, 1, 7000); nanx[g.random(7000) < 0.05] = np.nan
+nanx = g.uniform(0, 1, 7000)
+nanx[g.random(7000) < 0.05] = np.nan
 datas["nan"] = nanx
-nan2 = g.uniform(0, 1, (3000, 4)); nan2[g.random((3000, 4)) < 0.05] = np.nan
+nan2 = g.uniform(0, 1, (3000, 4))
+nan2[g.random((3000, 4)) < 0.05] = np.nan
 datas["nan2d"] = nan2
 edge = np.concatenate([[-0.0, 0.0, 5e-324, -5e-324, 1.0, -1.0, 1e6, -1e6, 0.5, 2.0, 2.5, 7.0, -3.0], g.uniform(-2, 2, 1000) * np.where(g.random(1000) < 0.3, 0.0, 1.0) * np.where(g.random(1000) < 0.5, -1.0, 1.0)])
 datas["edge"] = edge
 datas["edge0"] = np.array([-0.0] * 33)
-bad = g.uniform(0, 1, 1000); bad[17] = np.inf
+bad = g.uniform(0, 1, 1000)
+bad[17] = np.inf
 datas["inf"] = bad
 bounds_list = [(0.0, 1.0), (-0.5, 1.5), (-3, 7), (0.1, 0.2), (-1e6, 1e6), (2.0, 2.5), (-1.0, 1.0), (-2.0, 0.0), (-1e-300, 1e-300)]
 funcs = ["mean", "sum", "var", "std", "nanmean", "nansum", "nanvar", "nanstd"]

@@ -20,13 +20,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import _engine_models as EM  # noqa: E402
+from test_torch_conv_kept import _check_against_naive, _grad_like  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from dpfast import _clip  # noqa: E402
 from dpfast.torch import _fast_layers as fl  # noqa: E402
 from dpfast.torch._grad_sample import safe_factors  # noqa: E402
-from test_torch_conv_kept import _check_against_naive, _grad_like  # noqa: E402
 
 U32 = 2.0 ** -24
 
@@ -136,7 +136,9 @@ def test_binding_validates():
     b = x.shape[0]
     p = g.shape[1] * k[0] * k[1] * x.shape[1]
 
-    def call(xx=x.numpy(), gg=g.numpy(), geom=(k[0], k[1], s[0], s[1], d[0], d[1]), w=None, sq=None, nt=1):
+    xn, gn = x.numpy(), g.numpy()
+
+    def call(xx=xn, gg=gn, geom=(k[0], k[1], s[0], s[1], d[0], d[1]), w=None, sq=None, nt=1):
         w = np.empty((b, p), np.float32) if w is None else w
         sq = np.empty(b) if sq is None else sq
         _clip.conv_weight_grads(xx, gg, *geom, w, sq, np.empty(b), np.empty(b), nt)

@@ -64,7 +64,11 @@ static void conv_block(const ConvGeom& g, const float* x, const float* gt, const
             float lanes[8];  // (a copy: the accumulators' addresses are never taken, so they stay in registers)
             const v8f a = acc[v][jj];
             std::memcpy(lanes, &a, sizeof lanes);
-            std::memcpy(wr + 8 * v, lanes, sizeof(float) * (size_t)std::min<int64_t>(left, 8));
+            if (left >= 8) {
+                std::memcpy(wr + 8 * v, lanes, sizeof lanes);  // (a constant size: no call)
+            } else {
+                for (int64_t l = 0; l < left; ++l) wr[8 * v + l] = lanes[l];
+            }
         }
     }
 }

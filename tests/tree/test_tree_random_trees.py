@@ -386,21 +386,22 @@ def test_forcing_the_baseline_kernel_turns_sliced_off():
     assert r.stdout.strip() == "False"
 
 
-def test_forest_proba_is_the_mean_of_the_leaves_distributions():
+@pytest.mark.parametrize("T", [2, 12])  # 12 trees of depth 5: the sliced kernel where available
+def test_forest_proba_is_the_mean_of_the_leaves_distributions(T):
     """The native predict_proba: per row, the sum over the trees in tree order of the leaf's
-    distribution, divided by T -- the NumPy mean of the routed leaves' rows, and the same bits for
-    any thread count."""
+    distribution, divided by T -- the NumPy mean of the routed leaves' rows, on rows tying with
+    thresholds, +-inf and NaN, and the same bits for any thread count."""
     X, _, f, th = _tie_data(5000, 3, 2, 4)
-    X = X[np.isfinite(X).all(axis=1)]
-    proba = np.random.default_rng(1).dirichlet(np.ones(3), size=(12, 32))
+    f, th = f[:T], th[:T]
+    proba = np.random.default_rng(1).dirichlet(np.ones(3), size=(T, 32))
     leaves = RT.route(X, f, th, 5)
     seq = np.zeros((X.shape[0], 3))
-    for t in range(12):
+    for t in range(T):
         seq += proba[t, leaves[:, t]]
     out = RT.forest_proba(X, f, th, 5, proba)
-    np.testing.assert_array_equal(out, seq / 12)
-    np.testing.assert_allclose(out, proba[np.arange(12)[None, :], leaves].mean(axis=1), rtol=1e-14, atol=0)
-    np.testing.assert_array_equal(_trees.proba_sum(X, f, th, 5, proba, 3) / 12, out)
+    np.testing.assert_array_equal(out, seq / T)
+    np.testing.assert_allclose(out, proba[np.arange(T)[None, :], leaves].mean(axis=1), rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(_trees.proba_sum(X, f, th, 5, proba, 3) / T, out)
     with pytest.raises(ValueError, match="proba"):
         _trees.proba_sum(X, f, th, 5, proba[:, :16], 1)
 

@@ -235,50 +235,6 @@ inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_
         }
     }
 }
-
-// out[i] (K values, rows [lo, hi)) = sum over the trees in tree order of proba[t, leaf of row i]:
-// each leaf's mask of rows is walked bit by bit, so every row gets its trees' terms in tree order,
-// the additions of proba_sum's descent (the same bits).
-inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const double* proba,
-                       int64_t K, int64_t lo, int64_t hi, double* out) {
-    const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees;
-    std::vector<int16_t> rk(static_cast<size_t>(d * 64));
-    std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
-    alignas(32) int16_t lab[64];
-    int row_of_bit[64];
-    for (int r = 0; r < 64; ++r) {
-        for (int q = 0; q < 64; ++q) lab[q] = q == r ? 1 : 0;
-        row_of_bit[__builtin_ctzll(gt_mask(lab, 0))] = r;
-    }
-    for (int64_t i0 = lo; i0 < hi; i0 += 64) {
-        const int64_t m = std::min<int64_t>(64, hi - i0);
-        for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)0 : (int16_t)-1;
-        if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
-        for (int64_t j = 0; j < d; ++j) ranks_of(R, j, X + i0 * ld + j, ld, m, rk.data() + j * 64);
-        double* o = out + i0 * K;
-        std::fill(o, o + m * K, 0.0);
-        const uint64_t rows = gt_mask(lab, -1);
-        for (int64_t t = 0; t < T; ++t) {
-            const int16_t* nf = R.node_feature.data() + t * M;
-            const int16_t* np = R.node_rank.data() + t * M;
-            reach[0] = rows;
-            for (int64_t a = 0; a < M; ++a) {
-                const uint64_t at = reach[static_cast<size_t>(a)];
-                const uint64_t right = gt_mask(rk.data() + 64 * nf[a], np[a]);
-                reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
-                reach[static_cast<size_t>(2 * a + 2)] = at & right;
-            }
-            const double* pt = proba + t * L * K;
-            for (int64_t l = 0; l < L; ++l) {
-                const double* pl = pt + l * K;
-                for (uint64_t bits = reach[static_cast<size_t>(M + l)]; bits; bits &= bits - 1) {
-                    double* orow = o + row_of_bit[__builtin_ctzll(bits)] * K;
-                    for (int64_t c = 0; c < K; ++c) orow[c] += pl[c];
-                }
-            }
-        }
-    }
-}
 }  // namespace sliced
 #pragma GCC pop_options
 
@@ -392,19 +348,8 @@ inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int n
 inline void proba_sum(const double* X, int64_t n, int64_t ld, const Forest& F, const double* proba, int64_t K,
                       int nthreads, double* out) {
     const int64_t T = F.n_trees, M = F.n_split(), LK = F.n_leaves() * K;
-    const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
-#if defined(DPF_HAVE_AVX2_DISPATCH)
-    if (use_sliced(0, F, 1)) {  // the rows' masks walked leaf by leaf (any K)
-        Ranked R;
-        if (rank_forest(F, R)) {
-            run_chunks(W, (int)W, [&](int64_t k) {
-                sliced::proba_rows(R, F, X, ld, proba, K, n * k / W, n * (k + 1) / W, out);
-            });
-            return;
-        }
-    }
-#endif
     const std::vector<Node> nodes = pack(F);
+    const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
     run_chunks(W, (int)W, [&](int64_t k) {
         const int64_t lo = n * k / W, hi = n * (k + 1) / W;
         int64_t leaf[kBlock];

@@ -386,7 +386,7 @@ def test_forcing_the_baseline_kernel_turns_sliced_off():
     assert r.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("T", [2, 12])  # 12 trees of depth 5: the sliced kernel where available
+@pytest.mark.parametrize("T", [2, 12])
 def test_forest_proba_is_the_mean_of_the_leaves_distributions(T):
     """The native predict_proba: per row, the sum over the trees in tree order of the leaf's
     distribution, divided by T -- the NumPy mean of the routed leaves' rows, on rows tying with

@@ -45,8 +45,13 @@ from torch import nn
 
 from dpfast._threads import CPUS
 from dpfast.random import add_normal_noise
-from dpfast.torch._grad_sample import (GradSampleModule, kept_samples, per_layer_factors, per_sample_norm_sq,
-                                      safe_factors)
+from dpfast.torch._grad_sample import (
+    GradSampleModule,
+    kept_samples,
+    per_layer_factors,
+    per_sample_norm_sq,
+    safe_factors,
+)
 
 __all__ = ["DPOptimizer"]
 

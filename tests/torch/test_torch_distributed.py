@@ -83,7 +83,8 @@ def _worker_per_layer(rank, world, init_file, out_dir):
         bad, b, refused = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)), PrivacyBudget(100.0, 1e-5), ""
         try:
             PrivacyEngine(rng=7).make_private(
-                module=bad, optimizer=torch.optim.SGD(bad.parameters(), lr=0.1), data_loader=DataLoader(ds, batch_size=8),
+                module=bad, optimizer=torch.optim.SGD(bad.parameters(), lr=0.1),
+                data_loader=DataLoader(ds, batch_size=8),
                 noise_multiplier=1.0, max_grad_norm=norms if rank == 0 else norms[::-1], clipping="per_layer",
                 epochs=1, distributed=True, budget=b)
         except ValueError as e:

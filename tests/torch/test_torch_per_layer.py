@@ -348,3 +348,24 @@ def test_fast_paths_serve_per_layer_clipping_where_they_have_per_parameter_norms
     assert {owners[id(p)] for p in generic} == generic_types
     _, fast_flat, _ = gsm._parts()
     assert {type(m) for m, _, _ in fast_flat} >= fast_types  # flat clipping: every fast layer
+
+
+@pytest.mark.slow
+def test_compiled_per_layer_training_is_bit_identical_with_the_eager_backend():
+    """torch.compile (dynamo's eager backend) of the wrapped module: the same parameters, bit for bit."""
+    out = []
+    for compiled in (False, True):
+        model = EM.make("mlp", seed=0, dtype=torch.float32)
+        x, y = EM.data("mlp", 32, seed=0, dtype=torch.float32)
+        eng = PrivacyEngine(rng=0)
+        m, o, dl = eng.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                    data_loader=DataLoader(TensorDataset(x, y), batch_size=8), noise_multiplier=1.0,
+                                    max_grad_norm=[0.05, 0.02, 0.08, 0.01], clipping="per_layer", epochs=1)
+        fwd = torch.compile(m, backend="eager") if compiled else m
+        for xb, yb in dl:
+            o.zero_grad()
+            CE(fwd(xb), yb).backward()
+            o.step()
+        out.append([p.detach().clone() for p in m.parameters()])
+    torch._dynamo.reset()
+    assert all(torch.equal(a, b) for a, b in zip(*out))

@@ -453,7 +453,6 @@ class GradSampleModule(nn.Module):
             out[p] = s if p not in out else out[p] + s
         return out, B
 
-
     def _clipped_sum_per_layer(self, norms: Dict[nn.Parameter, float]
                                ) -> Tuple[Dict[nn.Parameter, torch.Tensor], int]:
         """Per-layer clipping: factors per (sample, parameter), f_ip = safe rule at C_p on the

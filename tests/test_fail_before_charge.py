@@ -708,6 +708,8 @@ if HAS_TORCH:
         Case("PrivacyEngine", "per-layer clipping, a norm inf",
              _torch_engine("", clipping="per_layer", max_grad_norm=[1.0, float("inf")])),
         Case("PrivacyEngine", "a list max_grad_norm with flat clipping", _torch_engine("", max_grad_norm=[1.0, 1.0])),
+        Case("PrivacyEngine", "per-group clipping, 2 norms for 1 group",
+             _torch_engine("", clipping="per_group", max_grad_norm=[1.0, 1.0])),
         Case("PrivacyEngine", "per-layer clipping, a NaN norm (make_private_with_epsilon)",
              _torch_engine("epsilon", target_epsilon=1.0, target_delta=1e-5, clipping="per_layer",
                            max_grad_norm=[1.0, float("nan")])),

@@ -34,7 +34,7 @@ _ACCOUNTANTS = ("pld", "rdp")
 _STATE_FORMAT = 1
 _NORMAL_BOUND = 40.0  # |N(0,1)| draws of the package's sampler stay below this
 _DEVICES = ("cpu", "cuda")
-_CLIPPING = ("flat", "per_layer")
+_CLIPPING = ("flat", "per_layer", "per_group")
 _NOT_IMPLEMENTED_CLIPPING = ("adaptive",)  # Opacus's other clipping mode: NotImplementedError
 
 
@@ -84,9 +84,11 @@ def _clipping_norms(clipping, max_grad_norm, optimizer) -> Tuple[float, Optional
 
     ``"flat"``: one real C > 0.  ``"per_layer"``: a list (or tuple, or 1-D array) of reals C_l > 0,
     one per trainable parameter of the optimizer (Opacus's unit: ``p.requires_grad`` over its
-    ``param_groups``, in that order); the noise's sensitivity is then C = sqrt(sum C_l^2) (rounded
-    up).  A single real with ``"per_layer"`` is refused, as Opacus does (it needs a list): the
-    same norm on every parameter is ``[C] * n``, whose noise scale is C sqrt(n), not C."""
+    ``param_groups``, in that order); ``"per_group"`` (dpfast's): one per parameter group of the
+    optimizer that holds a trainable parameter, its parameters clipped jointly.  The noise's
+    sensitivity is then C = sqrt(sum C_l^2) (rounded up).  A single real with ``"per_layer"`` is
+    refused, as Opacus does (it needs a list): the same norm on every parameter is ``[C] * n``,
+    whose noise scale is C sqrt(n), not C."""
     if not isinstance(clipping, str) or clipping not in _CLIPPING + _NOT_IMPLEMENTED_CLIPPING:
         raise ValueError(f"clipping must be one of {_CLIPPING}, got {clipping!r}")
     if clipping in _NOT_IMPLEMENTED_CLIPPING:
@@ -102,19 +104,25 @@ def _clipping_norms(clipping, max_grad_norm, optimizer) -> Tuple[float, Optional
                              "clipping='per_layer'; flat clipping takes one max_grad_norm, the norm over all "
                              "parameters")
         return _real(max_grad_norm, "max_grad_norm", positive=True, allow_zero=False), None
-    n_params = sum(1 for g in optimizer.param_groups for p in g["params"] if p.requires_grad)
+    if clipping == "per_group":
+        n_params = sum(1 for g in optimizer.param_groups if any(p.requires_grad for p in g["params"]))
+        unit = "parameter group of the optimizer holding a trainable parameter"
+        units = "parameter groups with a trainable parameter (one norm per group, clipped jointly)"
+    else:
+        n_params = sum(1 for g in optimizer.param_groups for p in g["params"] if p.requires_grad)
+        unit = "trainable parameter of the optimizer (in its param_groups' order)"
+        units = "trainable parameters (one norm per parameter tensor, in the param_groups' order, as Opacus)"
     if not seq:
-        raise TypeError(f"clipping='per_layer' takes max_grad_norm as a list of {n_params} norms, one per trainable "
-                        f"parameter of the optimizer (in its param_groups' order), got {type(max_grad_norm).__name__}; "
-                        f"the same norm C on every parameter is [C] * {n_params} (noise scale C sqrt({n_params}))")
+        raise TypeError(f"clipping={clipping!r} takes max_grad_norm as a list of {n_params} norms, one per {unit}, "
+                        f"got {type(max_grad_norm).__name__}; the same norm C on every one is [C] * {n_params} (noise "
+                        f"scale C sqrt({n_params}))")
     norms = [_real(c, f"max_grad_norm[{i}]", positive=True, allow_zero=False) for i, c in enumerate(max_grad_norm)]
     if len(norms) != n_params:
-        raise ValueError(f"clipping='per_layer': max_grad_norm has {len(norms)} norms, the optimizer {n_params} "
-                         "trainable parameters (one norm per parameter tensor, in the param_groups' order, as "
-                         "Opacus)")
+        raise ValueError(f"clipping={clipping!r}: max_grad_norm has {len(norms)} norms, the optimizer {n_params} "
+                         f"{units}")
     C = _hypot_up(norms)
     if not math.isfinite(C):
-        raise ValueError("clipping='per_layer': sqrt(sum max_grad_norm^2) overflows a double")
+        raise ValueError(f"clipping={clipping!r}: sqrt(sum max_grad_norm^2) overflows a double")
     return C, norms
 
 
@@ -165,6 +173,7 @@ class PrivacyEngine:
         self.max_grad_norm: Optional[float] = None
         self.max_grad_norms: Optional[List[float]] = None  # per-layer clipping: one norm per parameter
         self.clipping: Optional[str] = None
+        self._clipping_mode = "flat"
         self.sample_rate: Optional[float] = None
         self.planned_steps: Optional[int] = None
         self.steps_per_epoch: Optional[int] = None
@@ -227,6 +236,7 @@ class PrivacyEngine:
         # per-layer clipping at norms C_l bounds the whole gradient's norm by C = sqrt(sum C_l^2): the
         # sensitivity of flat clipping at C, so, at the same z, the same event (McMahan et al. 2018)
         C, norms = _clipping_norms(clipping, max_grad_norm, optimizer)
+        self._clipping_mode = clipping
         if poisson_sampling is not True:
             raise ValueError("dpfast.torch accounts Poisson sampling only (poisson_sampling=True): shuffled "
                              "fixed batches are not covered by the DP-SGD analysis it reports (Chua et al. 2024, "
@@ -289,7 +299,12 @@ class PrivacyEngine:
         norm on every parameter is ``[C] * n``, whose noise scale is C sqrt(n).  Layers whose fast
         path has per-parameter norms (Linear, Embedding, LayerNorm, and convolutions with one
         trainable parameter) keep it; the others (a convolution with a bias) compute per-sample
-        gradients by ``torch.func``.  ``clipping="adaptive"`` raises ``NotImplementedError``.
+        gradients by ``torch.func``.  ``clipping="per_group"`` (dpfast's; McMahan et al.'s
+        per-layer clipping when each layer is a group): one norm per parameter group of the
+        optimizer (those holding a trainable parameter), each group's parameters clipped jointly
+        to it -- the same sensitivity sqrt(sum_g C_g^2); a fast layer whose parameters are all in
+        one group (a convolution with its bias) keeps its fast path.  ``clipping="adaptive"``
+        raises ``NotImplementedError``.
 
         ``distributed=True`` (``torch.distributed`` initialised, e.g. the gloo backend on CPUs; pass
         the plain module, not a ``DistributedDataParallel`` wrapper): rank 0's parameters and buffers
@@ -354,8 +369,8 @@ class PrivacyEngine:
             # every rank clips its share at its own C and divides by its own q n, and rank 0 alone adds
             # noise at its own z: a rank configured otherwise (another C, dataset, batch size or plan) would
             # void the accounted sensitivity; checked collectively, before the charge
-            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan, -1 if norms is None else len(norms)],
-                                dtype=torch.float64)
+            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan, -1 if norms is None else len(norms),
+                                 _CLIPPING.index(self._clipping_mode)], dtype=torch.float64)
             lo, hi = mine.clone(), mine.clone()
             torch.distributed.all_reduce(lo, op=torch.distributed.ReduceOp.MIN)
             torch.distributed.all_reduce(hi, op=torch.distributed.ReduceOp.MAX)
@@ -369,7 +384,7 @@ class PrivacyEngine:
                     bad = ["the per-layer max_grad_norm"]
             if bad or not torch.equal(lo, hi):
                 names = ("dataset length", "batch_size", "max_grad_norm", "noise_multiplier", "plan",
-                         "clipping (number of per-layer norms)")
+                         "clipping (number of per-layer norms)", "clipping")
                 bad += [k for k, a, b in zip(names, lo.tolist(), hi.tolist()) if a != b]
                 raise ValueError(f"the ranks of the distributed run disagree on {', '.join(bad)}: every rank must "
                                  "make_private with the same dataset and parameters")
@@ -387,7 +402,7 @@ class PrivacyEngine:
                 gen_sample = np.random.default_rng([int(gen_noise.integers(0, 2**63)), rank])
         self.noise_multiplier, self.max_grad_norm, self.sample_rate = z, C, q
         self.max_grad_norms = None if norms is None else list(norms)
-        self.clipping = "flat" if norms is None else "per_layer"
+        self.clipping = "flat" if norms is None else self._clipping_mode
         self.planned_steps, self.steps_per_epoch, self.event_ = plan, spe, event
         self.n_samples, self.batch_size = n, bs
         if distributed:
@@ -400,7 +415,8 @@ class PrivacyEngine:
         dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
                           loss_reduction=loss_reduction, generator=gen_noise,
                           grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
-                          distributed=distributed, max_grad_norms=norms)
+                          distributed=distributed, max_grad_norms=norms,
+                          per_group=self._clipping_mode == "per_group")
         dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
                                            step_counter=lambda: dpo.steps, rank=rank, world_size=world)
         self.module, self.optimizer, self.data_loader = gsm, dpo, dl
@@ -447,6 +463,7 @@ class PrivacyEngine:
             "accountant_state": self.accountant.state_dict(),
             "noise_multiplier": self.noise_multiplier,
             "max_grad_norm": self.max_grad_norm,
+            "clipping": self.clipping,
             "max_grad_norms": None if self.max_grad_norms is None else list(self.max_grad_norms),
             "sample_rate": self.sample_rate,
             "steps_per_epoch": self.steps_per_epoch,
@@ -475,11 +492,13 @@ class PrivacyEngine:
                                "engine (make_private, then load_state_dict); rolling a run back would retake its "
                                "steps with the same noise")
         for k, mine in (("accountant", self.accountant_name), ("noise_multiplier", self.noise_multiplier),
-                        ("max_grad_norm", self.max_grad_norm), ("max_grad_norms", self.max_grad_norms),
+                        ("max_grad_norm", self.max_grad_norm), ("clipping", self.clipping),
+                        ("max_grad_norms", self.max_grad_norms),
                         ("sample_rate", self.sample_rate),
                         ("steps_per_epoch", self.steps_per_epoch)):
-            if state.get(k) != mine:
-                raise ValueError(f"the saved run has {k}={state.get(k)!r}, this engine {mine!r}: resume with the same "
+            saved = state.get(k, "flat" if k == "clipping" else None)  # (states saved before per-layer clipping)
+            if saved != mine:
+                raise ValueError(f"the saved run has {k}={saved!r}, this engine {mine!r}: resume with the same "
                                  "parameters")
         steps = state.get("steps")
         if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or int(steps) < 0:

@@ -20,7 +20,9 @@ general approach to adding differential privacy to iterative training procedures
 in step 1 each sample's gradient of each parameter l is clipped to its own C_l (factors per
 (sample, parameter), the same safe rule at C_l), so the whole clipped per-sample gradient has norm
 <= sqrt(sum_l C_l^2) =: C, and the noise of step 3 is N(0, (z C)^2) on every coordinate: the
-same sensitivity, so the same event (q, z, T) as flat clipping at C.
+same sensitivity, so the same event (q, z, T) as flat clipping at C.  ``per_group=True``: one
+norm per parameter group (of those holding a trainable parameter), the group's parameters clipped
+jointly (one factor per (sample, group)); the same argument with the groups as the layers.
 
 Guarantees.  Each sample's clipped gradient has exact l2 norm <= C when rounded to the parameters'
 dtype (factors from dpfast's safe rule, :func:`dpfast.torch.safe_factors`), so the clipped sum has
@@ -82,19 +84,23 @@ class DPOptimizer(torch.optim.Optimizer):
                  expected_batch_size: float, loss_reduction: str = "mean", generator: np.random.Generator,
                  grad_sample_module: Optional[GradSampleModule] = None, planned_steps: Optional[int] = None,
                  on_step: Optional[Callable[[], None]] = None, distributed: bool = False,
-                 max_grad_norms: Optional[Sequence[float]] = None) -> None:
+                 max_grad_norms: Optional[Sequence[float]] = None, per_group: bool = False) -> None:
         # (no Optimizer.__init__: the wrapped optimizer owns the parameter groups and the state)
         self.original_optimizer = optimizer
         self.noise_multiplier = float(noise_multiplier)
         self.max_grad_norm = float(max_grad_norm)
-        # per-layer clipping: one norm per trainable parameter, in the order of ``params``; the
+        # per-layer clipping: one norm per trainable parameter, in the order of ``params``
+        # (per_group: one per parameter group holding a trainable parameter, clipped jointly); the
         # noise is then calibrated to max_grad_norm = sqrt(sum C_l^2) (PrivacyEngine checks it)
         self.max_grad_norms: Optional[List[float]] = None
+        self._clipping = "flat"
         if max_grad_norms is not None:
+            self._clipping = "per_group" if per_group else "per_layer"
             self.max_grad_norms = [float(c) for c in max_grad_norms]
-            if len(self.max_grad_norms) != len(self.params):
-                raise ValueError(f"max_grad_norms has {len(self.max_grad_norms)} entries for {len(self.params)} "
-                                 "trainable parameters")
+            units = len(self._units())
+            if len(self.max_grad_norms) != units:
+                raise ValueError(f"max_grad_norms has {len(self.max_grad_norms)} entries for {units} "
+                                 f"{'parameter groups' if per_group else 'trainable parameters'}")
             if not self.max_grad_norm >= _hypot_up(self.max_grad_norms):
                 raise ValueError("max_grad_norm must be >= sqrt(sum max_grad_norms^2) (the noise's sensitivity)")
         self.expected_batch_size = float(expected_batch_size)
@@ -178,19 +184,33 @@ class DPOptimizer(torch.optim.Optimizer):
 
     @property
     def clipping(self) -> str:
-        """``"flat"`` or ``"per_layer"``."""
-        return "flat" if self.max_grad_norms is None else "per_layer"
+        """``"flat"``, ``"per_layer"`` or ``"per_group"``."""
+        return self._clipping
 
-    def _per_layer(self) -> Optional[Dict[nn.Parameter, float]]:
+    def _units(self) -> List[List[nn.Parameter]]:
+        """The clipping units: each trainable parameter (per-layer clipping), or the trainable
+        parameters of each parameter group holding one (per-group clipping)."""
+        if self._clipping == "per_group":
+            units = [[p for p in g["params"] if p.requires_grad] for g in self.param_groups]
+            return [u for u in units if u]
+        return [[p] for p in self.params]
+
+    def _per_layer(self):
+        """({parameter: its unit's norm}, {parameter: its unit's index} or None), or (None, None)."""
         if self.max_grad_norms is None:
-            return None
-        return dict(zip(self.params, self.max_grad_norms))
+            return None, None
+        norms, groups = {}, {}
+        for k, (unit, c) in enumerate(zip(self._units(), self.max_grad_norms)):
+            for p in unit:
+                norms[p], groups[p] = c, k
+        return norms, (groups if self._clipping == "per_group" else None)
 
     def _accumulate(self) -> None:
-        per_layer = self._per_layer()
+        per_layer, groups = self._per_layer()
         gsm = self.grad_sample_module
         sums, B = ({}, 0) if gsm is None else \
-            gsm.clipped_sum(self.max_grad_norm) if per_layer is None else gsm.clipped_sum(self.max_grad_norm, per_layer)
+            gsm.clipped_sum(self.max_grad_norm) if per_layer is None else \
+            gsm.clipped_sum(self.max_grad_norm, per_layer, groups)
         manual = [p for p in self.params if _gs(p) is not None]
         if manual:
             if sums:
@@ -208,7 +228,7 @@ class DPOptimizer(torch.optim.Optimizer):
             if B and per_layer is not None:
                 # per-layer clipping: each parameter's per-sample gradient to its own C_p
                 fs, rows = per_layer_factors({p: per_sample_norm_sq(_gs(p)) for p in manual}, per_layer,
-                                             {p: [_gs(p).dtype, p.dtype] for p in manual}, B)
+                                             {p: [_gs(p).dtype, p.dtype] for p in manual}, B, groups)
                 for p in manual:
                     g = _gs(p).detach()
                     if rows is not None:

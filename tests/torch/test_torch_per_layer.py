@@ -142,12 +142,18 @@ def test_each_parameter_clipped_norm_is_within_its_norm_after_rounding(kind, sca
     else:  # indices: scale the embedding table instead
         with torch.no_grad():
             model[0].weight.mul_(scale)
+    m2 = copy.deepcopy(model)  # (before wrapping: a copy of a wrapped module would copy its hooks)
     gsm = GradSampleModule(model, loss_reduction="sum")
     params = _params(model)
+    tested = 0
     for i in range(4):
-        m2 = copy.deepcopy(model)
+        m2.zero_grad()
         CE(m2(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
-        own = [float(torch.sqrt((p.grad.double() ** 2).sum())) if p.grad is not None else 0.0 for p in _params(m2)]
+        own = [float(torch.sqrt((p.grad.double() ** 2).sum())) for p in _params(m2)]
+        if not any(n > 0 for n in own):  # (a saturated sample: its loss's gradient is exactly 0)
+            gsm.clear()
+            continue
+        tested += 1
         norms = [n * (1 - 2.0 ** -23) if n > 0 else 1.0 for n in own]  # just below: clipping by ~1 ulp
         CE(gsm(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
         sums, _ = gsm.clipped_sum(None, per_layer=dict(zip(params, norms)))
@@ -157,6 +163,7 @@ def test_each_parameter_clipped_norm_is_within_its_norm_after_rounding(kind, sca
             assert s.dtype == torch.float32
             exact = math.sqrt(math.fsum(float(v) ** 2 for v in s.double().reshape(-1).tolist()))
             assert exact <= C, (i, exact, C)
+    assert tested >= 2
 
 
 def test_noise_std_is_z_times_the_root_sum_of_squares():
@@ -369,3 +376,128 @@ def test_compiled_per_layer_training_is_bit_identical_with_the_eager_backend():
         out.append([p.detach().clone() for p in m.parameters()])
     torch._dynamo.reset()
     assert all(torch.equal(a, b) for a, b in zip(*out))
+
+
+# ---------------------------------------------------------------- per-group clipping (dpfast's)
+def _layer_groups(model):
+    """One optimizer parameter group per module holding trainable parameters (weight and bias together:
+    per-layer clipping in McMahan et al.'s sense)."""
+    seen, out = set(), []
+    for m in model.modules():
+        unit = [p for p in m.parameters(recurse=False) if p.requires_grad and id(p) not in seen]
+        seen.update(map(id, unit))
+        if unit:
+            out.append(unit)
+    return out
+
+
+def naive_per_group(model, x, y, units, norms):
+    """sum_i sum_g min(1, C_g / ||g_i,g||) g_i,g (||.|| over the group's parameters, ``units`` lists of
+    parameter indices), float64 loop."""
+    params = _params(model)
+    total = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    for i in range(x.shape[0]):
+        model.zero_grad()
+        CE(model(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
+        gs = [p.grad.detach().to(torch.float64) if p.grad is not None else torch.zeros_like(t)
+              for p, t in zip(params, total)]
+        for unit, C in zip(units, norms):
+            js = unit
+            n = math.sqrt(sum(float((gs[j] ** 2).sum()) for j in js))
+            for j in js:
+                total[j] += (min(1.0, C / n) if n > 0 else 1.0) * gs[j]
+    model.zero_grad()
+    return total
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "text", "custom", "tied"])
+def test_per_group_clipping_equals_a_naive_loop(kind):
+    """clipping="per_group": one norm per optimizer parameter group, its parameters clipped jointly;
+    here a group per layer (a convolution with its bias keeps the conv fast path: its norm_sq is the
+    group's); z = 0, loss_reduction="sum": the step's gradient is the clipped sum."""
+    model = _model(kind)
+    x, y = _data(kind, 12, seed=1)
+    own = _sample_norms(copy.deepcopy(model), x, y)
+    params = _params(model)
+    units = _layer_groups(model)
+    idx = {id(p): j for j, p in enumerate(params)}
+    norms = [float(np.median(np.sqrt((own[:, [idx[id(p)] for p in u]] ** 2).sum(axis=1)))) or 1.0 for u in units]
+    ref = naive_per_group(copy.deepcopy(model), x, y, [[idx[id(p)] for p in u] for u in units], norms)
+    opt = torch.optim.SGD([{"params": u} for u in units], lr=0.0)
+    eng = PrivacyEngine(rng=0)
+    m, o, _ = eng.make_private(module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(x, y), batch_size=4),
+                               noise_multiplier=0.0, max_grad_norm=norms, clipping="per_group",
+                               loss_reduction="sum", steps=1)
+    assert eng.clipping == o.clipping == "per_group"
+    CE(m(x), y, reduction="sum").backward()
+    o.step()
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p.grad, r, rtol=1e-9, atol=1e-12)
+
+
+def test_per_group_routes_every_fast_layer_of_one_group_to_its_fast_path():
+    model = _model("cnn")
+    x, y = _data("cnn", 4)
+    gsm = GradSampleModule(model, loss_reduction="sum")
+    CE(gsm(x), y, reduction="sum").backward()
+    groups = {p: k for k, u in enumerate(_layer_groups(model)) for p in u}
+    _, fast, generic = gsm._parts(per_layer=True, groups=groups)
+    assert {type(m) for m, _, _ in fast} == {nn.Conv2d, nn.Linear}
+    assert {type(m) for m in model.modules() for p in m.parameters(recurse=False) if p in generic} == {nn.GroupNorm}
+
+
+def test_per_group_clipped_norm_within_its_norm_after_rounding():
+    """float32 CNN, one sample at a time, the group norms just below the sample's own: each layer's
+    clipped (weight, bias) pair, rounded to float32, has exact joint norm <= C_g."""
+    model = _model("cnn", seed=6, dtype=torch.float32)
+    x, y = _data("cnn", 3, seed=7, dtype=torch.float32)
+    units = _layer_groups(model)
+    m2 = copy.deepcopy(model)  # (before wrapping: a copy of a wrapped module would copy its hooks)
+    gsm = GradSampleModule(model, loss_reduction="sum")
+    groups = {p: k for k, u in enumerate(units) for p in u}
+    for i in range(3):
+        m2.zero_grad()
+        CE(m2(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
+        g2 = dict(zip(map(id, _params(model)), _params(m2)))
+        own = [math.sqrt(sum(float((g2[id(p)].grad.double() ** 2).sum()) for p in u)) for u in units]
+        norms = [n * (1 - 2.0 ** -23) for n in own]
+        CE(gsm(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
+        sums, _ = gsm.clipped_sum(None, per_layer={p: norms[groups[p]] for p in groups}, groups=groups)
+        gsm.clear()
+        for u, C in zip(units, norms):
+            exact = math.sqrt(math.fsum(float(v) ** 2 for p in u for v in sums[p].double().reshape(-1).tolist()))
+            assert exact <= C, (i, exact, C)
+
+
+def test_per_group_accounting_resume_and_refusals():
+    model = EM.make("mlp", dtype=torch.float32)
+    units = _layer_groups(model)
+    eng = PrivacyEngine(rng=0)
+    eng.make_private(module=model, optimizer=torch.optim.SGD([{"params": u} for u in units], lr=0.1),
+                     data_loader=_loader(), noise_multiplier=1.0, max_grad_norm=[0.3, 0.4], clipping="per_group",
+                     epochs=1)
+    assert 0.5 <= eng.max_grad_norm <= 0.5 * (1 + 1e-15) and eng.max_grad_norms == [0.3, 0.4]
+    flat = PrivacyEngine(rng=0)
+    m2 = EM.make("mlp", dtype=torch.float32)
+    flat.make_private(module=m2, optimizer=torch.optim.SGD(m2.parameters(), lr=0.1), data_loader=_loader(),
+                      noise_multiplier=1.0, max_grad_norm=0.5, epochs=1)
+    assert eng.event_ == flat.event_
+    # a per-layer state (four norms) is not a per-group one, nor the converse
+    _, _, _, state = _run(NORMS, epochs=2, stop_after=1)
+    m3 = EM.make("mlp", dtype=torch.float32)
+    e3 = PrivacyEngine(rng=0)
+    e3.make_private(module=m3, optimizer=torch.optim.SGD([{"params": [p]} for p in m3.parameters()], lr=0.05,
+                                                         momentum=0.9),
+                    data_loader=_loader(), noise_multiplier=1.0, max_grad_norm=NORMS, clipping="per_group", epochs=2)
+    with pytest.raises(ValueError, match="clipping"):
+        e3.load_state_dict(state["engine"])
+    b = PrivacyBudget(10.0, 1e-5)
+    for bad, exc in (({"max_grad_norm": 0.5}, TypeError), ({"max_grad_norm": [0.3, 0.4, 0.5]}, ValueError),
+                     ({"max_grad_norm": [0.3, -0.4]}, ValueError)):
+        m4 = EM.make("mlp", dtype=torch.float32)
+        e4 = PrivacyEngine(rng=0)
+        with pytest.raises(exc, match="per_group|max_grad_norm"):
+            e4.make_private(module=m4, optimizer=torch.optim.SGD([{"params": u} for u in _layer_groups(m4)], lr=0.1),
+                            data_loader=_loader(), noise_multiplier=1.0, clipping="per_group", epochs=1, budget=b,
+                            **bad)
+        assert b.ledger == () and e4.optimizer is None

@@ -32,7 +32,9 @@ Modes:
 * ``engine``: ``dpfast.torch.PrivacyEngine.make_private`` (when the engine is installed);
 * ``opacus_per_layer`` / ``engine_per_layer``: ``clipping="per_layer"`` with ``max_grad_norm`` a
   list of L norms C / sqrt(L) (L trainable parameters; so sqrt(sum C_l^2) = C): Opacus's
-  ``DPPerLayerOptimizer`` (hooks) and dpfast's engine.
+  ``DPPerLayerOptimizer`` (hooks) and dpfast's engine;
+* ``engine_per_group``: dpfast's ``clipping="per_group"``, one optimizer parameter group per layer
+  (weight and bias clipped jointly), G norms C / sqrt(G).
 
 Each model and thread count runs ``--repeat`` interleaved rounds over the modes (a fresh process
 per case); the table shows each mode's fastest round (the least disturbed by other load) and its
@@ -58,7 +60,7 @@ import numpy as np
 
 MODELS = ("mlp", "cnn", "text")
 MODES = ("nonprivate", "opacus_hooks", "opacus_ghost", "fast", "fast_tap", "engine", "opacus_per_layer",
-         "engine_per_layer")
+         "engine_per_layer", "engine_per_group")
 N = 10_000
 BATCH = 256
 Z, C = 1.0, 1.0
@@ -279,7 +281,7 @@ def build_case(kind, mode, threads, steps):
             batches.append((X[idx], Y[idx]))
         fs = FastStep(model, opt, q * N, tap=mode == "fast_tap")
         step_fn = fs.step
-    elif mode in ("engine", "engine_per_layer"):
+    elif mode in ("engine", "engine_per_layer", "engine_per_group"):
         import dpfast.torch as dpt
 
         if not hasattr(dpt, "PrivacyEngine"):
@@ -290,6 +292,10 @@ def build_case(kind, mode, threads, steps):
         if mode == "engine_per_layer":
             n_params = len([p for p in model.parameters() if p.requires_grad])
             clip = {"max_grad_norm": [C / n_params ** 0.5] * n_params, "clipping": "per_layer"}
+        if mode == "engine_per_group":
+            units = [list(m.parameters(recurse=False)) for m in model.modules() if list(m.parameters(recurse=False))]
+            opt = torch.optim.SGD([{"params": u} for u in units], lr=0.05)
+            clip = {"max_grad_norm": [C / len(units) ** 0.5] * len(units), "clipping": "per_group"}
         model, opt, loader = pe.make_private(module=model, optimizer=opt, data_loader=loader,
                                              noise_multiplier=Z, poisson_sampling=True, **clip)
         batches = []
@@ -309,7 +315,7 @@ def build_case(kind, mode, threads, steps):
             opt.step()
             return loss
 
-    if mode in ("engine", "engine_per_layer"):
+    if mode in ("engine", "engine_per_layer", "engine_per_group"):
         # the parts of the engine's step, for --inprocess: forward + backward, then opt.step()
         # (clipping, noise, the wrapped optimizer)
         def fwd_bwd(xb, yb, crit):

@@ -451,6 +451,20 @@ def linear_norm_sq_parts(m: nn.Linear, activations, grad_output,
     float64 torch ops)."""
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
+    if a.shape[1] == 1 and method is None:
+        # T = 1: the native row norms of linear_norm_sq, each part's bound on its own
+        has_w = "weight" in params
+        na = _row_norms_upper_np(a[:, 0]) if has_w else None
+        ng = _row_norms_upper_np(g[:, 0])
+        if ng is not None and (na is not None or not has_w):
+            parts = {}
+            if has_w:
+                assert na is not None  # the condition above
+                w = na * ng
+                parts["weight"] = torch.from_numpy(w * w * (1.0 + 2.0 ** -48) + _TINY)
+            if "bias" in params:
+                parts["bias"] = torch.from_numpy(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
+            return parts
     g64 = g.to(_F64)
     out = {}
     if "weight" in params:

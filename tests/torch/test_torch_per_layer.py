@@ -501,3 +501,30 @@ def test_per_group_accounting_resume_and_refusals():
                             data_loader=_loader(), noise_multiplier=1.0, clipping="per_group", epochs=1, budget=b,
                             **bad)
         assert b.ledger == () and e4.optimizer is None
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (7, 3, 5)])  # T = 1 (native row norms) and T = 3 (torch forms)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layer", ["linear", "layernorm"])
+def test_norm_sq_parts_bound_each_parameters_exact_norm(shape, dtype, layer):
+    """FastLayer.norm_sq_parts: per parameter, an upper bound of the exact squared norm of each
+    sample's gradient (float64 per-sample loop on the same tensors), tight to 1e-10 relative."""
+    from dpfast.torch._fast_layers import FAST_LAYERS
+
+    torch.manual_seed(0)
+    m = (nn.Linear(5, 4) if layer == "linear" else nn.LayerNorm(5)).to(dtype)
+    x = torch.randn(*shape, dtype=dtype) * 3
+    out = m(x)
+    g = torch.randn_like(out)
+    fl = FAST_LAYERS[type(m)]
+    parts = fl.norm_sq_parts(m, (x,), g)
+    m64 = copy.deepcopy(m).double()
+    for i in range(shape[0]):
+        m64.zero_grad()
+        (m64(x[i:i + 1].double()) * g[i:i + 1].double()).sum().backward()
+        for name, p in m64.named_parameters():
+            exact = float((p.grad ** 2).sum())
+            ub = float(parts[name][i])
+            assert exact <= ub <= exact * (1 + 1e-10) + 1e-300, (name, i, exact, ub)
+    total = fl.norm_sq(m, (x,), g)
+    assert torch.allclose(sum(parts.values()), total, rtol=1e-12, atol=0)

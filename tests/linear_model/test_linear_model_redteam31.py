@@ -35,7 +35,7 @@ def test_ssp_grid_exponent_out_of_range_is_refused_before_the_charge(norm_bound,
                            fit_intercept=fit_intercept, random_state=0)
     with pytest.raises(ValueError, match="norm_bound|label_bound|intercept_scaling"):
         est.fit(X, y, budget=budget)
-    assert budget.spent() == 0.0 and len(budget.releases) == 0
+    assert budget.spent() == 0.0 and len(budget.ledger) == 0
 
 
 @pytest.mark.parametrize("norm_bound, label_bound", [(1e154, 1e154), (1e78, 1.0), (1.0, 1e300)])
@@ -46,7 +46,7 @@ def test_ssp_sensitivity_overflow_is_a_clear_error_before_the_charge(norm_bound,
                            fit_intercept=False, random_state=0)
     with pytest.raises(ValueError, match="not representable|norm_bound|label_bound"):
         est.fit(X, y, budget=budget)
-    assert budget.spent() == 0.0 and len(budget.releases) == 0
+    assert budget.spent() == 0.0 and len(budget.ledger) == 0
 
 
 def test_ssp_dask_grid_exponent_out_of_range_is_refused_before_the_charge():
@@ -56,4 +56,4 @@ def test_ssp_dask_grid_exponent_out_of_range_is_refused_before_the_charge():
     est = LinearRegression(1.0, 1e-5, method="ssp", label_bound=1e-300, random_state=0)
     with pytest.raises(ValueError, match="label_bound"):
         est.fit(da.from_array(X, chunks=(10, 3)), da.from_array(y, chunks=10), budget=budget)
-    assert budget.spent() == 0.0 and len(budget.releases) == 0
+    assert budget.spent() == 0.0 and len(budget.ledger) == 0

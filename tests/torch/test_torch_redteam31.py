@@ -73,20 +73,22 @@ def test_conv_norm_bound_of_an_example_does_not_depend_on_another_examples_value
     assert torch.equal(ref, got), float(((got - ref) / ref).abs().max())
 
 
-@pytest.mark.parametrize("layer", ["linear_t1", "linear_seq", "layernorm"])
+@pytest.mark.parametrize("layer", ["linear_t1", "linear_seq", "layernorm", "embedding"])
 def test_other_fast_layers_bounds_do_not_depend_on_the_batch(layer):
-    """No hole: the Linear (T = 1 and sequences) and LayerNorm bounds of an example are the same bits
+    """No hole: the Linear (T = 1 and sequences), LayerNorm and Embedding bounds of an example are the same bits
     with another example appended (normal, 1e30, NaN)."""
     torch.manual_seed(0)
     m, x, fn = {"linear_t1": (nn.Linear(20, 10), torch.randn(9, 20), FL.linear_norm_sq),
                 "linear_seq": (nn.Linear(20, 10), torch.randn(9, 7, 20), FL.linear_norm_sq),
-                "layernorm": (nn.LayerNorm(8), torch.randn(9, 5, 8), FL.layernorm_norm_sq)}[layer]
+                "layernorm": (nn.LayerNorm(8), torch.randn(9, 5, 8), FL.layernorm_norm_sq),
+                "embedding": (nn.Embedding(10, 6), torch.randint(0, 10, (9, 12)), FL.embedding_norm_sq)}[layer]
     with torch.no_grad():
         g = torch.randn_like(m(x))
     ref = fn(m, (x[:8],), g[:8])
     for bad in (None, 1e30, float("nan")):
         x2, g2 = x.clone(), g.clone()
         if bad is not None:
-            x2[8] = bad
+            if x2.is_floating_point():
+                x2[8] = bad
             g2[8] = bad if math.isfinite(bad) else 1.0
         assert torch.equal(fn(m, (x2,), g2)[:8], ref)

@@ -56,6 +56,9 @@ def ints(pair) -> np.ndarray:
     object arithmetic)."""
     hi, lo = pair
     out = np.empty(len(hi), dtype=object)
+    if len(out) == 1:  # one entry (axis=None): the common case
+        out[0] = (int(hi[0]) << 64) + int(lo[0])
+        return out
     out[:] = [(h << 64) + v for h, v in zip(hi.tolist(), lo.tolist())]  # (tolist: Python ints, exact)
     return out
 

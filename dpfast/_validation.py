@@ -159,6 +159,14 @@ def check_values(values, name: str = "values") -> np.ndarray:
 
 def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
     """A pair (lower, upper) of finite reals with lower < upper."""
+    if type(bounds) is tuple or type(bounds) is list:  # fast path (floats, ints): the result below
+        if len(bounds) == 2:
+            lo, hi = bounds
+            if (type(lo) is float or (type(lo) is int and -_INT_FLOAT_MAX < lo < _INT_FLOAT_MAX)) and (
+                    type(hi) is float or (type(hi) is int and -_INT_FLOAT_MAX < hi < _INT_FLOAT_MAX)):
+                lo, hi = float(lo), float(hi)
+                if -math.inf < lo < hi < math.inf:  # (NaN compares False: the general path's message)
+                    return lo, hi
     try:
         lo, hi = bounds
     except (TypeError, ValueError) as exc:

@@ -141,6 +141,8 @@ def check_random_state(rng: RandomLike) -> np.random.Generator:
         return np.random.default_rng()
     if isinstance(rng, np.random.Generator):
         return rng
+    if type(rng) is int and rng >= 0:  # fast path (a seed): the result of the checks below
+        return np.random.default_rng(rng)
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("rng must be None, an int seed, a numpy Generator or SecureRandom; got a bool")
     if isinstance(rng, numbers.Integral):
@@ -279,9 +281,12 @@ def draw_into(gen: np.random.Generator, kind: str, out: np.ndarray, values=None,
     noise``), under the bit generator's lock, with the one thread policy.  The caller has
     validated and broadcast: ``out`` C-contiguous float32/float64, ``values`` None or of ``out``'s
     dtype and size, ``scale`` float64 with 1 or ``out.size`` elements."""
-    _kernel(kind)  # an unknown kind raises before the lock is taken
-    with native_stream(gen) as cap:
-        return _fill(cap, kind, out, values, scale)
+    kernel = _kernel(kind)  # an unknown kind raises before the lock is taken
+    nt = noise_threads(out.size)
+    bg = gen.bit_generator
+    with bg.lock:  # (native_stream's lock and capsule, without its frames: small draws feel them)
+        kernel(bg.capsule, out, values, scale, nt)
+    return out
 
 
 def add_normal_noise(gen: np.random.Generator, arrays, std: float, max_threads: Optional[int] = None,

@@ -15,11 +15,41 @@ No test module imports another test module, and none edits ``sys.path``.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import pathlib
+import sys
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
+class _NoTorch(importlib.abc.MetaPathFinder):
+    """``import torch`` fails as it would without this suite, when PyTorch is not installed.
+
+    ``tests/torch/`` (mirroring ``dpfast/torch/``) is a directory named ``torch`` on ``sys.path``,
+    so without the torch extra ``import torch`` found it as a namespace package: an empty module
+    in ``sys.modules["torch"]`` that broke every later library probing for torch (scipy's
+    array-API helpers: ``module 'torch' has no attribute 'Tensor'``, 101 failures in a fresh
+    ``.[test]`` venv).  A finder's exception ends the import, so the namespace is never made."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "torch":
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        return None
+
+
+def _torch_installed() -> bool:
+    """A regular ``torch`` package (with an ``__init__``) anywhere on sys.path but in this suite."""
+    here = {str(HERE), str(HERE.parent)}
+    spec = importlib.machinery.PathFinder.find_spec(
+        "torch", [p for p in sys.path if p and str(pathlib.Path(p).resolve()) not in here])
+    return spec is not None and spec.origin is not None
+
+
+if "torch" not in sys.modules and not _torch_installed():
+    sys.meta_path.insert(0, _NoTorch())
 
 #: Whole modules and directories of the heavy tiers, relative to tests/: the fast tier does not
 #: even collect them (nor import their peers).  Single heavy tests carry ``@pytest.mark.slow``.

@@ -181,6 +181,28 @@ def test_moments_sum_mode_and_capped_terms():
         assert abs(ints(s1)[0]) <= 2**50 and 0 <= ints(s2)[0] <= 2**50
 
 
+def test_moments_uncentred_pass_equals_the_grid_terms_and_flags_every_bad_element():
+    """c = 0 (sum, and mean on bounds symmetric about 0): the AVX2 one-column pass skips the
+    subtraction x - c; the sums are still the grid terms of clamp(x) (signed zeros, subnormals and
+    values at the bounds included), equal for c = 0 and c = -0, and a NaN or infinity in any
+    position (the 8-lane body or the remainder) is still reported."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-3, 3, (65_536 + 13, 1))
+    x[:12, 0] = [-0.0, 0.0, 5e-324, -5e-324, -2.0, 2.0, 1.5, -1.5, 2.5, -2.5, 1e300, -1e300]
+    for lo, hi in ((-2.0, 2.0), (-1.0, 2.5), (0.0, 1.0)):
+        B = max(abs(lo), abs(hi))
+        want = builtins_sum(_grid(np.clip(x[:, 0], lo, hi), B))
+        for c in (0.0, -0.0):
+            for t in THREADS:
+                s1, _, _, bad = _stats.moments(x, lo, hi, c, np.inf, B, False, 1, t)
+                assert bad == 0 and ints(_pair(s1)) == [want]
+    for pos in (0, 5, 8 * 4096, 65_536 + 12):
+        for v in (np.nan, np.inf, -np.inf):
+            y = x.copy()
+            y[pos, 0] = v
+            assert _stats.moments(y, -2.0, 2.0, 0.0, np.inf, 2.0, False, 1, 1)[3] == 1
+
+
 def test_moments_nan_mode_and_non_finite_flag():
     """NaN elements add nothing, whatever the bounds (bounds excluding 0 included: a NaN once
     added the lower bound in the one-column pass) and are not counted."""
@@ -540,7 +562,9 @@ rng = np.random.default_rng(0)
 x = rng.uniform(-1, 2, (70_001, 7)); y = rng.uniform(-1, 1, 70_001); lab = rng.integers(0, 3, 70_001)
 z = np.zeros(7); o = np.ones(7)
 m1, m2 = _stats.moments(x[:, :1].copy(), 0.0, 1.0, 0.5, 0.5, 0.5, False, 2, 2), _stats.moments(x, 0.0, 1.0, 0.5, 0.5, 0.5, True, 2, 2)
-out = [(*m1[0], *m1[1]), (*m2[0], *m2[1], m2[2]),
+x0 = x[:, :1].copy(); x0[:5, 0] = [-0.0, 0.0, 5e-324, 1.0, -1.0]
+m0 = _stats.moments(x0, -1.0, 1.5, 0.0, np.inf, 1.5, False, 1, 2)  # the uncentred (sum) pass
+out = [(*m1[0], *m1[1]), (*m2[0], *m2[1], m2[2]), tuple(m0[0]),
        (lambda m: (m[0], *m[1], *m[2]))(_stats.class_moments(x, lab, 3, z, o, z + 0.5, o * 0.5, 2)), _stats.pca_gram(x, z, o, z + 0.5, 1.0, 2),
        _stats.ssp_gram(x, y, None, np.ones(8, dtype=np.int64), 2), (lambda m: (m[0], m[1], *m[2]))(_stats.kmeans_step(x, x[:4].copy(), True, True, 2))]
 h = hashlib.sha256()

@@ -293,3 +293,23 @@ def test_positive_checks_carry_a_hint_and_refuse_bools():
     for flag in (True, np.bool_(True)):
         with pytest.raises(TypeError, match="x must be a real number > 0, got"):
             check_positive(flag, "x")
+
+
+def test_check_bounds_fast_path_returns_what_the_general_path_returns():
+    """check_bounds takes a tuple/list of two floats or ints without its general checks: the same
+    (float, float) for the pairs it accepts, the general path's error for those it refuses."""
+    import fractions
+
+    from dpfast._validation import check_bounds
+
+    for b in [(0, 1), [0.0, 1.0], (-3, 7.5), (-(2**1022), 2**1022), (1e-300, 2e-300), (-0.0, 0.0 + 5e-324)]:
+        got = check_bounds(b)
+        want = check_bounds(tuple(fractions.Fraction(v) for v in b))  # (the general path)
+        assert got == want and all(type(v) is float for v in got)
+    for b in [(1.0, 1.0), (2, 1), (0.0, float("inf")), (float("nan"), 1.0), (-float("inf"), 0)]:
+        with pytest.raises(ValueError):
+            check_bounds(b)
+    with pytest.raises(OverflowError):  # beyond a double: the general path's float() (as before)
+        check_bounds((0, 2**1100))
+    with pytest.raises(ValueError, match="pair"):
+        check_bounds((0.0, 1.0, 2.0))

@@ -53,7 +53,12 @@ int64_t any_bad(const T* x, int64_t r0, int64_t r1, bool nan) {
 
 typedef uint64_t v4u __attribute__((vector_size(32)));
 
-template <class T, bool NaN, bool Sq>
+// Centred = false (c == 0, e.g. sum's uncentred terms): the subtraction is skipped, which gives
+// the same bits: fl(x - 0) is x for every double (-0 - +0 = -0, NaN and infinities stay; and for
+// c = -0, x + 0 differs from x only at x = -0, whose term is q(+-0) = 0 either way).  The loop is
+// bound by its vector operations: seven per four elements with the subtraction, six without (AVX2
+// build: 0.177 -> 0.144 ms at 10^6 elements, one thread; the baseline build keeps the subtraction).
+template <class T, bool NaN, bool Sq, bool Centred>
 void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, __int128* s1, __int128* s2,
                   int64_t* cnt, int64_t* bad) {
     v4d a0[2], an[2];
@@ -79,7 +84,7 @@ void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, __
             }
             for (int h = 0; h < 2; ++h) {
                 const v4d v = load4(src + 4 * h);
-                v4d y0 = v - vc;
+                v4d y0 = Centred ? v - vc : v;
                 v4d y = vylo > y0 ? vylo : y0;  // a NaN y0 stays
                 y = vyhi < y ? vyhi : y;
                 if constexpr (NaN) {
@@ -111,7 +116,7 @@ void column_chunk(const MomentsParams& p, const T* x, int64_t r0, int64_t r1, __
             if (v != v) continue;
             tn[l] += 1.0;
         }
-        const double y0 = v - c;
+        const double y0 = Centred ? v - c : v;
         double y = ylo > y0 ? ylo : y0;
         y = yhi < y ? yhi : y;
         t0[l] += y0;
@@ -190,10 +195,17 @@ void moments(const MomentsParams& p, const T* x, MomentsResult& r) {
         });
     };
     if (d == 1) {
+#if defined(DPF_STATS_AVX2_BUILD)
+        const bool centred = p.c != 0.0;
+#else
+        const bool centred = true;  // (the baseline build's codegen is slower without it: 0.76 vs 0.69 ms)
+#endif
         if (p.nan)
-            sq ? run(column_chunk<T, true, true>) : run(column_chunk<T, true, false>);
+            sq ? run(column_chunk<T, true, true, true>) : run(column_chunk<T, true, false, true>);
+        else if (sq)
+            run(column_chunk<T, false, true, true>);
         else
-            sq ? run(column_chunk<T, false, true>) : run(column_chunk<T, false, false>);
+            centred ? run(column_chunk<T, false, false, true>) : run(column_chunk<T, false, false, false>);
     } else {
         if (p.nan)
             sq ? run(moments_rows<T, true, true>) : run(moments_rows<T, true, false>);

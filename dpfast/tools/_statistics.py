@@ -171,6 +171,8 @@ def _check_dtype(dtype):
 
 
 _MAX_SCALE = float(np.finfo(np.float64).max) / 40.0  # as dpfast.mechanisms.continuous refuses
+_F64 = np.dtype(np.float64)
+_NATIVE_FLOATS = (np.dtype(np.float32), _F64)  # what the native pass reads as it is
 
 
 def _scales(*scales: float) -> None:
@@ -190,21 +192,26 @@ class _Noise:
     checks the scales (:func:`_scales`) and allocates the output: nothing is refused after the
     charge."""
 
-    __slots__ = ("parts", "out", "scale")
+    __slots__ = ("parts", "out", "scale", "ones")
 
     def __init__(self, *parts) -> None:
-        _scales(*(b for b, _ in parts))
-        self.parts = parts
         scales = [b for b, _ in parts]
-        if all(shape == () for _, shape in parts):  # one value each (axis=None)
+        _scales(*scales)
+        self.parts = parts
+        sizes = [math.prod(shape) for _, shape in parts]
+        self.ones = all(m == 1 for m in sizes)  # one value per part (axis=None, or one output entry)
+        if self.ones:
             self.scale = np.array(scales, dtype=np.float64)
         else:
-            self.scale = np.repeat(np.array(scales, dtype=np.float64), [math.prod(shape) for _, shape in parts])
-        self.out = allocate_output(self.scale.shape, np.dtype(np.float64))
+            self.scale = np.repeat(np.array(scales, dtype=np.float64), sizes)
+        self.out = allocate_output(self.scale.shape, _F64)
 
     def draw(self, gen) -> list:
         """The noise of every part: a float for shape (), else an array of that shape."""
         draw_into(gen, "laplace", self.out, None, self.scale)
+        if self.ones:
+            return [v if shape == () else np.array(v).reshape(shape)
+                    for v, (_, shape) in zip(self.out.tolist(), self.parts)]
         res, at = [], 0
         for _, shape in self.parts:
             if shape == ():
@@ -241,9 +248,9 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     eps_part = epsilon / (order + 1)
     # calibration: l1 sensitivities over the whole output (one row touches every entry)
     count_sens = float(d) if nan else 1.0
-    sens = (count_sens, d * r) + ((d * r * r / 2,) if order == 2 else ())
-    scales = tuple(t / eps_part for t in sens)
-    noise = _Noise(*((b, shape if nan or j else ()) for j, b in enumerate(scales)))
+    sens = (count_sens, d * r) if order == 1 else (count_sens, d * r, d * r * r / 2)
+    scales = [t / eps_part for t in sens]
+    noise = _Noise((scales[0], shape if nan else ()), *[(b, shape) for b in scales[1:]])
 
     B1 = _fixed.check_bound(r)
     B2 = _fixed.check_bound(r * r) if order == 2 else None
@@ -323,7 +330,7 @@ def _column_sums(x: np.ndarray, axis, lo: float, hi: float, c: float, cap: float
     (capped to ``[-cap, cap]``; ``|y| <= B``), of ``y^2`` (order 2) and, in the nan forms, the
     number of non-NaN elements (NaN elements contribute nothing).  Returns flat per-entry
     arrays ``(T1, T2 or None, counts or None)``, T as object arrays of Python ints."""
-    x = np.ascontiguousarray(x) if x.dtype in (np.float32, np.float64) else np.ascontiguousarray(x, np.float64)
+    x = np.ascontiguousarray(x) if x.dtype in _NATIVE_FLOATS else np.ascontiguousarray(x, np.float64)
     cols = x.reshape(-1, 1) if axis is None else x.reshape(x.shape[0], math.prod(x.shape[1:]))
     s1, s2, cnt, bad = _stats.moments(cols, float(lo), float(hi), float(c), float(cap), float(B), bool(nan),
                                       int(order), default_threads())

@@ -12,8 +12,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
 import _engine_models as EM  # noqa: E402
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from dpfast.torch import _fast_layers as fl  # noqa: E402

@@ -16,7 +16,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from dpfast.torch import _fast_layers as fl  # noqa: E402

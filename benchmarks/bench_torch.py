@@ -29,7 +29,12 @@ Modes:
 * ``fast_tap``: as ``fast``, with each fast layer run on detached parameters and its output
   gradient kept by an identity autograd function, so that autograd does not also form the
   ordinary (unclipped, discarded) weight gradient: what an engine could save;
-* ``engine``: ``dpfast.torch.PrivacyEngine.make_private`` (when the engine is installed).
+* ``engine``: ``dpfast.torch.PrivacyEngine.make_private`` (when the engine is installed);
+* ``opacus_per_layer`` / ``engine_per_layer``: ``clipping="per_layer"`` with ``max_grad_norm`` a
+  list of L norms C / sqrt(L) (L trainable parameters; so sqrt(sum C_l^2) = C): Opacus's
+  ``DPPerLayerOptimizer`` (hooks) and dpfast's engine;
+* ``engine_per_group``: dpfast's ``clipping="per_group"``, one optimizer parameter group per layer
+  (weight and bias clipped jointly), G norms C / sqrt(G).
 
 Each model and thread count runs ``--repeat`` interleaved rounds over the modes (a fresh process
 per case); the table shows each mode's fastest round (the least disturbed by other load) and its
@@ -54,7 +59,8 @@ import warnings
 import numpy as np
 
 MODELS = ("mlp", "cnn", "text")
-MODES = ("nonprivate", "opacus_hooks", "opacus_ghost", "fast", "fast_tap", "engine")
+MODES = ("nonprivate", "opacus_hooks", "opacus_ghost", "fast", "fast_tap", "engine", "opacus_per_layer",
+         "engine_per_layer", "engine_per_group")
 N = 10_000
 BATCH = 256
 Z, C = 1.0, 1.0
@@ -254,6 +260,9 @@ def build_case(kind, mode, threads, steps):
         loader = DataLoader(TensorDataset(X, Y), batch_size=BATCH)
         kw = dict(module=model, optimizer=opt, data_loader=loader, noise_multiplier=Z, max_grad_norm=C,
                   poisson_sampling=True)
+        if mode == "opacus_per_layer":
+            n_params = len([p for p in model.parameters() if p.requires_grad])
+            kw.update(max_grad_norm=[C / n_params ** 0.5] * n_params, clipping="per_layer")
         if mode == "opacus_ghost":
             model, opt, crit, loader = pe.make_private(**kw, criterion=crit, grad_sample_mode="ghost")
         else:
@@ -272,15 +281,23 @@ def build_case(kind, mode, threads, steps):
             batches.append((X[idx], Y[idx]))
         fs = FastStep(model, opt, q * N, tap=mode == "fast_tap")
         step_fn = fs.step
-    elif mode == "engine":
+    elif mode in ("engine", "engine_per_layer", "engine_per_group"):
         import dpfast.torch as dpt
 
         if not hasattr(dpt, "PrivacyEngine"):
             return {"skipped": "dpfast.torch.PrivacyEngine is not installed yet"}
         pe = dpt.PrivacyEngine()
         loader = DataLoader(TensorDataset(X, Y), batch_size=BATCH)
+        clip = {"max_grad_norm": C}
+        if mode == "engine_per_layer":
+            n_params = len([p for p in model.parameters() if p.requires_grad])
+            clip = {"max_grad_norm": [C / n_params ** 0.5] * n_params, "clipping": "per_layer"}
+        if mode == "engine_per_group":
+            units = [list(m.parameters(recurse=False)) for m in model.modules() if list(m.parameters(recurse=False))]
+            opt = torch.optim.SGD([{"params": u} for u in units], lr=0.05)
+            clip = {"max_grad_norm": [C / len(units) ** 0.5] * len(units), "clipping": "per_group"}
         model, opt, loader = pe.make_private(module=model, optimizer=opt, data_loader=loader,
-                                             noise_multiplier=Z, max_grad_norm=C, poisson_sampling=True)
+                                             noise_multiplier=Z, poisson_sampling=True, **clip)
         batches = []
         while len(batches) < n_batches:
             for b in loader:
@@ -298,7 +315,7 @@ def build_case(kind, mode, threads, steps):
             opt.step()
             return loss
 
-    if mode == "engine":
+    if mode in ("engine", "engine_per_layer", "engine_per_group"):
         # the parts of the engine's step, for --inprocess: forward + backward, then opt.step()
         # (clipping, noise, the wrapped optimizer)
         def fwd_bwd(xb, yb, crit):

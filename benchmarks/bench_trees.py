@@ -8,7 +8,9 @@ min/max as bounds (treated as public, as in diffprivlib's examples), the label s
 defaults n_estimators=10 and max_depth=5.  dpfast is run at its defaults (n_estimators="auto":
 the forest size derived from the noisy row count; leaf_mechanism="auto") and at diffprivlib's
 n_estimators=10 with each leaf mechanism ("auto", "counts", "label").  Speed: fit at 10^6 rows x 10 features, 2 classes, median of 3 (diffprivlib:
-1 run; it routes the rows in a Python loop).
+1 run; it routes the rows in a Python loop): at equal trees (10 of depth 5), default against
+default (dpfast n_estimators="auto" -> 100 trees at epsilon 1, diffprivlib 10), the leaf-count
+kernel alone (sliced against descent, the same integers), and predict at 10^6 rows.
 
     PYTHONPATH=. DPFAST_NUM_THREADS=1 python benchmarks/bench_trees.py [--dpl /tmp/dpl_site] [--seeds 10]
 
@@ -109,6 +111,8 @@ def t(f, reps=3):
     return float(np.median(out))
 
 
+from dpfast import _trees  # noqa: E402
+
 tc = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="counts", random_state=0).fit(X, y))
 tl = t(lambda: RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="label", random_state=0).fit(X, y))
 tt = t(lambda: DecisionTreeClassifier(1.0, b, leaf_mechanism="counts", random_state=0).fit(X, y))
@@ -119,6 +123,33 @@ td = t(lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), cl
 tdt = t(lambda: DplTree(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
                         random_state=0).fit(X, y), reps=1)
 ts = t(lambda: SkRF(n_estimators=10, max_depth=5, random_state=0, n_jobs=1).fit(X, y), reps=1)
+fa, tha = auto.feature_, auto.threshold_
+k_desc = t(lambda: _trees.leaf_counts(X, y, 2, None, fa, tha, 5, 1, 1))
+k_auto = t(lambda: _trees.leaf_counts(X, y, 2, None, fa, tha, 5, 1, 0))
+dpl = DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1], random_state=0).fit(X, y)
+m10 = RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="counts", random_state=0).fit(X, y)
+tp10, tpa = t(lambda: m10.predict(X)), t(lambda: auto.predict(X))
+tpd = t(lambda: dpl.predict(X), reps=1)
+print(f"leaf counts of the default's {fa.shape[0]} trees: descent {k_desc:.3f} s, auto kernel "
+      f"({'sliced' if _trees.sliced else 'descent'}) {k_auto:.3f} s ({k_desc / k_auto:.1f}x)")
+print(f"predict at {n} rows: dpfast 10 trees {tp10:.3f} s, default ({auto.n_estimators_} trees) {tpa:.3f} s; "
+      f"diffprivlib 10 trees {tpd:.3f} s ({tpd / tp10:.1f}x at 10 trees, {tpd / tpa:.1f}x default vs default)")
+# the load of a shared machine moves between measurements: the headline ratios from interleaved runs
+inter = {"dpl": [], "auto": [], "ten": [], "dplp": [], "autop": [], "tenp": []}
+for _ in range(3):
+    for key, f in (("dpl", lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
+                                         random_state=0).fit(X, y)),
+                   ("auto", lambda: RandomForestClassifier(1.0, b, random_state=0).fit(X, y)),
+                   ("ten", lambda: RandomForestClassifier(1.0, b, n_estimators=10, random_state=0).fit(X, y)),
+                   ("dplp", lambda: dpl.predict(X)), ("autop", lambda: auto.predict(X)),
+                   ("tenp", lambda: m10.predict(X))):
+        inter[key].append(t(f, reps=1))
+med = {k: float(np.median(v)) for k, v in inter.items()}
+print(f"interleaved (median of 3), 10^6 x 10, 1 thread: fit diffprivlib default (10 trees) {med['dpl']:.3f} s, "
+      f"dpfast default ({auto.n_estimators_} trees) {med['auto']:.3f} s ({med['dpl'] / med['auto']:.1f}x), dpfast "
+      f"10 trees (auto leaf) {med['ten']:.3f} s ({med['dpl'] / med['ten']:.1f}x); predict diffprivlib {med['dplp']:.3f} s, "
+      f"dpfast default {med['autop']:.3f} s ({med['dplp'] / med['autop']:.1f}x), 10 trees {med['tenp']:.3f} s "
+      f"({med['dplp'] / med['tenp']:.1f}x)")
 print(f"fit at {n} rows x {d} features, n_estimators=10, max_depth=5: dpfast forest counts {tc:.3f} s, "
       f"label {tl:.3f} s, diffprivlib forest {td:.3f} s ({td / tc:.0f}x counts, {td / tl:.0f}x label); "
       f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s; "

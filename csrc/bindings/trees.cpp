@@ -38,11 +38,13 @@ tr::Forest forest_view(const View<const int64_t>& f, const View<const double>& t
 }
 
 py::array_t<int64_t> leaf_counts(py::handle X_, py::handle y_, int64_t K, py::handle tree_of_row_,
-                                 py::handle feature_, py::handle threshold_, int64_t depth, int nthreads) {
+                                 py::handle feature_, py::handle threshold_, int64_t depth, int nthreads,
+                                 int kernel) {
     auto xs = strided_rows<double>(X_, "X");
     const auto& X = xs.first;
     const int64_t n = X.rows(), d = X.cols();
     require(K >= 1, "K must be >= 1");
+    require(kernel >= 0 && kernel <= 2, "kernel must be 0 (auto), 1 (descent) or 2 (sliced)");
     auto y = in<int64_t>(y_, "y", Shape::vec(n));
     auto f = in<int64_t>(feature_, "feature", Shape::mat());
     auto th = in<double>(threshold_, "threshold", Shape::mat());
@@ -59,7 +61,7 @@ py::array_t<int64_t> leaf_counts(py::handle X_, py::handle y_, int64_t K, py::ha
     int64_t* out = counts.mutable_data();
     {
         py::gil_scoped_release nogil;
-        tr::leaf_counts(X.ptr, n, xs.second, y.ptr, K, tor.ptr, F, std::max(1, nthreads), out);
+        tr::leaf_counts(X.ptr, n, xs.second, y.ptr, K, tor.ptr, F, std::max(1, nthreads), out, kernel);
     }
     return counts;
 }
@@ -81,14 +83,42 @@ py::array_t<int64_t> route(py::handle X_, py::handle feature_, py::handle thresh
     return leaves;
 }
 
+py::array_t<double> proba_sum(py::handle X_, py::handle feature_, py::handle threshold_, int64_t depth,
+                              py::handle proba_, int nthreads) {
+    auto xs = strided_rows<double>(X_, "X");
+    const auto& X = xs.first;
+    const int64_t n = X.rows(), d = X.cols();
+    auto f = in<int64_t>(feature_, "feature", Shape::mat());
+    auto th = in<double>(threshold_, "threshold", Shape::mat());
+    const tr::Forest F = forest_view(f, th, depth, d);
+    auto pr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(proba_);
+    require(pr && pr.ndim() == 3 && pr.shape(0) == F.n_trees && pr.shape(1) == F.n_leaves() && pr.shape(2) >= 1,
+            "proba must have shape (n_trees, 2**depth, K)");
+    const int64_t K = pr.shape(2);
+    require(n <= std::numeric_limits<int64_t>::max() / K, "output too large");
+    py::array_t<double> out({(py::ssize_t)n, (py::ssize_t)K});
+    double* o = out.mutable_data();
+    const double* p = pr.data();
+    {
+        py::gil_scoped_release nogil;
+        tr::proba_sum(X.ptr, n, xs.second, F, p, K, std::max(1, nthreads), o);
+    }
+    return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_trees, m) {
     m.doc() = "Random decision trees: per-leaf class counts (one pass, threads, bit-identical) and routing";
     m.def("leaf_counts", &leaf_counts, py::arg("X"), py::arg("y"), py::arg("K"), py::arg("tree_of_row"),
-          py::arg("feature"), py::arg("threshold"), py::arg("depth"), py::arg("nthreads"),
+          py::arg("feature"), py::arg("threshold"), py::arg("depth"), py::arg("nthreads"), py::arg("kernel") = 0,
           "(T, 2**depth, K) int64 counts of the rows of each class in each leaf (tree_of_row: the one tree "
-          "each row feeds, or None for every tree)");
+          "each row feeds, or None for every tree; kernel: 0 the faster for the shape, 1 descent, 2 sliced "
+          "where available -- the same integers)");
+    m.def("proba_sum", &proba_sum, py::arg("X"), py::arg("feature"), py::arg("threshold"), py::arg("depth"),
+          py::arg("proba"), py::arg("nthreads"),
+          "(n, K) float64: per row, the sum over the trees in tree order of proba[t, leaf of the row in t]");
+    m.attr("sliced") = py::bool_(tr::sliced_available());
     m.def("route", &route, py::arg("X"), py::arg("feature"), py::arg("threshold"), py::arg("depth"),
           py::arg("nthreads"), "(n, T) int64: the leaf of every row in every tree");
 }

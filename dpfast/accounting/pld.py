@@ -809,14 +809,22 @@ class PLDAccountant(PrivacyAccountant):
     # so the right tail is recomputed from an exponentially tilted composition (cached per tilt).
     SMALL_DELTA = 1e-6
 
-    def _tilt_for(self, base: ComposedPLD, eps: float) -> ComposedPLD:
+    @staticmethod
+    def _tilt_lambda(base: ComposedPLD, eps: float) -> Optional[float]:
+        """The tilt read at ``eps`` (None: the base lane itself is read)."""
         ctx = getattr(base, "ctx", None)
         if ctx is None or ctx.get("exact") or not math.isfinite(eps):
-            return base
+            return None
         if "K_tilt" not in ctx:
             ctx["K_tilt"] = sum(c * _log_mgf(p, lo, ctx["h"], _TILT_GRID) for p, lo, c in ctx["pieces"])
         with np.errstate(over="ignore"):  # lambda * eps = inf at huge eps: that tilt wins, as it should
-            lam = float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
+            return float(_TILT_GRID[int(np.argmin(ctx["K_tilt"] - _TILT_GRID * eps))])
+
+    def _tilt_for(self, base: ComposedPLD, eps: float) -> ComposedPLD:
+        lam = self._tilt_lambda(base, eps)
+        if lam is None:
+            return base
+        ctx = base.ctx
         key = ("tilt", lam)
         cache = ctx.setdefault("tilted", {})
         if key not in cache:
@@ -835,14 +843,19 @@ class PLDAccountant(PrivacyAccountant):
             # the untilted FFT, can be far off where round-off dominates).
             dq = min(1.0, delta * (1.0 + 1e-3)) if lower else delta  # (lower_epsilon's pfail)
             raw = float(pld.epsilon(dq)[0])
+            # A fixed point is detected on the tilt itself, not on id(P): the one-entry cache
+            # frees the previous tilted lane, and a new one could be allocated at its address,
+            # ending the iteration early at a looser (still certified) epsilon that depended on
+            # the allocator (seen as a flaky tightness test).
             seen = set()
             for _ in range(8):
                 if not math.isfinite(raw):
                     break
-                P = self._tilt_for(pld, raw)
-                if id(P) in seen:
+                lam = self._tilt_lambda(pld, raw)
+                if lam in seen:
                     break
-                seen.add(id(P))
+                seen.add(lam)
+                P = self._tilt_for(pld, raw)
                 raw_t = float(P.epsilon(dq)[0])
                 if raw_t < getattr(P, "valid_from", -math.inf) + P.h:
                     break  # below the tilted window: the base lane's value stands

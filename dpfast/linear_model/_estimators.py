@@ -708,6 +708,7 @@ class LinearRegression(DaskDispatchMixin, DPRegressorMixin, _PrivateLinearModel)
             raise ValueError("method='ssp' fits the squared loss (least squares); use loss='squared'")
         if self.alpha is not None and not math.isfinite(float(self.alpha)):
             raise ValueError(f"alpha must be finite, got {self.alpha!r}")
+        _ssp.check_ssp_exponents(_ssp_col_bounds(R, s, B, 1))
         return R, s, B
 
     def _ssp_record(self, theta, d, s, event, which, sigma, lam, delta_) -> None:

@@ -41,7 +41,10 @@ def ssp_sensitivity(norm_bound: float, intercept: float, label_bound: float) -> 
     (s = 0 without an intercept: Delta^2 = R^4 + B^2 R^2)."""
     R, s, B = float(norm_bound), float(intercept), float(label_bound)
     A = R * R + s * s
-    return math.sqrt((A * A + R ** 4 + s ** 4) / 2.0 + B * B * A)
+    try:
+        return math.sqrt((A * A + R ** 4 + s ** 4) / 2.0 + B * B * A)
+    except OverflowError:  # (float ** raises where * gives inf): not representable, refused by the calibration
+        return math.inf
 
 
 def ssp_calibrate(epsilon: float, delta: float, sensitivity: float, accountant: str = "best"):
@@ -66,6 +69,19 @@ def ssp_exponents(col_bounds) -> np.ndarray:
         m, e = math.frexp(float(b))
         out.append(e - 1 if m == 0.5 else e)
     return np.asarray(out, dtype=np.int64)
+
+
+#: the column bound exponents the native Gram kernel accepts (csrc/bindings/stats.cpp ssp_gram)
+_EXPONENT_RANGE = (-900, 900)
+
+
+def check_ssp_exponents(col_bounds) -> None:
+    """Refuse (ValueError, public parameters: call it before the charge) column bounds whose
+    power-of-two grid exponent (:func:`ssp_exponents`) is outside the native kernel's range."""
+    e = ssp_exponents(col_bounds)
+    if e.size and not (e.min() >= _EXPONENT_RANGE[0] and e.max() <= _EXPONENT_RANGE[1]):
+        raise ValueError("norm_bound, label_bound and intercept_scaling must lie within [2**-900, 2**900] "
+                         "(the grid of the exact Gram sums)")
 
 
 def ssp_exact(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None, col_bounds) -> np.ndarray:

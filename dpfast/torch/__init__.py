@@ -18,8 +18,9 @@ migration table)::
   paths for Linear, Conv, Embedding, LayerNorm; ``torch.func`` for everything else (custom
   layers, shared parameters) without registering anything.  :func:`per_sample_grads` -- the fully
   functional path (``vmap`` over ``grad`` of the whole model).
-* :class:`DPOptimizer` -- flat clipping with dpfast's safe factors (native kernel on the CPU),
-  noise from dpfast's samplers once per logical step.
+* :class:`DPOptimizer` -- flat or per-layer clipping (one norm per parameter, noise for
+  sqrt(sum C_l^2)) with dpfast's safe factors (native kernel on the CPU), noise from dpfast's
+  samplers once per logical step.
 * :class:`DPDataLoader`, :class:`PoissonBatchSampler`, :class:`BatchMemoryManager` -- Poisson
   batches (empty ones included) and virtual batches.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ from dpfast import budget as _budget
 from dpfast.random import RandomLike, SecureRandom, check_random_state, is_secure
 from dpfast.torch._data import DPDataLoader
 from dpfast.torch._grad_sample import GradSampleModule, validate_module
-from dpfast.torch._optimizer import DPOptimizer
+from dpfast.torch._optimizer import DPOptimizer, _hypot_up
 
 __all__ = ["PrivacyEngine"]
 
@@ -34,7 +34,8 @@ _ACCOUNTANTS = ("pld", "rdp")
 _STATE_FORMAT = 1
 _NORMAL_BOUND = 40.0  # |N(0,1)| draws of the package's sampler stay below this
 _DEVICES = ("cpu", "cuda")
-_NOT_IMPLEMENTED_CLIPPING = ("per_layer", "adaptive")  # Opacus's other clipping modes: NotImplementedError
+_CLIPPING = ("flat", "per_layer", "per_group")
+_NOT_IMPLEMENTED_CLIPPING = ("adaptive",)  # Opacus's other clipping mode: NotImplementedError
 
 
 def _real(v, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
@@ -76,6 +77,53 @@ def _check_devices(module: nn.Module) -> None:
         raise ValueError(f"dpfast.torch trains modules on {' and '.join(_DEVICES)} devices; the module has parameters "
                          f"on {', '.join(bad)} (the per-sample norms need float64 on the parameters' device and the "
                          "noise is copied to it)")
+
+
+def _clipping_norms(clipping, max_grad_norm, optimizer) -> Tuple[float, Optional[List[float]]]:
+    """(C, per-layer norms or None) from Opacus's ``clipping``/``max_grad_norm`` pair.
+
+    ``"flat"``: one real C > 0.  ``"per_layer"``: a list (or tuple, or 1-D array) of reals C_l > 0,
+    one per trainable parameter of the optimizer (Opacus's unit: ``p.requires_grad`` over its
+    ``param_groups``, in that order); ``"per_group"`` (dpfast's): one per parameter group of the
+    optimizer that holds a trainable parameter, its parameters clipped jointly.  The noise's
+    sensitivity is then C = sqrt(sum C_l^2) (rounded up).  A single real with ``"per_layer"`` is
+    refused, as Opacus does (it needs a list): the same norm on every parameter is ``[C] * n``,
+    whose noise scale is C sqrt(n), not C."""
+    if not isinstance(clipping, str) or clipping not in _CLIPPING + _NOT_IMPLEMENTED_CLIPPING:
+        raise ValueError(f"clipping must be one of {_CLIPPING}, got {clipping!r}")
+    if clipping in _NOT_IMPLEMENTED_CLIPPING:
+        raise NotImplementedError(
+            f"clipping={clipping!r} (Andrew et al. 2021, adaptive clipping) is not implemented in dpfast.torch; use "
+            "clipping='flat' (one max_grad_norm, the norm over all parameters) or clipping='per_layer' (a list, one "
+            "norm per trainable parameter)")
+    seq = isinstance(max_grad_norm, (list, tuple)) or (isinstance(max_grad_norm, np.ndarray) and
+                                                       max_grad_norm.ndim == 1)
+    if clipping == "flat":
+        if seq:
+            raise ValueError("max_grad_norm is a list (one norm per parameter): that is per-layer clipping, "
+                             "clipping='per_layer'; flat clipping takes one max_grad_norm, the norm over all "
+                             "parameters")
+        return _real(max_grad_norm, "max_grad_norm", positive=True, allow_zero=False), None
+    if clipping == "per_group":
+        n_params = sum(1 for g in optimizer.param_groups if any(p.requires_grad for p in g["params"]))
+        unit = "parameter group of the optimizer holding a trainable parameter"
+        units = "parameter groups with a trainable parameter (one norm per group, clipped jointly)"
+    else:
+        n_params = sum(1 for g in optimizer.param_groups for p in g["params"] if p.requires_grad)
+        unit = "trainable parameter of the optimizer (in its param_groups' order)"
+        units = "trainable parameters (one norm per parameter tensor, in the param_groups' order, as Opacus)"
+    if not seq:
+        raise TypeError(f"clipping={clipping!r} takes max_grad_norm as a list of {n_params} norms, one per {unit}, "
+                        f"got {type(max_grad_norm).__name__}; the same norm C on every one is [C] * {n_params} (noise "
+                        f"scale C sqrt({n_params}))")
+    norms = [_real(c, f"max_grad_norm[{i}]", positive=True, allow_zero=False) for i, c in enumerate(max_grad_norm)]
+    if len(norms) != n_params:
+        raise ValueError(f"clipping={clipping!r}: max_grad_norm has {len(norms)} norms, the optimizer {n_params} "
+                         f"{units}")
+    C = _hypot_up(norms)
+    if not math.isfinite(C):
+        raise ValueError(f"clipping={clipping!r}: sqrt(sum max_grad_norm^2) overflows a double")
+    return C, norms
 
 
 def _step_event(z: float, q: float):
@@ -123,6 +171,9 @@ class PrivacyEngine:
         self._gen = (rng if isinstance(rng, SecureRandom) else None) if self.secure_mode else check_random_state(rng)
         self.noise_multiplier: Optional[float] = None
         self.max_grad_norm: Optional[float] = None
+        self.max_grad_norms: Optional[List[float]] = None  # per-layer clipping: one norm per parameter
+        self.clipping: Optional[str] = None
+        self._clipping_mode = "flat"
         self.sample_rate: Optional[float] = None
         self.planned_steps: Optional[int] = None
         self.steps_per_epoch: Optional[int] = None
@@ -133,7 +184,8 @@ class PrivacyEngine:
 
     # ------------------------------------------------------------------ validation
     def _check_run(self, module, optimizer, data_loader, max_grad_norm, poisson_sampling, loss_reduction,
-                   clipping, grad_sample_mode, batch_first, noise_generator) -> Tuple[int, int, float, int]:
+                   clipping, grad_sample_mode, batch_first, noise_generator
+                   ) -> Tuple[int, int, float, int, Optional[List[float]]]:
         if self.optimizer is not None:
             raise RuntimeError("this PrivacyEngine already runs a training; create one engine per run")
         if not isinstance(module, nn.Module):
@@ -181,24 +233,16 @@ class PrivacyEngine:
         if not isinstance(bs, int) or bs < 1:
             raise ValueError("data_loader needs a batch_size (the expected Poisson batch size)")
         bs = min(bs, n)
-        if (isinstance(clipping, str) and clipping in _NOT_IMPLEMENTED_CLIPPING) or isinstance(max_grad_norm,
-                                                                                                (list, tuple)):
-            # (per-layer clipping at norms C_l bounds the whole gradient's norm by sqrt(sum C_l^2): flat
-            # clipping at that C has the same sensitivity and so, at the same z, the same privacy)
-            raise NotImplementedError(
-                f"clipping={clipping!r} (max_grad_norm a {type(max_grad_norm).__name__}): per-layer and adaptive "
-                "clipping are not implemented in dpfast.torch; use clipping='flat' with one max_grad_norm, the norm "
-                "over all parameters (for per-layer norms C_l, max_grad_norm = sqrt(sum C_l^2) has their "
-                "sensitivity)")
-        C = _real(max_grad_norm, "max_grad_norm", positive=True, allow_zero=False)
+        # per-layer clipping at norms C_l bounds the whole gradient's norm by C = sqrt(sum C_l^2): the
+        # sensitivity of flat clipping at C, so, at the same z, the same event (McMahan et al. 2018)
+        C, norms = _clipping_norms(clipping, max_grad_norm, optimizer)
+        self._clipping_mode = clipping
         if poisson_sampling is not True:
             raise ValueError("dpfast.torch accounts Poisson sampling only (poisson_sampling=True): shuffled "
                              "fixed batches are not covered by the DP-SGD analysis it reports (Chua et al. 2024, "
                              "'How private are DP-SGD implementations?')")
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
-        if clipping != "flat":
-            raise ValueError(f"clipping must be 'flat' (the norm over all parameters), got {clipping!r}")
         if grad_sample_mode not in ("hooks", "functional"):
             hint = (" (Opacus's 'ghost': pass 'hooks', which uses ghost norms wherever a layer has them)"
                     if grad_sample_mode in ("ghost", "ew") else "")
@@ -209,7 +253,7 @@ class PrivacyEngine:
             raise ValueError("noise_generator (a torch.Generator) is not used: dpfast draws the noise with its own "
                              "samplers; pass rng= (a seed or numpy Generator) or secure_mode=True to PrivacyEngine")
         spe = -(-n // bs)
-        return n, bs, C, spe
+        return n, bs, C, spe, norms
 
     def _plan(self, epochs, steps, spe) -> Optional[int]:
         if epochs is not None and steps is not None:
@@ -225,7 +269,8 @@ class PrivacyEngine:
 
     # ------------------------------------------------------------------ make_private
     def make_private(self, *, module: nn.Module, optimizer: torch.optim.Optimizer, data_loader: DataLoader,
-                     noise_multiplier: float, max_grad_norm: float, criterion: Any = None,
+                     noise_multiplier: float, max_grad_norm: Union[float, Sequence[float]],
+                     criterion: Any = None,
                      batch_first: bool = True, loss_reduction: str = "mean", poisson_sampling: bool = True,
                      clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
                      epochs: Optional[int] = None, steps: Optional[int] = None, budget=None,
@@ -241,6 +286,26 @@ class PrivacyEngine:
         ``grad_sample_mode="functional"``: no hooks; set ``p.grad_sample`` yourself (see
         :func:`per_sample_grads`).  ``criterion`` is accepted for Opacus compatibility and unused.
 
+        ``clipping="per_layer"`` (Opacus's name): ``max_grad_norm`` is a list of norms C_l, one
+        per trainable parameter of the optimizer (``p.requires_grad`` over its ``param_groups``, in
+        that order: Opacus's unit, a weight and its bias are two entries); each sample's gradient
+        of parameter l is clipped to C_l (McMahan, Andrew, Erlingsson, Chien, Mironov, Papernot &
+        Kairouz 2018, "A general approach to adding differential privacy to iterative training
+        procedures", Sec. 3, per-layer clipping), so the whole clipped per-sample gradient has
+        norm <= C = sqrt(sum_l C_l^2) and the noise N(0, (z C)^2) on every coordinate gives the
+        same event (q, z, T) -- the same epsilon -- as flat clipping at C; ``max_grad_norm``
+        (the attribute) is then that C (rounded up), ``max_grad_norms`` the list.  A single
+        number with ``"per_layer"`` is refused (``TypeError``, as Opacus needs a list): the same
+        norm on every parameter is ``[C] * n``, whose noise scale is C sqrt(n).  Layers whose fast
+        path has per-parameter norms (Linear, Embedding, LayerNorm, and convolutions with one
+        trainable parameter) keep it; the others (a convolution with a bias) compute per-sample
+        gradients by ``torch.func``.  ``clipping="per_group"`` (dpfast's; McMahan et al.'s
+        per-layer clipping when each layer is a group): one norm per parameter group of the
+        optimizer (those holding a trainable parameter), each group's parameters clipped jointly
+        to it -- the same sensitivity sqrt(sum_g C_g^2); a fast layer whose parameters are all in
+        one group (a convolution with its bias) keeps its fast path.  ``clipping="adaptive"``
+        raises ``NotImplementedError``.
+
         ``distributed=True`` (``torch.distributed`` initialised, e.g. the gloo backend on CPUs; pass
         the plain module, not a ``DistributedDataParallel`` wrapper): rank 0's parameters and buffers
         are broadcast, each rank Poisson-samples its shard of the dataset (indices rank, rank + W,
@@ -250,17 +315,18 @@ class PrivacyEngine:
         """
         if kwargs:
             raise TypeError(f"make_private() got unexpected keyword arguments: {sorted(kwargs)}")
-        n, bs, C, spe = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
+        n, bs, C, spe, norms = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
                                         loss_reduction, clipping, grad_sample_mode, batch_first, noise_generator)
         z = _real(noise_multiplier, "noise_multiplier", positive=True)
         plan = self._plan(epochs, steps, spe)
         _check_distributed(distributed)
         return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
-                           grad_sample_mode, budget, distributed)
+                           grad_sample_mode, budget, distributed, norms)
 
     def make_private_with_epsilon(self, *, module: nn.Module, optimizer: torch.optim.Optimizer,
                                   data_loader: DataLoader, target_epsilon: float, target_delta: float, epochs: int,
-                                  max_grad_norm: float, criterion: Any = None, batch_first: bool = True,
+                                  max_grad_norm: Union[float, Sequence[float]], criterion: Any = None,
+                                  batch_first: bool = True,
                                   loss_reduction: str = "mean", poisson_sampling: bool = True,
                                   clipping: str = "flat", noise_generator=None, grad_sample_mode: str = "hooks",
                                   budget=None, distributed: bool = False,
@@ -271,7 +337,7 @@ class PrivacyEngine:
         epsilon was verified <= target_epsilon).  The plan is ``epochs`` epochs."""
         if kwargs:
             raise TypeError(f"make_private_with_epsilon() got unexpected keyword arguments: {sorted(kwargs)}")
-        n, bs, C, spe = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
+        n, bs, C, spe, norms = self._check_run(module, optimizer, data_loader, max_grad_norm, poisson_sampling,
                                         loss_reduction, clipping, grad_sample_mode, batch_first, noise_generator)
         eps = _real(target_epsilon, "target_epsilon", positive=True, allow_zero=False)
         delta = _real(target_delta, "target_delta", positive=True, allow_zero=False)
@@ -283,10 +349,10 @@ class PrivacyEngine:
         _budget.check_scope(budget)
         z = float(acc.calibrate_noise_multiplier(eps, delta, bs / n, plan, accountant=self.accountant_name))
         return self._setup(module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction,
-                           grad_sample_mode, budget, distributed)
+                           grad_sample_mode, budget, distributed, norms)
 
     def _setup(self, module, optimizer, data_loader, z, C, n, bs, spe, plan, loss_reduction, grad_sample_mode,
-               budget, distributed=False):
+               budget, distributed=False, norms=None):
         q = bs / n
         if not z * C * _NORMAL_BOUND <= float(torch.finfo(torch.float32).max):
             raise ValueError(f"noise_multiplier * max_grad_norm = {z!r} * {C!r} is too large: the noise overflows")
@@ -303,13 +369,23 @@ class PrivacyEngine:
             # every rank clips its share at its own C and divides by its own q n, and rank 0 alone adds
             # noise at its own z: a rank configured otherwise (another C, dataset, batch size or plan) would
             # void the accounted sensitivity; checked collectively, before the charge
-            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan], dtype=torch.float64)
+            mine = torch.tensor([n, bs, C, z, -1 if plan is None else plan, -1 if norms is None else len(norms),
+                                 _CLIPPING.index(self._clipping_mode)], dtype=torch.float64)
             lo, hi = mine.clone(), mine.clone()
             torch.distributed.all_reduce(lo, op=torch.distributed.ReduceOp.MIN)
             torch.distributed.all_reduce(hi, op=torch.distributed.ReduceOp.MAX)
-            if not torch.equal(lo, hi):
-                names = ("dataset length", "batch_size", "max_grad_norm", "noise_multiplier", "plan")
-                bad = [k for k, a, b in zip(names, lo.tolist(), hi.tolist()) if a != b]
+            bad = []
+            if torch.equal(lo, hi) and norms:  # (every rank has as many per-layer norms: compare them)
+                lo_l = torch.tensor(norms, dtype=torch.float64)
+                hi_l = lo_l.clone()
+                torch.distributed.all_reduce(lo_l, op=torch.distributed.ReduceOp.MIN)
+                torch.distributed.all_reduce(hi_l, op=torch.distributed.ReduceOp.MAX)
+                if not torch.equal(lo_l, hi_l):
+                    bad = ["the per-layer max_grad_norm"]
+            if bad or not torch.equal(lo, hi):
+                names = ("dataset length", "batch_size", "max_grad_norm", "noise_multiplier", "plan",
+                         "clipping (number of per-layer norms)", "clipping")
+                bad += [k for k, a, b in zip(names, lo.tolist(), hi.tolist()) if a != b]
                 raise ValueError(f"the ranks of the distributed run disagree on {', '.join(bad)}: every rank must "
                                  "make_private with the same dataset and parameters")
         # the one charge, before any draw
@@ -325,6 +401,8 @@ class PrivacyEngine:
             except (TypeError, ValueError, AttributeError):  # a bit generator without a SeedSequence
                 gen_sample = np.random.default_rng([int(gen_noise.integers(0, 2**63)), rank])
         self.noise_multiplier, self.max_grad_norm, self.sample_rate = z, C, q
+        self.max_grad_norms = None if norms is None else list(norms)
+        self.clipping = "flat" if norms is None else self._clipping_mode
         self.planned_steps, self.steps_per_epoch, self.event_ = plan, spe, event
         self.n_samples, self.batch_size = n, bs
         if distributed:
@@ -337,7 +415,8 @@ class PrivacyEngine:
         dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
                           loss_reduction=loss_reduction, generator=gen_noise,
                           grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
-                          distributed=distributed)
+                          distributed=distributed, max_grad_norms=norms,
+                          per_group=self._clipping_mode == "per_group")
         dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
                                            step_counter=lambda: dpo.steps, rank=rank, world_size=world)
         self.module, self.optimizer, self.data_loader = gsm, dpo, dl
@@ -384,6 +463,8 @@ class PrivacyEngine:
             "accountant_state": self.accountant.state_dict(),
             "noise_multiplier": self.noise_multiplier,
             "max_grad_norm": self.max_grad_norm,
+            "clipping": self.clipping,
+            "max_grad_norms": None if self.max_grad_norms is None else list(self.max_grad_norms),
             "sample_rate": self.sample_rate,
             "steps_per_epoch": self.steps_per_epoch,
             "planned_steps": self.planned_steps,
@@ -411,10 +492,13 @@ class PrivacyEngine:
                                "engine (make_private, then load_state_dict); rolling a run back would retake its "
                                "steps with the same noise")
         for k, mine in (("accountant", self.accountant_name), ("noise_multiplier", self.noise_multiplier),
-                        ("max_grad_norm", self.max_grad_norm), ("sample_rate", self.sample_rate),
+                        ("max_grad_norm", self.max_grad_norm), ("clipping", self.clipping),
+                        ("max_grad_norms", self.max_grad_norms),
+                        ("sample_rate", self.sample_rate),
                         ("steps_per_epoch", self.steps_per_epoch)):
-            if state.get(k) != mine:
-                raise ValueError(f"the saved run has {k}={state.get(k)!r}, this engine {mine!r}: resume with the same "
+            saved = state.get(k, "flat" if k == "clipping" else None)  # (states saved before per-layer clipping)
+            if saved != mine:
+                raise ValueError(f"the saved run has {k}={saved!r}, this engine {mine!r}: resume with the same "
                                  "parameters")
         steps = state.get("steps")
         if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or int(steps) < 0:

@@ -175,10 +175,18 @@ _Conv = Union[nn.Conv1d, nn.Conv2d]
 
 
 class FastLayer(NamedTuple):
-    """The two functions of a fast path (see the module docstring for the contract)."""
+    """The functions of a fast path (see the module docstring for the contract).
+
+    ``norm_sq_parts`` (optional; per-layer clipping): ``(m, activations, grad_output) ->
+    dict[str, Tensor]``, for each trainable parameter of ``m`` a certified upper bound (float64,
+    (B,)) of the exact squared l2 norm of each sample's gradient of THAT parameter; a layer with
+    ``clipped_sum`` accepting ``factors`` as a dict {parameter name: (B,) tensor} (one factor
+    vector per parameter) has it.  Layers without it run per-layer clipping on the fast path only
+    when they hold one trainable parameter (their ``norm_sq`` is then that parameter's)."""
 
     norm_sq: Callable[..., torch.Tensor]
     clipped_sum: Callable[..., Dict[str, torch.Tensor]]
+    norm_sq_parts: Optional[Callable[..., Dict[str, torch.Tensor]]] = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,6 +367,12 @@ def _trainable(m: nn.Module) -> Dict[str, nn.Parameter]:
     return {name: p for name, p in m.named_parameters(recurse=False) if p.requires_grad}
 
 
+def _factor_of(factors, name: str) -> torch.Tensor:
+    """The clip factors of parameter ``name``: ``factors`` is one (B,) tensor for all the layer's
+    parameters (flat clipping) or a dict {name: (B,) tensor} (per-layer clipping)."""
+    return factors[name] if isinstance(factors, dict) else factors
+
+
 def _weighted(g: torch.Tensor, factors: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     f = factors.to(device=g.device, dtype=dtype)
     return g.to(dtype) * f.view((-1,) + (1,) * (g.dim() - 1))
@@ -433,24 +447,55 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
 
 
 @torch.no_grad()
+def linear_norm_sq_parts(m: nn.Linear, activations, grad_output,
+                         method: Optional[str] = None) -> Dict[str, torch.Tensor]:
+    """Per-parameter bounds (per-layer clipping): {"weight": ||G_i^T A_i||_F^2 bound, "bias":
+    ||sum_t g_t||^2 bound}, each certified on its own (the forms of :func:`linear_norm_sq`, in
+    float64 torch ops)."""
+    a, g = _linear_views(activations, grad_output)
+    params = _trainable(m)
+    if a.shape[1] == 1 and method is None:
+        # T = 1: the native row norms of linear_norm_sq, each part's bound on its own
+        has_w = "weight" in params
+        na = _row_norms_upper_np(a[:, 0]) if has_w else None
+        ng = _row_norms_upper_np(g[:, 0])
+        if ng is not None and (na is not None or not has_w):
+            parts = {}
+            if has_w:
+                assert na is not None  # the condition above
+                w = na * ng
+                parts["weight"] = torch.from_numpy(w * w * (1.0 + 2.0 ** -48) + _TINY)
+            if "bias" in params:
+                parts["bias"] = torch.from_numpy(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
+            return parts
+    g64 = g.to(_F64)
+    out = {}
+    if "weight" in params:
+        out["weight"] = _linear_weight_norm_sq(a.to(_F64), g64, method)
+    if "bias" in params:
+        out["bias"] = _sum_positions_norm_sq(g64)
+    return out
+
+
+@torch.no_grad()
 def linear_clipped_sum(m: nn.Linear, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
     """sum_i f_i G_i^T A_i as ONE matrix product (f * G)^T A in the weight's dtype (float32 stays
     float32: one sgemm), and the bias's sum_i f_i sum_t g_t from the same scaled G when the dtypes
-    agree."""
+    and the factors agree (per-layer clipping: ``factors`` a dict, one vector per parameter)."""
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
     out = {}
     gw = None
     if "weight" in params:
         dt = params["weight"].dtype
-        gw = _weighted(g, factors, dt).reshape(-1, g.shape[-1])
+        gw = _weighted(g, _factor_of(factors, "weight"), dt).reshape(-1, g.shape[-1])
         out["weight"] = gw.t().mm(a.to(dt).reshape(-1, a.shape[-1]))
     if "bias" in params:
         dt = params["bias"].dtype
-        if gw is not None and gw.dtype == dt:
+        if gw is not None and gw.dtype == dt and not isinstance(factors, dict):
             out["bias"] = gw.sum(dim=0)
         else:
-            out["bias"] = _weighted(g, factors, dt).sum(dim=(0, 1))
+            out["bias"] = _weighted(g, _factor_of(factors, "bias"), dt).sum(dim=(0, 1))
     return out
 
 
@@ -933,7 +978,7 @@ def embedding_clipped_sum(m: nn.Embedding, activations, grad_output, factors) ->
     if "weight" not in params:
         return {}
     w = params["weight"]
-    gw = _weighted(g, factors, w.dtype)
+    gw = _weighted(g, _factor_of(factors, "weight"), w.dtype)
     flat_idx, flat_g = idx.reshape(-1), gw.reshape(-1, g.shape[2])
     if valid is not None:
         keep = valid.reshape(-1)
@@ -989,13 +1034,22 @@ def layernorm_norm_sq(m: nn.LayerNorm, activations, grad_output) -> torch.Tensor
     b = activations[0].shape[0]
     if not params:
         return torch.zeros(b, dtype=_F64)
+    return _add_upper(list(layernorm_norm_sq_parts(m, activations, grad_output).values()), b)
+
+
+@torch.no_grad()
+def layernorm_norm_sq_parts(m: nn.LayerNorm, activations, grad_output) -> Dict[str, torch.Tensor]:
+    """Per-parameter bounds (per-layer clipping) of the weight's and the bias's squared norms."""
+    params = _trainable(m)
+    if not params:
+        return {}
     w_grad, b_grad, delta_w, delta_b, n, t = _layernorm_grads(m, activations, grad_output)
-    parts = []
+    parts = {}
     if "weight" in params:
-        parts.append(_norm_upper(w_grad.pow(2).sum(dim=1), delta_w, n, delta_ops=t + n + 8))
+        parts["weight"] = _norm_upper(w_grad.pow(2).sum(dim=1), delta_w, n, delta_ops=t + n + 8)
     if "bias" in params:
-        parts.append(_norm_upper(b_grad.pow(2).sum(dim=1), delta_b, n, delta_ops=t + n + 4))
-    return _add_upper(parts, b)
+        parts["bias"] = _norm_upper(b_grad.pow(2).sum(dim=1), delta_b, n, delta_ops=t + n + 4)
+    return parts
 
 
 @torch.no_grad()
@@ -1004,21 +1058,22 @@ def layernorm_clipped_sum(m: nn.LayerNorm, activations, grad_output, factors) ->
     if not params:
         return {}
     w_grad, b_grad, _, _, _, _ = _layernorm_grads(m, activations, grad_output)
-    f = factors.to(device=w_grad.device, dtype=_F64)
     out = {}
     if "weight" in params:
         p = params["weight"]
+        f = _factor_of(factors, "weight").to(device=w_grad.device, dtype=_F64)
         out["weight"] = (f @ w_grad).reshape(p.shape).to(p.dtype)
     if "bias" in params:
         p = params["bias"]
+        f = _factor_of(factors, "bias").to(device=b_grad.device, dtype=_F64)
         out["bias"] = (f @ b_grad).reshape(p.shape).to(p.dtype)
     return out
 
 
 FAST_LAYERS: dict = {
-    nn.Linear: FastLayer(linear_norm_sq, linear_clipped_sum),
+    nn.Linear: FastLayer(linear_norm_sq, linear_clipped_sum, linear_norm_sq_parts),
     nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum),
     nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum),
     nn.Embedding: FastLayer(embedding_norm_sq, embedding_clipped_sum),
-    nn.LayerNorm: FastLayer(layernorm_norm_sq, layernorm_clipped_sum),
+    nn.LayerNorm: FastLayer(layernorm_norm_sq, layernorm_clipped_sum, layernorm_norm_sq_parts),
 }

@@ -365,9 +365,12 @@ class GradSampleModule(nn.Module):
             return vmap(one, in_dims=(arg_dims, kw_dims, tuple(0 for _ in gs)), randomness="error")(
                 call.args, kw_vals, gs)
 
-    def _parts(self):
+    def _parts(self, per_layer: bool = False, groups: Optional[Dict[nn.Parameter, Any]] = None):
         """The captured physical batch: (B, fast parts [(module, FastLayer, call)], generic
-        per-sample gradients {parameter: (B, *shape) tensor})."""
+        per-sample gradients {parameter: (B, *shape) tensor}).  ``per_layer``: a fast layer whose
+        type has no per-parameter norms (``FastLayer.norm_sq_parts``) and whose trainable
+        parameters are not all in one clipping group (``groups``; none: each parameter its own)
+        goes the generic path."""
         B = None
         fast = []
         generic: Dict[nn.Parameter, torch.Tensor] = {}
@@ -385,6 +388,9 @@ class GradSampleModule(nn.Module):
             if not done:
                 continue
             fl = FAST_LAYERS.get(type(mod)) if self.use_fast_layers else None
+            if fl is not None and per_layer and fl.norm_sq_parts is None and \
+                    not _one_group([p for p in mod.parameters(recurse=False) if p.requires_grad], groups):
+                fl = None
             if fl is not None and len(done) == 1 and mod not in self._shared and done[0].n_out == 1:
                 fast.append((mod, fl, done[0]))
                 continue
@@ -396,9 +402,19 @@ class GradSampleModule(nn.Module):
                     generic[p] = g if p not in generic else generic[p] + g
         return (0 if B is None else B), fast, generic
 
-    def clipped_sum(self, max_grad_norm: float) -> Tuple[Dict[nn.Parameter, torch.Tensor], int]:
+    def clipped_sum(self, max_grad_norm: float, per_layer: Optional[Dict[nn.Parameter, float]] = None,
+                    groups: Optional[Dict[nn.Parameter, Any]] = None
+                    ) -> Tuple[Dict[nn.Parameter, torch.Tensor], int]:
         """Clip the captured batch's per-sample gradients (flat clipping: the norm over all
-        parameters) to ``max_grad_norm`` and sum them: ({parameter: sum_i f_i g_i}, B)."""
+        parameters) to ``max_grad_norm`` and sum them: ({parameter: sum_i f_i g_i}, B).
+
+        ``per_layer`` ({parameter: C_p}, per-layer clipping): each sample's gradient of each
+        parameter p is clipped to its own norm C_p (``max_grad_norm`` is then unused); the sums
+        of the parameters not in ``per_layer`` are left out.  ``groups`` ({parameter: key}, with
+        ``per_layer``; per-group clipping): the parameters of one key are clipped together, their
+        joint norm to their (common) C."""
+        if per_layer is not None:
+            return self._clipped_sum_per_layer(per_layer, groups)
         B, fast, generic = self._parts()
         out: Dict[nn.Parameter, torch.Tensor] = {}
         if B == 0:
@@ -440,6 +456,116 @@ class GradSampleModule(nn.Module):
             s = torch.tensordot(f, g, dims=1)
             out[p] = s if p not in out else out[p] + s
         return out, B
+
+    def _clipped_sum_per_layer(self, norms: Dict[nn.Parameter, float],
+                               groups: Optional[Dict[nn.Parameter, Any]] = None
+                               ) -> Tuple[Dict[nn.Parameter, torch.Tensor], int]:
+        """Per-layer clipping: factors per (sample, parameter), f_ip = safe rule at C_p on the
+        certified bound of ||g_ip|| (:func:`per_layer_factors`; per group with ``groups``)."""
+        B, fast, generic = self._parts(per_layer=True, groups=groups)
+        out: Dict[nn.Parameter, torch.Tensor] = {}
+        if B == 0:
+            return out, 0
+        sq: Dict[nn.Parameter, np.ndarray] = {}
+        dtypes: Dict[nn.Parameter, list] = {}
+        names = []  # per fast part: its trainable parameter names
+        for mod, fl, c in fast:
+            own = [n for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+            names.append(own)
+            if fl.norm_sq_parts is not None and not (len(own) > 1 and _one_group([getattr(mod, n) for n in own],
+                                                                                   groups)):
+                parts = fl.norm_sq_parts(mod, c.args, c.grads[0])
+            else:  # one trainable parameter, or all in one group (_parts): the layer's norm is theirs
+                parts = {own[0]: fl.norm_sq(mod, c.args, c.grads[0])}
+                for n in own[1:]:  # (its group gets the joint bound once, through own[0])
+                    sq[getattr(mod, n)] = np.zeros(B)
+            for n, t in parts.items():
+                p = getattr(mod, n)
+                sq[p] = t.detach().to("cpu", torch.float64).numpy()
+            for n in own:
+                dtypes[getattr(mod, n)] = [getattr(mod, n).dtype]
+        for p, g in generic.items():
+            sq[p] = per_sample_norm_sq(g)
+            dtypes[p] = [g.dtype, p.dtype]
+        factors, rows = per_layer_factors(sq, norms, dtypes, B, groups)
+        if rows is not None and not rows.size:  # every sample left out (non-finite)
+            return {p: torch.zeros_like(p, memory_format=torch.contiguous_format) for p in sq if p in norms}, B
+        for (mod, fl, c), own in zip(fast, names):
+            if not any(getattr(mod, n) in norms for n in own):
+                continue
+            args, g_out = c.args, c.grads[0]
+            if rows is not None:
+                idx = torch.from_numpy(rows).to(g_out.device)
+                args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and
+                             a.shape[0] == B else a for a in args)
+                g_out = g_out.index_select(0, idx)
+            f = {n: torch.from_numpy(factors[getattr(mod, n)]).to(g_out.device, g_out.dtype) for n in own}
+            one = _one_group([getattr(mod, n) for n in own], groups)  # one factor vector for the layer
+            sums = fl.clipped_sum(mod, args, g_out, f[own[0]] if one else f)
+            for n, s_ in sums.items():
+                p = getattr(mod, n)
+                if p in norms:
+                    out[p] = s_ if p not in out else out[p] + s_
+        for p, g in generic.items():
+            if p not in norms:
+                continue
+            if rows is not None:
+                g = g.index_select(0, torch.from_numpy(rows).to(g.device))
+            f_p = torch.from_numpy(factors[p]).to(g.device, g.dtype)
+            s_ = torch.tensordot(f_p, g, dims=1)
+            out[p] = s_ if p not in out else out[p] + s_
+        return out, B
+
+
+def _one_group(params, groups) -> bool:
+    """The parameters are clipped together: one of them, or all of one group."""
+    if len(params) <= 1:
+        return True
+    if groups is None:
+        return False
+    keys = {groups.get(p, ("own", id(p))) for p in params}
+    return len(keys) == 1
+
+
+def per_layer_factors(norm_sq: Dict[Any, np.ndarray], norms: Dict[Any, float], dtypes: Dict[Any, list],
+                      batch: int, groups: Optional[Dict[Any, Any]] = None
+                      ) -> Tuple[Dict[Any, np.ndarray], Optional[np.ndarray]]:
+    """Per-layer clip factors: for each parameter p with a norm C_p in ``norms``, the safe rule of
+    :func:`safe_factors` at C_p on p's per-sample squared-norm bounds (so each sample's clipped
+    gradient of p has exact norm <= C_p after rounding to its dtype, and the whole clipped
+    gradient <= sqrt(sum_p C_p^2)).  ``groups`` ({parameter: key}; per-group clipping): the
+    parameters of one key share one factor, the safe rule at their common C on the sum of their
+    bounds (inflated by 4 k u for the k - 1 additions, as the fast layers' ``_add_upper``), the
+    lowest precision among their dtypes.  A sample with a non-finite bound for ANY parameter
+    (factor 0) is left out of every sum (``rows``: the kept samples, None when all are; the
+    factors are those of the kept rows).  Parameters without a norm (not the optimizer's) get
+    factor 0: their sums are not released."""
+    if groups is None:
+        f = {p: safe_factors(sq, norms[p], dtypes.get(p, ())) if p in norms else np.zeros(batch)
+             for p, sq in norm_sq.items()}
+    else:
+        members: Dict[Any, list] = {}
+        for p in norm_sq:
+            if p in norms:
+                members.setdefault(groups[p], []).append(p)
+        f = {p: np.zeros(batch) for p in norm_sq if p not in norms}
+        for ps in members.values():
+            total = np.zeros(batch)
+            for p in ps:
+                total = total + norm_sq[p]
+            if len(ps) > 1:
+                total = total * (1.0 + 4.0 * len(ps) * 2.0 ** -53)
+            fg = safe_factors(total, norms[ps[0]], [d for p in ps for d in dtypes.get(p, ())])
+            for p in ps:
+                f[p] = fg
+    keep = np.ones(batch, dtype=bool)
+    for p, fp in f.items():
+        if p in norms:
+            keep &= fp > 0
+    if keep.all():
+        return f, None
+    rows = np.flatnonzero(keep)
+    return {p: fp[rows] for p, fp in f.items()}, rows
 
 
 # ------------------------------------------------------------------------------- clipping

@@ -14,6 +14,16 @@ Each ``step()`` (Abadi et al. 2016, "Deep Learning with Differential Privacy", A
    divided by the expected batch size q n when ``loss_reduction="mean"`` (as Opacus does),
    written to ``p.grad`` and the wrapped optimizer steps.
 
+Per-layer clipping (``max_grad_norms``, one norm C_l per trainable parameter, Opacus's
+``clipping="per_layer"``; McMahan, Andrew, Erlingsson, Chien, Mironov, Papernot, Kairouz 2018, "A
+general approach to adding differential privacy to iterative training procedures", Sec. 3):
+in step 1 each sample's gradient of each parameter l is clipped to its own C_l (factors per
+(sample, parameter), the same safe rule at C_l), so the whole clipped per-sample gradient has norm
+<= sqrt(sum_l C_l^2) =: C, and the noise of step 3 is N(0, (z C)^2) on every coordinate: the
+same sensitivity, so the same event (q, z, T) as flat clipping at C.  ``per_group=True``: one
+norm per parameter group (of those holding a trainable parameter), the group's parameters clipped
+jointly (one factor per (sample, group)); the same argument with the groups as the layers.
+
 Guarantees.  Each sample's clipped gradient has exact l2 norm <= C when rounded to the parameters'
 dtype (factors from dpfast's safe rule, :func:`dpfast.torch.safe_factors`), so the clipped sum has
 add/remove sensitivity C and the noise makes each logical step the Gaussian mechanism with noise
@@ -28,7 +38,8 @@ as on the CPU.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -36,7 +47,13 @@ from torch import nn
 
 from dpfast._threads import CPUS
 from dpfast.random import add_normal_noise
-from dpfast.torch._grad_sample import GradSampleModule, kept_samples, per_sample_norm_sq, safe_factors
+from dpfast.torch._grad_sample import (
+    GradSampleModule,
+    kept_samples,
+    per_layer_factors,
+    per_sample_norm_sq,
+    safe_factors,
+)
 
 __all__ = ["DPOptimizer"]
 
@@ -47,6 +64,11 @@ _GS = "grad_sample"  # the attribute of a parameter holding per-sample gradients
 def _gs(p: nn.Parameter) -> Any:
     """The per-sample gradients a user set on ``p`` (the functional path), or None."""
     return getattr(p, _GS, None)
+
+
+def _hypot_up(norms: Sequence[float]) -> float:
+    """sqrt(sum c^2) rounded up (``math.hypot`` within 1 ulp, plus 2 ulps): >= the exact value."""
+    return math.nextafter(math.nextafter(math.hypot(*norms), math.inf), math.inf) if norms else 0.0
 
 
 class DPOptimizer(torch.optim.Optimizer):
@@ -61,11 +83,26 @@ class DPOptimizer(torch.optim.Optimizer):
     def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
                  expected_batch_size: float, loss_reduction: str = "mean", generator: np.random.Generator,
                  grad_sample_module: Optional[GradSampleModule] = None, planned_steps: Optional[int] = None,
-                 on_step: Optional[Callable[[], None]] = None, distributed: bool = False) -> None:
+                 on_step: Optional[Callable[[], None]] = None, distributed: bool = False,
+                 max_grad_norms: Optional[Sequence[float]] = None, per_group: bool = False) -> None:
         # (no Optimizer.__init__: the wrapped optimizer owns the parameter groups and the state)
         self.original_optimizer = optimizer
         self.noise_multiplier = float(noise_multiplier)
         self.max_grad_norm = float(max_grad_norm)
+        # per-layer clipping: one norm per trainable parameter, in the order of ``params``
+        # (per_group: one per parameter group holding a trainable parameter, clipped jointly); the
+        # noise is then calibrated to max_grad_norm = sqrt(sum C_l^2) (PrivacyEngine checks it)
+        self.max_grad_norms: Optional[List[float]] = None
+        self._clipping = "flat"
+        if max_grad_norms is not None:
+            self._clipping = "per_group" if per_group else "per_layer"
+            self.max_grad_norms = [float(c) for c in max_grad_norms]
+            units = len(self._units())
+            if len(self.max_grad_norms) != units:
+                raise ValueError(f"max_grad_norms has {len(self.max_grad_norms)} entries for {units} "
+                                 f"{'parameter groups' if per_group else 'trainable parameters'}")
+            if not self.max_grad_norm >= _hypot_up(self.max_grad_norms):
+                raise ValueError("max_grad_norm must be >= sqrt(sum max_grad_norms^2) (the noise's sensitivity)")
         self.expected_batch_size = float(expected_batch_size)
         self.loss_reduction = loss_reduction
         self.generator = generator
@@ -145,9 +182,35 @@ class DPOptimizer(torch.optim.Optimizer):
         if self.grad_sample_module is not None:
             self.grad_sample_module.clear()
 
+    @property
+    def clipping(self) -> str:
+        """``"flat"``, ``"per_layer"`` or ``"per_group"``."""
+        return self._clipping
+
+    def _units(self) -> List[List[nn.Parameter]]:
+        """The clipping units: each trainable parameter (per-layer clipping), or the trainable
+        parameters of each parameter group holding one (per-group clipping)."""
+        if self._clipping == "per_group":
+            units = [[p for p in g["params"] if p.requires_grad] for g in self.param_groups]
+            return [u for u in units if u]
+        return [[p] for p in self.params]
+
+    def _per_layer(self):
+        """({parameter: its unit's norm}, {parameter: its unit's index} or None), or (None, None)."""
+        if self.max_grad_norms is None:
+            return None, None
+        norms, groups = {}, {}
+        for k, (unit, c) in enumerate(zip(self._units(), self.max_grad_norms)):
+            for p in unit:
+                norms[p], groups[p] = c, k
+        return norms, (groups if self._clipping == "per_group" else None)
+
     def _accumulate(self) -> None:
-        sums, B = ({}, 0) if self.grad_sample_module is None else self.grad_sample_module.clipped_sum(
-            self.max_grad_norm)
+        per_layer, groups = self._per_layer()
+        gsm = self.grad_sample_module
+        sums, B = ({}, 0) if gsm is None else \
+            gsm.clipped_sum(self.max_grad_norm) if per_layer is None else \
+            gsm.clipped_sum(self.max_grad_norm, per_layer, groups)
         manual = [p for p in self.params if _gs(p) is not None]
         if manual:
             if sums:
@@ -158,12 +221,22 @@ class DPOptimizer(torch.optim.Optimizer):
             if len(Bs) != 1:
                 raise RuntimeError(f"p.grad_sample of different batch sizes: {sorted(Bs)}")
             B = Bs.pop()
-            if B:
+            for p in manual:
+                if tuple(_gs(p).shape[1:]) != tuple(p.shape):
+                    raise RuntimeError(f"p.grad_sample has shape {tuple(_gs(p).shape)}, expected "
+                                       f"(B, {', '.join(map(str, p.shape))})")
+            if B and per_layer is not None:
+                # per-layer clipping: each parameter's per-sample gradient to its own C_p
+                fs, rows = per_layer_factors({p: per_sample_norm_sq(_gs(p)) for p in manual}, per_layer,
+                                             {p: [_gs(p).dtype, p.dtype] for p in manual}, B, groups)
+                for p in manual:
+                    g = _gs(p).detach()
+                    if rows is not None:
+                        g = g.index_select(0, torch.from_numpy(rows).to(g.device))
+                    sums[p] = torch.tensordot(torch.from_numpy(fs[p]).to(g.device, g.dtype), g, dims=1)
+            elif B:
                 sq = np.zeros(B)
                 for p in manual:
-                    if tuple(_gs(p).shape[1:]) != tuple(p.shape):
-                        raise RuntimeError(f"p.grad_sample has shape {tuple(_gs(p).shape)}, expected "
-                                           f"(B, {', '.join(map(str, p.shape))})")
                     sq += per_sample_norm_sq(_gs(p))
                 f = safe_factors(sq, self.max_grad_norm, [_gs(p).dtype for p in manual])
                 # a sample whose factor is 0 (a non-finite gradient) is left out of the sum (0 * NaN

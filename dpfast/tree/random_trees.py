@@ -47,7 +47,8 @@ from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
 
-__all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "leaf_distribution",
+__all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts", "route", "forest_proba",
+           "leaf_distribution",
            "release_leaves", "fit_dask",
            "auto_mechanism", "auto_n_trees", "auto_n_trees_label", "auto_count_share", "MAX_DEPTH", "MAX_TABLE",
            "AUTO_MAX_TREES", "AUTO_RHO_TREES", "AUTO_RHO_LABEL", "auto_label_x"]
@@ -65,8 +66,6 @@ AUTO_RHO_TREES = 2.0
 #: ``leaf_mechanism="auto"``: "label" below this rho, where the noise's standard deviation
 #: sqrt(2) T / epsilon exceeds a leaf's mean count n / 2^D (docs/theory/trees.rst)
 AUTO_RHO_LABEL = np.sqrt(2.0)
-#: rows routed per block in predict (bounds the (rows, trees, classes) gather)
-_PREDICT_BLOCK = 1 << 15
 
 
 def tree_bounds(bounds, n_features: int, feature_names=None) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +127,16 @@ def route(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int)
     """(n, n_trees) int64: the leaf of every row in every tree (native, threads over rows)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     return _trees.route(X, feature, threshold, int(depth), _threads.default_threads())
+
+
+def forest_proba(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: int,
+                 leaf_proba: np.ndarray) -> np.ndarray:
+    """(n, K): per row, the mean over the ``T`` trees of ``leaf_proba[t, leaf of the row in t]``:
+    the sum in tree order divided by ``T`` (native ``proba_sum``, one pass, threads over rows,
+    the same bits for any thread count)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    proba = np.ascontiguousarray(leaf_proba, dtype=np.float64)
+    return _trees.proba_sum(X, feature, threshold, int(depth), proba, _threads.default_threads()) / proba.shape[0]
 
 
 def auto_count_share(depth: int) -> float:
@@ -383,13 +392,7 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
         """Mean over the trees of the class distribution of the row's leaf (post-processing)."""
         check_fitted(self)
         Xa = validate_X(self, X, reset=False, dtype=np.float64)
-        T = self.leaf_proba_.shape[0]
-        out = np.empty((Xa.shape[0], self.classes_.size))
-        trees = np.arange(T)[None, :]
-        for s in range(0, Xa.shape[0], _PREDICT_BLOCK):
-            leaves = route(Xa[s:s + _PREDICT_BLOCK], self.feature_, self.threshold_, int(self.max_depth))
-            out[s:s + _PREDICT_BLOCK] = self.leaf_proba_[trees, leaves].mean(axis=1)
-        return out
+        return forest_proba(Xa, self.feature_, self.threshold_, int(self.max_depth), self.leaf_proba_)
 
     def predict_log_proba(self, X) -> np.ndarray:
         with np.errstate(divide="ignore"):

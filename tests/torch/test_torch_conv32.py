@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
-import torch  # noqa: E402
 import _engine_models as EM  # noqa: E402
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
-import torch  # noqa: E402
 import _engine_models as EM  # noqa: E402
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from dpfast.torch import _fast_layers as fl  # noqa: E402

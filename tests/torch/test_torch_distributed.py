@@ -65,6 +65,58 @@ def test_distributed_ranks_take_the_same_noisy_steps(tmp_path):
     assert bool(r0["refused_before_charge"]) and bool(r1["refused_before_charge"])
 
 
+def _worker_per_layer(rank, world, init_file, out_dir):
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dpfast import PrivacyBudget
+    from dpfast.torch import PrivacyEngine
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        g = torch.Generator().manual_seed(0)
+        ds = TensorDataset(torch.randn(40, 4, generator=g), torch.randint(0, 2, (40,), generator=g))
+        norms = [0.3, 0.1, 0.2, 0.4]
+        # red team: rank 1's per-layer norms in another order have the same sqrt(sum C_l^2) (so the same
+        # noise scale) but clip other parameters to other norms: refused by every rank, before the charge
+        bad, b, refused = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)), PrivacyBudget(100.0, 1e-5), ""
+        try:
+            PrivacyEngine(rng=7).make_private(
+                module=bad, optimizer=torch.optim.SGD(bad.parameters(), lr=0.1),
+                data_loader=DataLoader(ds, batch_size=8),
+                noise_multiplier=1.0, max_grad_norm=norms if rank == 0 else norms[::-1], clipping="per_layer",
+                epochs=1, distributed=True, budget=b)
+        except ValueError as e:
+            refused = str(e)
+        refused_before_charge = "per-layer max_grad_norm" in refused and b.ledger == ()
+        torch.manual_seed(100 + rank)
+        model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
+        eng = PrivacyEngine(rng=7)
+        m, o, dl = eng.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                    data_loader=DataLoader(ds, batch_size=8), noise_multiplier=1.0, max_grad_norm=norms,
+                                    clipping="per_layer", epochs=2, distributed=True)
+        for _ in range(2):
+            for x, y in dl:
+                o.zero_grad()
+                nn.functional.cross_entropy(m(x), y).backward()
+                o.step()
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        np.savez(f"{out_dir}/pl{rank}.npz", params=params, steps=eng.steps, eps=eng.get_epsilon(1e-5),
+                 refused_before_charge=refused_before_charge)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_per_layer_clipping(tmp_path):
+    world = 2
+    mp.spawn(_worker_per_layer, args=(world, str(tmp_path / "init"), str(tmp_path)), nprocs=world, join=True)
+    r0, r1 = (np.load(tmp_path / f"pl{r}.npz") for r in range(world))
+    assert np.array_equal(r0["params"], r1["params"]) and int(r0["steps"]) == 10
+    assert float(r0["eps"]) == float(r1["eps"])
+    assert bool(r0["refused_before_charge"]) and bool(r1["refused_before_charge"])
+
+
 def test_distributed_shards_form_one_poisson_sample():
     from dpfast.torch import PoissonBatchSampler
     n, q = 101, 0.3

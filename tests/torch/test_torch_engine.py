@@ -216,7 +216,8 @@ def test_secure_mode_trains_and_cannot_copy_its_stream():
     ({"noise_multiplier": -1.0}, ValueError, "noise_multiplier"),
     ({"noise_multiplier": float("nan")}, ValueError, "noise_multiplier"),
     ({"loss_reduction": "none"}, ValueError, "loss_reduction"),
-    ({"clipping": "per_layer"}, NotImplementedError, "flat"),
+    ({"clipping": "adaptive"}, NotImplementedError, "flat"),
+    ({"clipping": "per_layer"}, TypeError, "per_layer"),  # one number: per-layer clipping takes a list
     ({"clipping": "nope"}, ValueError, "flat"),
     ({"epochs": 0}, ValueError, "epochs"),
     ({"epochs": 2, "steps": 3}, ValueError, "not both"),

@@ -122,11 +122,20 @@ def test_row_poisson_sampling_false_refused():
                                           poisson_sampling=False)
 
 
-@pytest.mark.parametrize("clipping", ["per_layer", "adaptive"])
-def test_row_clipping_modes_not_implemented(clipping):
+def test_row_per_layer_clipping():
+    kw = _setup()
+    L = sum(p.requires_grad for p in kw["module"].parameters())
+    eng = PrivacyEngine(rng=0)
+    eng.make_private(**kw, noise_multiplier=1.0, max_grad_norm=[0.5] * L, clipping="per_layer")
+    assert eng.clipping == "per_layer" and eng.max_grad_norms == [0.5] * L
+    assert 0.5 * math.sqrt(L) <= eng.max_grad_norm <= 0.5 * math.sqrt(L) * (1 + 1e-15)
+    with pytest.raises(TypeError, match=r"\[C\] \* "):  # one number: Opacus needs a list too
+        PrivacyEngine(rng=0).make_private(**_setup(), noise_multiplier=1.0, max_grad_norm=1.0, clipping="per_layer")
+
+
+def test_row_adaptive_clipping_not_implemented():
     with pytest.raises(NotImplementedError, match="flat"):
-        PrivacyEngine(rng=0).make_private(**_setup(), noise_multiplier=1.0, max_grad_norm=[1.0] * 4,
-                                          clipping=clipping)
+        PrivacyEngine(rng=0).make_private(**_setup(), noise_multiplier=1.0, max_grad_norm=1.0, clipping="adaptive")
 
 
 def test_row_grad_sample_mode():

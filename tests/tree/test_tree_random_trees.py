@@ -317,14 +317,93 @@ def test_fit_is_bit_identical_for_any_thread_count(monkeypatch):
     out = []
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("DPFAST_NUM_THREADS", threads)
-        for mech in ("counts", "label"):
-            m = RandomForestClassifier(1.0, (-1, 1), classes=[0, 1, 2], n_estimators=4, max_depth=6,
+        for mech, T, D in (("counts", 4, 6), ("label", 4, 6), ("counts", 12, 5)):  # the last: sliced kernel
+            m = RandomForestClassifier(1.0, (-1, 1), classes=[0, 1, 2], n_estimators=T, max_depth=D,
                                        leaf_mechanism=mech, random_state=3).fit(X, y)
-            out.append((mech, m.leaf_proba_, m.predict_proba(X[:5000]), m.apply(X[:5000])))
-    for a in out[2:]:
-        b = out[0] if a[0] == "counts" else out[1]
-        for u, v in zip(a[1:], b[1:]):
+            out.append((mech, T, m.leaf_proba_, m.predict_proba(X[:5000]), m.apply(X[:5000])))
+    for i, a in enumerate(out[3:]):
+        b = out[i % 3]
+        for u, v in zip(a[2:], b[2:]):
             np.testing.assert_array_equal(u, v)
+
+
+def _tie_data(n, d, K, seed):
+    """Rows whose values often equal a threshold (the forest's own thresholds, -0.0 and 0.0,
+    +-inf, NaN), labels in [0, K)."""
+    rng = np.random.default_rng(seed)
+    f, th = _forest(seed, d, 12, 5)
+    X = rng.uniform(-1, 1, size=(n, d))
+    pool = np.concatenate([th.ravel(), [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0]])
+    hit = rng.random((n, d)) < 0.3
+    X[hit] = rng.choice(pool, size=int(hit.sum()))
+    return X, rng.integers(0, K, size=n).astype(np.int64), f, th
+
+
+@pytest.mark.skipif(not _trees.sliced, reason="no AVX2 + POPCNT here: the sliced kernel is not built or not used")
+@pytest.mark.parametrize("n,d,K,T,depth", [(130, 3, 2, 12, 5), (1000, 4, 1, 3, 1), (777, 2, 16, 5, 6),
+                                            (4100 * 3 + 5, 5, 3, 10, 5), (64, 1, 2, 20, 2), (1, 3, 2, 2, 3)])
+def test_sliced_and_descent_kernels_count_the_same_integers(n, d, K, T, depth):
+    """The bit-sliced kernel (ranks of the rows among the thresholds, 64-row node masks) and the
+    row-by-row descent give the NumPy reference's counts, on rows that tie with thresholds (x > t
+    is false at x == t), -0.0 and 0.0, +-inf and NaN (NaN goes left), partial 64-row blocks, 1 and
+    16 classes, depth 1 to 6, repeated thresholds, any thread count."""
+    X, y, _, _ = _tie_data(n, d, K, n + d)
+    f, th = _forest(K + T, d, T, depth)
+    th[0, 0] = th[-1, -1]  # one threshold twice (one cut)
+    X[0, :] = th[-1, -1]
+    ref = _reference_counts(X, y, K, f, th, depth)
+    for threads in (1, 3):
+        for kernel in (0, 1, 2):
+            np.testing.assert_array_equal(_trees.leaf_counts(X, y, K, None, f, th, depth, threads, kernel), ref)
+
+
+@pytest.mark.skipif(not _trees.sliced, reason="no AVX2 + POPCNT here")
+def test_sliced_kernel_falls_back_where_ranks_do_not_fit():
+    """More than 32767 distinct thresholds on a feature (16-bit ranks), a NaN threshold or more than
+    16 classes: kernel=2 counts by descent, the same integers."""
+    X = np.random.default_rng(0).uniform(-1, 1, size=(300, 1))
+    y = (X[:, 0] > 0).astype(np.int64)
+    f, th = _forest(5, 1, 600, 6)  # 600 * 63 > 32767 cuts on the one feature
+    np.testing.assert_array_equal(_trees.leaf_counts(X, y.astype(np.int64), 2, None, f, th, 6, 1, 2),
+                                  _reference_counts(X, y, 2, f, th, 6))
+    f, th = _forest(6, 1, 12, 5)
+    th[3, 4] = np.nan
+    np.testing.assert_array_equal(_trees.leaf_counts(X, y.astype(np.int64), 2, None, f, th, 5, 1, 2),
+                                  _reference_counts(X, y, 2, f, th, 5))
+    y17 = np.arange(300) % 17
+    np.testing.assert_array_equal(_trees.leaf_counts(X, y17, 17, None, f, th, 5, 1, 2),
+                                  _reference_counts(X, y17, 17, f, th, 5))
+
+
+def test_forcing_the_baseline_kernel_turns_sliced_off():
+    """DPFAST_TREES_NO_AVX2=1 (to test the descent on AVX2 machines) turns the sliced kernel off."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", "from dpfast import _trees; print(_trees.sliced)"],
+                       env=dict(os.environ, DPFAST_TREES_NO_AVX2="1"), capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("T", [2, 12])
+def test_forest_proba_is_the_mean_of_the_leaves_distributions(T):
+    """The native predict_proba: per row, the sum over the trees in tree order of the leaf's
+    distribution, divided by T -- the NumPy mean of the routed leaves' rows, on rows tying with
+    thresholds, +-inf and NaN, and the same bits for any thread count."""
+    X, _, f, th = _tie_data(5000, 3, 2, 4)
+    f, th = f[:T], th[:T]
+    proba = np.random.default_rng(1).dirichlet(np.ones(3), size=(T, 32))
+    leaves = RT.route(X, f, th, 5)
+    seq = np.zeros((X.shape[0], 3))
+    for t in range(T):
+        seq += proba[t, leaves[:, t]]
+    out = RT.forest_proba(X, f, th, 5, proba)
+    np.testing.assert_array_equal(out, seq / T)
+    np.testing.assert_allclose(out, proba[np.arange(T)[None, :], leaves].mean(axis=1), rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(_trees.proba_sum(X, f, th, 5, proba, 3) / T, out)
+    with pytest.raises(ValueError, match="proba"):
+        _trees.proba_sum(X, f, th, 5, proba[:, :16], 1)
 
 
 def test_binding_checks_every_index():

@@ -1,0 +1,94 @@
+"""Red team, stop 31 (fresh eyes on the convolution "kept" path of dpfast.torch).
+
+DP-SGD's analysis needs: adding one example to the batch moves the clipped sum by at most C.  With
+per-example clipping factors ``min(1, C / bound_i)``, that holds only if every OTHER example's bound
+``bound_i`` (and so its factor) does not depend on the new example.  The convolution's certified norm
+bound is computed by one of several methods (materialised-and-kept float32, Gram float32, float64
+fall-backs), each with its own error term, and the choice between them is made per BATCH from data:
+
+* the Poisson batch size ``b`` (private: the number of sampled examples) picks "kept" when
+  ``b groups d_in d_out <= 2^23`` and the Gram form beyond;
+* one example whose float32 products are not finite (a NaN, entries ~1e30) sends the WHOLE batch to
+  float64.
+
+Both are holes (strict xfails: dpfast/torch/_fast_layers.py's conv path is being rewritten by a
+colleague this stop; the fix is described in each test).
+"""
+import math
+
+import pytest
+
+pytest.importorskip("torch.nn")  # (tests/torch is a namespace package named torch)
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from dpfast.torch import _fast_layers as FL  # noqa: E402
+
+
+@pytest.mark.xfail(strict=True, reason="conv norm method chosen from the private batch size (colleague's file)")
+def test_conv_norm_bound_of_an_example_does_not_depend_on_the_batch_size():
+    """HOLE.  ``_conv_method`` keeps (materialises) the per-sample weight gradients iff
+    ``b * groups * d_in * d_out <= _KEEP_ELEMENTS`` (2^23), ``b`` the batch's size; beyond it the
+    Gram bound is used, whose error term is looser.  So one more example in the batch loosens every
+    other example's bound and shrinks its clipped contribution.  Reproduction: Conv2d(64, 64, 4,
+    padding=1, bias=False), inputs 8x8 (P = 2^16, kept iff b <= 128): the bounds of the same 128
+    examples are 0.31-0.32 % larger in a batch of 129; through ``GradSampleModule.clipped_sum``
+    (C = 1e-3, 128 equal examples, all clipped) adding one example whose own gradient is exactly
+    zero (input 0) moves the clipped sum by 0.177 C (and an aligned record with its full C:
+    1.18 C, beyond the sensitivity C the accountant charges; up to 0.0032 b C in the worst case).
+    Here: Conv2d(32, 64, 4) on 4x4 (kept iff b <= 256): 0.03 % (ratio 1.000294-1.000311).
+    Fix: make the choice of the NORM method a function of public per-example shapes only (e.g.
+    always the materialised bound, computed in chunks of a fixed public number of examples, and
+    the keep decision only a cache: when the batch does not fit, recompute the rows for the clipped
+    sum, or take the clipped sum by the weight-gradient convolution: the bounds are the same)."""
+    torch.manual_seed(0)
+    m = nn.Conv2d(32, 64, 4, padding=1, bias=False)  # groups d_in d_out = 2^15: kept iff b <= 256
+    x, g = torch.randn(257, 32, 4, 4), torch.randn(257, 64, 3, 3)
+    alone = FL.conv_norm_sq(m, (x[:256],), g[:256])
+    FL._KEPT.pop(m, None)
+    with_one_more = FL.conv_norm_sq(m, (x,), g)[:256]
+    FL._KEPT.pop(m, None)
+    assert torch.equal(alone, with_one_more), float((with_one_more / alone).max())
+
+
+@pytest.mark.xfail(strict=True, reason="one non-finite example switches the batch to float64 (colleague's file)")
+@pytest.mark.parametrize("bad", [float("nan"), 1e30])
+def test_conv_norm_bound_of_an_example_does_not_depend_on_another_examples_values(bad):
+    """HOLE.  ``conv_norm_sq`` computes the batch in float32 and, if ANY example's result is not
+    finite (a NaN input, or float32 products beyond ~3e38), redoes the whole batch in float64,
+    whose bound is tighter: the other examples' bounds and clipping factors change with one
+    example's values.  Reproduction: Conv1d(3, 4, 3) on length 12, batch 8 + one example of NaN
+    (or 1e30): the 8 bounds change by up to 4.4e-6 relative (5.4e-6 at b = 128; Conv2d(64, 64, 4)
+    on 8x8: 4.2e-5, i.e. 0.5 % of C over 128 clipped examples).  Fix: decide per example (a
+    non-finite example's factor is 0 already: compute its row, or redo only it, in float64; the
+    others keep their float32 bound), so each bound is a function of its own example only."""
+    torch.manual_seed(0)
+    m = nn.Conv1d(3, 4, 3)
+    x, g = torch.randn(9, 3, 12), torch.randn(9, 4, 10)
+    ref = FL.conv_norm_sq(m, (x[:8],), g[:8])
+    FL._KEPT.pop(m, None)
+    x[8], g[8] = bad, bad if math.isfinite(bad) else 1.0
+    got = FL.conv_norm_sq(m, (x,), g)[:8]
+    FL._KEPT.pop(m, None)
+    assert torch.equal(ref, got), float(((got - ref) / ref).abs().max())
+
+
+@pytest.mark.parametrize("layer", ["linear_t1", "linear_seq", "layernorm", "embedding"])
+def test_other_fast_layers_bounds_do_not_depend_on_the_batch(layer):
+    """No hole: the Linear (T = 1 and sequences), LayerNorm and Embedding bounds of an example are the same bits
+    with another example appended (normal, 1e30, NaN)."""
+    torch.manual_seed(0)
+    m, x, fn = {"linear_t1": (nn.Linear(20, 10), torch.randn(9, 20), FL.linear_norm_sq),
+                "linear_seq": (nn.Linear(20, 10), torch.randn(9, 7, 20), FL.linear_norm_sq),
+                "layernorm": (nn.LayerNorm(8), torch.randn(9, 5, 8), FL.layernorm_norm_sq),
+                "embedding": (nn.Embedding(10, 6), torch.randint(0, 10, (9, 12)), FL.embedding_norm_sq)}[layer]
+    with torch.no_grad():
+        g = torch.randn_like(m(x))
+    ref = fn(m, (x[:8],), g[:8])
+    for bad in (None, 1e30, float("nan")):
+        x2, g2 = x.clone(), g.clone()
+        if bad is not None:
+            if x2.is_floating_point():
+                x2[8] = bad
+            g2[8] = bad if math.isfinite(bad) else 1.0
+        assert torch.equal(fn(m, (x2,), g2)[:8], ref)

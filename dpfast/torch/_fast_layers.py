@@ -586,22 +586,43 @@ _KEEP_ELEMENTS = 1 << 23
 _WORK: "weakref.WeakKeyDictionary[nn.Module, Dict[str, torch.Tensor]]" = weakref.WeakKeyDictionary()
 
 
+#: A convolution's per-sample weight gradients are materialised when one sample's has at most this
+#: many entries (the batch of the benchmarks, 256, fits ``_KEEP_ELEMENTS``), or when the ghost rule
+#: prefers them; a function of public shapes only.
+_MATERIALISE_ENTRIES = 1 << 15
+
+
 def _conv_method(method: Optional[str], b: int, t: int, d_in: int, d_out: int, groups: int) -> Tuple[str, bool]:
-    """(method, keep).  Materialise and keep when the B per-sample weight gradients fit
-    ``_KEEP_ELEMENTS``: forming them (B T d_in d_out multiply-adds) costs what the clipped sum's
-    weight-gradient GEMM costs, and they make that GEMM unnecessary, so this is never more work
-    than the ghost norm (which adds T^2 (d_in + d_out) per sample to that GEMM).  Larger layers:
-    the cheaper norm form (Gram when T (d_in + d_out) < d_in d_out, the rule of ghost clipping:
-    Li et al. 2022, Sec. 4; Bu et al. 2023) in chunks, and the clipped sum by torch's
-    weight-gradient convolution."""
-    keep_fits = b * groups * d_in * d_out <= _KEEP_ELEMENTS
+    """(method, keep).  The norm METHOD is a function of the public per-sample shapes only: the
+    batch size of a Poisson-sampled step is private, and a method chosen by it (as before stop 31)
+    changed every other example's bound, hence its clipping factor, when one example joined (the
+    red team's neighbour moved the clipped sum by 1.18 C).  Materialise when a sample's gradient has
+    at most ``_MATERIALISE_ENTRIES`` entries: forming them (T d_in d_out multiply-adds per sample)
+    costs what the clipped sum's weight-gradient GEMM costs, and keeping them makes that GEMM
+    unnecessary; larger layers: the cheaper norm form (Gram when T (d_in + d_out) < d_in d_out, the
+    rule of ghost clipping: Li et al. 2022, Sec. 4; Bu et al. 2023).  KEEP (a cache, not a choice of
+    bound) when the batch's gradients fit ``_KEEP_ELEMENTS``; otherwise they are formed in chunks of
+    a fixed size for the same bounds, and the clipped sum is taken by torch's weight-gradient
+    convolution."""
+    per = groups * d_in * d_out
     if method is None:
-        if keep_fits:
-            return "materialise", True
-        method = "gram" if t * (d_in + d_out) < d_in * d_out else "materialise"
+        method = "materialise" if per <= _MATERIALISE_ENTRIES or t * (d_in + d_out) >= d_in * d_out else "gram"
     if method not in ("gram", "materialise"):
         raise ValueError(f"unknown method {method!r}")
-    return method, method == "materialise" and keep_fits
+    return method, method == "materialise" and b * per <= _KEEP_ELEMENTS
+
+
+def _conv_materialised_per_example(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+    """:func:`_conv_materialised`, where an example whose float32 bound is not finite (a non-finite
+    input, or a float32 overflow: a gradient beyond ~2^63) gets the bound +inf, i.e. clipping
+    factor 0: it is left out of the clipped sum, and no other example's bound changes.  (Before stop
+    31 one such example sent the whole batch to float64, changing every other example's bound; and a
+    float64 bound of an overflowing example gave it a subnormal float32 factor, whose rounding let
+    its clipped contribution exceed C by 6e-5 relative in the red team's case.)"""
+    bound, w, shape, b_hat = _conv_materialised(m, x, g2, use32, bias)
+    if use32:
+        bound = torch.where(torch.isfinite(bound), bound, math.inf)
+    return bound, w, shape, b_hat
 
 
 def _workspace(m: nn.Module, name: str, shape: tuple, dtype: torch.dtype, device) -> torch.Tensor:
@@ -813,28 +834,32 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         method, keep = _conv_method(method, b, length, d_in, m.out_channels // groups, groups)
         per_sample: torch.Tensor
         if keep:
-            for path32 in ((True, False) if use32 else (False,)):
-                per_sample, kept_w, kept_shape, kept_b = _conv_materialised(m, x, g32, path32, "bias" in params)
-                if bool(torch.isfinite(per_sample).all()):
-                    break
-                # not finite: a float32 overflow (entries beyond ~2^63): float64; a non-finite input
-                # stays so, and is kept (its factor is 0, so the clipped sum skips it)
+            per_sample, kept_w, kept_shape, kept_b = _conv_materialised_per_example(
+                m, x, g32, use32, "bias" in params)
+            bias_done = "bias" in params  # (in the bound; the sum takes it from kept_b or recomputes it)
+        elif method == "materialise":
+            # the same bounds as the kept form, in chunks of a fixed size (bounds only)
+            step = max(1, _KEEP_ELEMENTS // (groups * d_in * (m.out_channels // groups)))
+            per_sample = torch.cat([_conv_materialised_per_example(m, x[i:i + step], g32[i:i + step], use32,
+                                                                   "bias" in params)[0]
+                                    for i in range(0, b, step)])
             bias_done = "bias" in params
         else:
             xp, k, s, d = _conv_padded(m, x)
             u = _im2col(xp, k, s, d)  # (B, C_in k, L), exact
-            per_group: Optional[torch.Tensor] = None
+            # contiguous: torch's batched products of transposed views round an example's entries
+            # differently with its position in the batch (225 of 300 bounds differed from the same
+            # examples' bounds alone); on contiguous (T, d) blocks each example is the same bits
+            a64 = u.reshape(b * groups, -1, length).transpose(1, 2).contiguous()
+            g64 = g32.reshape(b * groups, -1, length).transpose(1, 2).contiguous()
             if use32:
-                a = u.reshape(b * groups, -1, length).transpose(1, 2)
-                gg = g32.reshape(b * groups, -1, length).transpose(1, 2)
-                per_group = _linear_weight_norm_sq32(a, gg, method)
-                if not bool(torch.isfinite(per_group).all()):
-                    per_group = None  # a float32 overflow (entries beyond ~2^63), or NaN input: float64
-            if per_group is None:
-                a = u.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
-                gg = g32.to(_F64).reshape(b * groups, -1, length).transpose(1, 2)
-                per_group = _linear_weight_norm_sq(a, gg, method)
-            per_sample = per_group.view(b, groups).sum(dim=1) * (1.0 + 4.0 * groups * _U)
+                # a float32 overflow (a gradient beyond ~2^63) or a non-finite input: +inf, factor 0
+                # for THAT example (as in _conv_materialised_per_example)
+                per_group = _linear_weight_norm_sq32(a64, g64, method).view(b, groups)
+                per_group = torch.where(torch.isfinite(per_group), per_group, math.inf)
+            else:
+                per_group = _linear_weight_norm_sq(a64.to(_F64), g64.to(_F64), method).view(b, groups)
+            per_sample = per_group.sum(dim=1) * (1.0 + 4.0 * groups * _U)
         parts.append(per_sample)
     elif "weight" in params:
         parts.append(torch.zeros(0, dtype=_F64))

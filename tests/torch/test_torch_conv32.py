@@ -94,13 +94,19 @@ def test_float32_path_only_under_ieee_float32_products():
                        fl.conv_norm_sq(m64, (x.double(),), g.double(), precision="float64"))
 
 
-def test_float32_overflow_falls_back_to_float64():
+def test_float32_overflow_leaves_that_example_out():
+    # stop 31: an example whose float32 bound overflows gets +inf (factor 0), example by example;
+    # the whole batch in float64 (before) changed every other example's bound, and a float64 bound
+    # this large gives a subnormal float32 factor (a contribution above C)
     m = nn.Conv2d(2, 3, 3)
-    x = torch.randn(3, 2, 6, 6) * 1e20  # squared sums overflow float32, not float64
-    g = torch.randn(3, 3, 4, 4) * 1e20
+    x = torch.randn(3, 2, 6, 6)
+    g = torch.randn(3, 3, 4, 4)
+    x[1] *= 1e20  # squared sums overflow float32, not float64
+    g[1] *= 1e20
     ns = fl.conv_norm_sq(m, (x,), g)
-    assert torch.isfinite(ns).all()
-    assert torch.equal(ns, fl.conv_norm_sq(m, (x,), g, precision="float64"))
+    assert float(ns[1]) == float("inf") and torch.isfinite(ns[[0, 2]]).all()
+    assert torch.equal(ns[[0, 2]], fl.conv_norm_sq(m, (x[[0, 2]],), g[[0, 2]]))
+    assert torch.isfinite(fl.conv_norm_sq(m, (x,), g, precision="float64")).all()  # float64 on request
     with pytest.raises(ValueError, match="precision"):
         fl.conv_norm_sq(m, (x,), g, precision="float16")
 

@@ -11,8 +11,7 @@ fall-backs), each with its own error term, and the choice between them is made p
 * one example whose float32 products are not finite (a NaN, entries ~1e30) sends the WHOLE batch to
   float64.
 
-Both are holes (strict xfails: dpfast/torch/_fast_layers.py's conv path is being rewritten by a
-colleague this stop; the fix is described in each test).
+Both were holes, fixed in stop 31 (the norm method from public shapes, float64 retries per example).
 """
 import math
 
@@ -25,9 +24,8 @@ from torch import nn  # noqa: E402
 from dpfast.torch import _fast_layers as FL  # noqa: E402
 
 
-@pytest.mark.xfail(strict=True, reason="conv norm method chosen from the private batch size (colleague's file)")
 def test_conv_norm_bound_of_an_example_does_not_depend_on_the_batch_size():
-    """HOLE.  ``_conv_method`` keeps (materialises) the per-sample weight gradients iff
+    """Was a HOLE (fixed in stop 31).  ``_conv_method`` keeps (materialises) the per-sample weight gradients iff
     ``b * groups * d_in * d_out <= _KEEP_ELEMENTS`` (2^23), ``b`` the batch's size; beyond it the
     Gram bound is used, whose error term is looser.  So one more example in the batch loosens every
     other example's bound and shrinks its clipped contribution.  Reproduction: Conv2d(64, 64, 4,
@@ -51,10 +49,9 @@ def test_conv_norm_bound_of_an_example_does_not_depend_on_the_batch_size():
     assert torch.equal(alone, with_one_more), float((with_one_more / alone).max())
 
 
-@pytest.mark.xfail(strict=True, reason="one non-finite example switches the batch to float64 (colleague's file)")
 @pytest.mark.parametrize("bad", [float("nan"), 1e30])
 def test_conv_norm_bound_of_an_example_does_not_depend_on_another_examples_values(bad):
-    """HOLE.  ``conv_norm_sq`` computes the batch in float32 and, if ANY example's result is not
+    """Was a HOLE (fixed in stop 31).  ``conv_norm_sq`` computes the batch in float32 and, if ANY example's result is not
     finite (a NaN input, or float32 products beyond ~3e38), redoes the whole batch in float64,
     whose bound is tighter: the other examples' bounds and clipping factors change with one
     example's values.  Reproduction: Conv1d(3, 4, 3) on length 12, batch 8 + one example of NaN
@@ -92,3 +89,49 @@ def test_other_fast_layers_bounds_do_not_depend_on_the_batch(layer):
                 x2[8] = bad
             g2[8] = bad if math.isfinite(bad) else 1.0
         assert torch.equal(fn(m, (x2,), g2)[:8], ref)
+
+
+@pytest.mark.parametrize("method", [None, "gram", "materialise"])
+@pytest.mark.parametrize("bad", [None, float("nan"), 1e30])
+def test_conv_bound_is_a_function_of_its_own_example(method, bad):
+    """Each example's bound is the same bits alone (b = 1), among a few, and in a batch beyond the
+    keep limit (Conv2d(32, 64, 4) on 4x4: 2^15 entries per sample, kept iff b <= 256), with a
+    non-finite or overflowing example beside it, for the automatic, Gram and materialised forms."""
+    torch.manual_seed(1)
+    m = nn.Conv2d(32, 64, 4, padding=1)
+    x, g = torch.randn(300, 32, 4, 4), torch.randn(300, 64, 3, 3)
+    if bad is not None:
+        x[150], g[150] = bad, (bad if math.isfinite(bad) else 1.0)
+    alone = torch.cat([FL.conv_norm_sq(m, (x[i:i + 1],), g[i:i + 1], method=method) for i in (0, 1, 299)])
+    FL._KEPT.pop(m, None)
+    few = FL.conv_norm_sq(m, (x[:2],), g[:2], method=method)
+    FL._KEPT.pop(m, None)
+    many = FL.conv_norm_sq(m, (x,), g, method=method)
+    FL._KEPT.pop(m, None)
+    assert torch.equal(few, alone[:2])
+    assert torch.equal(many[[0, 1, 299]], alone)
+    if bad is not None:  # the non-finite or overflowing example: +inf (factor 0), alone or not
+        assert float(many[150]) == math.inf
+
+
+def test_conv_overflowing_example_is_left_out_and_the_rest_clipped_exactly():
+    """A finite example whose float32 per-sample gradient overflows gets factor 0 (left out: a
+    float64 bound would give it a subnormal float32 factor, and its contribution came out at
+    1.00006 C); the clipped sum is the naive float64 per-sample loop's over the other examples."""
+    torch.manual_seed(2)
+    m = nn.Conv1d(3, 4, 3)
+    x, g = torch.randn(5, 3, 12), torch.randn(5, 4, 10)
+    x[2] *= 1e20
+    g[2] *= 1e20
+    bound = FL.conv_norm_sq(m, (x,), g)
+    assert float(bound[2]) == math.inf and bool(torch.isfinite(bound[[0, 1, 3, 4]]).all())
+    factors = torch.clamp(1.0 / torch.sqrt(bound), max=1.0)
+    got = FL.conv_clipped_sum(m, (x,), g, factors)
+    want_w = torch.zeros_like(m.weight, dtype=torch.float64)
+    want_b = torch.zeros(4, dtype=torch.float64)
+    for i in (0, 1, 3, 4):
+        xi, gi = x[i:i + 1].double(), g[i:i + 1].double()
+        want_w += float(factors[i]) * torch.nn.grad.conv1d_weight(xi, m.weight.shape, gi)
+        want_b += float(factors[i]) * gi.sum(dim=(0, 2))
+    assert torch.allclose(got["weight"].double(), want_w, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(got["bias"].double(), want_b, rtol=1e-5, atol=1e-6)

@@ -234,19 +234,40 @@ def _gamma(n: int) -> float:
 # the shared linear core: per-sample gradient G_i^T A_i of (N, T, d_in), (N, T, d_out)
 
 
+#: Row sums in pieces of this many elements: below torch's parallel grain (32768), so no piece is
+#: split between threads, whatever the batch size or thread count.
+_ROW_PIECE = 4096
+
+
+def _row_sum(x: torch.Tensor) -> torch.Tensor:
+    """Per-item sum of (N, ...) -> (N,): each item's value the same bits whatever the other items,
+    the batch size and the thread count.  (``x.sum(dim=(1, 2))`` splits ONE long row between
+    threads, so an example's bound depended on how many examples shared its batch: 34 of 40 rows of
+    38,416 terms differed alone and in a batch at 2 threads; BLAS dot products differed too.)  Any
+    summation order is covered by the gamma_n terms of the bounds."""
+    n = x.shape[0]
+    length = math.prod(x.shape[1:])
+    y = x.reshape(n, length)
+    if length <= _ROW_PIECE:
+        return y.sum(dim=1)
+    pad = (-length) % _ROW_PIECE
+    if pad:
+        y = F.pad(y, (0, pad))
+    return y.view(n, -1, _ROW_PIECE).sum(dim=2).sum(dim=1)
+
+
 def _sqsum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
-    """Sum of squares along ``dim`` (any memory layout; ``linalg.vector_norm`` is slow on strided views)."""
-    return (x * x).sum(dim=dim, keepdim=keepdim)
+    """Sum of squares along the last axis ``dim`` (batch-invariant: :func:`_row_sum`)."""
+    if dim not in (-1, x.dim() - 1):
+        raise ValueError("_sqsum reduces the last axis")
+    lead = x.shape[:-1]
+    out = _row_sum((x * x).reshape(-1, x.shape[-1])).view(lead)
+    return out.unsqueeze(-1) if keepdim else out
 
 
 def _frob_sq(x: torch.Tensor) -> torch.Tensor:
-    """Per-item squared Frobenius norm of (N, T, d), as N BLAS dot products on the memory as laid
-    out (no temporary; ``x`` may be a transposed view, as the unfolded convolution input is)."""
-    n = x.shape[0]
-    if not x.is_contiguous() and x.transpose(1, 2).is_contiguous():
-        x = x.transpose(1, 2)
-    y = x.reshape(n, 1, x.shape[1] * x.shape[2])
-    return torch.bmm(y, y.transpose(1, 2)).view(n)
+    """Per-item squared Frobenius norm of (N, T, d) (any layout; batch-invariant: :func:`_row_sum`)."""
+    return _row_sum(x * x)
 
 
 def _chunks(n: int, per_item: int):
@@ -277,14 +298,14 @@ def _linear_weight_norm_sq(a: torch.Tensor, g: torch.Tensor,
         for lo, hi in _chunks(n_items, 2 * t * t):
             aa = torch.bmm(a[lo:hi], a[lo:hi].transpose(1, 2))
             gg = torch.bmm(g[lo:hi], g[lo:hi].transpose(1, 2))
-            out[lo:hi] = (aa * gg).sum(dim=(1, 2))
+            out[lo:hi] = _row_sum(aa * gg)
             r[lo:hi] = torch.sqrt(torch.diagonal(aa, dim1=1, dim2=2) * torch.diagonal(gg, dim1=1, dim2=2)).sum(dim=1)
         return _gram_upper(out, r * r, d_in + d_out + t * t + 1)
     if method != "materialise":
         raise ValueError(f"unknown method {method!r}")
     for lo, hi in _chunks(n_items, d_in * d_out):
         w = torch.bmm(g[lo:hi].transpose(1, 2), a[lo:hi])  # (n, d_out, d_in)
-        out[lo:hi] = (w * w).sum(dim=(1, 2))
+        out[lo:hi] = _row_sum(w * w)
     # Delta <= gamma_T sum_t ||a_t|| ||g_t|| <= gamma_T ||A||_F ||G||_F (Cauchy-Schwarz: one
     # contiguous reduction each instead of per-position norms)
     rf = torch.sqrt(_frob_sq(a) * _frob_sq(g))
@@ -327,7 +348,7 @@ def _linear_weight_norm_sq32(a: torch.Tensor, g: torch.Tensor, method: Optional[
         for lo, hi in _chunks(n_items, 2 * t * t):
             aa = torch.bmm(a[lo:hi], a[lo:hi].transpose(1, 2)).to(_F64)
             gg = torch.bmm(g[lo:hi], g[lo:hi].transpose(1, 2)).to(_F64)
-            out[lo:hi] = (aa * gg).sum(dim=(1, 2))
+            out[lo:hi] = _row_sum(aa * gg)
             da = (torch.diagonal(aa, dim1=1, dim2=2) + tau_a) / (1.0 - e_a)  # >= ||a_t||^2
             dg = (torch.diagonal(gg, dim1=1, dim2=2) + tau_g) / (1.0 - e_g)
             r[lo:hi] = torch.sqrt(da * dg).sum(dim=1)
@@ -341,7 +362,7 @@ def _linear_weight_norm_sq32(a: torch.Tensor, g: torch.Tensor, method: Optional[
         raise ValueError(f"unknown method {method!r}")
     for lo, hi in _chunks(n_items, d_in * d_out):
         w = torch.bmm(g[lo:hi].transpose(1, 2), a[lo:hi]).to(_F64)  # (n, d_out, d_in), exact conversion
-        out[lo:hi] = (w * w).sum(dim=(1, 2))
+        out[lo:hi] = _row_sum(w * w)
     # every entry within gamma32_T sum_t |g_tj| |a_tk| + T eta: ||w_hat - w||_F <= gamma32_T ||A||_F ||G||_F
     # + sqrt(d_in d_out) T eta, and ||A||_F^2 <= (fl32(||A||_F^2) + T d_in eta) / (1 - gamma32_{T d_in})
     fa = (_frob_sq(a).to(_F64) + t * d_in * _ETA32) / (1.0 - _gamma32(t * d_in))
@@ -973,7 +994,7 @@ def embedding_norm_sq(m: nn.Embedding, activations, grad_output,
             if valid is not None:
                 same &= valid[lo:hi].unsqueeze(2) & valid[lo:hi].unsqueeze(1)
             gg = torch.bmm(g64[lo:hi], g64[lo:hi].transpose(1, 2))
-            out[lo:hi] = (same.to(_F64) * gg).sum(dim=(1, 2))
+            out[lo:hi] = _row_sum(same.to(_F64) * gg)
         return _gram_upper(out, r * r, d + t * t + 1)
     if method != "rows":
         raise ValueError(f"unknown method {method!r}")
@@ -1048,8 +1069,8 @@ def _layernorm_grads(m: nn.LayerNorm, activations, grad_output):
     derived = (1.0 + _U) * (e_c / dhat + sqrt_n * rho_d / (1.0 - rho_d).clamp_min(0.5)) + _U * sqrt_n
     e_x = torch.where(rho_d <= 0.5, torch.minimum(derived, fallback), fallback) * 1.01
     gn = torch.sqrt(_sqsum(g64, 2, keepdim=True))  # (B, T, 1)
-    delta_w = (gn * (e_x + _gamma(t + 1) * xhat_max)).sum(dim=(1, 2))
-    delta_b = _gamma(t) * gn.sum(dim=(1, 2)) if t > 1 else None
+    delta_w = _row_sum(gn * (e_x + _gamma(t + 1) * xhat_max))
+    delta_b = _gamma(t) * _row_sum(gn) if t > 1 else None
     return w_grad, b_grad, delta_w, delta_b, n, t
 
 
@@ -1071,9 +1092,9 @@ def layernorm_norm_sq_parts(m: nn.LayerNorm, activations, grad_output) -> Dict[s
     w_grad, b_grad, delta_w, delta_b, n, t = _layernorm_grads(m, activations, grad_output)
     parts = {}
     if "weight" in params:
-        parts["weight"] = _norm_upper(w_grad.pow(2).sum(dim=1), delta_w, n, delta_ops=t + n + 8)
+        parts["weight"] = _norm_upper(_sqsum(w_grad, 1), delta_w, n, delta_ops=t + n + 8)
     if "bias" in params:
-        parts["bias"] = _norm_upper(b_grad.pow(2).sum(dim=1), delta_b, n, delta_ops=t + n + 4)
+        parts["bias"] = _norm_upper(_sqsum(b_grad, 1), delta_b, n, delta_ops=t + n + 4)
     return parts
 
 

@@ -135,3 +135,39 @@ def test_conv_overflowing_example_is_left_out_and_the_rest_clipped_exactly():
         want_b += float(factors[i]) * gi.sum(dim=(0, 2))
     assert torch.allclose(got["weight"].double(), want_w, rtol=1e-5, atol=1e-6)
     assert torch.allclose(got["bias"].double(), want_b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("geom", [dict(c=(1, 16, 8), kw=dict(stride=2, padding=3), hw=(28, 28)),
+                                  dict(c=(6, 6, 3), kw=dict(groups=3), hw=(9, 9)),
+                                  dict(c=(3, 8, 5), kw=dict(dilation=2), hw=(40,))])
+@pytest.mark.parametrize("method", [None, "gram", "materialise"])
+def test_conv_bounds_alone_equal_bounds_in_a_batch(geom, method):
+    """Every example's bound the same bits alone and in a batch of 24 (the long per-item sums were
+    split between threads, grouped products read transposed views: both example-dependent)."""
+    torch.manual_seed(3)
+    cls = nn.Conv2d if len(geom["hw"]) == 2 else nn.Conv1d
+    m = cls(*geom["c"], **geom["kw"])
+    x = torch.randn(24, geom["c"][0], *geom["hw"])
+    with torch.no_grad():
+        g = torch.randn_like(m(x))
+    full = FL.conv_norm_sq(m, (x,), g, method=method)
+    FL._KEPT.pop(m, None)
+    alone = torch.cat([FL.conv_norm_sq(m, (x[i:i + 1],), g[i:i + 1], method=method) for i in range(24)])
+    FL._KEPT.pop(m, None)
+    assert torch.equal(full, alone)
+
+
+@pytest.mark.parametrize("length", [10, 4096, 4097, 38416, 200_000])
+def test_row_sum_is_batch_and_thread_invariant(length):
+    torch.manual_seed(4)
+    x = torch.randn(12, length, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    try:
+        ref = FL._row_sum(x)
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            assert torch.equal(FL._row_sum(x), ref)
+            assert torch.equal(torch.cat([FL._row_sum(x[i:i + 1]) for i in range(12)]), ref)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.allclose(ref, x.sum(dim=1), rtol=1e-12, atol=1e-9)

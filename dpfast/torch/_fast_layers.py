@@ -433,27 +433,35 @@ def _row_norms_upper_np(x: torch.Tensor) -> Optional[np.ndarray]:
     return norms * (1.0 + rho) + math.sqrt(max(1, p)) * 2.0 ** -537
 
 
+def _linear_t1_parts(a: torch.Tensor, g: torch.Tensor, params) -> Optional[Dict[str, np.ndarray]]:
+    """T = 1: each parameter's bound from native row norms, ||g a^T||_F = ||a|| ||g|| (weight) and
+    ||g|| (bias), weight first; the few float64 operations on the (B,) bounds in NumPy (the same
+    IEEE operations as the torch forms, without torch's per-call overhead on small tensors).
+    None where the native row norms do not apply."""
+    has_w = "weight" in params
+    na = _row_norms_upper_np(a[:, 0]) if has_w else None
+    ng = _row_norms_upper_np(g[:, 0])
+    if ng is None or (has_w and na is None):
+        return None
+    parts = {}
+    if na is not None:
+        w = na * ng
+        parts["weight"] = w * w * (1.0 + 2.0 ** -48) + _TINY
+    if "bias" in params:
+        parts["bias"] = ng * ng * (1.0 + 2.0 ** -48) + _TINY
+    return parts
+
+
 @torch.no_grad()
 def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str] = None) -> torch.Tensor:
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
     if a.shape[1] == 1 and method is None:
-        # T = 1: ||g a^T||_F = ||a|| ||g|| and the bias gradient is g, from native row norms; the
-        # few float64 operations on the (B,) bounds in NumPy (the same IEEE operations as the
-        # torch forms below, without torch's per-call overhead on small tensors)
-        has_w = "weight" in params
-        na = _row_norms_upper_np(a[:, 0]) if has_w else None
-        ng = _row_norms_upper_np(g[:, 0])
-        if ng is not None and (na is not None or not has_w):
-            parts = []
-            if has_w:
-                assert na is not None  # the condition above
-                w = na * ng
-                parts.append(w * w * (1.0 + 2.0 ** -48) + _TINY)
-            if "bias" in params:
-                parts.append(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
-            if not parts:
+        t1 = _linear_t1_parts(a, g, params)
+        if t1 is not None:
+            if not t1:
                 return torch.zeros(a.shape[0], dtype=_F64)
+            parts = list(t1.values())  # weight, then bias
             total = parts[0]
             for q in parts[1:]:
                 total = total + q
@@ -476,19 +484,9 @@ def linear_norm_sq_parts(m: nn.Linear, activations, grad_output,
     a, g = _linear_views(activations, grad_output)
     params = _trainable(m)
     if a.shape[1] == 1 and method is None:
-        # T = 1: the native row norms of linear_norm_sq, each part's bound on its own
-        has_w = "weight" in params
-        na = _row_norms_upper_np(a[:, 0]) if has_w else None
-        ng = _row_norms_upper_np(g[:, 0])
-        if ng is not None and (na is not None or not has_w):
-            parts = {}
-            if has_w:
-                assert na is not None  # the condition above
-                w = na * ng
-                parts["weight"] = torch.from_numpy(w * w * (1.0 + 2.0 ** -48) + _TINY)
-            if "bias" in params:
-                parts["bias"] = torch.from_numpy(ng * ng * (1.0 + 2.0 ** -48) + _TINY)
-            return parts
+        t1 = _linear_t1_parts(a, g, params)
+        if t1 is not None:
+            return {k: torch.from_numpy(v) for k, v in t1.items()}
     g64 = g.to(_F64)
     out = {}
     if "weight" in params:

@@ -434,12 +434,7 @@ class GradSampleModule(nn.Module):
         # whole step, so the released parameters, into NaN); the rows of the others are unchanged
         rows, factors = kept_samples(factors)
         for mod, fl, c in fast:
-            args, g_out = c.args, c.grads[0]
-            if rows is not None:
-                idx = torch.from_numpy(rows).to(g_out.device)
-                args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and
-                             a.shape[0] == B else a for a in args)
-                g_out = g_out.index_select(0, idx)
+            args, g_out = _kept_rows(c.args, c.grads[0], rows, B)
             f = torch.from_numpy(factors).to(g_out.device, g_out.dtype)
             if rows is not None and not rows.size:  # every sample clipped to zero
                 sums = {n: torch.zeros_like(p, memory_format=torch.contiguous_format)
@@ -493,12 +488,7 @@ class GradSampleModule(nn.Module):
         for (mod, fl, c), own in zip(fast, names):
             if not any(getattr(mod, n) in norms for n in own):
                 continue
-            args, g_out = c.args, c.grads[0]
-            if rows is not None:
-                idx = torch.from_numpy(rows).to(g_out.device)
-                args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and
-                             a.shape[0] == B else a for a in args)
-                g_out = g_out.index_select(0, idx)
+            args, g_out = _kept_rows(c.args, c.grads[0], rows, B)
             f = {n: torch.from_numpy(factors[getattr(mod, n)]).to(g_out.device, g_out.dtype) for n in own}
             one = _one_group([getattr(mod, n) for n in own], groups)  # one factor vector for the layer
             sums = fl.clipped_sum(mod, args, g_out, f[own[0]] if one else f)
@@ -590,6 +580,17 @@ def per_sample_norm_sq(g: torch.Tensor) -> np.ndarray:
         rho += P * 2.0 ** -52  # torch's reduction order is unspecified: the gamma_P bound
     ub = norms * (1.0 + rho) + np.sqrt(P) * 2.0 ** -537
     return ub * ub * (1.0 + 2.0 ** -50)
+
+
+def _kept_rows(args, g_out: torch.Tensor, rows, batch: int):
+    """A layer's recorded inputs and output gradient restricted to the samples ``rows`` (None: all;
+    the tensors with the batch axis only)."""
+    if rows is None:
+        return args, g_out
+    idx = torch.from_numpy(rows).to(g_out.device)
+    args = tuple(a.index_select(0, idx) if isinstance(a, torch.Tensor) and a.ndim >= 1 and a.shape[0] == batch
+                 else a for a in args)
+    return args, g_out.index_select(0, idx)
 
 
 def kept_samples(factors):

@@ -461,11 +461,11 @@ def linear_norm_sq(m: nn.Linear, activations, grad_output, method: Optional[str]
         if t1 is not None:
             if not t1:
                 return torch.zeros(a.shape[0], dtype=_F64)
-            parts = list(t1.values())  # weight, then bias
-            total = parts[0]
-            for q in parts[1:]:
+            np_parts = list(t1.values())  # weight, then bias
+            total = np_parts[0]
+            for q in np_parts[1:]:
                 total = total + q
-            return torch.from_numpy(total * (1.0 + 4.0 * len(parts) * _U))  # as _add_upper
+            return torch.from_numpy(total * (1.0 + 4.0 * len(np_parts) * _U))  # as _add_upper
     g64 = g.to(_F64)
     parts = []
     if "weight" in params:

@@ -1,6 +1,8 @@
 """Tiny models and the naive per-example reference of the dpfast.torch engine tests."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from torch import nn
@@ -126,3 +128,40 @@ def adversarial_conv1d_inputs(case, gen, b, c_in, c_out, k, t_out):
     else:
         raise ValueError(case)
     return x.float(), g.float()
+
+
+# the per-sample convolution references (test_torch_conv_kept, test_torch_conv_native)
+RTOL32 = 2e-3
+
+
+def naive_conv_grads(m, x, r):
+    """float64 per-sample gradients {name: (B, *shape)} of sum_i <m(x_i), r_i>."""
+    m64 = copy.deepcopy(m).double()
+    names = [n for n, p in m64.named_parameters(recurse=False) if p.requires_grad]
+    out = {n: [] for n in names}
+    for i in range(x.shape[0]):
+        m64.zero_grad()
+        (m64(x[i:i + 1].double()) * r[i:i + 1].double()).sum().backward()
+        for n in names:
+            out[n].append(getattr(m64, n).grad.detach().clone())
+    return {n: torch.stack(v) for n, v in out.items()}
+
+
+def grad_like(m, x, seed=0):
+    with torch.no_grad():
+        y = m(x)
+    return torch.randn(y.shape, generator=torch.Generator().manual_seed(seed))
+
+
+def check_against_naive(m, x, g, f, ns, cs, rtol=RTOL32):
+    ref = naive_conv_grads(m, x, g)
+    b = x.shape[0]
+    ref_sq = sum((v.reshape(b, -1) ** 2).sum(1) for v in ref.values())
+    assert torch.all(ns >= ref_sq * (1 - 1e-12)) and torch.all(ns <= ref_sq * (1 + rtol))
+    assert set(cs) == set(ref)
+    for n, v in cs.items():
+        p = getattr(m, n)
+        assert v.dtype == p.dtype and v.shape == p.shape
+        want = torch.einsum("b,b...->...", f.double(), ref[n])
+        scale = float(ref[n].abs().sum(0).max())
+        torch.testing.assert_close(v.double(), want, rtol=1e-5, atol=1e-5 * scale + 1e-30)

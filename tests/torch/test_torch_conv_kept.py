@@ -6,7 +6,6 @@ per-sample loop, the bound against the exact gradient AND the computed vectors t
 samples, batch sizes changing between calls (the reused workspaces)."""
 from __future__ import annotations
 
-import copy
 from fractions import Fraction
 
 import numpy as np
@@ -20,40 +19,8 @@ from torch import nn  # noqa: E402
 from dpfast.torch import _fast_layers as fl  # noqa: E402
 from dpfast.torch._grad_sample import safe_factors  # noqa: E402
 
-RTOL32 = 2e-3
-
-
-def _naive(m, x, r):
-    """float64 per-sample gradients {name: (B, *shape)} of sum_i <m(x_i), r_i>."""
-    m64 = copy.deepcopy(m).double()
-    names = [n for n, p in m64.named_parameters(recurse=False) if p.requires_grad]
-    out = {n: [] for n in names}
-    for i in range(x.shape[0]):
-        m64.zero_grad()
-        (m64(x[i:i + 1].double()) * r[i:i + 1].double()).sum().backward()
-        for n in names:
-            out[n].append(getattr(m64, n).grad.detach().clone())
-    return {n: torch.stack(v) for n, v in out.items()}
-
-
-def _grad_like(m, x, seed=0):
-    with torch.no_grad():
-        y = m(x)
-    return torch.randn(y.shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _check_against_naive(m, x, g, f, ns, cs, rtol=RTOL32):
-    ref = _naive(m, x, g)
-    b = x.shape[0]
-    ref_sq = sum((v.reshape(b, -1) ** 2).sum(1) for v in ref.values())
-    assert torch.all(ns >= ref_sq * (1 - 1e-12)) and torch.all(ns <= ref_sq * (1 + rtol))
-    assert set(cs) == set(ref)
-    for n, v in cs.items():
-        p = getattr(m, n)
-        assert v.dtype == p.dtype and v.shape == p.shape
-        want = torch.einsum("b,b...->...", f.double(), ref[n])
-        scale = float(ref[n].abs().sum(0).max())
-        torch.testing.assert_close(v.double(), want, rtol=1e-5, atol=1e-5 * scale + 1e-30)
+RTOL32 = EM.RTOL32
+_naive, _grad_like, _check_against_naive = EM.naive_conv_grads, EM.grad_like, EM.check_against_naive
 
 
 @pytest.mark.parametrize("precision", [None, "float64"])

@@ -18,9 +18,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
 import _engine_models as EM  # noqa: E402
-from test_torch_conv_kept import _check_against_naive, _grad_like  # noqa: E402
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -188,13 +188,13 @@ def test_native_and_torch_forms_equal_the_naive_loop(monkeypatch, layer, shape, 
     torch.manual_seed(0)
     m = layer()
     x = torch.randn(shape)
-    g = _grad_like(m, x)
+    g = EM.grad_like(m, x)
     f = torch.rand(shape[0], generator=torch.Generator().manual_seed(1))
     ns = fl.conv_norm_sq(m, (x,), g)
     kept = fl._KEPT[m]
     assert kept.w.dtype == torch.float32
     assert kept.shape[1] == ((3, 2, 0, 1) if native else (0, 3, 1, 2))
-    _check_against_naive(m, x, g, f, ns, fl.conv_clipped_sum(m, (x,), g, f))
+    EM.check_against_naive(m, x, g, f, ns, fl.conv_clipped_sum(m, (x,), g, f))
 
 
 def _exact_sq(x, g, k):

@@ -99,29 +99,46 @@ constexpr int64_t kSlicedMinWork = 50;
 constexpr int64_t kSlicedMaxClasses = 16;
 constexpr int64_t kRankMax = 32767;      // ranks and labels are compared as int16
 constexpr int64_t kGrid = 4096;          // buckets of the rank lookup (per feature)
+constexpr int64_t kSlicedMaxFeatures = 4096;  // features a forest splits on (ranks and grids kept for each)
 
 // The thresholds of a forest as ranks: per feature the sorted distinct thresholds (`cut`, at
 // cut_at[j] .. cut_at[j + 1]) and a bucket table that starts each rank search near its answer;
-// per split node its feature and the index p of its threshold among its feature's cuts.
+// per split node its feature and the index p of its threshold among its feature's cuts.  Only the
+// features the forest splits on are ranked: feature u of the view is column `column[u]` of X.
 struct Ranked {
     int64_t d = 0;
+    std::vector<int64_t> column;
     std::vector<double> cut;
     std::vector<int64_t> cut_at;
     std::vector<double> grid_lo, grid_scale;  // per feature: bucket = (x - lo) * scale
     std::vector<int32_t> grid;                // (d, kGrid): a rank near the bucket's lower edge
-    std::vector<int16_t> node_feature, node_rank;
+    std::vector<int32_t> node_feature;
+    std::vector<int16_t> node_rank;
 };
 
 // cut holds each feature's cuts followed by one +inf (a sentinel for rank_of's first step).
-// Ranked view of F, or false when a feature has more than kRankMax distinct thresholds or a
-// threshold is NaN (then the caller uses the descent).
+// Ranked view of F, or false when a feature has more than kRankMax distinct thresholds, a
+// threshold is NaN or the forest splits on more than kSlicedMaxFeatures features (then the caller
+// uses the descent).  All three are functions of the (public) forest.
 inline bool rank_forest(const Forest& F, Ranked& R) {
-    const int64_t d = F.n_features, total = F.n_trees * F.n_split();
-    std::vector<std::vector<double>> by(static_cast<size_t>(d));
+    const int64_t total = F.n_trees * F.n_split();
+    // the features split on, in column order: u = slot[column]
+    std::vector<int32_t> slot(static_cast<size_t>(F.n_features), -1);
     for (int64_t a = 0; a < total; ++a) {
         if (F.threshold[a] != F.threshold[a]) return false;
-        by[static_cast<size_t>(F.feature[a])].push_back(F.threshold[a]);
+        slot[static_cast<size_t>(F.feature[a])] = 0;
     }
+    R.column.clear();
+    for (int64_t j = 0; j < F.n_features; ++j)
+        if (slot[static_cast<size_t>(j)] == 0) {
+            if ((int64_t)R.column.size() >= kSlicedMaxFeatures) return false;
+            slot[static_cast<size_t>(j)] = (int32_t)R.column.size();
+            R.column.push_back(j);
+        }
+    const int64_t d = (int64_t)R.column.size();
+    std::vector<std::vector<double>> by(static_cast<size_t>(d));
+    for (int64_t a = 0; a < total; ++a)
+        by[static_cast<size_t>(slot[static_cast<size_t>(F.feature[a])])].push_back(F.threshold[a]);
     R.d = d;
     R.cut_at.assign(static_cast<size_t>(d + 1), 0);
     R.grid_lo.assign(static_cast<size_t>(d), 0.0);
@@ -150,10 +167,10 @@ inline bool rank_forest(const Forest& F, Ranked& R) {
     R.node_feature.resize(static_cast<size_t>(total));
     R.node_rank.resize(static_cast<size_t>(total));
     for (int64_t a = 0; a < total; ++a) {
-        const int64_t j = F.feature[a];
+        const int64_t j = slot[static_cast<size_t>(F.feature[a])];
         const double* c0 = R.cut.data() + R.cut_at[static_cast<size_t>(j)];
         const double* c1 = R.cut.data() + R.cut_at[static_cast<size_t>(j + 1)] - 1;
-        R.node_feature[static_cast<size_t>(a)] = (int16_t)j;
+        R.node_feature[static_cast<size_t>(a)] = (int32_t)j;
         R.node_rank[static_cast<size_t>(a)] = (int16_t)(std::lower_bound(c0, c1, F.threshold[a]) - c0);
     }
     return true;
@@ -208,16 +225,17 @@ inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_
         const int64_t m = std::min<int64_t>(64, hi - i0);
         for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)y[i0 + r] : (int16_t)-1;  // -1: no row
         if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
-        for (int64_t j = 0; j < d; ++j) ranks_of(R, j, X + i0 * ld + j, ld, m, rk.data() + j * 64);
+        for (int64_t j = 0; j < d; ++j)
+            ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rk.data() + j * 64);
         const uint64_t rows = gt_mask(lab, -1);
         for (int64_t k = 0; k < K; ++k) cls[k] = gt_mask(lab, (int16_t)(k - 1)) & ~gt_mask(lab, (int16_t)k);
         for (int64_t t = 0; t < T; ++t) {
-            const int16_t* nf = R.node_feature.data() + t * M;
+            const int32_t* nf = R.node_feature.data() + t * M;
             const int16_t* np = R.node_rank.data() + t * M;
             reach[0] = rows;
             for (int64_t a = 0; a < M; ++a) {
                 const uint64_t at = reach[static_cast<size_t>(a)];
-                const uint64_t right = gt_mask(rk.data() + 64 * nf[a], np[a]);
+                const uint64_t right = gt_mask(rk.data() + 64 * (int64_t)nf[a], np[a]);
                 reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
                 reach[static_cast<size_t>(2 * a + 2)] = at & right;
             }

@@ -200,11 +200,17 @@ class PrivacyEngine:
         if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         own = {id(p) for p in module.parameters()}
+        seen = set()
         for g in optimizer.param_groups:
             for p in g["params"]:
                 if id(p) not in own:
                     raise ValueError("the optimizer holds a parameter that is not one of the module's: its gradient "
                                      "would not be clipped")
+                if id(p) in seen:
+                    raise ValueError("the optimizer holds a parameter twice: its private gradient would be noised "
+                                     "and divided by the batch size twice (and its clipping norm counted twice); "
+                                     "list each parameter once")
+                seen.add(id(p))
         if not any(p.requires_grad for g in optimizer.param_groups for p in g["params"]):
             raise ValueError("the optimizer has no parameter that requires grad")
         if not isinstance(data_loader, DataLoader):

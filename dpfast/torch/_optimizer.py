@@ -103,6 +103,10 @@ class DPOptimizer(torch.optim.Optimizer):
                                  f"{'parameter groups' if per_group else 'trainable parameters'}")
             if not self.max_grad_norm >= _hypot_up(self.max_grad_norms):
                 raise ValueError("max_grad_norm must be >= sqrt(sum max_grad_norms^2) (the noise's sensitivity)")
+            # each parameter keeps the norm (and unit) it has now: matching them by position at every
+            # step would move the norms onto other parameters when one is frozen or added later
+            self._unit_of: Dict[nn.Parameter, tuple] = {
+                p: (k, c) for k, (unit, c) in enumerate(zip(self._units(), self.max_grad_norms)) for p in unit}
         self.expected_batch_size = float(expected_batch_size)
         self.loss_reduction = loss_reduction
         self.generator = generator
@@ -196,13 +200,20 @@ class DPOptimizer(torch.optim.Optimizer):
         return [[p] for p in self.params]
 
     def _per_layer(self):
-        """({parameter: its unit's norm}, {parameter: its unit's index} or None), or (None, None)."""
+        """({parameter: its unit's norm}, {parameter: its unit's index} or None), or (None, None):
+        the norms and units of the parameters trainable now, as they were at ``make_private`` (a
+        parameter frozen since then drops out; one trainable since then, or added to the wrapped
+        optimizer, has no norm: ``RuntimeError``, before anything is drawn)."""
         if self.max_grad_norms is None:
             return None, None
         norms, groups = {}, {}
-        for k, (unit, c) in enumerate(zip(self._units(), self.max_grad_norms)):
-            for p in unit:
-                norms[p], groups[p] = c, k
+        for p in self.params:
+            unit = self._unit_of.get(p)
+            if unit is None:
+                raise RuntimeError(
+                    f"clipping={self._clipping!r}: a parameter became trainable (or joined the optimizer) after "
+                    "make_private, and has no max_grad_norm; freeze it, or make_private anew with a norm for it")
+            groups[p], norms[p] = unit
         return norms, (groups if self._clipping == "per_group" else None)
 
     def _accumulate(self) -> None:

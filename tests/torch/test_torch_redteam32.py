@@ -284,3 +284,81 @@ def test_adversarial_bits_for_thread_counts_and_builds():
     assert res["1"][0] == "False"
     assert res["0"][1] == res["1"][1] == "1"  # one digest for 1, 2, 3 threads
     assert res["0"][2] == res["1"][2]  # generic == AVX2+FMA
+
+
+# ----------------------------------------------------------------------------- per-layer clipping (79f3a68)
+CE = nn.functional.cross_entropy
+
+
+def _private(clipping="flat", norms=1.0, params=None, nm=0.0, reduction="sum"):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dpfast.torch import PrivacyEngine
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+    x = torch.randn(4, 6, dtype=torch.float64) * 50
+    y = torch.tensor([0, 1, 2, 0])
+    opt = torch.optim.SGD(model.parameters() if params is None else params(model), lr=1.0)
+    m, o, _ = PrivacyEngine(rng=0).make_private(
+        module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(x, y), batch_size=4), noise_multiplier=nm,
+        max_grad_norm=norms, clipping=clipping, loss_reduction=reduction, steps=5)
+    return model, m, o, opt, x, y
+
+
+@pytest.mark.parametrize("clipping, norms", [("flat", 1.0), ("per_layer", [0.1] * 4), ("per_group", [0.1])])
+def test_a_parameter_appended_twice_after_make_private_is_refused_at_step(clipping, norms):
+    """make_private refuses a parameter listed twice (79f3a68); appended to param_groups[0]["params"]
+    afterwards (torch's add_param_group refuses it, a direct append does not), it had its clipped sum
+    applied twice and the noise added twice to the same tensor: per-layer C = 0.1 moved it by 0.2
+    (sensitivity 2 C against noise sqrt(2) z C; with mean reduction divided twice)."""
+    model, m, o, _, x, y = _private(clipping, norms, nm=1.0)
+    o.param_groups[0]["params"].append(model[2].bias)
+    before = [p.detach().clone() for p in model.parameters()]
+    state = o.generator.bit_generator.state
+    o.zero_grad()
+    CE(m(x[:1]), y[:1], reduction="sum").backward()
+    with pytest.raises(RuntimeError, match="twice"):
+        o.step()
+    assert o.steps == 0 and o.generator.bit_generator.state == state
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+
+
+def test_foreign_parameters_after_make_private():
+    # a parameter that is not the module's, added to the wrapped optimizer (add_param_group or a
+    # direct append) and fed by the data: refused (its gradient is not a hooked per-sample one);
+    # one the loss does not use only gets the noise (flat), and per-layer refuses it (no norm)
+    for how in ("add", "append"):
+        model, m, o, opt, x, y = _private()
+        extra = nn.Parameter(torch.zeros(6, dtype=torch.float64))
+        if how == "add":
+            opt.add_param_group({"params": [extra]})
+        else:
+            o.param_groups[0]["params"].append(extra)
+        o.zero_grad()
+        (CE(m(x), y, reduction="sum") + (extra * x).sum()).backward()
+        with pytest.raises(RuntimeError, match="outside the hooked module calls"):
+            o.step()
+    model, m, o, opt, x, y = _private(nm=0.0)
+    extra = nn.Parameter(torch.zeros(6, dtype=torch.float64))
+    opt.add_param_group({"params": [extra]})
+    o.zero_grad()
+    CE(m(x), y, reduction="sum").backward()
+    o.step()
+    assert torch.equal(extra.detach(), torch.zeros(6, dtype=torch.float64))
+
+
+def test_per_group_norms_stay_with_the_parameters_moved_between_groups():
+    # a parameter moved from group 1 (C = 10) to group 0 (C = 0.1) by editing param_groups after
+    # make_private keeps its unit: group 0's update (lr 1, no noise) stays <= 0.1
+    model, m, o, _, x, y = _private("per_group", [0.1, 10.0], nm=0.0, params=lambda mod: [
+        {"params": list(mod[0].parameters())}, {"params": list(mod[2].parameters())}])
+    p = o.param_groups[1]["params"].pop()
+    o.param_groups[0]["params"].append(p)
+    before = [q.detach().clone() for q in model.parameters()]
+    o.zero_grad()
+    CE(m(x[:1]), y[:1], reduction="sum").backward()
+    o.step()
+    d = [float(((a.detach() - b) ** 2).sum()) for a, b in zip(model.parameters(), before)]
+    assert (d[0] + d[1]) ** 0.5 <= 0.1 * (1 + 1e-12)
+    assert (d[2] + d[3]) ** 0.5 > 0.1  # group 1 (C = 10): not clipped to group 0's norm

@@ -362,3 +362,74 @@ def test_per_group_norms_stay_with_the_parameters_moved_between_groups():
     d = [float(((a.detach() - b) ** 2).sum()) for a, b in zip(model.parameters(), before)]
     assert (d[0] + d[1]) ** 0.5 <= 0.1 * (1 + 1e-12)
     assert (d[2] + d[3]) ** 0.5 > 0.1  # group 1 (C = 10): not clipped to group 0's norm
+
+
+def test_make_private_again_on_a_hooked_module():
+    """Resuming with another optimizer and engine on the same model: the first run's hooks were
+    still on it, and the two engines' hooks together captured nothing, so every step of the new run
+    was silently noise only (no update at all with noise 0).  Now refused before the charge; after
+    the first wrapped module's remove_hooks() the new run trains."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dpfast import PrivacyBudget
+    from dpfast.torch import PrivacyEngine
+
+    model, m, o, opt, x, y = _private()
+    loader = DataLoader(TensorDataset(x, y), batch_size=4)
+    b = PrivacyBudget(10.0, 1e-5)
+    kw = dict(data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0, loss_reduction="sum", steps=5, budget=b)
+    with pytest.raises(ValueError, match="remove_hooks"):
+        PrivacyEngine(rng=1).make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), **kw)
+    assert b.ledger == ()
+    m.remove_hooks()
+    kw.update(noise_multiplier=0.0, budget=None)
+    m2, o2, _ = PrivacyEngine(rng=1).make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                                                  **kw)
+    before = [p.detach().clone() for p in model.parameters()]
+    o2.zero_grad()
+    CE(m2(x[:1]), y[:1], reduction="sum").backward()
+    o2.step()
+    moved = sum(float(((p.detach() - q) ** 2).sum()) for p, q in zip(model.parameters(), before)) ** 0.5
+    assert 0.0 < moved <= 1.0 + 1e-12
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_convolution_called_twice_per_forward(monkeypatch, native):
+    # one Conv2d applied twice in a forward: two captured calls per sample, the kept per-sample
+    # gradients of the first replaced by the second's (one entry per module): still the naive loop's
+    # clipped sum, and no sample's clipped contribution above C
+    if native and not fl._NATIVE_CONV:
+        pytest.skip("the native kernel's AVX2+FMA build does not run here")
+    import _engine_models as EM
+
+    from dpfast.torch._grad_sample import GradSampleModule
+
+    monkeypatch.setattr(fl, "_NATIVE_CONV", native)
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(2, 2, 3, padding=1)
+            self.fc = nn.Linear(72, 3)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.c(torch.relu(self.c(x)))).flatten(1))
+
+    torch.manual_seed(0)
+    model = Twice()
+    x, y = torch.randn(5, 2, 6, 6), torch.tensor([0, 1, 2, 0, 1])
+    ref, _ = EM.naive_clipped_sum(model, x, y, 0.5)
+    gsm = GradSampleModule(model, loss_reduction="sum")
+    try:
+        CE(gsm(x), y, reduction="sum").backward()
+        sums, b = gsm.clipped_sum(0.5)
+        assert b == 5
+        for p, r in ref.items():
+            torch.testing.assert_close(sums[p].double(), r, rtol=0, atol=5e-6)
+        for i in range(5):
+            gsm.clear()
+            CE(gsm(x[i:i + 1]), y[i:i + 1], reduction="sum").backward()
+            s, _ = gsm.clipped_sum(0.5)
+            assert float(torch.sqrt(sum((v.double() ** 2).sum() for v in s.values()))) <= 0.5
+    finally:
+        gsm.remove_hooks()

@@ -130,3 +130,21 @@ def test_every_failure_before_the_charge(fn):
         with pytest.raises((ValueError, TypeError)):
             getattr(TL, fn)(a, 1.0, bounds, budget=B, **kw)
         assert len(B.ledger) == 0 and B.spent() == 0.0, (bounds, kw)
+
+
+def test_one_column_pass_is_the_general_pass_on_adversarial_values():
+    # the 1-D pass skips x - c for c = 0 (sum): -0.0, subnormals, values at and one ulp beyond the
+    # bounds, bounds (-0.0, 3), tiny and wide: the same release as the (n, 1) and strided forms
+    rng = np.random.default_rng(5)
+    vals = np.array([-0.0, 0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1.0, -1.0, 3.0, -3.0, 1e300, -1e300,
+                     2.9999999999999996, np.nextafter(3, 4)])
+    for trial in range(40):
+        x = rng.choice(vals, size=int(rng.integers(1, 100)))
+        if trial % 3 == 0:
+            x = x + rng.standard_normal(x.size) * 10.0 ** rng.integers(-300, 300)
+        bounds = [(-3.0, 3.0), (-0.0, 3.0), (0, 2.0 ** -400), (-1e150, 1e150), (-(2.0 ** -400), 0.0)][trial % 5]
+        for fn in ("sum", "nansum", "mean", "var"):
+            a = getattr(TL, fn)(x, 1.0, bounds, rng=trial)
+            for xx in (x.reshape(-1, 1), np.repeat(x, 2)[::2], x[::-1].copy()[::-1]):
+                b = getattr(TL, fn)(xx, 1.0, bounds, rng=trial)
+                assert np.float64(a).tobytes() == np.float64(b).tobytes(), (fn, bounds)

@@ -433,3 +433,39 @@ def test_a_convolution_called_twice_per_forward(monkeypatch, native):
             assert float(torch.sqrt(sum((v.double() ** 2).sum() for v in s.values()))) <= 0.5
     finally:
         gsm.remove_hooks()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4, 10])
+def test_bound_covers_exact_and_computed_under_heavy_cancellation(seed):
+    """Long rows (T ~ 150) whose float32 FMA accumulation is far from exact: x = 1 + 2^-e + 2^-23
+    bits, g = two halves of +-2^20, or alternating 2^30 / 2^-30, or +-(1 + t 2^-12): the computed
+    squared norm reached 5x the exact one (seed 4: 27768 vs 5477); the bound is above both."""
+    if not fl._NATIVE_CONV:
+        pytest.skip("the native kernel's AVX2+FMA build does not run here")
+    rng = np.random.default_rng(seed)
+    b, c, co, k, T = 2, 2, 9, 3, 150 + seed
+    L = T + k - 1
+    x = (1.0 + 2.0 ** -rng.integers(8, 23) + rng.integers(0, 2, (b, c, 1, L)) * 2.0 ** -23).astype(np.float32)
+    t = np.arange(T)
+    if seed % 3 == 0:
+        g = ((-1.0) ** t * (1 + t * 2.0 ** -12))[None, None, None, :] * rng.integers(1, 5, (b, co, 1, 1))[..., None]
+    elif seed % 3 == 1:
+        g = np.where(t < T // 2, 1.0, -1.0)[None, None, None, :] * (2.0 ** 20 + rng.integers(0, 3, (b, co, 1, T)))
+    else:
+        g = ((-1.0) ** t * np.where(t % 4 < 2, 2.0 ** 30, 2.0 ** -30))[None, None, None, :] * np.ones((b, co, 1, 1))
+    g = g.reshape(b, co, 1, T).astype(np.float32)
+    m = nn.Conv2d(c, co, (1, k), bias=False)
+    bound, w, _, _ = fl._conv_native(m, torch.from_numpy(x), (1, k), (1, 1), (1, 1),
+                                     torch.from_numpy(g).reshape(b, co, -1), False)
+    for i in range(b):
+        xf = [[Fraction(float(v)) for v in x[i, ci, 0]] for ci in range(c)]
+        gf = [[Fraction(float(v)) for v in g[i, o, 0]] for o in range(co)]
+        exact = Fraction(0)
+        for o in range(co):
+            for ci in range(c):
+                for j in range(k):
+                    e = sum(gf[o][s] * xf[ci][s + j] for s in range(T))
+                    exact += e * e
+        computed = sum(Fraction(float(v)) ** 2 for v in w[i])
+        bf = Fraction(float(bound[i]))
+        assert bf >= exact and bf >= computed, i

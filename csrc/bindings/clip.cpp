@@ -254,6 +254,19 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
     auto sq = out<double>(sq_, "sq", Shape::size(geo.b));
     auto fa = out<double>(fa_, "fa", Shape::size(geo.b));
     auto fg = out<double>(fg_, "fg", Shape::size(geo.b));
+    // an output sharing memory with an input or another output would be read while it is written
+    // (by other threads too): values from nowhere in the bound's inputs (red team 32)
+    auto span = [](const py::array& a) {
+        const auto* p = static_cast<const char*>(a.data());
+        return std::make_pair(p, p + a.nbytes());
+    };
+    const std::pair<const char*, const char*> sp[6] = {span(x.arr), span(g.arr), span(w.arr),
+                                                       span(sq.arr), span(fa.arr), span(fg.arr)};
+    for (int o = 2; o < 6; ++o)
+        for (int i = 0; i < 6; ++i)
+            if (i != o && sp[o].first < sp[o].second && sp[i].first < sp[i].second && sp[o].first < sp[i].second &&
+                sp[i].first < sp[o].second)
+                throw py::value_error("the outputs w, sq, fa, fg must not share memory with x, g or each other");
     if (geo.b == 0) return;
     py::gil_scoped_release nogil;
     dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads);

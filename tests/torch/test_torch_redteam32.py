@@ -124,6 +124,33 @@ def test_hostile_arrays_refused():
             _call(x, g, k, s, d, outs=(w, sq, fa, bad))
 
 
+def test_outputs_sharing_memory_refused():
+    # an output overlapping an input (or another output) was read while written, by other threads
+    # too: a bound from values that are neither x's nor g's.  Refused (red team 32)
+    x, g, k, s, d = _good()
+    b, p = 2, 5 * 2 * 3 * 3
+    buf = np.zeros(x.size + b * p, np.float32)
+    xb = buf[:x.size].reshape(x.shape)
+    xb[...] = x
+    w, sq, fa, fg = _outs(b, p)
+    cases = [(buf[x.size - 1:x.size - 1 + b * p], sq, fa, fg),  # w over x's last entry
+             (w, sq, sq, fg), (w, sq, fa, fa),
+             (w, w[0, :4].view(np.float64), fa, fg)]  # sq inside w
+    for outs in cases:
+        with pytest.raises(ValueError, match="share memory"):
+            _clip.conv_weight_grads(xb, g, k[0], k[1], s[0], s[1], d[0], d[1], *outs, 1)
+    gb = np.zeros(g.size + b * p, np.float32)
+    gb[:g.size] = g.ravel()
+    with pytest.raises(ValueError, match="share memory"):
+        _clip.conv_weight_grads(x, gb[:g.size].reshape(g.shape), k[0], k[1], s[0], s[1], d[0], d[1],
+                                gb[g.size - 2:g.size - 2 + b * p], sq, fa, fg, 1)
+    # adjacent, not overlapping: accepted, the same bits as separate buffers
+    want = _call(x, g, k, s, d)
+    got = (buf[x.size:], sq, fa, fg)
+    _clip.conv_weight_grads(xb, g, k[0], k[1], s[0], s[1], d[0], d[1], *got, 1)
+    assert got[0].tobytes() == want[0].tobytes() and sq.tobytes() == want[1].tobytes()
+
+
 def test_misaligned_and_readonly_inputs_read_correctly():
     x, g, k, s, d = _good()
     want = _call(x, g, k, s, d)

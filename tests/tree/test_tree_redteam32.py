@@ -125,3 +125,23 @@ def test_leaf_counts_hostile_forests():
         _trees.route(rng.uniform(size=(5, 3))[::-1], f % 3, thr, depth, 1)
     with pytest.raises(ValueError):
         _trees.proba_sum(rng.uniform(size=(5, 3)), f % 3, thr, depth, np.ones((T, 4, 0)), 1)
+
+
+def test_dask_partitions_hostile():
+    # a 0-row partition, column chunks, Fortran-order blocks: the in-memory release; y chunked
+    # unlike X's rows: refused (before the charge: tests/test_fail_before_charge.py has the case)
+    dask = pytest.importorskip("dask")
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (300, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    kw = dict(epsilon=1.0, bounds=(0.0, 1.0), classes=[0, 1], max_depth=3, n_estimators=5)
+    ref = RandomForestClassifier(random_state=3, **kw).fit(X, y)
+    with dask.config.set(scheduler="synchronous"):
+        for Xd in (da.concatenate([da.from_array(X[:0], chunks=(1, 3)), da.from_array(X, chunks=(100, 3))]),
+                   da.from_array(X, chunks=(100, 1)), da.from_array(np.asfortranarray(X), chunks=(100, 3))):
+            e = RandomForestClassifier(random_state=3, **kw).fit(Xd, da.from_array(y, chunks=100))
+            np.testing.assert_array_equal(e.leaf_proba_, ref.leaf_proba_)
+        with pytest.raises(ValueError, match="chunk"):
+            RandomForestClassifier(random_state=3, **kw).fit(da.from_array(X, chunks=(100, 3)),
+                                                             da.from_array(y, chunks=150))

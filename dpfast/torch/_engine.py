@@ -423,13 +423,17 @@ class PrivacyEngine:
         gsm = GradSampleModule(module, loss_reduction=loss_reduction)
         if grad_sample_mode == "functional":
             gsm.remove_hooks()
-        dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
-                          loss_reduction=loss_reduction, generator=gen_noise,
-                          grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
-                          distributed=distributed, max_grad_norms=norms,
-                          per_group=self._clipping_mode == "per_group")
-        dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
-                                           step_counter=lambda: dpo.steps, rank=rank, world_size=world)
+        try:
+            dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
+                              loss_reduction=loss_reduction, generator=gen_noise,
+                              grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
+                              distributed=distributed, max_grad_norms=norms,
+                              per_group=self._clipping_mode == "per_group")
+            dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
+                                               step_counter=lambda: dpo.steps, rank=rank, world_size=world)
+        except BaseException:
+            gsm.remove_hooks()  # (no hooks left behind: a later make_private on the module would be refused)
+            raise
         self.module, self.optimizer, self.data_loader = gsm, dpo, dl
         return gsm, dpo, dl
 

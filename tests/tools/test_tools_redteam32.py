@@ -148,3 +148,31 @@ def test_one_column_pass_is_the_general_pass_on_adversarial_values():
             for xx in (x.reshape(-1, 1), np.repeat(x, 2)[::2], x[::-1].copy()[::-1]):
                 b = getattr(TL, fn)(xx, 1.0, bounds, rng=trial)
                 assert np.float64(a).tobytes() == np.float64(b).tobytes(), (fn, bounds)
+
+
+def test_lighter_draw_under_threads_and_other_generators():
+    # draw_into takes the bit generator's lock itself (no native_stream frame): 4 threads sharing one
+    # Generator draw disjoint parts of its stream (the multiset of 400 releases is the sequential
+    # one's); SecureRandom and ChaCha20 generators go through the same path
+    import threading
+
+    from dpfast._chacha import ChaCha20
+    from dpfast.random import SecureRandom
+
+    x = BASE[:, :1]
+    g, out = np.random.default_rng(5), []
+
+    def run():
+        for _ in range(100):
+            out.append(TL.sum(x, 1.0, (0, 1), rng=g))
+
+    ts = [threading.Thread(target=run) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    g2 = np.random.default_rng(5)
+    assert sorted(out) == sorted(TL.sum(x, 1.0, (0, 1), rng=g2) for _ in range(400))
+    assert np.isfinite(TL.mean(x, 1.0, (0, 1), rng=SecureRandom()))
+    a = TL.var(BASE, 1.0, (0, 1), axis=0, rng=np.random.Generator(ChaCha20(1)))
+    assert a.tobytes() == TL.var(BASE, 1.0, (0, 1), axis=0, rng=np.random.Generator(ChaCha20(1))).tobytes()

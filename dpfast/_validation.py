@@ -177,6 +177,8 @@ def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
         raise TypeError(f"{name} must hold two real numbers, got {bounds!r}")
     try:
         lo, hi = float(lo), float(hi)
+    except OverflowError as exc:  # an int or Fraction beyond float64's range: not finite
+        raise ValueError(f"{name} must be finite, got {bounds!r}") from exc
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must hold two real numbers, got {bounds!r}") from exc
     if not (np.isfinite(lo) and np.isfinite(hi)):

@@ -236,17 +236,37 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
     geo.dw = dw;
     if (g.arr.shape(0) != geo.b) throw py::value_error("x and g must have the same batch size");
     // the positions: (OH - 1) sh + (KH - 1) dh < Hp exactly as torch's output size (and likewise W)
+    // (k - 1) <= (n_in - 1) / d is d (k - 1) < n_in without forming the product: a kernel size and
+    // dilation whose product wraps around int64 (k = 2^61, d = 8) passed this check as a negative
+    // span and the kernel then wrote far outside its multiplicity tables (red team 32: segfault).
     auto span_ok = [](int64_t n_in, int64_t n_out, int64_t k, int64_t s, int64_t d) {
-        return n_out >= 1 && d * (k - 1) < n_in && (n_in - d * (k - 1) - 1) / s + 1 == n_out;
+        return n_in >= 1 && n_out >= 1 && k - 1 <= (n_in - 1) / d && (n_in - d * (k - 1) - 1) / s + 1 == n_out;
     };
     if (geo.c < 1 || geo.co < 1 || !span_ok(geo.hp, geo.oh, kh, sh, dh) || !span_ok(geo.wp, geo.ow, kw, sw, dw))
         throw py::value_error("the convolution geometry does not match x and g");
     geo.co8 = (geo.co + 7) / 8 * 8;
-    const int64_t p = geo.co * kh * kw * geo.c;
-    auto w = out<float>(w_, "w", Shape::size(geo.b * p));
+    // k <= n_in now, but the output's entries B Co KH KW C may still exceed int64 (checked products)
+    int64_t p = 0, bp = 0;
+    if (__builtin_mul_overflow(geo.co, kh, &p) || __builtin_mul_overflow(p, kw, &p) ||
+        __builtin_mul_overflow(p, geo.c, &p) || __builtin_mul_overflow(geo.b, p, &bp))
+        throw py::value_error("the convolution is too large");
+    auto w = out<float>(w_, "w", Shape::size(bp));
     auto sq = out<double>(sq_, "sq", Shape::size(geo.b));
     auto fa = out<double>(fa_, "fa", Shape::size(geo.b));
     auto fg = out<double>(fg_, "fg", Shape::size(geo.b));
+    // an output sharing memory with an input or another output would be read while it is written
+    // (by other threads too): values from nowhere in the bound's inputs (red team 32)
+    auto span = [](const py::array& a) {
+        const auto* p = static_cast<const char*>(a.data());
+        return std::make_pair(p, p + a.nbytes());
+    };
+    const std::pair<const char*, const char*> sp[6] = {span(x.arr), span(g.arr), span(w.arr),
+                                                       span(sq.arr), span(fa.arr), span(fg.arr)};
+    for (int o = 2; o < 6; ++o)
+        for (int i = 0; i < 6; ++i)
+            if (i != o && sp[o].first < sp[o].second && sp[i].first < sp[i].second && sp[o].first < sp[i].second &&
+                sp[i].first < sp[o].second)
+                throw py::value_error("the outputs w, sq, fa, fg must not share memory with x, g or each other");
     if (geo.b == 0) return;
     py::gil_scoped_release nogil;
     dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads);

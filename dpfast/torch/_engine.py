@@ -25,7 +25,7 @@ import dpfast.accounting as acc
 from dpfast import budget as _budget
 from dpfast.random import RandomLike, SecureRandom, check_random_state, is_secure
 from dpfast.torch._data import DPDataLoader
-from dpfast.torch._grad_sample import GradSampleModule, validate_module
+from dpfast.torch._grad_sample import GradSampleModule, hooked_by, validate_module
 from dpfast.torch._optimizer import DPOptimizer, _hypot_up
 
 __all__ = ["PrivacyEngine"]
@@ -192,6 +192,11 @@ class PrivacyEngine:
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         if isinstance(module, GradSampleModule):
             raise ValueError("module is already wrapped by a privacy engine")
+        if hooked_by(module) is not None:
+            # two engines' hooks on one module capture nothing (red team 32: every step of the new run
+            # was noise only, silently)
+            raise ValueError("module is still hooked by a previous make_private (its GradSampleModule): call "
+                             "remove_hooks() on that wrapped module first, then make_private anew")
         if isinstance(module, nn.parallel.DistributedDataParallel):
             raise ValueError("pass the plain module with distributed=True, not a DistributedDataParallel wrapper: "
                              "the private optimizer all-reduces the clipped, noised sums itself")
@@ -418,13 +423,17 @@ class PrivacyEngine:
         gsm = GradSampleModule(module, loss_reduction=loss_reduction)
         if grad_sample_mode == "functional":
             gsm.remove_hooks()
-        dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
-                          loss_reduction=loss_reduction, generator=gen_noise,
-                          grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
-                          distributed=distributed, max_grad_norms=norms,
-                          per_group=self._clipping_mode == "per_group")
-        dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
-                                           step_counter=lambda: dpo.steps, rank=rank, world_size=world)
+        try:
+            dpo = DPOptimizer(optimizer, noise_multiplier=z, max_grad_norm=C, expected_batch_size=q * n,
+                              loss_reduction=loss_reduction, generator=gen_noise,
+                              grad_sample_module=gsm if grad_sample_mode == "hooks" else None, planned_steps=plan,
+                              distributed=distributed, max_grad_norms=norms,
+                              per_group=self._clipping_mode == "per_group")
+            dl = DPDataLoader.from_data_loader(data_loader, sample_rate=q, steps_per_epoch=spe, generator=gen_sample,
+                                               step_counter=lambda: dpo.steps, rank=rank, world_size=world)
+        except BaseException:
+            gsm.remove_hooks()  # (no hooks left behind: a later make_private on the module would be refused)
+            raise
         self.module, self.optimizer, self.data_loader = gsm, dpo, dl
         return gsm, dpo, dl
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -57,6 +58,21 @@ from dpfast.torch._fast_layers import FAST_LAYERS
 __all__ = ["GradSampleModule", "per_sample_grads", "validate_module"]
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+#: the modules whose capture hooks a GradSampleModule holds (module -> a weak reference to it; the
+#: hooks keep it alive until its ``remove_hooks``)
+_HOOKED_BY: "weakref.WeakKeyDictionary[nn.Module, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+def hooked_by(module: nn.Module) -> Optional["GradSampleModule"]:
+    """The GradSampleModule whose capture hooks are on ``module`` or one of its submodules, or None."""
+    for m in module.modules():
+        ref = _HOOKED_BY.get(m)
+        gsm = None if ref is None else ref()
+        if gsm is not None and gsm._handles:
+            return gsm
+    return None
 
 
 def validate_module(module: nn.Module) -> None:
@@ -239,6 +255,7 @@ class GradSampleModule(nn.Module):
                 self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True, always_call=True))
             else:
                 self._handles.append(m.register_forward_hook(self._forward_hook, with_kwargs=True))
+            _HOOKED_BY[m] = weakref.ref(self)
 
     # ------------------------------------------------------------------ nn.Module surface
     def forward(self, *args, **kwargs):
@@ -273,6 +290,10 @@ class GradSampleModule(nn.Module):
             h.remove()
         self._handles = []
         self._calls.clear()
+        for m in self._hooked:
+            ref = _HOOKED_BY.get(m)
+            if ref is not None and ref() is self:
+                del _HOOKED_BY[m]
 
     # ------------------------------------------------------------------------- capture
     def _detach_params(self, mod, args):

@@ -341,6 +341,15 @@ class DPOptimizer(torch.optim.Optimizer):
         if not self._skip and self.planned_steps is not None and self.steps >= self.planned_steps:
             raise RuntimeError(f"step {self.steps + 1} is beyond the {self.planned_steps} steps the run was planned "
                                "and charged for (make_private's epochs/steps); nothing was drawn")
+        params = self.params
+        if len({id(p) for p in params}) != len(params):
+            # make_private refuses this; a parameter appended to param_groups[i]["params"] afterwards
+            # (torch's add_param_group refuses it, a direct append does not) would get its clipped sum
+            # twice with the noise added twice to the same tensor: sensitivity 2 C against noise
+            # sqrt(2) z C, and (mean reduction) divided twice (red team 32)
+            raise RuntimeError("a parameter is listed twice in the optimizer's param_groups (added after "
+                               "make_private): its private gradient would be applied twice and noised twice; "
+                               "list each parameter once; nothing was drawn")
         self._accumulate()
         if self._skip:
             self._skip = False

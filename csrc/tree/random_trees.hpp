@@ -25,6 +25,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -253,6 +255,101 @@ inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_
         }
     }
 }
+
+// The leaf index of each of the 64 rows of a block (leaf[r] for row r, rows in order, not the
+// masks' permutation) from the D per-level masks bits[k] (bit q: the row at mask position q went
+// right at its level-k node): leaf = sum_k right_k 2^(D-1-k), the heap order of the descent.
+inline void leaves_of_masks(const uint64_t* bits, int64_t depth, uint8_t* leaf) {
+    // byte j of a 32-row half takes bit j % 8 of byte s(j) of the half's 32 mask bits: gt_mask's
+    // packs put rows 8-15 at bits 16-23 and rows 16-23 at bits 8-15 (per 32)
+    const __m256i src = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                         1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    for (int h = 0; h < 2; ++h) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t k = 0; k < depth; ++k) {
+            const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)(uint32_t)(bits[k] >> (32 * h))), src);
+            const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+            acc = _mm256_or_si256(acc, _mm256_and_si256(on, _mm256_set1_epi8((char)(1 << (depth - 1 - k)))));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(leaf + 32 * h), acc);
+    }
+}
+
+// out[r, :] for the rows r of [lo, hi) (out: the (n, K) row-major sums): the sum over t = 0 ..
+// T-1, in this order from 0.0, of proba[t, leaf of row r in t] -- the descent's order, so the same
+// bits.  The leaves come from the node masks of count_rows, ORed per level (depth <= 8).
+inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const double* proba,
+                       int64_t K, int64_t lo, int64_t hi, double* out) {
+    const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees, D = F.depth;
+    std::vector<int16_t> rk(static_cast<size_t>(d * 64));
+    std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
+    uint64_t bits[8];
+    alignas(32) uint8_t leaf[64];
+    // per block, the sums in acc (each still 0.0 + the trees in order: the same bits): K = 2 row-major,
+    // two rows an add; 3 .. 64 classes class-major (acc[c][r]), gathered 4 rows at a time; more
+    // classes straight into out
+    const bool gather = K <= 64;
+    const __m128i kv = _mm_set1_epi32((int)K);
+    std::vector<double> acc(static_cast<size_t>(gather ? 64 * K : 0));
+    for (int64_t i0 = lo; i0 < hi; i0 += 64) {
+        const int64_t m = std::min<int64_t>(64, hi - i0);
+        if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
+        for (int64_t j = 0; j < d; ++j)
+            ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rk.data() + j * 64);
+        double* o = out + i0 * K;
+        if (gather) std::fill(acc.begin(), acc.end(), 0.0);
+        else std::fill(o, o + m * K, 0.0);
+        for (int64_t t = 0; t < T; ++t) {
+            const int32_t* nf = R.node_feature.data() + t * M;
+            const int16_t* np = R.node_rank.data() + t * M;
+            reach[0] = ~uint64_t(0);
+            for (int64_t k = 0, a = 0; k < D; ++k) {
+                uint64_t went_right = 0;  // the level's nodes see disjoint rows
+                for (const int64_t end = 2 * a + 1; a < end; ++a) {
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rk.data() + 64 * (int64_t)nf[a], np[a]);
+                    went_right |= at & right;
+                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
+                }
+                bits[k] = went_right;
+            }
+            leaves_of_masks(bits, D, leaf);
+            const double* pt = proba + t * L * K;
+            if (K == 2) {  // two rows a 256-bit add: acc[2r .. 2r + 2) += pt[2 leaf[r] .. + 2)
+                for (int r = 0; r < 64; r += 2) {
+                    const __m256d p = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(pt + 2 * (int64_t)leaf[r])),
+                                                           _mm_loadu_pd(pt + 2 * (int64_t)leaf[r + 1]), 1);
+                    _mm256_storeu_pd(acc.data() + 2 * r, _mm256_add_pd(_mm256_loadu_pd(acc.data() + 2 * r), p));
+                }
+            } else if (gather) {  // acc[c][r] += pt[leaf[r] K + c] (all 64 rows: padding rows route too)
+                __m128i idx[16];
+                for (int q = 0; q < 16; ++q) {
+                    int four;
+                    std::memcpy(&four, leaf + 4 * q, sizeof four);
+                    idx[q] = _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(four)), kv);
+                }
+                for (int64_t c = 0; c < K; ++c) {
+                    double* ac = acc.data() + 64 * c;
+                    for (int q = 0; q < 16; ++q) {
+                        const __m256d g = _mm256_i32gather_pd(pt + c, idx[q], 8);
+                        _mm256_storeu_pd(ac + 4 * q, _mm256_add_pd(_mm256_loadu_pd(ac + 4 * q), g));
+                    }
+                }
+            } else {
+                for (int64_t r = 0; r < m; ++r) {
+                    const double* p = pt + K * (int64_t)leaf[r];
+                    for (int64_t c = 0; c < K; ++c) o[r * K + c] += p[c];
+                }
+            }
+        }
+        if (K == 2) std::copy(acc.data(), acc.data() + 2 * m, o);
+        else if (gather)
+            for (int64_t r = 0; r < m; ++r)
+                for (int64_t c = 0; c < K; ++c) o[r * K + c] = acc[static_cast<size_t>(64 * c + r)];
+    }
+}
 }  // namespace sliced
 #pragma GCC pop_options
 
@@ -343,8 +440,12 @@ inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y
     }
 }
 
-// leaves (n, T): the leaf of row i in tree t.
-inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, int64_t* leaves) {
+// The descent over rows [0, n) in W contiguous blocks of rows (W: the thread count, at least
+// 4096 rows each), 64 rows at a time: start(i0, m) once per 64 rows, then leaves(t, i0, m, leaf)
+// with the leaves of those rows in tree t, for t = 0 .. T-1 in order.
+template <class Start, class Leaves>
+inline void descend_rows(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, const Start& start,
+                         const Leaves& leaves) {
     const int64_t T = F.n_trees, M = F.n_split();
     const std::vector<Node> nodes = pack(F);
     const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
@@ -353,36 +454,63 @@ inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int n
         int64_t leaf[kBlock];
         for (int64_t i0 = lo; i0 < hi; i0 += kBlock) {
             const int64_t m = std::min(kBlock, hi - i0);
+            start(i0, m);
             for (int64_t t = 0; t < T; ++t) {
                 block_leaves(nodes.data() + t * M, F.depth, X, ld, i0, m, leaf);
-                for (int64_t r = 0; r < m; ++r) leaves[(i0 + r) * T + t] = leaf[r];
+                leaves(t, i0, m, (const int64_t*)leaf);
             }
         }
     });
 }
 
-// out (n, K): out[i] = sum over t = 0 .. T-1, in this order, of proba[t, leaf of row i in t] (proba:
-// (T, 2^D, K)).  Per-row sums in a fixed order: the same bits for any thread count.
+// leaves (n, T): the leaf of row i in tree t.
+inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, int64_t* leaves) {
+    const int64_t T = F.n_trees;
+    descend_rows(
+        X, n, ld, F, nthreads, [](int64_t, int64_t) {},
+        [&](int64_t t, int64_t i0, int64_t m, const int64_t* leaf) {
+            for (int64_t r = 0; r < m; ++r) leaves[(i0 + r) * T + t] = leaf[r];
+        });
+}
+
+// Which prediction kernel: 0 = the faster for this shape (public: T, D), 1 = descent, 2 = sliced
+// where available (depth 1 .. 8: a leaf index in a byte).  Auto: the counts' rule (the node masks
+// and the ranks cost the same; measured, benchmarks/RESULTS.md "forest32").
+inline bool use_sliced_predict(int kernel, const Forest& F) {
+    if (kernel == 1 || !sliced_available()) return false;
+    if (F.depth < 1 || F.depth > 8) return false;
+    if (kernel == 2) return true;
+    return F.depth <= kSlicedMaxDepth && F.n_trees * F.depth >= kSlicedMinWork;
+}
+
+// out (n, K): out[i] = sum over t = 0 .. T-1, in this order from 0.0, of proba[t, leaf of row i in
+// t] (proba: (T, 2^D, K)).  Per-row sums in a fixed order: the same bits for any thread count and
+// either kernel (descent, or sliced where use_sliced_predict and the forest ranks).
 inline void proba_sum(const double* X, int64_t n, int64_t ld, const Forest& F, const double* proba, int64_t K,
-                      int nthreads, double* out) {
-    const int64_t T = F.n_trees, M = F.n_split(), LK = F.n_leaves() * K;
-    const std::vector<Node> nodes = pack(F);
-    const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
-    run_chunks(W, (int)W, [&](int64_t k) {
-        const int64_t lo = n * k / W, hi = n * (k + 1) / W;
-        int64_t leaf[kBlock];
-        for (int64_t i0 = lo; i0 < hi; i0 += kBlock) {
-            const int64_t m = std::min(kBlock, hi - i0);
-            double* o = out + i0 * K;
-            std::fill(o, o + m * K, 0.0);
-            for (int64_t t = 0; t < T; ++t) {
-                block_leaves(nodes.data() + t * M, F.depth, X, ld, i0, m, leaf);
-                const double* pt = proba + t * LK;
-                for (int64_t r = 0; r < m; ++r)
-                    for (int64_t c = 0; c < K; ++c) o[r * K + c] += pt[leaf[r] * K + c];
-            }
+                      int nthreads, double* out, int kernel = 0) {
+    const int64_t LK = F.n_leaves() * K;
+#if defined(DPF_HAVE_AVX2_DISPATCH)
+    if (use_sliced_predict(kernel, F)) {
+        Ranked R;
+        if (rank_forest(F, R)) {
+            const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
+            run_chunks(W, (int)W, [&](int64_t k) {
+                sliced::proba_rows(R, F, X, ld, proba, K, n * k / W, n * (k + 1) / W, out);
+            });
+            return;
         }
-    });
+    }
+#else
+    (void)kernel;
+#endif
+    descend_rows(
+        X, n, ld, F, nthreads, [&](int64_t i0, int64_t m) { std::fill(out + i0 * K, out + (i0 + m) * K, 0.0); },
+        [&](int64_t t, int64_t i0, int64_t m, const int64_t* leaf) {
+            const double* pt = proba + t * LK;
+            double* o = out + i0 * K;
+            for (int64_t r = 0; r < m; ++r)
+                for (int64_t c = 0; c < K; ++c) o[r * K + c] += pt[leaf[r] * K + c];
+        });
 }
 
 }  // namespace tree

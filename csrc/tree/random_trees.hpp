@@ -219,39 +219,56 @@ inline uint64_t gt_mask(const int16_t* v, int16_t p) {
 inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const int64_t* y, int64_t K,
                        int64_t lo, int64_t hi, int64_t* counts) {
     const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees;
-    std::vector<int16_t> rk(static_cast<size_t>(d * 64));
+    // nb 64-row blocks at a time (their ranks within 16 KiB): each tree then counts all of them into
+    // a small local table before one add to its counts, which stay out of the inner loops
+    const int64_t nb_max = std::max<int64_t>(1, std::min<int64_t>(8, 128 / std::max<int64_t>(d, 1)));
+    std::vector<int16_t> rk(static_cast<size_t>(nb_max * d * 64));
     std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
-    uint64_t cls[kSlicedMaxClasses];
+    std::vector<uint64_t> rows(static_cast<size_t>(nb_max)), cls(static_cast<size_t>(nb_max * kSlicedMaxClasses));
+    std::vector<int64_t> local(static_cast<size_t>(L * K));
     alignas(32) int16_t lab[64];
-    for (int64_t i0 = lo; i0 < hi; i0 += 64) {
-        const int64_t m = std::min<int64_t>(64, hi - i0);
-        for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)y[i0 + r] : (int16_t)-1;  // -1: no row
-        if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
-        for (int64_t j = 0; j < d; ++j)
-            ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rk.data() + j * 64);
-        const uint64_t rows = gt_mask(lab, -1);
-        for (int64_t k = 0; k < K; ++k) cls[k] = gt_mask(lab, (int16_t)(k - 1)) & ~gt_mask(lab, (int16_t)k);
+    for (int64_t c0 = lo; c0 < hi; c0 += 64 * nb_max) {
+        const int64_t nb = std::min<int64_t>(nb_max, (hi - c0 + 63) / 64);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+            int16_t* rb = rk.data() + b * d * 64;
+            for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)y[i0 + r] : (int16_t)-1;  // -1: no row
+            if (m < 64) std::fill(rb, rb + d * 64, int16_t(0));
+            for (int64_t j = 0; j < d; ++j)
+                ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rb + j * 64);
+            rows[static_cast<size_t>(b)] = gt_mask(lab, -1);
+            for (int64_t k = 0; k < K; ++k)
+                cls[static_cast<size_t>(b * kSlicedMaxClasses + k)] =
+                    gt_mask(lab, (int16_t)(k - 1)) & ~gt_mask(lab, (int16_t)k);
+        }
         for (int64_t t = 0; t < T; ++t) {
             const int32_t* nf = R.node_feature.data() + t * M;
             const int16_t* np = R.node_rank.data() + t * M;
-            reach[0] = rows;
-            for (int64_t a = 0; a < M; ++a) {
-                const uint64_t at = reach[static_cast<size_t>(a)];
-                const uint64_t right = gt_mask(rk.data() + 64 * (int64_t)nf[a], np[a]);
-                reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
-                reach[static_cast<size_t>(2 * a + 2)] = at & right;
+            std::fill(local.begin(), local.end(), int64_t(0));
+            int64_t* lc = local.data();
+            for (int64_t b = 0; b < nb; ++b) {
+                const int16_t* rb = rk.data() + b * d * 64;
+                const uint64_t* cb = cls.data() + b * kSlicedMaxClasses;
+                reach[0] = rows[static_cast<size_t>(b)];
+                for (int64_t a = 0; a < M; ++a) {
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
+                }
+                for (int64_t l = 0; l < L; ++l) {
+                    const uint64_t at = reach[static_cast<size_t>(M + l)];
+                    int64_t rest = __builtin_popcountll(at);
+                    for (int64_t k = 0; k + 1 < K; ++k) {
+                        const int64_t v = __builtin_popcountll(at & cb[k]);
+                        lc[l * K + k] += v;
+                        rest -= v;
+                    }
+                    lc[l * K + K - 1] += rest;
+                }
             }
             int64_t* ct = counts + t * L * K;
-            for (int64_t l = 0; l < L; ++l) {
-                const uint64_t at = reach[static_cast<size_t>(M + l)];
-                int64_t rest = __builtin_popcountll(at);
-                for (int64_t k = 0; k + 1 < K; ++k) {
-                    const int64_t v = __builtin_popcountll(at & cls[k]);
-                    ct[l * K + k] += v;
-                    rest -= v;
-                }
-                ct[l * K + K - 1] += rest;
-            }
+            for (int64_t e = 0; e < L * K; ++e) ct[e] += lc[e];
         }
     }
 }

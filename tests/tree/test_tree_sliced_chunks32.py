@@ -1,0 +1,26 @@
+"""The sliced leaf counts take up to 8 blocks of 64 rows at a time (their ranks within 16 KiB: 8
+blocks up to 16 split features, 4 up to 32, 2 up to 64, then 1), each tree counting them into a
+local table (forest32).  The descent's integers at every chunk boundary, for every thread count."""
+import numpy as np
+import pytest
+
+from dpfast import _trees
+from dpfast.tree import random_trees as RT
+
+pytestmark = pytest.mark.skipif(not _trees.sliced, reason="the sliced kernel needs AVX2 + POPCNT")
+
+
+@pytest.mark.parametrize("d", [1, 10, 17, 33, 64, 129])
+@pytest.mark.parametrize("n", [1, 511, 512, 513, 1025, 64 * 8 * 3 + 65])
+def test_counts_across_chunks_of_blocks(n, d):
+    rng = np.random.default_rng(n * 1000 + d)
+    T, D, K = 12, 5, 3
+    f, th = RT.draw_forest(np.random.default_rng(d), np.full(d, -1.0), np.full(d, 1.0), T, D)
+    X = rng.uniform(-1, 1, size=(n, d))
+    hit = rng.random((n, d)) < 0.2
+    X[hit] = rng.choice(np.concatenate([th.ravel(), [0.0, -0.0, np.inf, -np.inf, np.nan]]), size=int(hit.sum()))
+    y = rng.integers(0, K, size=n)
+    ref = _trees.leaf_counts(X, y, K, None, f, th, D, 1, 1)
+    assert ref.sum() == n * T
+    for nt in (1, 2, 3):
+        np.testing.assert_array_equal(_trees.leaf_counts(X, y, K, None, f, th, D, nt, 2), ref)

@@ -299,72 +299,91 @@ inline void leaves_of_masks(const uint64_t* bits, int64_t depth, uint8_t* leaf) 
 inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const double* proba,
                        int64_t K, int64_t lo, int64_t hi, double* out) {
     const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees, D = F.depth;
-    std::vector<int16_t> rk(static_cast<size_t>(d * 64));
+    // the sums in acc (each still 0.0 + the trees in order: the same bits): K = 2 row-major, two
+    // rows an add; 3 .. 64 classes class-major (acc[c][r] of a block), gathered 4 rows at a time;
+    // more classes straight into out.  Like count_rows, nb blocks of 64 rows at a time (ranks and
+    // sums within 16 KiB each), a tree's leaf table read once for all of them.
+    const bool gather = K <= 64;
+    const int64_t nb_max = std::max<int64_t>(
+        1, std::min<int64_t>({8, 128 / std::max<int64_t>(d, 1), gather ? 32 / K : 8}));
+    std::vector<int16_t> rk(static_cast<size_t>(nb_max * d * 64));
     std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
+    std::vector<double> acc(static_cast<size_t>(gather ? nb_max * 64 * K : 0));
     uint64_t bits[8];
     alignas(32) uint8_t leaf[64];
-    // per block, the sums in acc (each still 0.0 + the trees in order: the same bits): K = 2 row-major,
-    // two rows an add; 3 .. 64 classes class-major (acc[c][r]), gathered 4 rows at a time; more
-    // classes straight into out
-    const bool gather = K <= 64;
     const __m128i kv = _mm_set1_epi32((int)K);
-    std::vector<double> acc(static_cast<size_t>(gather ? 64 * K : 0));
-    for (int64_t i0 = lo; i0 < hi; i0 += 64) {
-        const int64_t m = std::min<int64_t>(64, hi - i0);
-        if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
-        for (int64_t j = 0; j < d; ++j)
-            ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rk.data() + j * 64);
-        double* o = out + i0 * K;
+    for (int64_t c0 = lo; c0 < hi; c0 += 64 * nb_max) {
+        const int64_t nb = std::min<int64_t>(nb_max, (hi - c0 + 63) / 64);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+            int16_t* rb = rk.data() + b * d * 64;
+            if (m < 64) std::fill(rb, rb + d * 64, int16_t(0));
+            for (int64_t j = 0; j < d; ++j)
+                ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rb + j * 64);
+            if (!gather) std::fill(out + i0 * K, out + (i0 + m) * K, 0.0);
+        }
         if (gather) std::fill(acc.begin(), acc.end(), 0.0);
-        else std::fill(o, o + m * K, 0.0);
         for (int64_t t = 0; t < T; ++t) {
             const int32_t* nf = R.node_feature.data() + t * M;
             const int16_t* np = R.node_rank.data() + t * M;
-            reach[0] = ~uint64_t(0);
-            for (int64_t k = 0, a = 0; k < D; ++k) {
-                uint64_t went_right = 0;  // the level's nodes see disjoint rows
-                for (const int64_t end = 2 * a + 1; a < end; ++a) {
-                    const uint64_t at = reach[static_cast<size_t>(a)];
-                    const uint64_t right = gt_mask(rk.data() + 64 * (int64_t)nf[a], np[a]);
-                    went_right |= at & right;
-                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
-                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
-                }
-                bits[k] = went_right;
-            }
-            leaves_of_masks(bits, D, leaf);
             const double* pt = proba + t * L * K;
-            if (K == 2) {  // two rows a 256-bit add: acc[2r .. 2r + 2) += pt[2 leaf[r] .. + 2)
-                for (int r = 0; r < 64; r += 2) {
-                    const __m256d p = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(pt + 2 * (int64_t)leaf[r])),
-                                                           _mm_loadu_pd(pt + 2 * (int64_t)leaf[r + 1]), 1);
-                    _mm256_storeu_pd(acc.data() + 2 * r, _mm256_add_pd(_mm256_loadu_pd(acc.data() + 2 * r), p));
-                }
-            } else if (gather) {  // acc[c][r] += pt[leaf[r] K + c] (all 64 rows: padding rows route too)
-                __m128i idx[16];
-                for (int q = 0; q < 16; ++q) {
-                    int four;
-                    std::memcpy(&four, leaf + 4 * q, sizeof four);
-                    idx[q] = _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(four)), kv);
-                }
-                for (int64_t c = 0; c < K; ++c) {
-                    double* ac = acc.data() + 64 * c;
-                    for (int q = 0; q < 16; ++q) {
-                        const __m256d g = _mm256_i32gather_pd(pt + c, idx[q], 8);
-                        _mm256_storeu_pd(ac + 4 * q, _mm256_add_pd(_mm256_loadu_pd(ac + 4 * q), g));
+            for (int64_t b = 0; b < nb; ++b) {
+                const int16_t* rb = rk.data() + b * d * 64;
+                reach[0] = ~uint64_t(0);
+                for (int64_t k = 0, a = 0; k < D; ++k) {
+                    uint64_t went_right = 0;  // the level's nodes see disjoint rows
+                    for (const int64_t end = 2 * a + 1; a < end; ++a) {
+                        const uint64_t at = reach[static_cast<size_t>(a)];
+                        const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                        went_right |= at & right;
+                        reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                        reach[static_cast<size_t>(2 * a + 2)] = at & right;
                     }
+                    bits[k] = went_right;
                 }
-            } else {
-                for (int64_t r = 0; r < m; ++r) {
-                    const double* p = pt + K * (int64_t)leaf[r];
-                    for (int64_t c = 0; c < K; ++c) o[r * K + c] += p[c];
+                leaves_of_masks(bits, D, leaf);
+                double* ab = acc.data() + b * 64 * K;
+                if (K == 2) {  // two rows a 256-bit add: ab[2r .. 2r + 2) += pt[2 leaf[r] .. + 2)
+                    for (int r = 0; r < 64; r += 2) {
+                        const __m256d p =
+                            _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(pt + 2 * (int64_t)leaf[r])),
+                                                 _mm_loadu_pd(pt + 2 * (int64_t)leaf[r + 1]), 1);
+                        _mm256_storeu_pd(ab + 2 * r, _mm256_add_pd(_mm256_loadu_pd(ab + 2 * r), p));
+                    }
+                } else if (gather) {  // ab[c][r] += pt[leaf[r] K + c] (all 64 rows: padding rows route too)
+                    __m128i idx[16];
+                    for (int q = 0; q < 16; ++q) {
+                        int four;
+                        std::memcpy(&four, leaf + 4 * q, sizeof four);
+                        idx[q] = _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(four)), kv);
+                    }
+                    for (int64_t c = 0; c < K; ++c) {
+                        double* ac = ab + 64 * c;
+                        for (int q = 0; q < 16; ++q) {
+                            const __m256d g = _mm256_i32gather_pd(pt + c, idx[q], 8);
+                            _mm256_storeu_pd(ac + 4 * q, _mm256_add_pd(_mm256_loadu_pd(ac + 4 * q), g));
+                        }
+                    }
+                } else {
+                    const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+                    double* o = out + i0 * K;
+                    for (int64_t r = 0; r < m; ++r) {
+                        const double* p = pt + K * (int64_t)leaf[r];
+                        for (int64_t c = 0; c < K; ++c) o[r * K + c] += p[c];
+                    }
                 }
             }
         }
-        if (K == 2) std::copy(acc.data(), acc.data() + 2 * m, o);
-        else if (gather)
-            for (int64_t r = 0; r < m; ++r)
-                for (int64_t c = 0; c < K; ++c) o[r * K + c] = acc[static_cast<size_t>(64 * c + r)];
+        if (gather)
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+                const double* ab = acc.data() + b * 64 * K;
+                double* o = out + i0 * K;
+                if (K == 2) std::copy(ab, ab + 2 * m, o);
+                else
+                    for (int64_t r = 0; r < m; ++r)
+                        for (int64_t c = 0; c < K; ++c) o[r * K + c] = ab[64 * c + r];
+            }
     }
 }
 }  // namespace sliced

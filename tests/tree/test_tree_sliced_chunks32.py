@@ -24,3 +24,20 @@ def test_counts_across_chunks_of_blocks(n, d):
     assert ref.sum() == n * T
     for nt in (1, 2, 3):
         np.testing.assert_array_equal(_trees.leaf_counts(X, y, K, None, f, th, D, nt, 2), ref)
+
+
+@pytest.mark.parametrize("d,K", [(3, 2), (10, 3), (17, 5), (40, 2), (129, 2), (5, 33), (5, 64), (5, 70)])
+@pytest.mark.parametrize("n", [1, 511, 513, 64 * 8 * 3 + 65])
+def test_predict_sums_across_chunks_of_blocks(n, d, K):
+    """The sliced predict's chunks (8 blocks up to 16 features and 4 classes, fewer beyond): the
+    descent's sums bit for bit."""
+    rng = np.random.default_rng(n + 7 * d + K)
+    T, D = 12, 5
+    f, th = RT.draw_forest(np.random.default_rng(d), np.full(d, -1.0), np.full(d, 1.0), T, D)
+    X = rng.uniform(-1, 1, size=(n, d))
+    hit = rng.random((n, d)) < 0.2
+    X[hit] = rng.choice(np.concatenate([th.ravel(), [0.0, -0.0, np.inf, -np.inf, np.nan]]), size=int(hit.sum()))
+    proba = rng.dirichlet(np.ones(K), size=(T, 1 << D))
+    ref = _trees.proba_sum(X, f, th, D, proba, 1, 1)
+    for nt in (1, 2, 3):
+        assert _trees.proba_sum(X, f, th, D, proba, nt, 2).tobytes() == ref.tobytes()

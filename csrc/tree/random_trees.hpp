@@ -249,22 +249,35 @@ inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_
             for (int64_t b = 0; b < nb; ++b) {
                 const int16_t* rb = rk.data() + b * d * 64;
                 const uint64_t* cb = cls.data() + b * kSlicedMaxClasses;
-                reach[0] = rows[static_cast<size_t>(b)];
-                for (int64_t a = 0; a < M; ++a) {
-                    const uint64_t at = reach[static_cast<size_t>(a)];
-                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
-                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
-                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
-                }
-                for (int64_t l = 0; l < L; ++l) {
-                    const uint64_t at = reach[static_cast<size_t>(M + l)];
+                // leaf l's rows of class k: popcount(leaf & class_k), the last class the rest
+                const auto count = [&](int64_t l, uint64_t at) {
                     int64_t rest = __builtin_popcountll(at);
+                    if (K == 2) {
+                        const int64_t v = __builtin_popcountll(at & cb[0]);
+                        lc[2 * l] += v;
+                        lc[2 * l + 1] += rest - v;
+                        return;
+                    }
                     for (int64_t k = 0; k + 1 < K; ++k) {
                         const int64_t v = __builtin_popcountll(at & cb[k]);
                         lc[l * K + k] += v;
                         rest -= v;
                     }
                     lc[l * K + K - 1] += rest;
+                };
+                const int64_t last = (M - 1) / 2;  // the first node of the last split level
+                reach[0] = rows[static_cast<size_t>(b)];
+                for (int64_t a = 0; a < last; ++a) {
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
+                }
+                for (int64_t a = last; a < M; ++a) {  // its children are the leaves 2a + 1 - M, 2a + 2 - M
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                    count(2 * a + 1 - M, at & ~right);
+                    count(2 * a + 2 - M, at & right);
                 }
             }
             int64_t* ct = counts + t * L * K;

@@ -424,6 +424,18 @@ inline bool use_sliced(int kernel, const Forest& F, int64_t K) {
     return F.depth <= kSlicedMaxDepth && F.n_trees * F.depth >= kSlicedMinWork;
 }
 
+// The row chunks of the sliced kernels on W threads: one with one thread; with more, up to 8 per
+// thread of at least 16384 rows (and, for counts, at most 2^23 table entries in all), claimed by the
+// threads as they come free, so a thread that gets no core for a while (a shared machine) leaves its
+// share to the others.  Counts are added in chunk order and a row's sums are its own: the results do
+// not depend on the chunks.
+inline int64_t sliced_chunks(int64_t W, int64_t n, int64_t table) {
+    if (W <= 1) return 1;
+    int64_t C = std::min<int64_t>(8 * W, n / 16384);
+    if (table > 0) C = std::min<int64_t>(C, (int64_t(1) << 23) / table);
+    return std::max<int64_t>(W, C);
+}
+
 // counts (T, 2^D, K), zeroed here: counts[t, leaf, y_i] += 1 for every row i and every tree t
 // it feeds (tree_of_row[i] when given, else all T).  X row i is X + i * ld.
 inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y, int64_t K,
@@ -435,14 +447,15 @@ inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y
     if (!tree_of_row && use_sliced(kernel, F, K)) {
         Ranked R;
         if (rank_forest(F, R)) {
-            std::vector<std::vector<int64_t>> part(static_cast<size_t>(W));
-            run_chunks(W, (int)W, [&](int64_t k) {
+            const int64_t C = sliced_chunks(W, n, table);
+            std::vector<std::vector<int64_t>> part(static_cast<size_t>(C));
+            run_chunks(C, (int)W, [&](int64_t k) {
                 std::vector<int64_t> c(static_cast<size_t>(table), 0);
-                sliced::count_rows(R, F, X, ld, y, K, n * k / W, n * (k + 1) / W, c.data());
+                sliced::count_rows(R, F, X, ld, y, K, n * k / C, n * (k + 1) / C, c.data());
                 part[static_cast<size_t>(k)] = std::move(c);
             });
             std::fill(counts, counts + table, int64_t(0));
-            for (int64_t k = 0; k < W; ++k) {
+            for (int64_t k = 0; k < C; ++k) {
                 const int64_t* c = part[static_cast<size_t>(k)].data();
                 for (int64_t a = 0; a < table; ++a) counts[a] += c[a];
             }
@@ -543,8 +556,9 @@ inline void proba_sum(const double* X, int64_t n, int64_t ld, const Forest& F, c
         Ranked R;
         if (rank_forest(F, R)) {
             const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
-            run_chunks(W, (int)W, [&](int64_t k) {
-                sliced::proba_rows(R, F, X, ld, proba, K, n * k / W, n * (k + 1) / W, out);
+            const int64_t C = sliced_chunks(W, n, 0);
+            run_chunks(C, (int)W, [&](int64_t k) {
+                sliced::proba_rows(R, F, X, ld, proba, K, n * k / C, n * (k + 1) / C, out);
             });
             return;
         }

@@ -41,3 +41,21 @@ def test_predict_sums_across_chunks_of_blocks(n, d, K):
     ref = _trees.proba_sum(X, f, th, D, proba, 1, 1)
     for nt in (1, 2, 3):
         assert _trees.proba_sum(X, f, th, D, proba, nt, 2).tobytes() == ref.tobytes()
+
+
+@pytest.mark.parametrize("n", [16384 * 4 + 13, 16384 * 17 + 5])
+def test_thread_chunks_give_the_same_counts_and_sums(n):
+    """With 2+ threads the sliced kernels cut the rows into up to 8 chunks per thread of >= 16384
+    rows (claimed as threads come free): the same counts and bits as one thread."""
+    rng = np.random.default_rng(n)
+    d, T, D, K = 4, 20, 5, 2
+    f, th = RT.draw_forest(np.random.default_rng(1), np.full(d, -1.0), np.full(d, 1.0), T, D)
+    X = rng.uniform(-1, 1, size=(n, d))
+    X[::97, 0] = th[0, 0]
+    y = rng.integers(0, K, size=n)
+    ref = _trees.leaf_counts(X, y, K, None, f, th, D, 1, 1)
+    proba = rng.dirichlet(np.ones(K), size=(T, 1 << D))
+    pref = _trees.proba_sum(X, f, th, D, proba, 1, 1)
+    for nt in (1, 2, 3, 5):
+        np.testing.assert_array_equal(_trees.leaf_counts(X, y, K, None, f, th, D, nt, 2), ref)
+        assert _trees.proba_sum(X, f, th, D, proba, nt, 2).tobytes() == pref.tobytes()

@@ -7,10 +7,10 @@ import pytest
 
 from dpfast._validation import (
     check_bounds,
-    check_label_set,
     check_delta,
     check_epsilon,
     check_int,
+    check_label_set,
     check_neighbours,
     check_nonnegative,
     check_positive,

@@ -325,6 +325,7 @@ inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_
     uint64_t bits[8];
     alignas(32) uint8_t leaf[64];
     const __m128i kv = _mm_set1_epi32((int)K);
+    const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
     for (int64_t c0 = lo; c0 < hi; c0 += 64 * nb_max) {
         const int64_t nb = std::min<int64_t>(nb_max, (hi - c0 + 63) / 64);
         for (int64_t b = 0; b < nb; ++b) {
@@ -373,7 +374,9 @@ inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_
                     for (int64_t c = 0; c < K; ++c) {
                         double* ac = ab + 64 * c;
                         for (int q = 0; q < 16; ++q) {
-                            const __m256d g = _mm256_i32gather_pd(pt + c, idx[q], 8);
+                            // the masked form with a zero source: the plain one reads an undefined register
+                            // (GCC 12 -Wmaybe-uninitialized)
+                            const __m256d g = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), pt + c, idx[q], all, 8);
                             _mm256_storeu_pd(ac + 4 * q, _mm256_add_pd(_mm256_loadu_pd(ac + 4 * q), g));
                         }
                     }

@@ -17,6 +17,7 @@ kernel alone (sliced against descent, the same integers), and predict at 10^6 ro
 diffprivlib is appended to sys.path (after the venv's site-packages) from --dpl.
 """
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -38,6 +39,7 @@ p.add_argument("--seeds", type=int, default=10)
 p.add_argument("--rows", type=int, default=1_000_000)
 p.add_argument("--skip-accuracy", action="store_true")
 p.add_argument("--skip-speed", action="store_true")
+p.add_argument("--reps", type=int, default=5, help="interleaved repetitions of the headline timings")
 p.add_argument("--datasets", default="adult,breast-cancer,digits,wine")
 args = p.parse_args()
 diffprivlib = import_diffprivlib(args.dpl)
@@ -129,27 +131,65 @@ k_auto = t(lambda: _trees.leaf_counts(X, y, 2, None, fa, tha, 5, 1, 0))
 dpl = DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1], random_state=0).fit(X, y)
 m10 = RandomForestClassifier(1.0, b, n_estimators=10, leaf_mechanism="counts", random_state=0).fit(X, y)
 tp10, tpa = t(lambda: m10.predict(X)), t(lambda: auto.predict(X))
+p_desc = t(lambda: _trees.proba_sum(X, fa, tha, 5, auto.leaf_proba_, 1, 1))
+p_auto = t(lambda: _trees.proba_sum(X, fa, tha, 5, auto.leaf_proba_, 1, 0))
 tpd = t(lambda: dpl.predict(X), reps=1)
 print(f"leaf counts of the default's {fa.shape[0]} trees: descent {k_desc:.3f} s, auto kernel "
       f"({'sliced' if _trees.sliced else 'descent'}) {k_auto:.3f} s ({k_desc / k_auto:.1f}x)")
+print(f"predict sums of the default's {fa.shape[0]} trees, 1 thread: descent {p_desc:.3f} s, auto kernel "
+      f"({'sliced' if _trees.sliced else 'descent'}) {p_auto:.3f} s ({p_desc / p_auto:.1f}x)")
 print(f"predict at {n} rows: dpfast 10 trees {tp10:.3f} s, default ({auto.n_estimators_} trees) {tpa:.3f} s; "
       f"diffprivlib 10 trees {tpd:.3f} s ({tpd / tp10:.1f}x at 10 trees, {tpd / tpa:.1f}x default vs default)")
-# the load of a shared machine moves between measurements: the headline ratios from interleaved runs
-inter = {"dpl": [], "auto": [], "ten": [], "dplp": [], "autop": [], "tenp": []}
-for _ in range(3):
+# the load of a shared machine moves between measurements: the headline ratios from interleaved runs,
+# dpfast at 1 thread and at its default thread count (DPFAST_NUM_THREADS unset: min(usable CPUs, 4));
+# diffprivlib at its defaults (n_jobs=1)
+from dpfast import _threads  # noqa: E402
+
+env_threads = os.environ.get("DPFAST_NUM_THREADS")
+
+
+def threads(k):
+    def run(f):
+        def g():
+            if k is None:
+                os.environ.pop("DPFAST_NUM_THREADS", None)
+            else:
+                os.environ["DPFAST_NUM_THREADS"] = str(k)
+            try:
+                f()
+            finally:
+                if env_threads is None:
+                    os.environ.pop("DPFAST_NUM_THREADS", None)
+                else:
+                    os.environ["DPFAST_NUM_THREADS"] = env_threads
+        return g
+    return run
+
+
+default_nt = min(_threads.CPUS, _threads.DEFAULT_CAP)
+one, dflt = threads(1), threads(None)
+fit_auto = lambda: RandomForestClassifier(1.0, b, random_state=0).fit(X, y)  # noqa: E731
+fit_ten = lambda: RandomForestClassifier(1.0, b, n_estimators=10, random_state=0).fit(X, y)  # noqa: E731
+inter = {}
+for _ in range(args.reps):
     for key, f in (("dpl", lambda: DplRF(epsilon=1.0, bounds=(np.full(d, -4.0), np.full(d, 4.0)), classes=[0, 1],
                                          random_state=0).fit(X, y)),
-                   ("auto", lambda: RandomForestClassifier(1.0, b, random_state=0).fit(X, y)),
-                   ("ten", lambda: RandomForestClassifier(1.0, b, n_estimators=10, random_state=0).fit(X, y)),
-                   ("dplp", lambda: dpl.predict(X)), ("autop", lambda: auto.predict(X)),
-                   ("tenp", lambda: m10.predict(X))):
-        inter[key].append(t(f, reps=1))
+                   ("auto1", one(fit_auto)), ("autoN", dflt(fit_auto)), ("ten1", one(fit_ten)), ("tenN", dflt(fit_ten)),
+                   ("dplp", lambda: dpl.predict(X)), ("autop1", one(lambda: auto.predict(X))),
+                   ("autopN", dflt(lambda: auto.predict(X))), ("tenp1", one(lambda: m10.predict(X))),
+                   ("tenpN", dflt(lambda: m10.predict(X)))):
+        inter.setdefault(key, []).append(t(f, reps=1))
 med = {k: float(np.median(v)) for k, v in inter.items()}
-print(f"interleaved (median of 3), 10^6 x 10, 1 thread: fit diffprivlib default (10 trees) {med['dpl']:.3f} s, "
-      f"dpfast default ({auto.n_estimators_} trees) {med['auto']:.3f} s ({med['dpl'] / med['auto']:.1f}x), dpfast "
-      f"10 trees (auto leaf) {med['ten']:.3f} s ({med['dpl'] / med['ten']:.1f}x); predict diffprivlib {med['dplp']:.3f} s, "
-      f"dpfast default {med['autop']:.3f} s ({med['dplp'] / med['autop']:.1f}x), 10 trees {med['tenp']:.3f} s "
-      f"({med['dplp'] / med['tenp']:.1f}x)")
+r = {k: med["dpl"] / med[k] for k in ("auto1", "autoN", "ten1", "tenN")}
+rp = {k: med["dplp"] / med[k] for k in ("autop1", "autopN", "tenp1", "tenpN")}
+print(f"interleaved (median of {args.reps}), 10^6 x 10: fit diffprivlib default (10 trees, n_jobs=1) {med['dpl']:.3f} s; "
+      f"dpfast default ({auto.n_estimators_} trees) 1 thread {med['auto1']:.3f} s ({r['auto1']:.1f}x), "
+      f"{default_nt} threads {med['autoN']:.3f} s ({r['autoN']:.1f}x); dpfast 10 trees 1 thread {med['ten1']:.3f} s "
+      f"({r['ten1']:.1f}x), {default_nt} threads {med['tenN']:.3f} s ({r['tenN']:.1f}x)")
+print(f"interleaved predict at 10^6 rows: diffprivlib {med['dplp']:.3f} s; dpfast default 1 thread "
+      f"{med['autop1']:.3f} s ({rp['autop1']:.1f}x), {default_nt} threads {med['autopN']:.3f} s ({rp['autopN']:.1f}x); "
+      f"10 trees 1 thread {med['tenp1']:.3f} s ({rp['tenp1']:.1f}x), {default_nt} threads {med['tenpN']:.3f} s "
+      f"({rp['tenpN']:.1f}x)")
 print(f"fit at {n} rows x {d} features, n_estimators=10, max_depth=5: dpfast forest counts {tc:.3f} s, "
       f"label {tl:.3f} s, diffprivlib forest {td:.3f} s ({td / tc:.0f}x counts, {td / tl:.0f}x label); "
       f"dpfast tree {tt:.3f} s, diffprivlib tree {tdt:.3f} s ({tdt / tt:.0f}x); sklearn forest {ts:.3f} s; "

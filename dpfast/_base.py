@@ -181,7 +181,7 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
         y = column_or_1d(y, warn=True)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"{name} must be 1-d with one entry per row of X ({n}), got shape {y.shape}")
-    if classifier:
+    if classifier and y.dtype.kind not in "biu":  # 1-d integers are always class labels
         check_classification_targets(y)
     return y
 

@@ -285,6 +285,26 @@ def check_neighbours(neighbours: str) -> str:
     return neighbours
 
 
+def _integer_label_index(y: np.ndarray, classes: np.ndarray):
+    """Integer labels and integer classes within a span of 2^16: each label's index in
+    ``classes`` by a look-up table (two passes over ``y`` instead of a binary search per label),
+    or None -- a label outside the classes, or other dtypes -- for the general path (which gives
+    the same indices, or the error)."""
+    def small(dt):  # signed, or unsigned that fits int64
+        return dt.kind == "i" or (dt.kind == "u" and dt.itemsize < 8)
+
+    if y.ndim != 1 or y.size == 0 or not small(y.dtype) or not small(classes.dtype):
+        return None
+    lo, hi = int(classes.min()), int(classes.max())
+    if hi - lo > (1 << 16) or int(y.min()) < lo or int(y.max()) > hi:
+        return None
+    lut = np.full(hi - lo + 1, -1, dtype=np.int64)
+    lut[classes.astype(np.int64) - lo] = np.arange(classes.size, dtype=np.int64)
+    y = y.astype(np.int64, copy=False)  # y - lo in [0, 2^16]: no overflow
+    idx = lut[y - lo if lo else y]
+    return None if (classes.size < hi - lo + 1 and int(idx.min()) < 0) else idx
+
+
 def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndarray, np.ndarray]:
     """``(classes, indices)``: the public label set and each label's index in it.
 
@@ -302,7 +322,9 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
         if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
             raise ValueError(f"classes must list at least two distinct labels, got {classes.tolist()!r}")
     y = np.asarray(y)
-    idx = None
+    idx = _integer_label_index(y, classes)
+    if idx is not None:
+        return classes, idx
     try:  # vectorized lookup (numbers, strings); falls back to a dict for mixed objects
         order = np.argsort(classes, kind="stable")
         sorted_classes = classes[order]

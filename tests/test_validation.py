@@ -10,6 +10,7 @@ from dpfast._validation import (
     check_delta,
     check_epsilon,
     check_int,
+    check_label_set,
     check_neighbours,
     check_nonnegative,
     check_positive,
@@ -313,3 +314,31 @@ def test_check_bounds_fast_path_returns_what_the_general_path_returns():
         check_bounds((0, 2**1100))
     with pytest.raises(ValueError, match="pair"):
         check_bounds((0.0, 1.0, 2.0))
+
+
+def _label_index_by_search(y, classes):
+    """The general path of check_label_set: each label's position in classes, by a dict."""
+    pos = {c: i for i, c in enumerate(np.asarray(classes).tolist())}
+    return np.array([pos[v] for v in np.asarray(y).tolist()], dtype=np.int64)
+
+
+@pytest.mark.parametrize("y,classes", [
+    (np.array([1, 0, 1, 1]), None), (np.array([1, 0, 1]), [1, 0]), (np.array([3, 5, 9, 9], dtype=np.uint8), [5, 3, 9]),
+    (np.array([-2, 7, -2]), [7, -2]), (np.array([100, -100], dtype=np.int8), [-1000, 100, -100]),
+    (np.array([0, 70000, 5]), [5, 0, 70000]),  # a span beyond the table: the general path
+    (np.array([1, 0], dtype=np.uint64), None), (np.array([True, False]), None),
+    (np.array([2.0, 1.0]), [1, 2]), (np.array(["b", "a"]), ["a", "b"]), (np.array([4]), [4, 6, 8])])
+def test_label_index_fast_path_gives_the_general_indices(y, classes):
+    """Integer labels take a look-up table (forest32: the forest's fit at 10^6 rows); the indices
+    are those of the general path for every dtype and span."""
+    got_classes, idx = check_label_set(y, classes)
+    np.testing.assert_array_equal(idx, _label_index_by_search(y, got_classes))
+    assert idx.dtype == np.int64
+
+
+@pytest.mark.parametrize("y,classes", [(np.array([0, 2]), None), (np.array([0, -1]), None),
+                                       (np.array([5, 4, 9]), [5, 3, 9]), (np.array([10]), [5, 3, 9]),
+                                       (np.array([7], dtype=np.int8), [5, 3, 9])])
+def test_label_index_fast_path_refuses_labels_outside_the_set(y, classes):
+    with pytest.raises(ValueError, match="label"):
+        check_label_set(y, classes)

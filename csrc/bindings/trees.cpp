@@ -66,33 +66,40 @@ py::array_t<int64_t> leaf_counts(py::handle X_, py::handle y_, int64_t K, py::ha
     return counts;
 }
 
+// The inputs of a prediction (route, proba_sum): X (rows possibly strided) and the checked forest.
+struct Routed {
+    std::pair<View<const double>, int64_t> xs;
+    View<const int64_t> f;
+    View<const double> th;
+    tr::Forest F;
+    Routed(py::handle X_, py::handle feature_, py::handle threshold_, int64_t depth)
+        : xs(strided_rows<double>(X_, "X")),
+          f(in<int64_t>(feature_, "feature", Shape::mat())),
+          th(in<double>(threshold_, "threshold", Shape::mat())),
+          F(forest_view(f, th, depth, xs.first.cols())) {}
+    int64_t n() const { return xs.first.rows(); }
+};
+
 py::array_t<int64_t> route(py::handle X_, py::handle feature_, py::handle threshold_, int64_t depth, int nthreads) {
-    auto xs = strided_rows<double>(X_, "X");
-    const auto& X = xs.first;
-    const int64_t n = X.rows(), d = X.cols();
-    auto f = in<int64_t>(feature_, "feature", Shape::mat());
-    auto th = in<double>(threshold_, "threshold", Shape::mat());
-    const tr::Forest F = forest_view(f, th, depth, d);
-    require(n <= std::numeric_limits<int64_t>::max() / F.n_trees, "output too large");
-    py::array_t<int64_t> leaves({(py::ssize_t)n, (py::ssize_t)F.n_trees});
+    const Routed a(X_, feature_, threshold_, depth);
+    const int64_t n = a.n();
+    require(n <= std::numeric_limits<int64_t>::max() / a.F.n_trees, "output too large");
+    py::array_t<int64_t> leaves({(py::ssize_t)n, (py::ssize_t)a.F.n_trees});
     int64_t* out = leaves.mutable_data();
     {
         py::gil_scoped_release nogil;
-        tr::route(X.ptr, n, xs.second, F, std::max(1, nthreads), out);
+        tr::route(a.xs.first.ptr, n, a.xs.second, a.F, std::max(1, nthreads), out);
     }
     return leaves;
 }
 
 py::array_t<double> proba_sum(py::handle X_, py::handle feature_, py::handle threshold_, int64_t depth,
-                              py::handle proba_, int nthreads) {
-    auto xs = strided_rows<double>(X_, "X");
-    const auto& X = xs.first;
-    const int64_t n = X.rows(), d = X.cols();
-    auto f = in<int64_t>(feature_, "feature", Shape::mat());
-    auto th = in<double>(threshold_, "threshold", Shape::mat());
-    const tr::Forest F = forest_view(f, th, depth, d);
+                              py::handle proba_, int nthreads, int kernel) {
+    const Routed a(X_, feature_, threshold_, depth);
+    const int64_t n = a.n();
+    require(kernel >= 0 && kernel <= 2, "kernel must be 0 (auto), 1 (descent) or 2 (sliced)");
     auto pr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(proba_);
-    require(pr && pr.ndim() == 3 && pr.shape(0) == F.n_trees && pr.shape(1) == F.n_leaves() && pr.shape(2) >= 1,
+    require(pr && pr.ndim() == 3 && pr.shape(0) == a.F.n_trees && pr.shape(1) == a.F.n_leaves() && pr.shape(2) >= 1,
             "proba must have shape (n_trees, 2**depth, K)");
     const int64_t K = pr.shape(2);
     require(n <= std::numeric_limits<int64_t>::max() / K, "output too large");
@@ -101,7 +108,7 @@ py::array_t<double> proba_sum(py::handle X_, py::handle feature_, py::handle thr
     const double* p = pr.data();
     {
         py::gil_scoped_release nogil;
-        tr::proba_sum(X.ptr, n, xs.second, F, p, K, std::max(1, nthreads), o);
+        tr::proba_sum(a.xs.first.ptr, n, a.xs.second, a.F, p, K, std::max(1, nthreads), o, kernel);
     }
     return out;
 }
@@ -116,8 +123,9 @@ PYBIND11_MODULE(_trees, m) {
           "each row feeds, or None for every tree; kernel: 0 the faster for the shape, 1 descent, 2 sliced "
           "where available -- the same integers)");
     m.def("proba_sum", &proba_sum, py::arg("X"), py::arg("feature"), py::arg("threshold"), py::arg("depth"),
-          py::arg("proba"), py::arg("nthreads"),
-          "(n, K) float64: per row, the sum over the trees in tree order of proba[t, leaf of the row in t]");
+          py::arg("proba"), py::arg("nthreads"), py::arg("kernel") = 0,
+          "(n, K) float64: per row, the sum over the trees in tree order of proba[t, leaf of the row in t] "
+          "(kernel: 0 the faster for the shape, 1 descent, 2 sliced where available -- the same bits)");
     m.attr("sliced") = py::bool_(tr::sliced_available());
     m.def("route", &route, py::arg("X"), py::arg("feature"), py::arg("threshold"), py::arg("depth"),
           py::arg("nthreads"), "(n, T) int64: the leaf of every row in every tree");

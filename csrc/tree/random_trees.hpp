@@ -25,6 +25,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -217,40 +219,187 @@ inline uint64_t gt_mask(const int16_t* v, int16_t p) {
 inline void count_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const int64_t* y, int64_t K,
                        int64_t lo, int64_t hi, int64_t* counts) {
     const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees;
-    std::vector<int16_t> rk(static_cast<size_t>(d * 64));
+    // nb 64-row blocks at a time (their ranks within 16 KiB): each tree then counts all of them into
+    // a small local table before one add to its counts, which stay out of the inner loops
+    const int64_t nb_max = std::max<int64_t>(1, std::min<int64_t>(8, 128 / std::max<int64_t>(d, 1)));
+    std::vector<int16_t> rk(static_cast<size_t>(nb_max * d * 64));
     std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
-    uint64_t cls[kSlicedMaxClasses];
+    std::vector<uint64_t> rows(static_cast<size_t>(nb_max)), cls(static_cast<size_t>(nb_max * kSlicedMaxClasses));
+    std::vector<int64_t> local(static_cast<size_t>(L * K));
     alignas(32) int16_t lab[64];
-    for (int64_t i0 = lo; i0 < hi; i0 += 64) {
-        const int64_t m = std::min<int64_t>(64, hi - i0);
-        for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)y[i0 + r] : (int16_t)-1;  // -1: no row
-        if (m < 64) std::fill(rk.begin(), rk.end(), int16_t(0));
-        for (int64_t j = 0; j < d; ++j)
-            ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rk.data() + j * 64);
-        const uint64_t rows = gt_mask(lab, -1);
-        for (int64_t k = 0; k < K; ++k) cls[k] = gt_mask(lab, (int16_t)(k - 1)) & ~gt_mask(lab, (int16_t)k);
+    for (int64_t c0 = lo; c0 < hi; c0 += 64 * nb_max) {
+        const int64_t nb = std::min<int64_t>(nb_max, (hi - c0 + 63) / 64);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+            int16_t* rb = rk.data() + b * d * 64;
+            for (int64_t r = 0; r < 64; ++r) lab[r] = r < m ? (int16_t)y[i0 + r] : (int16_t)-1;  // -1: no row
+            if (m < 64) std::fill(rb, rb + d * 64, int16_t(0));
+            for (int64_t j = 0; j < d; ++j)
+                ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rb + j * 64);
+            rows[static_cast<size_t>(b)] = gt_mask(lab, -1);
+            for (int64_t k = 0; k < K; ++k)
+                cls[static_cast<size_t>(b * kSlicedMaxClasses + k)] =
+                    gt_mask(lab, (int16_t)(k - 1)) & ~gt_mask(lab, (int16_t)k);
+        }
         for (int64_t t = 0; t < T; ++t) {
             const int32_t* nf = R.node_feature.data() + t * M;
             const int16_t* np = R.node_rank.data() + t * M;
-            reach[0] = rows;
-            for (int64_t a = 0; a < M; ++a) {
-                const uint64_t at = reach[static_cast<size_t>(a)];
-                const uint64_t right = gt_mask(rk.data() + 64 * (int64_t)nf[a], np[a]);
-                reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
-                reach[static_cast<size_t>(2 * a + 2)] = at & right;
+            std::fill(local.begin(), local.end(), int64_t(0));
+            int64_t* lc = local.data();
+            for (int64_t b = 0; b < nb; ++b) {
+                const int16_t* rb = rk.data() + b * d * 64;
+                const uint64_t* cb = cls.data() + b * kSlicedMaxClasses;
+                // leaf l's rows of class k: popcount(leaf & class_k), the last class the rest
+                const auto count = [&](int64_t l, uint64_t at) {
+                    int64_t rest = __builtin_popcountll(at);
+                    if (K == 2) {
+                        const int64_t v = __builtin_popcountll(at & cb[0]);
+                        lc[2 * l] += v;
+                        lc[2 * l + 1] += rest - v;
+                        return;
+                    }
+                    for (int64_t k = 0; k + 1 < K; ++k) {
+                        const int64_t v = __builtin_popcountll(at & cb[k]);
+                        lc[l * K + k] += v;
+                        rest -= v;
+                    }
+                    lc[l * K + K - 1] += rest;
+                };
+                const int64_t last = (M - 1) / 2;  // the first node of the last split level
+                reach[0] = rows[static_cast<size_t>(b)];
+                for (int64_t a = 0; a < last; ++a) {
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                    reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                    reach[static_cast<size_t>(2 * a + 2)] = at & right;
+                }
+                for (int64_t a = last; a < M; ++a) {  // its children are the leaves 2a + 1 - M, 2a + 2 - M
+                    const uint64_t at = reach[static_cast<size_t>(a)];
+                    const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                    count(2 * a + 1 - M, at & ~right);
+                    count(2 * a + 2 - M, at & right);
+                }
             }
             int64_t* ct = counts + t * L * K;
-            for (int64_t l = 0; l < L; ++l) {
-                const uint64_t at = reach[static_cast<size_t>(M + l)];
-                int64_t rest = __builtin_popcountll(at);
-                for (int64_t k = 0; k + 1 < K; ++k) {
-                    const int64_t v = __builtin_popcountll(at & cls[k]);
-                    ct[l * K + k] += v;
-                    rest -= v;
+            for (int64_t e = 0; e < L * K; ++e) ct[e] += lc[e];
+        }
+    }
+}
+
+// The leaf index of each of the 64 rows of a block (leaf[r] for row r, rows in order, not the
+// masks' permutation) from the D per-level masks bits[k] (bit q: the row at mask position q went
+// right at its level-k node): leaf = sum_k right_k 2^(D-1-k), the heap order of the descent.
+inline void leaves_of_masks(const uint64_t* bits, int64_t depth, uint8_t* leaf) {
+    // byte j of a 32-row half takes bit j % 8 of byte s(j) of the half's 32 mask bits: gt_mask's
+    // packs put rows 8-15 at bits 16-23 and rows 16-23 at bits 8-15 (per 32)
+    const __m256i src = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                         1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    for (int h = 0; h < 2; ++h) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t k = 0; k < depth; ++k) {
+            const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)(uint32_t)(bits[k] >> (32 * h))), src);
+            const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+            acc = _mm256_or_si256(acc, _mm256_and_si256(on, _mm256_set1_epi8((char)(1 << (depth - 1 - k)))));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(leaf + 32 * h), acc);
+    }
+}
+
+// out[r, :] for the rows r of [lo, hi) (out: the (n, K) row-major sums): the sum over t = 0 ..
+// T-1, in this order from 0.0, of proba[t, leaf of row r in t] -- the descent's order, so the same
+// bits.  The leaves come from the node masks of count_rows, ORed per level (depth <= 8).
+inline void proba_rows(const Ranked& R, const Forest& F, const double* X, int64_t ld, const double* proba,
+                       int64_t K, int64_t lo, int64_t hi, double* out) {
+    const int64_t d = R.d, M = F.n_split(), L = F.n_leaves(), T = F.n_trees, D = F.depth;
+    // the sums in acc (each still 0.0 + the trees in order: the same bits): K = 2 row-major, two
+    // rows an add; 3 .. 64 classes class-major (acc[c][r] of a block), gathered 4 rows at a time;
+    // more classes straight into out.  Like count_rows, nb blocks of 64 rows at a time (ranks and
+    // sums within 16 KiB each), a tree's leaf table read once for all of them.
+    const bool gather = K <= 64;
+    const int64_t nb_max = std::max<int64_t>(
+        1, std::min<int64_t>({8, 128 / std::max<int64_t>(d, 1), gather ? 32 / K : 8}));
+    std::vector<int16_t> rk(static_cast<size_t>(nb_max * d * 64));
+    std::vector<uint64_t> reach(static_cast<size_t>(2 * L));
+    std::vector<double> acc(static_cast<size_t>(gather ? nb_max * 64 * K : 0));
+    uint64_t bits[8];
+    alignas(32) uint8_t leaf[64];
+    const __m128i kv = _mm_set1_epi32((int)K);
+    const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    for (int64_t c0 = lo; c0 < hi; c0 += 64 * nb_max) {
+        const int64_t nb = std::min<int64_t>(nb_max, (hi - c0 + 63) / 64);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+            int16_t* rb = rk.data() + b * d * 64;
+            if (m < 64) std::fill(rb, rb + d * 64, int16_t(0));
+            for (int64_t j = 0; j < d; ++j)
+                ranks_of(R, j, X + i0 * ld + R.column[static_cast<size_t>(j)], ld, m, rb + j * 64);
+            if (!gather) std::fill(out + i0 * K, out + (i0 + m) * K, 0.0);
+        }
+        if (gather) std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t t = 0; t < T; ++t) {
+            const int32_t* nf = R.node_feature.data() + t * M;
+            const int16_t* np = R.node_rank.data() + t * M;
+            const double* pt = proba + t * L * K;
+            for (int64_t b = 0; b < nb; ++b) {
+                const int16_t* rb = rk.data() + b * d * 64;
+                reach[0] = ~uint64_t(0);
+                for (int64_t k = 0, a = 0; k < D; ++k) {
+                    uint64_t went_right = 0;  // the level's nodes see disjoint rows
+                    for (const int64_t end = 2 * a + 1; a < end; ++a) {
+                        const uint64_t at = reach[static_cast<size_t>(a)];
+                        const uint64_t right = gt_mask(rb + 64 * (int64_t)nf[a], np[a]);
+                        went_right |= at & right;
+                        reach[static_cast<size_t>(2 * a + 1)] = at & ~right;
+                        reach[static_cast<size_t>(2 * a + 2)] = at & right;
+                    }
+                    bits[k] = went_right;
                 }
-                ct[l * K + K - 1] += rest;
+                leaves_of_masks(bits, D, leaf);
+                double* ab = acc.data() + b * 64 * K;
+                if (K == 2) {  // two rows a 256-bit add: ab[2r .. 2r + 2) += pt[2 leaf[r] .. + 2)
+                    for (int r = 0; r < 64; r += 2) {
+                        const __m256d p =
+                            _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(pt + 2 * (int64_t)leaf[r])),
+                                                 _mm_loadu_pd(pt + 2 * (int64_t)leaf[r + 1]), 1);
+                        _mm256_storeu_pd(ab + 2 * r, _mm256_add_pd(_mm256_loadu_pd(ab + 2 * r), p));
+                    }
+                } else if (gather) {  // ab[c][r] += pt[leaf[r] K + c] (all 64 rows: padding rows route too)
+                    __m128i idx[16];
+                    for (int q = 0; q < 16; ++q) {
+                        int four;
+                        std::memcpy(&four, leaf + 4 * q, sizeof four);
+                        idx[q] = _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(four)), kv);
+                    }
+                    for (int64_t c = 0; c < K; ++c) {
+                        double* ac = ab + 64 * c;
+                        for (int q = 0; q < 16; ++q) {
+                            // the masked form with a zero source: the plain one reads an undefined register
+                            // (GCC 12 -Wmaybe-uninitialized)
+                            const __m256d g = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), pt + c, idx[q], all, 8);
+                            _mm256_storeu_pd(ac + 4 * q, _mm256_add_pd(_mm256_loadu_pd(ac + 4 * q), g));
+                        }
+                    }
+                } else {
+                    const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+                    double* o = out + i0 * K;
+                    for (int64_t r = 0; r < m; ++r) {
+                        const double* p = pt + K * (int64_t)leaf[r];
+                        for (int64_t c = 0; c < K; ++c) o[r * K + c] += p[c];
+                    }
+                }
             }
         }
+        if (gather)
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t i0 = c0 + 64 * b, m = std::min<int64_t>(64, hi - i0);
+                const double* ab = acc.data() + b * 64 * K;
+                double* o = out + i0 * K;
+                if (K == 2) std::copy(ab, ab + 2 * m, o);
+                else
+                    for (int64_t r = 0; r < m; ++r)
+                        for (int64_t c = 0; c < K; ++c) o[r * K + c] = ab[64 * c + r];
+            }
     }
 }
 }  // namespace sliced
@@ -278,6 +427,18 @@ inline bool use_sliced(int kernel, const Forest& F, int64_t K) {
     return F.depth <= kSlicedMaxDepth && F.n_trees * F.depth >= kSlicedMinWork;
 }
 
+// The row chunks of the sliced kernels on W threads: one with one thread; with more, up to 8 per
+// thread of at least 16384 rows (and, for counts, at most 2^23 table entries in all), claimed by the
+// threads as they come free, so a thread that gets no core for a while (a shared machine) leaves its
+// share to the others.  Counts are added in chunk order and a row's sums are its own: the results do
+// not depend on the chunks.
+inline int64_t sliced_chunks(int64_t W, int64_t n, int64_t table) {
+    if (W <= 1) return 1;
+    int64_t C = std::min<int64_t>(8 * W, n / 16384);
+    if (table > 0) C = std::min<int64_t>(C, (int64_t(1) << 23) / table);
+    return std::max<int64_t>(W, C);
+}
+
 // counts (T, 2^D, K), zeroed here: counts[t, leaf, y_i] += 1 for every row i and every tree t
 // it feeds (tree_of_row[i] when given, else all T).  X row i is X + i * ld.
 inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y, int64_t K,
@@ -289,14 +450,15 @@ inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y
     if (!tree_of_row && use_sliced(kernel, F, K)) {
         Ranked R;
         if (rank_forest(F, R)) {
-            std::vector<std::vector<int64_t>> part(static_cast<size_t>(W));
-            run_chunks(W, (int)W, [&](int64_t k) {
+            const int64_t C = sliced_chunks(W, n, table);
+            std::vector<std::vector<int64_t>> part(static_cast<size_t>(C));
+            run_chunks(C, (int)W, [&](int64_t k) {
                 std::vector<int64_t> c(static_cast<size_t>(table), 0);
-                sliced::count_rows(R, F, X, ld, y, K, n * k / W, n * (k + 1) / W, c.data());
+                sliced::count_rows(R, F, X, ld, y, K, n * k / C, n * (k + 1) / C, c.data());
                 part[static_cast<size_t>(k)] = std::move(c);
             });
             std::fill(counts, counts + table, int64_t(0));
-            for (int64_t k = 0; k < W; ++k) {
+            for (int64_t k = 0; k < C; ++k) {
                 const int64_t* c = part[static_cast<size_t>(k)].data();
                 for (int64_t a = 0; a < table; ++a) counts[a] += c[a];
             }
@@ -343,8 +505,12 @@ inline void leaf_counts(const double* X, int64_t n, int64_t ld, const int64_t* y
     }
 }
 
-// leaves (n, T): the leaf of row i in tree t.
-inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, int64_t* leaves) {
+// The descent over rows [0, n) in W contiguous blocks of rows (W: the thread count, at least
+// 4096 rows each), 64 rows at a time: start(i0, m) once per 64 rows, then leaves(t, i0, m, leaf)
+// with the leaves of those rows in tree t, for t = 0 .. T-1 in order.
+template <class Start, class Leaves>
+inline void descend_rows(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, const Start& start,
+                         const Leaves& leaves) {
     const int64_t T = F.n_trees, M = F.n_split();
     const std::vector<Node> nodes = pack(F);
     const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
@@ -353,36 +519,64 @@ inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int n
         int64_t leaf[kBlock];
         for (int64_t i0 = lo; i0 < hi; i0 += kBlock) {
             const int64_t m = std::min(kBlock, hi - i0);
+            start(i0, m);
             for (int64_t t = 0; t < T; ++t) {
                 block_leaves(nodes.data() + t * M, F.depth, X, ld, i0, m, leaf);
-                for (int64_t r = 0; r < m; ++r) leaves[(i0 + r) * T + t] = leaf[r];
+                leaves(t, i0, m, (const int64_t*)leaf);
             }
         }
     });
 }
 
-// out (n, K): out[i] = sum over t = 0 .. T-1, in this order, of proba[t, leaf of row i in t] (proba:
-// (T, 2^D, K)).  Per-row sums in a fixed order: the same bits for any thread count.
+// leaves (n, T): the leaf of row i in tree t.
+inline void route(const double* X, int64_t n, int64_t ld, const Forest& F, int nthreads, int64_t* leaves) {
+    const int64_t T = F.n_trees;
+    descend_rows(
+        X, n, ld, F, nthreads, [](int64_t, int64_t) {},
+        [&](int64_t t, int64_t i0, int64_t m, const int64_t* leaf) {
+            for (int64_t r = 0; r < m; ++r) leaves[(i0 + r) * T + t] = leaf[r];
+        });
+}
+
+// Which prediction kernel: 0 = the faster for this shape (public: T, D), 1 = descent, 2 = sliced
+// where available (depth 1 .. 8: a leaf index in a byte).  Auto: the counts' rule (the node masks
+// and the ranks cost the same; measured, benchmarks/RESULTS.md "forest32").
+inline bool use_sliced_predict(int kernel, const Forest& F) {
+    if (kernel == 1 || !sliced_available()) return false;
+    if (F.depth < 1 || F.depth > 8) return false;
+    if (kernel == 2) return true;
+    return F.depth <= kSlicedMaxDepth && F.n_trees * F.depth >= kSlicedMinWork;
+}
+
+// out (n, K): out[i] = sum over t = 0 .. T-1, in this order from 0.0, of proba[t, leaf of row i in
+// t] (proba: (T, 2^D, K)).  Per-row sums in a fixed order: the same bits for any thread count and
+// either kernel (descent, or sliced where use_sliced_predict and the forest ranks).
 inline void proba_sum(const double* X, int64_t n, int64_t ld, const Forest& F, const double* proba, int64_t K,
-                      int nthreads, double* out) {
-    const int64_t T = F.n_trees, M = F.n_split(), LK = F.n_leaves() * K;
-    const std::vector<Node> nodes = pack(F);
-    const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
-    run_chunks(W, (int)W, [&](int64_t k) {
-        const int64_t lo = n * k / W, hi = n * (k + 1) / W;
-        int64_t leaf[kBlock];
-        for (int64_t i0 = lo; i0 < hi; i0 += kBlock) {
-            const int64_t m = std::min(kBlock, hi - i0);
-            double* o = out + i0 * K;
-            std::fill(o, o + m * K, 0.0);
-            for (int64_t t = 0; t < T; ++t) {
-                block_leaves(nodes.data() + t * M, F.depth, X, ld, i0, m, leaf);
-                const double* pt = proba + t * LK;
-                for (int64_t r = 0; r < m; ++r)
-                    for (int64_t c = 0; c < K; ++c) o[r * K + c] += pt[leaf[r] * K + c];
-            }
+                      int nthreads, double* out, int kernel = 0) {
+    const int64_t LK = F.n_leaves() * K;
+#if defined(DPF_HAVE_AVX2_DISPATCH)
+    if (use_sliced_predict(kernel, F)) {
+        Ranked R;
+        if (rank_forest(F, R)) {
+            const int64_t W = std::max<int64_t>(1, std::min<int64_t>(nthreads, n / 4096 + 1));
+            const int64_t C = sliced_chunks(W, n, 0);
+            run_chunks(C, (int)W, [&](int64_t k) {
+                sliced::proba_rows(R, F, X, ld, proba, K, n * k / C, n * (k + 1) / C, out);
+            });
+            return;
         }
-    });
+    }
+#else
+    (void)kernel;
+#endif
+    descend_rows(
+        X, n, ld, F, nthreads, [&](int64_t i0, int64_t m) { std::fill(out + i0 * K, out + (i0 + m) * K, 0.0); },
+        [&](int64_t t, int64_t i0, int64_t m, const int64_t* leaf) {
+            const double* pt = proba + t * LK;
+            double* o = out + i0 * K;
+            for (int64_t r = 0; r < m; ++r)
+                for (int64_t c = 0; c < K; ++c) o[r * K + c] += pt[leaf[r] * K + c];
+        });
 }
 
 }  // namespace tree

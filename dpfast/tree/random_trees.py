@@ -88,25 +88,30 @@ def draw_forest(gen: np.random.Generator, lo: np.ndarray, hi: np.ndarray, n_tree
     d = lo.size
     M = (1 << depth) - 1
     feature = np.empty((n_trees, M), dtype=np.int64)
-    threshold = np.empty((n_trees, M), dtype=np.float64)
-    for t in range(n_trees):
-        blo, bhi = lo[None, :].copy(), hi[None, :].copy()
+    u = np.empty((n_trees, M), dtype=np.float64)
+    for t in range(n_trees):  # the draws, in their order
         for level in range(depth):
-            width = 1 << level
-            first = width - 1
-            f = gen.integers(0, d, size=width)
-            u = gen.random(width)
-            rows = np.arange(width)
-            a, b = blo[rows, f], bhi[rows, f]
-            thr = np.minimum(np.maximum(a + u * (b - a), a), b)
-            feature[t, first:first + width] = f
-            threshold[t, first:first + width] = thr
-            if level + 1 < depth:  # children boxes: left (upper[f] = thr), right (lower[f] = thr)
-                clo = np.repeat(blo, 2, axis=0)
-                chi = np.repeat(bhi, 2, axis=0)
-                chi[2 * rows, f] = thr
-                clo[2 * rows + 1, f] = thr
-                blo, bhi = clo, chi
+            first, width = (1 << level) - 1, 1 << level
+            feature[t, first:first + width] = gen.integers(0, d, size=width)
+            u[t, first:first + width] = gen.random(width)
+    # the thresholds, every tree at once (elementwise the same operations: the same bits)
+    threshold = np.empty((n_trees, M), dtype=np.float64)
+    blo = np.broadcast_to(lo, (n_trees, 1, d)).copy()
+    bhi = np.broadcast_to(hi, (n_trees, 1, d)).copy()
+    trees = np.arange(n_trees)[:, None]
+    for level in range(depth):
+        first, width = (1 << level) - 1, 1 << level
+        f = feature[:, first:first + width]
+        rows = np.arange(width)[None, :]
+        a, b = blo[trees, rows, f], bhi[trees, rows, f]
+        thr = np.minimum(np.maximum(a + u[:, first:first + width] * (b - a), a), b)
+        threshold[:, first:first + width] = thr
+        if level + 1 < depth:  # children boxes: left (upper[f] = thr), right (lower[f] = thr)
+            clo = np.repeat(blo, 2, axis=1)
+            chi = np.repeat(bhi, 2, axis=1)
+            chi[trees, 2 * rows, f] = thr
+            clo[trees, 2 * rows + 1, f] = thr
+            blo, bhi = clo, chi
     return feature, threshold
 
 

@@ -46,7 +46,7 @@ from dpfast._validation import Epsilon, as_array, check_int, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
 from dpfast.random import RNG
-from dpfast.tools._statistics import _scales
+from dpfast.tools._statistics import _midpoint, _scales
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -59,6 +59,7 @@ ETA = 0.1
 COUNT_SHARE = 1.0 / 20.0
 #: the largest number of blocks (public; also caps k from a noisy count)
 MAX_BLOCKS = 1_000_000
+_DBL_MAX = float(np.finfo(np.float64).max)
 
 
 def _box(bounds) -> Tuple[np.ndarray, np.ndarray, bool]:
@@ -106,7 +107,7 @@ def widened_range(a: float, b: float, k: int, lo: float, hi: float) -> Tuple[flo
     """Algorithm 2, lines 1 and 5-7: ``[m - 4 rad iqr, m + 4 rad iqr]`` from the released
     quartiles, intersected with ``[lo, hi]`` (post-processing of released values)."""
     rad = k ** (1.0 / 3.0 + ETA)
-    m, iqr = 0.5 * (a + b), abs(b - a)
+    m, iqr = _midpoint(a, b), abs(b - a)
     return max(m - 4.0 * rad * iqr, lo), min(m + 4.0 * rad * iqr, hi)
 
 
@@ -122,7 +123,7 @@ def block_values(statistic: Callable, X, labels: np.ndarray, k: int, lo: np.ndar
     """``z``: shape (k, d), row i = statistic(rows labelled i) clamped to the box; an empty
     block or a NaN coordinate takes the public midpoint of the box."""
     d = lo.size
-    centre = 0.5 * (lo + hi)
+    centre = _midpoint(lo, hi)
     z = np.tile(centre, (k, 1))
     order = np.argsort(labels, kind="stable")
     ends = np.cumsum(np.bincount(labels, minlength=k))
@@ -227,6 +228,15 @@ def widened_winsorized_mean(z: np.ndarray, epsilon: float, lo: float, hi: float,
     k = z.size
     a, b = np.asarray(private_quantile(z, [0.25, 0.75], epsilon / 2, (lo, hi), gen))  # eps/4 per quartile
     l_, u_ = widened_range(float(a), float(b), k, lo, hi)
-    mu = float(np.mean(np.clip(z, l_, u_)))
-    # Lap(2 (u - l) / (k eps)): sensitivity (u - l)/k at eps/2 (a standard draw, scaled: u = l is no noise)
-    return mu + float(laplace_noise(1.0, rng=gen)) * 2.0 * (u_ - l_) / (k * epsilon)
+    w = np.clip(z, l_, u_)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu = float(np.mean(w))
+    if not math.isfinite(mu):
+        # values near the largest double: the sum overflowed.  About the centre of [l, u] each
+        # term is within (u - l)/2 (finite: the bounds' width is), so this sum cannot
+        c = float(_midpoint(l_, u_))
+        mu = c + float(np.sum((w - c) / k))
+    # Lap(2 (u - l) / (k eps)): sensitivity (u - l)/k at eps/2 (a standard draw, scaled: u = l is
+    # no noise); divided before doubling, and the sum saturated (post-processing): never inf
+    out = mu + float(laplace_noise(1.0, rng=gen)) * ((u_ - l_) / (k * epsilon) * 2.0)
+    return float(np.clip(out, -_DBL_MAX, _DBL_MAX))

@@ -143,7 +143,10 @@ def bounds(a, epsilon: float, *, axis=None, tail: float = 0.01, scale: float = 1
     out = np.empty((2, c))
     with _budget.detached(), np.errstate(over="ignore"):
         for j, col in enumerate(cols):
-            t = np.arcsinh(col / scale)  # +-inf beyond A: clamped by the mechanism
+            # x / scale overflows to +-inf for |x| > scale * DBL_MAX (scale < 1): clamp in the
+            # transformed space, where every finite double lies in [-A, A], so that no data value
+            # can make the mechanism refuse after the charge
+            t = np.clip(np.arcsinh(col / scale), -A, A)
             out[:, j] = np.asarray(private_quantile(t, levels, per, (-A, A), rng))
     v = _back(np.sort(out, axis=0), scale)
     same = v[0] >= v[1]

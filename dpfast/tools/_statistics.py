@@ -224,6 +224,16 @@ class _Noise:
         return res
 
 
+def _midpoint(lo, hi):
+    """``(lo + hi) / 2`` without overflow: bounds near the largest double (both of one sign) would
+    make ``lo + hi`` inf and every released value inf (after the charge); the same double as
+    ``0.5 * (lo + hi)`` whenever that is finite, so ordinary bounds keep their bits."""
+    with np.errstate(over="ignore"):
+        s = np.add(lo, hi)
+    return np.where(np.isfinite(s), 0.5 * s, 0.5 * np.asarray(lo) + 0.5 * np.asarray(hi)) \
+        if np.ndim(s) else (0.5 * float(s) if math.isfinite(s) else 0.5 * lo + 0.5 * hi)
+
+
 def _clip(v: float, lo: float, hi: float) -> float:
     """``numpy.clip`` on a float (the same double: its max returns the bound on ties)."""
     v = v if v > lo else lo
@@ -244,7 +254,7 @@ def _moments(a, epsilon, bounds, axis, keepdims, gen, budget, *, nan: bool, orde
     x = _data(a, nan, check=False)  # the native pass refuses non-finite values (before the charge)
     axis = _axis(axis, x.ndim)
     shape, d, k = _shape(x, axis, keepdims)
-    c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    c, r = _midpoint(lo, hi), 0.5 * (hi - lo)
     eps_part = epsilon / (order + 1)
     # calibration: l1 sensitivities over the whole output (one row touches every entry)
     count_sens = float(d) if nan else 1.0
@@ -296,7 +306,7 @@ def _moment_sums(x: np.ndarray, lo: float, hi: float, axis, keepdims: bool, nan:
     of ``y^2 - r^2/2`` (grid bound ``r^2``: ``sum q(y^2) - 2**49 m``, each term in [-r^2/2,
     r^2/2]; else None), flat per output entry (object arrays of Python ints).  One native pass
     (:func:`_column_sums`); :func:`_moment_floats` rounds them once."""
-    c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    c, r = _midpoint(lo, hi), 0.5 * (hi - lo)
     t1, t2, cnt = _column_sums(x, axis, lo, hi, c, r, r, nan, order)
     counts = None if cnt is None else cnt.astype(object)
     q = None
@@ -606,7 +616,14 @@ def _edges(bins, range_, k: int) -> list:
                 raise ValueError("integer bins need a public range=(lower, upper): the range "
                                  "is never read off the data")
             lo, hi = check_bounds(range_[j], "range")
-            out.append(np.linspace(lo, hi, int(b) + 1))
+            with np.errstate(over="ignore", invalid="ignore"):
+                e = np.linspace(lo, hi, int(b) + 1)
+            # public, so refused here, before any charge: a range too narrow for its bins (equal
+            # edges) or too wide for a double (hi - lo overflows: inf/NaN edges)
+            if not (np.all(np.isfinite(e)) and np.all(np.diff(e) > 0)):
+                raise ValueError(f"range {(lo, hi)!r} with {int(b)} bins does not give finite, "
+                                 "strictly increasing bin edges (too narrow or too wide for doubles)")
+            out.append(e)
         else:
             e = as_array(b, "bins", np.float64)
             if e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):

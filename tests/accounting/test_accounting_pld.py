@@ -271,3 +271,59 @@ def test_calibrate_noise_multiplier_tiny_sample_rate_answers_at_once():
     for sigma in (0.3, 1.0):
         acc = PLDAccountant(1e-3).compose(PoissonSampled(1e-3, Gaussian(sigma)))
         assert acc.get_delta_bounds(0.0)[0] <= 1e-3
+
+
+# ---------------------------------------------------------------- the native log-MGF
+def _log_mgf_reference(p, lo, h, t):
+    """K(t) = log sum_i p_i e^{t (lo + i) h} by SciPy's log-sum-exp on log p (independent code)."""
+    from scipy.special import logsumexp
+    i = np.flatnonzero(p > 0)
+    if i.size == 0:
+        return -np.inf
+    return float(logsumexp(np.log(p[i]) + t * (lo + i) * h))
+
+
+@pytest.mark.parametrize("case", ["two_atoms_far_apart", "tiny_masses", "dense", "one_atom", "empty"])
+def test_log_mgf_equals_log_sum_exp(case):
+    # the Horner sweep rescales its accumulator over long runs of zeros and tiny masses (where it
+    # decayed into subnormals: a pure-DP PLD made a budget charge take 50 s); the value must stay
+    # the exact K(t) to double-precision relative error
+    import dpfast.accounting.pld as P
+    rng = np.random.default_rng(3)
+    h, lo = 1e-3, -200_000
+    if case == "two_atoms_far_apart":  # PureDP-like: mass at both ends of 4e5 points
+        p = np.zeros(400_001)
+        p[0], p[-1] = 0.3, 0.7
+    elif case == "tiny_masses":  # masses from 1e-300 down to subnormal, then an ordinary one
+        p = np.zeros(300_001)
+        p[:1000] = 1e-300
+        p[1000:2000] = 5e-320
+        p[150_000] = 1e-200
+        p[-1] = 0.5
+    elif case == "dense":
+        p = rng.dirichlet(np.ones(5000))
+        lo = -2500
+    elif case == "one_atom":
+        p = np.zeros(100_000)
+        p[50_000] = 1.0
+    else:
+        p = np.zeros(1000)
+    ts = np.concatenate([P._T_GRID, -P._T_GRID])
+    got = P._log_mgf(p, lo, h, ts)
+    want = np.array([_log_mgf_reference(p, lo, h, t) for t in ts])
+    if case == "empty":
+        assert np.all(got == -np.inf)
+        return
+    # relative error of the sum: a few ulps per term, over n terms of a Horner sweep
+    err = np.abs(got - want) / np.maximum(1.0, np.abs(want))
+    assert np.all(np.isfinite(got)) and err.max() < 1e-9, (err.max(), got, want)
+
+
+def test_budget_refuses_a_huge_pure_dp_charge():
+    # the fuzz case that hung CI (PureDP(729) against a (1, 1e-6) budget under PLD): refused, nothing spent
+    import dpfast
+    from dpfast.accounting import PureDP
+    b = dpfast.PrivacyBudget(1.0, 1e-6, accountant="pld")
+    with pytest.raises(dpfast.BudgetExceededError):
+        b.charge(PureDP(729.0), label="huge")
+    assert b.spent() == 0.0 and b.remaining() == 1.0

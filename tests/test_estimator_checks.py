@@ -82,8 +82,11 @@ def _assert_fails_exactly_the_declared_checks(est):
     assert by_status.get("failed", set()) == set(), [
         (r["check_name"], repr(r["exception"])[:300]) for r in results if r["status"] == "failed"
     ]
-    # every declared failure does fail (a check that starts passing must leave the list)
-    assert by_status.get("xfail", set()) == set(declared)
+    # every declared failure does fail (a check that starts passing must leave the list); a
+    # declared check this scikit-learn does not have (it arrived in 1.9) is not run at all
+    ran = {r["check_name"] for r in results}
+    assert by_status.get("xfail", set()) == set(declared) & ran
+    assert len(set(declared) - ran) <= 2, set(declared) - ran  # not a misspelt or stale list
     for r in results:
         if r["status"] == "skipped":
             assert _ENVIRONMENT_SKIPS.get(r["check_name"], "\0") in str(r["exception"]), r

@@ -7,6 +7,7 @@ mechanism with noise multiplier z.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Optional, Sequence, Union
 
@@ -77,7 +78,9 @@ def _parts(per_example_grads: ArrayOrList):
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
     # Copies only what the kernel cannot read in place (non-contiguous, byte-swapped, other
     # dtypes); read-only inputs are read, never written.
-    flat = [np.ascontiguousarray(a.reshape(B, -1), dtype=dtype) for a in arrs]
+    # (not -1: ambiguous for an empty batch, which Poisson sampling draws with a data-dependent
+    # probability; its clipped sum is zeros)
+    flat = [np.ascontiguousarray(a.reshape(B, math.prod(a.shape[1:])), dtype=dtype) for a in arrs]
     return flat, [a.shape for a in arrs], is_list, dtype
 
 

@@ -130,7 +130,7 @@ def bounds(a, epsilon: float, *, axis=None, tail: float = 0.01, scale: float = 1
     if axis is None:
         cols = [x.ravel()]
     else:
-        flat = x.reshape(x.shape[0], -1)
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # not -1: ambiguous for 0 rows (n is private)
         cols = [flat[:, j] for j in range(flat.shape[1])]
     per = epsilon / d  # per element (axis=None) or per column (axis=0): as tools.quantile
     if not per / 2.0 > 0.0:

@@ -530,7 +530,7 @@ def _quantile(a, qa, epsilon, bounds, axis, keepdims, gen, budget, label):
         cols = [x.ravel()]
         per = epsilon / d  # d elements of one row in one column: the utility moves by <= d
     else:
-        flat = x.reshape(x.shape[0], -1)
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # not -1: ambiguous for 0 rows (n is private)
         cols = [flat[:, j] for j in range(flat.shape[1])]
         per = epsilon / d  # d columns, one element each: basic composition
     lo, hi = bounds

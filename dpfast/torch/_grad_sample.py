@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -593,11 +594,11 @@ def per_sample_norm_sq(g: torch.Tensor) -> np.ndarray:
     P = max(1, g[0].numel()) if B else 1
     rho = (P / 8.0 + 16.0) * 2.0 ** -52
     if g.device.type == "cpu" and g.dtype in (torch.float32, torch.float64):
-        a = g.detach().reshape(B, -1).contiguous().numpy()
+        a = g.detach().reshape(B, math.prod(g.shape[1:])).contiguous().numpy()
         norms = np.empty(B)
         _clip.clip_rows(a, np.inf, norms, None, None, None)
     else:
-        norms = torch.sqrt(torch.sum(g.detach().reshape(B, -1).to(torch.float64) ** 2, dim=1)).cpu().numpy()
+        norms = torch.sqrt(torch.sum(g.detach().reshape(B, math.prod(g.shape[1:])).to(torch.float64) ** 2, dim=1)).cpu().numpy()
         rho += P * 2.0 ** -52  # torch's reduction order is unspecified: the gamma_P bound
     ub = norms * (1.0 + rho) + np.sqrt(P) * 2.0 ** -537
     return ub * ub * (1.0 + 2.0 ** -50)

@@ -398,3 +398,20 @@ def test_one_extreme_record_changes_the_clipped_sum_by_at_most_C(dtype, big):
                 sums.append(g.astype(np.float64))
             assert np.isfinite(sums[0]).all(), mode
             assert np.linalg.norm(sums[0] - sums[1]) <= C * (1 + 1e-5), mode
+
+
+@pytest.mark.parametrize("parts", [[(3, 2)], [(3, 2), (4,)], [(0,)]])
+def test_an_empty_poisson_batch_clips_to_zeros(parts):
+    # Poisson sampling draws an empty batch with probability (1 - q)^n (data dependent): a user's
+    # own DP-SGD loop must get its clipped sum (zeros: only the noise is released), not NumPy's
+    # "cannot reshape array of size 0" (reshape(0, -1) is ambiguous)
+    grads = [np.empty((0,) + s) for s in parts]
+    arg = grads if len(grads) > 1 else grads[0]
+    assert per_example_norms(arg).shape == (0,)
+    clipped = clip_gradients(arg, 1.0)
+    total = clipped_sum(arg, 1.0)
+    if len(grads) == 1:
+        clipped, total = [clipped], [total]
+    for g, c, t in zip(grads, clipped, total):
+        assert c.shape == g.shape
+        np.testing.assert_array_equal(t, np.zeros(g.shape[1:]))

@@ -387,3 +387,12 @@ def test_linear_2d_native_row_norms_bound_tiny_and_exact_values(dtype):
         assert Fraction(float(ns[i])) >= exact
         if dtype == torch.float32:
             assert float(ns[i]) <= float(exact) * (1 + 1e-12) + 2.0 ** -1021
+
+
+def test_per_sample_norm_of_an_empty_batch():
+    # an empty Poisson batch: no rows, no error (torch's reshape(0, -1) is ambiguous)
+    from dpfast.torch._grad_sample import per_sample_norm_sq
+    for shape in [(0, 3, 2), (0, 5)]:
+        assert per_sample_norm_sq(torch.empty(shape)).shape == (0,)
+    g = torch.tensor([[3.0, 4.0]])
+    assert per_sample_norm_sq(g)[0] >= 25.0

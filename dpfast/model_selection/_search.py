@@ -218,7 +218,13 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     kept for the data's owner, as the estimator keeps them: do not publish them.  Nor is the
     search's running time, which grows with K.  ``random_state`` is secret: whoever holds the
     seed or generator can replay every draw (the split, K, the noise); a generator passed in
-    advances by an amount that depends on K, so keep it private too.
+    advances by an amount that depends on K, so keep it private too.  Nor is the number of rows
+    n: the fits' events are probed with the training part's size (DP-SGD's sample rate
+    ``batch_size / n_train``, as for a standalone fit), and a split that puts every row in the
+    validation part (probability ``validation_fraction ** n``: 0.2 for one row, below 1e-20 for
+    30 rows at the default 0.2) raises ``ValueError`` before the charge, because the estimators
+    refuse an empty training set (scikit-learn's contract).  Under add/remove neighbours with a
+    private n that refusal is not covered: search only data sets whose size is public or large.
 
     Parameters
     ----------

@@ -39,18 +39,18 @@ class RandomForestClassifier(RandomTreesClassifier):
       positive); ``predict_proba`` averages the trees' distributions at the row's leaves --
       probabilistic averaging of noisy leaf counts (Jagannathan et al. 2012; Bojarski,
       Choromanska, Choromanski & LeCun 2014).
-    * ``"label"``: the rows are split among the trees, each row to a tree drawn uniformly at
-      random (public randomness, independent of the data, so the argument below holds for any
-      neighbour); every leaf releases only its majority label, by permute-and-flip (McKenna &
-      Sheldon 2020; as report-noisy-max with one-sided exponential noise) with the class counts as
-      a monotone utility of sensitivity 1, at ``epsilon``.  Leaves of one tree hold disjoint
-      rows, and so do the trees: parallel composition (McSherry 2009) makes the whole release
-      epsilon-DP.  ``predict_proba`` is the fraction of trees voting for each class.  This is
-      diffprivlib's forest (Fletcher & Islam 2017) with two changes: its exponential mechanism
-      is replaced by permute-and-flip (never worse in expected utility), and its split of the
-      rows into ``n_estimators`` contiguous equal chunks -- whose boundaries move when one row is
-      added, so that one row can change the data of every tree -- by an independent uniform
-      draw per row.
+    * ``"label"``: every tree counts every row, and every leaf releases only its majority label,
+      by permute-and-flip (McKenna & Sheldon 2020; as report-noisy-max with one-sided exponential
+      noise) with the class counts as a monotone utility of sensitivity 1, at ``e =
+      label_epsilon(epsilon, n_estimators_)`` (``epsilon / n_estimators_``, stepped down until
+      ``n_estimators_ * e <= epsilon`` in floating point).  Leaves of one tree hold disjoint rows
+      (parallel composition, McSherry 2009) and the trees compose sequentially: ``event_`` is
+      ``SelfComposed(ReportNoisyMax(e), n_estimators)`` for a fixed size.  ``predict_proba`` is
+      the fraction of trees voting for each class.  diffprivlib's forest (Fletcher & Islam 2017)
+      instead gives each tree a contiguous chunk of the rows at ``epsilon``; per tree the
+      signal-to-noise ratio is the same, but counting every row removes the subsample's error (a
+      chunk's leaf majority, its empty leaves), and a chunk boundary that moves when one row is
+      added no longer lets one row change the data of every tree.
     * ``"auto"`` (default): a share ``s = min(1/2, 2^(-(2 max_depth + 1) / 3))`` of epsilon (0.079
       at depth 5, ``auto_count_share``) buys a discrete Laplace count ``n~`` of the rows (attribute
       ``n_samples_noisy_``); the rest runs ``"label"`` when the per-tree signal-to-noise ratio
@@ -69,7 +69,7 @@ class RandomForestClassifier(RandomTreesClassifier):
     shrinks its mean, so ``T`` maximises the vote's signal-to-noise ratio ``T (1 - (K / 2) exp(-a /
     T))^2``, ``a = n~ epsilon' (2/3)^max_depth`` the gap of a pure leaf holding the expected share
     ``(2/3)^max_depth`` of the rows around a row (``auto_n_trees_label``; up to 4-5 trees where
-    ``"auto"`` picks labels at depth 5).  It spends the same noisy count, so ``"auto"``
+    ``"auto"`` picks labels at depth 5, never 2: a 2-tree vote is decided by the tie-break).  It spends the same noisy count, so ``"auto"``
     size with any leaf mechanism is ``PureDP(epsilon)`` too.  The derivations of the three rules
     are in :doc:`/theory/trees`; they assume the rows spread evenly over the leaves, the
     worst case for the noise, so on data that crowd into a few leaves the size is on the small
@@ -82,8 +82,7 @@ class RandomForestClassifier(RandomTreesClassifier):
     standard errors); on Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
     on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
     two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
-    ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /
-    epsilon`` for ``"label"``), and so would counts over disjoint rows (sensitivity 1 instead of
+    ``n_estimators / epsilon``, counted or selected), and so would counts over disjoint rows (sensitivity 1 instead of
     ``n_estimators``, ``n / n_estimators`` rows per tree): parallel composition across the trees
     does not change it.  Fletcher & Islam's smooth-sensitivity majority label (2017) is not used:
     it needs a data-dependent noise scale, which dpfast's fixed-event accounting does not express.

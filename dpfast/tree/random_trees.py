@@ -246,9 +246,9 @@ def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> st
 
 
 def label_epsilon(epsilon: float, n_trees: int) -> float:
-    """The per-tree epsilon of a forest of leaf labels: the largest double ``e <= epsilon / n_trees``
-    with ``n_trees * e <= epsilon`` in floating point (checked by the multiplication, stepped down
-    with ``nextafter``), so that the sequential composition of the ``n_trees`` trees (every tree
+    """The per-tree epsilon of a forest of leaf labels: ``epsilon / n_trees``, stepped down with
+    ``nextafter`` until ``n_trees * e <= epsilon`` in floating point (checked by the
+    multiplication), so that the sequential composition of the ``n_trees`` trees (every tree
     reads every row) stays within ``epsilon``.  Public parameters only."""
     t = int(n_trees)
     e = float(epsilon) / t

@@ -1,5 +1,6 @@
 """dpfast.ensemble.RandomForestClassifier: the forest-level structure of the two leaf releases
-(every row in every tree for "counts", one uniformly drawn tree per row for "label"), the
+(every row in every tree, counted with noise for "counts", selected as the leaf's label at
+epsilon / n_trees per tree for "label"), the
 averaging of the trees, the event, the budget and the parameters."""
 import numpy as np
 import pytest
@@ -32,10 +33,10 @@ def test_counts_forest_at_huge_epsilon_is_the_exact_probabilistic_average():
     assert m.event_.epsilon <= 1e9
 
 
-def test_label_forest_splits_the_rows_uniformly_and_releases_each_leaf_majority():
-    """Reproduces the draws of a "label" fit from its seed (the trees, then one uniform tree per
-    row): at a huge epsilon, permute-and-flip returns every leaf's unique majority, and the tree
-    sizes of the split are a uniform multinomial (chi-square)."""
+def test_label_forest_counts_every_row_in_every_tree_and_releases_each_leaf_majority():
+    """Reproduces the draws of a "label" fit from its seed (the trees, then the selections): every
+    tree counts every row, and at a huge epsilon permute-and-flip returns every leaf's unique
+    majority of those counts; the vote is the trees' mean."""
     X, y = _data(4000)
     T, D = 5, 3
     m = RandomForestClassifier(1e9, (-1, 1), classes=[0, 1, 2], n_estimators=T, max_depth=D, leaf_mechanism="label",
@@ -43,15 +44,48 @@ def test_label_forest_splits_the_rows_uniformly_and_releases_each_leaf_majority(
     gen = np.random.default_rng(4)
     f, th = RT.draw_forest(gen, np.full(3, -1.0), np.full(3, 1.0), T, D)
     np.testing.assert_array_equal(f, m.feature_)
-    part = gen.integers(0, T, size=4000)
-    exact = RT.leaf_counts(X, y, 3, f, th, D, part)
-    assert exact.sum() == 4000  # each row in one tree
+    exact = RT.leaf_counts(X, y, 3, f, th, D)
+    assert np.all(exact.sum(axis=(1, 2)) == 4000)  # every row in every tree
     top = np.sort(exact, axis=-1)
     unique = top[..., -1] > top[..., -2]
+    assert unique.mean() >= 0.75  # (empty leaves tie)
     np.testing.assert_array_equal(m.leaf_labels_[unique], np.argmax(exact, axis=-1)[unique])
-    assert stats.chisquare(np.bincount(part, minlength=T)).pvalue > 1e-4
     votes = np.mean([np.eye(3)[m.leaf_labels_[t][m.apply(X)[:, t]]] for t in range(T)], axis=0)
     np.testing.assert_allclose(m.predict_proba(X), votes)
+
+
+def test_label_forest_selections_run_at_label_epsilon_and_the_event_is_their_composition():
+    """The selections are report-noisy-max (one-sided exponential noise) at label_epsilon(eps, T)
+    on every tree's exact counts: reproduced from the seed's stream.  The event is the sequential
+    composition of the T trees, SelfComposed(ReportNoisyMax(e), T) with T e <= eps (checked by
+    multiplication, not by the code's own rule), epsilon_ = T e."""
+    from dpfast.accounting import ReportNoisyMax, SelfComposed
+    from dpfast.mechanisms import report_noisy_max
+
+    X, y = _data(500)
+    for eps, T in ((0.3, 7), (1.0, 3), (0.1, 10), (2.0, 1)):
+        m = RandomForestClassifier(eps, (-1, 1), classes=[0, 1, 2], n_estimators=T, max_depth=3,
+                                   leaf_mechanism="label", random_state=9).fit(X, y)
+        e = m.event_.event.epsilon
+        assert m.event_ == SelfComposed(ReportNoisyMax(e), T)
+        assert T * e <= eps and e == pytest.approx(eps / T, rel=1e-15)
+        assert m.epsilon_ == T * e and m.delta_ == 0.0
+        gen = np.random.default_rng(9)
+        f, th = RT.draw_forest(gen, np.full(3, -1.0), np.full(3, 1.0), T, 3)
+        exact = RT.leaf_counts(X, y, 3, f, th, 3)
+        ref = report_noisy_max(exact.astype(np.float64), 1.0, e, axis=-1, noise="exponential", monotonic=True,
+                               rng=gen)
+        np.testing.assert_array_equal(m.leaf_labels_, np.asarray(ref).reshape(T, 8))
+
+
+def test_label_epsilon_composes_within_epsilon():
+    rng = np.random.default_rng(0)
+    for eps in np.concatenate([rng.uniform(1e-3, 20, 300), [0.1, 0.3, 0.7, 1.0, 10.0]]):
+        for T in (1, 2, 3, 7, 10, 49, 99, 100):
+            e = RT.label_epsilon(eps, T)
+            assert T * e <= eps and e <= eps / T, (eps, T)
+            assert e >= eps / T * (1 - 4 * np.finfo(float).eps), (eps, T)  # a rounding step from eps / T
+    assert RT.label_epsilon(1.0, 1) == 1.0
 
 
 def test_forest_event_and_budget():

@@ -42,8 +42,8 @@ from dpfast._dask_utils import (
     vector_parts,
 )
 from dpfast._validation import check_epsilon, check_label_set, feature_bounds, public_classes
-from dpfast.budget import detached
 from dpfast.accounting import ReportNoisyMax, SelfComposed
+from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
 

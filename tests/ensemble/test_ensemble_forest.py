@@ -4,7 +4,6 @@ epsilon / n_trees per tree for "label"), the
 averaging of the trees, the event, the budget and the parameters."""
 import numpy as np
 import pytest
-from scipy import stats
 
 from dpfast import PrivacyBudget
 from dpfast.budget import BudgetExceededError

@@ -486,3 +486,18 @@ def test_errors_before_the_charge():
         with pytest.raises(ValueError):
             DecisionTreeClassifier(1.0, **kw).fit(X, y, budget=b)
     DecisionTreeClassifier(1.0, (-1, 1), classes=[0, 1, 2]).fit(X, y, budget=b)  # the whole budget is still there
+
+
+def test_tree_default_is_the_label_release_at_the_whole_epsilon():
+    """DecisionTreeClassifier's default leaf release is "label": no row count is bought, every leaf
+    is selected at the whole epsilon (the fit equals an explicit "label" fit bit for bit), and the
+    event is the one tree's selections, SelfComposed(ReportNoisyMax(epsilon), 1)."""
+    from dpfast.accounting import ReportNoisyMax, SelfComposed
+
+    X, y = _data(300, 2, 2)
+    assert DecisionTreeClassifier().leaf_mechanism == "label"
+    m = DecisionTreeClassifier(0.7, (-1, 1), max_depth=3, random_state=2).fit(X, y)
+    ref = DecisionTreeClassifier(0.7, (-1, 1), max_depth=3, leaf_mechanism="label", random_state=2).fit(X, y)
+    assert m.leaf_mechanism_ == "label" and not hasattr(m, "n_samples_noisy_")
+    np.testing.assert_array_equal(m.leaf_labels_, ref.leaf_labels_)
+    assert m.event_ == SelfComposed(ReportNoisyMax(0.7), 1) and m.epsilon_ == 0.7

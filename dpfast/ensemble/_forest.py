@@ -75,11 +75,12 @@ class RandomForestClassifier(RandomTreesClassifier):
     worst case for the noise, so on data that crowd into a few leaves the size is on the small
     side.
 
-    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 and 150 seeds,
-    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size and
-    leaf) beat diffprivlib's forest on digits and wine at every epsilon and on breast-cancer at 1
-    and 10, and are level with it on breast-cancer at 0.1 (150 seeds: 0.756 against 0.763, 0.7
-    standard errors); on Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
+    Which to use.  Paired against diffprivlib's forest at its defaults (300 seeds, fresh splits,
+    ``benchmarks/bench_trees_paired.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size
+    and leaf) are better on digits at every epsilon, on wine at 0.1 and 10 and on breast-cancer at
+    1 and 10 (+0.014 to +0.37), and level on wine at 1 (+0.011 +- 0.008) and breast-cancer at 0.1
+    (-0.006 +- 0.007, where every size and release tried lands within 0.015 of diffprivlib); on
+    Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
     on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
     two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
     ``n_estimators / epsilon``, counted or selected), and so would counts over disjoint rows (sensitivity 1 instead of

@@ -125,3 +125,31 @@ def test_parameters_are_validated_before_the_charge():
         with pytest.raises((ValueError, TypeError)):
             RandomForestClassifier(**params).fit(X, y, budget=b)
     assert not b.ledger
+
+
+def test_auto_label_forest_spends_within_epsilon(monkeypatch):
+    """With "auto" the event is PureDP(epsilon) fixed before the charge (the size follows the noisy
+    count); what runs is the count at eps_n then T selections at label_epsilon(eps_leaf, T) each:
+    recorded from the selection call, eps_n + T e <= epsilon (basic composition)."""
+    seen = []
+    real = RT.report_noisy_max
+
+    def spy(scores, sensitivity, epsilon, **kw):
+        seen.append((scores.shape, epsilon))
+        return real(scores, sensitivity, epsilon, **kw)
+
+    monkeypatch.setattr(RT, "report_noisy_max", spy)
+    X, y = _data(400, 3, 2)
+    sizes = set()
+    for s in range(6):  # n eps' ~ 14 < sqrt(2) 2^4: mostly labels, 1 or 3 trees
+        m = RandomForestClassifier(0.04, (-1, 1), max_depth=4, random_state=s).fit(X, y)
+        _, _, _, _, eps_n, eps_leaf = m._plan(2)
+        assert m.event_ == RT.accounting.PureDP(0.04)
+        if m.leaf_mechanism_ == "label":
+            (shape, e), = seen
+            T = m.n_estimators_
+            sizes.add(T)
+            assert shape == (T, 16, 2) and e == RT.label_epsilon(eps_leaf, T)
+            assert eps_n + T * e <= 0.04
+        seen.clear()
+    assert max(sizes) > 1

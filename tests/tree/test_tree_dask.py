@@ -98,7 +98,7 @@ def test_label_mode_is_the_in_memory_release_for_chacha():
     np.testing.assert_array_equal(got.threshold_, ref.threshold_)
 
 
-@pytest.mark.parametrize("mechanism", ["counts", "auto"])
+@pytest.mark.parametrize("mechanism", ["counts", "auto", "label"])  # label: no lengths read
 def test_dataframe_numpy_labels_and_lazy_predictions(mechanism):
     X, y = _data(2)
     pdf = pd.DataFrame(X, columns=list("abcd"))

@@ -21,16 +21,16 @@ dpfast's default ``leaf_mechanism="auto"`` spends a small share of epsilon (0.07
 noisy row count ``n~`` and, with the rest ``epsilon'``, either counts every row in every tree, with
 exact discrete Laplace noise of scale ``T / epsilon'`` on the whole table of class counts (l1
 sensitivity ``T``, the number of trees; Canonne, Kamath & Steinke 2020), or, when that noise would
-drown a leaf, sends each row to one random tree and releases each leaf's majority label by
-permute-and-flip (McKenna & Sheldon 2020; parallel composition over disjoint rows). The default
+drown a leaf, releases each leaf's majority label by permute-and-flip (McKenna & Sheldon 2020),
+every tree counting every row at ``epsilon' / T``. The default
 ``n_estimators="auto"`` sizes the forest from ``n~``: the number of trees at which a tree's
 per-leaf signal-to-noise ``n~ epsilon' / (T 2^D)`` is 2, the minimiser of the margin variance
 derived in :doc:`../theory/trees`, between 1 and 100 trees; a forest of labels is sized by its own
 model instead (the integer maximiser of the bounded vote's signal-to-noise). The whole fit is pure epsilon-DP under
 adding or removing one row. diffprivlib 0.6.6 grows 10 trees whatever the data (its default),
 gives each tree one of 10 equal contiguous chunks of the rows and releases each leaf's majority
-label by permute-and-flip: dpfast's ``"label"`` mechanism (which draws each row's tree at random)
-at a fixed size.
+label by permute-and-flip at epsilon: at a fixed size the same per-tree signal-to-noise as
+dpfast's ``"label"``, which instead counts every row in every tree at ``epsilon / T``.
 
 **When to use it.** A private forest suits classification with several classes and non-linear
 boundaries over a few tens of numeric features with public ranges, when one pass over the data and

@@ -39,18 +39,18 @@ class RandomForestClassifier(RandomTreesClassifier):
       positive); ``predict_proba`` averages the trees' distributions at the row's leaves --
       probabilistic averaging of noisy leaf counts (Jagannathan et al. 2012; Bojarski,
       Choromanska, Choromanski & LeCun 2014).
-    * ``"label"``: the rows are split among the trees, each row to a tree drawn uniformly at
-      random (public randomness, independent of the data, so the argument below holds for any
-      neighbour); every leaf releases only its majority label, by permute-and-flip (McKenna &
-      Sheldon 2020; as report-noisy-max with one-sided exponential noise) with the class counts as
-      a monotone utility of sensitivity 1, at ``epsilon``.  Leaves of one tree hold disjoint
-      rows, and so do the trees: parallel composition (McSherry 2009) makes the whole release
-      epsilon-DP.  ``predict_proba`` is the fraction of trees voting for each class.  This is
-      diffprivlib's forest (Fletcher & Islam 2017) with two changes: its exponential mechanism
-      is replaced by permute-and-flip (never worse in expected utility), and its split of the
-      rows into ``n_estimators`` contiguous equal chunks -- whose boundaries move when one row is
-      added, so that one row can change the data of every tree -- by an independent uniform
-      draw per row.
+    * ``"label"``: every tree counts every row, and every leaf releases only its majority label,
+      by permute-and-flip (McKenna & Sheldon 2020; as report-noisy-max with one-sided exponential
+      noise) with the class counts as a monotone utility of sensitivity 1, at ``e =
+      label_epsilon(epsilon, n_estimators_)`` (``epsilon / n_estimators_``, stepped down until
+      ``n_estimators_ * e <= epsilon`` in floating point).  Leaves of one tree hold disjoint rows
+      (parallel composition, McSherry 2009) and the trees compose sequentially: ``event_`` is
+      ``SelfComposed(ReportNoisyMax(e), n_estimators)`` for a fixed size.  ``predict_proba`` is
+      the fraction of trees voting for each class.  diffprivlib's forest (Fletcher & Islam 2017)
+      instead gives each tree a contiguous chunk of the rows at ``epsilon``; per tree the
+      signal-to-noise ratio is the same, but counting every row removes the subsample's error (a
+      chunk's leaf majority, its empty leaves), and a chunk boundary that moves when one row is
+      added no longer lets one row change the data of every tree.
     * ``"auto"`` (default): a share ``s = min(1/2, 2^(-(2 max_depth + 1) / 3))`` of epsilon (0.079
       at depth 5, ``auto_count_share``) buys a discrete Laplace count ``n~`` of the rows (attribute
       ``n_samples_noisy_``); the rest runs ``"label"`` when the per-tree signal-to-noise ratio
@@ -69,21 +69,21 @@ class RandomForestClassifier(RandomTreesClassifier):
     shrinks its mean, so ``T`` maximises the vote's signal-to-noise ratio ``T (1 - (K / 2) exp(-a /
     T))^2``, ``a = n~ epsilon' (2/3)^max_depth`` the gap of a pure leaf holding the expected share
     ``(2/3)^max_depth`` of the rows around a row (``auto_n_trees_label``; up to 4-5 trees where
-    ``"auto"`` picks labels at depth 5).  It spends the same noisy count, so ``"auto"``
+    ``"auto"`` picks labels at depth 5, never 2: a 2-tree vote is decided by the tie-break).  It spends the same noisy count, so ``"auto"``
     size with any leaf mechanism is ``PureDP(epsilon)`` too.  The derivations of the three rules
     are in :doc:`/theory/trees`; they assume the rows spread evenly over the leaves, the
     worst case for the noise, so on data that crowd into a few leaves the size is on the small
     side.
 
-    Which to use.  Measured on UCI Adult, breast-cancer, digits and wine (30 and 150 seeds,
-    ``benchmarks/bench_trees.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size and
-    leaf) beat diffprivlib's forest on digits and wine at every epsilon and on breast-cancer at 1
-    and 10, and are level with it on breast-cancer at 0.1 (150 seeds: 0.756 against 0.763, 0.7
-    standard errors); on Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
+    Which to use.  Paired against diffprivlib's forest at its defaults (300 seeds, fresh splits,
+    ``benchmarks/bench_trees_paired.py``, ``benchmarks/RESULTS.md``), the defaults (``"auto"`` size
+    and leaf) are better on digits at every epsilon, on wine at 0.1 and 10 and on breast-cancer at
+    1 and 10 (+0.014 to +0.37), and level on wine at 1 (+0.011 +- 0.008) and breast-cancer at 0.1
+    (-0.006 +- 0.007, where every size and release tried lands within 0.015 of diffprivlib); on
+    Adult both predict the majority class.  At a fixed size ``"counts"`` is the more accurate at epsilon 1 and 10, by a wide margin
     on the multi-class sets: a leaf's counts say how sure it is, a label does not.  Per tree the
     two have the same signal-to-noise ratio (``n / 2^D`` rows per leaf against noise
-    ``n_estimators / epsilon`` for ``"counts"``, ``n / (n_estimators 2^D)`` against ``1 /
-    epsilon`` for ``"label"``), and so would counts over disjoint rows (sensitivity 1 instead of
+    ``n_estimators / epsilon``, counted or selected), and so would counts over disjoint rows (sensitivity 1 instead of
     ``n_estimators``, ``n / n_estimators`` rows per tree): parallel composition across the trees
     does not change it.  Fletcher & Islam's smooth-sensitivity majority label (2017) is not used:
     it needs a data-dependent noise scale, which dpfast's fixed-event accounting does not express.
@@ -131,9 +131,11 @@ class RandomForestClassifier(RandomTreesClassifier):
         The number of trees fitted (``n_estimators``, or the ``"auto"`` size).
     n_samples_noisy_ : int
         The released row count (when ``n_estimators`` or ``leaf_mechanism`` is ``"auto"``).
-    event_ : ``PureDP``; ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete
-        Laplace scale is rounded up to a rational the exact sampler takes), ``delta_ = 0``,
-        ``accountant_`` None.
+    event_ : ``PureDP`` (``"counts"``, or anything ``"auto"``), or ``SelfComposed(ReportNoisyMax(e),
+        n_estimators)`` (``"label"`` at a fixed size, ``e = label_epsilon(epsilon, n_estimators)``);
+        ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete Laplace scale is
+        rounded up to a rational the exact sampler takes; with ``"label"`` ``n_estimators * e``),
+        ``delta_ = 0``, ``accountant_`` None.
     """
 
     _parameter_constraints = {

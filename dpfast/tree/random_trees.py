@@ -37,12 +37,12 @@ from dpfast._dask_utils import (
     BAD_LABELS,
     PartitionError,
     fit_rows,
-    hold_pieces,
     is_dask_collection,
     sum_by_partitions,
     vector_parts,
 )
 from dpfast._validation import check_epsilon, check_label_set, feature_bounds, public_classes
+from dpfast.accounting import ReportNoisyMax, SelfComposed
 from dpfast.budget import detached
 from dpfast.mechanisms import discrete_laplace_mechanism, event_of, report_noisy_max
 from dpfast.random import check_random_state
@@ -51,7 +51,8 @@ __all__ = ["RandomTreesClassifier", "tree_bounds", "draw_forest", "leaf_counts",
            "leaf_distribution",
            "release_leaves", "fit_dask",
            "auto_mechanism", "auto_n_trees", "auto_n_trees_label", "auto_count_share", "MAX_DEPTH", "MAX_TABLE",
-           "AUTO_MAX_TREES", "AUTO_RHO_TREES", "AUTO_RHO_LABEL", "auto_label_x"]
+           "AUTO_MAX_TREES", "AUTO_RHO_TREES", "AUTO_RHO_LABEL", "auto_label_x", "label_epsilon",
+           "label_forest_sizes_allowed", "label_event"]
 
 #: deepest tree (2^30 leaves is already far beyond any table that fits MAX_TABLE)
 MAX_DEPTH = 30
@@ -202,14 +203,15 @@ def auto_n_trees_label(n_noisy: int, epsilon: float, depth: int, cap: int, n_cla
     Derivation (docs/theory/trees.rst, "Sizing a forest of labels").  A tree's vote at a row is
     one class, bounded whatever its source (the random partition or the label noise), so the
     forest's vote margin between the row's class and another, over ``T`` trees, has variance at
-    most ``1 / T``.  Its mean is one tree's: the leaf's count gap ``g`` over all rows is split
-    among the ``T`` trees, and permute-and-flip (McKenna & Sheldon 2020) picks each of the ``K -
-    1`` other classes with probability about ``exp(-epsilon g / T) / 2``, so the margin is ``1 -
-    (K / 2) exp(-epsilon g / T)``.  The squared ratio ``T (1 - (K / 2) exp(-epsilon g / T))^2`` is
+    most ``1 / T``.  Its mean is one tree's: every tree counts every row, its leaf's count gap
+    ``g`` is selected at ``epsilon / T`` (:func:`label_epsilon`), and permute-and-flip (McKenna &
+    Sheldon 2020) picks each of the ``K - 1`` other classes with probability about ``exp(-epsilon
+    g / T) / 2``, so the margin is ``1 - (K / 2) exp(-epsilon g / T)``.  The squared ratio ``T (1 - (K / 2) exp(-epsilon g / T))^2`` is
     unimodal in ``T``, largest at ``epsilon g / T = auto_label_x(K)``.  The gap is taken for a pure
     leaf at the row's own leaf, whose share of the rows is ``(2/3)^depth`` in expectation when the
     rows spread evenly over the bounds' box (a uniform threshold keeps ``U^2 + (1 - U)^2`` of a
-    node's rows around a row, 2/3 on average)."""
+    node's rows around a row, 2/3 on average).  Two trees are skipped
+    (:func:`label_forest_sizes_allowed`): where the maximiser is 2, the better of 1 and 3."""
     a = max(int(n_noisy), 0) * float(epsilon) * (2.0 / 3.0) ** int(depth)
     if a <= 0.0:
         return 1
@@ -221,7 +223,10 @@ def auto_n_trees_label(n_noisy: int, epsilon: float, depth: int, cap: int, n_cla
     t = max(int(np.floor(a / auto_label_x(n_classes))), 1)  # the continuous optimum lies in [t, t + 1]
     if snr(t + 1) > snr(t):
         t += 1
-    return int(min(t, max(int(cap), 1)))
+    t = min(t, max(int(cap), 1))
+    if not label_forest_sizes_allowed(t):  # 2: the better of its neighbours 1 and 3 (within the cap)
+        t = 3 if cap >= 3 and snr(3) > snr(1) else 1
+    return int(t)
 
 
 def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> str:
@@ -238,6 +243,34 @@ def auto_mechanism(n_noisy: int, epsilon: float, n_trees: int, depth: int) -> st
     with a smaller error than the argmax of noisy counts (for two classes with count gap ``g``:
     ``exp(-epsilon g) / 2`` against ``(1 + epsilon g / 2) exp(-epsilon g) / 2``)."""
     return "label" if n_noisy * epsilon < AUTO_RHO_LABEL * n_trees * (1 << int(depth)) else "counts"
+
+
+def label_epsilon(epsilon: float, n_trees: int) -> float:
+    """The per-tree epsilon of a forest of leaf labels: ``epsilon / n_trees``, stepped down with
+    ``nextafter`` until ``n_trees * e <= epsilon`` in floating point (checked by the
+    multiplication), so that the sequential composition of the ``n_trees`` trees (every tree
+    reads every row) stays within ``epsilon``.  Public parameters only."""
+    t = int(n_trees)
+    e = float(epsilon) / t
+    while t * e > epsilon:
+        e = float(np.nextafter(e, 0.0))
+    return e
+
+
+def label_event(epsilon: float, n_trees: int):
+    """The event of a forest of leaf labels at ``epsilon``: ``n_trees`` permute-and-flip selections
+    per leaf, the leaves of one tree holding disjoint rows (parallel composition, McSherry 2009),
+    the trees each reading every row (sequential composition):
+    ``SelfComposed(ReportNoisyMax(label_epsilon(epsilon, n_trees)), n_trees)``."""
+    return SelfComposed(ReportNoisyMax(label_epsilon(epsilon, n_trees)), int(n_trees))
+
+
+def label_forest_sizes_allowed(n_trees: int) -> bool:
+    """Whether ``n_estimators="auto"`` may size a forest of labels with ``n_trees`` trees: any size
+    but 2.  Two votes tie whenever the trees disagree, and a tie goes to the first class, so two
+    trees vote no better than one: where they disagree the tie-break, not the data, decides
+    (docs/theory/trees.rst, "Sizing a forest of labels")."""
+    return int(n_trees) != 2
 
 
 def leaf_distribution(noisy: np.ndarray) -> np.ndarray:
@@ -272,11 +305,9 @@ def release_leaves(est, gen, plan, classes, lo, hi, sizes, counts):
     count when something is ``"auto"`` (the forest's size, the leaf mechanism), the trees, then the
     leaves' release -- in this order from ``gen``.  ``plan``: :meth:`RandomTreesClassifier._plan`'s
     tuple; ``sizes``: the rows of each partition (in memory one, ``[n]``; read only for the row
-    count and the rows' trees); ``counts(feature, threshold, parts)``: the exact ``(n_trees,
-    2^depth, n_classes)`` int64 leaf counts, every row in every tree (``parts`` None) or row ``i``
-    of partition ``p`` in tree ``parts[p][i]`` (``"label"``: the trees see disjoint rows, drawn
-    here partition by partition -- the same stream as one draw of ``n``).  Sets the fitted
-    attributes and the release record of ``est``; returns it."""
+    count); ``counts(feature, threshold)``: the exact ``(n_trees, 2^depth, n_classes)`` int64 leaf
+    counts, every row in every tree (both mechanisms).  Sets the fitted attributes and the release
+    record of ``est``; returns it."""
     event, n_trees, cap, depth, eps_n, eps_leaf = plan
     k = classes.size
     mechanism = est.leaf_mechanism
@@ -298,14 +329,14 @@ def release_leaves(est, gen, plan, classes, lo, hi, sizes, counts):
     if mechanism == "counts":
         with detached():  # noise first: its size is public
             noise = discrete_laplace_mechanism(np.zeros((n_trees, L, k), dtype=np.int64), n_trees, eps_leaf, rng=gen)
-        noisy = counts(feature, threshold, None) + noise
+        noisy = counts(feature, threshold) + noise
         est.leaf_counts_ = noisy
         est.leaf_proba_ = leaf_distribution(noisy)
     else:
-        parts = [gen.integers(0, n_trees, size=int(m)) for m in sizes] if n_trees > 1 else None
-        exact = counts(feature, threshold, parts)
+        # every tree reads every row: the trees compose sequentially at label_epsilon each
+        exact = counts(feature, threshold)
         with detached():
-            labels = report_noisy_max(exact.astype(np.float64), 1.0, eps_leaf, axis=-1,
+            labels = report_noisy_max(exact.astype(np.float64), 1.0, label_epsilon(eps_leaf, n_trees), axis=-1,
                                       noise="exponential", monotonic=True, rng=gen)
         labels = np.asarray(labels, dtype=np.int64).reshape(n_trees, L)
         est.leaf_labels_ = labels
@@ -316,7 +347,9 @@ def release_leaves(est, gen, plan, classes, lo, hi, sizes, counts):
     est.threshold_ = threshold
     est.classes_ = classes
     est.n_classes_ = int(k)
-    est._record_release(event, event.epsilon, 0.0, None)
+    # a label forest's SelfComposed(ReportNoisyMax(e), T) spends T e (<= epsilon, label_epsilon)
+    spent = event.count * event.event.epsilon if isinstance(event, SelfComposed) else event.epsilon
+    est._record_release(event, spent, 0.0, None)
     return est
 
 
@@ -357,8 +390,9 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
             return event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), n_trees, eps), \
                 n_trees, cap, depth, 0.0, eps
         if n_trees is not None and self.leaf_mechanism == "label":
-            # permute-and-flip per leaf at epsilon; leaves and trees see disjoint rows (parallel composition)
-            return accounting.PureDP(eps), n_trees, cap, depth, 0.0, eps
+            # permute-and-flip per leaf at label_epsilon(eps, n_trees): the leaves of a tree hold
+            # disjoint rows (parallel composition), every tree reads every row (sequential)
+            return label_event(eps, n_trees), n_trees, cap, depth, 0.0, eps
         # something is "auto": a noisy row count at auto_count_share(depth) * epsilon picks it, the
         # leaves run at the rest; basic composition of two pure releases, the sum kept <= epsilon
         eps_n = eps * auto_count_share(depth)
@@ -384,8 +418,8 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
         gen = check_random_state(self.random_state)
         self._charge(plan[0], budget)
         depth = plan[3]
-        return release_leaves(self, gen, plan, classes, lo, hi, [Xa.shape[0]], lambda feature, threshold, parts:
-                              leaf_counts(Xa, idx, k, feature, threshold, depth, None if parts is None else parts[0]))
+        return release_leaves(self, gen, plan, classes, lo, hi, [Xa.shape[0]], lambda feature, threshold:
+                              leaf_counts(Xa, idx, k, feature, threshold, depth))
 
     def apply(self, X) -> np.ndarray:
         """The leaf index (0 .. 2^max_depth - 1) of every row in every tree, shape (n, n_trees)."""
@@ -409,15 +443,15 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
 
 
 # ----------------------------------------------------------------------------- Dask input
-def _leaf_count_partition(Xk, yk, part_k, classes, k, feature, threshold, depth):
-    """One partition's exact leaf counts (:func:`leaf_counts` of its rows, each row feeding tree
-    ``part_k[i]``, or every tree when None), or the fixed message of labels outside the public
-    set (the rows and the lengths are checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
+def _leaf_count_partition(Xk, yk, classes, k, feature, threshold, depth):
+    """One partition's exact leaf counts (:func:`leaf_counts` of its rows, every row in every
+    tree), or the fixed message of labels outside the public set (the rows and the lengths are
+    checked by :func:`~dpfast._dask_utils.sum_by_partitions`)."""
     try:
         _, idx = check_label_set(yk, classes)
     except (TypeError, ValueError):
         return PartitionError(BAD_LABELS)
-    return leaf_counts(Xk, idx, k, feature, threshold, depth, part_k)
+    return leaf_counts(Xk, idx, k, feature, threshold, depth)
 
 
 def fit_dask(est, X, y, *, budget: Any = None):
@@ -429,10 +463,9 @@ def fit_dask(est, X, y, *, budget: Any = None):
     :func:`leaf_counts` of its rows (native ``dpfast._trees``), the integer tables added in
     partition order (exact).  Public checks on metadata, the one charge, then the draws of the
     in-memory fit in its order (the noisy row count of ``"auto"`` -- size or leaf -- the forest, the
-    count noise or the rows' trees), so the released model is the in-memory one for the same data and
-    ``random_state``, bit for bit, whatever the partitioning.  ``"auto"`` and ``"label"`` need the
-    partitions' lengths (the row count; the row -> tree assignment, drawn on the client, one byte a
-    row up to 256 trees, is sent to the partitions): a DataFrame's are counted first.  Bad data found in the pass
+    count noise or the label selections), so the released model is the in-memory one for the same data and
+    ``random_state``, bit for bit, whatever the partitioning.  ``"auto"`` needs the partitions'
+    lengths (the row count): a DataFrame's are counted first.  Bad data found in the pass
     (NaN or inf, a label outside ``classes``, a ``y`` of another length) raise ``ValueError``
     after the charge, naming no row or value."""
     est._validate_params()
@@ -442,21 +475,16 @@ def fit_dask(est, X, y, *, budget: Any = None):
     classes = public_classes(est.classes)
     k = classes.size
     plan = est._plan(k)
-    # the partitions' lengths: for the noisy row count ("auto"), the rows' trees ("label"), or to
-    # split NumPy labels like X
-    lengths = plan[4] > 0.0 or est.leaf_mechanism == "label" or not is_dask_collection(y)
+    # the partitions' lengths: for the noisy row count ("auto"), or to split NumPy labels like X
+    lengths = plan[4] > 0.0 or not is_dask_collection(y)
     Xd, d = fit_rows(est, X, known_chunks=lengths)
     yp = vector_parts(y, Xd, "y")
     lo, hi = tree_bounds(est.bounds, d, getattr(est, "feature_names_in_", None))
     gen = check_random_state(est.random_state)
     est._charge(plan[0], budget)
 
-    def counts(feature, threshold, parts):
-        # the rows' trees (public) go to the partitions in the smallest integer type: one byte a
-        # row up to 256 trees
-        tree_of_row = None if parts is None else hold_pieces(
-            [p.astype(np.min_scalar_type(feature.shape[0] - 1)) for p in parts])
-        return sum_by_partitions(_leaf_count_partition, Xd, [yp, tree_of_row],
+    def counts(feature, threshold):
+        return sum_by_partitions(_leaf_count_partition, Xd, [yp],
                                  (est.classes, k, feature, threshold, plan[3]), out_dtype=np.int64)
 
     return release_leaves(est, gen, plan, classes, lo, hi, Xd.chunks[0], counts)

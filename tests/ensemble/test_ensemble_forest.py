@@ -1,9 +1,9 @@
 """dpfast.ensemble.RandomForestClassifier: the forest-level structure of the two leaf releases
-(every row in every tree for "counts", one uniformly drawn tree per row for "label"), the
+(every row in every tree, counted with noise for "counts", selected as the leaf's label at
+epsilon / n_trees per tree for "label"), the
 averaging of the trees, the event, the budget and the parameters."""
 import numpy as np
 import pytest
-from scipy import stats
 
 from dpfast import PrivacyBudget
 from dpfast.budget import BudgetExceededError
@@ -32,10 +32,10 @@ def test_counts_forest_at_huge_epsilon_is_the_exact_probabilistic_average():
     assert m.event_.epsilon <= 1e9
 
 
-def test_label_forest_splits_the_rows_uniformly_and_releases_each_leaf_majority():
-    """Reproduces the draws of a "label" fit from its seed (the trees, then one uniform tree per
-    row): at a huge epsilon, permute-and-flip returns every leaf's unique majority, and the tree
-    sizes of the split are a uniform multinomial (chi-square)."""
+def test_label_forest_counts_every_row_in_every_tree_and_releases_each_leaf_majority():
+    """Reproduces the draws of a "label" fit from its seed (the trees, then the selections): every
+    tree counts every row, and at a huge epsilon permute-and-flip returns every leaf's unique
+    majority of those counts; the vote is the trees' mean."""
     X, y = _data(4000)
     T, D = 5, 3
     m = RandomForestClassifier(1e9, (-1, 1), classes=[0, 1, 2], n_estimators=T, max_depth=D, leaf_mechanism="label",
@@ -43,15 +43,48 @@ def test_label_forest_splits_the_rows_uniformly_and_releases_each_leaf_majority(
     gen = np.random.default_rng(4)
     f, th = RT.draw_forest(gen, np.full(3, -1.0), np.full(3, 1.0), T, D)
     np.testing.assert_array_equal(f, m.feature_)
-    part = gen.integers(0, T, size=4000)
-    exact = RT.leaf_counts(X, y, 3, f, th, D, part)
-    assert exact.sum() == 4000  # each row in one tree
+    exact = RT.leaf_counts(X, y, 3, f, th, D)
+    assert np.all(exact.sum(axis=(1, 2)) == 4000)  # every row in every tree
     top = np.sort(exact, axis=-1)
     unique = top[..., -1] > top[..., -2]
+    assert unique.mean() >= 0.75  # (empty leaves tie)
     np.testing.assert_array_equal(m.leaf_labels_[unique], np.argmax(exact, axis=-1)[unique])
-    assert stats.chisquare(np.bincount(part, minlength=T)).pvalue > 1e-4
     votes = np.mean([np.eye(3)[m.leaf_labels_[t][m.apply(X)[:, t]]] for t in range(T)], axis=0)
     np.testing.assert_allclose(m.predict_proba(X), votes)
+
+
+def test_label_forest_selections_run_at_label_epsilon_and_the_event_is_their_composition():
+    """The selections are report-noisy-max (one-sided exponential noise) at label_epsilon(eps, T)
+    on every tree's exact counts: reproduced from the seed's stream.  The event is the sequential
+    composition of the T trees, SelfComposed(ReportNoisyMax(e), T) with T e <= eps (checked by
+    multiplication, not by the code's own rule), epsilon_ = T e."""
+    from dpfast.accounting import ReportNoisyMax, SelfComposed
+    from dpfast.mechanisms import report_noisy_max
+
+    X, y = _data(500)
+    for eps, T in ((0.3, 7), (1.0, 3), (0.1, 10), (2.0, 1)):
+        m = RandomForestClassifier(eps, (-1, 1), classes=[0, 1, 2], n_estimators=T, max_depth=3,
+                                   leaf_mechanism="label", random_state=9).fit(X, y)
+        e = m.event_.event.epsilon
+        assert m.event_ == SelfComposed(ReportNoisyMax(e), T)
+        assert T * e <= eps and e == pytest.approx(eps / T, rel=1e-15)
+        assert m.epsilon_ == T * e and m.delta_ == 0.0
+        gen = np.random.default_rng(9)
+        f, th = RT.draw_forest(gen, np.full(3, -1.0), np.full(3, 1.0), T, 3)
+        exact = RT.leaf_counts(X, y, 3, f, th, 3)
+        ref = report_noisy_max(exact.astype(np.float64), 1.0, e, axis=-1, noise="exponential", monotonic=True,
+                               rng=gen)
+        np.testing.assert_array_equal(m.leaf_labels_, np.asarray(ref).reshape(T, 8))
+
+
+def test_label_epsilon_composes_within_epsilon():
+    rng = np.random.default_rng(0)
+    for eps in np.concatenate([rng.uniform(1e-3, 20, 300), [0.1, 0.3, 0.7, 1.0, 10.0]]):
+        for T in (1, 2, 3, 7, 10, 49, 99, 100):
+            e = RT.label_epsilon(eps, T)
+            assert T * e <= eps and e <= eps / T, (eps, T)
+            assert e >= eps / T * (1 - 4 * np.finfo(float).eps), (eps, T)  # a rounding step from eps / T
+    assert RT.label_epsilon(1.0, 1) == 1.0
 
 
 def test_forest_event_and_budget():
@@ -92,3 +125,31 @@ def test_parameters_are_validated_before_the_charge():
         with pytest.raises((ValueError, TypeError)):
             RandomForestClassifier(**params).fit(X, y, budget=b)
     assert not b.ledger
+
+
+def test_auto_label_forest_spends_within_epsilon(monkeypatch):
+    """With "auto" the event is PureDP(epsilon) fixed before the charge (the size follows the noisy
+    count); what runs is the count at eps_n then T selections at label_epsilon(eps_leaf, T) each:
+    recorded from the selection call, eps_n + T e <= epsilon (basic composition)."""
+    seen = []
+    real = RT.report_noisy_max
+
+    def spy(scores, sensitivity, epsilon, **kw):
+        seen.append((scores.shape, epsilon))
+        return real(scores, sensitivity, epsilon, **kw)
+
+    monkeypatch.setattr(RT, "report_noisy_max", spy)
+    X, y = _data(400, 3, 2)
+    sizes = set()
+    for s in range(6):  # n eps' ~ 14 < sqrt(2) 2^4: mostly labels, 1 or 3 trees
+        m = RandomForestClassifier(0.04, (-1, 1), max_depth=4, random_state=s).fit(X, y)
+        _, _, _, _, eps_n, eps_leaf = m._plan(2)
+        assert m.event_ == RT.accounting.PureDP(0.04)
+        if m.leaf_mechanism_ == "label":
+            (shape, e), = seen
+            T = m.n_estimators_
+            sizes.add(T)
+            assert shape == (T, 16, 2) and e == RT.label_epsilon(eps_leaf, T)
+            assert eps_n + T * e <= 0.04
+        seen.clear()
+    assert max(sizes) > 1

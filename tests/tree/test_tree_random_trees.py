@@ -168,7 +168,7 @@ def test_auto_count_law_and_choice():
     share = RT.auto_count_share(D)
     ns, picks = [], []
     for s in range(60):
-        m = DecisionTreeClassifier(eps, (-1, 1), max_depth=D, random_state=s).fit(X, y)
+        m = DecisionTreeClassifier(eps, (-1, 1), max_depth=D, leaf_mechanism="auto", random_state=s).fit(X, y)
         ns.append(m.n_samples_noisy_ - 300)
         picks.append(m.leaf_mechanism_ == RT.auto_mechanism(m.n_samples_noisy_, eps * (1 - share), 1, D))
         assert hasattr(m, "leaf_counts_") == (m.leaf_mechanism_ == "counts") and m.n_estimators_ == 1
@@ -248,8 +248,9 @@ def test_auto_label_x_maximises_the_vote_signal_to_noise_ratio():
 
 
 def test_auto_n_trees_label_is_the_integer_maximiser_of_the_vote_ratio():
-    """n_estimators="auto" for labels: T maximises T max(0, 1 - (K/2) exp(-a/T))^2 over 1..cap (brute
-    force), a = n epsilon (2/3)^D; clipped to [1, cap]; monotone in n; fewer trees for more classes."""
+    """n_estimators="auto" for labels: T maximises T max(0, 1 - (K/2) exp(-a/T))^2 over 1..cap less
+    T = 2 (brute force), a = n epsilon (2/3)^D; clipped to [1, cap]; monotone in n; fewer trees for
+    more classes."""
     Ts = np.arange(1, 101)
     for D in (0, 2, 5):
         for K in (2, 3, 10):
@@ -261,7 +262,9 @@ def test_auto_n_trees_label_is_the_integer_maximiser_of_the_vote_ratio():
                         assert got == 1
                         continue
                     snr = Ts * np.maximum(0.0, 1.0 - K / 2 * np.exp(-a / Ts)) ** 2
+                    snr[1] = -np.inf  # two trees: never (a 2-tree vote is decided by the tie-break)
                     expect = int(Ts[np.argmax(snr)])
+                    assert got != 2
                     assert got == expect or np.isclose(snr[got - 1], snr[expect - 1], rtol=1e-12), (D, K, n, eps)
     assert RT.auto_n_trees_label(-5, 1.0, 3, 10) == 1 and RT.auto_n_trees_label(10**9, 1.0, 3, 7) == 7
     sizes = [RT.auto_n_trees_label(n, 0.1, 5, 100) for n in range(0, 5000, 50)]
@@ -483,3 +486,18 @@ def test_errors_before_the_charge():
         with pytest.raises(ValueError):
             DecisionTreeClassifier(1.0, **kw).fit(X, y, budget=b)
     DecisionTreeClassifier(1.0, (-1, 1), classes=[0, 1, 2]).fit(X, y, budget=b)  # the whole budget is still there
+
+
+def test_tree_default_is_the_label_release_at_the_whole_epsilon():
+    """DecisionTreeClassifier's default leaf release is "label": no row count is bought, every leaf
+    is selected at the whole epsilon (the fit equals an explicit "label" fit bit for bit), and the
+    event is the one tree's selections, SelfComposed(ReportNoisyMax(epsilon), 1)."""
+    from dpfast.accounting import ReportNoisyMax, SelfComposed
+
+    X, y = _data(300, 2, 2)
+    assert DecisionTreeClassifier().leaf_mechanism == "label"
+    m = DecisionTreeClassifier(0.7, (-1, 1), max_depth=3, random_state=2).fit(X, y)
+    ref = DecisionTreeClassifier(0.7, (-1, 1), max_depth=3, leaf_mechanism="label", random_state=2).fit(X, y)
+    assert m.leaf_mechanism_ == "label" and not hasattr(m, "n_samples_noisy_")
+    np.testing.assert_array_equal(m.leaf_labels_, ref.leaf_labels_)
+    assert m.event_ == SelfComposed(ReportNoisyMax(0.7), 1) and m.epsilon_ == 0.7

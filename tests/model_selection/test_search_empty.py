@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_model_selection import GRID, NoisyCentroid, _data  # noqa: E402
 
 from dpfast import PrivacyBudget
 from dpfast.model_selection import PrivateRandomSearch
-
-from test_model_selection import GRID, NoisyCentroid, _data  # noqa: E402
 
 
 class RecordingCentroid(NoisyCentroid):

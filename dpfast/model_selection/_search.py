@@ -143,6 +143,29 @@ def _dummy(X, Xv, n: int):
     return np.zeros((n, Xv.shape[1]), dtype=Xv.dtype)
 
 
+def _public_labels(est) -> np.ndarray:
+    """The public label set of ``est`` (its last ``classes``/``*__classes`` parameter set, else
+    ``[0, 1]``, as :func:`dpfast._validation.check_label_set` reads it): never the data's labels."""
+    classes = [v for k, v in est.get_params(deep=True).items()
+               if (k == "classes" or k.endswith("__classes")) and v is not None]
+    return np.asarray(classes[-1] if classes else [0, 1])
+
+
+def _padded(X_tr, y_tr: np.ndarray, pad, label):
+    """The training part plus the one public placeholder row ``pad`` (:func:`_dummy`) labelled
+    ``label``: a fixed row, so add/remove neighbours stay add/remove neighbours (the fit's
+    guarantee holds), and the fit is defined when every row drew the validation part."""
+    if hasattr(X_tr, "iloc"):
+        import pandas as pd
+
+        X_out = pd.concat([X_tr, pad], ignore_index=True)
+    elif sp.issparse(X_tr):
+        X_out = sp.vstack([X_tr, pad], format="csr")
+    else:
+        X_out = np.concatenate([X_tr, pad])
+    return X_out, np.concatenate([y_tr, np.asarray([label])])  # (promoted: a longer label is kept whole)
+
+
 def _rdp_curve(event, orders: np.ndarray) -> np.ndarray:
     return np.asarray(rdp_curve(event, orders), dtype=np.float64)
 
@@ -180,7 +203,11 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     3. each run (the base algorithm Q) draws a candidate uniformly from ``param_distributions``
        (a dict of lists, or a list of such dicts, each dict equally likely, as in
        scikit-learn's ``ParameterSampler``), fits a clone of ``estimator`` with those parameters
-       and ``epsilon = (1 - score_fraction) e``, ``delta = delta`` on the training part (its own
+       and ``epsilon = (1 - score_fraction) e``, ``delta = delta`` on the training part plus
+       one public placeholder row (zeros, or X's dtypes' fixed values, labelled with the first
+       label of the public label set: a fixed row keeps add/remove neighbours neighbours, and
+       the fit is defined when every row drew the validation part -- probability
+       ``validation_fraction^n``, so refusing then would reveal ``n``) (its own
        DP guarantee), and scores it on the validation part by the number of correct predictions
        plus Laplace(1 / (score_fraction e)) noise (sensitivity 1 under add/remove: an
        ``score_fraction e``-DP count);
@@ -196,7 +223,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     Steinke 2020, Prop. 12.  The per-run e is the largest for which that total is <= epsilon,
     found by :func:`dpfast._safe_root.smallest_safe_root` (never on the unsafe side).  The
     fits' RDP curves are read from the events the clones would charge, probed on public dummy
-    data with the training part's number of rows and X's columns and dtypes (a DataFrame stays
+    data with the (padded) training part's number of rows and X's columns and dtypes (a DataFrame stays
     a DataFrame, so a pipeline may select columns by name; no private row is read to compute
     them).  A bad public parameter of the estimator raises there, before the charge.
 
@@ -219,12 +246,13 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     search's running time, which grows with K.  ``random_state`` is secret: whoever holds the
     seed or generator can replay every draw (the split, K, the noise); a generator passed in
     advances by an amount that depends on K, so keep it private too.  Nor is the number of rows
-    n: the fits' events are probed with the training part's size (DP-SGD's sample rate
-    ``batch_size / n_train``, as for a standalone fit), and a split that puts every row in the
-    validation part (probability ``validation_fraction ** n``: 0.2 for one row, below 1e-20 for
-    30 rows at the default 0.2) raises ``ValueError`` before the charge, because the estimators
-    refuse an empty training set (scikit-learn's contract).  Under add/remove neighbours with a
-    private n that refusal is not covered: search only data sets whose size is public or large.
+    n: the fits' events are probed with the (padded) training part's size (DP-SGD's sample rate
+    ``batch_size / n_fit``, as for a standalone fit, so the charged event depends on n), and a
+    ``batch_size`` above that size is refused.  Under add/remove neighbours with a private n,
+    search with an estimator whose event does not depend on n, or data sets whose size is
+    public.  The split that puts every row in the validation part (probability
+    ``validation_fraction ** n``) is not refused: the public placeholder row keeps the fit
+    defined (step 3).
 
     Parameters
     ----------
@@ -374,10 +402,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         (:func:`dpfast.budget.detached`), and the fitted steps' ``event_`` are composed by
         :func:`dpfast.pipeline_event`, which refuses a step that learns without privacy.
         No private row is read."""
-        classes = [v for k, v in est.get_params(deep=True).items()
-                   if (k == "classes" or k.endswith("__classes")) and v is not None]
-        labels = np.asarray(classes[-1] if classes else [0, 1])
-        yd = np.resize(labels, Xd.shape[0])
+        yd = np.resize(_public_labels(est), Xd.shape[0])
         with detached():
             est.fit(Xd, yd)
         event = pipeline_event(est)
@@ -472,14 +497,15 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         # generator itself after the charge); a secure generator cannot be copied, so its
         # search draws the coins from a fresh secure stream instead (gen is not touched).
         val = (SecureRandom() if secure else copy.deepcopy(gen)).random(n_rows) < float(self.validation_fraction)
-        n_train = n_rows - int(np.count_nonzero(val))
-        if n_train == 0:  # refused before anything is charged or drawn
-            # (the message names no row count: n is private under add/remove neighbours)
-            raise ValueError("the training part is empty: every row was put in the validation part "
-                             f"(validation_fraction={self.validation_fraction!r}); use more rows or a smaller "
-                             "validation_fraction")
+        # Every fit gets the training part plus ONE public placeholder row (_padded): the part is
+        # empty with probability validation_fraction^n, and refusing then (as the search did)
+        # is a refusal whose probability depends on the private n.  No split law avoids an
+        # empty part while keeping the add/remove coupling (the training part of one row must
+        # be that row, and inductively nothing would ever be validated); a fixed extra row keeps
+        # neighbours neighbours.  The events are probed on a part of that size.
+        n_fit = n_rows - int(np.count_nonzero(val)) + 1
         e, events, orders, tuned, _ = self._calibrate(candidates, eps, delta, mean, eta, gamma, X, Xv,
-                                                                n_train)
+                                                                n_fit)
         kw = {"mean": mean} if self.distribution == "poisson" else {"eta": eta, "gamma": gamma}
         event = Tuned(events[0] if len(events) == 1 else OneOf(tuple(events)), distribution=self.distribution, **kw)
         # the guarantee reported (and charged to a budget whose accountant cannot take the event)
@@ -496,6 +522,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
             gen.random(n_rows)  # the coins drawn above, now from the generator itself
         tr, va = np.flatnonzero(~val), np.flatnonzero(val)
         X_tr, X_va = _safe_indexing(X, tr), _safe_indexing(X, va)
+        pad = _dummy(X, Xv, 1)  # the public placeholder row (fixed values, X's schema)
         # K is internal to the algorithm of Papernot & Steinke (their theorems bound the law of
         # the best run alone): it is kept in this local and released nowhere (no attribute,
         # ledger entry, warning or log depends on it; see the class docstring).
@@ -514,7 +541,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
                               for k_, s_ in seeds.items()})
             try:
                 with detached():  # the runs are inside the tuned event charged above
-                    est.fit(X_tr, ya[tr])
+                    est.fit(*_padded(X_tr, ya[tr], pad, _public_labels(est)[0]))
             except FloatingPointError:
                 # A diverged run (DP-SGD's non-finite parameters) is a function of that run's own
                 # private release, so "diverged" is the run's output, scored -inf (never preferred

@@ -48,7 +48,7 @@ from dpfast._validation import Epsilon, check_positive, check_real, validate_par
 from dpfast.accounting import ExponentialMechanism, SelfComposed
 from dpfast.mechanisms import private_quantile
 from dpfast.random import RNG
-from dpfast.tools._statistics import _axis, _data, _shape
+from dpfast.tools._statistics import _axis, _check_row_size, _data, _shape
 
 if TYPE_CHECKING:
     from dpfast.budget import PrivacyBudget
@@ -127,10 +127,12 @@ def bounds(a, epsilon: float, *, axis=None, tail: float = 0.01, scale: float = 1
     x = _data(a, False)
     axis = _axis(axis, x.ndim)
     _, d, _ = _shape(x, axis, False)
+    _check_row_size(d)
     if axis is None:
         cols = [x.ravel()]
     else:
-        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # not -1: ambiguous for 0 rows (n is private)
+        # d (public), never -1: neither NumPy nor Dask infers -1 from 0 rows (n = 0 was refused)
+        flat = x.reshape(x.shape[0], d)
         cols = [flat[:, j] for j in range(flat.shape[1])]
     per = epsilon / d  # per element (axis=None) or per column (axis=0): as tools.quantile
     if not per / 2.0 > 0.0:

@@ -507,6 +507,13 @@ def _nonzero_counts(x: np.ndarray, axis, keepdims: bool) -> np.ndarray:
     return np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.float64)
 
 
+def _check_row_size(d: int) -> None:
+    """Refuse rows of no element (``d = 0``, a public shape fact: the same refusal for any
+    number of rows), before the charge; the exponential mechanism's epsilon / d needs d >= 1."""
+    if d == 0:
+        raise ValueError("a has no elements per row (a.shape[1:] has a 0): nothing to release")
+
+
 def _levels(q, scale: float) -> np.ndarray:
     if isinstance(q, (str, bytes)):
         raise TypeError("q must be a number or an array of numbers")
@@ -525,12 +532,14 @@ def _quantile(a, qa, epsilon, bounds, axis, keepdims, gen, budget, label):
     x = _data(a, False)
     axis = _axis(axis, x.ndim)
     _, d, _ = _shape(x, axis, keepdims)
+    _check_row_size(d)
     m = qa.size
     if axis is None:
         cols = [x.ravel()]
         per = epsilon / d  # d elements of one row in one column: the utility moves by <= d
     else:
-        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # not -1: ambiguous for 0 rows (n is private)
+        # d (public), never -1: NumPy cannot infer -1 from 0 rows, which refused n = 0 only
+        flat = x.reshape(x.shape[0], d)
         cols = [flat[:, j] for j in range(flat.shape[1])]
         per = epsilon / d  # d columns, one element each: basic composition
     lo, hi = bounds

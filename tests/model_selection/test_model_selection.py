@@ -334,11 +334,11 @@ def test_input_forms_reach_the_runs():
     s = PrivateRandomSearch(pipe, {"logisticregression__method": ["output"]}, random_state=0, **kw).fit(df, y)
     np.testing.assert_array_equal(s.feature_names_in_, list("abcd"))
     np.testing.assert_array_equal(s.best_estimator_[0].feature_names_in_, list("abcd"))
-    # one row: the training part or the validation part is empty; an empty training part is refused
-    # (and the message names no row count: n is private under add/remove neighbours)
-    with pytest.raises(ValueError, match="training part is empty") as err:
-        PrivateRandomSearch(NoisyCentroid(), GRID, validation_fraction=0.999, random_state=0, **kw).fit(X[:1], y[:1])
-    assert not any(ch.isdigit() for ch in str(err.value).split("(")[0]), str(err.value)
+    # one row: the training part or the validation part is empty; an empty training part is not
+    # refused (a refusal with probability validation_fraction^n would reveal n): every fit gets
+    # one public placeholder row (tests/model_selection/test_search_empty.py)
+    s = PrivateRandomSearch(NoisyCentroid(), GRID, validation_fraction=0.999, random_state=0, **kw).fit(X[:1], y[:1])
+    assert s.best_estimator_ is not None
 
 
 # ----------------------------------------------------------------- issue 21: K is internal (item 5)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_model_selection import GRID, NoisyCentroid, _data  # noqa: E402
+from _search_models import GRID, NoisyCentroid, _data
 
 from dpfast import PrivacyBudget
 from dpfast.model_selection import PrivateRandomSearch

@@ -52,6 +52,12 @@ word, so one draw of the concatenated noise equals the per-part draws in order);
 checked as ``laplace_noise`` checks them, and the output allocated, before the charge.  The
 Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
 
+Input types: an array's dtype is public schema, but the dtype NumPy infers from a list (or a
+pandas object or nullable column) depends on the values (``[1, 2]`` is int64, ``[1, 2, 2**70]``
+object): such inferred object arrays are converted element by element, a real number beyond a
+double saturated to the largest double (then clamped), a missing value (None, ``pandas.NA``) read
+as NaN; an object ndarray passed as such is refused (a dtype the caller chose).
+
 Non-finite data (NaN or inf; ``nan*``: inf) are found by the native pass itself, which runs
 before the charge on in-memory data: the error (a fixed message, naming no record or value)
 comes before any charge or draw.  Dask input is charged first and raises the same message after
@@ -61,7 +67,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
@@ -89,6 +95,42 @@ def _refuse_masked(a) -> None:
                         "a.filled(np.nan) to the nan* functions")
 
 
+_BIG = float(np.finfo(np.float64).max)
+
+
+def _real(v) -> float:
+    """One element of an object array as a float64: a real number (a Python int beyond a double,
+    a Fraction, a longdouble: saturated to the largest double, as :func:`_data` saturates a
+    longdouble array), a missing value (None, ``pandas.NA``) as NaN; anything else TypeError."""
+    if v is None or type(v).__name__ == "NAType":
+        return math.nan
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if not isinstance(v, numbers.Real):
+        raise TypeError("a must be an array of real numbers")
+    w: Any = v  # (a Real: int, Fraction, numpy scalar; compared and tested as it is)
+    try:
+        f = float(w)
+    except OverflowError:
+        return _BIG if w > 0 else -_BIG
+    if math.isinf(f):
+        try:
+            finite = bool(np.isfinite(w))
+        except TypeError:
+            finite = False
+        if finite:
+            return math.copysign(_BIG, f)
+    return f
+
+
+def _object_reals(x: np.ndarray) -> np.ndarray:
+    """An object array (what ``np.asarray`` infers for a list holding an int beyond int64/uint64,
+    or a pandas object or nullable column with a missing value) as float64, element by element
+    (:func:`_real`).  Refusing the dtype refused on one record's value: ``[1, 2]`` is int64,
+    ``[1, 2, 2**70]`` is object."""
+    return np.fromiter((_real(v) for v in x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
+
+
 def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
     non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
@@ -101,7 +143,11 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         raise TypeError("a must be an array of numbers")
     _refuse_masked(a)
     x = np.asarray(a)
-    if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+    if x.dtype == object and not isinstance(a, np.ndarray):
+        # inferred from the values (a list, a pandas column): convert them.  (An object ndarray
+        # is a dtype the caller chose, public: refused below for every value.)
+        x = _object_reals(x)
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise TypeError("a must be an array of real numbers")
     if np.iscomplexobj(x):
         raise TypeError("a must be an array of real numbers")
@@ -489,6 +535,11 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     keepdims = _check_keepdims(keepdims)
     _refuse_masked(a)
     x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
+    if x.dtype == object and not isinstance(a, np.ndarray):  # inferred from the values: as _data
+        try:
+            x = _object_reals(x)
+        except TypeError:
+            raise TypeError("a must be an array of numbers or bools") from None
     if x.dtype == object:
         raise TypeError("a must be an array of numbers or bools")
     if x.ndim == 0:

@@ -1,0 +1,109 @@
+"""Red team 35: the dtype NumPy infers from a Python list (or a pandas object column) depends on
+the values, so refusing ``dtype=object`` was a refusal on one record's value.
+
+Neighbours: ``[0.5, 1.0]`` and ``[0.5, 1.0, 2**70]`` (add one row).  ``np.asarray`` makes the
+first int/float64 and the second ``object`` (no NumPy integer holds 2**70), and every
+:mod:`dpfast.tools` function refused it ("a must be an array of real numbers"): told apart
+with certainty.  A real number beyond float64's range is data like any other (the clamp to the
+public bounds takes it, as for a longdouble): it now releases the value of the same call on the
+clamped array.  Likewise a pandas nullable column with a missing value (``pd.NA`` in an object
+array) is NaN, as a float column's missing value is: the nan* forms ignore it, the others refuse
+it as they refuse NaN (a contract violation, ``ValueError``), never a ``TypeError`` that a
+complete column does not raise.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfast import tools
+
+B = (-1.0, 2.0)
+BIG = float(np.finfo(np.float64).max)
+
+CALLS = {
+    "sum": lambda a, g: tools.sum(a, 1.0, B, rng=g),
+    "nansum": lambda a, g: tools.nansum(a, 1.0, B, rng=g),
+    "mean": lambda a, g: tools.mean(a, 1.0, B, rng=g),
+    "nanmean": lambda a, g: tools.nanmean(a, 1.0, B, rng=g),
+    "var": lambda a, g: tools.var(a, 1.0, B, rng=g),
+    "std": lambda a, g: tools.std(a, 1.0, B, rng=g),
+    "count_nonzero": lambda a, g: tools.count_nonzero(a, 1.0, rng=g),
+    "quantile": lambda a, g: tools.quantile(a, [0.25, 0.5], 1.0, B, rng=g),
+    "median": lambda a, g: tools.median(a, 1.0, B, rng=g),
+    "histogram": lambda a, g: tools.histogram(a, 1.0, bins=3, range=B, rng=g),
+    "histogramdd": lambda a, g: tools.histogramdd(a, 1.0, bins=3, range=[B], rng=g),
+    "bounds": lambda a, g: tools.bounds(a, 1.0, rng=g),
+}
+
+
+def _same(u, v):
+    if isinstance(u, tuple):
+        assert isinstance(v, tuple) and len(u) == len(v)
+        for a, b in zip(u, v):
+            _same(a, b)
+        return
+    assert type(u) is type(v)
+    np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    assert np.asarray(u).dtype == np.asarray(v).dtype
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+@pytest.mark.parametrize("big,as_float", [(2 ** 70, 2.0 ** 70), (-(2 ** 70), -(2.0 ** 70)), (10 ** 400, BIG),
+                                          (-(10 ** 400), -BIG), (Fraction(10 ** 400, 3), BIG)])
+def test_a_huge_python_number_is_data(name, big, as_float):
+    """The list with one huge Python number releases exactly what the float64 array with that
+    number saturated to the largest double (then clamped to the bounds by the release) does."""
+    listed = [0.5, 1.0, big]
+    assert np.asarray(listed).dtype == object  # the inferred dtype depends on the value
+    expected = CALLS[name](np.array([0.5, 1.0, as_float]), np.random.default_rng(7))
+    _same(CALLS[name](listed, np.random.default_rng(7)), expected)
+    # a pandas object column holding it: the same
+    _same(CALLS[name](pd.Series(listed, dtype=object), np.random.default_rng(7)), expected)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmean"])
+def test_a_missing_value_of_a_nullable_column_is_nan(name):
+    s = pd.Series([True, None, False], dtype="boolean")
+    assert np.asarray(s).dtype == object  # (complete, the same column is bool)
+    expected = CALLS[name](np.array([1.0, np.nan, 0.0]), np.random.default_rng(3))
+    _same(CALLS[name](s, np.random.default_rng(3)), expected)
+    _same(CALLS[name]([1.0, None, 0.0], np.random.default_rng(3)), expected)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "quantile", "histogram", "bounds"])
+def test_a_missing_value_is_refused_as_nan_is(name):
+    with pytest.raises(ValueError) as nan:
+        CALLS[name](np.array([1.0, np.nan, 0.0]), np.random.default_rng(3))
+    with pytest.raises(ValueError) as missing:
+        CALLS[name](pd.Series([True, None, False], dtype="boolean"), np.random.default_rng(3))
+    assert str(missing.value) == str(nan.value)
+
+
+@pytest.mark.parametrize("bad", [["a", 1.0], [1.0, 2 ** 70, "a"], [1.0, 1j], [1.0, object()]])
+def test_what_is_not_a_real_number_is_still_refused(bad):
+    with pytest.raises(TypeError, match="real numbers"):
+        tools.sum(bad, 1.0, B, rng=0)
+    if np.asarray(bad).dtype == object:  # (a string or complex array is count_nonzero's own case)
+        with pytest.raises(TypeError, match="numbers or bools"):
+            tools.count_nonzero(bad, 1.0, rng=0)
+
+
+def test_an_object_ndarray_is_a_public_dtype_still_refused():
+    """An object ndarray is a dtype the caller chose (public), not one inferred from values:
+    refused for every value (tests/tools/test_tools_redteam32.py), big numbers or not."""
+    for a in (np.array([0.5, 1.0], dtype=object), np.array([0.5, 2 ** 70], dtype=object)):
+        with pytest.raises(TypeError, match="real numbers"):
+            tools.sum(a, 1.0, B, rng=0)
+        with pytest.raises(TypeError, match="numbers or bools"):
+            tools.count_nonzero(a, 1.0, rng=0)
+
+
+def test_ordinary_values_keep_their_bits():
+    vals = [0.1, -0.7, 1.9, 3, math.pi, None]
+    _same(tools.nanmean(pd.Series(vals, dtype=object), 1.0, B, rng=np.random.default_rng(1)),
+          tools.nanmean(np.array([0.1, -0.7, 1.9, 3, math.pi, np.nan]), 1.0, B, rng=np.random.default_rng(1)))

@@ -733,9 +733,9 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
     edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
     """
-    x = _data(a, False, check=False).ravel()  # (the native pass checks the values)
+    x = _data(a, False, check=False)  # (the native pass checks the values)
     edges = _edges(bins, range, 1)
-    h = _hist(x.reshape(-1, 1), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
+    h = _hist(_column(x), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
 
 
@@ -761,7 +761,7 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
     counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
     s = _data(sample, False, check=False)
     if s.ndim == 1:
-        s = s.reshape(-1, 1)
+        s = _column(s)
     if s.ndim != 2:
         raise ValueError("sample must be an (N, D) array")
     edges = _edges(bins, range, s.shape[1])
@@ -818,6 +818,25 @@ def _dask_pair(xa, ya):
     elif ya.chunks != xa.chunks:
         ya = ya.rechunk(xa.chunks)
     return (ya, xa) if swap else (xa, ya)
+
+
+def _block_column(b: np.ndarray) -> np.ndarray:
+    return b.reshape(-1, 1)
+
+
+def _column(x):
+    """Every element of ``x`` as one column ``(N, 1)``, in C order.  A Dask array (chunked by rows
+    only, :func:`_dask_data`) block by block: Dask's own reshape of a row-chunked array of one row
+    split with empty chunks (chunks ``(1, 0)``: a filter that empties a partition) builds a graph
+    with a missing key, and its ravel of ``(n, d)`` chunked ``(1, 0, 2)`` fails at compute -- a
+    ValueError after the charge that the neighbour with one more row in that partition does not
+    raise.  Flattening each block in place keeps the rows' order (C order, one block of whole
+    rows at a time)."""
+    if not is_dask_collection(x):
+        return x.reshape(-1, 1)
+    m = math.prod(x.shape[1:])  # public: only the rows are chunked
+    kw: dict = {"new_axis": [1]} if x.ndim == 1 else {"drop_axis": list(range(2, x.ndim))} if x.ndim > 2 else {}
+    return x.map_blocks(_block_column, chunks=(tuple(c * m for c in x.chunks[0]), (1,)), dtype=x.dtype, **kw)
 
 
 def _stack(xa, ya):

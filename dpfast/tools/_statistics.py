@@ -52,11 +52,14 @@ word, so one draw of the concatenated noise equals the per-part draws in order);
 checked as ``laplace_noise`` checks them, and the output allocated, before the charge.  The
 Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
 
-Input types: an array's dtype is public schema, but the dtype NumPy infers from a list (or a
-pandas object or nullable column) depends on the values (``[1, 2]`` is int64, ``[1, 2, 2**70]``
-object): such inferred object arrays are converted element by element, a real number beyond a
-double saturated to the largest double (then clamped), a missing value (None, ``pandas.NA``) read
-as NaN; an object ndarray passed as such is refused (a dtype the caller chose).
+Input types: an array's dtype is public schema, but the dtype NumPy infers from a list, or for
+a nullable pandas column, depends on the values (``[1, 2]`` is int64, ``[1, 2, 2**70]`` object;
+a ``boolean`` column is bool, object with one ``pd.NA``): a list is converted element by element,
+a real number beyond a double saturated to the largest double (then clamped), a missing value
+(None, ``pandas.NA``) read as NaN; a pandas object whose dtypes are all numeric or boolean is
+read as floats with NaN for a missing value.  An object ndarray, and a pandas object with an
+object, string, category or datetime column, are refused whatever their values (dtypes the
+caller chose, public); see :func:`_object_reals`.
 
 Non-finite data (NaN or inf; ``nan*``: inf) are found by the native pass itself, which runs
 before the charge on in-memory data: the error (a fixed message, naming no record or value)
@@ -123,11 +126,29 @@ def _real(v) -> float:
     return f
 
 
-def _object_reals(x: np.ndarray) -> np.ndarray:
-    """An object array (what ``np.asarray`` infers for a list holding an int beyond int64/uint64,
-    or a pandas object or nullable column with a missing value) as float64, element by element
-    (:func:`_real`).  Refusing the dtype refused on one record's value: ``[1, 2]`` is int64,
-    ``[1, 2, 2**70]`` is object."""
+def _object_reals(a, x: np.ndarray) -> np.ndarray:
+    """``x = np.asarray(a)`` of dtype object, as float64; TypeError for what is not real numbers.
+
+    The dtype is public when the caller chose it: an object ndarray is refused, whatever its
+    values, and so is a pandas object whose dtypes are not all numeric or boolean (object,
+    string, category, datetime columns), while one whose dtypes all are (nullable ``Int64``,
+    ``boolean``, mixed with float columns) is read as floats, a missing value as NaN -- NumPy
+    makes a ``boolean`` column with one ``pd.NA`` an object array, and the complete column a
+    bool one.  A list's dtype is inferred from its values (``[1, 2]`` is int64, ``[1, 2, 2**70]``
+    object): its elements are converted one by one (:func:`_real`)."""
+    if isinstance(a, np.ndarray):
+        raise TypeError("a must be an array of real numbers")
+    if type(a).__module__.split(".")[0] == "pandas" and hasattr(a, "to_numpy"):
+        import pandas as pd
+
+        dtypes = list(a.dtypes) if getattr(a, "ndim", 1) == 2 else [a.dtype]
+        if not all((pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t))
+                   and not isinstance(t, pd.CategoricalDtype) for t in dtypes):
+            raise TypeError("a must be an array of real numbers")
+        try:
+            return a.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):  # (complex columns)
+            raise TypeError("a must be an array of real numbers") from None
     return np.fromiter((_real(v) for v in x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
 
 
@@ -143,10 +164,8 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         raise TypeError("a must be an array of numbers")
     _refuse_masked(a)
     x = np.asarray(a)
-    if x.dtype == object and not isinstance(a, np.ndarray):
-        # inferred from the values (a list, a pandas column): convert them.  (An object ndarray
-        # is a dtype the caller chose, public: refused below for every value.)
-        x = _object_reals(x)
+    if x.dtype == object:  # (a list's or a nullable pandas column's, inferred from the values)
+        x = _object_reals(a, x)
     if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise TypeError("a must be an array of real numbers")
     if np.iscomplexobj(x):
@@ -535,13 +554,11 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     keepdims = _check_keepdims(keepdims)
     _refuse_masked(a)
     x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
-    if x.dtype == object and not isinstance(a, np.ndarray):  # inferred from the values: as _data
+    if x.dtype == object:  # (inferred from the values: as _data)
         try:
-            x = _object_reals(x)
+            x = _object_reals(a, x)
         except TypeError:
             raise TypeError("a must be an array of numbers or bools") from None
-    if x.dtype == object:
-        raise TypeError("a must be an array of numbers or bools")
     if x.ndim == 0:
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)

@@ -127,6 +127,10 @@ def _no_values_in_errors(name: str):
     not chained (its text would travel with the traceback)."""
     try:
         yield
+    except OverflowError:
+        # a Python number beyond a double (NumPy: "int too large to convert to float"): refused
+        # as an infinite entry is, with scikit-learn's message for it (one contract violation)
+        raise ValueError(f"Input {name} contains infinity or a value too large for dtype('float64').") from None
     except (ValueError, TypeError) as exc:
         msg = str(exc)
         # (NumPy's "float() argument must be a string or a real number, not 'dict'" names a

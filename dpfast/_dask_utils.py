@@ -177,12 +177,16 @@ def _prediction_input(est, X):
     return Xd
 
 
-def _blockwise(method):
+def _blockwise(method, tail=(), dtype=np.float64):
     """``method`` on one NumPy chunk, without scikit-learn's "X does not have valid feature
-    names" warning: the names were checked once for the whole input (:func:`_prediction_input`)."""
+    names" warning: the names were checked once for the whole input (:func:`_prediction_input`).
+    A chunk of no rows (a partition a filter emptied) gives an empty output of shape
+    ``(0, *tail)`` (``method`` would refuse it: scikit-learn's minimum of one sample)."""
     def call(block):
         import warnings
 
+        if block.shape[0] == 0:
+            return np.empty((0, *tail), dtype=dtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
             return method(block)
@@ -196,7 +200,7 @@ def decision_function(est, X):
     k = np.atleast_2d(est.coef_).shape[0]
     if k == 1:
         return Xd.map_blocks(_blockwise(est.decision_function), drop_axis=1, dtype=np.float64)
-    return Xd.map_blocks(_blockwise(est.decision_function), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+    return Xd.map_blocks(_blockwise(est.decision_function, (k,)), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
 
 
 def predict(est, X):
@@ -206,14 +210,14 @@ def predict(est, X):
 
 def _predict_rows(est, Xd):
     dtype = est.classes_.dtype if hasattr(est, "classes_") else np.float64
-    return Xd.map_blocks(_blockwise(est.predict), drop_axis=1, dtype=dtype)
+    return Xd.map_blocks(_blockwise(est.predict, dtype=dtype), drop_axis=1, dtype=dtype)
 
 
 def predict_proba(est, X):
     """Lazy ``est.predict_proba`` chunk by chunk (a dask Array)."""
     Xd = _prediction_input(est, X)
     k = len(est.classes_)
-    return Xd.map_blocks(_blockwise(est.predict_proba), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
+    return Xd.map_blocks(_blockwise(est.predict_proba, (k,)), chunks=(Xd.chunks[0], (k,)), dtype=np.float64)
 
 
 def score(est, X, y, sample_weight=None) -> float:

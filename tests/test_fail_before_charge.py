@@ -599,6 +599,16 @@ CASES = [
     Case("RandomForestClassifier", "n_estimators 0", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators=0)),
     Case("RandomForestClassifier", "n_estimators unknown string", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), n_estimators="many")),
     Case("RandomForestClassifier", "auto: not one tree fits the table", _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), max_depth=23)),
+    # red team 35: "auto" spends a share of epsilon on a noisy row count; a share too small for the
+    # exact sampler (or 0) was refused after the charge (ValueError, or AssertionError at 5e-324)
+    Case("RandomForestClassifier", "auto: epsilon too small for the row count",
+         _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), epsilon=1e-300)),
+    Case("RandomForestClassifier", "auto: epsilon 5e-324 (the count's share is 0)",
+         _fit(EN.RandomForestClassifier, bounds=(0.0, 1.0), epsilon=5e-324)),
+    Case("DecisionTreeClassifier", "auto: epsilon too small for the row count",
+         _fit(TR.DecisionTreeClassifier, bounds=(0.0, 1.0), epsilon=1e-300, leaf_mechanism="auto")),
+    Case("RandomForestClassifier", "Dask X, auto: epsilon too small for the row count",
+         _fit_dask(EN.RandomForestClassifier, bounds=(0.0, 1.0), epsilon=1e-300)),
     # Dask input (issue 24): the public checks on metadata, and the refusals of what is not one pass of sums
     Case("DecisionTreeClassifier", "Dask X, bounds missing", _fit_dask(TR.DecisionTreeClassifier)),
     Case("DecisionTreeClassifier", "Dask X, y None", _fit_dask(TR.DecisionTreeClassifier, y=None, bounds=(0.0, 1.0))),

@@ -159,9 +159,13 @@ std::pair<View<const T>, int64_t> strided_rows(py::handle o, const char* name) {
     check_shape(a, name, Shape::mat());
     a = aligned_input<T>(std::move(a));  // (a copy is C-contiguous: its row stride is the row length)
     const py::ssize_t es = sizeof(T);
-    if (a.shape(1) > 1 && a.strides(1) != es) throw py::value_error(std::string(name) + " rows must be contiguous");
-    if (a.strides(0) % es != 0 || a.strides(0) < 0)
-        throw py::value_error(std::string(name) + " has an unsupported row stride");
+    // a matrix of no rows reads nothing, and NumPy may give it any strides (np.zeros((0, d)) has
+    // (0, 0)): refusing it refused an empty Dask partition, after the caller's charge
+    if (a.shape(0) > 0) {
+        if (a.shape(1) > 1 && a.strides(1) != es) throw py::value_error(std::string(name) + " rows must be contiguous");
+        if (a.strides(0) % es != 0 || a.strides(0) < 0)
+            throw py::value_error(std::string(name) + " has an unsupported row stride");
+    }
     const int64_t ld = a.shape(0) <= 1 ? a.shape(1) : a.strides(0) / es;  // one row: no stride is used
     const T* p = static_cast<const T*>(a.data());
     return {make_view<const T>(std::move(a), p), ld};

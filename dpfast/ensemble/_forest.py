@@ -109,7 +109,8 @@ class RandomForestClassifier(RandomTreesClassifier):
     leaf_mechanism : {"auto", "counts", "label"}
         The leaf release (above).
     random_state : None, int or numpy Generator
-        The trees, the noise and (for ``"label"``) the split of the rows among the trees.
+        The trees and the noise (the row count of ``"auto"``, the count noise or the label
+        selections; every tree reads every row, so no rows are split among the trees).
 
     Attributes
     ----------

@@ -28,7 +28,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._safe_root import safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_epsilon, check_real
+from dpfast._validation import check_delta, check_epsilon, check_label_set, check_real
 from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError, make_accountant
 from dpfast.accounting.events import OneOf, composed
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_curve, rdp_to_epsilon
@@ -225,7 +225,11 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
     fits' RDP curves are read from the events the clones would charge, probed on public dummy
     data with the (padded) training part's number of rows and X's columns and dtypes (a DataFrame stays
     a DataFrame, so a pipeline may select columns by name; no private row is read to compute
-    them).  A bad public parameter of the estimator raises there, before the charge.
+    them).  A bad public parameter of the estimator raises there, before the charge.  So do
+    the schema checks a run would make on the private data after the charge (with a
+    probability that depends on K): labels outside a candidate's ``classes`` are refused
+    before the charge, as a standalone fit refuses them, and ``row_norm="check"`` and
+    ``handle_unknown="error"`` are refused outright.
 
     What the guarantee covers (Papernot & Steinke's theorems bound the law of the released run
     alone; the number of runs K is internal to the algorithm): ``best_params_``,
@@ -381,7 +385,29 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
                 raise ValueError(f"{checking} = 'check' can refuse on the private data, with a probability that "
                                  "depends on the number of runs: use row_norm='clip' (the default) inside "
                                  "PrivateRandomSearch")
+            # the same for an encoder that refuses a value outside its categories: a standalone
+            # pipeline refuses before its classifier's charge, a run here after the search's
+            # (in its fit or in scoring the validation part), so only when K >= 1
+            erroring = sorted(k for k, v in conf.items() if k.split("__")[-1] == "handle_unknown" and v == "error")
+            if erroring:
+                raise ValueError(f"{erroring} = 'error' can refuse on the private data, with a probability that "
+                                 "depends on the number of runs: use handle_unknown='ignore' (the default) "
+                                 "inside PrivateRandomSearch")
         return eps, delta, mean, eta, gamma, candidates
+
+    def _check_labels(self, candidates, y: np.ndarray) -> None:
+        """Refuse, before the charge, labels outside a candidate's public label set (its
+        ``classes``/``*__classes`` parameter, read as :func:`_public_labels` reads it; None is
+        ``[0, 1]``), as a standalone fit does before its own charge.  Inside the runs the refusal
+        would come after the charge, only when the offending row drew the training part and
+        K >= 1: a K-dependent output outside the tuning theorem.  Estimators without a
+        ``classes`` parameter declare no label set here and are not checked."""
+        for p in candidates:
+            conf = clone(self.estimator).set_params(**p).get_params(deep=True)
+            keys = [k for k in conf if k == "classes" or k.endswith("__classes")]
+            if keys:
+                set_ = [conf[k] for k in keys if conf[k] is not None]
+                check_label_set(y, set_[-1] if set_ else None)
 
     # ------------------------------------------------------------------ accounting
     def _configured(self, params: dict, e: float, delta: float):
@@ -489,6 +515,7 @@ class PrivateRandomSearch(MetaEstimatorMixin, DPClassifierMixin, PrivateEstimato
         X = X if hasattr(X, "iloc") else Xv
         n_rows, n_cols = Xv.shape
         ya = validate_y(self, y, n_rows, classifier=True)
+        self._check_labels(candidates, ya)  # (schema: before the charge, as a standalone fit)
         gen = check_random_state(self.random_state)
         secure = is_secure(gen)
         # The split (data-independent coins) fixes the training part's size, which the fits'

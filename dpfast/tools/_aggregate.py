@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Tuple
 import numpy as np
 
 from dpfast import budget as _budget
+from dpfast._dask_utils import is_dask_collection
 from dpfast._validation import Epsilon, as_array, check_int, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
 from dpfast.mechanisms import laplace_noise, private_quantile
@@ -188,6 +189,10 @@ def subsample_and_aggregate(statistic: Callable, X, epsilon: float, *, bounds=No
     k_public = _n_blocks(n_blocks)
     if isinstance(X, (str, bytes)) or not hasattr(X, "__len__"):
         raise TypeError("X must be an array-like or a DataFrame with rows on axis 0")
+    if hasattr(X, "iloc") and is_dask_collection(X):
+        # gathered, as np.asarray gathers a Dask Array below: a Dask DataFrame/Series cannot take
+        # the row selection of the blocks (iloc selects columns only), a failure after the charge
+        X = X.compute()
     if not hasattr(X, "iloc"):
         X = np.asarray(X)
         if X.ndim == 0:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 import numpy as np
 
 from dpfast import budget as _budget
+from dpfast._dask_utils import is_dask_collection
 from dpfast._validation import Epsilon, check_positive, check_real, validate_params
 from dpfast.accounting import ExponentialMechanism, SelfComposed
 from dpfast.mechanisms import private_quantile
@@ -128,19 +129,25 @@ def bounds(a, epsilon: float, *, axis=None, tail: float = 0.01, scale: float = 1
     axis = _axis(axis, x.ndim)
     _, d, _ = _shape(x, axis, False)
     _check_row_size(d)
-    if axis is None:
-        cols = [x.ravel()]
-    else:
-        # d (public), never -1: neither NumPy nor Dask infers -1 from 0 rows (n = 0 was refused)
-        flat = x.reshape(x.shape[0], d)
-        cols = [flat[:, j] for j in range(flat.shape[1])]
     per = epsilon / d  # per element (axis=None) or per column (axis=0): as tools.quantile
     if not per / 2.0 > 0.0:
         raise ValueError("epsilon / d underflows to 0: epsilon is too small")
     A = asinh_range(scale)
-    c = len(cols)
+    c = 1 if axis is None else d
     event = SelfComposed(ExponentialMechanism(epsilon / (2 * c)), 2 * c)
     _budget.charge(budget, event, "bounds")
+    if is_dask_collection(x):
+        # gathered once, after the charge (each quantile sorts its column in memory anyway): Dask's
+        # arithmetic on an array of ONE row split with empty chunks (chunks (1, 0): a filter that
+        # empties a partition) broadcasts that row into the empty chunks -- x / scale had the
+        # record twice, a doubled sensitivity -- and its reshape of such an array fails
+        x = np.asarray(x)
+    if axis is None:
+        cols = [x.ravel()]
+    else:
+        # d (public), never -1: NumPy does not infer -1 from 0 rows
+        flat = x.reshape(x.shape[0], d)
+        cols = [flat[:, j] for j in range(flat.shape[1])]
     levels = np.array([tail, 1.0 - tail])
     out = np.empty((2, c))
     with _budget.detached(), np.errstate(over="ignore"):

@@ -52,6 +52,15 @@ word, so one draw of the concatenated noise equals the per-part draws in order);
 checked as ``laplace_noise`` checks them, and the output allocated, before the charge.  The
 Laplace noise is not floating-point safe (see :mod:`dpfast.mechanisms.continuous`).
 
+Input types: an array's dtype is public schema, but the dtype NumPy infers from a list, or for
+a nullable pandas column, depends on the values (``[1, 2]`` is int64, ``[1, 2, 2**70]`` object;
+a ``boolean`` column is bool, object with one ``pd.NA``): a list is converted element by element,
+a real number beyond a double saturated to the largest double (then clamped), a missing value
+(None, ``pandas.NA``) read as NaN; a pandas object whose dtypes are all numeric or boolean is
+read as floats with NaN for a missing value.  An object ndarray, and a pandas object with an
+object, string, category or datetime column, are refused whatever their values (dtypes the
+caller chose, public); see :func:`_object_reals`.
+
 Non-finite data (NaN or inf; ``nan*``: inf) are found by the native pass itself, which runs
 before the charge on in-memory data: the error (a fixed message, naming no record or value)
 comes before any charge or draw.  Dask input is charged first and raises the same message after
@@ -61,7 +70,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
@@ -89,6 +98,60 @@ def _refuse_masked(a) -> None:
                         "a.filled(np.nan) to the nan* functions")
 
 
+_BIG = float(np.finfo(np.float64).max)
+
+
+def _real(v) -> float:
+    """One element of an object array as a float64: a real number (a Python int beyond a double,
+    a Fraction, a longdouble: saturated to the largest double, as :func:`_data` saturates a
+    longdouble array), a missing value (None, ``pandas.NA``) as NaN; anything else TypeError."""
+    if v is None or type(v).__name__ == "NAType":
+        return math.nan
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if not isinstance(v, numbers.Real):
+        raise TypeError("a must be an array of real numbers")
+    w: Any = v  # (a Real: int, Fraction, numpy scalar; compared and tested as it is)
+    try:
+        f = float(w)
+    except OverflowError:
+        return _BIG if w > 0 else -_BIG
+    if math.isinf(f):
+        try:
+            finite = bool(np.isfinite(w))
+        except TypeError:
+            finite = False
+        if finite:
+            return math.copysign(_BIG, f)
+    return f
+
+
+def _object_reals(a, x: np.ndarray) -> np.ndarray:
+    """``x = np.asarray(a)`` of dtype object, as float64; TypeError for what is not real numbers.
+
+    The dtype is public when the caller chose it: an object ndarray is refused, whatever its
+    values, and so is a pandas object whose dtypes are not all numeric or boolean (object,
+    string, category, datetime columns), while one whose dtypes all are (nullable ``Int64``,
+    ``boolean``, mixed with float columns) is read as floats, a missing value as NaN -- NumPy
+    makes a ``boolean`` column with one ``pd.NA`` an object array, and the complete column a
+    bool one.  A list's dtype is inferred from its values (``[1, 2]`` is int64, ``[1, 2, 2**70]``
+    object): its elements are converted one by one (:func:`_real`)."""
+    if isinstance(a, np.ndarray):
+        raise TypeError("a must be an array of real numbers")
+    if type(a).__module__.split(".")[0] == "pandas" and hasattr(a, "to_numpy"):
+        import pandas as pd
+
+        dtypes = list(a.dtypes) if getattr(a, "ndim", 1) == 2 else [a.dtype]
+        if not all((pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t))
+                   and not isinstance(t, pd.CategoricalDtype) for t in dtypes):
+            raise TypeError("a must be an array of real numbers")
+        try:
+            return a.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):  # (complex columns)
+            raise TypeError("a must be an array of real numbers") from None
+    return np.fromiter((_real(v) for v in x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
+
+
 def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
     non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
@@ -101,7 +164,9 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
         raise TypeError("a must be an array of numbers")
     _refuse_masked(a)
     x = np.asarray(a)
-    if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+    if x.dtype == object:  # (a list's or a nullable pandas column's, inferred from the values)
+        x = _object_reals(a, x)
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise TypeError("a must be an array of real numbers")
     if np.iscomplexobj(x):
         raise TypeError("a must be an array of real numbers")
@@ -489,8 +554,11 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     keepdims = _check_keepdims(keepdims)
     _refuse_masked(a)
     x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
-    if x.dtype == object:
-        raise TypeError("a must be an array of numbers or bools")
+    if x.dtype == object:  # (inferred from the values: as _data)
+        try:
+            x = _object_reals(a, x)
+        except TypeError:
+            raise TypeError("a must be an array of numbers or bools") from None
     if x.ndim == 0:
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)
@@ -682,9 +750,9 @@ def histogram(a, epsilon: float, bins=10, range=None, density: bool = False, rng
     3.2).  Bins are public: edges, or ``bins`` with ``range`` (required).  Values outside the
     edges are dropped as NumPy does.  Returns ``(counts, edges)`` with real counts.
     """
-    x = _data(a, False, check=False).ravel()  # (the native pass checks the values)
+    x = _data(a, False, check=False)  # (the native pass checks the values)
     edges = _edges(bins, range, 1)
-    h = _hist(x.reshape(-1, 1), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
+    h = _hist(_column(x), edges, epsilon, bool(density), rng, budget, "histogram", bins, range)
     return h, edges[0]
 
 
@@ -710,7 +778,7 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
     counts plus Laplace(1/epsilon), epsilon-DP.  Returns ``(H, edges)``."""
     s = _data(sample, False, check=False)
     if s.ndim == 1:
-        s = s.reshape(-1, 1)
+        s = _column(s)
     if s.ndim != 2:
         raise ValueError("sample must be an (N, D) array")
     edges = _edges(bins, range, s.shape[1])
@@ -767,6 +835,25 @@ def _dask_pair(xa, ya):
     elif ya.chunks != xa.chunks:
         ya = ya.rechunk(xa.chunks)
     return (ya, xa) if swap else (xa, ya)
+
+
+def _block_column(b: np.ndarray) -> np.ndarray:
+    return b.reshape(-1, 1)
+
+
+def _column(x):
+    """Every element of ``x`` as one column ``(N, 1)``, in C order.  A Dask array (chunked by rows
+    only, :func:`_dask_data`) block by block: Dask's own reshape of a row-chunked array of one row
+    split with empty chunks (chunks ``(1, 0)``: a filter that empties a partition) builds a graph
+    with a missing key, and its ravel of ``(n, d)`` chunked ``(1, 0, 2)`` fails at compute -- a
+    ValueError after the charge that the neighbour with one more row in that partition does not
+    raise.  Flattening each block in place keeps the rows' order (C order, one block of whole
+    rows at a time)."""
+    if not is_dask_collection(x):
+        return x.reshape(-1, 1)
+    m = math.prod(x.shape[1:])  # public: only the rows are chunked
+    kw: dict = {"new_axis": [1]} if x.ndim == 1 else {"drop_axis": list(range(2, x.ndim))} if x.ndim > 2 else {}
+    return x.map_blocks(_block_column, chunks=(tuple(c * m for c in x.chunks[0]), (1,)), dtype=x.dtype, **kw)
 
 
 def _stack(xa, ya):

@@ -399,6 +399,14 @@ class RandomTreesClassifier(DaskDispatchMixin, DPClassifierMixin, PrivateEstimat
         eps_leaf = eps - eps_n
         while eps_n + eps_leaf > eps:
             eps_leaf = float(np.nextafter(eps_leaf, 0.0))
+        # the count's exact sampler must take the scale 1 / eps_n: checked here, before the charge
+        # (drawn after it, a share that underflows or a scale beyond the sampler's range refused a
+        # charged fit)
+        try:
+            event_of(discrete_laplace_mechanism, np.zeros(1, dtype=np.int64), 1, eps_n)
+        except ValueError as exc:
+            raise ValueError(f"epsilon={eps!r} is too small for 'auto' (n_estimators or leaf_mechanism): its noisy "
+                             f"row count at {auto_count_share(depth):.3g} * epsilon cannot be drawn ({exc})") from None
         return accounting.PureDP(eps), n_trees, cap, depth, eps_n, eps_leaf
 
     def fit(self, X, y, *, budget: Any = None):

@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
 import _engine_models as EM  # noqa: E402
 import torch  # noqa: E402
+from _engine_runs import _loader, _run  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
@@ -14,37 +15,7 @@ import dpfast.accounting as acc  # noqa: E402
 from dpfast import PrivacyBudget  # noqa: E402
 from dpfast.budget import BudgetExceededError  # noqa: E402
 from dpfast.random import SecureRandom  # noqa: E402
-from dpfast.torch import BatchMemoryManager, DPOptimizer, GradSampleModule, PrivacyEngine  # noqa: E402
-
-
-def _loader(n=48, bs=12, seed=0, kind="mlp"):
-    x, y = EM.data(kind, n, seed=seed, dtype=torch.float32)
-    return DataLoader(TensorDataset(x, y), batch_size=bs)
-
-
-def _run(seed=0, rng="seed", epochs=2, z=1.0, C=1.0, kind="mlp", engine_kw=None, bmm=None, stop_after=None, state=None,
-         n=48, bs=12, opt="adam"):
-    model = EM.make(kind, seed=seed, dtype=torch.float32)
-    optim = (torch.optim.Adam(model.parameters(), lr=0.01) if opt == "adam"
-             else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
-    eng = PrivacyEngine(rng=seed if rng == "seed" else rng, **(engine_kw or {}))
-    m, o, dl = eng.make_private(module=model, optimizer=optim, data_loader=_loader(n, bs, kind=kind),
-                                noise_multiplier=z, max_grad_norm=C, epochs=epochs)
-    if state is not None:
-        m.load_state_dict(state["model"])
-        o.load_state_dict(state["optim"])
-        eng.load_state_dict(state["engine"])
-    start = eng.steps
-    crit = nn.CrossEntropyLoss()
-    while eng.steps < eng.planned_steps:
-        loader = dl if bmm is None else BatchMemoryManager(data_loader=dl, max_physical_batch_size=bmm, optimizer=o)
-        for x, y in loader:
-            o.zero_grad()
-            crit(m(x), y).backward()
-            o.step()
-            if stop_after is not None and eng.steps - start == stop_after and o._skip is False:
-                return eng, m, o, {"model": m.state_dict(), "optim": o.state_dict(), "engine": eng.state_dict()}
-    return eng, m, o, None
+from dpfast.torch import DPOptimizer, GradSampleModule, PrivacyEngine  # noqa: E402
 
 
 def test_training_runs_and_reports_epsilon():

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
 import torch  # noqa: E402
-from test_torch_engine import _run  # noqa: E402
+from _engine_runs import _run  # noqa: E402
 
 from dpfast.torch._data import PoissonBatchSampler  # noqa: E402
 

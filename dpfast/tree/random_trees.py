@@ -254,6 +254,9 @@ def label_epsilon(epsilon: float, n_trees: int) -> float:
     e = float(epsilon) / t
     while t * e > epsilon:
         e = float(np.nextafter(e, 0.0))
+    if not e > 0.0:  # (a public refusal, before the charge: the caller plans the event first)
+        raise ValueError(f"epsilon / n_estimators underflows to 0 (epsilon={epsilon!r}, {t} trees of labels): "
+                         "epsilon is too small for this many trees")
     return e
 
 

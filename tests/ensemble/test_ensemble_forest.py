@@ -87,6 +87,20 @@ def test_label_epsilon_composes_within_epsilon():
     assert RT.label_epsilon(1.0, 1) == 1.0
 
 
+def test_label_epsilon_underflow_is_refused_by_name_before_the_charge():
+    # 5e-324 / 10 rounds to 0: the per-tree epsilon, not "epsilon must be > 0, got 0.0" from the event
+    with pytest.raises(ValueError, match="epsilon / n_estimators underflows to 0"):
+        RT.label_epsilon(5e-324, 10)
+    X = np.random.default_rng(0).random((40, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    budget = PrivacyBudget(1.0, 1e-6)
+    est = RandomForestClassifier(epsilon=5e-324, n_estimators=10, leaf_mechanism="label", bounds=(0, 1),
+                                 random_state=0)
+    with pytest.raises(ValueError, match="underflows to 0"):
+        est.fit(X, y, budget=budget)
+    assert not budget.ledger and not hasattr(est, "event_")
+
+
 def test_forest_event_and_budget():
     X, y = _data()
     b = PrivacyBudget(1.0, 1e-6)

@@ -134,8 +134,11 @@ MECHANISMS = [
     _mk("discrete_laplace", M.discrete_laplace, dict(scale=2.0, size=5, rng=1), seed="rng", memory_mb=64,
         examples=(dict(scale=1e-30), dict(size=2**31), dict(size=BIG_INT))),
     # size=99001916 (a 75 s fill, 1,000-example run): the exact samplers' cap (Target.memory_mb)
+    # refuses it before any draw.  Under ASan no memory cap applies (its shadow memory), so the
+    # call is the correct fill itself: 16.6 s unsanitized at load 2, past the 30 s hang limit
+    # under ASan on a loaded machine (CI on 6ec00c0): not a fuzz case there.
     _mk("discrete_gaussian", M.discrete_gaussian, dict(sigma2=2.0, size=5, rng=1), seed="rng", memory_mb=64,
-        examples=(dict(sigma2=1, size=99001916),)),
+        examples=() if _SANITIZED else (dict(sigma2=1, size=99001916),)),
     _mk("discrete_laplace_mechanism", M.discrete_laplace_mechanism,
         dict(values=np.array([1, -3, 7]), sensitivity=1, epsilon=1.0, rng=1, granularity=1),
         seed="rng", data=("values",),

@@ -15,7 +15,7 @@ collect_ignore = ["bench_bounds.py", "bench_kmeans.py", "bench_naive_bayes.py", 
                   "bench_tools.py", "bench_torch.py", "accuracy_torch_digits.py", "bench_trees.py",
                   "bench_mechanisms_peer.py", "bench_toolbox_curves.py", "bench_ssp_methods.py",
                   "bench_toolbox_dask.py", "bench_torch_conv.py", "bench_trees_sizing.py", "bench_trees_threads.py", "bench_gram26.py",
-                  "bench_stats_builds.py"]
+                  "bench_stats_builds.py", "bench_trees_paired.py"]
 
 
 @pytest.fixture

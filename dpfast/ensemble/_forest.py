@@ -132,8 +132,10 @@ class RandomForestClassifier(RandomTreesClassifier):
         The number of trees fitted (``n_estimators``, or the ``"auto"`` size).
     n_samples_noisy_ : int
         The released row count (when ``n_estimators`` or ``leaf_mechanism`` is ``"auto"``).
-    event_ : ``PureDP`` (``"counts"``, or anything ``"auto"``), or ``SelfComposed(ReportNoisyMax(e),
-        n_estimators)`` (``"label"`` at a fixed size, ``e = label_epsilon(epsilon, n_estimators)``);
+    event_ : PureDP or SelfComposed
+        ``PureDP`` (``"counts"``, or anything ``"auto"``), or
+        ``SelfComposed(ReportNoisyMax(e), n_estimators)`` (``"label"`` at a fixed size,
+        ``e = label_epsilon(epsilon, n_estimators)``);
         ``epsilon_`` its epsilon (at most ``epsilon``: with ``"counts"`` the discrete Laplace scale is
         rounded up to a rational the exact sampler takes; with ``"label"`` ``n_estimators * e``),
         ``delta_ = 0``, ``accountant_`` None.

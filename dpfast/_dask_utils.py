@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
+__all__ = ["is_dask_collection", "frame_values", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
            "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
            "PartitionError", "BAD_ROWS", "BAD_LENGTH", "BAD_LABELS",
@@ -42,6 +42,56 @@ def is_frame(X) -> bool:
     return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
+def _declared_kind(t) -> str:
+    """A frame column's declared dtype as a kind: NumPy's (``"f"``, ``"i"``, ...), ``"N"`` for a
+    pandas nullable numeric or boolean dtype (``Float64``, ``Int64``, ``boolean``: read as float64,
+    a missing value as NaN, as scikit-learn's ``check_array`` and :mod:`dpfast.tools` read them in
+    memory), ``"O"`` for anything else (category, string, object, datetime with a zone, ...).
+    ``np.dtype`` of an extension dtype raises a message holding the dtype's repr, which for a
+    category lists the column's values: never shown."""
+    if isinstance(t, np.dtype):
+        return t.kind
+    import pandas as pd
+
+    if isinstance(t, pd.CategoricalDtype):
+        return "O"
+    if pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t):
+        return "N"
+    return "O"
+
+
+def _float_values(part):
+    """A partition (pandas DataFrame or Series) of numeric/nullable columns as float64, a missing
+    value as NaN (:func:`frame_values`)."""
+    import pandas as pd
+
+    v = part.to_numpy(dtype=np.float64, na_value=np.nan)
+    if v.ndim == 1:
+        return pd.Series(v, index=part.index, name=part.name)
+    return pd.DataFrame(v, index=part.index, columns=part.columns)
+
+
+def frame_values(X, name: str = "X", *, lengths: bool = False, message: str | None = None):
+    """A Dask DataFrame or Series as a dask Array of its values, by its declared dtypes alone (one
+    home for every Dask path): NumPy bool/int/float columns as they are; if any column has a
+    pandas nullable numeric or boolean dtype, every column read as float64 on the workers, a
+    missing value as NaN (what the same pandas frame gives in memory); any other dtype a
+    ``TypeError`` naming the columns (public) and never the dtype (a category's lists the
+    values), before anything is read.  ``lengths``: count the partitions' rows
+    (``to_dask_array(lengths=True)``).  ``message``: the ``TypeError``'s text (default: names
+    the columns)."""
+    frame = getattr(X, "ndim", 2) == 2
+    dtypes = list(X.dtypes) if frame else [X.dtype]
+    cols = [str(c) for c in X.columns] if frame else [str(X.name)]
+    kinds = [_declared_kind(t) for t in dtypes]
+    bad = [c for c, k in zip(cols, kinds) if k not in "biufN"]
+    if bad:
+        raise TypeError(message or f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
+    if "N" in kinds:
+        X = X.map_partitions(_float_values, meta=_float_values(X._meta))
+    return X.to_dask_array(lengths=True) if lengths else X.to_dask_array()
+
+
 def as_dask_rows(X, name: str = "X"):
     """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
     import dask.array as da
@@ -49,11 +99,7 @@ def as_dask_rows(X, name: str = "X"):
     if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
-        kinds = [np.dtype(t).kind for t in X.dtypes]
-        bad = [str(c) for c, k in zip(X.columns, kinds) if k not in "biuf"]
-        if bad:
-            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-        X = X.to_dask_array(lengths=True)
+        X = frame_values(X, name, lengths=True)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
     if X.ndim != 2:
@@ -295,10 +341,7 @@ def frame_or_array_rows(X, name: str = "X", *, known_chunks: bool = False):
     if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
-        bad = [str(c) for c, t in zip(X.columns, X.dtypes) if np.dtype(t).kind not in "biuf"]
-        if bad:
-            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-        X = X.to_dask_array(lengths=True) if known_chunks else X.to_dask_array()
+        X = frame_values(X, name, lengths=known_chunks)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
     if X.ndim != 2:

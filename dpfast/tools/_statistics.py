@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 import numpy as np
 
 from dpfast import _fixed, _stats, budget as _budget
-from dpfast._dask_utils import is_dask_collection, is_frame, sum_by_partitions
+from dpfast._dask_utils import frame_values, is_dask_collection, is_frame, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
@@ -826,11 +826,9 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
 
 def _dask_data(a, numeric: bool = True):
     """A Dask collection as a dask Array chunked by rows only (public checks on metadata)."""
-    if is_frame(a):
-        kinds = [np.dtype(t).kind for t in (a.dtypes if getattr(a, "ndim", 1) == 2 else [a.dtype])]
-        if any(k not in "biuf" for k in kinds):
-            raise TypeError("a must be an array of real numbers")
-        a = a.to_dask_array()
+    if is_frame(a):  # (by the declared dtypes: nullable columns as float64, NaN for a missing value)
+        a = frame_values(a, "a", message="a must be an array of real numbers" if numeric
+                         else "a must be an array of numbers or bools")
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise TypeError("a must be an array of real numbers" if numeric else "a must be an array of numbers or bools")
     if any(np.isnan(c) for c in a.chunks[0]):  # a frame's partitions: their lengths (not their values)

@@ -169,14 +169,15 @@ def _pandas_category(a) -> bool:
 def _values(a) -> np.ndarray:
     """``np.asarray(a)`` where its dtype is the caller's (an array, a pandas object: public), or
     ``a``'s elements converted one by one (:func:`_object_reals`) where NumPy infers the dtype
-    from the values: an object array, or anything without a dtype of its own (a list) that is
-    not read as bools or real numbers.  NumPy writes every number of a list holding one string
+    from the values: an object array, or anything without a dtype of its own (a list; a pandas
+    object has its declared dtypes) that is not read as bools or real numbers.  NumPy writes every number of a list holding one string
     as text (``[0, "a"]`` is ``["0", "a"]``: ``count_nonzero`` counted the 0), and ``[0, "a",
     None]`` is an object array: one rule for the element, whatever the others."""
     if _pandas_category(a):
         raise TypeError("a must be an array of real numbers")
     x = np.asarray(a)
-    if x.dtype == object or (x.dtype.kind not in "biufm" and not hasattr(a, "dtype")):
+    declared = hasattr(a, "dtype") or type(a).__module__.split(".")[0] == "pandas"  # (a DataFrame: dtypes)
+    if x.dtype == object or (x.dtype.kind not in "biufm" and not declared):
         x = _object_reals(a, x)
     return x
 

@@ -71,3 +71,13 @@ def test_a_category_column_is_refused_whatever_its_values(values):
         with pytest.raises(TypeError, match="real numbers"):
             tools.histogram(a, 1.0, bins=2, range=(-1, 1), rng=0, budget=b)
         assert not b.ledger
+
+
+def test_a_declared_dtype_is_kept_by_count_nonzero():
+    """An array's or a pandas object's dtype is the caller's: count_nonzero counts a datetime
+    Series and its one-column DataFrame alike, and a string ndarray as NumPy does (each element
+    alone: no number is rewritten as text)."""
+    s = pd.Series(pd.date_range("2020-01-01", periods=3))
+    want = tools.count_nonzero(np.ones(3), 1.0, rng=np.random.default_rng(2))
+    for a in (s, s.to_frame(), s.to_numpy(), np.array(["a", "b", "c"])):
+        assert tools.count_nonzero(a, 1.0, rng=np.random.default_rng(2)) == want

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "frame_values", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
+__all__ = ["is_dask_collection", "frame_values", "series_values", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
            "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
-           "PartitionError", "BAD_ROWS", "BAD_LENGTH", "BAD_LABELS",
+           "PartitionError", "BAD_ROWS", "BAD_DTYPE", "BAD_LENGTH", "BAD_LABELS",
            "predict", "predict_proba", "score"]
 
 
@@ -40,6 +40,10 @@ def is_dask_collection(X) -> bool:
 def is_frame(X) -> bool:
     mod = type(X).__module__ or ""
     return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
+
+
+#: a Dask DataFrame's partition whose dtypes are not real numbers (:func:`_declared_values`)
+BAD_DTYPE = "{name} has a partition whose entries are not real numbers (not the dtype its collection declares)"
 
 
 def _declared_kind(t) -> str:
@@ -87,9 +91,37 @@ def frame_values(X, name: str = "X", *, lengths: bool = False, message: str | No
     bad = [c for c, k in zip(cols, kinds) if k not in "biufN"]
     if bad:
         raise TypeError(message or f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-    if "N" in kinds:
-        X = X.map_partitions(_float_values, meta=_float_values(X._meta))
+    nullable = "N" in kinds
+    meta = _float_values(X._meta) if nullable else X._meta
+    X = X.map_partitions(_declared_values, nullable, BAD_DTYPE.format(name=name), meta=meta)
     return X.to_dask_array(lengths=True) if lengths else X.to_dask_array()
+
+
+def series_values(v, name: str, *, lengths: bool = False):
+    """A Dask Series (a per-row vector: labels, targets, weights) as a 1-d dask Array; one whose
+    declared dtype is a NumPy bool/int/float has every partition checked to be one too
+    (:func:`_declared_values`: a fixed message, never NumPy's conversion error quoting the
+    entry).  Other dtypes (string or object labels) are passed on as they are, for the label
+    checks."""
+    t = v.dtype
+    if isinstance(t, np.dtype) and t.kind in "biuf":
+        v = v.map_partitions(_declared_values, False, BAD_DTYPE.format(name=name), meta=v._meta)
+    return v.to_dask_array(lengths=True) if lengths else v.to_dask_array()
+
+
+def _declared_values(part, nullable: bool, message: str):
+    """A partition as its frame declares it (:func:`frame_values`): a frame's dtypes are its
+    meta's, but a partition can hold others (a reader that infers them per file or block,
+    ``from_map(..., enforce_metadata=False)``), and NumPy's conversion of an object partition
+    in a later task raised "could not convert string to float: '<the value>'" -- or read
+    ``"0.75"`` as 0.75.  A partition whose dtypes are not real numbers (NumPy bool/int/float;
+    nullable ones where the frame declares one) raises the fixed :data:`BAD_DTYPE` instead,
+    naming no row or value (after the charge where the release reads the data then, like a NaN;
+    the Dask contract for bad partitions)."""
+    kinds = [_declared_kind(t) for t in (part.dtypes if part.ndim == 2 else [part.dtype])]
+    if any(k not in ("biufN" if nullable else "biuf") for k in kinds):
+        raise ValueError(message)
+    return _float_values(part) if nullable else part
 
 
 def as_dask_rows(X, name: str = "X"):
@@ -127,7 +159,7 @@ def row_vector(v, row_chunks, name: str):
     if is_frame(v):
         if getattr(v, "ndim", 1) != 1:
             raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-        v = v.to_dask_array(lengths=True)
+        v = series_values(v, name, lengths=True)
     if not isinstance(v, da.Array) or v.ndim != 1:
         raise ValueError(f"{name} must be a 1-d dask Array or Series")
     if any(math.isnan(c) for c in v.chunks[0]):
@@ -293,7 +325,9 @@ def _as_vector_like(v, Xd, name):
         return None
     if is_dask_collection(v):
         if is_frame(v):
-            v = v.to_dask_array(lengths=True)
+            if getattr(v, "ndim", 1) != 1:
+                raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
+            v = series_values(v, name, lengths=True)
         if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
             raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")
         return v
@@ -370,7 +404,7 @@ def vector_parts(v, X, name: str) -> list:
         if is_frame(v):
             if getattr(v, "ndim", 1) != 1:
                 raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-            v = v.to_dask_array()
+            v = series_values(v, name)
         if not isinstance(v, da.Array) or v.ndim != 1:
             raise ValueError(f"{name} must be a 1-d dask Array or Series")
         if v.numblocks[0] != nb:

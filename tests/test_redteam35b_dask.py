@@ -147,3 +147,72 @@ def test_a_column_that_is_not_numeric_is_refused_by_name_before_the_charge(colum
     with pytest.raises(TypeError, match="numbers or bools"):
         tools.count_nonzero(ddf[["a", "bad"]], 1.0, rng=0, budget=budget)
     assert not budget.ledger
+
+
+# --------------------------------------------------------------------------- a partition unlike its frame
+# A Dask DataFrame's dtypes are its meta's; a partition can hold another dtype (a reader that
+# infers per file or block, ``from_map(..., enforce_metadata=False)``).  A partition of the
+# float frame whose column is object with a string in it was converted by NumPy inside the task,
+# after the charge, raising "could not convert string to float: 'secret42'": the record's value in
+# the message.  A partition whose dtypes are not real numbers now raises one fixed message.
+
+def _mismatched(bad):
+    p1 = pd.DataFrame({"a": [0.25, -0.5], "b": [0.5, 0.1], "y": [1, 0]})
+    p2 = pd.DataFrame({"a": [bad, 0.1], "b": [0.2, 0.3], "y": [1, 0]}, index=[2, 3])
+    return dd.from_map(_part, [p1, p2], meta=p1, enforce_metadata=False)
+
+
+def _part(p):
+    return p
+
+
+MISMATCH = {
+    **{k: FITS[k] for k in ("GaussianNB", "PCA", "KMeans", "LinearRegression ssp", "RandomForest",
+                            "LogisticRegression", "DPSGDClassifier")},
+    "mean": lambda X, y, b: tools.mean(X, 1.0, (-1, 1), rng=0, budget=b),
+    "nansum": lambda X, y, b: tools.nansum(X, 1.0, (-1, 1), axis=0, rng=0, budget=b),
+    "count_nonzero": lambda X, y, b: tools.count_nonzero(X, 1.0, rng=0, budget=b),
+    "histogramdd": lambda X, y, b: tools.histogramdd(X, 1.0, bins=2, range=[(-1, 1)] * 2, rng=0, budget=b),
+    "bounds": lambda X, y, b: tools.bounds(X, 1.0, rng=0, budget=b),
+}
+
+
+@pytest.mark.parametrize("name", list(MISMATCH))
+@pytest.mark.parametrize("bad", ["secret42", "0.75"], ids=["string", "numeric-string"])
+def test_a_partition_whose_dtype_is_not_the_frames_names_no_value(name, bad):
+    ddf = _mismatched(bad)
+    with pytest.raises(ValueError, match="not real numbers") as exc:
+        MISMATCH[name](ddf[["a", "b"]], ddf.y, PrivacyBudget(10.0, 1e-3))
+    assert bad not in str(exc.value)
+    # the same frame with the number itself releases
+    MISMATCH[name](_mismatched(0.75)[["a", "b"]], _mismatched(0.75).y, PrivacyBudget(10.0, 1e-3))
+
+
+
+def _mismatched_vectors():
+    p1 = pd.DataFrame({"a": [0.25, -0.5], "b": [0.5, 0.1], "y": [1.0, 0.0], "w": [1.0, 0.5]})
+    p2 = pd.DataFrame({"a": [0.75, 0.1], "b": [0.2, 0.3], "y": ["secret42", 0.0], "w": ["secret43", 1.0]},
+                      index=[2, 3])
+    return dd.from_map(_part, [p1, p2], meta=p1, enforce_metadata=False)
+
+
+VECTOR_FITS = {
+    "ssp y": lambda d, b: LinearRegression(1.0, 1e-5, method="ssp", random_state=0).fit(d[["a", "b"]], d.y, budget=b),
+    "ssp w": lambda d, b: LinearRegression(1.0, 1e-5, method="ssp", random_state=0).fit(
+        d[["a", "b"]], d.a, sample_weight=d.w, budget=b),
+    "amp y": lambda d, b: LinearRegression(1.0, 1e-5, random_state=0).fit(d[["a", "b"]], d.y, budget=b),
+    "amp w": lambda d, b: LinearRegression(1.0, 1e-5, random_state=0).fit(d[["a", "b"]], d.a, sample_weight=d.w,
+                                                                       budget=b),
+    "GaussianNB y": lambda d, b: FITS["GaussianNB"](d[["a", "b"]], d.y, b),
+    "LogisticRegression y": lambda d, b: LogisticRegression(1.0, 1e-5, classes=[0.0, 1.0], random_state=0).fit(
+        d[["a", "b"]], d.y, budget=b),
+    "DPSGDRegressor y": lambda d, b: __import__("dpfast.sgd", fromlist=["x"]).DPSGDRegressor(
+        epsilon=1.0, delta=1e-5, sampling="full", epochs=1, random_state=0).fit(d[["a", "b"]], d.y, budget=b),
+}
+
+
+@pytest.mark.parametrize("name", list(VECTOR_FITS))
+def test_a_vector_partition_whose_dtype_is_not_the_series_names_no_value(name):
+    with pytest.raises(ValueError) as exc:
+        VECTOR_FITS[name](_mismatched_vectors(), PrivacyBudget(10.0, 1e-3))
+    assert "secret4" not in str(exc.value)

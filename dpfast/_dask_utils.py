@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "frame_values", "series_values", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
+__all__ = ["is_dask_collection", "frame_values", "series_values", "declared_blocks", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
            "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
            "PartitionError", "BAD_ROWS", "BAD_DTYPE", "BAD_LENGTH", "BAD_LABELS",
@@ -124,6 +124,21 @@ def _declared_values(part, nullable: bool, message: str):
     return _float_values(part) if nullable else part
 
 
+def declared_blocks(X, name: str = "X"):
+    """A dask Array of real numbers whose every block is checked to hold real numbers too: a
+    block's dtype is its task's (``da.from_delayed(..., dtype=float)`` of an object array), and
+    NumPy's conversion of an object block quoted the entry ("could not convert string to float:
+    '<the value>'"); such a block raises the fixed :data:`BAD_DTYPE` instead (in the task: after
+    the charge where the release reads the data then)."""
+    return X.map_blocks(_declared_block, BAD_DTYPE.format(name=name), dtype=X.dtype)
+
+
+def _declared_block(block, message: str):
+    if np.asarray(block).dtype.kind not in "biuf":
+        raise ValueError(message)
+    return block
+
+
 def as_dask_rows(X, name: str = "X"):
     """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
     import dask.array as da
@@ -144,6 +159,8 @@ def as_dask_rows(X, name: str = "X"):
                          f"whole rows: use {name}.rechunk({{1: -1}})")
     if X.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    # (no declared_blocks here: the multi-pass fits find the chunks a cluster holds by their keys,
+    # and their validation pass refuses a block that is not float32/float64 before the charge)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     if X.shape[0] == 0 or X.shape[1] == 0:
@@ -388,7 +405,7 @@ def frame_or_array_rows(X, name: str = "X", *, known_chunks: bool = False):
         X = X.rechunk({1: -1})
     if known_chunks and any(math.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
-    return X
+    return declared_blocks(X, name)
 
 
 def vector_parts(v, X, name: str) -> list:

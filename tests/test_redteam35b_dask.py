@@ -216,3 +216,28 @@ def test_a_vector_partition_whose_dtype_is_not_the_series_names_no_value(name):
     with pytest.raises(ValueError) as exc:
         VECTOR_FITS[name](_mismatched_vectors(), PrivacyBudget(10.0, 1e-3))
     assert "secret4" not in str(exc.value)
+
+
+
+def _mismatched_array(bad):
+    b1 = np.array([[0.25, 0.5], [-0.5, 0.1]])
+    b2 = np.array([[bad, 0.2], [0.1, 0.3]], dtype=object if isinstance(bad, str) else float)
+    return da.concatenate([da.from_delayed(dask.delayed(b1), (2, 2), dtype=float),
+                           da.from_delayed(dask.delayed(b2), (2, 2), dtype=float)])
+
+
+@pytest.mark.parametrize("name", list(MISMATCH))
+@pytest.mark.parametrize("bad", ["secret42", "0.75"], ids=["string", "numeric-string"])
+def test_a_block_whose_dtype_is_not_the_arrays_names_no_value(name, bad):
+    """The same for a dask Array: ``da.from_delayed(..., dtype=float)`` of an object block."""
+    y = da.from_array(np.array([1, 0, 1, 0]), chunks=2)
+    # (the multi-pass fits keep X's chunk keys -- a cluster's held chunks are found by them -- and
+    # their validation pass refuses such a block before the charge, by its dtype)
+    multi = name in ("LogisticRegression", "DPSGDClassifier")
+    budget = PrivacyBudget(10.0, 1e-3)
+    with pytest.raises((TypeError, ValueError) if multi else ValueError,
+                       match="float32 or float64|not supported" if multi else "not real numbers") as exc:
+        MISMATCH[name](_mismatched_array(bad), y, budget)
+    assert bad not in str(exc.value)
+    assert not (multi and budget.ledger)
+    MISMATCH[name](_mismatched_array(0.75), y, PrivacyBudget(10.0, 1e-3))

@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 import numpy as np
 
 from dpfast import _fixed, _stats, budget as _budget
-from dpfast._dask_utils import frame_values, is_dask_collection, is_frame, sum_by_partitions
+from dpfast._dask_utils import declared_blocks, frame_values, is_dask_collection, is_frame, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
@@ -832,6 +832,7 @@ def _dask_data(a, numeric: bool = True):
                          else "a must be an array of numbers or bools")
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise TypeError("a must be an array of real numbers" if numeric else "a must be an array of numbers or bools")
+    a = declared_blocks(a, "a")  # (a block of another dtype than the array's: a fixed message)
     if any(np.isnan(c) for c in a.chunks[0]):  # a frame's partitions: their lengths (not their values)
         a = a.compute_chunk_sizes()
     if a.ndim == 0:

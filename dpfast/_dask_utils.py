@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
+__all__ = ["is_dask_collection", "frame_values", "series_values", "declared_blocks", "active_client", "scatter_chunks", "hold_pieces", "set_feature_names", "decision_function",
            "frame_or_array_rows", "vector_parts", "row_parts", "partials", "check_partials", "add_in_order",
            "fit_rows", "sum_by_partitions", "persist_by_partitions", "finite_rows",
-           "PartitionError", "BAD_ROWS", "BAD_LENGTH", "BAD_LABELS",
+           "PartitionError", "BAD_ROWS", "BAD_DTYPE", "BAD_LENGTH", "BAD_LABELS",
            "predict", "predict_proba", "score"]
 
 
@@ -42,6 +42,103 @@ def is_frame(X) -> bool:
     return mod.startswith("dask.dataframe") or mod.startswith("dask_expr")
 
 
+#: a Dask DataFrame's partition whose dtypes are not real numbers (:func:`_declared_values`)
+BAD_DTYPE = "{name} has a partition whose entries are not real numbers (not the dtype its collection declares)"
+
+
+def _declared_kind(t) -> str:
+    """A frame column's declared dtype as a kind: NumPy's (``"f"``, ``"i"``, ...), ``"N"`` for a
+    pandas nullable numeric or boolean dtype (``Float64``, ``Int64``, ``boolean``: read as float64,
+    a missing value as NaN, as scikit-learn's ``check_array`` and :mod:`dpfast.tools` read them in
+    memory), ``"O"`` for anything else (category, string, object, datetime with a zone, ...).
+    ``np.dtype`` of an extension dtype raises a message holding the dtype's repr, which for a
+    category lists the column's values: never shown."""
+    if isinstance(t, np.dtype):
+        return t.kind
+    import pandas as pd
+
+    if isinstance(t, pd.CategoricalDtype):
+        return "O"
+    if pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t):
+        return "N"
+    return "O"
+
+
+def _float_values(part):
+    """A partition (pandas DataFrame or Series) of numeric/nullable columns as float64, a missing
+    value as NaN (:func:`frame_values`)."""
+    import pandas as pd
+
+    v = part.to_numpy(dtype=np.float64, na_value=np.nan)
+    if v.ndim == 1:
+        return pd.Series(v, index=part.index, name=part.name)
+    return pd.DataFrame(v, index=part.index, columns=part.columns)
+
+
+def frame_values(X, name: str = "X", *, lengths: bool = False, message: str | None = None):
+    """A Dask DataFrame or Series as a dask Array of its values, by its declared dtypes alone (one
+    home for every Dask path): NumPy bool/int/float columns as they are; if any column has a
+    pandas nullable numeric or boolean dtype, every column read as float64 on the workers, a
+    missing value as NaN (what the same pandas frame gives in memory); any other dtype a
+    ``TypeError`` naming the columns (public) and never the dtype (a category's lists the
+    values), before anything is read.  ``lengths``: count the partitions' rows
+    (``to_dask_array(lengths=True)``).  ``message``: the ``TypeError``'s text (default: names
+    the columns)."""
+    frame = getattr(X, "ndim", 2) == 2
+    dtypes = list(X.dtypes) if frame else [X.dtype]
+    cols = [str(c) for c in X.columns] if frame else [str(X.name)]
+    kinds = [_declared_kind(t) for t in dtypes]
+    bad = [c for c, k in zip(cols, kinds) if k not in "biufN"]
+    if bad:
+        raise TypeError(message or f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
+    nullable = "N" in kinds
+    meta = _float_values(X._meta) if nullable else X._meta
+    X = X.map_partitions(_declared_values, nullable, BAD_DTYPE.format(name=name), meta=meta)
+    return X.to_dask_array(lengths=True) if lengths else X.to_dask_array()
+
+
+def series_values(v, name: str, *, lengths: bool = False):
+    """A Dask Series (a per-row vector: labels, targets, weights) as a 1-d dask Array; one whose
+    declared dtype is a NumPy bool/int/float has every partition checked to be one too
+    (:func:`_declared_values`: a fixed message, never NumPy's conversion error quoting the
+    entry).  Other dtypes (string or object labels) are passed on as they are, for the label
+    checks."""
+    t = v.dtype
+    if isinstance(t, np.dtype) and t.kind in "biuf":
+        v = v.map_partitions(_declared_values, False, BAD_DTYPE.format(name=name), meta=v._meta)
+    return v.to_dask_array(lengths=True) if lengths else v.to_dask_array()
+
+
+def _declared_values(part, nullable: bool, message: str):
+    """A partition as its frame declares it (:func:`frame_values`): a frame's dtypes are its
+    meta's, but a partition can hold others (a reader that infers them per file or block,
+    ``from_map(..., enforce_metadata=False)``), and NumPy's conversion of an object partition
+    in a later task raised "could not convert string to float: '<the value>'" -- or read
+    ``"0.75"`` as 0.75.  A partition whose dtypes are not real numbers (NumPy bool/int/float;
+    nullable ones where the frame declares one) raises the fixed :data:`BAD_DTYPE` instead,
+    naming no row or value (after the charge where the release reads the data then, like a NaN;
+    the Dask contract for bad partitions)."""
+    kinds = [_declared_kind(t) for t in (part.dtypes if part.ndim == 2 else [part.dtype])]
+    if any(k not in ("biufN" if nullable else "biuf") for k in kinds):
+        raise ValueError(message)
+    return _float_values(part) if nullable else part
+
+
+def declared_blocks(X, name: str = "X"):
+    """A dask Array of real numbers whose every block is checked to hold real numbers too: a
+    block's dtype is its task's (``da.from_delayed(..., dtype=float)`` of an object array), and
+    NumPy's conversion of an object block quoted the entry ("could not convert string to float:
+    '<the value>'"); such a block raises the fixed :data:`BAD_DTYPE` instead (in the task: after
+    the charge where the release reads the data then)."""
+    return X.map_blocks(_declared_block, BAD_DTYPE.format(name=name), dtype=X.dtype)
+
+
+def _declared_block(block, message: str):
+    if np.asarray(block).dtype.kind not in "biuf":
+        raise ValueError(message)
+    return block
+
+
 def as_dask_rows(X, name: str = "X"):
     """A 2-d dask Array of reals chunked along rows only, with known chunk sizes."""
     import dask.array as da
@@ -49,11 +146,7 @@ def as_dask_rows(X, name: str = "X"):
     if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
-        kinds = [np.dtype(t).kind for t in X.dtypes]
-        bad = [str(c) for c, k in zip(X.columns, kinds) if k not in "biuf"]
-        if bad:
-            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-        X = X.to_dask_array(lengths=True)
+        X = frame_values(X, name, lengths=True)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
     if X.ndim != 2:
@@ -66,6 +159,8 @@ def as_dask_rows(X, name: str = "X"):
                          f"whole rows: use {name}.rechunk({{1: -1}})")
     if X.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    # (no declared_blocks here: the multi-pass fits find the chunks a cluster holds by their keys,
+    # and their validation pass refuses a block that is not float32/float64 before the charge)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     if X.shape[0] == 0 or X.shape[1] == 0:
@@ -81,7 +176,7 @@ def row_vector(v, row_chunks, name: str):
     if is_frame(v):
         if getattr(v, "ndim", 1) != 1:
             raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-        v = v.to_dask_array(lengths=True)
+        v = series_values(v, name, lengths=True)
     if not isinstance(v, da.Array) or v.ndim != 1:
         raise ValueError(f"{name} must be a 1-d dask Array or Series")
     if any(math.isnan(c) for c in v.chunks[0]):
@@ -247,7 +342,9 @@ def _as_vector_like(v, Xd, name):
         return None
     if is_dask_collection(v):
         if is_frame(v):
-            v = v.to_dask_array(lengths=True)
+            if getattr(v, "ndim", 1) != 1:
+                raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
+            v = series_values(v, name, lengths=True)
         if v.ndim != 1 or tuple(v.chunks[0]) != tuple(Xd.chunks[0]):
             raise ValueError(f"{name} must be 1-d with X's row chunks {tuple(Xd.chunks[0])[:6]}...")
         return v
@@ -295,10 +392,7 @@ def frame_or_array_rows(X, name: str = "X", *, known_chunks: bool = False):
     if is_frame(X):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"{name} must be 2-d (a DataFrame, not a Series)")
-        bad = [str(c) for c, t in zip(X.columns, X.dtypes) if np.dtype(t).kind not in "biuf"]
-        if bad:
-            raise TypeError(f"{name} must hold real numbers; columns {bad[:5]} are not numeric")
-        X = X.to_dask_array(lengths=True) if known_chunks else X.to_dask_array()
+        X = frame_values(X, name, lengths=known_chunks)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a dask Array or DataFrame, got {type(X).__name__}")
     if X.ndim != 2:
@@ -311,7 +405,7 @@ def frame_or_array_rows(X, name: str = "X", *, known_chunks: bool = False):
         X = X.rechunk({1: -1})
     if known_chunks and any(math.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
-    return X
+    return declared_blocks(X, name)
 
 
 def vector_parts(v, X, name: str) -> list:
@@ -327,7 +421,7 @@ def vector_parts(v, X, name: str) -> list:
         if is_frame(v):
             if getattr(v, "ndim", 1) != 1:
                 raise ValueError(f"{name} must be 1-d (a Series or a 1-d array)")
-            v = v.to_dask_array()
+            v = series_values(v, name)
         if not isinstance(v, da.Array) or v.ndim != 1:
             raise ValueError(f"{name} must be a 1-d dask Array or Series")
         if v.numblocks[0] != nb:

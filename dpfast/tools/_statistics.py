@@ -59,7 +59,9 @@ a real number beyond a double saturated to the largest double (then clamped), a 
 (None, ``pandas.NA``) read as NaN; a pandas object whose dtypes are all numeric or boolean is
 read as floats with NaN for a missing value.  An object ndarray, and a pandas object with an
 object, string, category or datetime column, are refused whatever their values (dtypes the
-caller chose, public); see :func:`_object_reals`.
+caller chose, public); see :func:`_object_reals`.  A list's element that is not a real number or
+a bool (a string, bytes, a complex number, a date) is refused whatever the other elements
+(:func:`_values`; ``count_nonzero`` too, which counts a string array's non-empty strings).
 
 Non-finite data (NaN or inf; ``nan*``: inf) are found by the native pass itself, which runs
 before the charge on in-memory data: the error (a fixed message, naming no record or value)
@@ -75,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 import numpy as np
 
 from dpfast import _fixed, _stats, budget as _budget
-from dpfast._dask_utils import is_dask_collection, is_frame, sum_by_partitions
+from dpfast._dask_utils import declared_blocks, frame_values, is_dask_collection, is_frame, sum_by_partitions
 from dpfast._threads import default_threads
 from dpfast._validation import Bounds, Epsilon, as_array, check_bounds, validate_params
 from dpfast.accounting import Composed, ExponentialMechanism, Laplace, SelfComposed
@@ -152,6 +154,34 @@ def _object_reals(a, x: np.ndarray) -> np.ndarray:
     return np.fromiter((_real(v) for v in x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
 
 
+def _pandas_category(a) -> bool:
+    """A pandas object with a ``category`` column: NumPy reads one of numbers as its categories'
+    dtype, which pandas infers from the values (``[0, 1]`` int64, ``[0, 2**70]`` object), so the
+    declared dtype decides (refused), before any conversion."""
+    if type(a).__module__.split(".")[0] != "pandas":
+        return False
+    import pandas as pd
+
+    dtypes = list(a.dtypes) if getattr(a, "ndim", 1) == 2 and hasattr(a, "dtypes") else [getattr(a, "dtype", None)]
+    return any(isinstance(t, pd.CategoricalDtype) for t in dtypes)
+
+
+def _values(a) -> np.ndarray:
+    """``np.asarray(a)`` where its dtype is the caller's (an array, a pandas object: public), or
+    ``a``'s elements converted one by one (:func:`_object_reals`) where NumPy infers the dtype
+    from the values: an object array, or anything without a dtype of its own (a list; a pandas
+    object has its declared dtypes) that is not read as bools or real numbers.  NumPy writes every number of a list holding one string
+    as text (``[0, "a"]`` is ``["0", "a"]``: ``count_nonzero`` counted the 0), and ``[0, "a",
+    None]`` is an object array: one rule for the element, whatever the others."""
+    if _pandas_category(a):
+        raise TypeError("a must be an array of real numbers")
+    x = np.asarray(a)
+    declared = hasattr(a, "dtype") or type(a).__module__.split(".")[0] == "pandas"  # (a DataFrame: dtypes)
+    if x.dtype == object or (x.dtype.kind not in "biufm" and not declared):
+        x = _object_reals(a, x)
+    return x
+
+
 def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     """``a`` as a C-order float64 array (Dask: a row-chunked dask Array).  ``check``: refuse
     non-finite values here (NaN too unless ``allow_nan``); False for the statistics whose native
@@ -163,9 +193,7 @@ def _data(a, allow_nan: bool, check: bool = True) -> np.ndarray:
     if isinstance(a, (str, bytes)):
         raise TypeError("a must be an array of numbers")
     _refuse_masked(a)
-    x = np.asarray(a)
-    if x.dtype == object:  # (a list's or a nullable pandas column's, inferred from the values)
-        x = _object_reals(a, x)
+    x = _values(a)  # (a list's dtype, or a nullable pandas column's, is inferred from the values)
     if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise TypeError("a must be an array of real numbers")
     if np.iscomplexobj(x):
@@ -553,12 +581,10 @@ def count_nonzero(a, epsilon: float, axis=None, *, keepdims: bool = False, rng=N
     """
     keepdims = _check_keepdims(keepdims)
     _refuse_masked(a)
-    x = _dask_data(a, numeric=False) if is_dask_collection(a) else np.asarray(a)
-    if x.dtype == object:  # (inferred from the values: as _data)
-        try:
-            x = _object_reals(a, x)
-        except TypeError:
-            raise TypeError("a must be an array of numbers or bools") from None
+    try:  # (a list: its elements one by one, as _data reads them)
+        x = _dask_data(a, numeric=False) if is_dask_collection(a) else _values(a)
+    except TypeError:
+        raise TypeError("a must be an array of numbers or bools") from None
     if x.ndim == 0:
         x = x.reshape(1)
     axis = _axis(axis, x.ndim)
@@ -801,13 +827,12 @@ def histogramdd(sample, epsilon: float, bins=10, range=None, density: bool = Fal
 
 def _dask_data(a, numeric: bool = True):
     """A Dask collection as a dask Array chunked by rows only (public checks on metadata)."""
-    if is_frame(a):
-        kinds = [np.dtype(t).kind for t in (a.dtypes if getattr(a, "ndim", 1) == 2 else [a.dtype])]
-        if any(k not in "biuf" for k in kinds):
-            raise TypeError("a must be an array of real numbers")
-        a = a.to_dask_array()
+    if is_frame(a):  # (by the declared dtypes: nullable columns as float64, NaN for a missing value)
+        a = frame_values(a, "a", message="a must be an array of real numbers" if numeric
+                         else "a must be an array of numbers or bools")
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise TypeError("a must be an array of real numbers" if numeric else "a must be an array of numbers or bools")
+    a = declared_blocks(a, "a")  # (a block of another dtype than the array's: a fixed message)
     if any(np.isnan(c) for c in a.chunks[0]):  # a frame's partitions: their lengths (not their values)
         a = a.compute_chunk_sizes()
     if a.ndim == 0:

@@ -39,9 +39,12 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
   rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
   of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
   that are summed.  float32 groups = 1 on a CPU with AVX2 + FMA: w_hat comes from dpfast's native
-  kernel instead (``_clip.conv_weight_grads``, csrc/clip/conv.hpp, :func:`_conv_native`), which
-  reads the padded input directly (no unfold), lays w_i out (k_h, k_w, C_in, C_out), and returns
-  the float64 sums of squares of w_hat_i, U_i and G_i from the same pass: the same bound.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
+  kernel instead (``_clip.conv_weight_grads``, csrc/clip/conv.hpp, :func:`_conv_native`; 16
+  output channels per vector on AVX-512 CPUs, the same bits), which reads the input directly (no
+  unfold; zero padding applied per sample in the kernel), lays w_i out (k_h, k_w, C_in, C_out), and
+  returns the float64 sums of squares of w_hat_i, U_i and G_i, and the bias's per-sample sums with
+  their sums of squares, from the same pass, on the threads of torch's OpenMP pool: the same bound.
+  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
   within gamma32_T sqrt(T) ||G_i||_F of exact; else float64).  Larger layers: the
   cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
   and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
@@ -685,18 +688,31 @@ _NATIVE_CONV = bool(_clip.conv_vectorised())
 
 def _kernel_threads() -> int:
     """Threads for the native convolution kernel: torch's intra-op count (the values do not depend
-    on it).  Unlike the optimizer's noise fill (0.5 ms, which keeps to the cores torch's pool
-    leaves free), the kernel runs for milliseconds, against the ~0.1 ms that torch's libgomp
-    workers spin after a parallel region.  On an overloaded machine a helper thread that waits
-    for a core delays the step (2 cores at load average 4.4: the first convolution's kernel
-    1.9 ms on one thread, 2.0 ms minimum but 11.6 ms median on two)."""
+    on it).  The kernel runs them on torch's own OpenMP pool (``use_omp=True``: csrc/clip/conv.hpp,
+    ``loaded_gomp_parallel``): torch's libgomp workers spin for milliseconds after each parallel
+    region (~5 ms CPU measured after one operation, 2 cores), so threads of the kernel's own had to
+    share the second core with a spinning worker: conv1's kernel at 2 threads took 1.42 / 2.24 ms
+    (min / median, right after a torch operation) on its own threads and 0.98 / 1.20 ms on the
+    pool's, against 1.9 ms on one thread."""
     return max(1, torch.get_num_threads())
 
 
-def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool):
+def _np_norm_upper(s_hat: np.ndarray, delta_hat: np.ndarray, m: int, delta_ops: int) -> np.ndarray:
+    """:func:`_norm_upper` on NumPy float64 arrays: the same IEEE operations in the same order
+    (so the same bits), without torch's per-call overhead on (B,) vectors."""
+    if (m + delta_ops) * _U >= 0.01:  # pragma: no cover
+        raise ValueError("the layer is too large for the float64 error bound")
+    r = np.sqrt(np.maximum(s_hat, 0.0) * (1.0 + 3.0 * (m + 1) * _U))
+    r = r + delta_hat * (1.0 + 3.0 * (delta_ops + 4) * _U)
+    return r * r * (1.0 + 16.0 * _U) + m * _TINY
+
+
+def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool,
+                 pad: Tuple[int, int, int, int] = (0, 0, 0, 0)):
     """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
-    (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised)
-    and returns, per sample, w_hat_i laid out (k_h, k_w, C_in, C_out) -- every entry the float32
+    (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised;
+    ``pad`` = (top, bottom, left, right) > 0: ``xp`` is the unpadded input and the kernel pads each
+    sample with zeros itself) and returns, per sample, w_hat_i laid out (k_h, k_w, C_in, C_out) -- every entry the float32
     T-term inner product of G_i and the unfolded input U_i, accumulated by fused multiply-adds --
     with s_hat_i = the float64 sum of the squares of its entries, fa_i = ||U_i||_F^2 (from the input
     pixels and how many windows read each) and fg_i = ||G_i||_F^2, both in float64 with non-negative
@@ -706,8 +722,13 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     gamma32_T sum_t |g||u| + T 2^-149, FMA or not: Higham Sec. 3.1); s_hat_i is within gamma_P of
     ||w_hat_i||^2 (the squares of float32 values are exact in float64), so ``_norm_upper`` gives
     (sqrt(s_hat_i (1 + 3 (P + 1) u)) + Delta_i)^2 inflated: at least ||w_i||^2 and ||w_hat_i||^2,
-    the vector the clipped sum adds up.  The bias as in :func:`_conv_materialised`."""
-    b, c_in, hp, wp = xp.shape
+    the vector the clipped sum adds up.  The bias from the same pass: b_hat_i = the float32 sums of
+    G_i's rows in position order (within gamma32_T sqrt(T) ||G_i||_F of exact, as in
+    :func:`_conv_materialised`) and the float64 sum of their squares (C_out terms, within
+    gamma_{C_out}), bounded by ``_norm_upper`` likewise.  The few float64 operations on the (B,)
+    bounds run in NumPy (:func:`_np_norm_upper`)."""
+    b, c_in = xp.shape[:2]
+    hp, wp = xp.shape[2] + pad[0] + pad[1], xp.shape[3] + pad[2] + pad[3]
     c_out, length = g.shape[1], g.shape[2]
     oh = (hp - d[0] * (k[0] - 1) - 1) // s[0] + 1
     ow = (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
@@ -718,18 +739,20 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     p = c_out * k[0] * k[1] * c_in
     w = _workspace(m, "per_sample", (b, p), torch.float32, xp.device)
     sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
-    _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
-                            w.numpy(), sq, fa, fg, _kernel_threads())
-    fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp + hp * c_in + 4)))
-    fg_ub = torch.from_numpy(fg * (1.0 + _gamma(length * c_out + 2)))
-    delta = _gamma32(length) * torch.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
-    bound = _norm_upper(torch.from_numpy(sq), delta, p, delta_ops=16)
-    b_hat = None
+    b_hat = b_sq = None
     if bias:
-        b_hat = gc.sum(dim=2)  # (B, C_out), float32: within gamma32_T sqrt(T) ||G_i||_F of exact
-        bound_b = _rows_upper(b_hat, _gamma32(length) * torch.sqrt(length * fg_ub), 16)
+        b_hat, b_sq = torch.empty((b, c_out), dtype=torch.float32), np.empty(b)
+    _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
+                            w.numpy(), sq, fa, fg, _kernel_threads(), pad=tuple(pad),
+                            bias=None if b_hat is None else b_hat.numpy(), bias_sq=b_sq, use_omp=True)
+    fa_ub = fa * (1.0 + _gamma(wp + hp * c_in + 4))
+    fg_ub = fg * (1.0 + _gamma(length * c_out + 2))
+    delta = _gamma32(length) * np.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
+    bound = _np_norm_upper(sq, delta, p, 16)
+    if b_sq is not None:
+        bound_b = _np_norm_upper(b_sq, _gamma32(length) * np.sqrt(length * fg_ub), c_out, 16)
         bound = (bound + bound_b) * (1.0 + 8.0 * _U)
-    return bound, w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
+    return torch.from_numpy(bound), w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
 
 
 def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
@@ -751,10 +774,17 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool,
     fourth result is b_hat (B, C_out), else None."""
     b = x.shape[0]
     groups = m.groups
-    xp, k, s, d = _conv_padded(m, x)
     length = g2.shape[2]
-    if use32 and max(length * xp.shape[1] * math.prod(k), g2.shape[1] * length) * _U32 >= 0.01:
+    if use32 and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 >= 0.01:
         use32 = False  # too many terms for the float32 bounds (n u_32 >= 0.01)
+    if use32 and groups == 1 and _NATIVE_CONV and x.device.type == "cpu" and m.padding_mode == "zeros":
+        # zero padding: the kernel pads each sample itself (no padded copy of the batch)
+        if x.dim() == len(m.kernel_size) + 1:
+            raise ValueError("a convolution needs a batch axis: input of shape (B, C, ...)")
+        k, s, d, flat = _conv_geometry(m)
+        xn = x.unsqueeze(2) if len(m.kernel_size) == 1 else x
+        return _conv_native(m, xn, k, s, d, g2, bias, (flat[2], flat[3], flat[0], flat[1]))
+    xp, k, s, d = _conv_padded(m, x)
     dt = torch.float32 if use32 else _F64
     xp = xp.to(dt)
     g = g2.to(dt)

@@ -123,16 +123,99 @@ print(_clip.conv_vectorised(), h.hexdigest())
 
 
 def test_generic_build_gives_the_same_bits():
-    # DPFAST_CONV_NO_AVX2=1: the generic build (std::fma per lane) against the AVX2+FMA one (NumPy
-    # only in the subprocesses: no torch import)
+    # DPFAST_CONV_NO_AVX2=1: the generic build (std::fma per lane) against the AVX2+FMA one and
+    # (DPFAST_CONV_NO_AVX512=0, on CPUs with AVX-512F) the AVX-512 one, 16 channels per vector
+    # (NumPy only in the subprocesses: no torch import)
     code = _PARITY.format(geos=GEOMETRIES)
     res = {}
-    for flag in ("0", "1"):
-        env = dict(os.environ, DPFAST_CONV_NO_AVX2=flag)
+    for no2, no512 in (("0", "0"), ("0", "1"), ("1", "0")):
+        env = dict(os.environ, DPFAST_CONV_NO_AVX2=no2, DPFAST_CONV_NO_AVX512=no512)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        res[flag] = tuple(r.stdout.split())
-    assert res["1"][0] == "False"
-    assert res["0"][1] == res["1"][1]
+        res[no2, no512] = tuple(r.stdout.split())
+    assert res["1", "0"][0] == "False"
+    assert res["0", "0"][1] == res["0", "1"][1] == res["1", "0"][1]
+
+
+_ISA = "from dpfast import _clip; print(_clip.conv_isa())"
+
+
+def test_isa_switches():
+    out = {}
+    for no2, no512 in (("0", "0"), ("0", "1"), ("1", "0")):
+        env = dict(os.environ, DPFAST_CONV_NO_AVX2=no2, DPFAST_CONV_NO_AVX512=no512)
+        out[no2, no512] = subprocess.run([sys.executable, "-c", _ISA], env=env, capture_output=True, text=True,
+                                         check=True).stdout.strip()
+    assert out["1", "0"] == "generic"
+    assert out["0", "1"] in ("avx2", "generic")
+    assert out["0", "0"] in ("avx512", out["0", "1"])
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_padding_bias_and_openmp_pool(geo):
+    # pad=(top, bottom, left, right): the kernel pads each sample with zeros itself -- the same bits
+    # as the padded input; bias: the float32 sums of g over the positions in position order (a
+    # sequential float32 reference), bias_sq their float64 sum of squares; use_omp (torch's OpenMP
+    # pool, loaded by the torch import): the same bits as the kernel's own threads, any count
+    b, c, h, w_, co, k, s, d, p = geo
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(b, c, h, w_, generator=gen)
+    xp = F.pad(x, (p[1], p[1], p[0], p[0])).contiguous()
+    oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    g = torch.randn(b, co, oh, ow, generator=gen)
+    ref = _run(xp, g, k, s, d)
+    bias_ref = np.zeros((b, co), np.float32)
+    for t in range(oh * ow):
+        bias_ref = bias_ref + g.numpy().reshape(b, co, -1)[:, :, t]
+    for use_omp in (False, True):
+        for nt in (1, 2, 3):
+            out = [np.empty_like(ref[0]), np.empty(b), np.empty(b), np.empty(b)]
+            bias, bias_sq = np.empty((b, co), np.float32), np.empty(b)
+            _clip.conv_weight_grads(x.numpy(), g.numpy(), k[0], k[1], s[0], s[1], d[0], d[1], *out, nt,
+                                    pad=(p[0], p[0], p[1], p[1]), bias=bias, bias_sq=bias_sq, use_omp=use_omp)
+            assert _digest(*out) == _digest(*ref)
+            assert np.array_equal(bias, bias_ref)
+            exact = [sum(Fraction(float(v)) ** 2 for v in row) for row in bias]
+            t_terms = co
+            assert all(abs(Fraction(float(q)) - e) <= 1.01 * t_terms * 2.0 ** -53 * e for q, e in zip(bias_sq, exact))
+    assert _clip.conv_omp_runtime()  # torch's libgomp (the CPU wheels)
+
+
+def test_binding_validates_padding_and_bias():
+    geo = GEOMETRIES[2]
+    b, c, h, w_, co, k, s, d, p = geo
+    x = torch.randn(b, c, h, w_)
+    xp = F.pad(x, (p[1], p[1], p[0], p[0]))
+    oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    g = torch.randn(b, co, oh, ow).numpy()
+    P = co * k[0] * k[1] * c
+
+    def call(pad=(p[0], p[0], p[1], p[1]), bias="new", bias_sq="new", w=None):
+        bias = np.empty((b, co), np.float32) if isinstance(bias, str) else bias
+        bias_sq = np.empty(b) if isinstance(bias_sq, str) else bias_sq
+        w = np.empty((b, P), np.float32) if w is None else w
+        _clip.conv_weight_grads(x.numpy(), g, k[0], k[1], s[0], s[1], d[0], d[1], w, np.empty(b), np.empty(b),
+                                np.empty(b), 1, pad=pad, bias=bias, bias_sq=bias_sq)
+
+    call()
+    with pytest.raises(ValueError, match="geometry"):
+        call(pad=(0, 0, 0, 0))
+    with pytest.raises(ValueError, match=r"pad must be in"):
+        call(pad=(-1, p[0] + 1, p[1], p[1]))
+    with pytest.raises(ValueError, match=r"pad must be in"):
+        call(pad=(2 ** 40, 0, 0, 0))
+    with pytest.raises(ValueError, match=r"top, bottom, left, right"):
+        call(pad=(1, 1, 1))
+    with pytest.raises(ValueError, match="together"):
+        call(bias_sq=None)
+    with pytest.raises(ValueError, match="entries"):
+        call(bias=np.empty((b, co + 1), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        call(bias=np.empty((b, co)))
+    w = np.empty((b, P), np.float32)
+    with pytest.raises(ValueError, match="share memory"):
+        call(w=w, bias=w.reshape(-1)[:b * co].reshape(b, co))
 
 
 def test_binding_validates():

@@ -214,10 +214,11 @@ void optimizer_step(py::array theta, py::object gsum, py::object noise, double n
 // (KH, KW, C, Co)) and sq, fa, fg (B) float64; with `bias` (B, Co) float32 and `bias_sq` (B)
 // float64 (both or neither) the per-sample sums of g over the positions and their sums of squares.
 // `use_omp`: run on the threads of the OpenMP runtime already loaded (torch's), if any (conv.hpp,
-// loaded_gomp_parallel); the results are the same bits either way.
+// loaded_gomp_parallel); the results are the same bits either way.  `grad_scale` (an integer in
+// [1, 2^24]): g is taken as the float32 products fl(g * grad_scale) (conv.hpp).
 void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
                        int64_t dw, py::object w_, py::object sq_, py::object fa_, py::object fg_, int n_threads,
-                       py::object pad_, py::object bias_, py::object bias_sq_, bool use_omp) {
+                       py::object pad_, py::object bias_, py::object bias_sq_, bool use_omp, double grad_scale) {
     auto x = in<float>(x_, "x");
     auto g = in<float>(g_, "g");
     if (x.arr.ndim() != 4) throw py::value_error("x must be 4-D");
@@ -225,6 +226,10 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
     if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
         throw py::value_error("kernel, stride and dilation must be >= 1");
     if (n_threads < 1) throw py::value_error("n_threads must be >= 1");
+    // a batch size (a positive integer exactly representable in float32), so that fl(g * scale) is
+    // torch's float32 `g * B`
+    if (!(grad_scale >= 1.0 && grad_scale <= 16777216.0 && grad_scale == (double)(int64_t)grad_scale))
+        throw py::value_error("grad_scale must be an integer in [1, 2^24]");
     // each pad at most 2^30: Hp = H + top + bottom cannot overflow
     int64_t pad[4] = {0, 0, 0, 0};
     if (!pad_.is_none()) {
@@ -298,7 +303,8 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
                                       "each other");
     if (geo.b == 0) return;
     py::gil_scoped_release nogil;
-    dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads, bs.ptr, bq.ptr, use_omp);
+    dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads, bs.ptr, bq.ptr, use_omp,
+                            (float)grad_scale);
 }
 
 }  // namespace
@@ -335,7 +341,8 @@ PYBIND11_MODULE(_clip, m) {
     m.def("conv_weight_grads", &conv_weight_grads, py::arg("x"), py::arg("g"), py::arg("kh"), py::arg("kw"),
           py::arg("sh"), py::arg("sw"), py::arg("dh"), py::arg("dw"), py::arg("w"), py::arg("sq"), py::arg("fa"),
           py::arg("fg"), py::arg("n_threads"), py::arg("pad") = py::none(),
-          py::arg("bias") = py::none(), py::arg("bias_sq") = py::none(), py::arg("use_omp") = false);
+          py::arg("bias") = py::none(), py::arg("bias_sq") = py::none(), py::arg("use_omp") = false,
+          py::arg("grad_scale") = 1.0);
     m.def("conv_omp_runtime", [] { return dpf::conv::loaded_gomp_parallel() != nullptr; },
           "Whether an OpenMP runtime (torch's thread pool) is loaded for conv_weight_grads(use_omp=True).");
     m.def("conv_vectorised", [] { return dpf::conv::use_avx2(); },

@@ -175,10 +175,12 @@ inline std::vector<double> multiplicity(int64_t n_in, int64_t n_out, int64_t n_k
 // padded input).  `bias` (B, Co) float32, optional: each sample's sum over the T positions of its
 // output gradient, b_i[co] = sum_t g_i[co][t], accumulated in position order in float32 (within
 // gamma32_T sum_t |g_i[co][t]| of the exact sum), and `bias_sq` (B) its float64 sum of squares
-// (as sq).  Every build gives the same bits.
+// (as sq).  `scale`: the output gradient is taken as the float32 products fl(g * scale) (one IEEE
+// multiply per entry: the values of torch's `g * B`, for a loss averaged over B samples), in w,
+// fg and bias alike; 1 (exact) leaves it as it is.  Every build gives the same bits.
 inline void weight_grads(const ConvGeom& geo, const float* x, const float* grad, float* w, double* sq, double* fa,
                          double* fg, int nthreads, float* bias = nullptr, double* bias_sq = nullptr,
-                         bool use_omp = false) {
+                         bool use_omp = false, float scale = 1.0f) {
     const int level = isa();
     ConvGeom g = geo;
     const int64_t lanes = level == 2 ? 16 : 8;
@@ -212,7 +214,7 @@ inline void weight_grads(const ConvGeom& geo, const float* x, const float* grad,
             }
             const float* gi = grad + i * g.co * t_n;
             for (int64_t co = 0; co < g.co; ++co)  // transpose: gt[t][co]
-                for (int64_t t = 0; t < t_n; ++t) gt[(size_t)(t * g.cop + co)] = gi[co * t_n + t];
+                for (int64_t t = 0; t < t_n; ++t) gt[(size_t)(t * g.cop + co)] = gi[co * t_n + t] * scale;
             if (bias) {
                 // position order for every channel (the lanes of the inner loop: independent channels,
                 // so any vectorisation gives the same bits); the padded channels sum zeros
@@ -228,20 +230,20 @@ inline void weight_grads(const ConvGeom& geo, const float* x, const float* grad,
 #if defined(DPF_HAVE_AVX2_DISPATCH)
                 avx512::conv_sample(g, xi, gt.data(), joff.data(), wi);
                 sq[i] = avx512::sum_sq(wi, p);
-                fg[i] = avx512::sum_sq(gi, g.co * t_n);
+                fg[i] = avx512::sum_sq_scaled(gi, g.co * t_n, scale);
                 if (bias_sq) bias_sq[i] = avx512::sum_sq(bias + i * g.co, g.co);
 #endif
             } else if (level == 1) {
 #if defined(DPF_HAVE_AVX2_DISPATCH)
                 avx2::conv_sample(g, xi, gt.data(), joff.data(), wi);
                 sq[i] = avx2::sum_sq(wi, p);
-                fg[i] = avx2::sum_sq(gi, g.co * t_n);
+                fg[i] = avx2::sum_sq_scaled(gi, g.co * t_n, scale);
                 if (bias_sq) bias_sq[i] = avx2::sum_sq(bias + i * g.co, g.co);
 #endif
             } else {
                 generic::conv_sample(g, xi, gt.data(), joff.data(), wi);
                 sq[i] = generic::sum_sq(wi, p);
-                fg[i] = generic::sum_sq(gi, g.co * t_n);
+                fg[i] = generic::sum_sq_scaled(gi, g.co * t_n, scale);
                 if (bias_sq) bias_sq[i] = generic::sum_sq(bias + i * g.co, g.co);
             }
             double a = 0.0;

@@ -164,3 +164,28 @@ static double sum_sq(const float* p, int64_t n) {
     }
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
+
+// sum_sq of the float32 products fl(p[k] * scale) (the output gradient times the loss reduction's
+// batch size, dpfast.torch's hooks): the same lanes and fold as sum_sq, so scale = 1 gives sum_sq's
+// bits, and the products are those of torch's float32 `g * B` (one IEEE multiply each).
+static double sum_sq_scaled(const float* p, int64_t n, float scale) {
+    v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+    const v4f sc = {scale, scale, scale, scale};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        v4f a, b;
+        std::memcpy(&a, p + k, sizeof a);
+        std::memcpy(&b, p + k + 4, sizeof b);
+        a = a * sc;
+        b = b * sc;
+        const v4d da = __builtin_convertvector(a, v4d), db = __builtin_convertvector(b, v4d);
+        s0 += da * da;
+        s1 += db * db;
+    }
+    double s[8] = {s0[0], s0[1], s0[2], s0[3], s1[0], s1[1], s1[2], s1[3]};
+    for (int l = 0; k < n; ++k, ++l) {
+        const double v = (double)(p[k] * scale);
+        s[l] += v * v;
+    }
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}

@@ -190,6 +190,11 @@ class FastLayer(NamedTuple):
     norm_sq: Callable[..., torch.Tensor]
     clipped_sum: Callable[..., Dict[str, torch.Tensor]]
     norm_sq_parts: Optional[Callable[..., Dict[str, torch.Tensor]]] = None
+    #: ``norm_sq`` and ``clipped_sum`` take ``grad_scale=s`` (an integer: the physical batch size
+    #: of a mean loss) with the gradient of the MEAN: they work on the float32/float64 products
+    #: ``grad_output * s`` -- the same values as the hooks' scaled gradient -- without a scaled
+    #: copy where they can (the convolutions' native kernel scales as it reads)
+    grad_scale: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,6 +600,7 @@ class _Kept(NamedTuple):
     w: Optional[torch.Tensor]  # (B, P): the per-sample weight gradients as computed (None: not kept)
     shape: Optional[tuple]  # (view shape, permutation to the weight's axes) of one (groups = 1); None: the weight's
     bias: Optional[torch.Tensor]  # (B, C_out): the per-sample bias gradients as computed
+    scale: int = 1  # the grad_scale the output gradient g was given with
 
 
 #: per convolution module, the per-sample weight gradients of its last ``conv_norm_sq`` (one entry
@@ -634,14 +640,15 @@ def _conv_method(method: Optional[str], b: int, t: int, d_in: int, d_out: int, g
     return method, method == "materialise" and b * per <= _KEEP_ELEMENTS
 
 
-def _conv_materialised_per_example(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+def _conv_materialised_per_example(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool,
+                                   scale: int = 1):
     """:func:`_conv_materialised`, where an example whose float32 bound is not finite (a non-finite
     input, or a float32 overflow: a gradient beyond ~2^63) gets the bound +inf, i.e. clipping
     factor 0: it is left out of the clipped sum, and no other example's bound changes.  (Before stop
     31 one such example sent the whole batch to float64, changing every other example's bound; and a
     float64 bound of an overflowing example gave it a subnormal float32 factor, whose rounding let
     its clipped contribution exceed C by 6e-5 relative in the red team's case.)"""
-    bound, w, shape, b_hat = _conv_materialised(m, x, g2, use32, bias)
+    bound, w, shape, b_hat = _conv_materialised(m, x, g2, use32, bias, scale)
     if use32:
         bound = torch.where(torch.isfinite(bound), bound, math.inf)
     return bound, w, shape, b_hat
@@ -708,7 +715,7 @@ def _np_norm_upper(s_hat: np.ndarray, delta_hat: np.ndarray, m: int, delta_ops: 
 
 
 def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool,
-                 pad: Tuple[int, int, int, int] = (0, 0, 0, 0)):
+                 pad: Tuple[int, int, int, int] = (0, 0, 0, 0), scale: int = 1):
     """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
     (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised;
     ``pad`` = (top, bottom, left, right) > 0: ``xp`` is the unpadded input and the kernel pads each
@@ -726,7 +733,9 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     G_i's rows in position order (within gamma32_T sqrt(T) ||G_i||_F of exact, as in
     :func:`_conv_materialised`) and the float64 sum of their squares (C_out terms, within
     gamma_{C_out}), bounded by ``_norm_upper`` likewise.  The few float64 operations on the (B,)
-    bounds run in NumPy (:func:`_np_norm_upper`)."""
+    bounds run in NumPy (:func:`_np_norm_upper`).  ``scale`` (an integer in [1, 2^24]): G_i is taken
+    as the float32 products fl(g * scale), which the kernel forms as it reads g (the values of
+    torch's ``g * scale``, without that copy)."""
     b, c_in = xp.shape[:2]
     hp, wp = xp.shape[2] + pad[0] + pad[1], xp.shape[3] + pad[2] + pad[3]
     c_out, length = g.shape[1], g.shape[2]
@@ -744,7 +753,8 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
         b_hat, b_sq = torch.empty((b, c_out), dtype=torch.float32), np.empty(b)
     _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
                             w.numpy(), sq, fa, fg, _kernel_threads(), pad=tuple(pad),
-                            bias=None if b_hat is None else b_hat.numpy(), bias_sq=b_sq, use_omp=True)
+                            bias=None if b_hat is None else b_hat.numpy(), bias_sq=b_sq, use_omp=True,
+                            grad_scale=float(scale))
     fa_ub = fa * (1.0 + _gamma(wp + hp * c_in + 4))
     fg_ub = fg * (1.0 + _gamma(length * c_out + 2))
     delta = _gamma32(length) * np.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
@@ -755,7 +765,16 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     return torch.from_numpy(bound), w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
 
 
-def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+def _native_direct(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool) -> bool:
+    """Whether :func:`_conv_materialised` runs the native kernel on the input as it is (float32,
+    groups = 1, zero padding, lengths within the float32 bound): the kernel then pads, and scales
+    the output gradient, itself."""
+    length = g2.shape[2]
+    return (use32 and m.groups == 1 and _NATIVE_CONV and x.device.type == "cpu" and m.padding_mode == "zeros"
+            and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 < 0.01)
+
+
+def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool, scale: int = 1):
     """Certified upper bound (float64, (B,)) of the squared norm of each sample's weight gradient,
     exact AND as computed, and the computed per-sample weight gradients w_hat (B, P) with the shape
     of one, P = C_out C_in/groups k_h k_w: w_hat_i = G_i U_i^T per group by one batched GEMM
@@ -771,19 +790,23 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool,
 
     ``bias``: the bias's per-sample gradients b_hat_i = sum_t g_t too (in the same precision), and
     its bound added (the bound of :func:`_sum_positions_norm_sq`, for b_i and b_hat_i alike); the
-    fourth result is b_hat (B, C_out), else None."""
+    fourth result is b_hat (B, C_out), else None.  ``scale``: ``g2`` is the output gradient of the
+    mean loss, to be taken times ``scale`` (``FastLayer.grad_scale``)."""
     b = x.shape[0]
     groups = m.groups
     length = g2.shape[2]
-    if use32 and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 >= 0.01:
-        use32 = False  # too many terms for the float32 bounds (n u_32 >= 0.01)
-    if use32 and groups == 1 and _NATIVE_CONV and x.device.type == "cpu" and m.padding_mode == "zeros":
-        # zero padding: the kernel pads each sample itself (no padded copy of the batch)
+    if _native_direct(m, x, g2, use32):
+        # zero padding: the kernel pads each sample itself (no padded copy of the batch), and
+        # scales g as it reads it
         if x.dim() == len(m.kernel_size) + 1:
             raise ValueError("a convolution needs a batch axis: input of shape (B, C, ...)")
         k, s, d, flat = _conv_geometry(m)
         xn = x.unsqueeze(2) if len(m.kernel_size) == 1 else x
-        return _conv_native(m, xn, k, s, d, g2, bias, (flat[2], flat[3], flat[0], flat[1]))
+        return _conv_native(m, xn, k, s, d, g2, bias, (flat[2], flat[3], flat[0], flat[1]), scale)
+    if scale != 1:
+        g2 = g2 * scale
+    if use32 and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 >= 0.01:
+        use32 = False  # too many terms for the float32 bounds (n u_32 >= 0.01)
     xp, k, s, d = _conv_padded(m, x)
     dt = torch.float32 if use32 else _F64
     xp = xp.to(dt)
@@ -860,31 +883,38 @@ def _conv_bias_norm_sq(g: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None,
-                 precision: Optional[str] = None) -> torch.Tensor:
+                 precision: Optional[str] = None, grad_scale: int = 1) -> torch.Tensor:
     """``method``: None (materialise and keep the per-sample weight gradients when they fit
     ``_KEEP_ELEMENTS``, else the cheaper form), ``"gram"`` or ``"materialise"``; ``precision``:
     None (float32 when :func:`_float32_ok`, else float64), ``"float64"`` or ``"float32"`` (falls
-    back to float64 where :func:`_float32_ok` refuses)."""
+    back to float64 where :func:`_float32_ok` refuses); ``grad_scale``: ``FastLayer.grad_scale``."""
     _KEPT.pop(m, None)
     if precision not in (None, "float64", "float32"):
         raise ValueError(f"unknown precision {precision!r}")
+    scale = _check_scale(grad_scale)
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
     groups = m.groups
+    g_in = grad_output  # as the clipped sum will receive it (the kept tensors are matched to it)
     g32 = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
     parts = []
     kept_w = kept_shape = kept_b = None
     bias_done = False
+    use32 = precision != "float64" and _float32_ok(x, grad_output)
+    d_in = m.in_channels // groups * math.prod(m.kernel_size)
+    method, keep = _conv_method(method, b, g32.shape[2], d_in, m.out_channels // groups, groups)
+    direct = "weight" in params and b > 0 and keep and _native_direct(m, x, g32, use32)
+    if scale != 1 and not direct:
+        # the same products as the hooks' g * B
+        grad_output = grad_output * scale
+        g32 = g32 * scale
     if "weight" in params and b > 0:
-        use32 = precision != "float64" and _float32_ok(x, grad_output)
         length = g32.shape[2]
-        d_in = m.in_channels // groups * math.prod(m.kernel_size)
-        method, keep = _conv_method(method, b, length, d_in, m.out_channels // groups, groups)
         per_sample: torch.Tensor
         if keep:
             per_sample, kept_w, kept_shape, kept_b = _conv_materialised_per_example(
-                m, x, g32, use32, "bias" in params)
+                m, x, g32, use32, "bias" in params, scale if direct else 1)
             bias_done = "bias" in params  # (in the bound; the sum takes it from kept_b or recomputes it)
         elif method == "materialise":
             # the same bounds as the kept form, in chunks of a fixed size (bounds only)
@@ -917,25 +947,38 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         parts.append(bias_sq)
     total = _add_upper(parts, b)
     if kept_w is not None or ("weight" not in params and kept_b is not None):
-        _KEPT[m] = _Kept(x, x._version, grad_output, grad_output._version, kept_w, kept_shape, kept_b)
+        _KEPT[m] = _Kept(x, x._version, g_in, g_in._version, kept_w, kept_shape, kept_b, scale)
     return total
+
+
+def _check_scale(grad_scale) -> int:
+    """``grad_scale`` as an int in [1, 2^24] (a batch size: exact in float32, so that the products
+    g * s are torch's)."""
+    s = int(grad_scale)
+    if s != grad_scale or not 1 <= s <= 1 << 24:
+        raise ValueError(f"grad_scale must be an integer in [1, 2^24], got {grad_scale!r}")
+    return s
 
 
 _CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
 
 
 @torch.no_grad()
-def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+def conv_clipped_sum(m: _Conv, activations, grad_output, factors, grad_scale: int = 1) -> Dict[str, torch.Tensor]:
     """sum_i f_i g_i: from the per-sample gradients kept by :func:`conv_norm_sq` for these very
     tensors (weighted sums over the samples that skip the samples with factor 0, so a non-finite
     sample adds nothing), else by torch's weight-gradient convolution of the scaled output
     gradient (book-keeping)."""
     params = _trainable(m)
     x = activations[0]
+    scale = _check_scale(grad_scale)
     kept = _KEPT.pop(m, None)
     if kept is not None and not (kept.x is x and kept.g is grad_output and kept.x_version == x._version
-                                 and kept.g_version == grad_output._version and kept.x.shape[0] == factors.shape[0]):
+                                 and kept.g_version == grad_output._version and kept.x.shape[0] == factors.shape[0]
+                                 and kept.scale == scale):
         kept = None
+    if scale != 1 and (kept is None or kept.w is None or ("bias" in params and kept.bias is None)):
+        grad_output = grad_output * scale  # the forms below read it (the same products as the hooks')
     nz = None
     if kept is not None:
         nz = factors != 0
@@ -1146,8 +1189,8 @@ def layernorm_clipped_sum(m: nn.LayerNorm, activations, grad_output, factors) ->
 
 FAST_LAYERS: dict = {
     nn.Linear: FastLayer(linear_norm_sq, linear_clipped_sum, linear_norm_sq_parts),
-    nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum),
-    nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum),
+    nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum, grad_scale=True),
+    nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum, grad_scale=True),
     nn.Embedding: FastLayer(embedding_norm_sq, embedding_clipped_sum),
     nn.LayerNorm: FastLayer(layernorm_norm_sq, layernorm_clipped_sum, layernorm_norm_sq_parts),
 }

@@ -326,3 +326,62 @@ def test_bound_covers_exact_and_computed_at_adversarial_scales(monkeypatch, case
         computed = sum((fi * Fraction(float(v))) ** 2 for v in kept.w[i]) + \
             sum((fi * Fraction(float(v))) ** 2 for v in kept.bias[i])
         assert computed <= 1
+
+
+# ----------------------------------------------- the loss reduction's scale, applied by the kernel
+@pytest.mark.parametrize("precision", [None, "float64"])
+@pytest.mark.parametrize("layer,shape", [
+    (lambda: nn.Conv2d(1, 16, 8, 2, padding=3), (7, 1, 28, 28)),  # native, the kernel pads and scales
+    (lambda: nn.Conv2d(3, 5, 3, padding=1, padding_mode="circular"), (5, 3, 8, 8)),  # F.pad, g * s first
+    (lambda: nn.Conv1d(2, 9, 3, stride=2, padding=2), (6, 2, 11)),
+])
+def test_grad_scale_gives_the_bits_of_the_scaled_gradient(layer, shape, precision):
+    # conv_norm_sq / conv_clipped_sum with (g, grad_scale=B) against the same calls on torch's g * B
+    # (what the hooks passed before): the same bound, kept gradients and clipped sums, bit for bit
+    torch.manual_seed(0)
+    m = layer()
+    x = torch.randn(shape)
+    g = EM.grad_like(m, x) / 3.0
+    f = torch.rand(shape[0], generator=torch.Generator().manual_seed(1))
+    b = shape[0]
+    ns_ref = fl.conv_norm_sq(m, (x,), g * b, precision=precision)
+    kept_ref = fl._KEPT[m]
+    cs_ref = fl.conv_clipped_sum(m, (x,), kept_ref.g, f)
+    ns = fl.conv_norm_sq(m, (x,), g, precision=precision, grad_scale=b)
+    kept = fl._KEPT[m]
+    assert kept.g is g and kept.scale == b
+    assert torch.equal(ns, ns_ref)
+    assert torch.equal(kept.w, kept_ref.w)
+    assert (kept.bias is None) == (kept_ref.bias is None) and (kept.bias is None or torch.equal(kept.bias, kept_ref.bias))
+    cs = fl.conv_clipped_sum(m, (x,), g, f, grad_scale=b)
+    assert cs.keys() == cs_ref.keys() and all(torch.equal(cs[n], cs_ref[n]) for n in cs)
+    # not kept (another tensor): the weight-gradient convolution of fl(g * B), as before
+    fl.conv_norm_sq(m, (x,), g, precision=precision, grad_scale=b)
+    cs2 = fl.conv_clipped_sum(m, (x,), g.clone(), f, grad_scale=b)
+    cs2_ref = fl.conv_clipped_sum(m, (x,), g * b, f)
+    assert all(torch.equal(cs2[n], cs2_ref[n]) for n in cs2)
+    with pytest.raises(ValueError, match="grad_scale"):
+        fl.conv_norm_sq(m, (x,), g, grad_scale=2.5)
+
+
+def test_engine_scaled_as_read_equals_scaled_copy(monkeypatch):
+    # the hooks hand the convolutions the captured gradient and B (FastLayer.grad_scale): the clipped
+    # sums of a GradSampleModule are the bits of the scaled copy's (grad_scale off)
+    from dpfast.torch._grad_sample import GradSampleModule
+
+    def sums(flag):
+        for t in (nn.Conv1d, nn.Conv2d):
+            monkeypatch.setitem(fl.FAST_LAYERS, t, fl.FAST_LAYERS[t]._replace(grad_scale=flag))
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 6, 5, 2, padding=2), nn.Tanh(), nn.Conv2d(6, 4, 3, padding=1),
+                              nn.Flatten(), nn.Linear(4 * 7 * 7, 3))
+        gsm = GradSampleModule(model)
+        x = torch.randn(37, 1, 14, 14)
+        y = torch.randint(0, 3, (37,))
+        F.cross_entropy(gsm(x), y).backward()
+        out, b = gsm.clipped_sum(0.1)
+        assert b == 37
+        return [out[p] for p in model.parameters()]
+
+    for u, v in zip(sums(True), sums(False)):
+        assert torch.equal(u, v)

@@ -13,6 +13,9 @@ the per-sample losses with respect to the layer's output (batch axis 0):
 * ``FastLayer.clipped_sum(m, activations, grad_output, factors) -> dict[str, Tensor]``: for each
   such parameter name, sum_i factors[i] * g_i (g_i the sample's gradient of that parameter), in the
   parameter's dtype and shape; ``factors`` is a (B,) tensor of clip factors in [0, 1].
+* layers with ``FastLayer.grad_scale`` (the convolutions) also take ``grad_scale=s`` with both:
+  the gradient of the sum is then the float products ``grad_output * s`` (s the batch size of a
+  mean loss), formed as the native kernel reads it instead of as a copy.
 
 Methods
 -------

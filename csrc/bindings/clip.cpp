@@ -207,12 +207,18 @@ void optimizer_step(py::array theta, py::object gsum, py::object noise, double n
     });
 }
 
-// Per-sample weight gradients of a groups = 1 convolution (csrc/clip/conv.hpp): x (B, C, Hp, Wp)
-// padded and g (B, Co, OH, OW), both float32 C-contiguous; the geometry must give
-// exactly OH x OW output positions inside the padded input.  Writes w (B, KH KW C Co) float32 (per sample (KH, KW, C, Co)) and
-// sq, fa, fg (B) float64.
+// Per-sample weight gradients of a groups = 1 convolution (csrc/clip/conv.hpp): x (B, C, H, W)
+// and g (B, Co, OH, OW), both float32 C-contiguous; `pad` (top, bottom, left, right) >= 0: the
+// zeros the kernel pads x with (all 0: x is already padded); the geometry must give exactly OH x OW
+// output positions inside the padded input.  Writes w (B, KH KW C Co) float32 (per sample
+// (KH, KW, C, Co)) and sq, fa, fg (B) float64; with `bias` (B, Co) float32 and `bias_sq` (B)
+// float64 (both or neither) the per-sample sums of g over the positions and their sums of squares.
+// `use_omp`: run on the threads of the OpenMP runtime already loaded (torch's), if any (conv.hpp,
+// loaded_gomp_parallel); the results are the same bits either way.  `grad_scale` (an integer in
+// [1, 2^24]): g is taken as the float32 products fl(g * grad_scale) (conv.hpp).
 void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
-                       int64_t dw, py::object w_, py::object sq_, py::object fa_, py::object fg_, int n_threads) {
+                       int64_t dw, py::object w_, py::object sq_, py::object fa_, py::object fg_, int n_threads,
+                       py::object pad_, py::object bias_, py::object bias_sq_, bool use_omp, double grad_scale) {
     auto x = in<float>(x_, "x");
     auto g = in<float>(g_, "g");
     if (x.arr.ndim() != 4) throw py::value_error("x must be 4-D");
@@ -220,11 +226,28 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
     if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
         throw py::value_error("kernel, stride and dilation must be >= 1");
     if (n_threads < 1) throw py::value_error("n_threads must be >= 1");
+    // a batch size (a positive integer exactly representable in float32), so that fl(g * scale) is
+    // torch's float32 `g * B`
+    if (!(grad_scale >= 1.0 && grad_scale <= 16777216.0 && grad_scale == (double)(int64_t)grad_scale))
+        throw py::value_error("grad_scale must be an integer in [1, 2^24]");
+    // each pad at most 2^30: Hp = H + top + bottom cannot overflow
+    int64_t pad[4] = {0, 0, 0, 0};
+    if (!pad_.is_none()) {
+        py::tuple pt = py::tuple(pad_);
+        if (pt.size() != 4) throw py::value_error("pad must be (top, bottom, left, right)");
+        for (int k = 0; k < 4; ++k) pad[k] = pt[k].cast<int64_t>();
+    }
+    for (int64_t v : pad)
+        if (v < 0 || v > (int64_t(1) << 30)) throw py::value_error("pad must be in [0, 2^30]");
     dpf::conv::ConvGeom geo;
     geo.b = x.arr.shape(0);
     geo.c = x.arr.shape(1);
-    geo.hp = x.arr.shape(2);
-    geo.wp = x.arr.shape(3);
+    geo.pt = pad[0];
+    geo.pb = pad[1];
+    geo.pl = pad[2];
+    geo.pr = pad[3];
+    geo.hp = x.arr.shape(2) + pad[0] + pad[1];
+    geo.wp = x.arr.shape(3) + pad[2] + pad[3];
     geo.co = g.arr.shape(1);
     geo.oh = g.arr.shape(2);
     geo.ow = g.arr.shape(3);
@@ -246,30 +269,42 @@ void conv_weight_grads(py::object x_, py::object g_, int64_t kh, int64_t kw, int
         throw py::value_error("the convolution geometry does not match x and g");
     geo.co8 = (geo.co + 7) / 8 * 8;
     // k <= n_in now, but the output's entries B Co KH KW C may still exceed int64 (checked products)
-    int64_t p = 0, bp = 0;
+    int64_t p = 0, bp = 0, bco = 0, tile = 0;
     if (__builtin_mul_overflow(geo.co, kh, &p) || __builtin_mul_overflow(p, kw, &p) ||
-        __builtin_mul_overflow(p, geo.c, &p) || __builtin_mul_overflow(geo.b, p, &bp))
+        __builtin_mul_overflow(p, geo.c, &p) || __builtin_mul_overflow(geo.b, p, &bp) ||
+        __builtin_mul_overflow(geo.b, geo.co, &bco) || __builtin_mul_overflow(geo.c, geo.hp, &tile) ||
+        __builtin_mul_overflow(tile, geo.wp, &tile))
         throw py::value_error("the convolution is too large");
     auto w = out<float>(w_, "w", Shape::size(bp));
     auto sq = out<double>(sq_, "sq", Shape::size(geo.b));
     auto fa = out<double>(fa_, "fa", Shape::size(geo.b));
     auto fg = out<double>(fg_, "fg", Shape::size(geo.b));
+    if (bias_.is_none() != bias_sq_.is_none()) throw py::value_error("give bias and bias_sq together");
+    auto bs = opt_out<float>(bias_, "bias", Shape::size(bco));
+    auto bq = opt_out<double>(bias_sq_, "bias_sq", Shape::size(geo.b));
     // an output sharing memory with an input or another output would be read while it is written
     // (by other threads too): values from nowhere in the bound's inputs (red team 32)
     auto span = [](const py::array& a) {
         const auto* p = static_cast<const char*>(a.data());
         return std::make_pair(p, p + a.nbytes());
     };
-    const std::pair<const char*, const char*> sp[6] = {span(x.arr), span(g.arr), span(w.arr),
-                                                       span(sq.arr), span(fa.arr), span(fg.arr)};
-    for (int o = 2; o < 6; ++o)
-        for (int i = 0; i < 6; ++i)
+    std::vector<std::pair<const char*, const char*>> sp = {span(x.arr), span(g.arr), span(w.arr),
+                                                           span(sq.arr), span(fa.arr), span(fg.arr)};
+    if (bs.ptr) {
+        sp.push_back(span(bs.arr));
+        sp.push_back(span(bq.arr));
+    }
+    const size_t n_sp = sp.size();
+    for (size_t o = 2; o < n_sp; ++o)
+        for (size_t i = 0; i < n_sp; ++i)
             if (i != o && sp[o].first < sp[o].second && sp[i].first < sp[i].second && sp[o].first < sp[i].second &&
                 sp[i].first < sp[o].second)
-                throw py::value_error("the outputs w, sq, fa, fg must not share memory with x, g or each other");
+                throw py::value_error("the outputs w, sq, fa, fg, bias, bias_sq must not share memory with x, g or "
+                                      "each other");
     if (geo.b == 0) return;
     py::gil_scoped_release nogil;
-    dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads);
+    dpf::conv::weight_grads(geo, x.ptr, g.ptr, w.ptr, sq.ptr, fa.ptr, fg.ptr, n_threads, bs.ptr, bq.ptr, use_omp,
+                            (float)grad_scale);
 }
 
 }  // namespace
@@ -305,9 +340,15 @@ PYBIND11_MODULE(_clip, m) {
           py::arg("factors"), py::arg("out"), py::arg("clipped"));
     m.def("conv_weight_grads", &conv_weight_grads, py::arg("x"), py::arg("g"), py::arg("kh"), py::arg("kw"),
           py::arg("sh"), py::arg("sw"), py::arg("dh"), py::arg("dw"), py::arg("w"), py::arg("sq"), py::arg("fa"),
-          py::arg("fg"), py::arg("n_threads"));
+          py::arg("fg"), py::arg("n_threads"), py::arg("pad") = py::none(),
+          py::arg("bias") = py::none(), py::arg("bias_sq") = py::none(), py::arg("use_omp") = false,
+          py::arg("grad_scale") = 1.0);
+    m.def("conv_omp_runtime", [] { return dpf::conv::loaded_gomp_parallel() != nullptr; },
+          "Whether an OpenMP runtime (torch's thread pool) is loaded for conv_weight_grads(use_omp=True).");
     m.def("conv_vectorised", [] { return dpf::conv::use_avx2(); },
-          "Whether conv_weight_grads runs its AVX2+FMA build (same bits as the generic one).");
+          "Whether conv_weight_grads runs a vectorised build, AVX2+FMA or AVX-512 (same bits as the generic one).");
+    m.def("conv_isa", [] { return std::string(dpf::conv::isa() == 2 ? "avx512" : dpf::conv::isa() == 1 ? "avx2" : "generic"); },
+          "The build conv_weight_grads runs: 'avx512', 'avx2' or 'generic' (the same bits).");
     m.def("optimizer_step", &optimizer_step, py::arg("theta"), py::arg("gsum"), py::arg("noise"),
           py::arg("noise_std"), py::arg("inv_batch"), py::arg("weight_decay"), py::arg("decay_end"), py::arg("optimizer"),
           py::arg("lr"), py::arg("momentum"), py::arg("beta2"), py::arg("adam_eps"), py::arg("t"),

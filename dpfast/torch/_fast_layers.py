@@ -13,6 +13,9 @@ the per-sample losses with respect to the layer's output (batch axis 0):
 * ``FastLayer.clipped_sum(m, activations, grad_output, factors) -> dict[str, Tensor]``: for each
   such parameter name, sum_i factors[i] * g_i (g_i the sample's gradient of that parameter), in the
   parameter's dtype and shape; ``factors`` is a (B,) tensor of clip factors in [0, 1].
+* layers with ``FastLayer.grad_scale`` (the convolutions) also take ``grad_scale=s`` with both:
+  the gradient of the sum is then the float products ``grad_output * s`` (s the batch size of a
+  mean loss), formed as the native kernel reads it instead of as a copy.
 
 Methods
 -------
@@ -39,9 +42,12 @@ output pixels of a convolution; G_i: the (T, d_out) output gradients; a_t, g_t t
   rule of ``_row_norms_upper``), Delta_i the materialised form's bound below, with Frobenius norms
   of the whole sample (sum over groups: Cauchy-Schwarz).  So clipping holds for the very vectors
   that are summed.  float32 groups = 1 on a CPU with AVX2 + FMA: w_hat comes from dpfast's native
-  kernel instead (``_clip.conv_weight_grads``, csrc/clip/conv.hpp, :func:`_conv_native`), which
-  reads the padded input directly (no unfold), lays w_i out (k_h, k_w, C_in, C_out), and returns
-  the float64 sums of squares of w_hat_i, U_i and G_i from the same pass: the same bound.  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
+  kernel instead (``_clip.conv_weight_grads``, csrc/clip/conv.hpp, :func:`_conv_native`; 16
+  output channels per vector on AVX-512 CPUs, the same bits), which reads the input directly (no
+  unfold; zero padding applied per sample in the kernel), lays w_i out (k_h, k_w, C_in, C_out), and
+  returns the float64 sums of squares of w_hat_i, U_i and G_i, and the bias's per-sample sums with
+  their sums of squares, from the same pass, on the threads of torch's OpenMP pool: the same bound.
+  The bias's per-sample sums are kept likewise (float32 sums on the float32 path,
   within gamma32_T sqrt(T) ||G_i||_F of exact; else float64).  Larger layers: the
   cheaper norm form in chunks (Gram when T (d_in + d_out) < d_in d_out, the ghost-clipping rule)
   and torch's weight-gradient convolution for the clipped sum.  The kept tensors are matched to
@@ -187,6 +193,11 @@ class FastLayer(NamedTuple):
     norm_sq: Callable[..., torch.Tensor]
     clipped_sum: Callable[..., Dict[str, torch.Tensor]]
     norm_sq_parts: Optional[Callable[..., Dict[str, torch.Tensor]]] = None
+    #: ``norm_sq`` and ``clipped_sum`` take ``grad_scale=s`` (an integer: the physical batch size
+    #: of a mean loss) with the gradient of the MEAN: they work on the float32/float64 products
+    #: ``grad_output * s`` -- the same values as the hooks' scaled gradient -- without a scaled
+    #: copy where they can (the convolutions' native kernel scales as it reads)
+    grad_scale: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -592,6 +603,7 @@ class _Kept(NamedTuple):
     w: Optional[torch.Tensor]  # (B, P): the per-sample weight gradients as computed (None: not kept)
     shape: Optional[tuple]  # (view shape, permutation to the weight's axes) of one (groups = 1); None: the weight's
     bias: Optional[torch.Tensor]  # (B, C_out): the per-sample bias gradients as computed
+    scale: int = 1  # the grad_scale the output gradient g was given with
 
 
 #: per convolution module, the per-sample weight gradients of its last ``conv_norm_sq`` (one entry
@@ -631,14 +643,15 @@ def _conv_method(method: Optional[str], b: int, t: int, d_in: int, d_out: int, g
     return method, method == "materialise" and b * per <= _KEEP_ELEMENTS
 
 
-def _conv_materialised_per_example(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+def _conv_materialised_per_example(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool,
+                                   scale: int = 1):
     """:func:`_conv_materialised`, where an example whose float32 bound is not finite (a non-finite
     input, or a float32 overflow: a gradient beyond ~2^63) gets the bound +inf, i.e. clipping
     factor 0: it is left out of the clipped sum, and no other example's bound changes.  (Before stop
     31 one such example sent the whole batch to float64, changing every other example's bound; and a
     float64 bound of an overflowing example gave it a subnormal float32 factor, whose rounding let
     its clipped contribution exceed C by 6e-5 relative in the red team's case.)"""
-    bound, w, shape, b_hat = _conv_materialised(m, x, g2, use32, bias)
+    bound, w, shape, b_hat = _conv_materialised(m, x, g2, use32, bias, scale)
     if use32:
         bound = torch.where(torch.isfinite(bound), bound, math.inf)
     return bound, w, shape, b_hat
@@ -685,18 +698,31 @@ _NATIVE_CONV = bool(_clip.conv_vectorised())
 
 def _kernel_threads() -> int:
     """Threads for the native convolution kernel: torch's intra-op count (the values do not depend
-    on it).  Unlike the optimizer's noise fill (0.5 ms, which keeps to the cores torch's pool
-    leaves free), the kernel runs for milliseconds, against the ~0.1 ms that torch's libgomp
-    workers spin after a parallel region.  On an overloaded machine a helper thread that waits
-    for a core delays the step (2 cores at load average 4.4: the first convolution's kernel
-    1.9 ms on one thread, 2.0 ms minimum but 11.6 ms median on two)."""
+    on it).  The kernel runs them on torch's own OpenMP pool (``use_omp=True``: csrc/clip/conv.hpp,
+    ``loaded_gomp_parallel``): torch's libgomp workers spin for milliseconds after each parallel
+    region (~5 ms CPU measured after one operation, 2 cores), so threads of the kernel's own had to
+    share the second core with a spinning worker: conv1's kernel at 2 threads took 1.42 / 2.24 ms
+    (min / median, right after a torch operation) on its own threads and 0.98 / 1.20 ms on the
+    pool's, against 1.9 ms on one thread."""
     return max(1, torch.get_num_threads())
 
 
-def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool):
+def _np_norm_upper(s_hat: np.ndarray, delta_hat: np.ndarray, m: int, delta_ops: int) -> np.ndarray:
+    """:func:`_norm_upper` on NumPy float64 arrays: the same IEEE operations in the same order
+    (so the same bits), without torch's per-call overhead on (B,) vectors."""
+    if (m + delta_ops) * _U >= 0.01:  # pragma: no cover
+        raise ValueError("the layer is too large for the float64 error bound")
+    r = np.sqrt(np.maximum(s_hat, 0.0) * (1.0 + 3.0 * (m + 1) * _U))
+    r = r + delta_hat * (1.0 + 3.0 * (delta_ops + 4) * _U)
+    return r * r * (1.0 + 16.0 * _U) + m * _TINY
+
+
+def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool,
+                 pad: Tuple[int, int, int, int] = (0, 0, 0, 0), scale: int = 1):
     """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
-    (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised)
-    and returns, per sample, w_hat_i laid out (k_h, k_w, C_in, C_out) -- every entry the float32
+    (``csrc/clip/conv.hpp``), which reads the padded input directly (no unfold is materialised;
+    ``pad`` = (top, bottom, left, right) > 0: ``xp`` is the unpadded input and the kernel pads each
+    sample with zeros itself) and returns, per sample, w_hat_i laid out (k_h, k_w, C_in, C_out) -- every entry the float32
     T-term inner product of G_i and the unfolded input U_i, accumulated by fused multiply-adds --
     with s_hat_i = the float64 sum of the squares of its entries, fa_i = ||U_i||_F^2 (from the input
     pixels and how many windows read each) and fg_i = ||G_i||_F^2, both in float64 with non-negative
@@ -706,8 +732,15 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     gamma32_T sum_t |g||u| + T 2^-149, FMA or not: Higham Sec. 3.1); s_hat_i is within gamma_P of
     ||w_hat_i||^2 (the squares of float32 values are exact in float64), so ``_norm_upper`` gives
     (sqrt(s_hat_i (1 + 3 (P + 1) u)) + Delta_i)^2 inflated: at least ||w_i||^2 and ||w_hat_i||^2,
-    the vector the clipped sum adds up.  The bias as in :func:`_conv_materialised`."""
-    b, c_in, hp, wp = xp.shape
+    the vector the clipped sum adds up.  The bias from the same pass: b_hat_i = the float32 sums of
+    G_i's rows in position order (within gamma32_T sqrt(T) ||G_i||_F of exact, as in
+    :func:`_conv_materialised`) and the float64 sum of their squares (C_out terms, within
+    gamma_{C_out}), bounded by ``_norm_upper`` likewise.  The few float64 operations on the (B,)
+    bounds run in NumPy (:func:`_np_norm_upper`).  ``scale`` (an integer in [1, 2^24]): G_i is taken
+    as the float32 products fl(g * scale), which the kernel forms as it reads g (the values of
+    torch's ``g * scale``, without that copy)."""
+    b, c_in = xp.shape[:2]
+    hp, wp = xp.shape[2] + pad[0] + pad[1], xp.shape[3] + pad[2] + pad[3]
     c_out, length = g.shape[1], g.shape[2]
     oh = (hp - d[0] * (k[0] - 1) - 1) // s[0] + 1
     ow = (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
@@ -718,21 +751,33 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     p = c_out * k[0] * k[1] * c_in
     w = _workspace(m, "per_sample", (b, p), torch.float32, xp.device)
     sq, fa, fg = np.empty(b), np.empty(b), np.empty(b)
-    _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
-                            w.numpy(), sq, fa, fg, _kernel_threads())
-    fa_ub = torch.from_numpy(fa * (1.0 + _gamma(wp + hp * c_in + 4)))
-    fg_ub = torch.from_numpy(fg * (1.0 + _gamma(length * c_out + 2)))
-    delta = _gamma32(length) * torch.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
-    bound = _norm_upper(torch.from_numpy(sq), delta, p, delta_ops=16)
-    b_hat = None
+    b_hat = b_sq = None
     if bias:
-        b_hat = gc.sum(dim=2)  # (B, C_out), float32: within gamma32_T sqrt(T) ||G_i||_F of exact
-        bound_b = _rows_upper(b_hat, _gamma32(length) * torch.sqrt(length * fg_ub), 16)
+        b_hat, b_sq = torch.empty((b, c_out), dtype=torch.float32), np.empty(b)
+    _clip.conv_weight_grads(xc.numpy(), gc.view(b, c_out, oh, ow).numpy(), k[0], k[1], s[0], s[1], d[0], d[1],
+                            w.numpy(), sq, fa, fg, _kernel_threads(), pad=tuple(pad),
+                            bias=None if b_hat is None else b_hat.numpy(), bias_sq=b_sq, use_omp=True,
+                            grad_scale=float(scale))
+    fa_ub = fa * (1.0 + _gamma(wp + hp * c_in + 4))
+    fg_ub = fg * (1.0 + _gamma(length * c_out + 2))
+    delta = _gamma32(length) * np.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
+    bound = _np_norm_upper(sq, delta, p, 16)
+    if b_sq is not None:
+        bound_b = _np_norm_upper(b_sq, _gamma32(length) * np.sqrt(length * fg_ub), c_out, 16)
         bound = (bound + bound_b) * (1.0 + 8.0 * _U)
-    return bound, w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
+    return torch.from_numpy(bound), w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
 
 
-def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool):
+def _native_direct(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool) -> bool:
+    """Whether :func:`_conv_materialised` runs the native kernel on the input as it is (float32,
+    groups = 1, zero padding, lengths within the float32 bound): the kernel then pads, and scales
+    the output gradient, itself."""
+    length = g2.shape[2]
+    return (use32 and m.groups == 1 and _NATIVE_CONV and x.device.type == "cpu" and m.padding_mode == "zeros"
+            and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 < 0.01)
+
+
+def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool, bias: bool, scale: int = 1):
     """Certified upper bound (float64, (B,)) of the squared norm of each sample's weight gradient,
     exact AND as computed, and the computed per-sample weight gradients w_hat (B, P) with the shape
     of one, P = C_out C_in/groups k_h k_w: w_hat_i = G_i U_i^T per group by one batched GEMM
@@ -748,13 +793,24 @@ def _conv_materialised(m: _Conv, x: torch.Tensor, g2: torch.Tensor, use32: bool,
 
     ``bias``: the bias's per-sample gradients b_hat_i = sum_t g_t too (in the same precision), and
     its bound added (the bound of :func:`_sum_positions_norm_sq`, for b_i and b_hat_i alike); the
-    fourth result is b_hat (B, C_out), else None."""
+    fourth result is b_hat (B, C_out), else None.  ``scale``: ``g2`` is the output gradient of the
+    mean loss, to be taken times ``scale`` (``FastLayer.grad_scale``)."""
     b = x.shape[0]
     groups = m.groups
-    xp, k, s, d = _conv_padded(m, x)
     length = g2.shape[2]
-    if use32 and max(length * xp.shape[1] * math.prod(k), g2.shape[1] * length) * _U32 >= 0.01:
+    if _native_direct(m, x, g2, use32):
+        # zero padding: the kernel pads each sample itself (no padded copy of the batch), and
+        # scales g as it reads it
+        if x.dim() == len(m.kernel_size) + 1:
+            raise ValueError("a convolution needs a batch axis: input of shape (B, C, ...)")
+        k, s, d, flat = _conv_geometry(m)
+        xn = x.unsqueeze(2) if len(m.kernel_size) == 1 else x
+        return _conv_native(m, xn, k, s, d, g2, bias, (flat[2], flat[3], flat[0], flat[1]), scale)
+    if scale != 1:
+        g2 = g2 * scale
+    if use32 and max(length * x.shape[1] * math.prod(m.kernel_size), g2.shape[1] * length) * _U32 >= 0.01:
         use32 = False  # too many terms for the float32 bounds (n u_32 >= 0.01)
+    xp, k, s, d = _conv_padded(m, x)
     dt = torch.float32 if use32 else _F64
     xp = xp.to(dt)
     g = g2.to(dt)
@@ -830,31 +886,38 @@ def _conv_bias_norm_sq(g: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = None,
-                 precision: Optional[str] = None) -> torch.Tensor:
+                 precision: Optional[str] = None, grad_scale: int = 1) -> torch.Tensor:
     """``method``: None (materialise and keep the per-sample weight gradients when they fit
     ``_KEEP_ELEMENTS``, else the cheaper form), ``"gram"`` or ``"materialise"``; ``precision``:
     None (float32 when :func:`_float32_ok`, else float64), ``"float64"`` or ``"float32"`` (falls
-    back to float64 where :func:`_float32_ok` refuses)."""
+    back to float64 where :func:`_float32_ok` refuses); ``grad_scale``: ``FastLayer.grad_scale``."""
     _KEPT.pop(m, None)
     if precision not in (None, "float64", "float32"):
         raise ValueError(f"unknown precision {precision!r}")
+    scale = _check_scale(grad_scale)
     params = _trainable(m)
     x = activations[0]
     b = x.shape[0]
     groups = m.groups
+    g_in = grad_output  # as the clipped sum will receive it (the kept tensors are matched to it)
     g32 = grad_output.reshape(b, m.out_channels, math.prod(grad_output.shape[2:]))  # (B, C_out, L)
     parts = []
     kept_w = kept_shape = kept_b = None
     bias_done = False
+    use32 = precision != "float64" and _float32_ok(x, grad_output)
+    d_in = m.in_channels // groups * math.prod(m.kernel_size)
+    method, keep = _conv_method(method, b, g32.shape[2], d_in, m.out_channels // groups, groups)
+    direct = "weight" in params and b > 0 and keep and _native_direct(m, x, g32, use32)
+    if scale != 1 and not direct:
+        # the same products as the hooks' g * B
+        grad_output = grad_output * scale
+        g32 = g32 * scale
     if "weight" in params and b > 0:
-        use32 = precision != "float64" and _float32_ok(x, grad_output)
         length = g32.shape[2]
-        d_in = m.in_channels // groups * math.prod(m.kernel_size)
-        method, keep = _conv_method(method, b, length, d_in, m.out_channels // groups, groups)
         per_sample: torch.Tensor
         if keep:
             per_sample, kept_w, kept_shape, kept_b = _conv_materialised_per_example(
-                m, x, g32, use32, "bias" in params)
+                m, x, g32, use32, "bias" in params, scale if direct else 1)
             bias_done = "bias" in params  # (in the bound; the sum takes it from kept_b or recomputes it)
         elif method == "materialise":
             # the same bounds as the kept form, in chunks of a fixed size (bounds only)
@@ -887,25 +950,38 @@ def conv_norm_sq(m: _Conv, activations, grad_output, method: Optional[str] = Non
         parts.append(bias_sq)
     total = _add_upper(parts, b)
     if kept_w is not None or ("weight" not in params and kept_b is not None):
-        _KEPT[m] = _Kept(x, x._version, grad_output, grad_output._version, kept_w, kept_shape, kept_b)
+        _KEPT[m] = _Kept(x, x._version, g_in, g_in._version, kept_w, kept_shape, kept_b, scale)
     return total
+
+
+def _check_scale(grad_scale) -> int:
+    """``grad_scale`` as an int in [1, 2^24] (a batch size: exact in float32, so that the products
+    g * s are torch's)."""
+    s = int(grad_scale)
+    if s != grad_scale or not 1 <= s <= 1 << 24:
+        raise ValueError(f"grad_scale must be an integer in [1, 2^24], got {grad_scale!r}")
+    return s
 
 
 _CONV_WEIGHT = {1: conv1d_weight, 2: conv2d_weight}
 
 
 @torch.no_grad()
-def conv_clipped_sum(m: _Conv, activations, grad_output, factors) -> Dict[str, torch.Tensor]:
+def conv_clipped_sum(m: _Conv, activations, grad_output, factors, grad_scale: int = 1) -> Dict[str, torch.Tensor]:
     """sum_i f_i g_i: from the per-sample gradients kept by :func:`conv_norm_sq` for these very
     tensors (weighted sums over the samples that skip the samples with factor 0, so a non-finite
     sample adds nothing), else by torch's weight-gradient convolution of the scaled output
     gradient (book-keeping)."""
     params = _trainable(m)
     x = activations[0]
+    scale = _check_scale(grad_scale)
     kept = _KEPT.pop(m, None)
     if kept is not None and not (kept.x is x and kept.g is grad_output and kept.x_version == x._version
-                                 and kept.g_version == grad_output._version and kept.x.shape[0] == factors.shape[0]):
+                                 and kept.g_version == grad_output._version and kept.x.shape[0] == factors.shape[0]
+                                 and kept.scale == scale):
         kept = None
+    if scale != 1 and (kept is None or kept.w is None or ("bias" in params and kept.bias is None)):
+        grad_output = grad_output * scale  # the forms below read it (the same products as the hooks')
     nz = None
     if kept is not None:
         nz = factors != 0
@@ -1116,8 +1192,8 @@ def layernorm_clipped_sum(m: nn.LayerNorm, activations, grad_output, factors) ->
 
 FAST_LAYERS: dict = {
     nn.Linear: FastLayer(linear_norm_sq, linear_clipped_sum, linear_norm_sq_parts),
-    nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum),
-    nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum),
+    nn.Conv1d: FastLayer(conv_norm_sq, conv_clipped_sum, grad_scale=True),
+    nn.Conv2d: FastLayer(conv_norm_sq, conv_clipped_sum, grad_scale=True),
     nn.Embedding: FastLayer(embedding_norm_sq, embedding_clipped_sum),
     nn.LayerNorm: FastLayer(layernorm_norm_sq, layernorm_clipped_sum, layernorm_norm_sq_parts),
 }

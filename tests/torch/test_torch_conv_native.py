@@ -123,16 +123,99 @@ print(_clip.conv_vectorised(), h.hexdigest())
 
 
 def test_generic_build_gives_the_same_bits():
-    # DPFAST_CONV_NO_AVX2=1: the generic build (std::fma per lane) against the AVX2+FMA one (NumPy
-    # only in the subprocesses: no torch import)
+    # DPFAST_CONV_NO_AVX2=1: the generic build (std::fma per lane) against the AVX2+FMA one and
+    # (DPFAST_CONV_NO_AVX512=0, on CPUs with AVX-512F) the AVX-512 one, 16 channels per vector
+    # (NumPy only in the subprocesses: no torch import)
     code = _PARITY.format(geos=GEOMETRIES)
     res = {}
-    for flag in ("0", "1"):
-        env = dict(os.environ, DPFAST_CONV_NO_AVX2=flag)
+    for no2, no512 in (("0", "0"), ("0", "1"), ("1", "0")):
+        env = dict(os.environ, DPFAST_CONV_NO_AVX2=no2, DPFAST_CONV_NO_AVX512=no512)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        res[flag] = tuple(r.stdout.split())
-    assert res["1"][0] == "False"
-    assert res["0"][1] == res["1"][1]
+        res[no2, no512] = tuple(r.stdout.split())
+    assert res["1", "0"][0] == "False"
+    assert res["0", "0"][1] == res["0", "1"][1] == res["1", "0"][1]
+
+
+_ISA = "from dpfast import _clip; print(_clip.conv_isa())"
+
+
+def test_isa_switches():
+    out = {}
+    for no2, no512 in (("0", "0"), ("0", "1"), ("1", "0")):
+        env = dict(os.environ, DPFAST_CONV_NO_AVX2=no2, DPFAST_CONV_NO_AVX512=no512)
+        out[no2, no512] = subprocess.run([sys.executable, "-c", _ISA], env=env, capture_output=True, text=True,
+                                         check=True).stdout.strip()
+    assert out["1", "0"] == "generic"
+    assert out["0", "1"] in ("avx2", "generic")
+    assert out["0", "0"] in ("avx512", out["0", "1"])
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_padding_bias_and_openmp_pool(geo):
+    # pad=(top, bottom, left, right): the kernel pads each sample with zeros itself -- the same bits
+    # as the padded input; bias: the float32 sums of g over the positions in position order (a
+    # sequential float32 reference), bias_sq their float64 sum of squares; use_omp (torch's OpenMP
+    # pool, loaded by the torch import): the same bits as the kernel's own threads, any count
+    b, c, h, w_, co, k, s, d, p = geo
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(b, c, h, w_, generator=gen)
+    xp = F.pad(x, (p[1], p[1], p[0], p[0])).contiguous()
+    oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    g = torch.randn(b, co, oh, ow, generator=gen)
+    ref = _run(xp, g, k, s, d)
+    bias_ref = np.zeros((b, co), np.float32)
+    for t in range(oh * ow):
+        bias_ref = bias_ref + g.numpy().reshape(b, co, -1)[:, :, t]
+    for use_omp in (False, True):
+        for nt in (1, 2, 3):
+            out = [np.empty_like(ref[0]), np.empty(b), np.empty(b), np.empty(b)]
+            bias, bias_sq = np.empty((b, co), np.float32), np.empty(b)
+            _clip.conv_weight_grads(x.numpy(), g.numpy(), k[0], k[1], s[0], s[1], d[0], d[1], *out, nt,
+                                    pad=(p[0], p[0], p[1], p[1]), bias=bias, bias_sq=bias_sq, use_omp=use_omp)
+            assert _digest(*out) == _digest(*ref)
+            assert np.array_equal(bias, bias_ref)
+            exact = [sum(Fraction(float(v)) ** 2 for v in row) for row in bias]
+            t_terms = co
+            assert all(abs(Fraction(float(q)) - e) <= 1.01 * t_terms * 2.0 ** -53 * e for q, e in zip(bias_sq, exact))
+    assert _clip.conv_omp_runtime()  # torch's libgomp (the CPU wheels)
+
+
+def test_binding_validates_padding_and_bias():
+    geo = GEOMETRIES[2]
+    b, c, h, w_, co, k, s, d, p = geo
+    x = torch.randn(b, c, h, w_)
+    xp = F.pad(x, (p[1], p[1], p[0], p[0]))
+    oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    g = torch.randn(b, co, oh, ow).numpy()
+    P = co * k[0] * k[1] * c
+
+    def call(pad=(p[0], p[0], p[1], p[1]), bias="new", bias_sq="new", w=None):
+        bias = np.empty((b, co), np.float32) if isinstance(bias, str) else bias
+        bias_sq = np.empty(b) if isinstance(bias_sq, str) else bias_sq
+        w = np.empty((b, P), np.float32) if w is None else w
+        _clip.conv_weight_grads(x.numpy(), g, k[0], k[1], s[0], s[1], d[0], d[1], w, np.empty(b), np.empty(b),
+                                np.empty(b), 1, pad=pad, bias=bias, bias_sq=bias_sq)
+
+    call()
+    with pytest.raises(ValueError, match="geometry"):
+        call(pad=(0, 0, 0, 0))
+    with pytest.raises(ValueError, match=r"pad must be in"):
+        call(pad=(-1, p[0] + 1, p[1], p[1]))
+    with pytest.raises(ValueError, match=r"pad must be in"):
+        call(pad=(2 ** 40, 0, 0, 0))
+    with pytest.raises(ValueError, match=r"top, bottom, left, right"):
+        call(pad=(1, 1, 1))
+    with pytest.raises(ValueError, match="together"):
+        call(bias_sq=None)
+    with pytest.raises(ValueError, match="entries"):
+        call(bias=np.empty((b, co + 1), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        call(bias=np.empty((b, co)))
+    w = np.empty((b, P), np.float32)
+    with pytest.raises(ValueError, match="share memory"):
+        call(w=w, bias=w.reshape(-1)[:b * co].reshape(b, co))
 
 
 def test_binding_validates():
@@ -243,3 +326,62 @@ def test_bound_covers_exact_and_computed_at_adversarial_scales(monkeypatch, case
         computed = sum((fi * Fraction(float(v))) ** 2 for v in kept.w[i]) + \
             sum((fi * Fraction(float(v))) ** 2 for v in kept.bias[i])
         assert computed <= 1
+
+
+# ----------------------------------------------- the loss reduction's scale, applied by the kernel
+@pytest.mark.parametrize("precision", [None, "float64"])
+@pytest.mark.parametrize("layer,shape", [
+    (lambda: nn.Conv2d(1, 16, 8, 2, padding=3), (7, 1, 28, 28)),  # native, the kernel pads and scales
+    (lambda: nn.Conv2d(3, 5, 3, padding=1, padding_mode="circular"), (5, 3, 8, 8)),  # F.pad, g * s first
+    (lambda: nn.Conv1d(2, 9, 3, stride=2, padding=2), (6, 2, 11)),
+])
+def test_grad_scale_gives_the_bits_of_the_scaled_gradient(layer, shape, precision):
+    # conv_norm_sq / conv_clipped_sum with (g, grad_scale=B) against the same calls on torch's g * B
+    # (what the hooks passed before): the same bound, kept gradients and clipped sums, bit for bit
+    torch.manual_seed(0)
+    m = layer()
+    x = torch.randn(shape)
+    g = EM.grad_like(m, x) / 3.0
+    f = torch.rand(shape[0], generator=torch.Generator().manual_seed(1))
+    b = shape[0]
+    ns_ref = fl.conv_norm_sq(m, (x,), g * b, precision=precision)
+    kept_ref = fl._KEPT[m]
+    cs_ref = fl.conv_clipped_sum(m, (x,), kept_ref.g, f)
+    ns = fl.conv_norm_sq(m, (x,), g, precision=precision, grad_scale=b)
+    kept = fl._KEPT[m]
+    assert kept.g is g and kept.scale == b
+    assert torch.equal(ns, ns_ref)
+    assert torch.equal(kept.w, kept_ref.w)
+    assert (kept.bias is None) == (kept_ref.bias is None) and (kept.bias is None or torch.equal(kept.bias, kept_ref.bias))
+    cs = fl.conv_clipped_sum(m, (x,), g, f, grad_scale=b)
+    assert cs.keys() == cs_ref.keys() and all(torch.equal(cs[n], cs_ref[n]) for n in cs)
+    # not kept (another tensor): the weight-gradient convolution of fl(g * B), as before
+    fl.conv_norm_sq(m, (x,), g, precision=precision, grad_scale=b)
+    cs2 = fl.conv_clipped_sum(m, (x,), g.clone(), f, grad_scale=b)
+    cs2_ref = fl.conv_clipped_sum(m, (x,), g * b, f)
+    assert all(torch.equal(cs2[n], cs2_ref[n]) for n in cs2)
+    with pytest.raises(ValueError, match="grad_scale"):
+        fl.conv_norm_sq(m, (x,), g, grad_scale=2.5)
+
+
+def test_engine_scaled_as_read_equals_scaled_copy(monkeypatch):
+    # the hooks hand the convolutions the captured gradient and B (FastLayer.grad_scale): the clipped
+    # sums of a GradSampleModule are the bits of the scaled copy's (grad_scale off)
+    from dpfast.torch._grad_sample import GradSampleModule
+
+    def sums(flag):
+        for t in (nn.Conv1d, nn.Conv2d):
+            monkeypatch.setitem(fl.FAST_LAYERS, t, fl.FAST_LAYERS[t]._replace(grad_scale=flag))
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 6, 5, 2, padding=2), nn.Tanh(), nn.Conv2d(6, 4, 3, padding=1),
+                              nn.Flatten(), nn.Linear(4 * 7 * 7, 3))
+        gsm = GradSampleModule(model)
+        x = torch.randn(37, 1, 14, 14)
+        y = torch.randint(0, 3, (37,))
+        F.cross_entropy(gsm(x), y).backward()
+        out, b = gsm.clipped_sum(0.1)
+        assert b == 37
+        return [out[p] for p in model.parameters()]
+
+    for u, v in zip(sums(True), sums(False)):
+        assert torch.equal(u, v)

@@ -159,7 +159,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 import torch
@@ -211,8 +211,10 @@ def _gram_upper(s_hat: torch.Tensor, r2_hat: torch.Tensor, n: int) -> torch.Tens
     return ((s_hat + (3.0 * n * _U) * r2_hat) * (1.0 + 16.0 * _U) + n * _TINY).clamp_min(0.0)
 
 
-def _norm_upper(s_hat: torch.Tensor, delta_hat: Optional[torch.Tensor], m: int,
-                delta_ops: int = 0) -> torch.Tensor:
+_Vec = TypeVar("_Vec", torch.Tensor, np.ndarray)
+
+
+def _norm_upper(s_hat: _Vec, delta_hat: Optional[_Vec], m: int, delta_ops: int = 0) -> _Vec:
     """Upper bound of ||w||^2 from s_hat = fl(||w_hat||^2) (m terms) and ||w_hat - w|| <= Delta.
 
     ``delta_ops`` is the number of floating-point operations in the longest chain that computed
@@ -220,7 +222,10 @@ def _norm_upper(s_hat: torch.Tensor, delta_hat: Optional[torch.Tensor], m: int,
     """
     if (m + delta_ops) * _U >= 0.01:  # pragma: no cover
         raise ValueError("the layer is too large for the float64 error bound")
-    r = torch.sqrt(s_hat.clamp_min(0.0) * (1.0 + 3.0 * (m + 1) * _U))
+    if isinstance(s_hat, np.ndarray):  # the native convolution's (B,) vectors: no torch per-call cost
+        r = np.sqrt(np.maximum(s_hat, 0.0) * (1.0 + 3.0 * (m + 1) * _U))  # the same IEEE operations
+    else:
+        r = torch.sqrt(s_hat.clamp_min(0.0) * (1.0 + 3.0 * (m + 1) * _U))
     if delta_hat is not None:
         r = r + delta_hat * (1.0 + 3.0 * (delta_ops + 4) * _U)
     return r * r * (1.0 + 16.0 * _U) + m * _TINY
@@ -707,16 +712,6 @@ def _kernel_threads() -> int:
     return max(1, torch.get_num_threads())
 
 
-def _np_norm_upper(s_hat: np.ndarray, delta_hat: np.ndarray, m: int, delta_ops: int) -> np.ndarray:
-    """:func:`_norm_upper` on NumPy float64 arrays: the same IEEE operations in the same order
-    (so the same bits), without torch's per-call overhead on (B,) vectors."""
-    if (m + delta_ops) * _U >= 0.01:  # pragma: no cover
-        raise ValueError("the layer is too large for the float64 error bound")
-    r = np.sqrt(np.maximum(s_hat, 0.0) * (1.0 + 3.0 * (m + 1) * _U))
-    r = r + delta_hat * (1.0 + 3.0 * (delta_ops + 4) * _U)
-    return r * r * (1.0 + 16.0 * _U) + m * _TINY
-
-
 def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: torch.Tensor, bias: bool,
                  pad: Tuple[int, int, int, int] = (0, 0, 0, 0), scale: int = 1):
     """:func:`_conv_materialised`'s float32 groups = 1 form by dpfast's native kernel
@@ -736,7 +731,7 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     G_i's rows in position order (within gamma32_T sqrt(T) ||G_i||_F of exact, as in
     :func:`_conv_materialised`) and the float64 sum of their squares (C_out terms, within
     gamma_{C_out}), bounded by ``_norm_upper`` likewise.  The few float64 operations on the (B,)
-    bounds run in NumPy (:func:`_np_norm_upper`).  ``scale`` (an integer in [1, 2^24]): G_i is taken
+    bounds run in NumPy (:func:`_norm_upper` on NumPy arrays, the same bits).  ``scale`` (an integer in [1, 2^24]): G_i is taken
     as the float32 products fl(g * scale), which the kernel forms as it reads g (the values of
     torch's ``g * scale``, without that copy)."""
     b, c_in = xp.shape[:2]
@@ -761,9 +756,9 @@ def _conv_native(m: _Conv, xp: torch.Tensor, k: tuple, s: tuple, d: tuple, g: to
     fa_ub = fa * (1.0 + _gamma(wp + hp * c_in + 4))
     fg_ub = fg * (1.0 + _gamma(length * c_out + 2))
     delta = _gamma32(length) * np.sqrt(fa_ub * fg_ub) + math.sqrt(p) * length * _ETA32
-    bound = _np_norm_upper(sq, delta, p, 16)
+    bound = _norm_upper(sq, delta, p, delta_ops=16)
     if b_sq is not None:
-        bound_b = _np_norm_upper(b_sq, _gamma32(length) * np.sqrt(length * fg_ub), c_out, 16)
+        bound_b = _norm_upper(b_sq, _gamma32(length) * np.sqrt(length * fg_ub), c_out, delta_ops=16)
         bound = (bound + bound_b) * (1.0 + 8.0 * _U)
     return torch.from_numpy(bound), w, ((k[0], k[1], c_in, c_out), (3, 2, 0, 1)), b_hat
 

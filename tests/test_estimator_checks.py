@@ -346,13 +346,13 @@ def test_mechanisms_and_accounting_import_without_scikit_learn():
     assert out.stdout.split() == ["(3,)", "True", "estimators", "need", "sklearn"]
 
 
-# slow: every epsilon the search probes calibrates method="output" with the PLD accountant it
-# reports (one PLD evaluation of a Gaussian, 0.2 s at epsilon 1 to 3 s at 64), 77 s -> ~6 min here
+# slow: every epsilon the search probes calibrates method="output"; with the RDP accountant (a
+# closed form) rather than the PLD one (0.2 s at epsilon 1 to 3 s at 64 per probe: 85-137 s in CI)
 @pytest.mark.slow
 def test_private_random_search_check_estimator_fails_exactly_the_declared_checks():
     from dpfast.model_selection import PrivateRandomSearch
 
-    inner = LogisticRegression(row_norm="clip", classes=[0, 1, 2, 3], random_state=0)
+    inner = LogisticRegression(row_norm="clip", classes=[0, 1, 2, 3], accountant="rdp", random_state=0)
     search = PrivateRandomSearch(inner, {"method": ["objective", "output"]}, 2.0, 1e-5, n_runs_mean=2.0,
                                  distribution="truncated_negative_binomial", random_state=0)
     _assert_fails_exactly_the_declared_checks(search)

@@ -110,3 +110,16 @@ def test_the_search_placeholder_label_keeps_its_type(classes, y):
         est = PrivateRandomSearch(GaussianNB(1.0, (0, 1), classes=classes), {"alpha": [1.0]}, n_runs_mean=3.0,
                                   random_state=seed)
         assert _outcome(est, X, y) == ("fitted", 1)
+
+
+def test_dask_and_memory_agree_on_a_non_integral_declared_label():
+    """The Dask forest never ran the type check (it released what memory refused); both now
+    release the same model, bit for bit."""
+    da = pytest.importorskip("dask.array")
+    y1 = np.append(np.ones(49), 0.5)
+    make = ESTIMATORS[0]
+    mem = make([0.5, 1.0]).fit(X1, y1)
+    dsk = make([0.5, 1.0]).fit(da.from_array(X1, chunks=(17, 2)), da.from_array(y1, chunks=17))
+    np.testing.assert_array_equal(mem.leaf_labels_, dsk.leaf_labels_)
+    np.testing.assert_array_equal(mem.predict(X), dsk.predict(X))
+    assert mem.classes_.tolist() == dsk.classes_.tolist() == [0.5, 1.0]

@@ -54,6 +54,7 @@ from sklearn.utils.validation import (
 )
 
 from dpfast import _dask_utils, budget as _budget
+from dpfast._validation import is_ragged_error, ragged_message
 from dpfast.accounting import make_accountant
 from dpfast.random import SecureRandom
 
@@ -138,6 +139,8 @@ def _no_values_in_errors(name: str):
             cls = ValueError if isinstance(exc, ValueError) else TypeError
             raise cls(f"{name} must hold real numbers: it has an entry that cannot be converted to float "
                             "(e.g. a string)") from None
+        if is_ragged_error(exc):  # NumPy quotes the detected shape: the (private) number of rows
+            raise ValueError(ragged_message(name)) from None
         if msg.startswith("Complex data not supported"):
             raise ValueError(f"Complex data not supported ({name} must be real)") from None
         if "\narray=" in msg:

@@ -53,16 +53,29 @@ __all__ = [
 ]
 
 
+def is_ragged_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is NumPy's refusal of ragged nested sequences ("setting an array element
+    with a sequence. ... The detected shape was (3,) + inhomogeneous part."), whose text quotes
+    the detected shape: the number of rows, private under add/remove neighbours."""
+    return "inhomogeneous" in str(exc) or "sequence" in str(exc)
+
+
+def ragged_message(name: str) -> str:
+    """The one message for ragged nested sequences: names the argument, never its shape."""
+    return f"{name} must be a rectangular array of numbers (got ragged nested sequences)"
+
+
 def as_array(x, name: str, dtype=None) -> np.ndarray:
     """np.asarray(x, dtype) with ragged nested sequences and unconvertible objects refused as a
-    TypeError naming the argument (NumPy's own message names neither)."""
+    TypeError naming the argument (NumPy's own message names neither, and a ragged one quotes the
+    detected shape: :func:`is_ragged_error`)."""
     if isinstance(x, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
     try:
         return np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
     except ValueError as exc:
-        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
-            raise TypeError(f"{name} must be a rectangular array of numbers (got ragged nested sequences)") from None
+        if is_ragged_error(exc):
+            raise TypeError(ragged_message(name)) from None
         raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None
     except TypeError as exc:
         raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None

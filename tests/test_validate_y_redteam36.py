@@ -123,3 +123,20 @@ def test_dask_and_memory_agree_on_a_non_integral_declared_label():
     np.testing.assert_array_equal(mem.leaf_labels_, dsk.leaf_labels_)
     np.testing.assert_array_equal(mem.predict(X), dsk.predict(X))
     assert mem.classes_.tolist() == dsk.classes_.tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("make", ESTIMATORS, ids=["forest", "nb", "logistic", "search"])
+def test_a_ragged_list_is_refused_without_the_number_of_rows(make):
+    """NumPy's refusal of a ragged list quotes "The detected shape was (3,)": n, private.  X with
+    3 or 2 rows (one short), and y ragged: one message per argument, naming no size."""
+    outs = set()
+    for n in (3, 2):
+        Xr = [[0.5, 0.5]] * (n - 1) + [[0.5]]
+        outs.add(_outcome(make([0, 1]), Xr, [0] * n))
+    assert len(outs) == 1, outs
+    outs = set()
+    for n in (3, 2):
+        outs.add(_outcome(make([0, 1]), np.zeros((n, 2)), [0] * (n - 1) + [[0]]))
+    assert len(outs) == 1, outs
+    (msg, charged), = outs
+    assert charged == 0 and "(3" not in msg and "(2" not in msg

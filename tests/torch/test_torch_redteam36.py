@@ -5,13 +5,15 @@ and the sums are the same bits at one and two torch threads, for B = 1 and an od
 import math
 from fractions import Fraction
 
-import _engine_models as EM
 import pytest
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
-from dpfast.torch import PrivacyEngine
+pytest.importorskip("torch.nn")  # (not "torch": tests/torch/ itself is a namespace package named torch)
+import _engine_models as EM  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from dpfast.torch import PrivacyEngine  # noqa: E402
 
 C = 0.7
 

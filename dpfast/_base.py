@@ -45,7 +45,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401  (the estimators' constraints)
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_feature_names,
     _check_n_features,
@@ -55,6 +54,7 @@ from sklearn.utils.validation import (
 )
 
 from dpfast import _dask_utils, budget as _budget
+from dpfast._validation import is_ragged_error, ragged_message
 from dpfast.accounting import make_accountant
 from dpfast.random import SecureRandom
 
@@ -139,6 +139,8 @@ def _no_values_in_errors(name: str):
             cls = ValueError if isinstance(exc, ValueError) else TypeError
             raise cls(f"{name} must hold real numbers: it has an entry that cannot be converted to float "
                             "(e.g. a string)") from None
+        if is_ragged_error(exc):  # NumPy quotes the detected shape: the (private) number of rows
+            raise ValueError(ragged_message(name)) from None
         if msg.startswith("Complex data not supported"):
             raise ValueError(f"Complex data not supported ({name} must be real)") from None
         if "\narray=" in msg:
@@ -171,9 +173,13 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
     """The one target validator: a 1-d array of ``n`` finite values (an (n, 1) column is
     raveled with scikit-learn's ``DataConversionWarning``); ``None`` raises ``ValueError``.
 
-    ``classifier=True``: labels must be class labels (a continuous or multi-output target raises
-    ``ValueError`` "Unknown label type"); whether they lie in the public label set is checked by
-    :func:`dpfast._validation.check_label_set`.  ``classifier=False``: real numbers (float64).
+    ``classifier=True``: any 1-d labels; whether they lie in the public label set is checked by
+    :func:`dpfast._validation.check_label_set`, whose refusal is the only one (a multi-output
+    target is refused by its shape).  scikit-learn's ``check_classification_targets`` is not
+    run: it refuses by the values' "type" (a float target with one non-integral value is
+    "continuous", mixed objects "unknown"), so with ``classes=[0.5, 1.0]`` one record labelled
+    0.5 -- a declared label -- refused a fit its neighbour passed.  ``classifier=False``: real
+    numbers (float64).
     """
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None "
@@ -185,8 +191,6 @@ def validate_y(estimator, y, n: int, *, classifier: bool, name: str = "y") -> np
         y = column_or_1d(y, warn=True)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"{name} must be 1-d with one entry per row of X ({n}), got shape {y.shape}")
-    if classifier and y.dtype.kind not in "biu":  # 1-d integers are always class labels
-        check_classification_targets(y)
     return y
 
 

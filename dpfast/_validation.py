@@ -53,16 +53,29 @@ __all__ = [
 ]
 
 
+def is_ragged_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is NumPy's refusal of ragged nested sequences ("setting an array element
+    with a sequence. ... The detected shape was (3,) + inhomogeneous part."), whose text quotes
+    the detected shape: the number of rows, private under add/remove neighbours."""
+    return "inhomogeneous" in str(exc) or "sequence" in str(exc)
+
+
+def ragged_message(name: str) -> str:
+    """The one message for ragged nested sequences: names the argument, never its shape."""
+    return f"{name} must be a rectangular array of numbers (got ragged nested sequences)"
+
+
 def as_array(x, name: str, dtype=None) -> np.ndarray:
     """np.asarray(x, dtype) with ragged nested sequences and unconvertible objects refused as a
-    TypeError naming the argument (NumPy's own message names neither)."""
+    TypeError naming the argument (NumPy's own message names neither, and a ragged one quotes the
+    detected shape: :func:`is_ragged_error`)."""
     if isinstance(x, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got {type(x).__name__}")
     try:
         return np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
     except ValueError as exc:
-        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
-            raise TypeError(f"{name} must be a rectangular array of numbers (got ragged nested sequences)") from None
+        if is_ragged_error(exc):
+            raise TypeError(ragged_message(name)) from None
         raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None
     except TypeError as exc:
         raise TypeError(f"{name} must be a real number or array of real numbers: {exc}") from None
@@ -317,9 +330,18 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
         classes = np.array([0, 1])
         implicit = True
     else:
+        given = classes
         classes = np.asarray(classes)
         implicit = False
-        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+        if classes.dtype.kind in "US" and classes.ndim == 1 and not all(isinstance(c, (str, bytes)) for c in given):
+            # numbers with strings ([1, "a"]): NumPy would turn 1 into "1", a label no record
+            # carries; kept as declared (objects), as a label of either type is then found
+            classes = np.array(list(given), dtype=object)
+        try:
+            distinct = np.unique(classes).size
+        except TypeError:  # objects that do not sort: distinct by equality
+            distinct = len(set(classes.tolist())) if classes.ndim == 1 else -1
+        if classes.ndim != 1 or classes.size < 2 or distinct != classes.size:
             raise ValueError(f"classes must list at least two distinct labels, got {classes.tolist()!r}")
     y = np.asarray(y)
     idx = _integer_label_index(y, classes)
@@ -338,12 +360,15 @@ def check_label_set(y: np.ndarray, classes, *, name: str = "y") -> tuple[np.ndar
         except (KeyError, TypeError):
             idx = None
     if idx is None:
+        # one message per public label set, whatever the labels (a hint chosen from the values,
+        # or scikit-learn's "continuous"/"unknown" target types, would tell neighbours apart);
+        # "Unknown label type" is scikit-learn's wording for a refused target
         if implicit:
-            plus_minus = y.dtype.kind in "biuf" and bool(np.all((y == -1) | (y == 1)))
-            hint = ("for labels in {-1, +1} pass classes=[-1, 1]" if plus_minus else
-                    "pass classes=[...] (the public label set: all K labels for multiclass)")
-            raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels; {hint}")
-        raise ValueError(f"{name} has labels outside classes={classes.tolist()}")
+            raise ValueError(f"with classes=None the label set is {{0, 1}}, but {name} has other labels "
+                             "(Unknown label type: pass classes=[...], the public label set: all K labels for "
+                             "multiclass, classes=[-1, 1] for labels in {-1, +1})")
+        raise ValueError(f"{name} has labels outside classes={classes.tolist()} (Unknown label type: not in the "
+                         "public label set)")
     return classes, idx
 
 

@@ -28,7 +28,7 @@ from dpfast._base import (
     validate_y,
 )
 from dpfast._safe_root import safe_root, smallest_safe_root
-from dpfast._validation import check_delta, check_epsilon, check_label_set, check_real
+from dpfast._validation import check_delta, check_epsilon, check_label_set, check_real, public_classes
 from dpfast.accounting import ApproxDP, Tuned, UnsupportedEventError, make_accountant
 from dpfast.accounting.events import OneOf, composed
 from dpfast.accounting.rdp import DEFAULT_ORDERS, rdp_curve, rdp_to_epsilon
@@ -145,10 +145,12 @@ def _dummy(X, Xv, n: int):
 
 def _public_labels(est) -> np.ndarray:
     """The public label set of ``est`` (its last ``classes``/``*__classes`` parameter set, else
-    ``[0, 1]``, as :func:`dpfast._validation.check_label_set` reads it): never the data's labels."""
+    ``[0, 1]``, read by :func:`dpfast._validation.public_classes` as the fit reads it: ``[1, "a"]``
+    stays numbers and strings, not NumPy's ``["1", "a"]``, whose "1" no fit accepts): never the
+    data's labels."""
     classes = [v for k, v in est.get_params(deep=True).items()
                if (k == "classes" or k.endswith("__classes")) and v is not None]
-    return np.asarray(classes[-1] if classes else [0, 1])
+    return public_classes(classes[-1] if classes else None)
 
 
 def _padded(X_tr, y_tr: np.ndarray, pad, label):
@@ -163,7 +165,13 @@ def _padded(X_tr, y_tr: np.ndarray, pad, label):
         X_out = sp.vstack([X_tr, pad], format="csr")
     else:
         X_out = np.concatenate([X_tr, pad])
-    return X_out, np.concatenate([y_tr, np.asarray([label])])  # (promoted: a longer label is kept whole)
+    tail = np.asarray([label])
+    if (y_tr.dtype.kind in "US") != (tail.dtype.kind in "US"):
+        # a number next to strings (classes=[1, "a"], string labels) or a string next to numbers:
+        # NumPy's promotion would make the label a string ("1") outside the label set, refused by
+        # every run after the charge; objects keep each label's type
+        return X_out, np.concatenate([y_tr.astype(object), np.array([label], dtype=object)])
+    return X_out, np.concatenate([y_tr, tail])  # (promoted: a longer label is kept whole)
 
 
 def _rdp_curve(event, orders: np.ndarray) -> np.ndarray:

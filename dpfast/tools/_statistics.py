@@ -175,7 +175,7 @@ def _values(a) -> np.ndarray:
     None]`` is an object array: one rule for the element, whatever the others."""
     if _pandas_category(a):
         raise TypeError("a must be an array of real numbers")
-    x = np.asarray(a)
+    x = as_array(a, "a")  # (a ragged list: refused without NumPy's detected shape, which is n)
     declared = hasattr(a, "dtype") or type(a).__module__.split(".")[0] == "pandas"  # (a DataFrame: dtypes)
     if x.dtype == object or (x.dtype.kind not in "biufm" and not declared):
         x = _object_reals(a, x)

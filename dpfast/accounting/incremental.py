@@ -39,6 +39,7 @@ from scipy import fft as sfft
 from dpfast import _pld
 from dpfast.accounting import basic, events as ev
 from dpfast.accounting._discretize import MAX_POINTS
+from dpfast.accounting.calibration import gaussian_epsilon
 from dpfast.accounting.pld import (
     _T_GRID,
     ComposedPLD,
@@ -47,6 +48,9 @@ from dpfast.accounting.pld import (
     _flatten,
     _log_mgf,
     _step_pmf,
+    gaussian_ledger_delta,
+    gaussian_mu2_terms,
+    mu_from_sum,
     refined_step,
     rounding_margin,
     symmetric,
@@ -134,6 +138,9 @@ class IncrementalPLD:
         self.count = 0
         # basic composition's running (eps, delta) sums (exact), None once an event has no closed form
         self.basic: Optional[Tuple[Fraction, Fraction]] = (Fraction(0), Fraction(0))
+        # sum of c / z^2 (rounded up, exact) while every leaf is a Gaussian, else None: such a
+        # ledger is answered in closed form, as PLDAccountant answers it (pld.gaussian_ledger_mu)
+        self.gauss_mu2: Optional[Fraction] = Fraction(0)
         # per direction: [variance, connect-the-dots excess] at h0 (the refinement rule's sums)
         self.sums: Dict[str, List[float]] = {"remove": [0.0, 0.0], "add": [0.0, 0.0]}
         self.lanes: Dict[str, Tuple[np.ndarray, int, float]] = {"remove": (np.ones(1), 0, 0.0)}
@@ -180,6 +187,9 @@ class IncrementalPLD:
         g = basic.approx_dp(event) if prev is not None else None
         new.basic = None if g is None or prev is None else (prev[0] + g[0], prev[1] + g[1])
         new.neighbours = nb
+        prev_mu2 = getattr(self, "gauss_mu2", None)
+        g2 = gaussian_mu2_terms(leaves) if prev_mu2 is not None else None
+        new.gauss_mu2 = None if g2 is None or prev_mu2 is None else prev_mu2 + g2
         new.sums = {d: list(v) for d, v in self.sums.items()}
         for leaf, c in leaves:
             if not c:
@@ -245,8 +255,19 @@ class IncrementalPLD:
         self.lanes = {d: self._checked((np.asarray(c.p, dtype=np.float64), c.A, c.p_inf)) for d, c in lanes.items()}
 
     # ------------------------------------------------------------------ queries
+    def _gaussian_mu(self) -> Optional[float]:
+        """The composed mu of an all-Gaussian ledger (rounded up), else None: such a ledger is
+        answered in closed form, the value :class:`PLDAccountant` reports for it (so a release
+        calibrated by that accountant at the budget's epsilon fits: the lanes' discretization is
+        a hair looser)."""
+        # (getattr: an object pickled before the attribute existed answers by its lanes)
+        return mu_from_sum(getattr(self, "gauss_mu2", None)) if PLDAccountant._closed_form else None
+
     def epsilon(self, delta: float) -> float:
         """Certified (pessimistic) epsilon at ``delta``: max over the lanes, >= 0."""
+        mu = self._gaussian_mu()
+        if mu is not None:
+            return max(gaussian_epsilon(1.0, delta, mu), 0.0)
         # the accountant's rounding margin on the finite part of delta (PLDAccountant.get_epsilon):
         # epsilon is read at a delta lowered by it, so round-off cannot report below the exact value.
         r = rounding_margin(self.h)
@@ -275,6 +296,9 @@ class IncrementalPLD:
 
     def delta(self, epsilon: float) -> float:
         """Certified (pessimistic) delta at ``epsilon``: max over the lanes."""
+        mu = self._gaussian_mu()
+        if mu is not None:
+            return gaussian_ledger_delta(mu, epsilon)
         r = rounding_margin(self.h)
         d = min(1.0, max(p_inf + max(0.0, float(ComposedPLD(p, A, self.h, p_inf).delta(epsilon)[0]) - p_inf) * (1.0 + r)
                          for p, A, p_inf in self.lanes.values()))

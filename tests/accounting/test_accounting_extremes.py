@@ -50,12 +50,28 @@ def gauss_eps(delta, mu):
 DELTAS = [1e-300, 1e-100, 1e-30, 1e-18, 1e-15, 1e-10, 1e-5, 0.1, 0.5, 1 - 1e-6, 1 - 1e-9, 1 - 1e-12]
 
 
+@pytest.fixture
+def discretized(monkeypatch):
+    """The accountant's discretization (FFT) path on Gaussian ledgers: these tests use composed
+    Gaussians as references for it, and the accountant answers an all-Gaussian ledger's
+    get_epsilon / get_delta in closed form (tests/accounting/test_pld_gaussian_closed_form.py)."""
+    monkeypatch.setattr(PLDAccountant, "_closed_form", False)
+
+
+@pytest.fixture(params=["closed_form", "discretized"])
+def path(request, monkeypatch):
+    """Both ways the pessimistic queries of a Gaussian ledger can be answered."""
+    if request.param == "discretized":
+        monkeypatch.setattr(PLDAccountant, "_closed_form", False)
+    return request.param
+
+
 @pytest.mark.parametrize("sigma, steps, config", [
     (5000.0, 1000, {}), (50.0, 1000, {}),
     (5000.0, 1000, {"value_discretization": 1e-5}),  # a finer grid ("the bounds invert")
     (5000.0, 1000, {"value_discretization": 1e-3, "refine": False}),  # a coarse one
 ])
-def test_gaussian_epsilon_bounds_bracket_the_closed_form_at_every_delta(sigma, steps, config):
+def test_gaussian_epsilon_bounds_bracket_the_closed_form_at_every_delta(sigma, steps, config, path):
     # On 1181d15, sigma 5000 x 1000: the optimistic epsilon was above the exact one at
     # 1e-15 (0.04450 vs 0.04438), 1e-18 (0.185 vs 0.050) and 1e-30 (the tilt of the
     # small-delta path was capped at 16, far below the ~1250 this loss needs); on the
@@ -76,7 +92,7 @@ def test_gaussian_epsilon_bounds_bracket_the_closed_form_at_every_delta(sigma, s
 
 
 @pytest.mark.slow
-def test_gaussian_near_delta_one_is_an_upper_bound():
+def test_gaussian_near_delta_one_is_an_upper_bound(path):
     # On 1181d15 (Gaussian(2.0) x 1000, mu = 15.8): get_epsilon(1 - 1e-12) = 0.0 where the
     # exact value is 12.46, and get_delta(0) = 1 - 1.7e-12 below the exact 1 - 2.7e-15
     # (the scans' absolute round-off near 1 and the FFT's mass error of ~1e-13)
@@ -91,7 +107,7 @@ def test_gaussian_near_delta_one_is_an_upper_bound():
     assert acc.get_delta(1.0) >= float(gauss_delta(1.0, mu))
 
 
-def test_single_gaussian_pessimistic_delta_is_not_rounded_below_the_exact():
+def test_single_gaussian_pessimistic_delta_is_not_rounded_below_the_exact(path):
     # one mechanism (no FFT): connect-the-dots' cancellation left delta of Gaussian(1.0) 1.7e-14
     # (relative) below the exact value at epsilon 0.5 on 1181d15 (Gaussian(0.1): 2.2e-14 at 50)
     mu = 1.0
@@ -110,7 +126,7 @@ class _Stop(Exception):
     pass
 
 
-def test_huge_self_composition_is_sized_before_anything_is_allocated(monkeypatch):
+def test_huge_self_composition_is_sized_before_anything_is_allocated(monkeypatch, discretized):
     # SelfComposed(Gaussian(1.0), 10**5) ran out of memory at 4 GB on 1181d15: its composed
     # window of 6.3e7 points was accepted (limit 8e7).  Record the window the FFT composition
     # is asked for, without running it: the composition alone peaks at 54 bytes a point
@@ -150,7 +166,7 @@ def test_memory_estimate_covers_the_measured_peak():
 
 
 @pytest.mark.slow
-def test_a_window_over_the_budget_is_composed_on_a_coarser_grid(monkeypatch):
+def test_a_window_over_the_budget_is_composed_on_a_coarser_grid(monkeypatch, discretized):
     # (1181d15: "needs N grid points ... use a coarser value_discretization" where a coarser
     # grid, which the accountant could have used itself, gives a certified bound)
     sigma, steps = 1.0, 100
@@ -197,7 +213,7 @@ def test_rounding_margin_leaves_exact_infinite_atoms_alone():
     assert acc.get_delta(math.inf) == acc.composed()["remove"].p_inf
 
 
-def test_refine_false_keeps_its_grid_and_refuses_a_window_over_the_budget(monkeypatch):
+def test_refine_false_keeps_its_grid_and_refuses_a_window_over_the_budget(monkeypatch, discretized):
     # refine=False means exactly value_discretization (callers that combine composed lanes,
     # e.g. the budget's incremental composition, read the lanes on that grid): over the memory
     # budget it is a ValueError raised before the FFT allocates anything
@@ -205,10 +221,11 @@ def test_refine_false_keeps_its_grid_and_refuses_a_window_over_the_budget(monkey
         raise AssertionError("the FFT composition ran")
 
     acc = PLDAccountant(1e-4, refine=False).compose(SelfComposed(Gaussian(1.0), 10 ** 5))
+    fft_compose = pld_mod._fft_compose
     monkeypatch.setattr(pld_mod, "_fft_compose", never)
     with pytest.raises(ValueError, match="composed privacy-loss distribution needs"):
         acc.get_epsilon(1e-5)
-    monkeypatch.undo()
+    monkeypatch.setattr(pld_mod, "_fft_compose", fft_compose)  # (undo() would end `discretized` too)
     small = PLDAccountant(1e-3, refine=False).compose(Gaussian(5000.0), 1000)
     small.get_epsilon(1e-5)
     assert small.grid_step == 1e-3 and small.composed()["remove"].h == 1e-3

@@ -340,6 +340,12 @@ class FromPrivacyProfile(DpEvent):
         _set(self, "profile_step", _pos(profile_step, "profile_step"))
         _set(self, "neighbours", Neighbours.coerce(neighbours))
 
+    # by identity (eq=False alone inherited DpEvent's generated __eq__/__hash__, which compare
+    # no fields: every two profiles were equal, and the accountants' caches of discretized
+    # leaves handed one profile's privacy loss distribution to another)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return self.name
 

@@ -327,3 +327,21 @@ def test_budget_refuses_a_huge_pure_dp_charge():
     with pytest.raises(dpfast.BudgetExceededError):
         b.charge(PureDP(729.0), label="huge")
     assert b.spent() == 0.0 and b.remaining() == 1.0
+
+
+def test_two_privacy_profiles_are_two_events():
+    """FromPrivacyProfile holds a callable and compares by identity: two profiles were equal and
+    hashed alike (the dataclass inherited DpEvent's field-less __eq__), so the process-wide cache
+    of discretized leaves handed one profile's PLD to the other -- a Gaussian profile composed
+    after a zero profile read epsilon 0 -- and the accountant merged them as one event twice."""
+    zero = FromPrivacyProfile(lambda e: 0.0 * np.asarray(e, dtype=float), symmetric=True)
+    sigma = 2.0
+    prof = FromPrivacyProfile(np.vectorize(lambda e: gaussian_delta(sigma, e)), symmetric=True)
+    assert zero != prof and zero == zero and len({zero, prof}) == 2
+    PLDAccountant(1e-4).compose(zero).get_epsilon(1e-6)  # its discretization now cached
+    lo, hi = PLDAccountant(1e-4).compose(prof, count=3).get_epsilon_bounds(1e-6)
+    exact = gaussian_epsilon(sigma / math.sqrt(3), 1e-6)
+    assert lo - 1e-9 <= exact <= hi + 1e-9
+    # the two in one ledger: each counted once (the zero profile adds nothing)
+    both = PLDAccountant(1e-4).compose(zero).compose(prof).get_epsilon(1e-6)
+    assert both == pytest.approx(PLDAccountant(1e-4).compose(prof).get_epsilon(1e-6), rel=1e-6)

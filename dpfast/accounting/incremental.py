@@ -141,6 +141,8 @@ class IncrementalPLD:
         # sum of c / z^2 (rounded up, exact) while every leaf is a Gaussian, else None: such a
         # ledger is answered in closed form, as PLDAccountant answers it (pld.gaussian_ledger_mu)
         self.gauss_mu2: Optional[Fraction] = Fraction(0)
+        # True while the lanes, sums and grid are not built (Gaussians alone: see extended())
+        self.lazy = False
         # per direction: [variance, connect-the-dots excess] at h0 (the refinement rule's sums)
         self.sums: Dict[str, List[float]] = {"remove": [0.0, 0.0], "add": [0.0, 0.0]}
         self.lanes: Dict[str, Tuple[np.ndarray, int, float]] = {"remove": (np.ones(1), 0, 0.0)}
@@ -190,18 +192,19 @@ class IncrementalPLD:
         prev_mu2 = getattr(self, "gauss_mu2", None)
         g2 = gaussian_mu2_terms(leaves) if prev_mu2 is not None else None
         new.gauss_mu2 = None if g2 is None or prev_mu2 is None else prev_mu2 + g2
+        if new._gaussian_mu() is not None:
+            # Gaussians alone: epsilon() and delta() answer in closed form, so the lanes are not
+            # built (discretizing and convolving one Gaussian at epsilon ~64 took seconds a
+            # charge); they are built from scratch, once, if another kind of event joins
+            new.count += sum(c for _, c in leaves)
+            new.lazy = True
+            return new
+        if getattr(self, "lazy", False):
+            new._materialize()
+            return new
         new.sums = {d: list(v) for d, v in self.sums.items()}
         for leaf, c in leaves:
-            if not c:
-                continue
-            new.count += c
-            new.asym = new.asym or not symmetric(leaf)
-            for d in ("remove", "add"):
-                sp = _step_pmf(leaf, self.h0, self.tail_mass, d)  # raises for unsupported events
-                w, _, v = _pld.pmf_moments(sp.p)
-                if w > 0:
-                    new.sums[d][0] += c * v * self.h0 * self.h0
-                new.sums[d][1] += c * sp.excess_var
+            new._add_leaf(leaf, c)
         wanted = new._wanted_grid()
         if wanted < self.h:  # finer grid needed: h0 / 2^k <= wanted, the whole ledger recomposed
             k = min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12))
@@ -227,6 +230,33 @@ class IncrementalPLD:
                 if max(inf1, e.p_inf) < 1.0 else 1.0
             new.lanes[d] = new._checked(_trim(p, A1 + e.A, p_inf, *new.mgf[d], self.h, self.window_mass))
         return new
+
+    def _add_leaf(self, leaf, c: int) -> None:
+        """Count ``c`` compositions of ``leaf`` into the refinement rule's sums (at h0)."""
+        if not c:
+            return
+        self.count += c
+        self.asym = self.asym or not symmetric(leaf)
+        for d in ("remove", "add"):
+            sp = _step_pmf(leaf, self.h0, self.tail_mass, d)  # raises for unsupported events
+            w, _, v = _pld.pmf_moments(sp.p)
+            if w > 0:
+                self.sums[d][0] += c * v * self.h0 * self.h0
+            self.sums[d][1] += c * sp.excess_var
+
+    def _materialize(self) -> None:
+        """Build the lanes of a ledger charged while it held Gaussians alone (``lazy``): the
+        refinement sums, the grid and the composition from scratch, as for a ledger extended one
+        event at a time (ValueError where an event is too wide for any grid, as there)."""
+        self.count, self.asym = 0, False
+        self.sums = {"remove": [0.0, 0.0], "add": [0.0, 0.0]}
+        for event in self.events:
+            for leaf, c in _flatten(event, 1, []):
+                self._add_leaf(leaf, c)
+        wanted = self._wanted_grid()
+        k = min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12)) if wanted < self.h0 else 0
+        self._recompose(self.h0 / 2.0 ** k)
+        self.lazy = False
 
     def _checked(self, lane):
         if lane[0].size > MAX_POINTS * 4:
@@ -268,6 +298,8 @@ class IncrementalPLD:
         mu = self._gaussian_mu()
         if mu is not None:
             return max(gaussian_epsilon(1.0, delta, mu), 0.0)
+        if getattr(self, "lazy", False):  # (the closed form switched off since: tests)
+            self._materialize()
         # the accountant's rounding margin on the finite part of delta (PLDAccountant.get_epsilon):
         # epsilon is read at a delta lowered by it, so round-off cannot report below the exact value.
         r = rounding_margin(self.h)
@@ -299,6 +331,8 @@ class IncrementalPLD:
         mu = self._gaussian_mu()
         if mu is not None:
             return gaussian_ledger_delta(mu, epsilon)
+        if getattr(self, "lazy", False):
+            self._materialize()
         r = rounding_margin(self.h)
         d = min(1.0, max(p_inf + max(0.0, float(ComposedPLD(p, A, self.h, p_inf).delta(epsilon)[0]) - p_inf) * (1.0 + r)
                          for p, A, p_inf in self.lanes.values()))

@@ -114,8 +114,8 @@ GAUSS_EPS = (1.0, 64.0)
 
 def _clear_calibration():
     _clear()
-    from dpfast.accounting import calibration, erm_calibration
-    calibration._analytic_sigma.cache_clear()
+    from dpfast.accounting import _closed_forms, erm_calibration
+    _closed_forms._analytic_sigma.cache_clear()
     erm_calibration.gaussian_multiplier.cache_clear()
     erm_calibration.calibrate_output.cache_clear()
 

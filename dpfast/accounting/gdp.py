@@ -12,7 +12,7 @@ from scipy import special
 
 from dpfast._safe_root import NoSafeValue, safe_root
 from dpfast._validation import as_array, check_delta, check_nonnegative, check_positive, check_real
-from dpfast.accounting.calibration import _excess_over, gaussian_epsilon, gaussian_log_delta
+from dpfast.accounting._closed_forms import _excess_over, gaussian_epsilon, gaussian_log_delta
 
 __all__ = [
     "gaussian_tradeoff",

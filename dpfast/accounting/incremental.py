@@ -38,8 +38,8 @@ from scipy import fft as sfft
 
 from dpfast import _pld
 from dpfast.accounting import basic, events as ev
+from dpfast.accounting._closed_forms import gaussian_epsilon
 from dpfast.accounting._discretize import MAX_POINTS
-from dpfast.accounting.calibration import gaussian_epsilon
 from dpfast.accounting.pld import (
     _T_GRID,
     ComposedPLD,

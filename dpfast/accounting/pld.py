@@ -75,6 +75,7 @@ from dpfast import _pld
 from dpfast._validation import check_delta, check_real
 from dpfast.accounting import _discretize as _disc, basic, events as ev
 from dpfast.accounting._cache import ByteBoundedCache
+from dpfast.accounting._closed_forms import gaussian_delta, gaussian_epsilon
 from dpfast.accounting._discretize import StepPMF
 from dpfast.accounting.base import PrivacyAccountant
 from dpfast.accounting.events import UnsupportedEventError
@@ -261,7 +262,6 @@ def gaussian_ledger_delta(mu: float, epsilon: float) -> float:
     (:func:`dpfast.calibrate.gaussian_delta`), and never below the smallest positive double at a
     finite epsilon: the true delta is > 0 there, and one below the doubles (1e-343) would
     otherwise read 0."""
-    from dpfast.accounting.calibration import gaussian_delta  # (it imports this module)
     d = gaussian_delta(1.0, epsilon, mu)  # mu / 1.0 = mu exactly
     return d if epsilon == math.inf else max(d, 5e-324)
 
@@ -983,7 +983,6 @@ class PLDAccountant(PrivacyAccountant):
         delta = check_delta(delta, allow_zero=False)
         mu = self._gaussian_mu()
         if mu is not None:
-            from dpfast.accounting.calibration import gaussian_epsilon  # (it imports this module)
             return max(gaussian_epsilon(1.0, delta, mu), 0.0)
         lanes = self._lanes()
         # (near 1 the complement carries the margin instead: see ComposedPLD._near_one)

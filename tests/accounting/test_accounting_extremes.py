@@ -14,37 +14,20 @@ import math
 import tracemalloc
 import warnings
 
-import mpmath as mp
 import numpy as np
 import pytest
 
 from dpfast.accounting import PLDAccountant, pld as pld_mod
 from dpfast.accounting.events import Gaussian, SelfComposed
 
-_CTX = mp.MPContext()
-_CTX.dps = 60
+from _mp_gaussian import exact_delta, exact_eps
 
-
-def gauss_delta(eps, mu):
-    eps, mu = _CTX.mpf(eps), _CTX.mpf(mu)
-    return _CTX.ncdf(-eps / mu + mu / 2) - _CTX.exp(eps) * _CTX.ncdf(-eps / mu - mu / 2)
+gauss_delta = exact_delta
 
 
 def gauss_eps(delta, mu):
-    """Smallest eps >= 0 with delta(eps) <= delta (delta is decreasing in eps)."""
-    delta = _CTX.mpf(delta)
-    if gauss_delta(0, mu) <= delta:
-        return 0.0
-    lo, hi = _CTX.mpf(0), _CTX.mpf(1)
-    while gauss_delta(hi, mu) > delta:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if gauss_delta(mid, mu) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return float(hi)
+    """Smallest eps >= 0 with delta(eps) <= delta, as a float."""
+    return float(exact_eps(delta, mu))
 
 
 DELTAS = [1e-300, 1e-100, 1e-30, 1e-18, 1e-15, 1e-10, 1e-5, 0.1, 0.5, 1 - 1e-6, 1 - 1e-9, 1 - 1e-12]

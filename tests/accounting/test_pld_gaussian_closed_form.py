@@ -11,7 +11,6 @@ dp-accounting's PLD (its pessimistic and optimistic estimates bracket the true v
 import math
 from fractions import Fraction
 
-import mpmath as mp
 import numpy as np
 import pytest
 
@@ -22,36 +21,7 @@ from dpfast.accounting.erm_calibration import calibrate_output
 from dpfast.accounting.events import Composed, Gaussian, Laplace, SelfComposed
 from dpfast.accounting.incremental import IncrementalPLD
 
-_CTX = mp.MPContext()
-_CTX.dps = 60
-
-
-def exact_delta(eps, mu):
-    eps, mu = _CTX.mpf(eps), _CTX.mpf(mu)
-    return _CTX.ncdf(-eps / mu + mu / 2) - _CTX.exp(eps) * _CTX.ncdf(-eps / mu - mu / 2)
-
-
-def exact_eps(delta, mu):
-    """Smallest eps >= 0 with delta(eps) <= delta, by bisection to 2^-200 (an mpf)."""
-    delta = _CTX.mpf(delta)
-    if exact_delta(0, mu) <= delta:
-        return _CTX.mpf(0)
-    lo, hi = _CTX.mpf(0), _CTX.mpf(1)
-    while exact_delta(hi, mu) > delta:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if exact_delta(mid, mu) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def exact_mu(ledger):
-    """mu of (z, count) pairs, exactly (60 digits) from the doubles."""
-    return _CTX.sqrt(sum(_CTX.mpf(c) / _CTX.mpf(z) ** 2 for z, c in ledger))
-
+from _mp_gaussian import CTX as _CTX, exact_delta, exact_eps, exact_mu
 
 DELTAS = [1e-300, 1e-100, 1e-30, 1e-18, 1e-10, 1e-5, 0.1, 0.5, 1 - 1e-6, 1 - 1e-9, 1 - 1e-12]
 

@@ -38,7 +38,6 @@ from scipy import fft as sfft
 
 from dpfast import _pld
 from dpfast.accounting import basic, events as ev
-from dpfast.accounting._closed_forms import gaussian_epsilon
 from dpfast.accounting._discretize import MAX_POINTS
 from dpfast.accounting.pld import (
     _T_GRID,
@@ -49,6 +48,7 @@ from dpfast.accounting.pld import (
     _log_mgf,
     _step_pmf,
     gaussian_ledger_delta,
+    gaussian_ledger_epsilon,
     gaussian_mu2_terms,
     mu_from_sum,
     refined_step,
@@ -157,6 +157,13 @@ class IncrementalPLD:
             return self.h0
         return refined_step(self.h0, [self.sums[d] for d in (["remove", "add"] if self.asym else ["remove"])])
 
+    def _grid_for(self, wanted: float) -> float:
+        """The grid for a ledger whose refinement rule asks for ``wanted``: h0, or the coarsest
+        h0 / 2^k <= wanted (k <= _MAX_REFINE)."""
+        if wanted >= self.h0:
+            return self.h0
+        return self.h0 / 2.0 ** min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12))
+
     def _mgf_of(self, leaves, h: float, direction: str) -> Tuple[np.ndarray, np.ndarray]:
         up, dn = np.zeros(_T_GRID.size), np.zeros(_T_GRID.size)
         for leaf, c in leaves:
@@ -206,9 +213,8 @@ class IncrementalPLD:
         for leaf, c in leaves:
             new._add_leaf(leaf, c)
         wanted = new._wanted_grid()
-        if wanted < self.h:  # finer grid needed: h0 / 2^k <= wanted, the whole ledger recomposed
-            k = min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12))
-            new._recompose(self.h0 / 2.0 ** k)
+        if wanted < self.h:  # finer grid needed: the whole ledger recomposed
+            new._recompose(self._grid_for(wanted))
             return new
         try:
             lanes_e = self._accountant(self.h).compose(event).composed()
@@ -253,9 +259,7 @@ class IncrementalPLD:
         for event in self.events:
             for leaf, c in _flatten(event, 1, []):
                 self._add_leaf(leaf, c)
-        wanted = self._wanted_grid()
-        k = min(_MAX_REFINE, math.ceil(math.log2(self.h0 / wanted) - 1e-12)) if wanted < self.h0 else 0
-        self._recompose(self.h0 / 2.0 ** k)
+        self._recompose(self._grid_for(self._wanted_grid()))
         self.lazy = False
 
     def _checked(self, lane):
@@ -297,7 +301,7 @@ class IncrementalPLD:
         """Certified (pessimistic) epsilon at ``delta``: max over the lanes, >= 0."""
         mu = self._gaussian_mu()
         if mu is not None:
-            return max(gaussian_epsilon(1.0, delta, mu), 0.0)
+            return gaussian_ledger_epsilon(mu, delta)
         if getattr(self, "lazy", False):  # (the closed form switched off since: tests)
             self._materialize()
         # the accountant's rounding margin on the finite part of delta (PLDAccountant.get_epsilon):

@@ -257,6 +257,12 @@ def mu_from_sum(mu2: Optional[Fraction]) -> Optional[float]:
     return m if CLOSED_FORM_MU[0] <= m <= CLOSED_FORM_MU[1] else None
 
 
+def gaussian_ledger_epsilon(mu: float, delta: float) -> float:
+    """The smallest epsilon >= 0 at which the Gaussian mechanism of ``mu`` is (epsilon,
+    delta)-DP, on the safe side (:func:`dpfast.calibrate.gaussian_epsilon`)."""
+    return max(gaussian_epsilon(1.0, delta, mu), 0.0)  # mu / 1.0 = mu exactly
+
+
 def gaussian_ledger_delta(mu: float, epsilon: float) -> float:
     """delta(epsilon) of the Gaussian mechanism of ``mu``, rounded up
     (:func:`dpfast.calibrate.gaussian_delta`), and never below the smallest positive double at a
@@ -983,7 +989,7 @@ class PLDAccountant(PrivacyAccountant):
         delta = check_delta(delta, allow_zero=False)
         mu = self._gaussian_mu()
         if mu is not None:
-            return max(gaussian_epsilon(1.0, delta, mu), 0.0)
+            return gaussian_ledger_epsilon(mu, delta)
         lanes = self._lanes()
         # (near 1 the complement carries the margin instead: see ComposedPLD._near_one)
         r = rounding_margin(self.grid_step)
